@@ -1,0 +1,40 @@
+# kernelwright: `make run` sets everything up and optimizes a bundled task offline; `make test` tests.
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+KW     := $(VENV)/bin/kernelwright
+STAMP  := $(VENV)/.installed
+# With no NVIDIA GPU here, take the CPU build of torch first, so that nothing pulls a multi-GB CUDA build.
+HAS_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo 1)
+RUN_TASK ?= tasks/level1/19_softmax.py
+RUN_OUT  ?= runs/demo
+
+.PHONY: install run test test-all lint clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+ifeq ($(HAS_GPU),)
+	$(PY) -m pip install -q torch==2.13.0
+endif
+	$(PY) -m pip install -q -e '.[dev]' 'triton==3.6.0' 'numpy<2.4'
+	touch $(STAMP)
+
+run: install
+	$(KW) optimize $(RUN_TASK) --model offline --budget 6 --device auto --out $(RUN_OUT)
+
+# The default suite: unit, interpreter kernels and integration tests, slow ones excluded.
+test: install
+	$(PY) -m pytest -m "not slow" -q
+
+test-all: install
+	$(PY) -m pytest -q
+
+lint: install
+	$(VENV)/bin/ruff check graphs nodes providers memory hardware tasks tests benchmarks
+	$(VENV)/bin/ruff format --check graphs nodes providers memory hardware tasks tests benchmarks
+	$(VENV)/bin/mypy graphs nodes providers memory hardware tasks
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache

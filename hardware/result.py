@@ -1,0 +1,100 @@
+"""The one record every evaluation returns, whatever happened to the candidate.
+
+`EvalResult` is never None and never replaced by an exception: a candidate that does not parse, hangs,
+segfaults or computes wrong numbers still yields an `EvalResult`, with `stage` telling how far it got
+and `error_kind` naming what stopped it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Stage = Literal["parse", "compile", "run", "correctness", "timing", "done"]
+"""How far the candidate got. `done` means verified (and timed, where timing is meaningful)."""
+
+ErrorKind = Literal[
+    "static_check",  # rejected before running: no ModelNew, no Triton kernel, calls the reference, ...
+    "syntax_error",  # the candidate source does not parse
+    "import_error",  # importing the candidate module failed
+    "compile_error",  # Triton failed to compile a kernel
+    "runtime_error",  # an exception while running forward (not a compile error)
+    "shape_mismatch",  # output shape, dtype or count differs from the reference
+    "mismatch",  # values outside tolerance (NaN/inf mismatches included)
+    "timeout",  # a stage ran past its time limit; the worker was killed
+    "crash",  # the worker process died (segfault, abort, CUDA error, out of memory)
+    "harness_error",  # the reference itself could not run; not the candidate's fault
+]
+
+PrecisionMode = Literal["strict", "tf32", "reduced"]
+"""`strict`: fp32 held to fp32 tolerance; `tf32`: TF32 matmul/conv allowed; `reduced`: bf16/fp16-level."""
+
+
+class Tolerance(BaseModel):
+    """The tolerance a result was checked against (one row of the per-dtype table)."""
+
+    dtype: str
+    rtol: float
+    atol: float
+    precision: PrecisionMode = "strict"
+
+
+class Versions(BaseModel):
+    """Toolchain a result was produced with; memory entries carry the same fields."""
+
+    torch: str = ""
+    triton: str = ""
+    python: str = ""
+    cuda: str | None = None
+
+
+class EvalResult(BaseModel):
+    """Outcome of evaluating one candidate against one task."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    schema_version: int = 1
+    correct: bool = False
+    stage: Stage = "parse"
+    error_kind: ErrorKind | None = None
+    error: str | None = Field(default=None, description="tail of the error message or mismatch report")
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    tolerance: Tolerance | None = None
+    precision: PrecisionMode = "strict"
+    trials: int = 0
+    shapes_checked: list[list[list[int]]] = Field(default_factory=list)
+    runtime_ms: float | None = None
+    runtime_ci_ms: tuple[float, float] | None = None
+    eager_ms: float | None = None
+    compile_ms: float | None = None
+    speedup_vs_eager: float | None = None
+    speedup_vs_compile: float | None = None
+    timing_meaningful: bool = False
+    timing_note: str | None = None
+    roofline_floor_ms: float | None = None
+    fraction_of_floor: float | None = None
+    torch_ops_remaining: list[str] = Field(default_factory=list)
+    target: str = ""
+    device: str = ""
+    versions: Versions = Field(default_factory=Versions)
+    wall_s: float = 0.0
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def failed(self) -> bool:
+        return not self.correct
+
+    def summary(self) -> str:
+        """One line for logs and the CLI."""
+        if not self.correct:
+            return f"FAIL at {self.stage}: {self.error_kind}: {(self.error or '').splitlines()[-1:] or ''}"
+        if self.timing_meaningful and self.runtime_ms is not None:
+            s = f"correct, {self.runtime_ms:.4f} ms"
+            if self.speedup_vs_eager:
+                s += f", {self.speedup_vs_eager:.2f}x vs eager"
+            if self.speedup_vs_compile:
+                s += f", {self.speedup_vs_compile:.2f}x vs torch.compile"
+            return s
+        return "correct (timing not meaningful on this device)"

@@ -1,0 +1,1 @@
+"""kernelwright: providers/offline."""
