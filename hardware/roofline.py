@@ -51,7 +51,9 @@ _DTYPE_TO_MODE = {
 class RooflineFloor(BaseModel):
     """The floor of one task on one target, and how it was derived."""
 
-    floor_ms: float | None = Field(description="max(memory_ms, compute_ms); None when the target has no peaks")
+    floor_ms: float | None = Field(
+        description="max(memory_ms, compute_ms); None when the target has no peaks"
+    )
     memory_ms: float | None = None
     compute_ms: float | None = None
     bound: Literal["memory", "compute"] | None = None
@@ -121,7 +123,9 @@ def select_math_mode(task: Task, target: Target, precision: Precision = "strict"
             notes.append("strict fp32 matmul runs on CUDA cores: fp32 peak")
     if target.meaningful_peaks and target.peak_flops(mode) is None:
         # e.g. fp8 on A100 or fp64 on an Ada part: fall back to the nearest mode the part has.
-        for alt in {"fp8": ["fp16", "bf16"], "fp64": ["fp32"], "tf32": ["fp32"], "bf16": ["fp16"]}.get(mode, []):
+        for alt in {"fp8": ["fp16", "bf16"], "fp64": ["fp32"], "tf32": ["fp32"], "bf16": ["fp16"]}.get(
+            mode, []
+        ):
             if target.peak_flops(alt) is not None:
                 notes.append(f"{target.name} lists no {mode} peak; {alt} used")
                 mode = alt

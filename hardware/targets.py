@@ -105,14 +105,21 @@ class Target(BaseModel):
         raise ValueError(f"target {self.name!r} is not a CUDA GPU target; offline compilation needs one")
 
     def with_ceilings(
-        self, *, copy_bandwidth_gbs: float | None = None, matmul_tflops: dict[str, float] | None = None, note: str = ""
+        self,
+        *,
+        copy_bandwidth_gbs: float | None = None,
+        matmul_tflops: dict[str, float] | None = None,
+        note: str = "",
     ) -> Target:
         """A copy of this target with measured ceilings replaced (those given) and a note on their origin."""
         update: dict[str, Any] = {}
         if copy_bandwidth_gbs:
             update["measured_copy_bandwidth_gbs"] = float(copy_bandwidth_gbs)
         if matmul_tflops:
-            update["measured_tflops"] = {**self.measured_tflops, **{k: float(v) for k, v in matmul_tflops.items()}}
+            update["measured_tflops"] = {
+                **self.measured_tflops,
+                **{k: float(v) for k, v in matmul_tflops.items()},
+            }
         if note:
             update["measured_note"] = note
         return self.model_copy(update=update)
@@ -135,14 +142,6 @@ class Target(BaseModel):
 
 # Hopper H100 and H200 SXM share the GH100 die and clocks; H200 adds HBM3e (141 GB, 4.8 TB/s).
 _HOPPER_PEAKS = {"fp64": 66.9, "fp32": 66.9, "tf32": 494.7, "fp16": 989.4, "bf16": 989.4, "fp8": 1978.9}
-_HOPPER_LIMITS = dict(
-    compute_capability=90,
-    sm_count=132,
-    warp_size=32,
-    shared_memory_per_block_bytes=227 * KIB,
-    registers_per_sm=65536,
-    l2_bytes=50 * MIB,
-)
 
 _PROFILES: list[Target] = [
     Target(
@@ -156,7 +155,12 @@ _PROFILES: list[Target] = [
         aliases=("h100", "h100-sxm", "h100-sxm5", "h100-80gb"),
         device_name_patterns=(r"\bh100\b(?!.*(pcie|nvl))",),
         sources="NVIDIA H100 Tensor Core GPU datasheet (SXM5 column, dense = half of the sparsity figure)",
-        **_HOPPER_LIMITS,
+        compute_capability=90,
+        sm_count=132,
+        warp_size=32,
+        shared_memory_per_block_bytes=227 * KIB,
+        registers_per_sm=65536,
+        l2_bytes=50 * MIB,
     ),
     Target(
         name="nvidia-h200",
@@ -175,7 +179,12 @@ _PROFILES: list[Target] = [
             "measured on an H200 SXM: device-to-device copy ~4300 GB/s (read + write), "
             "bf16 8192^3 torch.matmul ~790 TFLOP/s"
         ),
-        **_HOPPER_LIMITS,
+        compute_capability=90,
+        sm_count=132,
+        warp_size=32,
+        shared_memory_per_block_bytes=227 * KIB,
+        registers_per_sm=65536,
+        l2_bytes=50 * MIB,
     ),
     Target(
         name="nvidia-a100",
@@ -322,7 +331,9 @@ def generic_target_from_properties(props: Any, capability: tuple[int, int]) -> T
         if cc >= 89:
             peaks["fp8"] = round(fp16 * 2, 1)
     name = str(getattr(props, "name", "unknown GPU"))
-    smem = int(getattr(props, "shared_memory_per_block_optin", 0) or getattr(props, "shared_memory_per_block", 0))
+    smem = int(
+        getattr(props, "shared_memory_per_block_optin", 0) or getattr(props, "shared_memory_per_block", 0)
+    )
     return Target(
         name=f"generic-sm{cc}",
         display_name=name,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from hardware.roofline import dtype_math_mode, fraction_of_floor, roofline_floor_ms
-from hardware.targets import get_target
 from tasks.task import Task, TaskSignature
 
 N = 4096
@@ -29,7 +28,9 @@ def test_pointwise_is_memory_bound_at_measured_copy_bandwidth():
 
 
 def test_strict_fp32_matmul_uses_cuda_core_peak():
-    f = roofline_floor_ms(make_task(["matmul"], ["torch.float32", "torch.float32"], MM_FLOPS, MM_BYTES), "h200")
+    f = roofline_floor_ms(
+        make_task(["matmul"], ["torch.float32", "torch.float32"], MM_FLOPS, MM_BYTES), "h200"
+    )
     assert f.math_mode == "fp32" and f.bound == "compute"
     assert f.peak_used == pytest.approx(66.9e12) and f.peak_source == "datasheet"
     assert f.compute_ms == pytest.approx(MM_FLOPS / 66.9e12 * 1e3, rel=1e-12)
@@ -47,7 +48,8 @@ def test_fp32_conv_uses_tf32_peak_and_says_why():
 
 
 @pytest.mark.parametrize(
-    "precision,mode,peak", [("strict", "fp32", 66.9e12), ("tf32", "tf32", 494.7e12), ("reduced", "bf16", 790e12)]
+    "precision,mode,peak",
+    [("strict", "fp32", 66.9e12), ("tf32", "tf32", 494.7e12), ("reduced", "bf16", 790e12)],
 )
 def test_precision_mode_changes_the_fp32_matmul_peak(precision, mode, peak):
     f = roofline_floor_ms(make_task(["matmul"], ["torch.float32"], MM_FLOPS, MM_BYTES), "h200", precision)

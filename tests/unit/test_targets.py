@@ -58,7 +58,8 @@ def test_h200_keeps_datasheet_and_measured_apart():
 
 
 @pytest.mark.parametrize(
-    "alias", ["h200", "H200", "nvidia-h200", "NVIDIA_H200", "nvidia h200", " H200-SXM ", "NVIDIA H200 SXM 141GB"]
+    "alias",
+    ["h200", "H200", "nvidia-h200", "NVIDIA_H200", "nvidia h200", " H200-SXM ", "NVIDIA H200 SXM 141GB"],
 )
 def test_aliases(alias):
     assert get_target(alias).name == "nvidia-h200"
@@ -153,7 +154,9 @@ def test_generic_profile_from_device_properties_is_flagged_and_estimated():
 
 def test_load_ceilings(tmp_path):
     path = tmp_path / "ceilings.json"
-    path.write_text(json.dumps({"device": "NVIDIA H200", "copy_bandwidth_gbs": 4111.0, "matmul_tflops": {"fp32": 50.5}}))
+    path.write_text(
+        json.dumps({"device": "NVIDIA H200", "copy_bandwidth_gbs": 4111.0, "matmul_tflops": {"fp32": 50.5}})
+    )
     t = load_ceilings(get_target("h200"), path)
     assert t.measured_copy_bandwidth_gbs == 4111.0
     assert t.measured_tflops == {"bf16": 790.0, "fp32": 50.5}
