@@ -1,1 +1,27 @@
-"""kernelwright: tasks."""
+"""kernelwright tasks: the KernelBench task format, its loader and analysis, and the bundled suites."""
+
+from tasks.analysis import OP_FAMILIES, TaskAnalysis, analyze_task, op_family, trace_forward
+from tasks.errors import TaskError
+from tasks.loader import bundled_suite_dir, load_suite, load_task, load_task_source
+from tasks.module import exec_task_module, has_small_inputs, task_init_inputs, task_inputs, task_model
+from tasks.task import Task, TaskSignature
+
+__all__ = [
+    "OP_FAMILIES",
+    "Task",
+    "TaskAnalysis",
+    "TaskError",
+    "TaskSignature",
+    "analyze_task",
+    "bundled_suite_dir",
+    "exec_task_module",
+    "has_small_inputs",
+    "load_suite",
+    "load_task",
+    "load_task_source",
+    "op_family",
+    "task_init_inputs",
+    "task_inputs",
+    "task_model",
+    "trace_forward",
+]

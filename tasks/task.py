@@ -41,3 +41,9 @@ class Task(BaseModel):
     """FLOPs of one forward at the full size (torch.utils.flop_counter), 0 when it counts none."""
     min_bytes: float = 0.0
     """Bytes one forward must move at the full size: inputs and parameters read once, outputs written once."""
+    cost_exact: bool = True
+    """False when the forward could not run on the meta device at the full size: then `flops` is 0 and
+    `min_bytes` counts only inputs and parameters (both lower bounds), and `signature` has no output shapes."""
+    checked_on: str = ""
+    """Where loading ran the forward for real: "cpu-small" (get_small_inputs), "cpu-full" (the full size
+    was cheap enough), or "meta" (too large for CPU, no get_small_inputs: checked on the meta device only)."""

@@ -1,0 +1,396 @@
+"""What a task computes and what it costs, found without allocating its full-size tensors.
+
+The full-size inputs and model are built under `torch.device("meta")`, so shapes, dtypes, aten ops and
+FLOPs come out of a forward that touches no memory: a task that moves gigabytes on a GPU is analysed in
+milliseconds here. The forward is also run for real on CPU at the small size (`get_small_inputs()`), which
+is what proves it works and gives `small_signature`.
+
+A task whose forward cannot run on the meta device (data-dependent code such as `.item()`, or an op with
+no meta kernel) falls back to the real small run: its ops and families come from there, and its full-size
+cost is only a lower bound (`cost_exact=False`).
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from pydantic import BaseModel
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode
+
+from tasks.errors import TaskError, describe_exception
+from tasks.module import has_small_inputs, task_inputs, task_model
+from tasks.task import TaskSignature
+
+OP_FAMILIES = ("matmul", "conv", "reduction", "softmax", "norm", "pointwise", "scan", "loss", "pool", "other")
+
+# A task without get_small_inputs() is run for real on CPU at its full size only when it is this cheap.
+CPU_CHECK_MAX_BYTES = 64 * 2**20
+CPU_CHECK_MAX_FLOPS = 2e9
+
+_ATEN_FAMILY: dict[str, str] = {}
+for _family, _names in {
+    "matmul": "mm addmm bmm baddbmm addbmm mv addmv dot vdot matmul linear outer ger _addmm_activation "
+    "_scaled_mm einsum _scaled_dot_product_flash_attention _scaled_dot_product_flash_attention_for_cpu "
+    "_scaled_dot_product_efficient_attention _scaled_dot_product_cudnn_attention "
+    "scaled_dot_product_attention",
+    "conv": "convolution _convolution conv1d conv2d conv3d conv_transpose1d conv_transpose2d "
+    "conv_transpose3d cudnn_convolution mkldnn_convolution _slow_conv2d_forward slow_conv3d_forward "
+    "slow_conv_transpose2d slow_conv_transpose3d slow_conv_dilated2d slow_conv_dilated3d "
+    "convolution_overrideable _nnpack_spatial_convolution",
+    "reduction": "sum mean prod amax amin max min argmax argmin aminmax logsumexp var std var_mean std_mean "
+    "nansum nanmean median nanmedian mode all any count_nonzero",
+    "softmax": "_softmax _log_softmax softmax log_softmax _safe_softmax",
+    "norm": "native_layer_norm layer_norm native_group_norm group_norm native_batch_norm batch_norm "
+    "_native_batch_norm_legit _native_batch_norm_legit_no_training _batch_norm_with_update "
+    "_batch_norm_no_update instance_norm rms_norm _fused_rms_norm linalg_vector_norm norm renorm "
+    "frobenius_norm nuclear_norm",
+    "scan": "cumsum cumprod cummax cummin logcumsumexp _cummax_helper _cummin_helper",
+    "loss": "mse_loss l1_loss smooth_l1_loss huber_loss nll_loss nll_loss_forward nll_loss2d_forward "
+    "nll_loss_nd cross_entropy_loss binary_cross_entropy binary_cross_entropy_with_logits kl_div "
+    "soft_margin_loss multi_margin_loss multilabel_margin_loss_forward hinge_embedding_loss "
+    "margin_ranking_loss triplet_margin_loss cosine_embedding_loss poisson_nll_loss",
+    "pool": "max_pool1d max_pool2d max_pool3d max_pool2d_with_indices max_pool3d_with_indices avg_pool1d "
+    "avg_pool2d avg_pool3d adaptive_avg_pool1d adaptive_avg_pool2d adaptive_avg_pool3d _adaptive_avg_pool2d "
+    "_adaptive_avg_pool3d adaptive_max_pool1d adaptive_max_pool2d adaptive_max_pool3d "
+    "fractional_max_pool2d fractional_max_pool3d _mkldnn_pooling lp_pool1d lp_pool2d max_unpool2d",
+    "pointwise": "add sub mul div rsub true_divide where clamp clamp_min clamp_max masked_fill "
+    "dropout native_dropout bernoulli pow rsqrt",
+}.items():
+    for _name in _names.split():
+        _ATEN_FAMILY[_name] = _family
+
+# Ops that move or describe data without computing on it: recorded in `ops`, but no family of their own.
+_NO_FAMILY = set(
+    "view _unsafe_view reshape t permute transpose expand expand_as squeeze unsqueeze slice select "
+    "as_strided detach alias clone copy _to_copy contiguous lift_fresh lift _local_scalar_dense fill zero "
+    "empty empty_like empty_strided new_empty new_empty_strided zeros zeros_like ones ones_like full "
+    "full_like new_zeros new_ones new_full scalar_tensor arange linspace randn rand randint normal "
+    "uniform random split split_with_sizes unbind chunk cat stack flatten unflatten narrow "
+    "_reshape_alias index_select gather index".split()
+)
+
+
+def _function_family(func: Callable[..., Any]) -> str | None:
+    """The family of a torch-level function whose aten form decomposes and would hide what it is.
+
+    `F.rms_norm`, `F.normalize` and `F.cross_entropy` reach aten as pow/mean/rsqrt, norm/div and
+    log_softmax/nll_loss; naming them at the torch level keeps an RMS norm a norm and a cross entropy a loss.
+    """
+    name = getattr(func, "__name__", "")
+    if name.endswith("_loss") or name in ("cross_entropy", "nll_loss", "kl_div"):
+        return "loss"
+    if name.endswith("_norm") or name == "normalize":
+        return "norm"
+    if name in ("softmax", "log_softmax"):
+        return "softmax"
+    if name in ("linear", "bilinear", "scaled_dot_product_attention"):
+        return "matmul"
+    return None
+
+
+def op_family(func: torch._ops.OpOverload) -> str | None:
+    """The coarse family of one aten op, or None for ops that only move or describe data."""
+    if func.namespace != "aten":
+        return "other"
+    raw = func.overloadpacket.__name__
+    name = raw[:-1] if raw.endswith("_") and not raw.endswith("__") else raw  # in-place add_ is add
+    if name in _NO_FAMILY or func.is_view:
+        return None
+    family = _ATEN_FAMILY.get(name)
+    if family is not None:
+        return family
+    if torch.Tag.pointwise in func.tags:
+        return "pointwise"
+    return "other"
+
+
+class _OpRecorder(TorchDispatchMode):
+    """Records every aten op the forward runs, and the family each one belongs to."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[str] = []
+        self.families: list[str] = []
+        self.scope: str | None = None  # set while a torch-level function with a known family runs
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        name = func.overloadpacket.__name__ if func.namespace == "aten" else str(func.overloadpacket)
+        if name not in self.ops:
+            self.ops.append(name)
+        family = self.scope or op_family(func)
+        if family is not None and family not in self.families:
+            self.families.append(family)
+        return func(*args, **(kwargs or {}))
+
+
+class _FamilyScope(TorchFunctionMode):
+    """Attributes the aten ops of a decomposing torch function (e.g. F.rms_norm) to its family."""
+
+    def __init__(self, recorder: _OpRecorder) -> None:
+        super().__init__()
+        self.recorder = recorder
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        kwargs = kwargs or {}
+        family = _function_family(func)
+        if family is None or self.recorder.scope is not None:
+            return func(*args, **kwargs)
+        self.recorder.scope = family
+        try:
+            return func(*args, **kwargs)
+        finally:
+            self.recorder.scope = None
+
+
+@dataclass
+class ForwardTrace:
+    """What one forward ran: aten ops in first-seen order, their families, FLOPs, and the raw output."""
+
+    ops: list[str]
+    families: list[str]
+    flops: float
+    output: Any
+
+
+def trace_forward(model: torch.nn.Module, inputs: Sequence[Any]) -> ForwardTrace:
+    """Run `model(*inputs)` once without autograd, recording aten ops, families and FLOPs."""
+    recorder = _OpRecorder()
+    with torch.no_grad(), FlopCounterMode(display=False) as counter, _FamilyScope(recorder), recorder:
+        output = model(*inputs)
+    families = recorder.families or (["other"] if recorder.ops else [])
+    return ForwardTrace(
+        ops=recorder.ops, families=families, flops=float(counter.get_total_flops()), output=output
+    )
+
+
+def output_tensors(output: Any) -> list[torch.Tensor] | None:
+    """The output as a list of tensors, or None when it is not a tensor or a tuple/list of tensors."""
+    if isinstance(output, torch.Tensor):
+        return [output]
+    if isinstance(output, list | tuple) and output and all(isinstance(t, torch.Tensor) for t in output):
+        return list(output)
+    return None
+
+
+def _tensors(values: Sequence[Any]) -> list[torch.Tensor]:
+    return [v for v in values if isinstance(v, torch.Tensor)]
+
+
+def _dtype(t: torch.Tensor) -> str:
+    return str(t.dtype).removeprefix("torch.")
+
+
+def tensor_bytes(t: torch.Tensor) -> int:
+    """Bytes a tensor occupies; an expanded (stride-0) view counts only the storage behind it."""
+    dense = t.numel() * t.element_size()
+    try:
+        return min(dense, t.untyped_storage().nbytes())
+    except (RuntimeError, NotImplementedError):
+        return dense
+
+
+def _unique_bytes(tensors: Sequence[torch.Tensor]) -> int:
+    seen: set[int] = set()
+    total = 0
+    for t in tensors:
+        if id(t) not in seen:
+            seen.add(id(t))
+            total += tensor_bytes(t)
+    return total
+
+
+def read_bytes(model: torch.nn.Module, inputs: Sequence[Any]) -> int:
+    """Bytes every forward must read at least once: tensor inputs, parameters and buffers."""
+    state = list(model.parameters()) + list(model.buffers())
+    return _unique_bytes(_tensors(inputs) + state)
+
+
+def make_signature(
+    inputs: Sequence[Any], outputs: Sequence[torch.Tensor], trace: ForwardTrace
+) -> TaskSignature:
+    """A TaskSignature from a forward's tensor inputs, its outputs and the ops it ran."""
+    tensors = _tensors(inputs)
+    return TaskSignature(
+        op_families=list(trace.families),
+        ops=list(trace.ops),
+        input_shapes=[list(t.shape) for t in tensors],
+        input_dtypes=[_dtype(t) for t in tensors],
+        output_shapes=[list(t.shape) for t in outputs],
+        output_dtypes=[_dtype(t) for t in outputs],
+    )
+
+
+class TaskAnalysis(BaseModel):
+    """Everything `load_task` learns by running a task, besides the module itself."""
+
+    signature: TaskSignature
+    small_signature: TaskSignature | None
+    flops: float
+    min_bytes: float
+    cost_exact: bool
+    checked_on: str
+    """Where the forward ran for real: "cpu-small", "cpu-full", or "meta" (too large to run on CPU)."""
+
+
+class _Run(BaseModel):
+    """One forward of the task: its signature, FLOPs and the bytes it must move."""
+
+    signature: TaskSignature
+    flops: float
+    min_bytes: float
+
+
+class _MetaUnsupported(Exception):
+    """The task cannot run on the meta device. What was learnt before it failed rides along:
+    `inputs` (the full-size tensor inputs, meta) and `read_bytes` (inputs + parameters) when known."""
+
+    def __init__(self, reason: str, inputs: list[torch.Tensor] | None, read_bytes: int | None) -> None:
+        super().__init__(reason)
+        self.inputs = inputs
+        self.read_bytes = read_bytes
+
+
+def _is_meta_limitation(exc: BaseException) -> bool:
+    # Meta tensors have no data: .item(), branching on values and ops without a meta kernel fail with a
+    # message that names the meta device. Anything else (a shape mismatch) would fail the same on a GPU.
+    root = exc.__cause__ if isinstance(exc, TaskError) and exc.__cause__ is not None else exc
+    text = str(root).lower()
+    return isinstance(root, NotImplementedError) or "meta" in text or "data-dependent" in text
+
+
+def _outputs_or_error(module: types.ModuleType, trace: ForwardTrace) -> list[torch.Tensor]:
+    outputs = output_tensors(trace.output)
+    if outputs is None:
+        got = type(trace.output).__name__
+        if isinstance(trace.output, list | tuple):
+            inner = sorted({type(v).__name__ for v in trace.output}) or ["nothing"]
+            got = f"{got} of {', '.join(inner)}"
+        raise TaskError(
+            f"{module.__file__}: forward returned {got}; expected a tensor or a tuple/list of tensors"
+        )
+    return outputs
+
+
+def _finish(module: types.ModuleType, model: torch.nn.Module, inputs: list[Any], trace: ForwardTrace) -> _Run:
+    outputs = _outputs_or_error(module, trace)
+    written = sum(t.numel() * t.element_size() for t in outputs)
+    return _Run(
+        signature=make_signature(inputs, outputs, trace),
+        flops=trace.flops,
+        min_bytes=float(read_bytes(model, inputs) + written),
+    )
+
+
+def _run_cpu(module: types.ModuleType, *, small: bool) -> _Run:
+    """Build inputs and model on CPU and run the forward once; failures become TaskError."""
+    inputs = task_inputs(module, small=small, seed=0, device="cpu")
+    model = task_model(module, small=small, seed=0, device="cpu")
+    try:
+        trace = trace_forward(model, inputs)
+    except Exception as exc:
+        raise TaskError(
+            f"{module.__file__}: forward raised {describe_exception(exc, module.__file__)}"
+        ) from exc
+    return _finish(module, model, inputs, trace)
+
+
+def _run_meta(module: types.ModuleType) -> _Run:
+    """The full-size forward on the meta device; _MetaUnsupported when it cannot run there."""
+    inputs: list[Any] | None = None
+    read: int | None = None
+    try:
+        with torch.device("meta"):
+            inputs = task_inputs(module, small=False, seed=0, device="meta")
+            model = task_model(module, small=False, seed=0, device="meta")
+            read = read_bytes(model, inputs)
+            try:
+                trace = trace_forward(model, inputs)
+            except Exception as exc:
+                if _is_meta_limitation(exc):
+                    raise
+                raise TaskError(
+                    f"{module.__file__}: forward at the full size (get_inputs()) raised "
+                    f"{describe_exception(exc, module.__file__)}"
+                ) from exc
+    except Exception as exc:
+        if _is_meta_limitation(exc):
+            tensors = _tensors(inputs) if inputs is not None else None
+            raise _MetaUnsupported(describe_exception(exc), tensors, read) from exc
+        raise
+    return _finish(module, model, inputs, trace)
+
+
+def analyze_task(module: types.ModuleType) -> TaskAnalysis:
+    """Check that a task's forward runs, and find its signature and full-size cost.
+
+    The forward runs for real on CPU at the small size when the task has get_small_inputs(), else at the
+    full size when that is cheap (CPU_CHECK_MAX_*); a full-size task too large for CPU is checked on the
+    meta device only. Raises TaskError when the forward raises or returns something other than tensors.
+    torch's global RNG is left as it was.
+    """
+    with torch.random.fork_rng(devices=[]):
+        if has_small_inputs(module):
+            small = _run_cpu(module, small=True)
+            try:
+                full = _run_meta(module)
+            except _MetaUnsupported as exc:
+                return _fallback(small, exc)
+            return TaskAnalysis(
+                signature=full.signature,
+                small_signature=small.signature,
+                flops=full.flops,
+                min_bytes=full.min_bytes,
+                cost_exact=True,
+                checked_on="cpu-small",
+            )
+
+        try:
+            full = _run_meta(module)
+        except _MetaUnsupported as exc:
+            if exc.read_bytes is None or exc.read_bytes > CPU_CHECK_MAX_BYTES:
+                size = "unknown size" if exc.read_bytes is None else f"{exc.read_bytes / 2**20:.0f} MiB"
+                raise TaskError(
+                    f"{module.__file__}: cannot check the forward: it does not run on the meta device ({exc}) "
+                    f"and its inputs ({size}) are too large to run on CPU; define get_small_inputs()"
+                ) from exc
+            full = _run_cpu(module, small=False)
+            return _analysis(full, checked_on="cpu-full")
+        if full.min_bytes <= CPU_CHECK_MAX_BYTES and full.flops <= CPU_CHECK_MAX_FLOPS:
+            _run_cpu(module, small=False)
+            return _analysis(full, checked_on="cpu-full")
+        return _analysis(full, checked_on="meta")
+
+
+def _analysis(full: _Run, *, checked_on: str) -> TaskAnalysis:
+    return TaskAnalysis(
+        signature=full.signature,
+        small_signature=None,
+        flops=full.flops,
+        min_bytes=full.min_bytes,
+        cost_exact=True,
+        checked_on=checked_on,
+    )
+
+
+def _fallback(small: _Run, exc: _MetaUnsupported) -> TaskAnalysis:
+    """Ops and families from the small run; full-size input shapes when known, cost as a lower bound."""
+    update: dict[str, Any] = {"output_shapes": []}
+    if exc.inputs is not None:
+        update["input_shapes"] = [list(t.shape) for t in exc.inputs]
+        update["input_dtypes"] = [_dtype(t) for t in exc.inputs]
+    else:
+        update["input_shapes"] = []
+    return TaskAnalysis(
+        signature=small.signature.model_copy(update=update),
+        small_signature=small.signature,
+        flops=0.0,
+        min_bytes=float(exc.read_bytes or 0),
+        cost_exact=False,
+        checked_on="cpu-small",
+    )

@@ -1,0 +1,36 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Returns the index of the maximum over one dimension (int64)."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.argmax(x, dim=self.dim)
+
+
+# 128 x 4096 x 256 fp32 (512 MiB) reduced over the middle dim to batch_size x dim2 indices.
+batch_size = 128
+dim1 = 4096
+dim2 = 256
+reduce_dim = 1
+
+small_batch_size = 5
+small_dim1 = 123
+small_dim2 = 77
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim1, dim2)]
+
+
+def get_init_inputs():
+    return [reduce_dim]
+
+
+def get_small_inputs():
+    return [torch.randn(small_batch_size, small_dim1, small_dim2)]
