@@ -1,1 +1,27 @@
-"""kernelwright: providers."""
+"""Chat models for the coder and the reflector: `load_chat_model(spec)` is the one way to get one.
+
+The prompt protocol shared with the context manager is in providers/protocol.py; the built-in
+deterministic writer in providers/offline/.
+"""
+
+from providers.chat import (
+    ProviderError,
+    answer_text,
+    is_llm,
+    load_chat_model,
+    parse_program,
+    probe_server,
+    resolve_base_url,
+    usage_of,
+)
+
+__all__ = [
+    "ProviderError",
+    "answer_text",
+    "is_llm",
+    "load_chat_model",
+    "parse_program",
+    "probe_server",
+    "resolve_base_url",
+    "usage_of",
+]

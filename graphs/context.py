@@ -1,0 +1,168 @@
+"""Runtime configuration of the optimize graph: one `Context` dataclass.
+
+LangGraph passes it to every node as `runtime.context`; it is not part of the checkpointed state, so a
+resumed run is given its context again (the CLI stores it in the run directory). Each field falls back
+to an environment variable when not given, read when the Context is created.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, TypeVar
+
+from nodes.search import Budget, SearchConfig
+
+T = TypeVar("T")
+
+
+def _env(name: str, default: T, cast: Callable[[str], T]) -> Callable[[], T]:
+    def read() -> T:
+        raw = os.environ.get(name)
+        if raw is None or raw.strip() == "":
+            return default
+        try:
+            return cast(raw.strip())
+        except ValueError as exc:
+            raise ValueError(f"environment variable {name}={raw!r} is not valid: {exc}") from exc
+
+    return read
+
+
+def _flag(raw: str) -> bool:
+    v = raw.lower()
+    if v in ("1", "true", "yes", "on"):
+        return True
+    if v in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("expected 1/0, true/false, yes/no or on/off")
+
+
+def _opt_int(raw: str) -> int | None:
+    return int(raw) if raw.lower() not in ("none", "0") else None
+
+
+def _opt_float(raw: str) -> float | None:
+    return float(raw) if raw.lower() not in ("none", "0") else None
+
+
+def _opt_str(raw: str) -> str | None:
+    return raw
+
+
+@dataclass(kw_only=True)
+class Context:
+    """How one optimize run is carried out (environment variable in brackets)."""
+
+    model: str = field(default_factory=_env("KERNELWRIGHT_MODEL", "offline", str))
+    """Chat model spec: "offline", "openai:<model>", any init_chat_model "provider:model", or a model name
+    served at `base_url` [KERNELWRIGHT_MODEL]."""
+    base_url: str | None = field(default_factory=_env("KERNELWRIGHT_BASE_URL", None, _opt_str))
+    """OpenAI-compatible server (vLLM, SGLang, Ollama), e.g. http://127.0.0.1:8000/v1
+    [KERNELWRIGHT_BASE_URL, else OPENAI_BASE_URL]."""
+    budget: int = field(default_factory=_env("KERNELWRIGHT_BUDGET", 8, int))
+    """Most candidate kernels to generate and evaluate [KERNELWRIGHT_BUDGET]."""
+    budget_llm_calls: int | None = field(
+        default_factory=_env("KERNELWRIGHT_BUDGET_LLM_CALLS", None, _opt_int)
+    )
+    """Most chat-model calls (coder and reflector); None for no limit [KERNELWRIGHT_BUDGET_LLM_CALLS]."""
+    budget_wall_s: float | None = field(default_factory=_env("KERNELWRIGHT_BUDGET_WALL_S", None, _opt_float))
+    """Most wall-clock seconds of searching; None for no limit [KERNELWRIGHT_BUDGET_WALL_S]."""
+    device: str = field(default_factory=_env("KERNELWRIGHT_DEVICE", "auto", str))
+    """Where candidates run: auto, cpu (Triton interpreter) or cuda [KERNELWRIGHT_DEVICE]."""
+    target: str | None = field(default_factory=_env("KERNELWRIGHT_TARGET", None, _opt_str))
+    """Hardware profile to write for (e.g. nvidia-h200); None detects it from `device` [KERNELWRIGHT_TARGET]."""
+    memory: str | None = field(default_factory=_env("KERNELWRIGHT_MEMORY", None, _opt_str))
+    """Memory location (folder or Chroma server URL); None for ~/.kernelwright [KERNELWRIGHT_MEMORY]."""
+    allow_tf32: bool = field(default_factory=_env("KERNELWRIGHT_ALLOW_TF32", False, _flag))
+    """Let fp32 matmul/conv use TF32 and check fp32 at TF32 tolerance [KERNELWRIGHT_ALLOW_TF32]."""
+    seed: int = field(default_factory=_env("KERNELWRIGHT_SEED", 0, int))
+    """Seed of the search and of the verification inputs [KERNELWRIGHT_SEED]."""
+    workers: int = field(default_factory=_env("KERNELWRIGHT_WORKERS", 1, int))
+    """Evaluation worker processes [KERNELWRIGHT_WORKERS]."""
+    fanout: int = field(default_factory=_env("KERNELWRIGHT_FANOUT", 0, int))
+    """Expansions in flight at once; 0 means one per worker [KERNELWRIGHT_FANOUT]."""
+    c_explore: float = field(default_factory=_env("KERNELWRIGHT_C_EXPLORE", 0.3, float))
+    """UCT exploration weight for descending into a child [KERNELWRIGHT_C_EXPLORE]."""
+    c_expand: float = field(default_factory=_env("KERNELWRIGHT_C_EXPAND", 0.3, float))
+    """UCT exploration weight for expanding a node [KERNELWRIGHT_C_EXPAND]."""
+    p_large: float = field(default_factory=_env("KERNELWRIGHT_P_LARGE", 0.2, float))
+    """Probability of a large step at a non-root node [KERNELWRIGHT_P_LARGE]."""
+    max_repairs: int = field(default_factory=_env("KERNELWRIGHT_MAX_REPAIRS", 2, int))
+    """Consecutive repairs allowed on one failing line [KERNELWRIGHT_MAX_REPAIRS]."""
+    roofline_stop: float | None = field(default_factory=_env("KERNELWRIGHT_ROOFLINE_STOP", 0.9, _opt_float))
+    """Stop once the best kernel reaches this fraction of the roofline floor; None never
+    [KERNELWRIGHT_ROOFLINE_STOP]."""
+    context_tokens: int = field(default_factory=_env("KERNELWRIGHT_CONTEXT_TOKENS", 6000, int))
+    """Token budget of the prompt the context manager builds [KERNELWRIGHT_CONTEXT_TOKENS]."""
+    eval_timeout_s: float | None = field(
+        default_factory=_env("KERNELWRIGHT_EVAL_TIMEOUT_S", None, _opt_float)
+    )
+    """Per-stage evaluation time limit; None for the harness defaults [KERNELWRIGHT_EVAL_TIMEOUT_S]."""
+    llm_timeout_s: float = field(default_factory=_env("KERNELWRIGHT_LLM_TIMEOUT_S", 180.0, float))
+    """Seconds one chat-model request may take before it is retried [KERNELWRIGHT_LLM_TIMEOUT_S]."""
+    llm_retries: int = field(default_factory=_env("KERNELWRIGHT_LLM_RETRIES", 4, int))
+    """Retries (with backoff) on timeouts, HTTP 429 and 5xx [KERNELWRIGHT_LLM_RETRIES]."""
+    llm_rules: bool = field(default_factory=_env("KERNELWRIGHT_LLM_RULES", True, _flag))
+    """Let an LLM draft the rule for a failure (structured output); off: rules from error signatures
+    [KERNELWRIGHT_LLM_RULES]."""
+    run_dir: str | None = field(default_factory=_env("KERNELWRIGHT_RUN_DIR", None, _opt_str))
+    """Where the run's outputs go; None: runs/<task>-<run id> under the working directory
+    [KERNELWRIGHT_RUN_DIR]."""
+    chat_model: Any = None
+    """An already-built LangChain chat model to use instead of `model` (Python API only, not serializable)."""
+    timing_source: Any = None
+    """TEST ONLY: a callable(task_name, source, EvalResult) -> (runtime_ms, eager_ms) or None that replaces
+    measured timings, so tests of "fastest correct" can run where timing is not meaningful (CPU)."""
+
+    def __post_init__(self) -> None:
+        if self.budget < 0:
+            raise ValueError(f"budget must be >= 0, got {self.budget}")
+        if self.workers < 1:
+            raise ValueError(f"workers must be >= 1, got {self.workers}")
+        if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):
+            raise ValueError(f"device must be auto, cpu or cuda, got {self.device!r}")
+        if self.base_url is None:
+            self.base_url = os.environ.get("OPENAI_BASE_URL") or None
+
+    @property
+    def k(self) -> int:
+        """Expansions kept in flight at once."""
+        return self.fanout if self.fanout > 0 else self.workers
+
+    @property
+    def precision(self) -> str:
+        return "tf32" if self.allow_tf32 else "strict"
+
+    def search_config(self) -> SearchConfig:
+        return SearchConfig(
+            c_explore=self.c_explore,
+            c_expand=self.c_expand,
+            p_large=self.p_large,
+            max_repairs=self.max_repairs,
+            seed=self.seed,
+        )
+
+    def search_budget(self) -> Budget:
+        return Budget(
+            candidates=self.budget,
+            llm_calls=self.budget_llm_calls,
+            wall_s=self.budget_wall_s,
+            roofline_fraction=self.roofline_stop,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The serializable fields (what a resumed run needs); the Python-only seams are left out."""
+        data = asdict(self)
+        data.pop("chat_model", None)
+        data.pop("timing_source", None)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], **overrides: Any) -> Context:
+        """A Context from `to_json` output; unknown keys are ignored so old run directories still load."""
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
