@@ -256,6 +256,14 @@ class _MetaUnsupported(Exception):
         self.read_bytes = read_bytes
 
 
+class _MetaForwardError(TaskError):
+    """The full-size forward raised on the meta device for a reason a GPU would share."""
+
+    def __init__(self, message: str, read_bytes: int) -> None:
+        super().__init__(message)
+        self.read_bytes = read_bytes
+
+
 def _is_meta_limitation(exc: BaseException) -> bool:
     # Meta tensors have no data: .item(), branching on values and ops without a meta kernel fail with a
     # message that names the meta device. Anything else (a shape mismatch) would fail the same on a GPU.
@@ -300,8 +308,11 @@ def _run_cpu(module: types.ModuleType, *, small: bool) -> _Run:
     return _finish(module, model, inputs, trace)
 
 
-def _run_meta(module: types.ModuleType) -> _Run:
-    """The full-size forward on the meta device; _MetaUnsupported when it cannot run there."""
+def _run_meta(module: types.ModuleType, *, has_small: bool) -> _Run:
+    """The full-size forward on the meta device; _MetaUnsupported when it cannot run there.
+
+    With small inputs the CPU run has already passed, so a failure here is specific to the full size.
+    """
     inputs: list[Any] | None = None
     read: int | None = None
     try:
@@ -314,10 +325,9 @@ def _run_meta(module: types.ModuleType) -> _Run:
             except Exception as exc:
                 if _is_meta_limitation(exc):
                     raise
-                raise TaskError(
-                    f"{module.__file__}: forward at the full size (get_inputs()) raised "
-                    f"{describe_exception(exc, module.__file__)}"
-                ) from exc
+                what = "forward at the full size (get_inputs()) raised" if has_small else "forward raised"
+                message = f"{module.__file__}: {what} {describe_exception(exc, module.__file__)}"
+                raise _MetaForwardError(message, read) from exc
     except Exception as exc:
         if _is_meta_limitation(exc):
             tensors = _tensors(inputs) if inputs is not None else None
@@ -338,7 +348,7 @@ def analyze_task(module: types.ModuleType) -> TaskAnalysis:
         if has_small_inputs(module):
             small = _run_cpu(module, small=True)
             try:
-                full = _run_meta(module)
+                full = _run_meta(module, has_small=True)
             except _MetaUnsupported as exc:
                 return _fallback(small, exc)
             return TaskAnalysis(
@@ -351,7 +361,13 @@ def analyze_task(module: types.ModuleType) -> TaskAnalysis:
             )
 
         try:
-            full = _run_meta(module)
+            full = _run_meta(module, has_small=False)
+        except _MetaForwardError as exc:
+            if exc.read_bytes <= CPU_CHECK_MAX_BYTES:
+                # Small enough to run here: report the error as the CPU kernels word it (the meta kernels'
+                # messages differ), keeping the meta error if the CPU run somehow passes.
+                _run_cpu(module, small=False)
+            raise
         except _MetaUnsupported as exc:
             if exc.read_bytes is None or exc.read_bytes > CPU_CHECK_MAX_BYTES:
                 size = "unknown size" if exc.read_bytes is None else f"{exc.read_bytes / 2**20:.0f} MiB"
