@@ -318,6 +318,7 @@ def _run_meta(module: types.ModuleType, *, has_small: bool) -> _Run:
     try:
         with torch.device("meta"):
             inputs = task_inputs(module, small=False, seed=0, device="meta")
+            read = _unique_bytes(_tensors(inputs))  # a lower bound already, should the model fail here
             model = task_model(module, small=False, seed=0, device="meta")
             read = read_bytes(model, inputs)
             try:
@@ -373,7 +374,7 @@ def analyze_task(module: types.ModuleType) -> TaskAnalysis:
                 size = "unknown size" if exc.read_bytes is None else f"{exc.read_bytes / 2**20:.0f} MiB"
                 raise TaskError(
                     f"{module.__file__}: cannot check the forward: it does not run on the meta device ({exc}) "
-                    f"and its inputs ({size}) are too large to run on CPU; define get_small_inputs()"
+                    f"and its inputs and parameters ({size}) are too large to run on CPU; define get_small_inputs()"
                 ) from exc
             full = _run_cpu(module, small=False)
             return _analysis(full, checked_on="cpu-full")
@@ -401,7 +402,7 @@ def _fallback(small: _Run, exc: _MetaUnsupported) -> TaskAnalysis:
         update["input_shapes"] = [list(t.shape) for t in exc.inputs]
         update["input_dtypes"] = [_dtype(t) for t in exc.inputs]
     else:
-        update["input_shapes"] = []
+        update["input_shapes"] = update["input_dtypes"] = []
     return TaskAnalysis(
         signature=small.signature.model_copy(update=update),
         small_signature=small.signature,
