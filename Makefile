@@ -5,7 +5,7 @@ KW     := $(VENV)/bin/kernelwright
 STAMP  := $(VENV)/.installed
 # With no NVIDIA GPU here, take the CPU build of torch first, so that nothing pulls a multi-GB CUDA build.
 HAS_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo 1)
-RUN_TASK ?= tasks/level1/19_softmax.py
+RUN_TASK ?= tasks/level1/09_softmax.py
 RUN_OUT  ?= runs/demo
 
 .PHONY: install run test test-all lint clean
