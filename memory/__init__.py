@@ -1,1 +1,61 @@
-"""kernelwright: memory."""
+"""kernelwright memory: the experience graph (cases + lineage) and the rule book, in Chroma.
+
+`open_memory(location)` returns a `Memory` with `.cases` (ExperienceGraph) and `.rules` (RuleBook).
+Embeddings work offline (memory.embedding); nothing here downloads anything.
+"""
+
+from memory.core import Memory, MemoryImportError, MemoryStats, TransferReport, open_memory
+from memory.embedding import HashingEmbedding, hash_embed, make_embedder, text_similarity
+from memory.graph import ExperienceGraph, RetrievedCase
+from memory.records import (
+    OUTCOMES,
+    Case,
+    Evidence,
+    Exposure,
+    KernelHeader,
+    Outcome,
+    Rule,
+    RuleCandidate,
+    error_signature,
+    installed_versions,
+    outcome_label,
+    parse_kernel_header,
+    step_ratio,
+)
+from memory.rules import PruneReport, RankedRule, RuleBook, RuleEffect, RuleUpdate, judge_same_rule
+from memory.store import MemoryLocationError, resolve_location
+
+__all__ = [
+    "OUTCOMES",
+    "Case",
+    "Evidence",
+    "ExperienceGraph",
+    "Exposure",
+    "HashingEmbedding",
+    "KernelHeader",
+    "Memory",
+    "MemoryImportError",
+    "MemoryLocationError",
+    "MemoryStats",
+    "Outcome",
+    "PruneReport",
+    "RankedRule",
+    "RetrievedCase",
+    "Rule",
+    "RuleBook",
+    "RuleCandidate",
+    "RuleEffect",
+    "RuleUpdate",
+    "TransferReport",
+    "error_signature",
+    "hash_embed",
+    "installed_versions",
+    "judge_same_rule",
+    "make_embedder",
+    "open_memory",
+    "outcome_label",
+    "parse_kernel_header",
+    "resolve_location",
+    "step_ratio",
+    "text_similarity",
+]

@@ -1,0 +1,183 @@
+"""`kernelwright memory stats|rules|export FILE|import FILE|prune`: look after the memory store.
+
+Every subcommand takes `--memory DIR_OR_URL` (default $KERNELWRIGHT_MEMORY, else ~/.kernelwright) and
+`--json` for machine-readable output. Exit status 0 on success, 1 when the memory cannot be used or
+an import file is invalid (the one-line reason goes to stderr), 2 for usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from memory import Memory, MemoryImportError, MemoryLocationError, installed_versions, open_memory
+
+
+def add_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "memory",
+        help="inspect, export, import and prune the learned memory (cases and rules)",
+        description="Inspect and maintain the memory kernelwright learns into.",
+    )
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--memory", default=None, metavar="DIR_OR_URL", help="memory folder or Chroma server URL"
+    )
+    common.add_argument("--json", action="store_true", help="print JSON")
+    sub = parser.add_subparsers(dest="memory_command", metavar="ACTION", required=True)
+
+    p = sub.add_parser("stats", parents=[common], help="counts of cases, rules and outcomes")
+    p.set_defaults(func=_stats)
+
+    p = sub.add_parser("rules", parents=[common], help="list rules with counts and effect")
+    p.add_argument("--all", action="store_true", help="include rules under the injection threshold")
+    p.add_argument("--limit", type=int, default=50, help="most rules to list (default 50; 0 = all)")
+    p.set_defaults(func=_rules)
+
+    p = sub.add_parser("export", parents=[common], help="write all records to a JSONL file")
+    p.add_argument("file")
+    p.set_defaults(func=_export)
+
+    p = sub.add_parser("import", parents=[common], help="read records from a JSONL export (validated first)")
+    p.add_argument("file")
+    p.set_defaults(func=_import)
+
+    p = sub.add_parser(
+        "prune", parents=[common], help="drop rules that do not help or whose toolchain is gone"
+    )
+    p.add_argument("--min-samples", type=int, default=20, help="attempts needed with and without a rule (20)")
+    p.add_argument("--dry-run", action="store_true", help="report what would be dropped, drop nothing")
+    p.add_argument(
+        "--keep-toolchain",
+        action="store_true",
+        help="do not drop rules seen only with another Triton version",
+    )
+    p.set_defaults(func=_prune)
+
+
+def _open(args: argparse.Namespace) -> Memory:
+    return open_memory(args.memory)
+
+
+def _run(args: argparse.Namespace, body: Any) -> int:
+    try:
+        mem = _open(args)
+    except (MemoryLocationError, ValueError) as exc:
+        print(f"kernelwright memory: {exc}", file=sys.stderr)
+        return 1
+    try:
+        return int(body(mem))
+    except MemoryImportError as exc:
+        print(f"kernelwright memory: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        mem.close()
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, sort_keys=True))
+
+
+def _stats(args: argparse.Namespace) -> int:
+    def body(mem: Memory) -> int:
+        st = mem.stats()
+        if args.json:
+            _print_json(st.model_dump())
+            return 0
+        print(f"memory     {st.location}  (embedding {st.embedding})")
+        print(f"cases      {st.cases}")
+        for outcome, n in st.outcomes.items():
+            print(f"  {outcome:<12} {n}")
+        print(f"rules      {st.rules}  ({st.rules_injectable} at or over the threshold {st.rule_threshold})")
+        print(f"exposures  {st.exposures}")
+        return 0
+
+    return _run(args, body)
+
+
+def _rules(args: argparse.Namespace) -> int:
+    def body(mem: Memory) -> int:
+        rules = mem.rules.all(min_count=0 if args.all else mem.rules.threshold)
+        if args.limit > 0:
+            rules = rules[: args.limit]
+        effects = mem.rules.effects(rules)
+        if args.json:
+            out = []
+            for r in rules:
+                eff = effects[r.id]
+                out.append(
+                    {
+                        **r.model_dump(mode="json"),
+                        "effect": {
+                            **eff.model_dump(),
+                            "rate_with": eff.rate_with,
+                            "rate_without": eff.rate_without,
+                        },
+                    }
+                )
+            _print_json(out)
+            return 0
+        if not rules:
+            print(
+                "no rules"
+                + ("" if args.all else f" at or over the threshold {mem.rules.threshold} (try --all)")
+            )
+            return 0
+        for r in rules:
+            eff = effects[r.id]
+            rate = (
+                f"fail {eff.rate_with:.0%} with ({eff.with_attempts}) vs {eff.rate_without:.0%} without "
+                f"({eff.without_attempts})"
+                if eff.rate_with is not None and eff.rate_without is not None
+                else f"exposed {eff.with_attempts}x"
+            )
+            last = time.strftime("%Y-%m-%d", time.localtime(r.last_seen))
+            seen = ", ".join(filter(None, [*r.hardware, *(f"triton {v}" for v in r.triton_versions)]))
+            print(f"{r.count:>4}  {r.text}")
+            print(f"      {r.id}  {', '.join(r.error_kinds) or '-'}  {seen or '-'}  last {last}  {rate}")
+        return 0
+
+    return _run(args, body)
+
+
+def _export(args: argparse.Namespace) -> int:
+    def body(mem: Memory) -> int:
+        rep = mem.export_jsonl(args.file)
+        if args.json:
+            _print_json(rep.model_dump())
+        else:
+            print(f"exported {rep.cases} cases, {rep.rules} rules, {rep.exposures} exposures to {rep.path}")
+        return 0
+
+    return _run(args, body)
+
+
+def _import(args: argparse.Namespace) -> int:
+    def body(mem: Memory) -> int:
+        rep = mem.import_jsonl(args.file)
+        if args.json:
+            _print_json(rep.model_dump())
+        else:
+            print(f"imported {rep.cases} cases, {rep.rules} rules, {rep.exposures} exposures from {rep.path}")
+        return 0
+
+    return _run(args, body)
+
+
+def _prune(args: argparse.Namespace) -> int:
+    def body(mem: Memory) -> int:
+        installed = None if args.keep_toolchain else installed_versions()
+        rep = mem.rules.prune(installed=installed, min_samples=args.min_samples, dry_run=args.dry_run)
+        if args.json:
+            _print_json(rep.model_dump())
+            return 0
+        verb = "would drop" if rep.dry_run else "dropped"
+        print(f"{verb} {len(rep.removed)} rules, kept {rep.kept}")
+        for r in rep.removed:
+            print(f"  {r.id}  {r.text}\n      {r.reason}")
+        return 0
+
+    return _run(args, body)

@@ -1,0 +1,491 @@
+"""The rule book: validity rules learned from failures ("You cannot ..."), merged, counted, pruned.
+
+AdaExplore turns each failed attempt into one rule and injects rules seen often enough into every
+prompt. Here rules are kept with their evidence and the hardware and toolchain they were seen on, are
+retrieved by relevance instead of pasted whole, and carry a measured effect:
+
+- Merging. A new candidate is compared with its nearest existing rules. With a chat model given as
+  `judge`, the model decides whether two rules prohibit the same action. Without one, the normalised
+  error signatures decide (see `records.error_signature`), with a check that the rule texts are not
+  unrelated. A duplicate raises the existing rule's count and adds its evidence.
+- Injection. Only rules with count >= the threshold (default 3) are offered to the context manager.
+- Effect. For each attempt the reflector records which rules were in its context and whether it failed
+  (`record_rule_exposure`). A rule's effect compares the failure rate of attempts that had it with
+  that of comparable attempts (sharing an op family) that did not. Exposures are appended, never
+  updated, so concurrent writers lose nothing.
+- Pruning. `prune` drops rules that had enough exposure and did not lower the failure rate, and rules
+  whose Triton (major.minor) is not the installed one.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, Field
+
+from hardware.result import Versions
+from memory.embedding import text_similarity
+from memory.records import (
+    MAX_EVIDENCE,
+    MAX_EXCERPT,
+    Evidence,
+    Exposure,
+    Rule,
+    RuleCandidate,
+    error_signature,
+    major_minor,
+)
+from memory.store import ChromaStore
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+
+RULES = "kw_rules"
+EXPOSURES = "kw_exposures"
+DEFAULT_THRESHOLD = 3
+MERGE_NEIGHBOURS = 6
+# Thresholds of the judge-free merge, on hashing-embedding cosine similarities (see tests for cases).
+SIGNATURE_SAME = 0.9
+TEXT_RELATED = 0.3
+TEXT_SAME = 0.88
+JUDGE_MIN_SIMILARITY = 0.2
+_MIN_SIGNATURE_WORDS = 3
+
+
+class RuleUpdate(BaseModel):
+    """What adding a candidate did."""
+
+    rule: Rule
+    merged: bool
+    matched_by: str = ""
+    """"judge", "signature", "text" when merged; "" for a new rule."""
+    note: str = ""
+
+
+class RankedRule(BaseModel):
+    rule: Rule
+    score: float
+    similarity: float
+
+
+class RuleEffect(BaseModel):
+    """Failure rates of attempts with and without a rule in context."""
+
+    rule_id: str
+    with_attempts: int = 0
+    with_failures: int = 0
+    without_attempts: int = 0
+    without_failures: int = 0
+
+    @property
+    def rate_with(self) -> float | None:
+        return self.with_failures / self.with_attempts if self.with_attempts else None
+
+    @property
+    def rate_without(self) -> float | None:
+        return self.without_failures / self.without_attempts if self.without_attempts else None
+
+    def helps(self, min_samples: int) -> bool | None:
+        """True/False once both sides have `min_samples` attempts; None before."""
+        if self.with_attempts < min_samples or self.without_attempts < min_samples:
+            return None
+        assert self.rate_with is not None and self.rate_without is not None
+        return self.rate_with < self.rate_without
+
+
+class PrunedRule(BaseModel):
+    id: str
+    text: str
+    reason: str
+
+
+class PruneReport(BaseModel):
+    removed: list[PrunedRule] = Field(default_factory=list)
+    kept: int = 0
+    dry_run: bool = False
+
+
+class SameRule(BaseModel):
+    """The judge's answer."""
+
+    same: bool = Field(description="true when both rules prohibit the same action for the same reason")
+
+
+def _judge_prompt(a: str, b: str) -> str:
+    return (
+        "Two validity rules for writing Triton GPU kernels are given. Do they prohibit the same action "
+        "(a reworded duplicate), rather than two different actions?\n"
+        f"Rule A: {a}\nRule B: {b}\nAnswer yes or no."
+    )
+
+
+def judge_same_rule(judge: BaseChatModel, a: str, b: str) -> bool:
+    """Ask a chat model whether two rules are duplicates: structured output when the model supports it,
+    else the first yes/no word of its answer."""
+    prompt = _judge_prompt(a, b)
+    try:
+        structured = judge.with_structured_output(SameRule)
+    except NotImplementedError:
+        structured = None
+    if structured is not None:
+        out: Any = structured.invoke(prompt)
+        if isinstance(out, SameRule):
+            return out.same
+        if isinstance(out, dict) and "same" in out:
+            return bool(out["same"])
+    msg = judge.invoke(prompt)
+    text = msg.content if isinstance(msg.content, str) else str(msg.content)
+    m = re.search(r"\b(yes|no)\b", text.lower())
+    if not m:
+        raise ValueError(f"rule judge answered neither yes nor no: {text[:80]!r}")
+    return m.group(1) == "yes"
+
+
+def _informative(signature: str) -> bool:
+    body = signature.split(":", 1)[1] if ":" in signature else ""
+    return len(re.findall(r"[a-z_]{2,}", body)) >= _MIN_SIGNATURE_WORDS
+
+
+def signatures_match(cand_sig: str, cand_text: str, rule: Rule) -> str:
+    """Judge-free merge decision: "signature", "text" or "" (no match)."""
+    text_sim = text_similarity(cand_text, rule.text)
+    if text_sim >= TEXT_SAME:
+        return "text"
+    if _informative(cand_sig) and _informative(rule.error_signature):
+        sig_sim = 1.0 if cand_sig == rule.error_signature else text_similarity(cand_sig, rule.error_signature)
+        if sig_sim >= SIGNATURE_SAME and text_sim >= TEXT_RELATED:
+            return "signature"
+    return ""
+
+
+def rule_metadata(rule: Rule) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "count": int(rule.count),
+        "sig": rule.error_signature,
+        "kinds": "," + ",".join(rule.error_kinds) + ",",
+        "fams": "," + ",".join(rule.op_families) + ",",
+        "hardware": "," + ",".join(rule.hardware) + ",",
+        "triton": "," + ",".join(rule.triton_versions) + ",",
+        "first_seen": float(rule.first_seen),
+        "last_seen": float(rule.last_seen),
+    }
+    return meta
+
+
+def exposure_metadata(exp: Exposure) -> dict[str, Any]:
+    return {
+        "failed": exp.failed,
+        "rules": "," + ",".join(exp.rule_ids) + ",",
+        "fams": "," + ",".join(exp.op_families) + ",",
+        "hardware": exp.hardware,
+        "run_id": exp.run_id,
+        "at": float(exp.at),
+    }
+
+
+def _union(xs: list[str], new: Iterable[str]) -> list[str]:
+    out = list(xs)
+    for x in new:
+        if x and x not in out:
+            out.append(x)
+    return out
+
+
+class RuleBook:
+    """Rules and their exposures in Chroma; see the module docstring."""
+
+    def __init__(self, store: ChromaStore, threshold: int = DEFAULT_THRESHOLD) -> None:
+        self._store = store
+        self.threshold = threshold
+
+    def _rules(self):  # noqa: ANN202 - chromadb's Collection
+        return self._store.collection(RULES)
+
+    def _exposures(self):  # noqa: ANN202
+        return self._store.collection(EXPOSURES)
+
+    # -- adding ----------------------------------------------------------------------------------
+
+    def add(self, candidate: RuleCandidate, *, judge: BaseChatModel | None = None) -> RuleUpdate:
+        """Merge a rule candidate into the book: a duplicate raises a count, anything else is new."""
+        sig = error_signature(candidate.error_kind, candidate.error)
+        mm = major_minor(candidate.versions.triton)
+        tm = major_minor(candidate.versions.torch)
+        evidence = Evidence(
+            case_id=candidate.case_id,
+            error_kind=candidate.error_kind,
+            excerpt=_excerpt(candidate.error),
+            hardware=candidate.hardware,
+            triton=candidate.versions.triton,
+        )
+        with self._store.writing():
+            match, how, note = self._find_duplicate(candidate, sig, judge)
+            now = time.time()
+            if match is not None:
+                rule = match
+                rule.count += 1
+                rule.evidence = (rule.evidence + [evidence])[-MAX_EVIDENCE:]
+                rule.error_kinds = _union(rule.error_kinds, [candidate.error_kind or ""])
+                rule.op_families = _union(rule.op_families, candidate.op_families)
+                rule.hardware = _union(rule.hardware, [candidate.hardware])
+                rule.triton_versions = _union(rule.triton_versions, [mm])
+                rule.torch_versions = _union(rule.torch_versions, [tm])
+                rule.last_seen = max(rule.last_seen, now)
+                if not rule.error_signature:
+                    rule.error_signature = sig
+            else:
+                rule = Rule(
+                    text=candidate.text,
+                    error_signature=sig,
+                    error_kinds=[candidate.error_kind] if candidate.error_kind else [],
+                    op_families=[f for f in candidate.op_families if f],
+                    evidence=[evidence],
+                    hardware=[candidate.hardware] if candidate.hardware else [],
+                    triton_versions=[mm] if mm else [],
+                    torch_versions=[tm] if tm else [],
+                    first_seen=now,
+                    last_seen=now,
+                )
+            self.put_raw([rule])
+        return RuleUpdate(rule=rule, merged=match is not None, matched_by=how, note=note)
+
+    def _find_duplicate(
+        self, cand: RuleCandidate, sig: str, judge: BaseChatModel | None
+    ) -> tuple[Rule | None, str, str]:
+        col = self._rules()
+        total = col.count()
+        if total == 0:
+            return None, "", ""
+        exact = col.get(where={"sig": sig}, include=["documents"]) if _informative(sig) else {"documents": []}
+        near = col.query(
+            query_texts=[f"{cand.text} || {' '.join(cand.op_families)} || {cand.error_kind or ''} || {sig}"],
+            n_results=min(MERGE_NEIGHBOURS, total),
+            include=["documents", "distances"],
+        )
+        candidates: dict[str, tuple[Rule, float]] = {}
+        for doc, dist in zip(near["documents"][0], near["distances"][0], strict=True):  # type: ignore[index]
+            r = Rule.from_json(doc)
+            candidates[r.id] = (r, 1.0 - float(dist))
+        for doc in exact["documents"] or []:
+            r = Rule.from_json(doc)
+            candidates.setdefault(r.id, (r, 1.0))
+        ordered = sorted(candidates.values(), key=lambda rs: -rs[1])
+        note = ""
+        if judge is not None:
+            try:
+                for rule, sim in ordered:
+                    if sim >= JUDGE_MIN_SIMILARITY and judge_same_rule(judge, cand.text, rule.text):
+                        return rule, "judge", ""
+                return None, "", ""
+            except Exception as exc:  # a model/provider failure must not lose the rule; fall back, say so
+                note = f"judge failed ({type(exc).__name__}: {str(exc)[:120]}); used error signatures"
+        for rule, _ in ordered:
+            how = signatures_match(sig, cand.text, rule)
+            if how:
+                return rule, how, note
+        return None, "", note
+
+    def put_raw(self, rules: Sequence[Rule]) -> None:
+        """Store rules exactly as given (overwriting same ids)."""
+        if not rules:
+            return
+        with self._store.writing():
+            col = self._rules()
+            step = self._store.max_batch()
+            for start in range(0, len(rules), step):
+                part = rules[start : start + step]
+                col.upsert(
+                    ids=[r.id for r in part],
+                    embeddings=self._store.embedder.embed_many([r.embedding_text() for r in part]),  # type: ignore[arg-type]
+                    documents=[r.to_json() for r in part],
+                    metadatas=[rule_metadata(r) for r in part],  # type: ignore[misc]
+                )
+
+    def delete(self, ids: Iterable[str]) -> None:
+        ids = list(ids)
+        if ids:
+            with self._store.writing():
+                self._rules().delete(ids=ids)
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def get(self, rule_id: str) -> Rule | None:
+        with self._store.reading():
+            got = self._rules().get(ids=[rule_id], include=["documents"])
+        docs = got["documents"] or []
+        return Rule.from_json(docs[0]) if docs else None
+
+    def all(self, min_count: int = 0) -> list[Rule]:
+        """Every rule (with count >= min_count), most counted first."""
+        with self._store.reading():
+            where = {"count": {"$gte": min_count}} if min_count > 0 else None
+            got = self._rules().get(where=where, include=["documents"])  # type: ignore[arg-type]
+        rules = [Rule.from_json(d) for d in got["documents"] or []]
+        return sorted(rules, key=lambda r: (-r.count, r.first_seen, r.id))
+
+    def count(self) -> int:
+        with self._store.reading():
+            return int(self._rules().count())
+
+    def relevant(
+        self,
+        query: str,
+        *,
+        op_families: Sequence[str] = (),
+        hardware: str = "",
+        versions: Versions | None = None,
+        min_count: int | None = None,
+        k: int = 10,
+    ) -> list[RankedRule]:
+        """Rules over the threshold that apply here, best first.
+
+        Rules seen only with other Triton versions (major.minor) are left out: what a compiler rejected
+        may be accepted by another. Ranking: similarity to the query (task signature, feedback), plus
+        a bonus for a shared op family, a rule seen on this hardware, and (logarithmically) its count.
+        """
+        threshold = self.threshold if min_count is None else min_count
+        mm = major_minor(versions.triton) if versions is not None else ""
+        with self._store.reading():
+            col = self._rules()
+            where = {"count": {"$gte": threshold}}
+            n = len(col.get(where=where, include=[])["ids"])  # type: ignore[arg-type]
+            if n == 0 or k <= 0:
+                return []
+            got = col.query(
+                query_texts=[query],
+                n_results=min(n, max(4 * k, 32)),
+                where=where,  # type: ignore[arg-type]
+                include=["documents", "distances"],
+            )
+        ranked: list[RankedRule] = []
+        fams = {f for f in op_families if f}
+        for doc, dist in zip(got["documents"][0], got["distances"][0], strict=True):  # type: ignore[index]
+            rule = Rule.from_json(doc)
+            if mm and rule.triton_versions and mm not in rule.triton_versions:
+                continue
+            sim = 1.0 - float(dist)
+            score = sim + 0.05 * math.log2(max(1, rule.count))
+            if fams & set(rule.op_families):
+                score += 0.15
+            if hardware and hardware in rule.hardware:
+                score += 0.05
+            ranked.append(RankedRule(rule=rule, score=score, similarity=sim))
+        ranked.sort(key=lambda r: (-r.score, r.rule.id))
+        return ranked[:k]
+
+    # -- effect ----------------------------------------------------------------------------------
+
+    def record_rule_exposure(
+        self,
+        rule_ids: Sequence[str],
+        failed: bool,
+        *,
+        op_families: Sequence[str] = (),
+        hardware: str = "",
+        case_id: str | None = None,
+        run_id: str = "",
+    ) -> Exposure:
+        """Record one attempt: which rules were in its context (possibly none) and whether it failed."""
+        exp = Exposure(
+            rule_ids=list(dict.fromkeys(r for r in rule_ids if r)),
+            failed=bool(failed),
+            op_families=[f for f in op_families if f],
+            hardware=hardware,
+            case_id=case_id,
+            run_id=run_id,
+        )
+        self.put_exposures([exp])
+        return exp
+
+    def put_exposures(self, exposures: Sequence[Exposure]) -> None:
+        if not exposures:
+            return
+        with self._store.writing():
+            col = self._exposures()
+            step = self._store.max_batch()
+            for start in range(0, len(exposures), step):
+                part = exposures[start : start + step]
+                col.upsert(
+                    ids=[e.id for e in part],
+                    embeddings=self._store.embedder.embed_many(  # type: ignore[arg-type]
+                        [f"{' '.join(e.op_families)} {e.hardware}" for e in part]
+                    ),
+                    documents=[e.to_json() for e in part],
+                    metadatas=[exposure_metadata(e) for e in part],  # type: ignore[misc]
+                )
+
+    def exposures(self) -> list[Exposure]:
+        out: list[Exposure] = []
+        offset, batch = 0, 5000
+        while True:
+            with self._store.reading():
+                got = self._exposures().get(include=["documents"], limit=batch, offset=offset)
+            docs = got["documents"] or []
+            out.extend(Exposure.from_json(d) for d in docs)
+            if len(docs) < batch:
+                return out
+            offset += batch
+
+    def exposure_count(self) -> int:
+        with self._store.reading():
+            return int(self._exposures().count())
+
+    def effects(self, rules: Sequence[Rule] | None = None) -> dict[str, RuleEffect]:
+        """Per rule: failure rate with it in context vs comparable attempts without it.
+
+        "Comparable" = sharing an op family with the rule (every attempt when the rule has none).
+        """
+        rules = list(rules) if rules is not None else self.all()
+        exposures = self.exposures()
+        out: dict[str, RuleEffect] = {}
+        for rule in rules:
+            eff = RuleEffect(rule_id=rule.id)
+            fams = set(rule.op_families)
+            for e in exposures:
+                if rule.id in e.rule_ids:
+                    eff.with_attempts += 1
+                    eff.with_failures += int(e.failed)
+                elif not fams or fams & set(e.op_families):
+                    eff.without_attempts += 1
+                    eff.without_failures += int(e.failed)
+            out[rule.id] = eff
+        return out
+
+    def prune(
+        self,
+        *,
+        installed: Versions | None = None,
+        min_samples: int = 20,
+        dry_run: bool = False,
+    ) -> PruneReport:
+        """Drop rules that do not help (>= min_samples attempts with and without, failure rate with >=
+        without) and rules whose Triton major.minor does not include the installed one."""
+        mm = major_minor(installed.triton) if installed is not None else ""
+        with self._store.writing():
+            rules = self.all()
+            effects = self.effects(rules)
+            removed: list[PrunedRule] = []
+            for rule in rules:
+                eff = effects[rule.id]
+                if mm and rule.triton_versions and mm not in rule.triton_versions:
+                    reason = f"seen only with triton {', '.join(rule.triton_versions)}; installed is {mm}"
+                    removed.append(PrunedRule(id=rule.id, text=rule.text, reason=reason))
+                elif eff.helps(min_samples) is False:
+                    reason = (
+                        f"does not help: failure rate {eff.rate_with:.2f} with it ({eff.with_attempts} attempts)"
+                        f" vs {eff.rate_without:.2f} without ({eff.without_attempts})"
+                    )
+                    removed.append(PrunedRule(id=rule.id, text=rule.text, reason=reason))
+            if removed and not dry_run:
+                self._rules().delete(ids=[r.id for r in removed])
+        return PruneReport(removed=removed, kept=len(rules) - len(removed), dry_run=dry_run)
+
+
+def _excerpt(error: str) -> str:
+    lines = [ln.rstrip() for ln in (error or "").splitlines() if ln.strip()]
+    text = "\n".join(lines[-4:])
+    return text[-MAX_EXCERPT:]

@@ -1,0 +1,505 @@
+"""The active context manager: builds the coder's prompt under a token budget, as a pure function.
+
+`build_context(...)` assembles the sections of providers/protocol.py in three tiers:
+
+- hot (always): the request, the task source, the target facts, the parent kernel and its latest
+  feedback (the feedback is cut to its tail when it exceeds its cap);
+- warm: the representative designs of a large step; validity rules at or over the injection threshold
+  that apply to this task, hardware and toolchain; ranked cases of similar tasks on this hardware;
+- cold: cases from other hardware (shown for what compiles and is correct, not for speed) and short
+  Triton notes (memory/docs.py).
+
+Each warm and cold kind has its own cap, and everything fits the total budget: optional items are
+added best first while they fit, and what does not fit is recorded as cut, with the reason. The result
+says what was injected and cut, with token counts, for the graph state and the run report.
+
+Tokens are counted with tiktoken when its encoding file is already in the local cache (tiktoken would
+otherwise download it, which fails offline and is not allowed at run time); otherwise with the
+estimate ceil(characters / 3.5), which over-counts typical code and English slightly, so a prompt
+within the estimated budget is within the real one for common tokenizers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import lru_cache
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from hardware.result import Versions
+from memory import Memory
+from memory.docs import select_docs
+from memory.records import Case, capability_str
+from nodes.records import ContextItem, ContextRecord
+from providers.protocol import REQUEST_KINDS, render_section
+from tasks.task import Task
+
+CHARS_PER_TOKEN = 3.5
+_TIKTOKEN_BLOBS = {
+    "o200k_base": "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
+    "cl100k_base": "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
+}
+
+DEFAULT_REQUESTS = {
+    "large_step": "Write a new ModelNew that computes exactly what Model computes, with its work done in "
+    "Triton kernels. Take a design of your own or from <designs>, different from the parent's.",
+    "small_step": "Improve the parent kernel with one focused change (tiling, block sizes, fusion, memory "
+    "access, launch configuration) that should make it faster while keeping it correct.",
+    "repair": "The parent kernel failed as <feedback> describes. Fix that failure with the smallest change "
+    "that makes it correct; keep the rest of the kernel.",
+}
+ANSWER_FORMAT = "Answer with one ```python block holding the complete module that defines ModelNew."
+
+
+# --- token counting ----------------------------------------------------------------------------------
+
+
+class TokenCounter:
+    """Counts tokens with a cached tiktoken encoding, or with the documented character estimate."""
+
+    def __init__(self, encoding: str | None = None) -> None:
+        self._enc: Any = None
+        self.name = f"estimate:chars/{CHARS_PER_TOKEN}"
+        for enc_name in [encoding] if encoding else list(_TIKTOKEN_BLOBS):
+            enc = _cached_tiktoken(enc_name)
+            if enc is not None:
+                self._enc = enc
+                self.name = f"tiktoken:{enc_name}"
+                break
+
+    @property
+    def exact(self) -> bool:
+        return self._enc is not None
+
+    def __call__(self, text: str) -> int:
+        if not text:
+            return 0
+        if self._enc is not None:
+            return len(self._enc.encode(text, disallowed_special=()))
+        return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+def tiktoken_cache_dir() -> str:
+    """Where tiktoken looks for encoding files (same rule as tiktoken.load.read_file_cached)."""
+    return (
+        os.environ.get("TIKTOKEN_CACHE_DIR")
+        or os.environ.get("DATA_GYM_CACHE_DIR")
+        or os.path.join(tempfile.gettempdir(), "data-gym-cache")
+    )
+
+
+def _cached_tiktoken(name: str) -> Any:
+    """The tiktoken encoding if its file is already cached locally, else None (never downloads)."""
+    blob = _TIKTOKEN_BLOBS.get(name)
+    if blob is None:
+        return None
+    path = os.path.join(tiktoken_cache_dir(), hashlib.sha1(blob.encode()).hexdigest())
+    if not os.path.isfile(path):
+        return None
+    return _load_tiktoken(name, path, os.path.getmtime(path))
+
+
+@lru_cache(maxsize=4)
+def _load_tiktoken(name: str, path: str, mtime: float) -> Any:
+    try:
+        import tiktoken
+
+        return tiktoken.get_encoding(name)
+    except Exception:  # a corrupt cache file would make tiktoken try to re-download; use the estimate
+        return None
+
+
+@lru_cache(maxsize=1)
+def default_counter() -> TokenCounter:
+    return TokenCounter()
+
+
+# --- records -----------------------------------------------------------------------------------------
+
+
+class TierCaps(BaseModel):
+    """Token caps per kind of context, and item limits. The hot tier has no cap except `feedback`."""
+
+    feedback: int = 700
+    designs: int = 2400
+    rules: int = 600
+    cases: int = 2400
+    cross_cases: int = 700
+    docs: int = 450
+    max_designs: int = 3
+    max_rules: int = 12
+    max_cases: int = 3
+    max_cross_cases: int = 2
+    max_docs: int = 3
+    case_code_chars: int = 1800
+    """A case's code is cut to this many characters (its metadata line is always kept)."""
+    min_case_similarity: float = 0.2
+
+
+class ContextBundle(BaseModel):
+    """The rendered prompt and the record of what went in and what was cut."""
+
+    prompt: str
+    injected: list[ContextItem] = Field(default_factory=list)
+    cut: list[ContextItem] = Field(default_factory=list)
+    tokens_used: int = 0
+    budget: int = 0
+    token_counter: str = ""
+    over_budget: bool = False
+    """True only when the hot tier alone exceeds the budget (it is never cut)."""
+    tier_tokens: dict[str, int] = Field(default_factory=dict)
+
+    @property
+    def rule_ids(self) -> list[str]:
+        return [i.id for i in self.injected if i.kind == "rule" and i.id]
+
+    @property
+    def case_ids(self) -> list[str]:
+        return [i.id for i in self.injected if i.kind == "case" and i.id]
+
+    def record(self) -> ContextRecord:
+        """The form the graph state and report keep."""
+        return ContextRecord(
+            tokens_used=self.tokens_used, budget=self.budget, injected=self.injected, cut=self.cut
+        )
+
+
+# --- rendering ---------------------------------------------------------------------------------------
+
+
+def _child(tag: str, body: str, **attrs: Any) -> str:
+    """A tagged element inside a section, in the same form render_section uses."""
+    attr = "".join(f' {k}="{_attr(v)}"' for k, v in attrs.items())
+    return f"<{tag}{attr}>\n{body.strip()}\n</{tag}>"
+
+
+def _attr(v: Any) -> str:
+    return str(v).replace('"', "'").replace("\n", " ")
+
+
+def _fmt_speedup(x: float | None) -> str:
+    return f"{x:.2f}" if x is not None else "n/a"
+
+
+def target_facts(target: Mapping[str, Any] | BaseModel | Any | None) -> tuple[str, str, str]:
+    """(rendered facts, hardware name, compute capability) from a Target-like object or a mapping."""
+    if target is None:
+        return "", "", ""
+    if isinstance(target, Mapping):
+        data = dict(target)
+        summary = ""
+    else:
+        describe = getattr(target, "summary", None)
+        summary = str(describe()) if callable(describe) else ""
+        data = target.model_dump() if isinstance(target, BaseModel) else dict(vars(target))
+    name = str(data.get("name") or "")
+    cc = capability_str(data.get("compute_capability"))
+    lines = [summary] if summary else []
+    for key in ("name", "arch", "compute_capability", "sm_count", "memory_bandwidth_gbs", "device"):
+        if key in data and data[key] not in (None, "", 0):
+            lines.append(f"{key}: {data[key]}")
+    if not summary:
+        skip = {"name", "arch", "compute_capability", "sm_count", "memory_bandwidth_gbs", "device"}
+        for key, val in data.items():
+            if key not in skip and isinstance(val, str | int | float) and val not in ("", None):
+                lines.append(f"{key}: {val}")
+    return "\n".join(lines), name, cc
+
+
+def _cut_code(code: str, max_chars: int) -> str:
+    if len(code) <= max_chars:
+        return code.rstrip()
+    head = code[:max_chars]
+    head = head[: head.rfind("\n")] if "\n" in head else head
+    return f"{head.rstrip()}\n# ... ({len(code) - len(head)} more characters not shown)"
+
+
+def _case_body(case: Case, code_chars: int, cross: bool) -> str:
+    sig = case.signature
+    shapes = ";".join("x".join(map(str, s)) for s in sig.input_shapes)
+    meta = [
+        f"task: {case.task_name or '?'} ({'+'.join(sig.op_families) or '?'}; in {shapes or '?'};"
+        f" {','.join(sorted(set(sig.input_dtypes))) or '?'})",
+        f"action: {case.action or '?'}; idea: {case.idea or '-'}",
+    ]
+    if case.kernel_header:
+        meta.append(f"design: {case.kernel_header.removeprefix('#').strip()}")
+    if case.step_ratio is not None and case.correct:
+        meta.append(f"step ratio vs parent: {case.step_ratio:.2f}")
+    if not case.correct:
+        meta.append(f"failed: {case.error_kind or '?'}: {(case.feedback or '').strip()[-300:]}")
+    if cross:
+        meta.append(
+            f"correct on {case.hardware or 'other hardware'}; shown for what compiles and is correct, "
+            "its speed does not carry over to this hardware"
+        )
+    code = _cut_code(case.code, code_chars) if case.code else "(no code)"
+    return "\n".join(meta) + "\ncode:\n" + code
+
+
+def _design_parts(design: Any, index: int) -> tuple[str, str, float | None]:
+    """(id, code, speedup) of a design given as code text, a mapping, or an object with .code."""
+    if isinstance(design, str):
+        return f"design-{index}", design, None
+    if isinstance(design, Mapping):
+        return (
+            str(design.get("node_id") or design.get("id") or f"design-{index}"),
+            str(design.get("code", "")),
+            design.get("speedup"),
+        )
+    return (
+        str(getattr(design, "node_id", None) or getattr(design, "id", None) or f"design-{index}"),
+        str(getattr(design, "code", "")),
+        getattr(design, "speedup", None),
+    )
+
+
+# --- building ----------------------------------------------------------------------------------------
+
+
+class _Candidate(BaseModel):
+    """An optional piece of context waiting for room."""
+
+    kind: str
+    id: str
+    tier: str
+    cap_key: str
+    text: str
+    summary: str
+    tokens: int = 0
+
+
+def build_context(
+    task: Task,
+    request_kind: str = "large_step",
+    *,
+    request_text: str | None = None,
+    parent_code: str | None = None,
+    feedback: str | None = None,
+    error_kind: str | None = None,
+    target: Mapping[str, Any] | BaseModel | Any | None = None,
+    hardware: str | None = None,
+    versions: Versions | None = None,
+    memory: Memory | None = None,
+    designs: Sequence[Any] = (),
+    budget: int = 8000,
+    caps: TierCaps | None = None,
+    exclude_case_ids: Iterable[str] = (),
+    counter: Callable[[str], int] | None = None,
+) -> ContextBundle:
+    """Build the coder's context for one step; see the module docstring.
+
+    `target` is a hardware Target (anything with .name/.compute_capability/.summary()) or a mapping of
+    facts; `hardware` overrides its name for memory lookups. `versions` (toolchain) selects the rules
+    that apply. `memory` None builds from the hot tier, designs and docs only.
+    """
+    if request_kind not in REQUEST_KINDS:
+        raise ValueError(f"unknown request kind {request_kind!r}; known: {', '.join(REQUEST_KINDS)}")
+    if budget <= 0:
+        raise ValueError(f"token budget must be positive, got {budget}")
+    caps = caps or TierCaps()
+    count = counter or default_counter()
+    counter_name = getattr(count, "name", "custom")
+    facts, target_name, _cc = target_facts(target)
+    hw = hardware or target_name
+    fams = list(task.signature.op_families)
+
+    # Hot tier.
+    hot: list[tuple[str, str, str]] = []  # (kind, section text, summary)
+    req = (request_text or DEFAULT_REQUESTS[request_kind]).strip() + "\n" + ANSWER_FORMAT
+    hot.append(("request", render_section("request", req, kind=request_kind), request_kind))
+    hot.append(("task", render_section("task", task.source, name=task.name), task.name))
+    if facts:
+        hot.append(("target", render_section("target", facts), hw or "target"))
+    if parent_code:
+        hot.append(("parent", render_section("parent", parent_code), "parent kernel"))
+    cut: list[ContextItem] = []
+    if feedback:
+        fb = feedback.strip()
+        if count(fb) > caps.feedback:
+            lines = fb.splitlines()
+            # Keep the first line (what failed) and as much of the tail (where the error is) as fits.
+            keep_head = lines[0] if len(lines) > 1 else ""
+            tail = fb[-int(caps.feedback * CHARS_PER_TOKEN) :]
+            while tail and count(f"{keep_head}\n[...]\n{tail}") > caps.feedback:
+                tail = tail[len(tail) // 8 or 1 :]
+            cut.append(
+                ContextItem(
+                    kind="feedback",
+                    tier="hot",
+                    tokens=count(fb) - count(tail),
+                    text="middle of the feedback",
+                    reason=f"feedback cap {caps.feedback}",
+                )
+            )
+            fb = f"{keep_head}\n[...]\n{tail}" if keep_head else f"[...]\n{tail}"
+        hot.append(("feedback", render_section("feedback", fb), (fb.splitlines() or [""])[0][:120]))
+
+    injected: list[ContextItem] = []
+    for kind, text, summary in hot:
+        injected.append(ContextItem(kind=kind, tier="hot", tokens=count(text), text=summary))
+    hot_tokens = sum(i.tokens for i in injected)
+
+    # Warm and cold candidates, best first within each kind.
+    cands: list[_Candidate] = []
+    for i, design in enumerate(designs[: caps.max_designs] if request_kind == "large_step" else []):
+        did, code, speedup = _design_parts(design, i)
+        body = _child("design", code, id=did, speedup=_fmt_speedup(speedup))
+        cands.append(
+            _Candidate(kind="design", id=did, tier="warm", cap_key="designs", text=body, summary=did)
+        )
+    query = task.signature.key()
+    fb_head = (feedback or "")[-400:]
+    if memory is not None:
+        rules = memory.rules.relevant(
+            f"{query} || {error_kind or ''} || {fb_head}",
+            op_families=fams,
+            hardware=hw,
+            versions=versions,
+            k=caps.max_rules,
+        )
+        for rr in rules:
+            cands.append(
+                _Candidate(
+                    kind="rule",
+                    id=rr.rule.id,
+                    tier="warm",
+                    cap_key="rules",
+                    text=f"- {rr.rule.text}",
+                    summary=rr.rule.text,
+                )
+            )
+        excluded = list(exclude_case_ids)
+        same = memory.cases.search(
+            task.signature,
+            op_families=fams or None,
+            hardware=hw or None,
+            exclude_ids=excluded,
+            min_similarity=caps.min_case_similarity,
+            k=caps.max_cases,
+        )
+        for rc in same:
+            cands.append(_case_candidate(rc.case, hw, cross=False, tier="warm", cap_key="cases", caps=caps))
+        if hw and caps.max_cross_cases > 0:
+            cross = memory.cases.search(
+                task.signature,
+                op_families=fams or None,
+                hardware=hw,
+                other_hardware=True,
+                correct_only=True,
+                exclude_ids=excluded,
+                min_similarity=caps.min_case_similarity,
+                k=caps.max_cross_cases,
+            )
+            for rc in cross:
+                cands.append(
+                    _case_candidate(rc.case, hw, cross=True, tier="cold", cap_key="cross_cases", caps=caps)
+                )
+    for doc, _score in select_docs(
+        f"{query} {error_kind or ''} {fb_head}", tags=[*fams, error_kind or ""], k=caps.max_docs
+    ):
+        cands.append(
+            _Candidate(
+                kind="doc",
+                id=doc.id,
+                tier="cold",
+                cap_key="docs",
+                text=f"- {doc.title}: {doc.text}",
+                summary=doc.title,
+            )
+        )
+
+    # Fill: each kind within its cap, everything within the budget (hot first, never cut).
+    room = budget - hot_tokens
+    used_by_cap: dict[str, int] = {}
+    chosen: list[_Candidate] = []
+    for c in cands:
+        c.tokens = count(c.text)
+        cap = int(getattr(caps, c.cap_key))
+        reason = ""
+        if used_by_cap.get(c.cap_key, 0) + c.tokens > cap:
+            reason = f"{c.cap_key} cap {cap}"
+        elif c.tokens > room:
+            reason = f"budget {budget}"
+        if reason:
+            cut.append(
+                ContextItem(kind=c.kind, id=c.id, tier=c.tier, tokens=c.tokens, text=c.summary, reason=reason)
+            )
+            continue
+        chosen.append(c)
+        used_by_cap[c.cap_key] = used_by_cap.get(c.cap_key, 0) + c.tokens
+        room -= c.tokens
+
+    # Section wrappers cost tokens too: drop the least important chosen items until the whole fits.
+    prompt = _assemble(hot, chosen, hw)
+    total = count(prompt)
+    while total > budget and chosen:
+        victim = chosen.pop()
+        cut.append(
+            ContextItem(
+                kind=victim.kind,
+                id=victim.id,
+                tier=victim.tier,
+                tokens=victim.tokens,
+                text=victim.summary,
+                reason=f"budget {budget} (section overhead)",
+            )
+        )
+        prompt = _assemble(hot, chosen, hw)
+        total = count(prompt)
+
+    for c in chosen:
+        injected.append(ContextItem(kind=c.kind, id=c.id, tier=c.tier, tokens=c.tokens, text=c.summary))
+    tiers: dict[str, int] = {}
+    for item in injected:
+        tiers[item.tier] = tiers.get(item.tier, 0) + item.tokens
+    return ContextBundle(
+        prompt=prompt,
+        injected=injected,
+        cut=cut,
+        tokens_used=total,
+        budget=budget,
+        token_counter=counter_name,
+        over_budget=total > budget,
+        tier_tokens=tiers,
+    )
+
+
+def _case_candidate(
+    case: Case, hw: str, *, cross: bool, tier: str, cap_key: str, caps: TierCaps
+) -> _Candidate:
+    same = "unknown" if not hw else ("true" if case.hardware == hw else "false")
+    text = _child(
+        "case",
+        _case_body(case, caps.case_code_chars, cross),
+        id=case.id,
+        outcome=case.outcome,
+        speedup=_fmt_speedup(case.speedup),
+        hardware=case.hardware or "unknown",
+        same_hardware=same,
+    )
+    return _Candidate(kind="case", id=case.id, tier=tier, cap_key=cap_key, text=text, summary=case.summary())
+
+
+def _assemble(hot: list[tuple[str, str, str]], chosen: list[_Candidate], hw: str) -> str:
+    """Sections in protocol order: request, task, target, parent, feedback, designs, rules, experience, docs."""
+    parts = [text for _, text, _ in hot]
+    designs = [c.text for c in chosen if c.kind == "design"]
+    rules = [c.text for c in chosen if c.kind == "rule"]
+    cases = [c.text for c in chosen if c.kind == "case"]
+    docs = [c.text for c in chosen if c.kind == "doc"]
+    if designs:
+        parts.append(render_section("designs", "\n".join(designs)))
+    if rules:
+        parts.append(render_section("rules", "\n".join(rules)))
+    if cases:
+        attrs = {"hardware": hw} if hw else {}
+        parts.append(render_section("experience", "\n".join(cases), **attrs))
+    if docs:
+        parts.append(render_section("docs", "\n".join(docs)))
+    return "\n\n".join(parts) + "\n"
