@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hardware.result import EvalResult, Tolerance, Versions
 from nodes.search import Action, Decision, Outcome
+from tasks.task import Task
 
 Status = Literal["correct", "wrong", "failed"]
 
@@ -46,6 +47,7 @@ class Job(Record):
     parent_feedback: str | None = None
     """What the parent's evaluation said, as shown to the model."""
     parent_status: Status | None = None
+    parent_error_kind: str | None = None
     parent_speedup: float | None = None
     parent_case_id: str | None = None
     """Memory case of the parent kernel, for the lineage edge."""
@@ -115,6 +117,8 @@ class Candidate(Record):
     error: str | None = None
     """Why no program was taken from the answer (no code block, no ModelNew, ...)."""
     meta: str | None = None
+    idea: str = ""
+    """What the model said it set out to do (the first line of prose around the code), if anything."""
     answer_chars: int = 0
     usage: Usage = Field(default_factory=Usage)
     seconds: float = 0.0
@@ -234,6 +238,8 @@ class Branch(Record):
     """The Send payload that travels context -> coder -> compiler -> profiler -> reflector for one job."""
 
     job: Job
+    task: Task
+    run: RunInfo
     prompt: Prompt | None = None
     context: ContextRecord | None = None
     candidate: Candidate | None = None

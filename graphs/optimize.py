@@ -1,0 +1,230 @@
+"""The optimize graph: one task in, a verified (and, on a GPU, faster) Triton kernel out.
+
+    START -> planner -> context -> coder -> compiler --fail--> reflector -> planner ... -> finalize -> END
+                                              |ok                 ^
+                                              v                   |
+                                           profiler --------------+
+
+The planner fans out up to k expansions at once (one LangGraph Send each); every expansion travels
+context -> coder -> compiler -> (profiler) -> reflector as its own branch, carrying a `Branch` record,
+so evaluations of different candidates run in parallel worker processes. The planner runs again as
+branches finish, keeps k in flight, and sends the run to finalize once the search says stop and
+nothing is in flight.
+
+Exports:
+- `builder`: the StateGraph (tests compile it with their own checkpointer);
+- `graph`: compiled without a checkpointer, for `langgraph dev` / LangGraph Studio (langgraph.json);
+- `run_optimize(...)`: one run with a SQLite checkpointer in the run directory, resumable after a
+  crash (`resume=True`); this is what `kernelwright optimize` calls.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sqlite3
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from pydantic import BaseModel, Field
+
+from graphs.context import Context
+from graphs.report import write_report
+from graphs.state import CHECKPOINT_TYPES, InputState, State
+from nodes import resources
+from nodes.coder import coder
+from nodes.compiler import compiler
+from nodes.context import context
+from nodes.finalize import build_result, write_outputs
+from nodes.planner import planner, wall_delta
+from nodes.profiler import profiler
+from nodes.records import Attempt, CostLedger, Job, OptimizeResult, RunInfo
+from nodes.reflector import reflector
+
+RUN_FILE = "run.json"
+CHECKPOINT_FILE = "checkpoints.sqlite"
+REPORT_FILE = "report.html"
+GRAPH_NAME = "kernelwright-optimize"
+
+
+def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Write kernel.py, result.json and report.html to the run directory; put the result in the state."""
+    run = state["run"]
+    delta = wall_delta(run.run_id)
+    cost = (state.get("cost") or CostLedger()) + CostLedger(wall_s=delta)
+    result = build_result({**state, "cost": cost}, runtime.context.search_config())
+    write_outputs(result, run.run_dir)
+    write_report(result, list(state.get("attempts") or []), Path(run.run_dir) / REPORT_FILE)
+    return {"result": result, "cost": CostLedger(wall_s=delta)}
+
+
+builder = StateGraph(State, input_schema=InputState, context_schema=Context)
+builder.add_node("planner", planner)
+# Branch nodes take the Send payload (a Branch), not the state; input_schema=State keeps LangGraph
+# from adding the Branch's fields to the state's channels.
+builder.add_node("context", context, input_schema=State)
+builder.add_node("coder", coder, input_schema=State)
+builder.add_node("compiler", compiler, input_schema=State)
+builder.add_node("profiler", profiler, input_schema=State)
+builder.add_node("reflector", reflector, input_schema=State)
+builder.add_node("finalize", finalize)
+builder.add_edge(START, "planner")
+builder.add_edge("finalize", END)
+
+graph = builder.compile(name=GRAPH_NAME)
+
+
+# -- running with checkpoints -----------------------------------------------------------------------------
+
+
+def serializer() -> JsonPlusSerializer:
+    """A serializer that revives exactly the state's record types from checkpoints."""
+    return JsonPlusSerializer(allowed_msgpack_modules=[(t.__module__, t.__name__) for t in CHECKPOINT_TYPES])
+
+
+def open_checkpointer(run_dir: str | Path) -> SqliteSaver:
+    path = Path(run_dir) / CHECKPOINT_FILE
+    conn = sqlite3.connect(str(path), check_same_thread=False)
+    return SqliteSaver(conn, serde=serializer())
+
+
+class RunFile(BaseModel):
+    """run.json: what `--resume RUN_DIR` needs to continue a run."""
+
+    thread_id: str
+    input: dict[str, str]
+    context: dict[str, Any]
+    created_by: str = "kernelwright optimize"
+
+
+class Progress(BaseModel):
+    """One event of a run, for progress displays."""
+
+    kind: Literal["started", "planned", "attempt", "finished"]
+    run: RunInfo | None = None
+    jobs: list[Job] = Field(default_factory=list)
+    attempt: Attempt | None = None
+    best: Attempt | None = None
+    """The best attempt so far (fastest correct; first correct without timing)."""
+    done: int = 0
+    budget: int = 0
+    result: OptimizeResult | None = None
+
+
+def _better(a: Attempt, b: Attempt | None) -> bool:
+    if a.status != "correct":
+        return False
+    if b is None:
+        return True
+    sa, sb = a.timing.speedup_vs_eager, b.timing.speedup_vs_eager
+    if sa is not None and sb is not None:
+        return sa > sb
+    return sa is not None and sb is None
+
+
+def task_input(task: str | Path, name: str | None = None) -> dict[str, str]:
+    """Graph input for a task file path or a task's source text."""
+    if isinstance(task, Path) or ("\n" not in str(task) and Path(str(task)).suffix == ".py"):
+        return {"task_path": str(Path(task).resolve())}
+    return {"task_source": str(task), "task_name": name or "task"}
+
+
+def run_optimize(
+    task: str | Path | None,
+    context: Context | None = None,
+    run_dir: str | Path | None = None,
+    *,
+    resume: bool = False,
+    task_name: str | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+    close_pools: bool = True,
+) -> OptimizeResult:
+    """Optimize one task (a file path or source text) with checkpoints in `run_dir`.
+
+    `resume=True` continues the interrupted run stored in `run_dir` (task and context come from its
+    run.json; a `context` given here replaces the stored one). Returns the final result, which is
+    also in run_dir/result.json.
+    """
+    if resume:
+        if run_dir is None:
+            raise ValueError("resume needs the run directory")
+        rd = Path(run_dir)
+        if not (rd / RUN_FILE).is_file():
+            raise FileNotFoundError(f"{rd}: not a run directory (no {RUN_FILE})")
+        saved = RunFile.model_validate_json((rd / RUN_FILE).read_text(encoding="utf-8"))
+        ctx = context or Context.from_json(saved.context)
+        ctx = dataclasses.replace(ctx, run_dir=str(rd.resolve()))
+        thread_id = saved.thread_id
+        graph_input: dict[str, str] | None = None
+    else:
+        if task is None:
+            raise ValueError("run_optimize needs a task path or source")
+        ctx = context or Context()
+        thread_id = uuid.uuid4().hex
+        graph_input = task_input(task, task_name)
+        default_name = (
+            Path(graph_input["task_path"]).stem if "task_path" in graph_input else graph_input["task_name"]
+        )
+        rd = Path(run_dir or ctx.run_dir or Path("runs") / f"{default_name}-{thread_id[:8]}")
+        rd.mkdir(parents=True, exist_ok=True)
+        ctx = dataclasses.replace(ctx, run_dir=str(rd.resolve()))
+        (rd / RUN_FILE).write_text(
+            json.dumps(
+                RunFile(thread_id=thread_id, input=graph_input, context=ctx.to_json()).model_dump(), indent=2
+            )
+            + "\n",
+            encoding="utf-8",
+        )
+    resources.chat_model(ctx)  # a missing key or unreachable server is an error now, not mid-run
+    saver = open_checkpointer(rd)
+    app = builder.compile(checkpointer=saver, name=GRAPH_NAME)
+    config: dict[str, Any] = {"configurable": {"thread_id": thread_id}, "recursion_limit": 100_000}
+    try:
+        if resume:
+            snapshot = app.get_state(config)
+            if snapshot.values.get("result") is not None and not snapshot.next:
+                return OptimizeResult.model_validate(snapshot.values["result"])
+        attempts: list[Attempt] = list(app.get_state(config).values.get("attempts") or []) if resume else []
+        best: Attempt | None = None
+        for a in attempts:
+            if _better(a, best):
+                best = a
+        for chunk in app.stream(graph_input, config=config, context=ctx, stream_mode="updates"):
+            if on_progress is None:
+                continue
+            for node, update in chunk.items():
+                if not isinstance(update, dict):
+                    continue
+                if node == "planner" and "run" in update:
+                    on_progress(Progress(kind="started", run=update["run"], budget=ctx.budget))
+                if node == "planner" and update.get("jobs"):
+                    on_progress(
+                        Progress(kind="planned", jobs=update["jobs"], done=len(attempts), budget=ctx.budget)
+                    )
+                for a in update.get("attempts") or []:
+                    attempts.append(a)
+                    if _better(a, best):
+                        best = a
+                    on_progress(
+                        Progress(kind="attempt", attempt=a, best=best, done=len(attempts), budget=ctx.budget)
+                    )
+        final = app.get_state(config).values
+        result = final.get("result")
+        if result is None:
+            raise RuntimeError(f"the run in {rd} ended without a result; resume it with --resume {rd}")
+        result = OptimizeResult.model_validate(result)
+        if on_progress is not None:
+            on_progress(
+                Progress(kind="finished", result=result, best=best, done=len(attempts), budget=ctx.budget)
+            )
+        return result
+    finally:
+        saver.conn.close()
+        if close_pools:
+            resources.close_pools()

@@ -1,0 +1,274 @@
+"""report.html for one optimize run: one self-contained page, no scripts, no network.
+
+It draws the search tree (inline SVG: nodes by depth, coloured by outcome, edges by action), plots the
+speedup of every correct attempt and the best so far over the attempts (correctness over attempts when
+timing was not meaningful), lists the attempts, and shows the rules and cases the context manager
+injected into the prompts (and what it cut), with the rules this run learned.
+"""
+
+from __future__ import annotations
+
+import math
+from html import escape
+from pathlib import Path
+
+from nodes.records import Attempt, ContextItem, OptimizeResult
+
+STATUS_COLOR = {
+    "root": "#9aa5b1",
+    "correct": "#2f9e44",
+    "wrong": "#f08c00",
+    "failed": "#e03131",
+    "pending": "#ced4da",
+}
+ACTION_STYLE = {
+    "large_step": 'stroke="#1c7ed6" stroke-width="2.5"',
+    "small_step": 'stroke="#495057" stroke-width="1.5"',
+    "repair": 'stroke="#e03131" stroke-width="1.5" stroke-dasharray="4 3"',
+}
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#212529;max-width:1200px}
+h1{font-size:22px;margin-bottom:4px} h2{font-size:17px;margin-top:28px;border-bottom:1px solid #dee2e6}
+.verdict{font-size:16px;padding:10px 14px;border-radius:6px;background:#f1f3f5;margin:12px 0}
+.verdict.good{background:#ebfbee}.verdict.bad{background:#fff5f5}
+table{border-collapse:collapse;font-size:13px} td,th{border:1px solid #dee2e6;padding:4px 8px;text-align:left;vertical-align:top}
+th{background:#f8f9fa} code,pre{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px}
+pre{white-space:pre-wrap;margin:0} .muted{color:#868e96} .legend span{margin-right:14px}
+"""
+
+
+def _fmt(x: float | None, spec: str = ".2f", none: str = "-") -> str:
+    return none if x is None else format(x, spec)
+
+
+def _layout(nodes: list[dict[str, object]]) -> dict[str, tuple[float, int]]:
+    """x (in leaf slots) and depth per node: leaves left to right in tree order, parents centred."""
+    children: dict[str | None, list[str]] = {}
+    for n in nodes:
+        children.setdefault(n["parent"], []).append(str(n["id"]))  # type: ignore[arg-type]
+    pos: dict[str, tuple[float, int]] = {}
+    next_slot = [0.0]
+
+    def place(nid: str, depth: int) -> float:
+        kids = children.get(nid, [])
+        if not kids:
+            x = next_slot[0]
+            next_slot[0] += 1
+        else:
+            xs = [place(k, depth + 1) for k in kids]
+            x = (min(xs) + max(xs)) / 2
+        pos[nid] = (x, depth)
+        return x
+
+    for root in children.get(None, []):
+        place(root, 0)
+    return pos
+
+
+def tree_svg(result: OptimizeResult) -> str:
+    nodes = list(result.search.get("nodes_detail", []))  # type: ignore[call-overload]
+    if not nodes:
+        return "<p class='muted'>No nodes.</p>"
+    pos = _layout(nodes)
+    by_id = {str(n["id"]): n for n in nodes}
+    dx, dy, pad = 64, 70, 30
+    width = int(max(x for x, _ in pos.values()) * dx + 2 * pad + 40)
+    height = int(max(d for _, d in pos.values()) * dy + 2 * pad + 20)
+    best = result.best.node_id if result.best else None
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-size="11">']
+    for n in nodes:
+        nid = str(n["id"])
+        if n["parent"] is None or str(n["parent"]) not in pos:
+            continue
+        x1, d1 = pos[str(n["parent"])]
+        x2, d2 = pos[nid]
+        style = ACTION_STYLE.get(str(n["action"]), 'stroke="#adb5bd"')
+        parts.append(
+            f'<line x1="{pad + x1 * dx}" y1="{pad + d1 * dy}" x2="{pad + x2 * dx}" y2="{pad + d2 * dy}" {style}/>'
+        )
+    for nid, (x, d) in pos.items():
+        n = by_id[nid]
+        cx, cy = pad + x * dx, pad + d * dy
+        color = STATUS_COLOR.get(str(n["status"]), "#adb5bd")
+        ring = ' stroke="#fab005" stroke-width="4"' if nid == best else ' stroke="#fff" stroke-width="1"'
+        sp = n.get("speedup")
+        label = (
+            "ref"
+            if n["status"] == "root"
+            else (f"{sp:.2f}x" if isinstance(sp, int | float) else str(n["status"]))
+        )
+        title = escape(
+            f"{nid} {n['action'] or 'reference'} {n['status']} reward={_fmt(n.get('reward'), '.3f')}"
+        )  # type: ignore[arg-type]
+        parts.append(
+            f'<g><title>{title}</title><circle cx="{cx}" cy="{cy}" r="13" fill="{color}"{ring}/>'
+            f'<text x="{cx}" y="{cy + 4}" text-anchor="middle" fill="#fff" font-weight="bold">{escape(nid)}</text>'
+            f'<text x="{cx}" y="{cy + 27}" text-anchor="middle" fill="#495057">{escape(label)}</text></g>'
+        )
+    parts.append("</svg>")
+    legend = (
+        "<p class='legend'>"
+        + "".join(
+            f"<span><svg width='12' height='12'><circle cx='6' cy='6' r='6' fill='{c}'/></svg> {s}</span>"
+            for s, c in STATUS_COLOR.items()
+            if s != "pending"
+        )
+        + "<span>edges: <b style='color:#1c7ed6'>large step</b>, small step, <b style='color:#e03131'>repair"
+        "</b> (dashed)</span><span>gold ring: best kernel</span></p>"
+    )
+    return "".join(parts) + legend
+
+
+def progress_svg(result: OptimizeResult, attempts: list[Attempt]) -> str:
+    if not attempts:
+        return "<p class='muted'>No attempts.</p>"
+    ordered = sorted(attempts, key=lambda a: a.seq)
+    w, h, pad = 640, 240, 44
+    n = len(ordered)
+
+    def x_of(i: int) -> float:
+        return pad + (w - 2 * pad) * (i / max(1, n - 1))
+
+    timed = [a for a in ordered if a.status == "correct" and a.timing.speedup_vs_eager is not None]
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-size="11">']
+    parts.append(f'<line x1="{pad}" y1="{h - pad}" x2="{w - pad}" y2="{h - pad}" stroke="#868e96"/>')
+    parts.append(f'<line x1="{pad}" y1="{pad / 2}" x2="{pad}" y2="{h - pad}" stroke="#868e96"/>')
+    parts.append(f'<text x="{w / 2}" y="{h - 8}" text-anchor="middle">attempt (in planning order)</text>')
+    if timed:
+        speeds = [a.timing.speedup_vs_eager or 1.0 for a in timed] + [1.0]
+        lo, hi = math.log10(min(speeds) / 1.2), math.log10(max(speeds) * 1.2)
+
+        def y_of(s: float) -> float:
+            return h - pad - (h - 1.5 * pad) * (math.log10(s) - lo) / max(1e-9, hi - lo)
+
+        parts.append(
+            f'<line x1="{pad}" y1="{y_of(1.0)}" x2="{w - pad}" y2="{y_of(1.0)}" stroke="#adb5bd" stroke-dasharray="3 3"/>'
+            f'<text x="{w - pad + 2}" y="{y_of(1.0) + 4}">1x</text>'
+        )
+        parts.append(
+            f'<text x="12" y="{h / 2}" transform="rotate(-90 12 {h / 2})" text-anchor="middle">speedup vs eager (log)</text>'
+        )
+        best = None
+        path = []
+        for i, a in enumerate(ordered):
+            s = a.timing.speedup_vs_eager if a.status == "correct" else None
+            if s is not None:
+                best = s if best is None else max(best, s)
+                parts.append(
+                    f'<circle cx="{x_of(i)}" cy="{y_of(s)}" r="4" fill="#2f9e44"><title>{escape(a.node_id)} {s:.3f}x</title></circle>'
+                )
+            else:
+                parts.append(
+                    f'<text x="{x_of(i)}" y="{h - pad - 4}" text-anchor="middle" fill="#e03131">x<title>'
+                    f"{escape(a.node_id)} {a.status}</title></text>"
+                )
+            if best is not None:
+                path.append(f"{x_of(i)},{y_of(best)}")
+        if path:
+            parts.append(
+                f'<polyline points="{" ".join(path)}" fill="none" stroke="#fab005" stroke-width="2"/>'
+            )
+        note = "green dots: correct attempts; gold line: best so far; red x: incorrect attempts"
+    else:
+        for i, a in enumerate(ordered):
+            ok = a.status == "correct"
+            y = pad if ok else h - pad - 10
+            color = "#2f9e44" if ok else "#e03131"
+            parts.append(
+                f'<circle cx="{x_of(i)}" cy="{y}" r="5" fill="{color}"><title>{escape(a.node_id)} {a.status}</title></circle>'
+            )
+        parts.append(
+            f'<text x="{pad + 4}" y="{pad - 8}">correct</text><text x="{pad + 4}" y="{h - pad - 18}">incorrect</text>'
+        )
+        note = "no meaningful timing in this run: the plot shows correctness per attempt, not speed"
+    parts.append("</svg>")
+    return "".join(parts) + f"<p class='muted'>{escape(note)}</p>"
+
+
+def _context_tables(attempts: list[Attempt]) -> str:
+    injected: dict[tuple[str, str], tuple[ContextItem, list[str]]] = {}
+    cut: dict[tuple[str, str], tuple[ContextItem, list[str]]] = {}
+    for a in attempts:
+        if a.context is None:
+            continue
+        for item in a.context.injected:
+            if item.kind in ("rule", "case"):
+                key = (item.kind, item.id or item.text)
+                injected.setdefault(key, (item, []))[1].append(a.node_id)
+        for item in a.context.cut:
+            if item.kind in ("rule", "case"):
+                key = (item.kind, item.id or item.text)
+                cut.setdefault(key, (item, []))[1].append(a.node_id)
+
+    def table(rows: dict[tuple[str, str], tuple[ContextItem, list[str]]], empty: str) -> str:
+        if not rows:
+            return f"<p class='muted'>{empty}</p>"
+        out = [
+            "<table><tr><th>kind</th><th>id</th><th>tier</th><th>text</th><th>attempts</th><th>why</th></tr>"
+        ]
+        for (kind, _), (item, nodes) in sorted(rows.items(), key=lambda kv: (kv[0][0], -len(kv[1][1]))):
+            out.append(
+                f"<tr><td>{escape(kind)}</td><td><code>{escape(item.id)}</code></td><td>{escape(item.tier)}</td>"
+                f"<td>{escape(item.text[:300])}</td><td>{escape(', '.join(nodes))}</td><td>{escape(item.reason)}</td></tr>"
+            )
+        out.append("</table>")
+        return "".join(out)
+
+    return (
+        "<h3>Injected</h3>"
+        + table(injected, "No rules or cases were injected (an empty memory, or none relevant).")
+        + "<h3>Cut for the token budget</h3>"
+        + table(cut, "Nothing relevant was cut.")
+    )
+
+
+def render_report(result: OptimizeResult, attempts: list[Attempt]) -> str:
+    c = result.cost
+    klass = (
+        "good"
+        if result.correct and result.slower_than_eager is False
+        else ("bad" if not result.correct or result.slower_than_eager else "")
+    )
+    rows = []
+    for a in sorted(attempts, key=lambda a: a.seq):
+        first = (a.feedback or "").splitlines()[0] if a.feedback else ""
+        rows.append(
+            f"<tr><td>{escape(a.node_id)}</td><td>{escape(a.parent)}</td><td>{escape(a.action)}</td>"
+            f"<td style='color:{STATUS_COLOR.get(a.status, '#000')}'>{escape(a.status)}</td>"
+            f"<td>{_fmt(a.timing.speedup_vs_eager, '.3f')}</td><td>{a.reward:.3f}</td>"
+            f"<td><code>{escape(a.candidate.meta or '')}</code></td><td><pre>{escape(first[:240])}</pre></td>"
+            f"<td>{escape('; '.join(a.reflection.rule_texts))}</td></tr>"
+        )
+    learned = "".join(f"<li>{escape(r)}</li>" for r in result.rules_learned) or "<li class='muted'>none</li>"
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>kernelwright: {escape(result.task)}</title>
+<style>{CSS}</style></head><body>
+<h1>kernelwright: {escape(result.task)}</h1>
+<div class="muted">run {escape(result.run_id)} &middot; target {escape(result.target)} &middot; device {escape(result.device)}
+ &middot; model {escape(result.model)} &middot; precision {escape(result.precision)} &middot; seed {result.seed}</div>
+<div class="verdict {klass}">{escape(result.verdict)}</div>
+<p>Stopped: {escape(result.stop_reason or "-")}. {escape(result.timing_note)}</p>
+<table>
+<tr><th>best speedup vs eager</th><td>{_fmt(result.best.speedup_vs_eager if result.best else None, ".3f")}</td>
+<th>vs torch.compile</th><td>{_fmt(result.best.speedup_vs_compile if result.best else None, ".3f")}</td></tr>
+<tr><th>LLM calls</th><td>{c.llm_calls}</td><th>tokens in / out</th><td>{c.tokens_in} / {c.tokens_out}</td></tr>
+<tr><th>evaluations</th><td>{c.evaluations}</td><th>eval s / GPU s</th><td>{c.eval_s:.1f} / {c.gpu_s:.1f}</td></tr>
+<tr><th>wall s</th><td>{c.wall_s:.1f}</td><th>roofline floor</th><td>{_fmt(result.roofline_floor_ms, ".4g")} ms</td></tr>
+</table>
+<h2>Search tree</h2>{tree_svg(result)}
+<h2>Speedup over attempts</h2>{progress_svg(result, attempts)}
+<h2>Attempts</h2>
+<table><tr><th>node</th><th>parent</th><th>action</th><th>status</th><th>speedup</th><th>reward</th><th>kernel</th>
+<th>feedback</th><th>rule learned</th></tr>{"".join(rows)}</table>
+<h2>Rules and cases in context</h2>{_context_tables(attempts)}
+<h2>Rules learned in this run</h2><ul>{learned}</ul>
+</body></html>
+"""
+
+
+def write_report(result: OptimizeResult, attempts: list[Attempt], path: str | Path) -> Path:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(render_report(result, attempts), encoding="utf-8")
+    return p

@@ -1,0 +1,87 @@
+"""The run's append-only evaluation log (evaluations.jsonl in the run directory).
+
+Every worker evaluation of a candidate is appended (and fsynced) the moment it returns, before the
+graph checkpoints the step. If the process dies in between, the resumed step finds the entry and reuses
+it instead of evaluating the same code again; the log is also the record that no candidate was
+evaluated twice. A line cut short by a crash is ignored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from hardware.result import EvalResult
+from nodes.records import utc_now
+
+Phase = Literal["verify", "time"]
+LOG_NAME = "evaluations.jsonl"
+
+_locks: dict[str, threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+def code_sha(code: str) -> str:
+    return hashlib.sha256(code.encode("utf-8")).hexdigest()
+
+
+class EvaluationEntry(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    run_id: str
+    node_id: str
+    phase: Phase
+    code_sha256: str
+    pid: int = Field(default_factory=os.getpid)
+    at: str = Field(default_factory=utc_now)
+    result: EvalResult
+
+
+class EvaluationLog:
+    def __init__(self, run_dir: str | Path) -> None:
+        self.path = Path(run_dir) / LOG_NAME
+        with _locks_guard:
+            self._lock = _locks.setdefault(str(self.path.resolve()), threading.Lock())
+
+    def entries(self) -> list[EvaluationEntry]:
+        if not self.path.exists():
+            return []
+        out = []
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            if not line.strip():
+                continue
+            try:
+                out.append(EvaluationEntry.model_validate_json(line))
+            except ValueError:
+                continue  # a line the crash cut short
+        return out
+
+    def find(self, node_id: str, phase: Phase, sha: str) -> EvalResult | None:
+        with self._lock:
+            for entry in self.entries():
+                if entry.node_id == node_id and entry.phase == phase and entry.code_sha256 == sha:
+                    return entry.result
+        return None
+
+    def append(self, entry: EvaluationEntry) -> None:
+        line = json.dumps(entry.model_dump(mode="json"), separators=(",", ":")) + "\n"
+        with self._lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a", encoding="utf-8") as fh:
+                # a previous crash may have left a partial line; start on a fresh one
+                if fh.tell() > 0 and not self._ends_with_newline():
+                    fh.write("\n")
+                fh.write(line)
+                fh.flush()
+                os.fsync(fh.fileno())
+
+    def _ends_with_newline(self) -> bool:
+        with self.path.open("rb") as fh:
+            fh.seek(-1, os.SEEK_END)
+            return fh.read(1) == b"\n"

@@ -1,0 +1,179 @@
+"""The planner node: starts a run, rebuilds the search tree, decides what to expand next or to stop.
+
+On its first step it loads the task, fixes the target, device and timing policy, computes the roofline
+floor, opens the chat model (so a missing key or dead server stops the run before any work) and picks
+the run directory. Every step it rebuilds the tree from the state's jobs and attempts, asks the search
+whether to stop, and otherwise fans out enough expansions (one LangGraph Send each) to keep `k` in flight.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from langgraph.runtime import Runtime
+from langgraph.types import Command, Send
+
+from hardware.config import toolchain_versions
+from hardware.roofline import roofline_floor_ms
+from hardware.targets import Target, detect_target, get_target
+from nodes import resources
+from nodes.records import Attempt, Branch, CostLedger, Design, Job, RunInfo
+from nodes.search import Decision, SearchTree, Spent
+from tasks.loader import load_task, load_task_source
+from tasks.task import Task
+
+if TYPE_CHECKING:
+    from graphs.context import Context
+
+# Wall time is counted between planner steps of one process: a resumed run starts a new count, so the
+# time a run lay dead between a crash and its resume is not billed to it.
+_ticks: dict[str, float] = {}
+_ticks_lock = threading.Lock()
+
+
+def wall_delta(run_id: str) -> float:
+    """Seconds since this process last ticked this run (0 on its first tick)."""
+    now = time.monotonic()
+    with _ticks_lock:
+        last = _ticks.get(run_id)
+        _ticks[run_id] = now
+    return 0.0 if last is None else max(0.0, now - last)
+
+
+def resolve_device(device: str) -> str:
+    """auto -> cuda when a CUDA device is present, else cpu."""
+    if device != "auto":
+        return device
+    try:
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    except ImportError:
+        return "cpu"
+
+
+def load_input_task(state: dict[str, Any]) -> Task:
+    """The task named by the graph input (task_path or task_source)."""
+    path = state.get("task_path")
+    source = state.get("task_source")
+    if path:
+        return load_task(path)
+    if source:
+        return load_task_source(source, state.get("task_name") or "task")
+    raise ValueError("the graph input needs task_path (a task file) or task_source (its text)")
+
+
+def start_run(state: dict[str, Any], ctx: Context, thread_id: str | None) -> tuple[RunInfo, Task]:
+    """Everything fixed at the start of a run."""
+    task = state.get("task") or load_input_task(state)
+    device = resolve_device(ctx.device)
+    target: Target = get_target(ctx.target) if ctx.target else detect_target(device)
+    timing_meaningful = device.startswith("cuda")
+    floor = roofline_floor_ms(task, target, "tf32" if ctx.allow_tf32 else "strict")
+    run_id = thread_id or uuid.uuid4().hex
+    run_dir = ctx.run_dir or str(Path("runs") / f"{task.name}-{run_id[:8]}")
+    Path(run_dir).mkdir(parents=True, exist_ok=True)
+    resources.chat_model(ctx)  # a missing key or unreachable server fails here, before any work
+    return (
+        RunInfo(
+            run_id=run_id,
+            run_dir=str(Path(run_dir).resolve()),
+            task_name=task.name,
+            task_path=str(task.path) if task.path else None,
+            model=ctx.model if ctx.chat_model is None else type(ctx.chat_model).__name__,
+            device=device,
+            target=target.name,
+            target_display=target.display_name,
+            compute_capability=target.compute_capability,
+            timing_meaningful=timing_meaningful,
+            timing_note=(
+                ""
+                if timing_meaningful
+                else "timing is not meaningful on the CPU interpreter: kernels are ranked by correctness only"
+            ),
+            precision="tf32" if ctx.allow_tf32 else "strict",
+            roofline_floor_ms=floor.floor_ms,
+            roofline_note=floor.summary(),
+            versions=toolchain_versions(),
+            seed=ctx.seed,
+        ),
+        task,
+    )
+
+
+def rebuild_tree(jobs: list[Job], attempts: list[Attempt], ctx: Context) -> SearchTree:
+    outcomes = {a.node_id: a.outcome for a in attempts}
+    return SearchTree.replay([j.decision for j in jobs], outcomes, ctx.search_config())
+
+
+def make_job(decision: Decision, run_id: str, by_node: dict[str, Attempt]) -> Job:
+    """A job with the parent's code and feedback and the representative designs it needs."""
+    parent = by_node.get(decision.parent)
+    designs = []
+    for nid in decision.pool:
+        a = by_node.get(nid)
+        if a is not None and a.candidate.code:
+            designs.append(
+                Design(
+                    node_id=nid,
+                    code=a.candidate.code,
+                    speedup=a.timing.speedup_vs_eager,
+                    meta=a.candidate.meta,
+                )
+            )
+    return Job(
+        decision=decision,
+        run_id=run_id,
+        parent_code=parent.candidate.code if parent else None,
+        parent_feedback=parent.feedback if parent else None,
+        parent_status=parent.status if parent else None,
+        parent_error_kind=parent.result.error_kind if parent else None,
+        parent_speedup=parent.timing.speedup_vs_eager if parent else None,
+        parent_case_id=parent.reflection.case_id if parent else None,
+        designs=designs,
+    )
+
+
+def planner(state: dict[str, Any], runtime: Runtime[Context]) -> Command[Literal["context", "finalize"]]:
+    ctx = runtime.context
+    update: dict[str, Any] = {}
+    run: RunInfo | None = state.get("run")
+    task: Task | None = state.get("task")
+    if run is None or task is None:
+        run, task = start_run(
+            state, ctx, runtime.execution_info.thread_id if runtime.execution_info else None
+        )
+        update["run"] = run
+        update["task"] = task
+    jobs: list[Job] = list(state.get("jobs") or [])
+    attempts: list[Attempt] = list(state.get("attempts") or [])
+    cost: CostLedger = state.get("cost") or CostLedger()
+    delta = wall_delta(run.run_id)
+    update["cost"] = CostLedger(wall_s=delta)
+
+    tree = rebuild_tree(jobs, attempts, ctx)
+    done = {a.node_id for a in attempts}
+    in_flight = [j for j in jobs if j.node_id not in done]
+    spent = Spent(candidates=len(jobs), llm_calls=cost.llm_calls, wall_s=cost.wall_s + delta)
+    stop = tree.should_stop(ctx.search_budget(), spent)
+    if stop is None:
+        slots = min(ctx.k - len(in_flight), ctx.budget - len(jobs))
+        decisions = tree.plan(slots) if slots > 0 else []
+        if decisions:
+            by_node = {a.node_id: a for a in attempts}
+            new_jobs = [make_job(d, run.run_id, by_node) for d in decisions]
+            update["jobs"] = new_jobs
+            sends = [Send("context", Branch(job=j, task=task, run=run)) for j in new_jobs]
+            return Command(update=update, goto=sends)
+        if in_flight:
+            return Command(update=update, goto=[])
+        stop = "no node left to expand"
+    if in_flight:
+        # finish what is running; the last branch to finish brings the planner back here
+        return Command(update=update, goto=[])
+    update["stop_reason"] = stop
+    return Command(update=update, goto="finalize")

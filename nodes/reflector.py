@@ -1,0 +1,251 @@
+"""The reflector node: scores an attempt, writes it to memory, and learns a rule from a failure.
+
+For every attempt it:
+1. classifies it (correct / wrong output / failed) and computes the search reward;
+2. writes a Case (code, feedback, outcome, hardware, toolchain) with a lineage edge to the parent's case;
+3. records which rules were in the attempt's context and whether it failed (the rules' measured effect);
+4. for a failure, drafts one "You cannot ..." rule and merges it into the rule book with its evidence.
+   With an LLM provider the model drafts it (structured output, `RuleDraft`); with the offline writer,
+   or when the model's draft is unusable, the rule is built from the kernel's metadata line and the
+   normalised error signature, e.g. "You cannot use design=tiled with BLOCK=4096,num_warps=16 on
+   NVIDIA H200: compile_error: out of resources ...".
+
+Memory writes are made idempotent for resume: the case id is derived from the run and node, and a
+journal in the run directory (reflections.jsonl) records finished reflections, so a step re-run after a
+crash reuses what was written instead of writing it twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from langchain_core.messages import HumanMessage, SystemMessage
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+
+from hardware.result import EvalResult
+from nodes import resources
+from nodes.prompts import RULE_SYSTEM_PROMPT, RuleDraft, render_feedback, rule_prompt
+from nodes.records import Attempt, Branch, CostLedger, Reflection, Status, Timing
+from nodes.search import reward_for
+from providers.chat import is_llm, usage_of
+
+if TYPE_CHECKING:
+    from graphs.context import Context
+
+JOURNAL = "reflections.jsonl"
+_journal_lock = threading.Lock()
+
+
+def classify(result: EvalResult) -> Status:
+    """correct; wrong (ran, wrong shape or values); failed (did not parse, compile or run)."""
+    if result.correct:
+        return "correct"
+    if result.error_kind in ("mismatch", "shape_mismatch"):
+        return "wrong"
+    return "failed"
+
+
+def case_id_for(run_id: str, node_id: str) -> str:
+    return f"case-{run_id[:16]}-{node_id}"
+
+
+def _journal_find(run_dir: str, node_id: str) -> Reflection | None:
+    path = Path(run_dir) / JOURNAL
+    if not path.exists():
+        return None
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        if data.get("node_id") == node_id:
+            return Reflection.model_validate(data.get("reflection", {}))
+    return None
+
+
+def _journal_append(run_dir: str, node_id: str, reflection: Reflection) -> None:
+    path = Path(run_dir) / JOURNAL
+    line = json.dumps({"node_id": node_id, "reflection": reflection.model_dump(mode="json")}) + "\n"
+    with _journal_lock, path.open("a", encoding="utf-8") as fh:
+        fh.write(line)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _config_text(config: dict[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in config.items())
+
+
+def signature_rule(code: str | None, result: EvalResult, target: str) -> str:
+    """A rule from the kernel's metadata line and the normalised error, for when no LLM drafts one."""
+    from memory.records import error_signature, parse_kernel_header
+
+    sig = error_signature(result.error_kind, result.error)
+    if code is None:
+        return f"You cannot answer without exactly one fenced python block defining ModelNew ({sig})"
+    header = parse_kernel_header(code)
+    if header.design:
+        what = f"use design={header.design}"
+        if header.config:
+            what += f" with {_config_text(header.config)}"
+        if header.family:
+            what += f" for {header.family}"
+    else:
+        what = "write the kernel this way"
+    return f"You cannot {what} on {target}: {sig}"
+
+
+def draft_rule(
+    model: Any, code: str, feedback: str, target: str, op_families: list[str]
+) -> tuple[str | None, int, int, str]:
+    """(rule text or None, tokens in, tokens out, note) from an LLM's structured answer."""
+    from memory.records import check_rule_text
+
+    messages = [
+        SystemMessage(RULE_SYSTEM_PROMPT),
+        HumanMessage(rule_prompt(code=code, feedback=feedback, target=target, op_families=op_families)),
+    ]
+    try:
+        out = model.with_structured_output(RuleDraft, include_raw=True).invoke(messages)
+    except Exception as exc:  # a rule is still made from the error signature; the note says why
+        return None, 0, 0, f"the model could not draft a rule ({type(exc).__name__}: {str(exc)[:160]})"
+    tin, tout = usage_of(out["raw"]) if isinstance(out, dict) and out.get("raw") is not None else (0, 0)
+    parsed = out.get("parsed") if isinstance(out, dict) else out
+    if parsed is None:
+        err = out.get("parsing_error") if isinstance(out, dict) else None
+        return None, tin, tout, f"the model's rule could not be parsed: {str(err)[:160]}"
+    text = parsed.rule if isinstance(parsed, RuleDraft) else str(getattr(parsed, "rule", "") or "")
+    try:
+        return check_rule_text(text), tin, tout, ""
+    except ValueError as exc:
+        return None, tin, tout, f"the model's rule was unusable: {exc}"
+
+
+def reflect_to_memory(
+    branch: Branch, ctx: Context, status: Status, feedback: str, timing: Timing
+) -> tuple[Reflection, CostLedger]:
+    """Write the case, the rule exposure and (for a failure) the rule; returns what was written."""
+    from memory.records import Case, RuleCandidate
+
+    run, job, task = branch.run, branch.job, branch.task
+    assert branch.result is not None and branch.candidate is not None
+    known = _journal_find(run.run_dir, job.node_id)
+    if known is not None:
+        return known, CostLedger()
+    memory = resources.open_shared_memory(ctx.memory)
+    cid = case_id_for(run.run_id, job.node_id)
+    rule_ids_in_context = branch.context.rule_ids if branch.context else []
+    code = branch.candidate.code
+    if memory.cases.get(cid) is None:
+        case = Case.from_attempt(
+            signature=task.signature,
+            code=code or "",
+            result=branch.result,
+            correct=status == "correct",
+            speedup=timing.speedup_vs_eager if timing.origin == "measured" else None,
+            parent_speedup=job.parent_speedup,
+            hardware=run.target,
+            compute_capability=run.compute_capability,
+            versions=run.versions,
+            task_name=task.name,
+            action=job.action,
+            idea=branch.candidate.idea or f"{job.action}: {job.decision.reason}",
+            feedback=feedback,
+            run_id=run.run_id,
+            rule_ids=rule_ids_in_context,
+        )
+        case.id = cid
+        case.parent_id = job.parent_case_id
+        memory.cases.add(case)
+    memory.rules.record_rule_exposure(
+        rule_ids_in_context,
+        status != "correct",
+        op_families=task.signature.op_families,
+        hardware=run.target,
+        case_id=cid,
+        run_id=run.run_id,
+    )
+    reflection = Reflection(case_id=cid)
+    cost = CostLedger()
+    if status != "correct":
+        text: str | None = None
+        note = ""
+        source: Literal["llm", "signature"] = "signature"
+        model = resources.chat_model(ctx)
+        if ctx.llm_rules and is_llm(model) and code is not None:
+            text, tin, tout, note = draft_rule(
+                model, code, feedback, run.target_display or run.target, task.signature.op_families
+            )
+            cost = CostLedger(llm_calls=1, tokens_in=tin, tokens_out=tout)
+            source = "llm" if text else "signature"
+        if text is None:
+            text = signature_rule(code, branch.result, run.target_display or run.target)
+        update = memory.rules.add(
+            RuleCandidate(
+                text=text,
+                error_kind=branch.result.error_kind,
+                error=branch.result.error or "",
+                case_id=cid,
+                op_families=task.signature.op_families,
+                hardware=run.target,
+                versions=run.versions,
+            )
+        )
+        reflection = Reflection(
+            case_id=cid,
+            rule_ids=[update.rule.id],
+            rule_texts=[update.rule.text],
+            rule_source=source,
+            note="; ".join(
+                x
+                for x in (
+                    note,
+                    f"merged into an existing rule ({update.matched_by})" if update.merged else "new rule",
+                )
+                if x
+            ),
+        )
+    _journal_append(run.run_dir, job.node_id, reflection)
+    return reflection, cost
+
+
+def reflector(branch: Branch, runtime: Runtime[Context]) -> Command[Literal["planner"]]:
+    branch = Branch.model_validate(branch)
+    ctx = runtime.context
+    job = branch.job
+    assert branch.result is not None and branch.candidate is not None
+    result = branch.result
+    status = classify(result)
+    timing = branch.timing or Timing(origin="none", note=branch.run.timing_note)
+    speedup = timing.speedup_vs_eager if status == "correct" else None
+    feedback = render_feedback(
+        result,
+        speedup=speedup,
+        speedup_vs_compile=timing.speedup_vs_compile,
+        runtime_ms=timing.runtime_ms,
+        fraction_of_floor=timing.fraction_of_floor,
+        timing_note=timing.note,
+    )
+    reflection, cost = reflect_to_memory(branch, ctx, status, feedback, timing)
+    attempt = Attempt(
+        seq=job.decision.seq,
+        node_id=job.node_id,
+        parent=job.decision.parent,
+        action=job.action,
+        reason=job.decision.reason,
+        candidate=branch.candidate,
+        result=result,
+        status=status,
+        timing=timing,
+        reward=reward_for(status, speedup),
+        feedback=feedback,
+        context=branch.context,
+        reflection=reflection,
+        eval_s=branch.eval_s,
+    )
+    return Command(update={"attempts": [attempt], "cost": cost}, goto="planner")

@@ -1,0 +1,109 @@
+"""Long-lived objects the nodes share, kept out of the checkpointed state.
+
+Worker pools (processes), opened memories (Chroma clients) and chat models (HTTP clients) are
+expensive and not serializable. Nodes get them here, keyed by their configuration, so every step of a
+run (and every run in a long-lived server such as `langgraph dev`) reuses the same ones. `close_all()`
+shuts the pools down; it also runs at interpreter exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.language_models.chat_models import BaseChatModel
+
+from providers.chat import load_chat_model
+
+if TYPE_CHECKING:
+    from hardware import WorkerPool
+    from memory import Memory
+
+_lock = threading.RLock()
+_pools: dict[tuple[str, int], WorkerPool] = {}
+_memories: dict[str, Memory] = {}
+_models: dict[tuple[Any, ...], BaseChatModel] = {}
+
+
+def worker_pool(device: str, workers: int) -> WorkerPool:
+    """The shared evaluation pool for (device, workers), started on first use."""
+    from hardware import WorkerPool
+
+    key = (device, int(workers))
+    with _lock:
+        pool = _pools.get(key)
+        if pool is None:
+            pool = WorkerPool(device=device, workers=workers)
+            _pools[key] = pool
+        return pool
+
+
+def open_shared_memory(location: str | Path | None) -> Memory:
+    """The shared Memory for a location (None: the default ~/.kernelwright)."""
+    from memory import open_memory
+
+    key = (
+        str(Path(location).expanduser().resolve())
+        if location and "://" not in str(location)
+        else str(location)
+    )
+    with _lock:
+        mem = _memories.get(key)
+        if mem is None:
+            mem = open_memory(location)
+            _memories[key] = mem
+        return mem
+
+
+def chat_model(context: Any) -> BaseChatModel:
+    """The chat model a Context asks for: its `chat_model` if given, else load_chat_model(model, ...)."""
+    given = getattr(context, "chat_model", None)
+    if given is not None:
+        return given  # type: ignore[no-any-return]
+    key = (context.model, context.base_url, context.llm_timeout_s, context.llm_retries)
+    with _lock:
+        model = _models.get(key)
+        if model is None:
+            model = load_chat_model(
+                context.model,
+                base_url=context.base_url,
+                timeout=context.llm_timeout_s,
+                max_retries=context.llm_retries,
+            )
+            _models[key] = model
+        return model
+
+
+def forget_chat_models() -> None:
+    """Drop cached chat models (the next use loads and probes again)."""
+    with _lock:
+        _models.clear()
+
+
+def close_pools() -> None:
+    with _lock:
+        pools = list(_pools.values())
+        _pools.clear()
+    for pool in pools:
+        try:
+            pool.close()
+        except Exception:  # closing is best effort at exit; a dead pool has nothing left to close
+            pass
+
+
+def close_all() -> None:
+    """Shut down worker pools and drop cached memories and models."""
+    close_pools()
+    with _lock:
+        mems = list(_memories.values())
+        _memories.clear()
+        _models.clear()
+    for mem in mems:
+        close = getattr(mem, "close", None)
+        if callable(close):
+            close()
+
+
+atexit.register(close_pools)
