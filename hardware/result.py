@@ -38,6 +38,8 @@ class Tolerance(BaseModel):
     rtol: float
     atol: float
     precision: PrecisionMode = "strict"
+    atol_scale: float = 1.0
+    """atol was applied as atol * atol_scale, the scale being max(1, RMS of the reference output)."""
 
 
 class Versions(BaseModel):
@@ -67,10 +69,16 @@ class EvalResult(BaseModel):
     shapes_checked: list[list[list[int]]] = Field(default_factory=list)
     runtime_ms: float | None = None
     runtime_ci_ms: tuple[float, float] | None = None
+    """95% bootstrap confidence interval of the candidate's median runtime."""
+    runtime_p20_ms: float | None = None
+    runtime_p80_ms: float | None = None
     eager_ms: float | None = None
     compile_ms: float | None = None
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
+    speedup_vs_eager_ci: tuple[float, float] | None = None
+    """95% bootstrap interval of the median of paired (interleaved) eager/candidate time ratios."""
+    timing_reps: int = 0
     timing_meaningful: bool = False
     timing_note: str | None = None
     roofline_floor_ms: float | None = None
@@ -79,6 +87,10 @@ class EvalResult(BaseModel):
     target: str = ""
     device: str = ""
     versions: Versions = Field(default_factory=Versions)
+    mismatched: int | None = None
+    """Elements outside tolerance (NaN/inf included) in the output that failed, for a mismatch."""
+    kernel_launches: int | None = None
+    """Triton kernel launches counted during one forward of the candidate."""
     wall_s: float = 0.0
     extra: dict[str, Any] = Field(default_factory=dict)
 
@@ -87,9 +99,10 @@ class EvalResult(BaseModel):
         return not self.correct
 
     def summary(self) -> str:
-        """One line for logs and the CLI."""
+        """One line for logs and the CLI: the verdict, and the first line of the error or the timing."""
         if not self.correct:
-            return f"FAIL at {self.stage}: {self.error_kind}: {(self.error or '').splitlines()[-1:] or ''}"
+            first = next((line.strip() for line in (self.error or "").splitlines() if line.strip()), "")
+            return f"FAIL at {self.stage}: {self.error_kind}: {first}"
         if self.timing_meaningful and self.runtime_ms is not None:
             s = f"correct, {self.runtime_ms:.4f} ms"
             if self.speedup_vs_eager:
@@ -97,4 +110,6 @@ class EvalResult(BaseModel):
             if self.speedup_vs_compile:
                 s += f", {self.speedup_vs_compile:.2f}x vs torch.compile"
             return s
-        return "correct (timing not meaningful on this device)"
+        if self.error_kind:  # verified, but timing failed (e.g. ran past its limit)
+            return f"correct, not timed: {self.error_kind}: {(self.error or '').splitlines()[0] if self.error else ''}"
+        return f"correct ({self.timing_note or 'not timed'})"

@@ -1,0 +1,86 @@
+"""How one evaluation is run: device, per-stage time limits, trials, seed, precision policy, timing.
+
+`EvalConfig` travels from the caller (graph node, CLI, benchmark) to the worker that runs the
+candidate, so it holds plain values only. Its time limits are enforced by the parent process, which
+kills the worker when a stage runs past its limit; the worker never polices itself.
+"""
+
+from __future__ import annotations
+
+import platform
+from importlib import metadata
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from hardware.result import PrecisionMode, Versions
+
+DeviceChoice = Literal["auto", "cpu", "cuda"]
+WorkerStage = Literal["compile", "correctness", "timing", "baseline"]
+"""Stages the worker reports while it runs a job; each has its own time limit.
+
+`compile` covers importing the candidate, building ModelNew and its first forward (where Triton
+compiles); `correctness` the verification trials; `timing` the interleaved candidate/eager timing;
+`baseline` timing the torch.compile'd reference, once per task (a timeout there is not the candidate's
+fault: the verified result is kept and the baseline reported missing).
+"""
+
+# Default limits in seconds, relative to a 120 s base that `timeout` replaces. Compiling an autotuned
+# kernel on a GPU and torch.compile'ing a reference are the slow steps; verification rarely is.
+_BASE_TIMEOUT_S = 120.0
+_STAGE_SHARE: dict[str, float] = {"compile": 1.0, "correctness": 1.0, "timing": 1.0, "baseline": 2.5}
+
+
+class EvalConfig(BaseModel):
+    """Settings of one evaluation; every field has a default that suits the agent's search loop."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    device: DeviceChoice = "auto"
+    """Where the candidate runs: `cuda` (one worker per GPU), `cpu` (Triton interpreter) or `auto`."""
+    timeout: float | None = Field(default=None, gt=0)
+    """One override for every stage: compile, correctness and timing get `timeout` seconds each, the
+    torch.compile baseline 2.5x as much. A per-stage field below, when set, wins over it."""
+    compile_timeout_s: float | None = Field(default=None, gt=0)
+    correctness_timeout_s: float | None = Field(default=None, gt=0)
+    timing_timeout_s: float | None = Field(default=None, gt=0)
+    baseline_timeout_s: float | None = Field(default=None, gt=0)
+    trials: int = Field(default=3, ge=3)
+    """Verification trials per input shape, each with fresh inputs from seed + trial."""
+    seed: int = 0
+    precision: PrecisionMode = "strict"
+    """`strict`: fp32 outputs held to fp32 tolerance and TF32 off for the reference too; `tf32`
+    (--allow-tf32): TF32 matmul/conv on for the reference and fp32 held to a TF32-level tolerance;
+    `reduced`: fp32 held to a bf16/fp16-level tolerance."""
+    time: bool = True
+    """Time the candidate (GPU only; on CPU the result says timing is not meaningful)."""
+    atol: float | None = Field(default=None, ge=0)
+    """Override of the tolerance table's atol (before scaling by the output's magnitude)."""
+    rtol: float | None = Field(default=None, ge=0)
+    second_shape: bool = True
+    """Also verify on the task's second input shape where it has one (GPU: full and small inputs)."""
+    compile_baseline: bool = True
+    """Time the torch.compile'd reference (once per task, cached) and report speedup_vs_compile."""
+    warmup_ms: float = Field(default=25.0, gt=0)
+    rep_ms: float = Field(default=100.0, gt=0)
+    """Target measuring time per timed function; the repetition count is derived from it."""
+
+    def stage_timeout(self, stage: str) -> float:
+        """The time limit in seconds for a worker stage (see WorkerStage)."""
+        explicit = getattr(self, f"{stage}_timeout_s", None)
+        if explicit is not None:
+            return float(explicit)
+        base = self.timeout if self.timeout is not None else _BASE_TIMEOUT_S
+        return base * _STAGE_SHARE.get(stage, 1.0)
+
+
+def toolchain_versions() -> Versions:
+    """Versions of torch, triton and Python as installed, without importing torch or triton."""
+
+    def version_of(dist: str) -> str:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return ""
+
+    return Versions(torch=version_of("torch"), triton=version_of("triton"), python=platform.python_version())

@@ -1,0 +1,444 @@
+"""Persistent, killable worker processes that evaluate candidates; the caller always gets an EvalResult.
+
+`WorkerPool` starts workers (`python -m hardware.worker`, one per GPU on CUDA, N on CPU with
+TRITON_INTERPRET=1) as fresh interpreters: each is its own process group, so a kill takes whatever the
+candidate started with it, and writes its output to a log file whose tail explains a crash.
+
+Fresh interpreters rather than forks, as multiprocessing's "spawn" gives, but started through
+subprocess: each worker's environment is set without touching this process's os.environ (safe when
+several threads evaluate at once), its stdout/stderr go to its own log, and the parent's `__main__`
+(the CLI, a test runner, a graph server) is not re-imported in every worker.
+
+Time limits are the parent's job. A worker reports each stage it enters (compile, correctness,
+timing, baseline); the parent waits on the connection with the current stage's deadline and, when it
+passes, SIGKILLs the worker's process group and starts a replacement. A worker that dies (segfault,
+os.abort, a CUDA error, out of memory) is replaced the same way; only that worker, never the pool.
+
+Thread-safe: `evaluate` may be called from several threads (LangGraph runs parallel branches in
+threads); each call checks out one idle worker. `evaluate_many` spreads jobs over all workers.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from multiprocessing.connection import Connection
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from hardware.config import EvalConfig, toolchain_versions
+from hardware.result import EvalResult, Versions
+from hardware.static_check import static_check
+from tasks.task import Task
+
+_REPO_ROOT = str(Path(__file__).resolve().parent.parent)
+_LOG_TAIL_CHARS = 1500
+_job_ids = itertools.count(1)
+
+
+def resolve_device(device: str) -> str:
+    """ "auto" -> "cuda" when torch sees a GPU, else "cpu"."""
+    if device not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"device must be auto, cpu or cuda, not {device!r}")
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _gpu_count() -> int:
+    import torch
+
+    return torch.cuda.device_count()
+
+
+class _Worker:
+    """One worker process, seen from the parent."""
+
+    def __init__(self, index: int, device: str, gpu: str | None, start_timeout_s: float) -> None:
+        self.index = index
+        self.device = device
+        self.gpu = gpu  # the CUDA_VISIBLE_DEVICES entry this worker gets, on CUDA
+        self.start_timeout_s = start_timeout_s
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.conn: Connection | None = None
+        self.tmpdir = ""
+        self.info: dict[str, Any] = {}
+        self.ready = False
+        self.restarts = 0
+        self.start()
+
+    @property
+    def log_path(self) -> str:
+        return os.path.join(self.tmpdir, "worker.log")
+
+    def start(self) -> None:
+        self.tmpdir = tempfile.mkdtemp(prefix=f"kw-worker{self.index}-")
+        parent_sock, child_sock = socket.socketpair()
+        env = dict(os.environ)
+        env["PYTHONUNBUFFERED"] = "1"
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_REPO_ROOT, env.get("PYTHONPATH", "")) if p)
+        if self.device == "cpu":
+            env["TRITON_INTERPRET"] = "1"  # must be set before the worker imports triton
+        else:
+            env.pop("TRITON_INTERPRET", None)
+            env["CUDA_VISIBLE_DEVICES"] = str(self.gpu)
+        args = [sys.executable, "-m", "hardware.worker", str(child_sock.fileno()), self.device, self.tmpdir,
+                str(os.getpid())]  # fmt: skip
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                args,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                pass_fds=(child_sock.fileno(),),
+                start_new_session=True,  # own process group: a kill takes the candidate's children too
+                cwd=self.tmpdir,
+            )
+        child_sock.close()
+        self.conn = Connection(parent_sock.detach())
+        self.ready = False
+        self.started_at = time.monotonic()
+
+    def wait_ready(self) -> str | None:
+        """None once the worker said it is ready; otherwise why it is not (and it is restarted)."""
+        if self.ready:
+            return None
+        assert self.conn is not None
+        remaining = self.start_timeout_s - (time.monotonic() - self.started_at)
+        try:
+            if self.conn.poll(max(remaining, 0.0)):
+                msg = self.conn.recv()
+                if msg[0] == "ready":
+                    self.info, self.ready = msg[1], True
+                    return None
+                problem = f"worker failed to start: {msg[1]}"
+            else:
+                problem = f"worker did not start within {self.start_timeout_s:.0f} s"
+        except (EOFError, OSError):
+            problem = "worker exited while starting"
+        problem += f"\n{self.log_tail()}"
+        self.restart()
+        return problem
+
+    def log_tail(self) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                size = f.tell()
+                f.seek(max(0, size - 4 * _LOG_TAIL_CHARS))
+                text = f.read().decode(errors="replace")
+        except OSError:
+            return ""
+        # faulthandler's list of loaded extension modules says nothing about the candidate
+        kept = [line for line in text.splitlines() if not line.startswith("Extension modules:")]
+        text = re.sub(re.escape(self.tmpdir) + r"/kw_candidate_\w+\.py", "candidate.py", "\n".join(kept))
+        return text.strip()[-_LOG_TAIL_CHARS:]
+
+    def kill(self) -> int | None:
+        """SIGKILL the worker's process group; returns its exit status."""
+        code = None
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            try:
+                code = self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                code = None
+        if self.conn is not None:
+            self.conn.close()
+        self.proc, self.conn, self.ready = None, None, False
+        return code
+
+    def restart(self) -> None:
+        self.kill()
+        shutil.rmtree(self.tmpdir, ignore_errors=True)
+        self.restarts += 1
+        self.start()
+
+    def stop(self) -> None:
+        if self.conn is not None and self.proc is not None and self.proc.poll() is None:
+            try:
+                self.conn.send(("stop",))
+                self.proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+        shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+
+def _died(code: int | None) -> str:
+    if code is None:
+        return "the worker died"
+    if code < 0:
+        try:
+            return f"the worker died from {signal.Signals(-code).name}"
+        except ValueError:
+            return f"the worker died from signal {-code}"
+    return f"the worker exited with status {code}"
+
+
+class WorkerPool:
+    """A pool of evaluation workers on one device kind; use as a context manager or call close()."""
+
+    def __init__(
+        self, device: str = "auto", workers: int | None = None, *, start_timeout_s: float = 300.0
+    ) -> None:
+        self.device = resolve_device(device)
+        if self.device == "cuda":
+            gpus = _visible_gpus()
+            if not gpus:
+                raise RuntimeError("device cuda requested but no GPU is visible")
+            n = workers or len(gpus)
+            assignment: list[str | None] = [gpus[i % len(gpus)] for i in range(n)]
+        else:
+            n = workers or max(1, (os.cpu_count() or 2) // 2)
+            assignment = [None] * n
+        self._workers = [_Worker(i, self.device, gpu, start_timeout_s) for i, gpu in enumerate(assignment)]
+        self._idle = list(self._workers)
+        self._cond = threading.Condition()
+        self._closed = False
+
+    # ----------------------------------------------------------------- public API
+    @property
+    def size(self) -> int:
+        return len(self._workers)
+
+    @property
+    def restarts(self) -> int:
+        """How many times a worker was replaced (after a timeout, crash or failed start)."""
+        return sum(w.restarts for w in self._workers)
+
+    def evaluate(
+        self, task: Task | str | Path, candidate_source: str, config: EvalConfig | None = None
+    ) -> EvalResult:
+        """Evaluate one candidate; never raises: every failure is an EvalResult."""
+        t0 = time.perf_counter()
+        cfg = config or EvalConfig()
+        try:
+            result = self._evaluate(task, candidate_source, cfg)
+        except Exception as exc:  # the contract: the caller gets a result, whatever broke
+            result = EvalResult(
+                precision=cfg.precision,
+                error_kind="harness_error",
+                error=f"{type(exc).__name__}: {exc}"[-2000:],
+                versions=toolchain_versions(),
+            )
+        result.wall_s = time.perf_counter() - t0
+        return result
+
+    def evaluate_many(
+        self, jobs: Iterable[tuple[Task | str | Path, str]], config: EvalConfig | None = None
+    ) -> list[EvalResult]:
+        """Evaluate many (task, candidate_source) pairs concurrently over the workers, in input order."""
+        jobs = list(jobs)
+        with ThreadPoolExecutor(max_workers=max(1, min(self.size, len(jobs)))) as ex:
+            return list(ex.map(lambda job: self.evaluate(job[0], job[1], config), jobs))
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            workers = list(self._workers)
+        for w in workers:
+            w.stop()
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if not getattr(self, "_closed", True):
+            self.close()
+
+    # ----------------------------------------------------------------- internals
+    def _acquire(self) -> _Worker:
+        with self._cond:
+            while not self._idle:
+                if self._closed:
+                    raise RuntimeError("the worker pool is closed")
+                self._cond.wait()
+            if self._closed:
+                raise RuntimeError("the worker pool is closed")
+            return self._idle.pop()
+
+    def _release(self, worker: _Worker) -> None:
+        with self._cond:
+            self._idle.append(worker)
+            self._cond.notify()
+
+    def _base_result(self, cfg: EvalConfig, worker: _Worker | None = None) -> EvalResult:
+        info = worker.info if worker is not None else {}
+        versions = Versions(**info["versions"]) if info.get("versions") else toolchain_versions()
+        return EvalResult(
+            precision=cfg.precision,
+            device=info.get("device_name", self.device),
+            target=info.get("target", "cpu-interpreter" if self.device == "cpu" else ""),
+            versions=versions,
+        )
+
+    def _evaluate(self, task: Task | str | Path, source: str, cfg: EvalConfig) -> EvalResult:
+        if not isinstance(task, Task):
+            from tasks import load_task
+
+            task = load_task(task)
+        if cfg.device not in ("auto", self.device):
+            res = self._base_result(cfg)
+            res.error_kind = "harness_error"
+            res.error = f"this pool runs on {self.device}; the config asks for {cfg.device}"
+            return res
+        report = static_check(source, task.name)
+        if not report.ok:
+            res = self._base_result(cfg)
+            res.stage = "parse"
+            res.error_kind = report.error_kind
+            res.error = report.error
+            res.torch_ops_remaining = report.torch_ops_remaining
+            return res
+        job = {
+            "job_id": next(_job_ids),
+            "task_name": task.name,
+            "task_source": task.source,
+            "candidate_source": source,
+            "config": cfg.model_dump(mode="json"),
+            "torch_ops_remaining": report.torch_ops_remaining,
+        }
+        worker = self._acquire()
+        try:
+            res = self._run_on(worker, job, cfg)
+        finally:
+            self._release(worker)
+        res.torch_ops_remaining = report.torch_ops_remaining
+        _attach_roofline(res, task, worker.info.get("target_profile"))
+        return res
+
+    def _run_on(self, worker: _Worker, job: dict[str, Any], cfg: EvalConfig) -> EvalResult:
+        problem = worker.wait_ready()
+        if problem is not None:  # wait_ready restarted it: one more try before giving up
+            problem = worker.wait_ready()
+        if problem is not None:
+            res = self._base_result(cfg, worker)
+            res.stage = "compile"
+            res.error_kind = "harness_error"
+            res.error = problem[-2000:]
+            return res
+        assert worker.conn is not None
+        stage = "compile"
+        limit = cfg.stage_timeout(stage)
+        deadline = time.monotonic() + limit
+        partial: EvalResult | None = None
+        try:
+            worker.conn.send(("eval", job))
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not worker.conn.poll(remaining):
+                    if time.monotonic() < deadline:
+                        continue
+                    return self._on_timeout(worker, cfg, stage, limit, partial)
+                msg = worker.conn.recv()
+                if msg[1] != job["job_id"]:
+                    continue  # cannot happen with one job per worker at a time; never trust a stray reply
+                if msg[0] == "stage":
+                    stage = msg[2]
+                    limit = cfg.stage_timeout(stage)
+                    deadline = time.monotonic() + limit
+                elif msg[0] == "partial":
+                    partial = EvalResult.model_validate(msg[2])
+                elif msg[0] == "result":
+                    result = EvalResult.model_validate(msg[2])
+                    if msg[3]:  # CUDA error or OOM: the worker's context cannot be trusted any more
+                        result.error = ((result.error or "") + "\n(worker restarted)")[-2000:]
+                        worker.restart()
+                    return result
+        except (EOFError, OSError):
+            return self._on_crash(worker, cfg, stage, partial)
+
+    def _on_timeout(
+        self, worker: _Worker, cfg: EvalConfig, stage: str, limit: float, partial: EvalResult | None
+    ) -> EvalResult:
+        log = worker.log_tail()
+        worker.restart()
+        msg = f"the {stage} stage ran past its {limit:g} s limit; the worker was killed and restarted"
+        if stage == "baseline" and partial is not None:
+            # The candidate is verified and timed; only the torch.compile reference was too slow.
+            partial.stage = "done"
+            partial.timing_note = (partial.timing_note or "") + f"; torch.compile baseline: {msg}"
+            return partial
+        res = partial if partial is not None else self._base_result(cfg, worker)
+        res.stage = {"compile": "compile", "correctness": "correctness"}.get(stage, "timing")  # type: ignore[assignment]
+        res.error_kind = "timeout"
+        res.error = (msg + (f"\nworker output:\n{log}" if log else ""))[-2000:]
+        if stage != "timing":
+            res.correct = False
+        return res
+
+    def _on_crash(
+        self, worker: _Worker, cfg: EvalConfig, stage: str, partial: EvalResult | None
+    ) -> EvalResult:
+        code = worker.proc.wait(timeout=10) if worker.proc is not None else None
+        log = worker.log_tail()
+        worker.restart()
+        res = partial if partial is not None else self._base_result(cfg, worker)
+        res.correct = False
+        res.stage = {"compile": "compile", "correctness": "correctness"}.get(stage, "timing")  # type: ignore[assignment]
+        res.error_kind = "crash"
+        res.error = (f"{_died(code)} during the {stage} stage; it was restarted\nworker output:\n{log}")[
+            -2000:
+        ]
+        return res
+
+
+def _visible_gpus() -> list[str]:
+    """CUDA_VISIBLE_DEVICES entries (or indices) of the GPUs this process may use."""
+    n = _gpu_count()
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible:
+        entries = [v.strip() for v in visible.split(",") if v.strip()]
+        return entries[:n]
+    return [str(i) for i in range(n)]
+
+
+def _attach_roofline(res: EvalResult, task: Task, profile: dict[str, Any] | None) -> None:
+    """roofline_floor_ms and fraction_of_floor for a timed result, from the worker's target profile."""
+    if not res.timing_meaningful or not res.runtime_ms or not profile:
+        return
+    from hardware.roofline import fraction_of_floor, roofline_floor_ms
+    from hardware.targets import Target
+
+    floor = roofline_floor_ms(task, Target.model_validate(profile), res.precision)
+    res.roofline_floor_ms = floor.floor_ms
+    res.fraction_of_floor = fraction_of_floor(floor.floor_ms, res.runtime_ms)
+    if floor.note:
+        res.extra["roofline_note"] = floor.note
+
+
+def evaluate(task: Task | str | Path, candidate_source: str, config: EvalConfig | None = None) -> EvalResult:
+    """One-shot: start a one-worker pool on config.device, evaluate, shut it down."""
+    cfg = config or EvalConfig()
+    try:
+        pool = WorkerPool(device=cfg.device, workers=1)
+    except Exception as exc:
+        return EvalResult(
+            precision=cfg.precision, error_kind="harness_error", error=f"{type(exc).__name__}: {exc}"
+        )
+    with pool:
+        return pool.evaluate(task, candidate_source, cfg)

@@ -1,0 +1,645 @@
+"""The evaluation worker: a separate Python process that imports candidates and runs them.
+
+Started by `hardware.sandbox.WorkerPool` as `python -m hardware.worker FD DEVICE` in its own session,
+with stdout/stderr going to a log file the parent reads when the worker dies. torch and triton are
+imported once; on CPU the parent sets TRITON_INTERPRET=1 in the environment before that import.
+
+Protocol over the connection (multiprocessing.connection, pickled tuples):
+- worker -> parent: ("ready", info) once; per job ("stage", job_id, stage) at every stage change,
+  ("partial", job_id, result) once the candidate is verified (so a timeout while timing keeps the
+  verdict), and ("result", job_id, result, restart) at the end; `restart` asks the parent to replace
+  the worker (CUDA error or out-of-memory: the CUDA context can no longer be trusted).
+- parent -> worker: ("eval", job) or ("stop",).
+
+The parent enforces every time limit; the worker only reports where it is. One job at a time.
+
+Verification (see hardware.verify for the tolerance table):
+- the reference `Model` and `ModelNew` are built from the task's init inputs with torch seeded the same
+  before each, and the reference's state_dict is copied into ModelNew when the keys and shapes match;
+- every trial uses fresh inputs from seed + trial; on GPU both the full inputs and the task's small
+  inputs are checked, on CPU (the Triton interpreter) only the small ones;
+- before each candidate call, fresh allocations are poisoned: torch's deterministic mode fills every
+  `torch.empty*` result with NaN (integers with their max value), and on GPU the caching allocator is
+  also pre-filled with 0xFF bytes (NaN in every float format), so unwritten output elements fail;
+- the model instance is kept across trials, so a result cached from an earlier call fails a later one;
+- each forward must launch at least one Triton kernel (counted by wrapping the kernel launchers);
+- the reference runs under the same precision mode as the candidate is judged by (strict: TF32 off).
+
+Reference inputs and outputs are cached per (task, shape, seed, trial, precision) for the worker's
+life, so evaluating many candidates of one task pays for the reference once.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import hashlib
+import importlib.util
+import os
+import sys
+import threading
+import time
+import traceback
+import warnings
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any
+
+from hardware.config import EvalConfig
+from hardware.result import EvalResult, Versions
+
+ERROR_TAIL_CHARS = 2000
+_TASK_CACHE_SIZE = 3
+_launches = [0]  # Triton kernel launches since the last reset; bumped by the wrapped launchers
+
+
+class _Stop(Exception):
+    """Ends a job early; the result it carries is already filled in."""
+
+
+def tail(text: str, limit: int = ERROR_TAIL_CHARS) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else "..." + text[-(limit - 3) :]
+
+
+def install_launch_counter() -> None:
+    """Count Triton kernel launches by wrapping JITFunction.run (and the interpreter's equivalent).
+
+    `kernel[grid](...)`, `kernel.run(...)` and autotuned launches all go through `run`; a warm-up
+    (compile only) does not count.
+    """
+    from triton.runtime.jit import JITFunction
+
+    classes: list[type] = [JITFunction]
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+
+        classes.append(InterpretedFunction)
+    except ImportError:  # triton without the interpreter
+        pass
+    for cls in classes:
+        original = cls.run
+
+        def run(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            if not kwargs.get("warmup", False):
+                _launches[0] += 1
+            return _original(self, *args, **kwargs)
+
+        cls.run = run  # type: ignore[method-assign]
+
+
+def classify_exception(exc: BaseException) -> tuple[str, bool]:
+    """(error_kind, restart_worker) for an exception raised by a candidate's code."""
+    import torch
+    from triton.errors import TritonError
+
+    chain: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and cur not in chain:
+        chain.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    if any(isinstance(e, torch.OutOfMemoryError) for e in chain):
+        return "crash", True
+    text = " ".join(f"{type(e).__name__}: {e}" for e in chain)
+    cuda_markers = ("CUDA error", "CUDA driver error", "illegal memory access", "device-side assert",
+                    "Triton Error [CUDA]", "AcceleratorError", "cudaError", "unspecified launch failure")  # fmt: skip
+    if any(m in text for m in cuda_markers):
+        return "crash", True
+    # Triton raises CompilationError (and under the interpreter, InterpreterError for anything wrong in a
+    # kernel body) at the first launch; OutOfResources too is decided when compiling for the device.
+    if any(isinstance(e, TritonError) for e in chain):
+        return "compile_error", False
+    return "runtime_error", False
+
+
+def format_exception(exc: BaseException, candidate_file: str | None = None) -> str:
+    """What a candidate's author needs: the error, its cause, and the candidate's own frames.
+
+    Harness and library frames are left out; under the interpreter the frame inside the kernel body (the
+    line Triton rejects) is among the candidate's frames, found in the chained cause.
+    """
+    chain: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and cur not in chain:
+        chain.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    lines = [f"{type(exc).__name__}: {str(exc)[:1000]}"]
+    if len(chain) > 1:
+        inner = chain[-1]
+        lines.append(f"caused by {type(inner).__name__}: {str(inner)[:1000]}")
+    frames = []
+    for e in chain:
+        for fr in traceback.extract_tb(e.__traceback__):
+            if candidate_file and fr.filename == candidate_file:
+                frames.append(f"  candidate.py, line {fr.lineno}, in {fr.name}: {(fr.line or '').strip()}")
+    if frames:
+        lines.append("in the candidate (outermost first):")
+        lines.extend(dict.fromkeys(frames))
+    elif exc.__traceback__ is not None:
+        last = traceback.extract_tb(exc.__traceback__)[-1]
+        lines.append(f"  at {last.filename}, line {last.lineno}, in {last.name}")
+    text = "\n".join(line for line in lines if line)
+    if candidate_file:
+        text = text.replace(candidate_file, "candidate.py")
+    return tail(text)
+
+
+@dataclass
+class _Reference:
+    """One shape of one task: the reference model and its cached inputs and outputs per seed."""
+
+    small: bool
+    init_inputs: list[Any]
+    model: Any
+    samples: dict[tuple[int, str], tuple[list[Any], Any]] = field(default_factory=dict)
+
+
+@dataclass
+class _TaskState:
+    module: Any
+    name: str
+    digest: str
+    refs: dict[bool, _Reference] = field(default_factory=dict)
+    baseline_ms: dict[str, float | None] = field(default_factory=dict)
+
+
+class Runner:
+    """Runs jobs inside the worker; holds the caches that make warm evaluation fast."""
+
+    def __init__(self, conn: Connection, device: str, tmpdir: str) -> None:
+        import torch
+        import triton
+
+        self.conn = conn
+        self.torch = torch
+        self.device = device
+        self.tmpdir = tmpdir
+        self.tasks: OrderedDict[str, _TaskState] = OrderedDict()
+        self.counter = 0
+        install_launch_counter()
+        if device == "cuda":
+            torch.cuda.init()
+            self.device_name = torch.cuda.get_device_name(0)
+        else:
+            self.device_name = "cpu (Triton interpreter)"
+        self.interpret = os.environ.get("TRITON_INTERPRET") == "1"
+        self.versions = Versions(
+            torch=torch.__version__,
+            triton=triton.__version__,
+            python=sys.version.split()[0],
+            cuda=torch.version.cuda if device == "cuda" else None,
+        )
+        self.target, self.target_profile = self._detect_target()
+
+    def _detect_target(self) -> tuple[str, dict[str, Any] | None]:
+        """The target profile's name (and the profile, for the parent's roofline) of this device."""
+        fallback = "cpu-interpreter" if self.device == "cpu" else self.device_name
+        try:
+            from hardware.targets import detect_target
+        except ImportError:
+            return fallback, None
+        try:
+            target = detect_target(self.device)
+        except Exception as exc:  # an unknown device must not stop evaluation; its name still identifies it
+            print(f"detect_target failed: {exc}", file=sys.stderr)
+            return fallback, None
+        return target.name, target.model_dump(mode="json")
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "pid": os.getpid(),
+            "device": self.device,
+            "device_name": self.device_name,
+            "target": self.target,
+            "target_profile": self.target_profile,
+            "versions": self.versions.model_dump(),
+            "interpret": self.interpret,
+        }
+
+    # ----------------------------------------------------------------- protocol
+    def serve(self) -> None:
+        self.conn.send(("ready", self.info()))
+        while True:
+            try:
+                msg = self.conn.recv()
+            except (EOFError, OSError):
+                return
+            if msg[0] == "stop":
+                return
+            if msg[0] == "eval":
+                job = msg[1]
+                result, restart = self.run_job(job)
+                self.conn.send(("result", job["job_id"], result.model_dump(mode="json"), restart))
+                if restart:
+                    return
+
+    def _stage(self, job_id: int, stage: str) -> None:
+        self.conn.send(("stage", job_id, stage))
+
+    # ----------------------------------------------------------------- one job
+    def run_job(self, job: dict[str, Any]) -> tuple[EvalResult, bool]:
+        cfg = EvalConfig.model_validate(job["config"])
+        res = EvalResult(
+            stage="compile",
+            precision=cfg.precision,
+            device=self.device_name,
+            target=self.target,
+            versions=self.versions,
+        )
+        res.extra["notes"] = []
+        self._restart = False
+        os.ftruncate(1, 0)  # the log holds this job's output only (stdout and stderr share it, O_APPEND)
+        module_name = None
+        try:
+            self._apply_precision(cfg.precision)
+            module_name = self._run(job, cfg, res)
+        except _Stop:
+            pass
+        except Exception as exc:
+            # A CUDA error surfacing outside the candidate's call still poisons this process's context.
+            self._restart = classify_exception(exc)[1]
+            res.correct = False
+            res.error_kind = "harness_error"
+            res.error = tail(f"the harness failed: {traceback.format_exc()}")
+        finally:
+            self.torch.use_deterministic_algorithms(False)
+            if module_name:
+                sys.modules.pop(module_name, None)
+        return res, self._restart
+
+    def _fail(self, res: EvalResult, stage: str, kind: str, error: str, *, restart: bool = False) -> None:
+        res.correct = False
+        res.stage = stage  # type: ignore[assignment]
+        res.error_kind = kind  # type: ignore[assignment]
+        res.error = tail(error)
+        self._restart = restart
+        raise _Stop
+
+    def _apply_precision(self, precision: str) -> None:
+        """TF32 for matmul and cuDNN conv only where the precision mode allows it, reference included."""
+        tf32 = precision != "strict"
+        self.torch.set_float32_matmul_precision("high" if tf32 else "highest")
+        self.torch.backends.cudnn.allow_tf32 = tf32
+
+    def _task(self, job: dict[str, Any]) -> _TaskState:
+        from tasks import exec_task_module
+
+        digest = hashlib.sha256(job["task_source"].encode()).hexdigest()[:16]
+        state = self.tasks.get(digest)
+        if state is None:
+            state = _TaskState(
+                exec_task_module(job["task_source"], job["task_name"]), job["task_name"], digest
+            )
+            self.tasks[digest] = state
+            while len(self.tasks) > _TASK_CACHE_SIZE:
+                self.tasks.popitem(last=False)
+        self.tasks.move_to_end(digest)
+        return state
+
+    def _reference(self, task: _TaskState, small: bool, seed: int) -> _Reference:
+        from tasks import task_init_inputs, task_model
+
+        ref = task.refs.get(small)
+        if ref is None:
+            model = task_model(task.module, small=small, seed=seed, device=self.device)
+            ref = _Reference(small, task_init_inputs(task.module, small=small), model)
+            task.refs[small] = ref
+        return ref
+
+    def _sample(self, task: _TaskState, ref: _Reference, seed: int, precision: str) -> tuple[list[Any], Any]:
+        """Pristine inputs and the reference output for one trial, computed once per worker."""
+        from tasks import task_inputs
+
+        key = (seed, precision)
+        if key not in ref.samples:
+            inputs = task_inputs(task.module, small=ref.small, seed=seed, device=self.device)
+            with self.torch.no_grad():
+                out = ref.model(*_clone(inputs))
+            self._sync()
+            ref.samples[key] = (inputs, _detach(out))
+        return ref.samples[key]
+
+    def _sync(self) -> None:
+        if self.device == "cuda":
+            self.torch.cuda.synchronize()
+
+    def _import_candidate(self, job: dict[str, Any], res: EvalResult) -> tuple[Any, str, str]:
+        self.counter += 1
+        digest = hashlib.sha256(job["candidate_source"].encode()).hexdigest()[:12]
+        name = f"kw_candidate_{digest}_{self.counter}"
+        path = os.path.join(self.tmpdir, f"{name}.py")
+        with open(path, "w") as f:
+            f.write(job["candidate_source"])
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # triton and dataclasses look modules up by name
+        try:
+            spec.loader.exec_module(module)
+        except SyntaxError as exc:
+            self._fail(res, "parse", "syntax_error", format_exception(exc, path))
+        except BaseException as exc:  # noqa: B036 - SystemExit from a candidate is a failed import too
+            kind, restart = classify_exception(exc) if isinstance(exc, Exception) else ("import_error", False)
+            kind = "import_error" if kind == "runtime_error" else kind
+            self._fail(
+                res,
+                "compile",
+                kind,
+                f"importing the candidate failed: {format_exception(exc, path)}",
+                restart=restart,
+            )
+        return module, name, path
+
+    def _poison(self, ref_out: Any) -> None:
+        """Pre-fill the CUDA caching allocator with 0xFF bytes in blocks the size of the outputs."""
+        if self.device != "cuda":
+            return
+        torch = self.torch
+        blocks = []
+        for t in _tensors(ref_out):
+            nbytes = max(t.numel() * t.element_size(), 512)
+            for _ in range(2):
+                blocks.append(torch.empty(nbytes, dtype=torch.uint8, device="cuda").fill_(255))
+        del blocks
+
+    def _call_candidate(self, model: Any, inputs: list[Any], ref_out: Any, path: str, res: EvalResult,
+                        stage: str) -> Any:  # fmt: skip
+        torch = self.torch
+        args = _clone(inputs)
+        self._poison(ref_out)
+        _launches[0] = 0
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                torch.use_deterministic_algorithms(True, warn_only=True)
+                torch.utils.deterministic.fill_uninitialized_memory = True  # type: ignore[attr-defined]
+                with torch.no_grad():
+                    out = model(*args)
+                self._sync()
+        except Exception as exc:
+            kind, restart = classify_exception(exc)
+            where = "compile" if kind == "compile_error" else ("run" if kind == "runtime_error" else stage)
+            self._fail(res, where, kind, f"forward raised {format_exception(exc, path)}", restart=restart)
+        finally:
+            torch.use_deterministic_algorithms(False)
+        res.kernel_launches = _launches[0]
+        if _launches[0] == 0:
+            self._fail(
+                res,
+                "run",
+                "static_check",
+                "forward launched no Triton kernel: the work must be done by a @triton.jit kernel "
+                "(torch ops found: " + (", ".join(res.torch_ops_remaining) or "none") + ")",
+            )
+        return out
+
+    def _run(self, job: dict[str, Any], cfg: EvalConfig, res: EvalResult) -> str:
+        from hardware.verify import compare_outputs
+
+        job_id = job["job_id"]
+        res.torch_ops_remaining = list(job.get("torch_ops_remaining", []))
+        notes: list[str] = res.extra["notes"]
+        notes.append(
+            f"precision {cfg.precision}: TF32 {'on' if cfg.precision != 'strict' else 'off'} for matmul and "
+            "cuDNN conv, reference included"
+        )
+        self._stage(job_id, "compile")
+        try:
+            task = self._task(job)
+        except Exception as exc:
+            self._fail(res, "compile", "harness_error", f"the task could not be loaded: {exc}")
+        module, module_name, path = self._import_candidate(job, res)
+        model_cls = getattr(module, "ModelNew", None)
+        if not isinstance(model_cls, type):
+            self._fail(res, "parse", "static_check", "the candidate defines no ModelNew class")
+
+        has_small = callable(getattr(task.module, "get_small_inputs", None))
+        if self.device == "cuda":
+            sizes = [False, True] if has_small and cfg.second_shape else [False]
+        else:
+            sizes = [True] if has_small else [False]
+            notes.append(
+                "CPU: verified on get_small_inputs() only"
+                if has_small
+                else "CPU: the task has no get_small_inputs(); verified on the full inputs"
+            )
+
+        from tasks import task_model
+
+        first = True
+        models: dict[tuple[str, ...], Any] = {}
+        max_abs = max_rel = 0.0
+        tolerances = []
+        for small in sizes:
+            try:
+                ref = self._reference(task, small, cfg.seed)
+            except Exception as exc:
+                self._fail(res, "compile", "harness_error", f"the reference could not be built: {exc}")
+            key = tuple(map(repr, ref.init_inputs))
+            model = models.get(key)
+            if model is None:
+                try:
+                    model = task_model(
+                        task.module, small=small, seed=cfg.seed, device=self.device, cls=model_cls
+                    )
+                except Exception as exc:
+                    kind, restart = classify_exception(exc)
+                    self._fail(res, "compile", kind, f"ModelNew(*init_inputs) raised {format_exception(exc, path)}",
+                               restart=restart)  # fmt: skip
+                ref_state, new_state = ref.model.state_dict(), model.state_dict()
+                if (
+                    ref_state
+                    and list(ref_state) == list(new_state)
+                    and all(ref_state[k].shape == new_state[k].shape for k in ref_state)
+                ):
+                    model.load_state_dict(ref_state)
+                    if "state_dict copied from the reference" not in notes:
+                        notes.append("state_dict copied from the reference")
+                models[key] = model
+            shape_label = "small" if small else "full"
+            for trial in range(cfg.trials):
+                seed = cfg.seed + trial
+                try:
+                    inputs, ref_out = self._sample(task, ref, seed, cfg.precision)
+                except Exception as exc:
+                    self._fail(res, "correctness", "harness_error", f"the reference failed: {exc}")
+                if trial == 0:
+                    res.shapes_checked.append([list(t.shape) for t in _tensors(inputs)])
+                out = self._call_candidate(
+                    model, inputs, ref_out, path, res, "compile" if first else "correctness"
+                )
+                if first:
+                    first = False
+                    res.stage = "correctness"
+                    self._stage(job_id, "correctness")
+                cmp = compare_outputs(out, ref_out, cfg.precision, rtol=cfg.rtol, atol=cfg.atol)
+                res.trials = max(res.trials, trial + 1)
+                if not cmp.ok:
+                    res.max_abs_error, res.max_rel_error = cmp.max_abs_error, cmp.max_rel_error
+                    res.mismatched = cmp.mismatched or None
+                    res.tolerance = cmp.tolerances[-1] if cmp.tolerances else None
+                    shapes = [list(t.shape) for t in _tensors(inputs)]
+                    self._fail(
+                        res,
+                        "correctness",
+                        cmp.error_kind or "mismatch",
+                        f"{cmp.report}\n({shape_label} inputs {shapes}, trial {trial + 1}/{cfg.trials}, seed {seed})",
+                    )
+                max_abs, max_rel = max(max_abs, cmp.max_abs_error), max(max_rel, cmp.max_rel_error)
+                tolerances.extend(cmp.tolerances)
+                del out
+        res.max_abs_error, res.max_rel_error = max_abs, max_rel
+        if tolerances:
+            # The loosest row applied (largest effective atol) is the one that bounded the verdict.
+            res.tolerance = max(tolerances, key=lambda t: (t.rtol, t.atol * t.atol_scale))
+        res.correct = True
+        if self.device != "cuda" or not cfg.time:
+            res.stage = "done"
+            res.timing_meaningful = False
+            res.timing_note = (
+                "not timed: the Triton interpreter on CPU says nothing about GPU speed"
+                if self.device != "cuda"
+                else "not timed (time=False)"
+            )
+            return module_name
+        self._time(job_id, task, models, sizes, cfg, res)
+        return module_name
+
+    # ----------------------------------------------------------------- timing (GPU)
+    def _time(self, job_id: int, task: _TaskState, models: dict[tuple[str, ...], Any], sizes: list[bool],
+              cfg: EvalConfig, res: EvalResult) -> None:  # fmt: skip
+        from hardware.timing import bench_interleaved, paired_speedup, summarize
+
+        torch = self.torch
+        res.stage = "timing"
+        self.conn.send(("partial", job_id, res.model_dump(mode="json")))
+        self._stage(job_id, "timing")
+        ref = task.refs[False]
+        model = models[tuple(map(repr, ref.init_inputs))]
+        inputs, _ = self._sample(task, ref, cfg.seed, cfg.precision)
+        args_c, args_r = _clone(inputs), _clone(inputs)
+        self._apply_precision(cfg.precision)
+        with torch.no_grad():
+            samples = bench_interleaved(
+                {"candidate": lambda: model(*args_c), "eager": lambda: ref.model(*args_r)},
+                warmup_ms=cfg.warmup_ms,
+                rep_ms=cfg.rep_ms,
+            )
+        cand, eager = summarize(samples["candidate"]), summarize(samples["eager"])
+        res.runtime_ms, res.runtime_ci_ms = cand.median_ms, cand.ci_ms
+        res.runtime_p20_ms, res.runtime_p80_ms = cand.p20_ms, cand.p80_ms
+        res.eager_ms = eager.median_ms
+        res.speedup_vs_eager, res.speedup_vs_eager_ci = paired_speedup(samples["eager"], samples["candidate"])
+        res.timing_reps = cand.reps
+        res.timing_meaningful = True
+        res.extra["eager_ci_ms"] = list(eager.ci_ms)
+        res.timing_note = (
+            f"CUDA events, L2 flushed, {cand.reps} interleaved rounds, precision {cfg.precision}"
+        )
+        if cfg.compile_baseline:
+            res.stage = "timing"
+            self.conn.send(("partial", job_id, res.model_dump(mode="json")))
+            self._stage(job_id, "baseline")
+            res.compile_ms = self._compile_baseline(task, ref, inputs, cfg)
+            if res.compile_ms:
+                res.speedup_vs_compile = res.compile_ms / res.runtime_ms
+            else:
+                res.timing_note += "; torch.compile baseline unavailable"
+        res.stage = "done"
+
+    def _compile_baseline(
+        self, task: _TaskState, ref: _Reference, inputs: list[Any], cfg: EvalConfig
+    ) -> float | None:
+        """torch.compile'd reference time, once per (task, shapes, precision) per worker, cached on disk."""
+        from hardware.timing import BaselineCache, bench_interleaved, summarize
+
+        torch = self.torch
+        shapes = "x".join(str(list(t.shape)) for t in _tensors(inputs))
+        key = f"{task.digest}|{shapes}|{cfg.precision}"
+        if key in task.baseline_ms:
+            return task.baseline_ms[key]
+        scope = f"{self.device_name}|torch {torch.__version__}|triton {self.versions.triton}"
+        cache = BaselineCache()
+        entry = cache.get(scope, key)
+        if entry is not None:
+            task.baseline_ms[key] = entry.get("compile_ms")
+            return task.baseline_ms[key]
+        import torch._dynamo
+        import torch._inductor.config as inductor_config
+
+        inductor_config.compile_threads = 1  # no compile subprocesses inside a worker that may be killed
+        args = _clone(inputs)
+        value: float | None
+        try:
+            compiled = torch.compile(ref.model)
+            with torch.no_grad():
+                compiled(*args)
+                torch.cuda.synchronize()
+                samples = bench_interleaved(
+                    {"compiled": lambda: compiled(*args)}, warmup_ms=cfg.warmup_ms, rep_ms=cfg.rep_ms
+                )
+            value = summarize(samples["compiled"]).median_ms
+            cache.put(scope, key, {"compile_ms": value, "task": task.name, "time": time.time()})
+        except Exception as exc:  # the baseline failing is not the candidate's fault; the result says so
+            print(f"torch.compile baseline failed: {exc}", file=sys.stderr)
+            value = None
+        finally:
+            torch._dynamo.reset()
+        task.baseline_ms[key] = value
+        return value
+
+
+def _tensors(value: Any) -> list[Any]:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, list | tuple):
+        return [t for v in value for t in _tensors(v)]
+    return []
+
+
+def _clone(value: Any) -> Any:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, list | tuple):
+        return type(value)(_clone(v) for v in value)
+    return value
+
+
+def _detach(value: Any) -> Any:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.detach()
+    if isinstance(value, list | tuple):
+        return type(value)(_detach(v) for v in value)
+    return value
+
+
+def _watch_parent(parent_pid: int) -> None:
+    """Exit when the parent is gone, even while a candidate spins in an endless loop."""
+    while True:
+        time.sleep(1.0)
+        if os.getppid() != parent_pid:
+            os._exit(3)
+
+
+def main(argv: list[str]) -> None:
+    fd, device, tmpdir, parent_pid = int(argv[0]), argv[1], argv[2], int(argv[3])
+    conn = Connection(fd)
+    faulthandler.enable(file=sys.stderr, all_threads=False)
+    threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
+    try:
+        runner = Runner(conn, device, tmpdir)
+    except Exception:
+        traceback.print_exc()
+        conn.send(("failed", traceback.format_exc()))
+        return
+    runner.serve()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
