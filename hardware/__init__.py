@@ -1,22 +1,39 @@
-"""kernelwright: hardware. Evaluation harness (sandboxed workers, verification, timing) and targets."""
+"""kernelwright: hardware. Evaluation harness (sandboxed workers, verification, timing), targets, roofline."""
+
+import importlib.util
 
 from hardware.config import EvalConfig, toolchain_versions
 from hardware.result import ErrorKind, EvalResult, PrecisionMode, Stage, Tolerance, Versions
+from hardware.roofline import RooflineFloor, fraction_of_floor, roofline_floor_ms
 from hardware.sandbox import WorkerPool, evaluate, resolve_device
 from hardware.static_check import StaticReport, static_check
+from hardware.targets import Target, detect_target, get_target, list_targets
 
 __all__ = [
     "ErrorKind",
     "EvalConfig",
     "EvalResult",
     "PrecisionMode",
+    "RooflineFloor",
     "Stage",
     "StaticReport",
+    "Target",
     "Tolerance",
     "Versions",
     "WorkerPool",
+    "detect_target",
     "evaluate",
+    "fraction_of_floor",
+    "get_target",
+    "list_targets",
     "resolve_device",
+    "roofline_floor_ms",
     "static_check",
     "toolchain_versions",
 ]
+
+# Offline compile feedback is optional at this level: exported when its module is present.
+if importlib.util.find_spec("hardware.compile_feedback") is not None:
+    from hardware.compile_feedback import CompileReport, KernelCompileReport, compile_for_target
+
+    __all__ += ["CompileReport", "KernelCompileReport", "compile_for_target"]

@@ -20,6 +20,9 @@ A reduction over K random terms has outputs (and rounding differences) that grow
 output RMS grows with them, so a K=4096 fp32 matmul gets atol_eff ~ 6e-4 while a TF32 one (errors
 ~4e-4 of the output scale, tails ~2e-3) still fails in strict mode. Elementwise ops with O(1) outputs
 keep the table's atol. The scale used is reported with the tolerance.
+
+max_abs_error / max_rel_error are taken over elements finite in both outputs (rel: |out - ref| /
+max(|ref|, atol_eff)); NaN/inf mismatches are counted in `mismatched` and named in the report.
 """
 
 from __future__ import annotations
