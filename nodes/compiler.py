@@ -45,7 +45,7 @@ def evaluate_logged(branch: Branch, ctx: Context, phase: Phase) -> tuple[EvalRes
     run = branch.run
     log = EvaluationLog(run.run_dir)
     sha = code_sha(code)
-    cached = log.find(branch.job.node_id, phase, sha)
+    cached = log.find(run.run_id, branch.job.node_id, phase, sha)
     if cached is not None:
         return cached, False
     pool = resources.worker_pool(eval_config(ctx, run, time=False).device, ctx.workers)

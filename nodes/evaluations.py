@@ -62,10 +62,16 @@ class EvaluationLog:
                 continue  # a line the crash cut short
         return out
 
-    def find(self, node_id: str, phase: Phase, sha: str) -> EvalResult | None:
+    def find(self, run_id: str, node_id: str, phase: Phase, sha: str) -> EvalResult | None:
+        """The logged result of this run's evaluation of this code for this node, if any."""
         with self._lock:
             for entry in self.entries():
-                if entry.node_id == node_id and entry.phase == phase and entry.code_sha256 == sha:
+                if (
+                    entry.run_id == run_id
+                    and entry.node_id == node_id
+                    and entry.phase == phase
+                    and entry.code_sha256 == sha
+                ):
                     return entry.result
         return None
 

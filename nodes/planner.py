@@ -35,6 +35,11 @@ _ticks: dict[str, float] = {}
 _ticks_lock = threading.Lock()
 
 
+def reset_wall(run_id: str) -> None:
+    with _ticks_lock:
+        _ticks.pop(run_id, None)
+
+
 def wall_delta(run_id: str) -> float:
     """Seconds since this process last ticked this run (0 on its first tick)."""
     now = time.monotonic()
@@ -149,6 +154,7 @@ def planner(state: dict[str, Any], runtime: Runtime[Context]) -> Command[Literal
         )
         update["run"] = run
         update["task"] = task
+        reset_wall(run.run_id)
     jobs: list[Job] = list(state.get("jobs") or [])
     attempts: list[Attempt] = list(state.get("attempts") or [])
     cost: CostLedger = state.get("cost") or CostLedger()

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from graphs.context import Context
 
 JOURNAL = "reflections.jsonl"
+SIGNATURE_CHARS = 160
 _journal_lock = threading.Lock()
 
 
@@ -54,7 +55,7 @@ def case_id_for(run_id: str, node_id: str) -> str:
     return f"case-{run_id[:16]}-{node_id}"
 
 
-def _journal_find(run_dir: str, node_id: str) -> Reflection | None:
+def _journal_find(run_dir: str, run_id: str, node_id: str) -> Reflection | None:
     path = Path(run_dir) / JOURNAL
     if not path.exists():
         return None
@@ -63,14 +64,17 @@ def _journal_find(run_dir: str, node_id: str) -> Reflection | None:
             data = json.loads(line)
         except ValueError:
             continue
-        if data.get("node_id") == node_id:
+        if data.get("run_id") == run_id and data.get("node_id") == node_id:
             return Reflection.model_validate(data.get("reflection", {}))
     return None
 
 
-def _journal_append(run_dir: str, node_id: str, reflection: Reflection) -> None:
+def _journal_append(run_dir: str, run_id: str, node_id: str, reflection: Reflection) -> None:
     path = Path(run_dir) / JOURNAL
-    line = json.dumps({"node_id": node_id, "reflection": reflection.model_dump(mode="json")}) + "\n"
+    line = (
+        json.dumps({"run_id": run_id, "node_id": node_id, "reflection": reflection.model_dump(mode="json")})
+        + "\n"
+    )
     with _journal_lock, path.open("a", encoding="utf-8") as fh:
         fh.write(line)
         fh.flush()
@@ -86,6 +90,8 @@ def signature_rule(code: str | None, result: EvalResult, target: str) -> str:
     from memory.records import error_signature, parse_kernel_header
 
     sig = error_signature(result.error_kind, result.error)
+    if len(sig) > SIGNATURE_CHARS:  # the head names the error; the rest is detail the evidence keeps
+        sig = sig[:SIGNATURE_CHARS].rsplit(" ", 1)[0] + " ..."
     if code is None:
         return f"You cannot answer without exactly one fenced python block defining ModelNew ({sig})"
     header = parse_kernel_header(code)
@@ -134,7 +140,7 @@ def reflect_to_memory(
 
     run, job, task = branch.run, branch.job, branch.task
     assert branch.result is not None and branch.candidate is not None
-    known = _journal_find(run.run_dir, job.node_id)
+    known = _journal_find(run.run_dir, run.run_id, job.node_id)
     if known is not None:
         return known, CostLedger()
     memory = resources.open_shared_memory(ctx.memory)
@@ -210,7 +216,7 @@ def reflect_to_memory(
                 if x
             ),
         )
-    _journal_append(run.run_dir, job.node_id, reflection)
+    _journal_append(run.run_dir, run.run_id, job.node_id, reflection)
     return reflection, cost
 
 
