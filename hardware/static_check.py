@@ -349,12 +349,13 @@ class _TorchOps:
         return None
 
     def find(self, root: ast.AST) -> list[tuple[str, int]]:
+        """(op, line) in source order."""
         found = []
         for node in _walk_outside(root, self.skip):
             op = self.op_of(node)
             if op:
-                found.append((op, getattr(node, "lineno", 0)))
-        return found
+                found.append((getattr(node, "lineno", 0), getattr(node, "col_offset", 0), op))
+        return [(op, line) for line, _, op in sorted(found)]
 
 
 def _problems(mod: _Module, task_name: str | None, skip: set[int]) -> Iterator[str]:
@@ -460,9 +461,7 @@ def static_check(source: str, task_name: str | None = None) -> StaticReport:
     skip = {id(b) for b in bodies}
     launched = sorted({k for node in _walk_outside(tree, skip) if (k := _launch_of(node, kernels))})
     ops = _TorchOps(mod, skip)
-    remaining = list(
-        dict.fromkeys(f"{op} (line {line})" for op, line in sorted(ops.find(tree), key=lambda x: x[1]))
-    )
+    remaining = list(dict.fromkeys(f"{op} (line {line})" for op, line in ops.find(tree)))
 
     problems: list[str] = []
     if (missing := _model_new(tree, mod)) is not None:
