@@ -25,6 +25,18 @@ from typing import Any
 Reply = dict[str, Any]
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """Keeps handler errors (a client that gave up on a slow answer: broken pipe) out of stderr."""
+
+    daemon_threads = True
+    errors: list[str]
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        self.errors.append(repr(sys.exc_info()[1]))
+
+
 class FakeOpenAIServer:
     def __init__(
         self,
@@ -42,6 +54,8 @@ class FakeOpenAIServer:
         self.api_key = api_key
         self.requests: list[dict[str, Any]] = []
         """Every chat request body, in arrival order."""
+        self.errors: list[str] = []
+        """Errors raised while answering (e.g. writing to a client that timed out)."""
         self.statuses: list[int] = []
         """The status code of every chat answer, in order."""
         self._lock = threading.Lock()
@@ -50,8 +64,8 @@ class FakeOpenAIServer:
 
     # -- lifecycle --------------------------------------------------------------------------------------
     def start(self) -> str:
-        server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        server.daemon_threads = True
+        server = _QuietServer(("127.0.0.1", 0), self._handler())
+        server.errors = self.errors
         self._server = server
         self._thread = threading.Thread(target=server.serve_forever, name="fake-openai", daemon=True)
         self._thread.start()

@@ -1,0 +1,159 @@
+"""ChatOpenAI against a real local HTTP server speaking the OpenAI chat-completions protocol.
+
+The server (tests/fakes/openai_server.py) listens on 127.0.0.1 on a free port and answers from a
+script: a good kernel, a broken kernel and malformed output drive a whole graph run; 429/500 and a slow
+answer show the retries; a closed port, a wrong key and an unknown model are clear errors at start.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+
+from graphs.cli import main as cli_main
+from graphs.context import Context
+from graphs.optimize import builder, run_optimize, serializer
+from memory import open_memory
+from nodes import resources
+from providers import ProviderError, load_chat_model
+from tests.fakes.chat import fenced
+from tests.fakes.kernels import relu_compile_error, relu_kernel
+from tests.fakes.openai_server import FakeOpenAIServer
+
+pytestmark = pytest.mark.integration
+
+RELU = str(Path(__file__).resolve().parents[2] / "tasks" / "level1" / "01_relu.py")
+
+
+@pytest.fixture(autouse=True)
+def _env(monkeypatch):
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "KERNELWRIGHT_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    yield
+    resources.close_all()
+
+
+def closed_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_a_whole_run_through_chat_openai(tmp_path):
+    rule = {"rule": "You cannot call functions that triton.language does not define", "reason": "no such API"}
+    script = [
+        {"content": fenced(relu_kernel("served"), "A flat elementwise kernel.")},
+        {"content": fenced(relu_compile_error("served-broken"), "Try a new API.")},
+        {"content": "Sorry, I cannot help with that."},
+    ]
+    with FakeOpenAIServer(script, model="fake-coder", structured=lambda body: rule) as server:
+        ctx = Context(
+            model="fake-coder",
+            base_url=server.base_url,
+            budget=3,
+            device="cpu",
+            workers=1,
+            memory=str(tmp_path / "memory"),
+            run_dir=str(tmp_path / "run"),
+            llm_rules=True,
+            llm_timeout_s=30,
+            llm_retries=1,
+            p_large=1.0,  # after the first kernel, a large step from it: the order of the script is fixed
+        )
+        app = builder.compile(checkpointer=InMemorySaver(serde=serializer()))
+        config: dict[str, Any] = {"configurable": {"thread_id": "served"}}
+        app.invoke({"task_path": RELU}, config=config, context=ctx)
+        state = app.get_state(config).values
+        chat = server.chat_requests
+        structured = [r for r in server.requests if "response_format" in r or "tools" in r]
+        statuses = list(server.statuses)
+
+    attempts = state["attempts"]
+    assert [a.status for a in attempts] == ["correct", "failed", "failed"]
+    assert attempts[0].candidate.idea == "A flat elementwise kernel."
+    assert attempts[1].result.error_kind == "compile_error"
+    assert attempts[2].result.stage == "parse" and "no fenced" in (attempts[2].result.error or "")
+    assert [a.action for a in attempts] == ["large_step", "large_step", "repair"]
+    # every code request carried the system prompt and the XML-tagged user prompt
+    assert len(chat) == 3 and all(r["model"] == "fake-coder" for r in chat)
+    assert chat[0]["messages"][0]["role"] == "system" and "ModelNew" in chat[0]["messages"][0]["content"]
+    assert '<request kind="large_step">' in chat[0]["messages"][1]["content"]
+    assert '<request kind="repair">' in chat[2]["messages"][1]["content"]
+    assert "tl.no_such_function" in chat[2]["messages"][1]["content"]
+    # the compile failure's rule was drafted by the model through structured output
+    assert len(structured) == 1
+    assert attempts[1].reflection.rule_source == "llm"
+    assert attempts[1].reflection.rule_texts == [rule["rule"]]
+    assert attempts[2].reflection.rule_source == "signature"  # no code to reflect on
+    assert statuses == [200] * 4
+    # calls and tokens as the server reported them
+    cost = state["cost"]
+    assert cost.llm_calls == 4
+    assert cost.tokens_in > 0 and cost.tokens_out > 0
+    assert sum(a.candidate.usage.tokens_in for a in attempts) > 0
+    mem = open_memory(ctx.memory)
+    try:
+        assert [r.text for r in mem.rules.all()].count(rule["rule"]) == 1
+        assert mem.cases.count() == 3
+    finally:
+        mem.close()
+
+
+def test_429_and_500_are_retried_with_backoff():
+    script = [{"status": 429}, {"status": 500}, {"status": 503}, {"content": "ok"}]
+    with FakeOpenAIServer(script) as server:
+        model = load_chat_model("fake-coder", base_url=server.base_url, max_retries=3, timeout=10)
+        t0 = time.monotonic()
+        msg = model.invoke("hi")
+        waited = time.monotonic() - t0
+        assert msg.content == "ok"
+        assert server.statuses == [429, 500, 503, 200]
+    assert waited > 0.5  # backed off between attempts
+
+
+def test_retries_give_up_with_the_error():
+    with FakeOpenAIServer([{"status": 500}] * 3) as server:
+        model = load_chat_model("fake-coder", base_url=server.base_url, max_retries=1, timeout=10)
+        with pytest.raises(Exception, match="(?i)500|server"):
+            model.invoke("hi")
+        assert server.statuses == [500, 500]
+
+
+def test_a_timeout_is_retried():
+    with FakeOpenAIServer([{"sleep": 3.0, "content": "late"}, {"content": "on time"}]) as server:
+        model = load_chat_model("fake-coder", base_url=server.base_url, max_retries=2, timeout=1.0)
+        assert model.invoke("hi").content == "on time"
+        assert len(server.requests) == 2
+
+
+def test_unreachable_server_wrong_model_and_wrong_key_fail_at_start(tmp_path, monkeypatch, capsys):
+    url = f"http://127.0.0.1:{closed_port()}/v1"
+    with pytest.raises(ProviderError, match="cannot reach"):
+        load_chat_model("fake-coder", base_url=url)
+    with FakeOpenAIServer([], model="served") as server:
+        with pytest.raises(ProviderError, match="does not serve model 'other'.*served"):
+            load_chat_model("other", base_url=server.base_url)
+    with FakeOpenAIServer([], api_key="sk-right") as server:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-wrong")
+        with pytest.raises(ProviderError, match="refused the API key"):
+            load_chat_model("fake-coder", base_url=server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-right")
+        assert load_chat_model("fake-coder", base_url=server.base_url) is not None
+    # the same through the run API and the CLI: an error before any work, never the offline writer
+    ctx = Context(model="fake-coder", base_url=url, device="cpu", memory=str(tmp_path / "m"), budget=1)
+    with pytest.raises(ProviderError):
+        run_optimize(RELU, ctx, tmp_path / "run")
+    assert not (tmp_path / "run" / "checkpoints.sqlite").exists()
+    code = cli_main(
+        ["optimize", RELU, "--model", "fake-coder", "--base-url", url, "--memory", str(tmp_path / "m")]
+    )
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot reach the OpenAI-compatible server" in err[0]

@@ -1,0 +1,114 @@
+"""load_chat_model's spec handling and errors, token counting and answer parsing (no network)."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from langchain_core.messages import AIMessage
+
+from providers import (
+    ProviderError,
+    is_llm,
+    load_chat_model,
+    parse_program,
+    resolve_base_url,
+    usage_of,
+)
+from tests.fakes.chat import ScriptedChatModel
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch):
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "KERNELWRIGHT_BASE_URL", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def closed_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_empty_and_unknown_specs_are_clear_errors():
+    with pytest.raises(ProviderError, match="no model given"):
+        load_chat_model("  ")
+    with pytest.raises(ProviderError, match="unknown model spec 'gpt4'"):
+        load_chat_model("gpt4")
+
+
+def test_openai_spec_needs_a_key(monkeypatch):
+    with pytest.raises(ProviderError, match="OPENAI_API_KEY"):
+        load_chat_model("openai:gpt-4.1-mini")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    model = load_chat_model("openai:gpt-4.1-mini", timeout=12, max_retries=5)
+    assert type(model).__name__ == "ChatOpenAI"
+    assert model.model_name == "gpt-4.1-mini"  # type: ignore[attr-defined]
+    assert model.max_retries == 5 and model.request_timeout == 12  # type: ignore[attr-defined]
+    assert is_llm(model)
+
+
+def test_other_providers_go_through_init_chat_model():
+    # no langchain-<provider> package for this one here: a clear error, never the offline writer
+    with pytest.raises(ProviderError, match="(?i)pip install"):
+        load_chat_model("anthropic:claude-sonnet-4")
+
+
+def test_unreachable_server_fails_at_load_not_later():
+    url = f"http://127.0.0.1:{closed_port()}/v1"
+    with pytest.raises(ProviderError, match="cannot reach the OpenAI-compatible server"):
+        load_chat_model("qwen-coder", base_url=url)
+
+
+def test_base_url_from_the_environment(monkeypatch):
+    assert resolve_base_url() is None
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1/")
+    assert resolve_base_url() == "http://127.0.0.1:9/v1"
+    monkeypatch.setenv("KERNELWRIGHT_BASE_URL", "http://127.0.0.1:8/v1")
+    assert resolve_base_url() == "http://127.0.0.1:8/v1"
+    model = load_chat_model("openai:served-model", probe=False)
+    assert type(model).__name__ == "ChatOpenAI"
+    assert model.model_name == "served-model"  # type: ignore[attr-defined]
+    assert str(model.openai_api_base) == "http://127.0.0.1:8/v1"  # type: ignore[attr-defined]
+    assert model.openai_api_key.get_secret_value() == "EMPTY"  # type: ignore[attr-defined,union-attr]
+
+
+def test_offline_is_the_built_in_writer():
+    offline = pytest.importorskip("providers.offline")
+    if not hasattr(offline, "OfflineKernelWriter"):
+        pytest.skip("the offline writer is not in this tree")
+    model = load_chat_model("offline")
+    assert type(model).__name__ == "OfflineKernelWriter"
+    assert not is_llm(model)
+
+
+def test_usage_from_usage_metadata_or_response_metadata():
+    m = AIMessage(content="x", usage_metadata={"input_tokens": 11, "output_tokens": 7, "total_tokens": 18})
+    assert usage_of(m) == (11, 7)
+    m2 = AIMessage(
+        content="x", response_metadata={"token_usage": {"prompt_tokens": 5, "completion_tokens": 2}}
+    )
+    assert usage_of(m2) == (5, 2)
+    assert usage_of(AIMessage(content="x")) == (0, 0)
+
+
+def test_parse_program_reasons():
+    good = "Plan: tile it.\n```python\nclass ModelNew:\n    pass\n```"
+    assert parse_program(AIMessage(content=good)) == ("class ModelNew:\n    pass\n", None)
+    assert parse_program(AIMessage(content="")) == (None, "empty answer")
+    code, why = parse_program(AIMessage(content="just prose"))
+    assert code is None and "no fenced" in (why or "")
+    code, why = parse_program(AIMessage(content="```python\nx = 1\n```"))
+    assert code is None and "does not define ModelNew" in (why or "")
+    blocks = AIMessage(content=[{"type": "text", "text": "```python\nclass ModelNew: ...\n```"}])
+    assert parse_program(blocks)[0] == "class ModelNew: ...\n"
+
+
+def test_scripted_fake_counts_tokens_and_runs_out_loudly():
+    fake = ScriptedChatModel(script=["one"])
+    msg = fake.invoke("hello there")
+    assert msg.content == "one" and usage_of(msg)[0] > 0
+    with pytest.raises(RuntimeError, match="ran out"):
+        fake.invoke("again")
