@@ -36,7 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 from hardware.config import EvalConfig, toolchain_versions
 from hardware.result import EvalResult, Versions
@@ -48,12 +48,14 @@ _LOG_TAIL_CHARS = 1500
 _job_ids = itertools.count(1)
 
 
-def resolve_device(device: str) -> str:
-    """ "auto" -> "cuda" when torch sees a GPU, else "cpu"."""
+def resolve_device(device: str) -> Literal["cpu", "cuda"]:
+    """The device "auto" means here: "cuda" when torch sees a GPU, else "cpu"."""
     if device not in ("auto", "cpu", "cuda"):
         raise ValueError(f"device must be auto, cpu or cuda, not {device!r}")
-    if device != "auto":
-        return device
+    if device == "cpu":
+        return "cpu"
+    if device == "cuda":
+        return "cuda"
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"

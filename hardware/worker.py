@@ -43,7 +43,7 @@ import warnings
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, NoReturn
 
 from hardware.config import EvalConfig
 from hardware.result import EvalResult, Versions
@@ -70,7 +70,7 @@ def install_launch_counter() -> None:
     """
     from triton.runtime.jit import JITFunction
 
-    classes: list[type] = [JITFunction]
+    classes: list[Any] = [JITFunction]
     try:
         from triton.runtime.interpreter import InterpretedFunction
 
@@ -85,7 +85,7 @@ def install_launch_counter() -> None:
                 _launches[0] += 1
             return _original(self, *args, **kwargs)
 
-        cls.run = run  # type: ignore[method-assign]
+        cls.run = run
 
 
 def classify_exception(exc: BaseException) -> tuple[str, bool]:
@@ -159,7 +159,8 @@ class _TaskState:
     module: Any
     name: str
     digest: str
-    refs: dict[bool, _Reference] = field(default_factory=dict)
+    refs: dict[tuple[bool, int], _Reference] = field(default_factory=dict)
+    """Per (small, seed): the reference is built with the seed ModelNew is built with."""
     baseline_ms: dict[str, float | None] = field(default_factory=dict)
 
 
@@ -248,11 +249,11 @@ class Runner:
         )
         res.extra["notes"] = []
         self._restart = False
+        self._candidate: tuple[str, str] | None = None  # (module name, file) once imported
         os.ftruncate(1, 0)  # the log holds this job's output only (stdout and stderr share it, O_APPEND)
-        module_name = None
         try:
             self._apply_precision(cfg.precision)
-            module_name = self._run(job, cfg, res)
+            self._run(job, cfg, res)
         except _Stop:
             pass
         except Exception as exc:
@@ -263,11 +264,12 @@ class Runner:
             res.error = tail(f"the harness failed: {traceback.format_exc()}")
         finally:
             self.torch.use_deterministic_algorithms(False)
-            if module_name:
-                sys.modules.pop(module_name, None)
+            if self._candidate is not None:
+                sys.modules.pop(self._candidate[0], None)
+                os.unlink(self._candidate[1])
         return res, self._restart
 
-    def _fail(self, res: EvalResult, stage: str, kind: str, error: str, *, restart: bool = False) -> None:
+    def _fail(self, res: EvalResult, stage: str, kind: str, error: str, *, restart: bool = False) -> NoReturn:
         res.correct = False
         res.stage = stage  # type: ignore[assignment]
         res.error_kind = kind  # type: ignore[assignment]
@@ -299,11 +301,11 @@ class Runner:
     def _reference(self, task: _TaskState, small: bool, seed: int) -> _Reference:
         from tasks import task_init_inputs, task_model
 
-        ref = task.refs.get(small)
+        ref = task.refs.get((small, seed))
         if ref is None:
             model = task_model(task.module, small=small, seed=seed, device=self.device)
             ref = _Reference(small, task_init_inputs(task.module, small=small), model)
-            task.refs[small] = ref
+            task.refs[(small, seed)] = ref
         return ref
 
     def _sample(self, task: _TaskState, ref: _Reference, seed: int, precision: str) -> tuple[list[Any], Any]:
@@ -323,13 +325,14 @@ class Runner:
         if self.device == "cuda":
             self.torch.cuda.synchronize()
 
-    def _import_candidate(self, job: dict[str, Any], res: EvalResult) -> tuple[Any, str, str]:
+    def _import_candidate(self, job: dict[str, Any], res: EvalResult) -> tuple[Any, str]:
         self.counter += 1
         digest = hashlib.sha256(job["candidate_source"].encode()).hexdigest()[:12]
         name = f"kw_candidate_{digest}_{self.counter}"
         path = os.path.join(self.tmpdir, f"{name}.py")
         with open(path, "w") as f:
             f.write(job["candidate_source"])
+        self._candidate = (name, path)
         spec = importlib.util.spec_from_file_location(name, path)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
@@ -348,7 +351,7 @@ class Runner:
                 f"importing the candidate failed: {format_exception(exc, path)}",
                 restart=restart,
             )
-        return module, name, path
+        return module, path
 
     def _poison(self, ref_out: Any) -> None:
         """Pre-fill the CUDA caching allocator with 0xFF bytes in blocks the size of the outputs."""
@@ -393,7 +396,7 @@ class Runner:
             )
         return out
 
-    def _run(self, job: dict[str, Any], cfg: EvalConfig, res: EvalResult) -> str:
+    def _run(self, job: dict[str, Any], cfg: EvalConfig, res: EvalResult) -> None:
         from hardware.verify import compare_outputs
 
         job_id = job["job_id"]
@@ -408,7 +411,7 @@ class Runner:
             task = self._task(job)
         except Exception as exc:
             self._fail(res, "compile", "harness_error", f"the task could not be loaded: {exc}")
-        module, module_name, path = self._import_candidate(job, res)
+        module, path = self._import_candidate(job, res)
         model_cls = getattr(module, "ModelNew", None)
         if not isinstance(model_cls, type):
             self._fail(res, "parse", "static_check", "the candidate defines no ModelNew class")
@@ -436,7 +439,7 @@ class Runner:
             except Exception as exc:
                 self._fail(res, "compile", "harness_error", f"the reference could not be built: {exc}")
             key = tuple(map(repr, ref.init_inputs))
-            model = models.get(key)
+            model: Any = models.get(key)
             if model is None:
                 try:
                     model = task_model(
@@ -501,20 +504,25 @@ class Runner:
                 if self.device != "cuda"
                 else "not timed (time=False)"
             )
-            return module_name
-        self._time(job_id, task, models, sizes, cfg, res)
-        return module_name
+            return
+        self._time(job_id, task, models, cfg, res)
 
     # ----------------------------------------------------------------- timing (GPU)
-    def _time(self, job_id: int, task: _TaskState, models: dict[tuple[str, ...], Any], sizes: list[bool],
-              cfg: EvalConfig, res: EvalResult) -> None:  # fmt: skip
+    def _time(
+        self,
+        job_id: int,
+        task: _TaskState,
+        models: dict[tuple[str, ...], Any],
+        cfg: EvalConfig,
+        res: EvalResult,
+    ) -> None:
         from hardware.timing import bench_interleaved, paired_speedup, summarize
 
         torch = self.torch
         res.stage = "timing"
         self.conn.send(("partial", job_id, res.model_dump(mode="json")))
         self._stage(job_id, "timing")
-        ref = task.refs[False]
+        ref = task.refs[(False, cfg.seed)]
         model = models[tuple(map(repr, ref.init_inputs))]
         inputs, _ = self._sample(task, ref, cfg.seed, cfg.precision)
         args_c, args_r = _clone(inputs), _clone(inputs)
