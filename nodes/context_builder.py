@@ -40,9 +40,17 @@ from providers.protocol import REQUEST_KINDS, render_section
 from tasks.task import Task
 
 CHARS_PER_TOKEN = 3.5
+# (url tiktoken caches the file under, sha256 tiktoken expects). With a file whose hash differs,
+# tiktoken deletes it and downloads again, so the hash is checked here first.
 _TIKTOKEN_BLOBS = {
-    "o200k_base": "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
-    "cl100k_base": "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
+    "o200k_base": (
+        "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
+        "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+    ),
+    "cl100k_base": (
+        "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
+        "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+    ),
 }
 
 DEFAULT_REQUESTS = {
@@ -94,24 +102,25 @@ def tiktoken_cache_dir() -> str:
 
 
 def _cached_tiktoken(name: str) -> Any:
-    """The tiktoken encoding if its file is already cached locally, else None (never downloads)."""
+    """The tiktoken encoding if its file is already cached locally and intact, else None (never downloads)."""
     blob = _TIKTOKEN_BLOBS.get(name)
     if blob is None:
         return None
-    path = os.path.join(tiktoken_cache_dir(), hashlib.sha1(blob.encode()).hexdigest())
+    url, sha256 = blob
+    path = os.path.join(tiktoken_cache_dir(), hashlib.sha1(url.encode()).hexdigest())
     if not os.path.isfile(path):
         return None
-    return _load_tiktoken(name, path, os.path.getmtime(path))
+    return _load_tiktoken(name, path, os.path.getmtime(path), sha256)
 
 
 @lru_cache(maxsize=4)
-def _load_tiktoken(name: str, path: str, mtime: float) -> Any:
-    try:
-        import tiktoken
+def _load_tiktoken(name: str, path: str, mtime: float, sha256: str) -> Any:
+    with open(path, "rb") as fh:
+        if hashlib.sha256(fh.read()).hexdigest() != sha256:
+            return None
+    import tiktoken
 
-        return tiktoken.get_encoding(name)
-    except Exception:  # a corrupt cache file would make tiktoken try to re-download; use the estimate
-        return None
+    return tiktoken.get_encoding(name)
 
 
 @lru_cache(maxsize=1)

@@ -1,0 +1,145 @@
+"""Memory against a real Chroma server: `chroma run` on a free loopback port, used over HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hardware.result import Versions
+from memory import Case, RuleCandidate, open_memory
+from nodes.context_builder import build_context
+from providers.protocol import parse_sections
+from tasks.task import Task, TaskSignature
+
+pytestmark = pytest.mark.integration
+
+SIG = TaskSignature(
+    op_families=["softmax"], ops=["aten._softmax"], input_shapes=[[7, 333]], input_dtypes=["float32"]
+)
+V = Versions(torch="2.13.0", triton="3.6.0")
+
+
+def _chroma_bin() -> str | None:
+    here = Path(sys.executable).parent / "chroma"
+    return str(here) if here.exists() else shutil.which("chroma")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def chroma_server(tmp_path: Path) -> Iterator[str]:
+    exe = _chroma_bin()
+    if exe is None:
+        pytest.skip("the chroma command is not installed")
+    port = _free_port()
+    log = (tmp_path / "chroma.log").open("w")
+    proc = subprocess.Popen(
+        [exe, "run", "--path", str(tmp_path / "server-data"), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 60
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(
+                    f"chroma exited with {proc.returncode}: {(tmp_path / 'chroma.log').read_text()[-1500:]}"
+                )
+            try:
+                with urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=1) as resp:
+                    if resp.status == 200 and any("heartbeat" in k for k in json.loads(resp.read())):
+                        break
+            except OSError:
+                pass
+            if time.time() > deadline:
+                pytest.fail("chroma did not answer its heartbeat within 60 s")
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=15)
+        log.close()
+
+
+def test_memory_over_http(chroma_server: str, tmp_path: Path) -> None:
+    mem = open_memory(chroma_server)
+    try:
+        root = mem.cases.add(
+            Case.from_attempt(
+                signature=SIG,
+                code="# kernelwright: family=softmax design=rowwise config=BLOCK=512\n",
+                correct=True,
+                speedup=1.4,
+                hardware="nvidia-h100",
+                idea="one row per program",
+            )
+        )
+        child = mem.cases.add(
+            Case.from_attempt(
+                signature=SIG,
+                code="# kernelwright: family=softmax design=online\n",
+                correct=True,
+                speedup=2.1,
+                parent=root,
+                hardware="nvidia-h100",
+            )
+        )
+        mem.cases.add(
+            Case.from_attempt(signature=SIG, code="k", correct=True, speedup=5.0, hardware="amd-mi300x")
+        )
+        assert mem.cases.get(root.id).downstream == pytest.approx(0.5 * 1.4 + 0.35 * 0.5 * 1.5)
+        assert [c.id for c in mem.cases.children(root.id)] == [child.id]
+        for n in range(3):
+            mem.rules.add(
+                RuleCandidate(
+                    text="You cannot reduce a row longer than BLOCK in a single tl.max",
+                    error_kind="mismatch",
+                    error=f"mismatch: max abs error {n}.5 at row {n}",
+                    op_families=["softmax"],
+                    versions=V,
+                )
+            )
+        mem.rules.record_rule_exposure([mem.rules.all()[0].id], failed=False, op_families=["softmax"])
+        stats = mem.stats()
+        assert (stats.cases, stats.rules, stats.rules_injectable, stats.exposures) == (3, 1, 1, 1)
+
+        task = Task(name="softmax", source="class Model: ...\n", signature=SIG)
+        b = build_context(
+            task, "small_step", parent_code="p", target={"name": "nvidia-h100"}, versions=V, memory=mem
+        )
+        sec = parse_sections(b.prompt)
+        assert sec["rules"].body == "- You cannot reduce a row longer than BLOCK in a single tl.max"
+        assert (
+            'same_hardware="false"' in sec["experience"].body
+            and 'same_hardware="true"' in sec["experience"].body
+        )
+
+        exported = tmp_path / "server.jsonl"
+        mem.export_jsonl(exported)
+    finally:
+        mem.close()
+    # The server's data moves to a local folder and back out unchanged.
+    with open_memory(tmp_path / "local") as local:
+        local.import_jsonl(exported)
+        local.export_jsonl(tmp_path / "local.jsonl")
+    assert exported.read_bytes() == (tmp_path / "local.jsonl").read_bytes()

@@ -1,0 +1,255 @@
+"""The rule book on a real Chroma PersistentClient: merging, threshold, relevance, effect, pruning."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import RunnableLambda
+
+from hardware.result import Versions
+from memory import RuleCandidate, open_memory
+from memory.rules import SameRule
+
+V36 = Versions(torch="2.13.0", triton="3.6.0")
+V35 = Versions(torch="2.12.0", triton="3.5.1")
+
+DOT_ERR = (
+    'File "/tmp/w/cand_{n}.py", line {n}\ntriton.compiler.errors.CompilationError: at {n}:8:\n'
+    "AssertionError: All values in both first input shape ([constexpr[{a}], constexpr[{a}]]) and second "
+    "input shape ([constexpr[{a}], constexpr[{a}]]) must be >= 16!"
+)
+NAME_ERR = "NameError: name '{v}' is not defined"
+SMEM_ERR = "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: {n}, Hardware limit: 232448"
+
+
+def dot_candidate(
+    n: int, text: str = "You cannot use tl.dot with block dimensions below 16", **kw: Any
+) -> RuleCandidate:
+    base = dict(
+        text=text,
+        error_kind="compile_error",
+        error=DOT_ERR.format(n=n, a=4 + n % 8),
+        op_families=["matmul"],
+        hardware="nvidia-h100",
+        versions=V36,
+        case_id=f"case-{n}",
+    )
+    base.update(kw)
+    return RuleCandidate(**base)
+
+
+class JudgeModel(BaseChatModel):
+    """Answers yes/no with a rule; no tool calling, so structured output is not available."""
+
+    decide: Callable[[str], bool]
+    calls: list[str] = []
+    fail: bool = False
+
+    @property
+    def _llm_type(self) -> str:
+        return "judge-test"
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kw: Any
+    ) -> ChatResult:
+        text = str(messages[-1].content)
+        self.calls.append(text)
+        if self.fail:
+            raise ConnectionError("provider unreachable")
+        answer = "Yes, they are the same." if self.decide(text) else "No."
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=answer))])
+
+
+class StructuredJudge(JudgeModel):
+    def with_structured_output(self, schema: Any, **kw: Any) -> Any:  # type: ignore[override]
+        return RunnableLambda(lambda prompt: SameRule(same=self.decide(str(prompt))))
+
+
+@pytest.fixture
+def mem(tmp_path: Path):  # noqa: ANN201
+    m = open_memory(tmp_path / "mem")
+    yield m
+    m.close()
+
+
+def test_same_error_merges_and_counts_evidence(mem) -> None:  # noqa: ANN001
+    first = mem.rules.add(dot_candidate(1))
+    assert not first.merged and first.rule.count == 1
+    # Same failure, other numbers, path and shapes, reworded rule, other hardware: one rule.
+    second = mem.rules.add(
+        dot_candidate(
+            2, text="You cannot call tl.dot when a block dimension is smaller than 16", hardware="nvidia-a100"
+        )
+    )
+    third = mem.rules.add(dot_candidate(3, versions=V35))
+    assert second.merged and second.matched_by in ("signature", "text")
+    assert third.merged
+    rule = mem.rules.get(first.rule.id)
+    assert rule.count == 3
+    assert rule.text == first.rule.text  # the first wording stays
+    assert [e.case_id for e in rule.evidence] == ["case-1", "case-2", "case-3"]
+    assert all("must be >= 16" in e.excerpt for e in rule.evidence)
+    assert rule.hardware == ["nvidia-h100", "nvidia-a100"]
+    assert rule.triton_versions == ["3.6", "3.5"]
+    assert rule.error_kinds == ["compile_error"]
+    assert rule.first_seen <= rule.last_seen
+    assert mem.rules.count() == 1
+
+
+def test_different_errors_stay_apart(mem) -> None:  # noqa: ANN001
+    mem.rules.add(dot_candidate(1))
+    name = mem.rules.add(
+        RuleCandidate(
+            text="You cannot use a variable inside a kernel before assigning it",
+            error_kind="compile_error",
+            error=NAME_ERR.format(v="acc"),
+            op_families=["matmul"],
+            versions=V36,
+        )
+    )
+    smem = mem.rules.add(
+        RuleCandidate(
+            text="You cannot use BLOCK_K=256 with num_stages=4 for fp32 matmul",
+            error_kind="compile_error",
+            error=SMEM_ERR.format(n=262144),
+            op_families=["matmul"],
+            versions=V36,
+        )
+    )
+    assert not name.merged and not smem.merged
+    assert mem.rules.count() == 3
+    again = mem.rules.add(
+        RuleCandidate(
+            text="You cannot read a kernel variable that was never assigned",
+            error_kind="compile_error",
+            error=NAME_ERR.format(v="offs_k2"),
+            versions=V36,
+        )
+    )
+    assert again.merged and again.rule.id == name.rule.id and again.matched_by == "signature"
+
+
+def test_judge_decides_when_given(mem) -> None:  # noqa: ANN001
+    a = mem.rules.add(dot_candidate(1))
+    # The judge says "no" even though the error signatures match: the judge wins.
+    no = JudgeModel(decide=lambda prompt: False)
+    b = mem.rules.add(dot_candidate(2, text="You cannot use tl.dot on fp8 inputs"), judge=no)
+    assert not b.merged and no.calls
+    # A structured judge merges rules whose errors differ.
+    yes = StructuredJudge(decide=lambda prompt: prompt.count("grid") >= 2)  # both rules are about grids
+    c = mem.rules.add(
+        RuleCandidate(
+            text="You cannot launch a zero-size grid",
+            error_kind="runtime_error",
+            error="ValueError: grid is empty",
+            versions=V36,
+        ),
+        judge=yes,
+    )
+    assert not c.merged
+    d = mem.rules.add(
+        RuleCandidate(
+            text="You cannot launch with a zero-size grid axis",
+            error_kind="runtime_error",
+            error="RuntimeError: invalid grid",
+            versions=V36,
+        ),
+        judge=yes,
+    )
+    assert d.merged and d.matched_by == "judge" and d.rule.id == c.rule.id
+    # A failing judge falls back to the signatures and says so.
+    broken = JudgeModel(decide=lambda prompt: True, fail=True)
+    e = mem.rules.add(dot_candidate(5), judge=broken)
+    assert e.merged and e.rule.id == a.rule.id and "judge failed" in e.note
+
+
+def test_threshold_and_relevance(mem) -> None:  # noqa: ANN001
+    for n in range(3):
+        mem.rules.add(dot_candidate(n))
+    for n in range(2):  # below the threshold
+        mem.rules.add(
+            RuleCandidate(
+                text="You cannot store to out_ptr without a mask on the last block",
+                error_kind="mismatch",
+                error=f"mismatch at index {n}: expected 1.0 got 0.0 (row tail not written)",
+                op_families=["softmax"],
+                versions=V36,
+            )
+        )
+    for n in range(4):  # over the threshold but only seen with another Triton
+        mem.rules.add(
+            RuleCandidate(
+                text="You cannot pass num_ctas to a triton.Config",
+                error_kind="compile_error",
+                error=f"TypeError: Config.__init__() got an unexpected keyword argument 'num_ctas' ({n})",
+                op_families=["matmul"],
+                versions=V35,
+            )
+        )
+    q = "matmul | aten.mm | in 5x123;123x77 | float32"
+    got = mem.rules.relevant(q, op_families=["matmul"], hardware="nvidia-h100", versions=V36)
+    assert [r.rule.text for r in got] == ["You cannot use tl.dot with block dimensions below 16"]
+    # Without a toolchain to match, the 3.5 rule is offered too; with threshold 1, all three.
+    assert len(mem.rules.relevant(q, op_families=["matmul"])) == 2
+    assert len(mem.rules.relevant(q, min_count=1)) == 3
+    assert [r.count for r in mem.rules.all()] == [4, 3, 2]
+    assert len(mem.rules.all(min_count=3)) == 2
+
+
+def test_effect_and_prune(mem) -> None:  # noqa: ANN001
+    helps = mem.rules.add(dot_candidate(1)).rule
+    useless = mem.rules.add(
+        RuleCandidate(
+            text="You cannot use tl.where with a scalar condition",
+            error_kind="compile_error",
+            error="ValueError: condition must be a tensor",
+            op_families=["matmul"],
+            versions=V36,
+        )
+    ).rule
+    old = mem.rules.add(
+        RuleCandidate(
+            text="You cannot use tl.math.pow on ints",
+            error_kind="compile_error",
+            error="pow int",
+            versions=V35,
+        )
+    ).rule
+    fams = ["matmul"]
+    # Attempts with `helps` in context fail 1 in 10; without it 6 in 10. `useless` changes nothing.
+    for i in range(10):
+        mem.rules.record_rule_exposure([helps.id, useless.id], failed=i == 0, op_families=fams)
+    for i in range(10):
+        mem.rules.record_rule_exposure([], failed=i < 6, op_families=fams)
+    for i in range(10):
+        mem.rules.record_rule_exposure([useless.id], failed=i < 7, op_families=fams)
+    mem.rules.record_rule_exposure([], failed=True, op_families=["softmax"])  # not comparable to matmul rules
+    eff = mem.rules.effects()
+    assert (eff[helps.id].with_attempts, eff[helps.id].with_failures) == (10, 1)
+    assert (eff[helps.id].without_attempts, eff[helps.id].without_failures) == (20, 13)
+    assert eff[useless.id].rate_with == pytest.approx(8 / 20)
+    assert eff[useless.id].rate_without == pytest.approx(6 / 10)
+    assert eff[helps.id].helps(min_samples=10) is True
+    assert eff[helps.id].helps(min_samples=50) is None
+    assert mem.rules.exposure_count() == 31
+
+    # `useless` lowers the rate too here (0.4 < 0.6); make it hurt: more failures with it.
+    for _ in range(20):
+        mem.rules.record_rule_exposure([useless.id], failed=True, op_families=fams)
+    dry = mem.rules.prune(installed=V36, min_samples=10, dry_run=True)
+    assert {r.id for r in dry.removed} == {useless.id, old.id}
+    assert mem.rules.count() == 3
+    report = mem.rules.prune(installed=V36, min_samples=10)
+    reasons = {r.id: r.reason for r in report.removed}
+    assert "does not help" in reasons[useless.id]
+    assert "triton 3.5" in reasons[old.id]
+    assert report.kept == 1
+    assert [r.id for r in mem.rules.all()] == [helps.id]
+    # Not enough samples: nothing is judged.
+    assert mem.rules.prune(installed=V36, min_samples=1000).removed == []
