@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -112,12 +113,15 @@ class ProgressPrinter:
             a = ev.attempt
             if a.status == "correct":
                 s = a.timing.speedup_vs_eager
-                res = f"[green]correct[/] {s:.2f}x" if s is not None else "[green]correct[/] (untimed)"
+                plain = f"correct {s:.2f}x" if s is not None else "correct (untimed)"
+                styled = f"[green]{plain}[/]"
             else:
-                kind = a.result.error_kind or a.status
-                res = f"[red]{a.status}[/] {kind}"
+                plain = f"{a.status} {a.result.error_kind or ''}".strip()
+                styled = f"[red]{plain}[/]"
+            design = re.search(r"design=(\S+)", a.candidate.meta or "")
             c.print(
-                f"{prefix}[{ev.done:>3}/{ev.budget}] {a.node_id:>4} <- {a.parent:<4} {a.action:<10} {res:<40} "
+                f"{prefix}[{ev.done:>3}/{ev.budget}] {a.node_id:>4} <- {a.parent:<4} {a.action:<10} "
+                f"{(design.group(1) if design else '-')[:18]:<18} {styled}{' ' * max(1, 26 - len(plain))}"
                 f"best: {_speed(ev.best)}",
                 highlight=False,
             )

@@ -10,15 +10,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, TypeVar
+from typing import Any
 
 from nodes.search import Budget, SearchConfig
 
-T = TypeVar("T")
 
-
-def _env(name: str, default: T, cast: Callable[[str], T]) -> Callable[[], T]:
-    def read() -> T:
+def _env(name: str, default: Any, cast: Callable[[str], Any]) -> Callable[[], Any]:
+    def read() -> Any:
         raw = os.environ.get(name)
         if raw is None or raw.strip() == "":
             return default

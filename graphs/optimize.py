@@ -28,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
@@ -68,11 +69,11 @@ builder = StateGraph(State, input_schema=InputState, context_schema=Context)
 builder.add_node("planner", planner)
 # Branch nodes take the Send payload (a Branch), not the state; input_schema=State keeps LangGraph
 # from adding the Branch's fields to the state's channels.
-builder.add_node("context", context, input_schema=State)
-builder.add_node("coder", coder, input_schema=State)
-builder.add_node("compiler", compiler, input_schema=State)
-builder.add_node("profiler", profiler, input_schema=State)
-builder.add_node("reflector", reflector, input_schema=State)
+builder.add_node("context", context, input_schema=State)  # type: ignore[call-overload]
+builder.add_node("coder", coder, input_schema=State)  # type: ignore[call-overload]
+builder.add_node("compiler", compiler, input_schema=State)  # type: ignore[call-overload]
+builder.add_node("profiler", profiler, input_schema=State)  # type: ignore[call-overload]
+builder.add_node("reflector", reflector, input_schema=State)  # type: ignore[call-overload]
 builder.add_node("finalize", finalize)
 builder.add_edge(START, "planner")
 builder.add_edge("finalize", END)
@@ -161,7 +162,7 @@ def run_optimize(
         ctx = context or Context.from_json(saved.context)
         ctx = dataclasses.replace(ctx, run_dir=str(rd.resolve()))
         thread_id = saved.thread_id
-        graph_input: dict[str, str] | None = None
+        graph_input: Any = None
     else:
         if task is None:
             raise ValueError("run_optimize needs a task path or source")
@@ -184,7 +185,7 @@ def run_optimize(
     resources.chat_model(ctx)  # a missing key or unreachable server is an error now, not mid-run
     saver = open_checkpointer(rd)
     app = builder.compile(checkpointer=saver, name=GRAPH_NAME)
-    config: dict[str, Any] = {"configurable": {"thread_id": thread_id}, "recursion_limit": 100_000}
+    config: RunnableConfig = {"configurable": {"thread_id": thread_id}, "recursion_limit": 100_000}
     try:
         if resume:
             snapshot = app.get_state(config)

@@ -143,7 +143,8 @@ def make_job(decision: Decision, run_id: str, by_node: dict[str, Attempt]) -> Jo
     )
 
 
-def planner(state: dict[str, Any], runtime: Runtime[Context]) -> Command[Literal["context", "finalize"]]:
+def planner(state: Any, runtime: Runtime[Context]) -> Command[Literal["context", "finalize"]]:
+    """Start the run on the first step; then stop, wait for branches in flight, or fan out new ones."""
     ctx = runtime.context
     update: dict[str, Any] = {}
     run: RunInfo | None = state.get("run")

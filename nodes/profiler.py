@@ -12,7 +12,7 @@ and the result is marked `origin="test"`, so tests of "the fastest correct kerne
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Send
@@ -50,7 +50,7 @@ def profiler(branch: Branch, runtime: Runtime[Context]) -> Command[Literal["refl
 
     timed, _ = evaluate_logged(branch, ctx, "time")
     cost: CostLedger = eval_cost(timed, run)
-    update = {"eval_s": branch.eval_s + timed.wall_s}
+    update: dict[str, Any] = {"eval_s": branch.eval_s + timed.wall_s}
     if not timed.correct:
         # it passed once and failed when run again for timing (a race, uninitialised memory): not correct
         update["result"] = timed

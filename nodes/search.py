@@ -282,13 +282,13 @@ class SearchTree:
     def select(self) -> Decision | None:
         """The next expansion, or None when no node can be expanded (never while the root can)."""
         seq = len(self.nodes)
-        for node in sorted(self.nodes.values(), key=lambda n: n.index):
-            if self._needs_repair(node):
+        for failed in sorted(self.nodes.values(), key=lambda n: n.index):
+            if self._needs_repair(failed):
                 return Decision(
                     seq=seq,
-                    parent=node.id,
+                    parent=failed.id,
                     action="repair",
-                    reason=f"repair {node.repair_depth + 1}/{self.config.max_repairs} of {node.status} {node.id}",
+                    reason=f"repair {failed.repair_depth + 1}/{self.config.max_repairs} of {failed.status} {failed.id}",
                 )
         node = self._uct_node()
         if node is None:

@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
+from pydantic import SecretStr
 
 from providers.protocol import extract_code
 
@@ -98,18 +99,27 @@ def load_chat_model(
         if probe:
             probe_server(url, key, model)
         return ChatOpenAI(
-            model=model, base_url=url, api_key=key, timeout=timeout, max_retries=max_retries, **kwargs
+            model=model,
+            base_url=url,
+            api_key=SecretStr(key),
+            timeout=timeout,
+            max_retries=max_retries,
+            **kwargs,
         )
     if spec.startswith("openai:"):
         from langchain_openai import ChatOpenAI
 
-        key = api_key or os.environ.get("OPENAI_API_KEY")
-        if not key:
+        openai_key = api_key or os.environ.get("OPENAI_API_KEY")
+        if not openai_key:
             raise ProviderError(
                 f"model {spec!r} needs OPENAI_API_KEY in the environment (or --base-url for a local server)"
             )
         return ChatOpenAI(
-            model=spec.split(":", 1)[1], api_key=key, timeout=timeout, max_retries=max_retries, **kwargs
+            model=spec.split(":", 1)[1],
+            api_key=SecretStr(openai_key),
+            timeout=timeout,
+            max_retries=max_retries,
+            **kwargs,
         )
     if ":" not in spec:
         raise ProviderError(
