@@ -325,9 +325,8 @@ def _run_phases(job: Path, report: CompileReport, deadline: float, python: str) 
             if cap["failure"]
             else f"exit {cap['code']}, {len(cap['launches'])} launches"
         )
-        report.notes.append(
-            f"full-size capture on the meta device failed ({why.splitlines()[-1][:200]}); small inputs used"
-        )
+        why = " ".join(why.split())[:300]
+        report.notes.append(f"full-size capture on the meta device failed ({why}); small inputs used")
         shapes = "small"
         cap = _capture(job, shapes, deadline, python)
     report.shapes = shapes  # type: ignore[assignment]
@@ -358,6 +357,15 @@ def _run_phases(job: Path, report: CompileReport, deadline: float, python: str) 
         ccode, ctail = _run_child("compile", job, deadline, python)
         rows = _read_jsonl(job / "compile.jsonl")
         report.ptxas = next((r["ptxas"] for r in rows if r.get("event") == "toolchain"), report.ptxas)
+        load_error = next((r["message"] for r in rows if r.get("event") == "load_error"), None)
+        if load_error is not None:
+            for i in pending:
+                results[i] = {
+                    "error": f"loading the candidate outside the interpreter failed: {load_error}",
+                    "error_brief": "loading the candidate outside the interpreter failed: "
+                    + load_error.splitlines()[0][:300],
+                }
+            break
         for r in rows:
             if r.get("event") == "done":
                 results[r["index"]] = r
@@ -791,7 +799,11 @@ def _child_compile(job: Path) -> int:
     log.write(event="toolchain", ptxas=ptxas)
     cand_path = job / "candidate.py"
     lines = cand_path.read_text().splitlines()
-    module = _load_candidate(cand_path)
+    try:
+        module = _load_candidate(cand_path)
+    except BaseException as exc:  # e.g. a kernel launched at import time needs a GPU outside the interpreter
+        log.write(event="load_error", message=_exception_text(exc, str(cand_path)))
+        return 3
     jit_index = _jit_functions(module)
     option_names = set(getattr(backend.parse_options({}), "__dataclass_fields__", {}))
 
