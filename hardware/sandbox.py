@@ -31,6 +31,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
@@ -185,6 +186,11 @@ class _Worker:
         shutil.rmtree(self.tmpdir, ignore_errors=True)
 
 
+def _stop_all(workers: list[_Worker]) -> None:
+    for w in workers:
+        w.stop()
+
+
 def _died(code: int | None) -> str:
     if code is None:
         return "the worker died"
@@ -216,6 +222,8 @@ class WorkerPool:
         self._idle = list(self._workers)
         self._cond = threading.Condition()
         self._closed = False
+        # Runs on close(), when the pool is collected, or at interpreter exit: no worker outlives its pool.
+        self._finalizer = weakref.finalize(self, _stop_all, list(self._workers))
 
     # ----------------------------------------------------------------- public API
     @property
@@ -254,11 +262,11 @@ class WorkerPool:
             return list(ex.map(lambda job: self.evaluate(job[0], job[1], config), jobs))
 
     def close(self) -> None:
+        """Stop every worker (a busy one is killed); idempotent."""
         with self._cond:
             self._closed = True
-            workers = list(self._workers)
-        for w in workers:
-            w.stop()
+            self._cond.notify_all()
+        self._finalizer()
 
     def __enter__(self) -> WorkerPool:
         return self
@@ -267,10 +275,6 @@ class WorkerPool:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
-
-    def __del__(self) -> None:
-        if not getattr(self, "_closed", True):
-            self.close()
 
     # ----------------------------------------------------------------- internals
     def _acquire(self) -> _Worker:
@@ -289,7 +293,8 @@ class WorkerPool:
             self._cond.notify()
 
     def _base_result(self, cfg: EvalConfig, worker: _Worker | None = None) -> EvalResult:
-        info = worker.info if worker is not None else {}
+        """A result with the device, target and versions filled in, before or without a worker's verdict."""
+        info = worker.info if worker is not None else next((w.info for w in self._workers if w.info), {})
         versions = Versions(**info["versions"]) if info.get("versions") else toolchain_versions()
         return EvalResult(
             precision=cfg.precision,

@@ -35,6 +35,7 @@ import faulthandler
 import hashlib
 import importlib.util
 import os
+import shutil
 import sys
 import threading
 import time
@@ -627,11 +628,12 @@ def _detach(value: Any) -> Any:
     return value
 
 
-def _watch_parent(parent_pid: int) -> None:
+def _watch_parent(parent_pid: int, tmpdir: str) -> None:
     """Exit when the parent is gone, even while a candidate spins in an endless loop."""
     while True:
         time.sleep(1.0)
         if os.getppid() != parent_pid:
+            shutil.rmtree(tmpdir, ignore_errors=True)  # nobody else will
             os._exit(3)
 
 
@@ -639,7 +641,7 @@ def main(argv: list[str]) -> None:
     fd, device, tmpdir, parent_pid = int(argv[0]), argv[1], argv[2], int(argv[3])
     conn = Connection(fd)
     faulthandler.enable(file=sys.stderr, all_threads=False)
-    threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
+    threading.Thread(target=_watch_parent, args=(parent_pid, tmpdir), daemon=True).start()
     try:
         runner = Runner(conn, device, tmpdir)
     except Exception:
