@@ -23,6 +23,8 @@ Verification (see hardware.verify for the tolerance table):
   also pre-filled with 0xFF bytes (NaN in every float format), so unwritten output elements fail;
 - the model instance is kept across trials, so a result cached from an earlier call fails a later one;
 - each forward must launch at least one Triton kernel (counted by wrapping the kernel launchers);
+- after timing, the timed input tensors get new contents in place and the answer must follow (a
+  candidate that remembers results per input tensor would otherwise time as fast as a lookup);
 - the reference runs under the same precision mode as the candidate is judged by (strict: TF32 off).
 
 Reference inputs and outputs are cached per (task, shape, seed, trial, precision) for the worker's
@@ -367,9 +369,9 @@ class Runner:
         del blocks
 
     def _call_candidate(self, model: Any, inputs: list[Any], ref_out: Any, path: str, res: EvalResult,
-                        stage: str) -> Any:  # fmt: skip
+                        stage: str, *, clone: bool = True) -> Any:  # fmt: skip
         torch = self.torch
-        args = _clone(inputs)
+        args = _clone(inputs) if clone else inputs
         self._poison(ref_out)
         _launches[0] = 0
         try:
@@ -506,7 +508,7 @@ class Runner:
                 else "not timed (time=False)"
             )
             return
-        self._time(job_id, task, models, cfg, res)
+        self._time(job_id, task, models, path, cfg, res)
 
     # ----------------------------------------------------------------- timing (GPU)
     def _time(
@@ -514,10 +516,12 @@ class Runner:
         job_id: int,
         task: _TaskState,
         models: dict[tuple[str, ...], Any],
+        path: str,
         cfg: EvalConfig,
         res: EvalResult,
     ) -> None:
         from hardware.timing import bench_interleaved, paired_speedup, summarize
+        from hardware.verify import compare_outputs
 
         torch = self.torch
         res.stage = "timing"
@@ -533,6 +537,21 @@ class Runner:
                 {"candidate": lambda: model(*args_c), "eager": lambda: ref.model(*args_r)},
                 warmup_ms=cfg.warmup_ms,
                 rep_ms=cfg.rep_ms,
+            )
+        # A candidate that remembers its answer per input tensor would look fast on the repeated calls
+        # above; give the timed tensors new contents in place and check that the answer follows.
+        other_inputs, other_ref = self._sample(task, ref, cfg.seed + 1, cfg.precision)
+        for dst, src in zip(_tensors(args_c), _tensors(other_inputs), strict=True):
+            dst.copy_(src)
+        out = self._call_candidate(model, args_c, other_ref, path, res, "timing", clone=False)
+        cmp = compare_outputs(out, other_ref, cfg.precision, rtol=cfg.rtol, atol=cfg.atol)
+        if not cmp.ok:
+            self._fail(
+                res,
+                "timing",
+                cmp.error_kind or "mismatch",
+                "the timed input tensors, given new contents, produced a wrong answer (a result remembered "
+                f"per input tensor?):\n{cmp.report}",
             )
         cand, eager = summarize(samples["candidate"]), summarize(samples["eager"])
         res.runtime_ms, res.runtime_ci_ms = cand.median_ms, cand.ci_ms
