@@ -73,6 +73,10 @@ class KernelCompileReport(BaseModel):
     def_line: int | None = Field(default=None, description="line of the kernel's `def` in the candidate")
     signature: dict[str, Any] = Field(default_factory=dict, description="argument name -> triton type")
     constexprs: dict[str, Any] = Field(default_factory=dict)
+    divisible_by_16: list[str] = Field(
+        default_factory=list,
+        description="pointer/int arguments specialized as multiples of 16 (vectorizable)",
+    )
     num_warps: int = 4
     num_stages: int = 3
     grid: list[int] | None = None
@@ -225,6 +229,8 @@ def _task_source(task: Any) -> tuple[str, str]:
         except OSError as e:
             raise ValueError(f"cannot read task file {task}: {e}") from None
     if isinstance(task, str):
+        if "\n" not in task and task.strip().endswith(".py") and Path(task.strip()).is_file():
+            return _task_source(Path(task.strip()))
         return "task", task
     source = getattr(task, "source", None)
     if not isinstance(source, str) or not source.strip():
@@ -246,9 +252,7 @@ def _child_env(job: Path, interpret: bool) -> dict[str, str]:
     return env
 
 
-def _run_child(
-    phase: str, job: Path, deadline: float, python: str, extra: list[str] | None = None
-) -> tuple[int | None, str]:
+def _run_child(phase: str, job: Path, deadline: float, python: str) -> tuple[int | None, str]:
     """Run one phase; returns (exit code or None on timeout, tail of its output)."""
     log = job / f"{phase}.log"
     remaining = deadline - time.monotonic()
@@ -256,7 +260,7 @@ def _run_child(
         return None, ""
     with open(log, "ab") as out:
         proc = subprocess.Popen(
-            [python, str(Path(__file__).resolve()), phase, str(job), *(extra or [])],
+            [python, str(Path(__file__).resolve()), phase, str(job)],
             env=_child_env(job, interpret=(phase == "capture")),
             stdin=subprocess.DEVNULL,
             stdout=out,
@@ -264,13 +268,16 @@ def _run_child(
             start_new_session=True,  # its own process group: ptxas and any candidate children die with it
             cwd=str(job),
         )
+        code: int | None = None
         try:
-            code: int | None = proc.wait(timeout=remaining)
+            code = proc.wait(timeout=remaining)
         except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            code = None
+            pass
+        finally:  # on timeout, and when the caller is interrupted: nothing outlives this call
+            if code is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
     tail = log.read_text(errors="replace")[-_ERROR_TAIL:] if log.exists() else ""
     return code, tail
 
@@ -414,6 +421,9 @@ def _kernel_report(launch: dict[str, Any], r: dict[str, Any], count: int, job: P
         def_line=launch.get("def_line"),
         signature={k: v for k, v in launch.get("signature", {}).items() if v != "constexpr"},
         constexprs=launch.get("constexprs_display", {}),
+        divisible_by_16=[
+            launch["arg_names"][p[0]] for p, a in launch.get("attrs", []) if len(p) == 1 and "D" in str(a)
+        ],
         num_warps=num_warps,
         num_stages=num_stages,
         grid=launch.get("grid"),
@@ -638,11 +648,11 @@ def _child_capture(job: Path) -> int:
     except BaseException as exc:  # SystemExit from a candidate is its failure, not ours
         return fail("import_error", _exception_text(exc, str(cand_path)))
     try:
-        with device_ctx:
+        # On meta, tensors the forward makes without a device are meta too: nothing full-size is allocated.
+        with device_ctx, torch.no_grad():
             torch.manual_seed(seed)
             model = model_cls(*init_inputs)
-        model.eval()
-        with torch.no_grad():
+            model.eval()
             model(*inputs)
     except BaseException as exc:
         return fail("run_error", _exception_text(exc, str(cand_path)))

@@ -171,7 +171,9 @@ def roofline_floor_ms(
     if nbytes <= 0 and flops <= 0:
         notes.append("task reports neither bytes nor FLOPs")
     if not getattr(task, "cost_exact", True):
-        notes.append("the task's bytes/FLOPs are lower bounds (its forward could not run at full size), so is the floor")
+        notes.append(
+            "the task's bytes/FLOPs are lower bounds (its forward could not run at full size), so is the floor"
+        )
     floor = max(memory_ms, compute_ms)
     return RooflineFloor(
         floor_ms=floor,

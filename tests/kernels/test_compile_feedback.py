@@ -174,6 +174,7 @@ def test_correct_kernel_compiles_for_sm90_with_wheel_ptxas():
     assert k.name == "_relu_kernel" and k.launches == 2 and k.compiled and k.ok
     assert k.signature == {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32"}
     assert k.constexprs == {"BLOCK": 1024} and k.num_warps == 4
+    assert k.divisible_by_16 == ["x_ptr", "y_ptr"]  # n = 5 * 1237 is not a multiple of 16
     assert k.registers is not None and 0 < k.registers <= 255
     assert k.spill_store_bytes == 0 and not k.spills
     assert k.shared_memory_bytes is not None and not k.exceeds_shared_memory
@@ -220,6 +221,7 @@ def test_autotuned_kernel_compiles_every_config_at_full_size():
         assert k.via == "launch" and k.registers and k.shared_memory_bytes > 0
         # 8192-sized ints and unit strides specialize as on the GPU: K is i32, stride 1 is a constant
         assert k.signature["K"] == "i32" and k.constexprs["sak"] == 1 and k.constexprs["sbn"] == 1
+        assert {"a_ptr", "b_ptr", "c_ptr", "M", "N", "K", "sam", "sbk"} <= set(k.divisible_by_16)
         assert k.grid == [8192 // k.constexprs["BM"], 8192 // k.constexprs["BN"]]
 
 
