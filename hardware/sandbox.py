@@ -339,6 +339,8 @@ class WorkerPool:
         return res
 
     def _run_on(self, worker: _Worker, job: dict[str, Any], cfg: EvalConfig) -> EvalResult:
+        if worker.proc is None or worker.proc.poll() is not None:
+            worker.restart()  # died while idle (e.g. the OOM killer): not this candidate's doing
         problem = worker.wait_ready()
         if problem is not None:  # wait_ready restarted it: one more try before giving up
             problem = worker.wait_ready()
