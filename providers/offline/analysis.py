@@ -1,0 +1,270 @@
+"""Reading a task: run its source, build `Model` on the meta device, trace the forward, lower it to IR.
+
+The reference source is the user's own task code, trusted like any file they ask us to optimize, so it
+is executed in this process; but every tensor is made under `torch.device("meta")`, so a model that
+allocates gigabytes on a GPU costs nothing here.
+
+The forward is traced with `make_fx(..., tracing_mode="symbolic", pre_dispatch=True)`: high-level aten
+ops (linear, softmax, layer_norm, cross_entropy_loss, ...) with sizes as symbols, so the generated code
+can take every size from its inputs at run time. When symbolic tracing fails (code that branches on a
+value), the trace is retried with fixed sizes; kernels stay shape-generic, only glue views keep the sizes
+seen.
+
+Besides the graph, the analysis keeps what a `ModelNew` needs to mirror `Model`: the forward's
+signature, the constructor's source (so parameters get the same names and shapes for any constructor
+arguments) and the top-level definitions the constructor uses.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import inspect
+import textwrap
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from providers.offline.ir import Graph
+from providers.offline.lowering import Lowerer, LoweringError
+from tasks import exec_task_module
+
+_TASK_FUNCS = {"get_inputs", "get_init_inputs", "get_small_inputs", "get_small_init_inputs"}
+
+
+class AnalysisError(ValueError):
+    """The task cannot be analysed; the message is one line."""
+
+
+@dataclass
+class ModelSource:
+    """What the generated module copies from the task so ModelNew mirrors Model."""
+
+    imports: list[str] = field(default_factory=list)
+    helpers: list[str] = field(default_factory=list)
+    init_def: str = ""
+    forward_args: str = "self, x"
+    arg_names: list[str] = field(default_factory=list)
+
+
+@dataclass
+class AnalyzedTask:
+    name: str
+    source_hash: str
+    graph: Graph
+    model: ModelSource
+    symbolic: bool
+    notes: list[str] = field(default_factory=list)
+
+
+# ---- the constructor and signature, copied from source ---------------------------------------------
+
+
+class _SuperFix(ast.NodeTransformer):
+    """`super(Model, self).__init__()` -> `super().__init__()`: ModelNew is not a Model."""
+
+    def visit_Call(self, node: ast.Call) -> Any:
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id == "super" and node.args:
+            node.args = []
+        return node
+
+
+def _names_used(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def model_source(source: str) -> ModelSource:
+    """The constructor, forward signature and needed top-level definitions of `class Model`."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise AnalysisError(f"the task does not parse: {exc.msg} (line {exc.lineno})") from None
+    model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
+    if model is None:
+        raise AnalysisError("the task defines no class Model")
+    init = next((n for n in model.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+    fwd = next((n for n in model.body if isinstance(n, ast.FunctionDef) and n.name == "forward"), None)
+    if fwd is None:
+        raise AnalysisError("class Model has no forward method")
+    out = ModelSource()
+    out.forward_args = ast.unparse(fwd.args)
+    out.arg_names = [a.arg for a in fwd.args.posonlyargs + fwd.args.args][1:] + [
+        a.arg for a in fwd.args.kwonlyargs
+    ]
+    if fwd.args.vararg or fwd.args.kwarg:
+        raise AnalysisError("Model.forward takes *args/**kwargs; name its inputs")
+    if init is not None:
+        init = _SuperFix().visit(ast.parse(ast.unparse(init)).body[0])
+        init.decorator_list = []
+        out.init_def = ast.unparse(init)
+        needed = _names_used(init)
+    else:
+        out.init_def = "def __init__(self):\n    super().__init__()"
+        needed = set()
+    # Module-level definitions the constructor needs (helper modules, constants), transitively.
+    defs: dict[str, ast.stmt] = {}
+    for stmt in tree.body:
+        if (
+            isinstance(stmt, ast.ClassDef | ast.FunctionDef)
+            and stmt.name != "Model"
+            and stmt.name not in _TASK_FUNCS
+        ):
+            defs[stmt.name] = stmt
+        elif isinstance(stmt, ast.Assign) and all(isinstance(t, ast.Name) for t in stmt.targets):
+            for t in stmt.targets:
+                defs[t.id] = stmt  # type: ignore[union-attr]
+    chosen: list[ast.stmt] = []
+    todo = sorted(needed)
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in defs:
+            continue
+        seen.add(name)
+        stmt = defs[name]
+        if stmt not in chosen:
+            chosen.append(stmt)
+            todo.extend(sorted(_names_used(stmt)))
+    order = {id(s): i for i, s in enumerate(tree.body)}
+    out.helpers = [ast.unparse(s) for s in sorted(chosen, key=lambda s: order[id(s)])]
+    out.imports = [ast.unparse(s) for s in tree.body if isinstance(s, ast.Import | ast.ImportFrom)]
+    return out
+
+
+# ---- tracing ---------------------------------------------------------------------------------------
+
+
+def _build(module: Any) -> tuple[torch.nn.Module, list[Any]]:
+    with torch.device("meta"):
+        torch.manual_seed(0)
+        try:
+            init = list(module.get_init_inputs())
+            model = module.Model(*init)
+            inputs = list(module.get_inputs())
+        except Exception as exc:
+            raise AnalysisError(
+                f"building Model on the meta device failed: {type(exc).__name__}: {exc}"
+            ) from exc
+    inputs = [t.to("meta") if isinstance(t, torch.Tensor) else t for t in inputs]
+    model = model.to("meta")
+    return model, inputs
+
+
+def _trace(model: torch.nn.Module, inputs: list[Any], mode: str) -> tuple[torch.fx.GraphModule, list[str]]:
+    from torch.func import functional_call
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    names = [n for n, _ in model.named_parameters()] + [n for n, _ in model.named_buffers()]
+    values = [p for _, p in model.named_parameters()] + [b for _, b in model.named_buffers()]
+
+    def fwd(plist: list[torch.Tensor], *args: Any) -> Any:
+        out = functional_call(model, dict(zip(names, plist, strict=True)), args)
+        return out
+
+    import torch.fx.experimental._config as fx_config
+
+    # Without duck shaping, two sizes that happen to be equal (a square matrix) keep separate symbols.
+    with torch.no_grad(), torch.device("meta"), fx_config.patch(use_duck_shape=False):
+        gm = make_fx(fwd, tracing_mode=mode, pre_dispatch=True)(values, *inputs)
+    return gm, names
+
+
+def _var_to_val(gm: torch.fx.GraphModule) -> dict:
+    for node in gm.graph.nodes:
+        val = node.meta.get("val")
+        shape_env = None
+        if isinstance(val, torch.Tensor):
+            fm = getattr(val, "fake_mode", None)
+            shape_env = getattr(fm, "shape_env", None)
+        elif isinstance(val, torch.SymInt):
+            shape_env = val.node.shape_env
+        if shape_env is not None:
+            return dict(getattr(shape_env, "backed_var_to_val", None) or shape_env.var_to_val)
+    return {}
+
+
+def _output_kind(model: torch.nn.Module, inputs: list[Any]) -> str:
+    with torch.no_grad(), torch.device("meta"):
+        out = model(*inputs)
+    if isinstance(out, torch.Tensor):
+        return "single"
+    if isinstance(out, tuple) and all(isinstance(t, torch.Tensor) for t in out):
+        return "tuple"
+    if isinstance(out, list) and all(isinstance(t, torch.Tensor) for t in out):
+        return "list"
+    raise AnalysisError(
+        f"Model.forward returns {type(out).__name__}; expected a tensor or a tuple/list of tensors"
+    )
+
+
+def analyze_source(source: str, name: str = "task") -> AnalyzedTask:
+    """Trace and lower a task's source; raises AnalysisError with a one-line reason."""
+    msrc = model_source(source)
+    try:
+        module = exec_task_module(source, f"kw_offline_{name}")
+    except Exception as exc:
+        raise AnalysisError(str(exc).splitlines()[0]) from exc
+    model, inputs = _build(module)
+    sig = inspect.signature(module.Model.forward)
+    n_args = len(sig.parameters) - 1
+    if len(inputs) != n_args and not any(
+        p.default is not inspect.Parameter.empty for p in sig.parameters.values()
+    ):
+        raise AnalysisError(f"get_inputs() gives {len(inputs)} values but forward takes {n_args}")
+    kind = _output_kind(model, inputs)
+    notes: list[str] = []
+    last: Exception | None = None
+    for mode in ("symbolic", "fake"):
+        try:
+            gm, pnames = _trace(model, inputs, mode)
+            phs = [("param", n) for n in pnames] + [
+                ("input", msrc.arg_names[i] if i < len(msrc.arg_names) else f"arg{i}")
+                for i in range(len(inputs))
+            ]
+            graph = Lowerer(gm, _var_to_val(gm)).run(phs)
+            graph.output_kind = kind
+            if mode != "symbolic":
+                notes.append("traced with fixed sizes: views keep the sizes seen while tracing")
+            return AnalyzedTask(name, _hash(source), graph, msrc, mode == "symbolic", notes)
+        except LoweringError as exc:
+            raise AnalysisError(str(exc)) from exc
+        except AnalysisError:
+            raise
+        except Exception as exc:  # tracing failures come in many types; the next mode may succeed
+            last = exc
+    msg = f"{type(last).__name__}: {str(last).splitlines()[0] if str(last) else ''}"
+    raise AnalysisError(f"tracing Model.forward failed: {msg}")
+
+
+def _hash(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()[:16]
+
+
+_CACHE: OrderedDict[str, AnalyzedTask | AnalysisError] = OrderedDict()
+_CACHE_LOCK = threading.Lock()
+_CACHE_SIZE = 16
+
+
+def analyze_cached(source: str, name: str = "task") -> AnalyzedTask:
+    """`analyze_source` with a small in-process cache: a search asks about the same task many times."""
+    key = _hash(textwrap.dedent(source))
+    with _CACHE_LOCK:
+        hit = _CACHE.get(key)
+        if hit is not None:
+            _CACHE.move_to_end(key)
+    if hit is None:
+        try:
+            hit = analyze_source(source, name)
+        except AnalysisError as exc:
+            hit = exc
+        with _CACHE_LOCK:
+            _CACHE[key] = hit
+            while len(_CACHE) > _CACHE_SIZE:
+                _CACHE.popitem(last=False)
+    if isinstance(hit, AnalysisError):
+        raise hit
+    return hit

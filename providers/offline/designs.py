@@ -1,0 +1,330 @@
+"""The design space: for each family of kernel, its designs, their configuration spaces and defaults.
+
+A *design* is a way to write a kernel (whole row in registers vs a looped two-pass vs an online pass;
+grouped vs split-K vs persistent matmul; ...). Its *config* is a point in the design's space of block
+sizes, warps, stages, swizzle and precision. Designs are registered per family in `REGISTRY`; a family
+whose designs do not apply to a kernel (today: "conv", whose only design keeps the torch op) is skipped
+when choosing. Writing convolutions in Triton plugs in here: register "implicit_gemm"-style designs for
+the "conv" family with their own `kind` and generator.
+
+Defaults aim at Hopper-class GPUs (H100/H200): memory-bound kernels use large tiles and 4-16 warps,
+one program per row when the row fits in registers and several rows per program when rows are short;
+reductions over a middle dim tile over the contiguous inner dim; global reductions split the row over
+many programs; fp32 matmuls use strict IEEE `tl.dot` unless TF32 is allowed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import triton
+
+from providers.offline.emit_matmul import MatmulConfig
+from providers.offline.emit_pointwise import PointwiseConfig
+from providers.offline.emit_rows import RowConfig, RowKernelGen
+from providers.offline.schedule import Kernel, Schedule
+
+HOPPER_SMS = 132
+
+
+@dataclass
+class KernelInfo:
+    """What a design choice looks at: the kernel's kind and the sizes seen while tracing."""
+
+    kernel: Kernel
+    kind: str  # rows | matmul | pointwise
+    family: str
+    layout: str = ""  # rows | cols (row kernels)
+    NK: int = 1
+    NR: int = 1
+    NI: int = 1
+    split_ok: bool = False
+    merges: bool = False
+    has_scan: bool = False
+    M: int = 1
+    N: int = 1
+    K: int = 1
+    NB: int = 1
+    numel: int = 1
+    fp32_dot: bool = True
+    itemsize: int = 4
+
+    @property
+    def cost(self) -> float:
+        """A rough work estimate: which kernel of a program is its main one."""
+        if self.kind == "matmul":
+            return 2.0 * self.M * self.N * self.K * self.NB / 50.0
+        if self.kind == "rows":
+            return float(self.NK * self.NR) * 1.5
+        return float(self.numel)
+
+
+@dataclass(frozen=True)
+class Design:
+    name: str
+    family: str
+    kind: str
+    mode: str
+    space: dict[str, tuple[Any, ...]]
+    applies: Callable[[KernelInfo], bool] = field(default=lambda info: True, compare=False)
+    about: str = ""
+
+
+def _rows_space(layout: str, mode: str) -> dict[str, tuple[Any, ...]]:
+    if mode == "registers":
+        if layout == "cols":
+            return {
+                "BLOCK_I": (16, 32, 64, 128, 256),
+                "TILE": (2048, 4096, 8192, 16384),
+                "num_warps": (0, 4, 8, 16),
+            }
+        return {
+            "TILE": (1024, 2048, 4096, 8192, 16384),
+            "RMAX": (4096, 8192, 16384, 32768),
+            "num_warps": (0, 4, 8, 16),
+        }
+    if mode == "split":
+        return {"BLOCK_R": (1024, 2048, 4096, 8192), "WAVES": (1, 2, 4, 8), "num_warps": (4, 8, 16)}
+    if layout == "cols":
+        return {
+            "BLOCK_R": (8, 16, 32, 64, 128),
+            "BLOCK_I": (16, 32, 64, 128, 256),
+            "num_warps": (2, 4, 8, 16),
+        }
+    return {
+        "BLOCK_R": (256, 512, 1024, 2048, 4096, 8192),
+        "BLOCK_M": (1, 2, 4, 8),
+        "num_warps": (2, 4, 8, 16),
+    }
+
+
+_ROW_DESIGNS = {
+    # family: [(design name, mode, about)]
+    "reduction": [("row_registers", "registers", "whole row in registers, one load"),
+                  ("looped", "looped", "loop over the row in chunks, tile accumulators"),
+                  ("split", "split", "row split over many programs, partials combined by a second kernel"),
+                  ("online", "online", "dependent statistics merged into one pass")],
+    "softmax": [("row_registers", "registers", "whole row in registers: max, exp, sum from one load"),
+                ("online", "online", "online softmax: running max and rescaled sum in one pass, then write"),
+                ("two_pass", "looped", "a pass for the max, a pass for the sum, a pass to write")],
+    "norm": [("row_registers", "registers", "whole row in registers: mean and variance from one load"),
+             ("welford", "online", "one pass of chunked Welford/Chan mean and variance, then write"),
+             ("two_pass", "looped", "a pass for the mean, a pass for the variance, a pass to write")],
+    "loss": [("row_registers", "registers", "whole row in registers"),
+             ("split", "split", "row split over many programs, partials combined by a second kernel"),
+             ("looped", "looped", "loop over the row in chunks"),
+             ("online", "online", "dependent statistics merged into one pass")],
+    "scan": [("single_block", "registers", "whole row in registers, one tl.cumsum"),
+             ("blocked", "looped", "chunks scanned in order with a running carry")],
+}  # fmt: skip
+
+
+def _row_applies(mode: str) -> Callable[[KernelInfo], bool]:
+    def applies(info: KernelInfo) -> bool:
+        if info.kind != "rows":
+            return False
+        if mode == "split":
+            return info.split_ok
+        if mode == "online":
+            return info.merges
+        return True
+
+    return applies
+
+
+def _build_registry() -> dict[str, list[Design]]:
+    reg: dict[str, list[Design]] = {}
+    for fam, designs in _ROW_DESIGNS.items():
+        reg[fam] = [Design(n, fam, "rows", mode, {}, _row_applies(mode), about) for n, mode, about in designs]
+    reg["pointwise"] = [
+        Design("flat", "pointwise", "pointwise", "flat",
+               {"BLOCK": (512, 1024, 2048, 4096, 8192), "num_warps": (2, 4, 8, 16)},
+               lambda i: i.kind == "pointwise", "one block of elements per program"),
+        Design("grid_stride", "pointwise", "pointwise", "grid_stride",
+               {"BLOCK": (512, 1024, 2048, 4096, 8192), "num_warps": (2, 4, 8, 16), "WAVES": (2, 4, 8, 16)},
+               lambda i: i.kind == "pointwise", "a few programs per SM, each walking many blocks"),
+    ]  # fmt: skip
+    mm_space = {"BLOCK_M": (32, 64, 128, 256), "BLOCK_N": (32, 64, 128, 256), "BLOCK_K": (16, 32, 64, 128),
+                "GROUP_M": (1, 4, 8, 16), "num_warps": (2, 4, 8), "num_stages": (2, 3, 4, 5),
+                "PREC": ("ieee", "tf32x3", "tf32")}  # fmt: skip
+    reg["matmul"] = [
+        Design("grouped", "matmul", "matmul", "grouped", mm_space, lambda i: i.kind == "matmul",
+               "one program per tile, GROUP_M band ordering"),
+        Design("split_k", "matmul", "matmul", "split_k", {**mm_space, "SPLIT_K": (2, 4, 8, 16)},
+               lambda i: i.kind == "matmul", "K split over programs, partials reduced with the epilogue"),
+        Design("persistent", "matmul", "matmul", "persistent", mm_space, lambda i: i.kind == "matmul",
+               "one program per SM walking the tiles"),
+    ]  # fmt: skip
+    # Convolutions are kept as torch ops today: the family is registered so that Triton designs
+    # (implicit GEMM, direct) can be added here with their own generator.
+    reg["conv"] = [Design("torch", "conv", "conv", "torch", {}, lambda i: False, "cuDNN through torch")]
+    return reg
+
+
+REGISTRY: dict[str, list[Design]] = _build_registry()
+DESIGN_NAMES: set[str] = {d.name for ds in REGISTRY.values() for d in ds}
+
+
+def designs_for(info: KernelInfo) -> list[Design]:
+    return [d for d in REGISTRY.get(info.family, []) if d.applies(info)]
+
+
+def find_design(family: str, name: str) -> Design | None:
+    return next((d for d in REGISTRY.get(family, []) if d.name == name), None)
+
+
+# ---- kernel facts ----------------------------------------------------------------------------------
+
+
+def kernel_info(sched: Schedule, k: Kernel) -> KernelInfo:
+    g = sched.graph
+    info = KernelInfo(k, k.kind, k.family)
+    if k.kind == "rows":
+        gen = RowKernelGen(sched, k, RowConfig(), _NullCtx())
+        groups = gen.groups
+
+        def size(gis: list[int]) -> int:
+            n = 1
+            for gi in gis:
+                for d in groups[gi][1]:
+                    n *= g.hint(k.space[d])
+            return n
+
+        info.layout = gen.layout
+        info.NK, info.NR, info.NI = size(gen.kept), size(gen.red), size(gen.inner)
+        info.split_ok = gen.split_ok()
+        info.merges = bool(gen.merges())
+        info.has_scan = bool(gen.scans)
+        info.itemsize = max((ld.value.dtype.itemsize for ld in gen.loads.values()), default=4)
+    elif k.kind == "matmul":
+        a, b = k.anchor.args  # type: ignore[union-attr]
+        shape = g.hints(k.space)
+        info.M, info.N, info.K = shape[-2], shape[-1], g.hint(a.shape[-1])
+        info.NB = 1
+        for d in shape[:-2]:
+            info.NB *= d
+        info.fp32_dot = a.dtype.itemsize == 4 and b.dtype.itemsize == 4
+        info.itemsize = a.dtype.itemsize
+    else:
+        info.numel = g.numel_hint(k.space)
+    return info
+
+
+class _NullCtx:
+    helpers: set[str] = set()
+
+    def use(self, name: str) -> str:
+        return name
+
+
+# ---- defaults --------------------------------------------------------------------------------------
+
+
+def default_design(info: KernelInfo) -> Design:
+    ds = designs_for(info)
+    if not ds:
+        raise ValueError(f"no design for a {info.kind} kernel of family {info.family}")
+    by_mode = {d.mode: d for d in ds}
+    if info.kind == "rows":
+        np2 = triton.next_power_of_2(max(info.NR, 1))
+        if "split" in by_mode and info.NK < 2 * HOPPER_SMS and info.NR >= 65536:
+            return by_mode["split"]
+        if info.layout == "cols":
+            if np2 * 64 <= 16384:
+                return by_mode["registers"]
+            return by_mode.get("online", by_mode["looped"])
+        if np2 * info.itemsize <= 16384 * 4:
+            return by_mode["registers"]
+        return by_mode.get("online", by_mode["looped"])
+    if info.kind == "matmul":
+        if (
+            "split_k" in by_mode
+            and info.M * info.N * info.NB <= 128 * 128 * 16
+            and info.K >= 4 * max(info.M, info.N)
+        ):
+            return by_mode["split_k"]
+        return by_mode["grouped"]
+    return by_mode["flat"]
+
+
+def default_config(design: Design, info: KernelInfo, tf32: bool = False) -> dict[str, Any]:
+    """Hopper defaults for a design on a kernel."""
+    if design.kind == "rows":
+        if info.layout == "cols":
+            # Enough (outer, inner-block) programs to fill the GPU, with coalesced inner tiles.
+            bi = 128
+            while bi > 16 and (info.NK // max(info.NI, 1)) * -(-info.NI // bi) < 2 * HOPPER_SMS:
+                bi //= 2
+            bi = min(bi, triton.next_power_of_2(max(info.NI, 1)))
+            if design.mode == "registers":
+                return {"BLOCK_I": bi, "TILE": 8192, "num_warps": 0}
+            return {"BLOCK_R": max(8, min(128, 4096 // bi)), "BLOCK_I": bi, "num_warps": 8}
+        if design.mode == "registers":
+            return {"TILE": 4096, "RMAX": 16384, "num_warps": 0}
+        if design.mode == "split":
+            return {"BLOCK_R": 4096, "WAVES": 4, "num_warps": 8}
+        return {"BLOCK_R": 4096, "BLOCK_M": 1, "num_warps": 8}
+    if design.kind == "matmul":
+        prec = "tf32" if tf32 else "ieee"
+        if not info.fp32_dot:
+            cfg = {
+                "BLOCK_M": 128,
+                "BLOCK_N": 256,
+                "BLOCK_K": 64,
+                "GROUP_M": 8,
+                "num_warps": 8,
+                "num_stages": 3,
+            }
+        elif prec == "tf32":
+            cfg = {
+                "BLOCK_M": 128,
+                "BLOCK_N": 128,
+                "BLOCK_K": 32,
+                "GROUP_M": 8,
+                "num_warps": 8,
+                "num_stages": 3,
+            }
+        else:
+            cfg = {
+                "BLOCK_M": 128,
+                "BLOCK_N": 128,
+                "BLOCK_K": 16,
+                "GROUP_M": 8,
+                "num_warps": 8,
+                "num_stages": 3,
+            }
+        cfg["PREC"] = prec
+        if design.mode == "split_k":
+            cfg.update({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "SPLIT_K": 8, "num_warps": 4})
+        return cfg
+    if design.mode == "grid_stride":
+        return {"BLOCK": 2048, "num_warps": 8, "WAVES": 8}
+    return {"BLOCK": 4096, "num_warps": 8}
+
+
+def make_config(design: Design, values: dict[str, Any]) -> RowConfig | MatmulConfig | PointwiseConfig:
+    if design.kind == "rows":
+        cfg: Any = RowConfig(mode=design.mode)
+    elif design.kind == "matmul":
+        cfg = MatmulConfig(mode=design.mode)
+    else:
+        cfg = PointwiseConfig(mode=design.mode)
+    for k, v in values.items():
+        if hasattr(cfg, k):
+            setattr(cfg, k, v)
+    return cfg
+
+
+def config_space(design: Design, info: KernelInfo, tf32: bool = False) -> dict[str, tuple[Any, ...]]:
+    """The values each config key may take for this design on this kernel."""
+    if design.kind == "rows":
+        space = dict(_rows_space(info.layout, design.mode))
+    else:
+        space = dict(design.space)
+    if "PREC" in space:
+        space["PREC"] = ("ieee", "tf32x3", "tf32") if tf32 else ("ieee", "tf32x3")
+        if not info.fp32_dot:
+            space.pop("PREC")
+    return space

@@ -1,0 +1,438 @@
+"""Pieces every kernel generator shares: a code writer, Triton expressions for pointwise ops, the small
+@triton.jit math helpers a generated module may need, runtime helpers for its launchers, and printing
+symbolic sizes as Python.
+
+Everything computes in fp32 registers (ints stay ints, bools are int1); loads of fp16/bf16 are widened
+and stores narrow to the output's dtype. Helpers use only `tl` primitives, so a generated module runs
+the same code on a GPU and under the Triton interpreter.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+import torch
+
+from providers.offline.ir import SymScalar
+
+# ---- a code writer ---------------------------------------------------------------------------------
+
+
+class Code:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.level = 0
+
+    def __call__(self, line: str = "") -> None:
+        self.lines.append(("    " * self.level + line) if line else "")
+
+    def indent(self) -> _Indent:
+        return _Indent(self)
+
+    def text(self) -> str:
+        return "\n".join(self.lines) + "\n"
+
+
+class _Indent:
+    def __init__(self, code: Code) -> None:
+        self.code = code
+
+    def __enter__(self) -> None:
+        self.code.level += 1
+
+    def __exit__(self, *exc: object) -> None:
+        self.code.level -= 1
+
+
+# ---- dtypes ----------------------------------------------------------------------------------------
+
+TL_DTYPE = {
+    torch.float32: "tl.float32", torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16",
+    torch.float64: "tl.float64", torch.int64: "tl.int64", torch.int32: "tl.int32", torch.int16: "tl.int16",
+    torch.int8: "tl.int8", torch.uint8: "tl.uint8", torch.bool: "tl.int1",
+}  # fmt: skip
+
+
+def cat_of(dtype: torch.dtype) -> str:
+    """'f' (computed as fp32), 'i' (integer) or 'b' (int1)."""
+    if dtype == torch.bool:
+        return "b"
+    return "f" if dtype.is_floating_point else "i"
+
+
+@dataclass
+class Operand:
+    text: str
+    cat: str  # "f" | "i" | "b"
+
+
+def literal(x: Any) -> Operand:
+    if isinstance(x, bool):
+        return Operand("True" if x else "False", "b")
+    if isinstance(x, int):
+        return Operand(str(x), "i")
+    x = float(x)
+    if math.isinf(x):
+        return Operand('float("inf")' if x > 0 else '-float("inf")', "f")
+    if math.isnan(x):
+        return Operand('float("nan")', "f")
+    return Operand(repr(x), "f")
+
+
+def as_float(o: Operand) -> str:
+    if o.cat == "f":
+        return o.text
+    if o.text in ("True", "False") or o.text.lstrip("-").isdigit():
+        return repr(float(int(o.text == "True") if o.text in ("True", "False") else int(o.text)))
+    return f"{o.text}.to(tl.float32)"
+
+
+def as_bool(o: Operand) -> str:
+    if o.cat == "b":
+        return o.text
+    return f"({o.text} != 0)"
+
+
+# ---- math helpers (emitted on demand) --------------------------------------------------------------
+
+HELPERS: dict[str, str] = {
+    "_kw_tanh": """
+@triton.jit
+def _kw_tanh(x):
+    # tanh from one exp; a short series near zero keeps the relative error small there
+    ax = tl.abs(x)
+    e = tl.exp(-2.0 * ax)
+    t = (1.0 - e) / (1.0 + e)
+    x2 = x * x
+    small = x * (1.0 + x2 * (-0.3333333333333333 + x2 * (0.13333333333333333 + x2 * -0.05396825396825397)))
+    return tl.where(ax < 0.0625, small, tl.where(x < 0, -t, t))
+""",
+    "_kw_log1p": """
+@triton.jit
+def _kw_log1p(x):
+    # log(1 + x) * x / ((1 + x) - 1) cancels the rounding of 1 + x (Goldberg)
+    u = 1.0 + x
+    d = u - 1.0
+    return tl.where(d == 0.0, x, tl.log(u) * (x / tl.where(d == 0.0, 1.0, d)))
+""",
+    "_kw_expm1": """
+@triton.jit
+def _kw_expm1(x):
+    # (exp(x) - 1) * x / log(exp(x)) cancels the rounding of exp(x) (Kahan)
+    u = tl.exp(x)
+    d = u - 1.0
+    lu = tl.log(u)
+    r = tl.where(lu == 0.0, x, d * (x / tl.where(lu == 0.0, 1.0, lu)))
+    return tl.where(x > 20.0, d, tl.where(x < -30.0, -1.0, r))
+""",
+    "_kw_softplus": """
+@triton.jit
+def _kw_softplus(x):
+    # log(1 + exp(x)) without overflow
+    return tl.maximum(x, 0.0) + _kw_log1p(tl.exp(-tl.abs(x)))
+""",
+    "_kw_pow": """
+@triton.jit
+def _kw_pow(x, y):
+    r = tl.exp2(y * tl.log2(tl.abs(x)))
+    yi = tl.floor(y)
+    is_int = yi == y
+    odd = is_int & ((yi - 2.0 * tl.floor(yi * 0.5)) != 0.0)
+    r = tl.where((x < 0) & odd, -r, r)
+    r = tl.where((x < 0) & (yi != y), float("nan"), r)
+    r = tl.where(x == 0, tl.where(y > 0, 0.0, float("inf")), r)
+    return tl.where(y == 0, 1.0, r)
+""",
+    "_kw_round": """
+@triton.jit
+def _kw_round(x):
+    # round half to even, as torch.round
+    r = tl.floor(x + 0.5)
+    tie = (r - x) == 0.5
+    odd = (r - 2.0 * tl.floor(r * 0.5)) != 0.0
+    return tl.where(tie & odd, r - 1.0, r)
+""",
+    "_kw_trunc": """
+@triton.jit
+def _kw_trunc(x):
+    return tl.where(x < 0, tl.ceil(x), tl.floor(x))
+""",
+    "_kw_mul": """
+@triton.jit
+def _kw_mul(a, b):
+    return a * b
+""",
+}
+HELPER_DEPS = {"_kw_softplus": ["_kw_log1p"]}
+
+EMITTABLE = {
+    "neg", "abs", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal",
+    "sin", "cos", "tan", "tanh", "sigmoid", "relu", "silu", "mish", "erf", "erfc", "floor", "ceil", "round",
+    "trunc", "sign", "logical_not", "isnan", "isinf", "isfinite", "sinh", "cosh", "asinh", "acosh", "atanh",
+    "gelu", "gelu_tanh", "softplus", "square", "frac", "identity", "add", "sub", "mul", "div", "floordiv",
+    "truncdiv", "remainder", "fmod", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
+    "logical_and", "logical_or", "logical_xor", "xlogy", "hypot", "logaddexp", "where", "cast", "full",
+    "iota",
+}  # fmt: skip
+
+
+@dataclass
+class ExprContext:
+    helpers: set[str] = field(default_factory=set)
+
+    def use(self, name: str) -> str:
+        self.helpers.add(name)
+        for dep in HELPER_DEPS.get(name, []):
+            self.helpers.add(dep)
+        return name
+
+
+def _pow_const(x: str, e: float, ctx: ExprContext) -> str | None:
+    table = {1.0: x, 2.0: f"({x} * {x})", 3.0: f"({x} * {x} * {x})", 4.0: f"(({x} * {x}) * ({x} * {x}))",
+             0.5: f"tl.sqrt({x})", -0.5: f"tl.rsqrt({x})", -1.0: f"(1.0 / {x})", -2.0: f"(1.0 / ({x} * {x}))",
+             0.0: "1.0"}  # fmt: skip
+    return table.get(float(e))
+
+
+def pw_expr(op: str, args: list[Operand], out: torch.dtype, attrs: dict, ctx: ExprContext) -> Operand:
+    """The Triton expression of one pointwise op on already-emitted operands."""
+    oc = cat_of(out)
+    if op == "cast":
+        a = args[0]
+        if oc == "b":
+            return Operand(as_bool(a), "b")
+        if oc == "f":
+            return Operand(as_float(a), "f")
+        if a.cat == "f":
+            # torch truncates toward zero when casting floats to integers
+            return Operand(f"{ctx.use('_kw_trunc')}({a.text}).to({TL_DTYPE[out]})", "i")
+        return Operand(f"{a.text}.to({TL_DTYPE[out]})", "i")
+    if op == "identity":
+        return args[0]
+    if op == "where":
+        c, a, b = args
+        if oc == "f":
+            return Operand(f"tl.where({as_bool(c)}, {as_float(a)}, {as_float(b)})", "f")
+        return Operand(f"tl.where({as_bool(c)}, {a.text}, {b.text})", oc)
+    if op in ("eq", "ne", "lt", "le", "gt", "ge"):
+        sym = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}[op]
+        a, b = args
+        if a.cat == "b" and b.cat == "b":
+            return Operand(f"({a.text} {sym} {b.text})", "b")
+        if "f" in (a.cat, b.cat):
+            return Operand(f"({as_float(a)} {sym} {as_float(b)})", "b")
+        return Operand(f"({a.text} {sym} {b.text})", "b")
+    if op in ("logical_and", "logical_or", "logical_xor"):
+        sym = {"logical_and": "&", "logical_or": "|", "logical_xor": "^"}[op]
+        return Operand(f"({as_bool(args[0])} {sym} {as_bool(args[1])})", "b")
+    if op == "logical_not":
+        return Operand(f"({as_bool(args[0])} == 0)", "b")
+    if op in ("isnan", "isinf", "isfinite"):
+        x = as_float(args[0])
+        t = {"isnan": f"({x} != {x})", "isinf": f'(tl.abs({x}) == float("inf"))',
+             "isfinite": f'(tl.abs({x}) < float("inf"))'}[op]  # fmt: skip
+        return Operand(t, "b")
+
+    if oc != "f":
+        return _int_expr(op, args, oc, ctx)
+
+    f = [as_float(a) for a in args]
+    x = f[0] if f else ""
+    simple = {
+        "neg": f"(-{x})", "abs": f"tl.abs({x})", "exp": f"tl.exp({x})", "exp2": f"tl.exp2({x})",
+        "log": f"tl.log({x})", "log2": f"tl.log2({x})", "log10": f"(tl.log({x}) * 0.4342944819032518)",
+        "sqrt": f"tl.sqrt({x})", "rsqrt": f"tl.rsqrt({x})", "reciprocal": f"(1.0 / {x})",
+        "sin": f"tl.sin({x})", "cos": f"tl.cos({x})", "tan": f"(tl.sin({x}) / tl.cos({x}))",
+        "sigmoid": f"tl.sigmoid({x})", "relu": f"tl.maximum({x}, 0.0)", "silu": f"({x} * tl.sigmoid({x}))",
+        "erf": f"tl.erf({x})", "erfc": f"(1.0 - tl.erf({x}))", "floor": f"tl.floor({x})",
+        "ceil": f"tl.ceil({x})", "square": f"({x} * {x})",
+        "sign": f"tl.where({x} > 0, 1.0, tl.where({x} < 0, -1.0, 0.0))",
+        "gelu": f"(0.5 * {x} * (1.0 + tl.erf({x} * 0.7071067811865476)))",
+        "sinh": f"(0.5 * (tl.exp({x}) - tl.exp(-{x})))", "cosh": f"(0.5 * (tl.exp({x}) + tl.exp(-{x})))",
+        "asinh": f"tl.where({x} < 0, -tl.log(-{x} + tl.sqrt({x} * {x} + 1.0)), tl.log({x} + tl.sqrt({x} * {x} + 1.0)))",
+        "acosh": f"tl.log({x} + tl.sqrt({x} * {x} - 1.0))",
+        "atanh": f"(0.5 * tl.log((1.0 + {x}) / (1.0 - {x})))",
+    }  # fmt: skip
+    if op in simple:
+        return Operand(simple[op], "f")
+    if op == "tanh":
+        return Operand(f"{ctx.use('_kw_tanh')}({x})", "f")
+    if op == "log1p":
+        return Operand(f"{ctx.use('_kw_log1p')}({x})", "f")
+    if op == "expm1":
+        return Operand(f"{ctx.use('_kw_expm1')}({x})", "f")
+    if op == "softplus":
+        return Operand(f"{ctx.use('_kw_softplus')}({x})", "f")
+    if op == "mish":
+        return Operand(f"({x} * {ctx.use('_kw_tanh')}({ctx.use('_kw_softplus')}({x})))", "f")
+    if op == "gelu_tanh":
+        inner = f"0.7978845608028654 * ({x} + 0.044715 * {x} * {x} * {x})"
+        return Operand(f"(0.5 * {x} * (1.0 + {ctx.use('_kw_tanh')}({inner})))", "f")
+    if op == "round":
+        return Operand(f"{ctx.use('_kw_round')}({x})", "f")
+    if op == "trunc":
+        return Operand(f"{ctx.use('_kw_trunc')}({x})", "f")
+    if op == "frac":
+        return Operand(f"({x} - {ctx.use('_kw_trunc')}({x}))", "f")
+    a, b = (f + [""])[:2]
+    binary = {
+        "add": f"({a} + {b})", "sub": f"({a} - {b})", "mul": f"({a} * {b})", "div": f"({a} / {b})",
+        "maximum": f"tl.maximum({a}, {b})", "minimum": f"tl.minimum({a}, {b})",
+        "floordiv": f"tl.floor({a} / {b})", "remainder": f"({a} - tl.floor({a} / {b}) * {b})",
+        "hypot": f"tl.sqrt({a} * {a} + {b} * {b})",
+        "xlogy": f"tl.where({a} == 0.0, 0.0, {a} * tl.log({b}))",
+    }  # fmt: skip
+    if op in binary:
+        return Operand(binary[op], "f")
+    if op == "truncdiv":
+        return Operand(f"{ctx.use('_kw_trunc')}({a} / {b})", "f")
+    if op == "fmod":
+        return Operand(f"({a} - {ctx.use('_kw_trunc')}({a} / {b}) * {b})", "f")
+    if op == "logaddexp":
+        m = f"tl.maximum({a}, {b})"
+        return Operand(f"({m} + {ctx.use('_kw_log1p')}(tl.exp(-tl.abs({a} - {b}))))", "f")
+    if op == "pow":
+        if args[1].cat != "f" or _is_number(args[1].text):
+            if _is_number(args[1].text):
+                c = _pow_const(a, float(args[1].text.strip("()")), ctx)
+                if c is not None:
+                    return Operand(c, "f")
+        return Operand(f"{ctx.use('_kw_pow')}({a}, {b})", "f")
+    raise ValueError(f"no Triton form for pointwise op {op}")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text.strip("()"))
+        return True
+    except ValueError:
+        return False
+
+
+def _int_expr(op: str, args: list[Operand], oc: str, ctx: ExprContext) -> Operand:
+    t = [a.text if a.cat != "b" else f"{a.text}.to(tl.int64)" for a in args]
+    x = t[0]
+    b = t[1] if len(t) > 1 else ""
+    table = {
+        "neg": f"(-{x})", "abs": f"tl.abs({x})", "relu": f"tl.maximum({x}, 0)", "add": f"({x} + {b})",
+        "sub": f"({x} - {b})", "mul": f"({x} * {b})", "maximum": f"tl.maximum({x}, {b})",
+        "minimum": f"tl.minimum({x}, {b})", "square": f"({x} * {x})",
+        "floordiv": f"tl.where(({x} % {b} != 0) & (({x} < 0) != ({b} < 0)), {x} // {b} - 1, {x} // {b})",
+        "remainder": f"((({x} % {b}) + {b}) % {b})", "fmod": f"({x} % {b})", "truncdiv": f"({x} // {b})",
+        "sign": f"tl.where({x} > 0, 1, tl.where({x} < 0, -1, 0))",
+    }  # fmt: skip
+    if op in table:
+        return Operand(table[op], oc)
+    if op == "pow" and _is_number(b) and float(b) in (1.0, 2.0, 3.0):
+        return Operand({1.0: x, 2.0: f"({x} * {x})", 3.0: f"({x} * {x} * {x})"}[float(b)], oc)
+    raise ValueError(f"no integer Triton form for pointwise op {op}")
+
+
+# ---- runtime helpers (Python, in the generated module) ---------------------------------------------
+
+RUNTIME = '''
+def _group_strides(t, shape, groups):
+    """Element strides of `t` broadcast to `shape`, one per group of dims the kernel walks as one.
+
+    A group is a run of dims; it can be walked with one stride when each dim's stride is the next one's
+    stride times its size. Views that break this (a rare transposed layout) are copied to contiguous.
+    """
+    for attempt in range(2):
+        st = t.expand(shape).stride()
+        out = []
+        for g in groups:
+            stride, step = 0, None
+            for d in reversed(g):
+                if shape[d] == 1:
+                    continue
+                if step is None:
+                    stride = st[d]
+                elif st[d] != step:
+                    break
+                step = st[d] * shape[d]
+            else:
+                out.append(stride)
+                continue
+            break
+        else:
+            return out
+        t = t.contiguous()
+    raise AssertionError("a contiguous tensor always walks with one stride per group")
+
+
+def _prod(values):
+    p = 1
+    for v in values:
+        p *= v
+    return p
+
+
+def _num_sms(device):
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 4
+'''
+
+
+# ---- symbolic sizes as Python ----------------------------------------------------------------------
+
+
+def py_expr(e: Any, symmap: dict[sympy.Symbol, str]) -> str:
+    """A sympy size expression as Python source over the forward's tensors."""
+    if isinstance(e, SymScalar):
+        s = py_expr(e.expr, symmap)
+        return f"float({s})" if e.is_float else s
+    if isinstance(e, bool | int | float):
+        return repr(e)
+    e = sympy.sympify(e)
+    if e.is_Integer:
+        return str(int(e))
+    if e.is_Rational:
+        return repr(float(e))
+    if e.is_Float:
+        return repr(float(e))
+    if e.is_Symbol:
+        if e not in symmap:
+            raise ValueError(f"size symbol {e} has no source tensor")
+        return symmap[e]
+    name = type(e).__name__
+    if isinstance(e, sympy.Add):
+        parts = [py_expr(a, symmap) for a in e.args]
+        return "(" + " + ".join(parts) + ")"
+    if isinstance(e, sympy.Mul):
+        num, den = [], []
+        for a in e.args:
+            if isinstance(a, sympy.Pow) and a.exp.is_Integer and int(a.exp) < 0:
+                den.append(py_expr(a.base ** (-a.exp), symmap))
+            elif a.is_Rational and not a.is_Integer:
+                if a.p != 1:
+                    num.append(str(a.p))
+                den.append(str(a.q))
+            else:
+                num.append(py_expr(a, symmap))
+        text = " * ".join(num) if num else "1"
+        if den:
+            text = f"({text}) // ({' * '.join(den)})"
+        return f"({text})"
+    if isinstance(e, sympy.Pow) and e.exp.is_Integer and int(e.exp) > 0:
+        return f"({py_expr(e.base, symmap)} ** {int(e.exp)})"
+    if isinstance(e, sympy.floor):
+        inner = e.args[0]
+        text = py_expr(inner, symmap)
+        return text if "//" in text else f"int({text})"
+    if name in ("FloorDiv", "IntTrueDiv", "CleanDiv"):
+        return f"({py_expr(e.args[0], symmap)} // {py_expr(e.args[1], symmap)})"
+    if name in ("Mod", "PythonMod"):
+        return f"({py_expr(e.args[0], symmap)} % {py_expr(e.args[1], symmap)})"
+    if name in ("Max",):
+        return "max(" + ", ".join(py_expr(a, symmap) for a in e.args) + ")"
+    if name in ("Min",):
+        return "min(" + ", ".join(py_expr(a, symmap) for a in e.args) + ")"
+    if name in ("ToFloat", "FloatTrueDiv"):
+        if name == "ToFloat":
+            return f"float({py_expr(e.args[0], symmap)})"
+        return f"({py_expr(e.args[0], symmap)} / {py_expr(e.args[1], symmap)})"
+    raise ValueError(f"cannot print size expression {e} ({name})")

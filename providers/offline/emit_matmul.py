@@ -1,0 +1,355 @@
+"""Matmul kernels: C[..., M, N] = A[..., M, K] @ B[..., K, N] with the pointwise epilogue fused in.
+
+Tiled `tl.dot` with fp32 accumulation. Operands are read through their strides, so transposed inputs
+(`A.T @ B`, `x @ W.T`) cost no copy. Batch dims along which B does not vary (a Linear applied to a 3-d
+input) are folded into M; the others go to the second grid axis. For fp32 inputs `tl.dot` uses
+`input_precision="ieee"` unless the config says otherwise ("tf32" only where TF32 is allowed;
+"tf32x3" keeps fp32-level accuracy on tensor cores).
+
+Designs (`MatmulConfig.mode`):
+- "grouped": one program per output tile, tiles ordered in GROUP_M-row bands for L2 reuse;
+- "split_k": K split over SPLIT_K programs per tile, partial tiles reduced (and the epilogue applied)
+  by a second kernel: more parallelism when M*N is small and K is long;
+- "persistent": one program per SM walking the tiles, which trims launch and tail effects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy
+import torch
+
+from providers.offline.emit import TL_DTYPE, Code, ExprContext, Operand, cat_of
+from providers.offline.emit_rows import RowKernelGen, RowPlanError, _Load
+from providers.offline.ir import SymScalar, Value, aligned, is_one
+from providers.offline.schedule import Kernel, Schedule
+
+
+@dataclass
+class MatmulConfig:
+    mode: str = "grouped"  # grouped | split_k | persistent
+    BLOCK_M: int = 128
+    BLOCK_N: int = 128
+    BLOCK_K: int = 32
+    GROUP_M: int = 8
+    SPLIT_K: int = 4
+    num_warps: int = 8
+    num_stages: int = 3
+    PREC: str = "ieee"  # ieee | tf32x3 | tf32
+
+    def as_dict(self) -> dict[str, int | str]:
+        return dict(self.__dict__)
+
+
+class MatmulGen(RowKernelGen):
+    const_shape = "[1, 1]"
+
+    def __init__(self, sched: Schedule, k: Kernel, cfg: MatmulConfig, ctx: ExprContext) -> None:
+        self.mcfg = cfg
+        assert k.anchor is not None
+        self.anchor = k.anchor
+        self.A, self.B = k.anchor.args
+        super().__init__(sched, k, cfg, ctx)  # type: ignore[arg-type]
+        self.layout = "matmul"
+        self.full_outputs = list(k.outputs)
+        self.row_outputs = []
+
+    def vclass(self, v: Value) -> str:
+        return "full"
+
+    def _collect(self) -> None:
+        seen: set[int] = set()
+        stack = list(self.k.outputs) + [v for v in self.k.values if v is not self.anchor]
+        while stack:
+            v = stack.pop()
+            if v.id in seen or v is self.anchor:
+                continue
+            seen.add(v.id)
+            if self.is_load(v):
+                self._add_load(v)
+                continue
+            for a in v.args:
+                if isinstance(a, Value):
+                    stack.append(a)
+                elif isinstance(a, SymScalar) and id(a) not in self.syms:
+                    self.syms[id(a)] = (f"sym{len(self.syms)}", a)
+
+    def _groups(self) -> None:
+        r = self.rank
+        b_al = aligned(self.B.shape[:-2], r - 2)
+        a_al = aligned(self.A.shape[:-2], r - 2)
+        classes = []
+        for d in range(r):
+            if d == r - 1:
+                classes.append("N")
+            elif d == r - 2:
+                classes.append("M")
+            else:
+                # Batch dims along which B does not change fold into M (one tall matrix).
+                classes.append("M" if is_one(b_al[d]) else "B")
+        self.a_pattern = tuple(not is_one(a_al[d]) for d in range(r - 2)) + (True, False)
+        self.b_pattern = tuple(not is_one(b_al[d]) for d in range(r - 2)) + (False, True)
+        patterns = [ld.pattern for ld in self.loads.values()] + [self.a_pattern, self.b_pattern]
+        groups: list[tuple[str, list[int]]] = []
+        prev = None
+        for d in range(r):
+            if is_one(self.S[d]) and classes[d] == "B":
+                continue
+            sig = (classes[d], tuple(p[d] for p in patterns))
+            if groups and sig == prev and classes[d] not in ("N",):
+                groups[-1][1].append(d)
+            else:
+                groups.append((classes[d], [d]))
+            prev = sig
+        self.groups = groups
+        for ld in self.loads.values():
+            ld.groups = [gi for gi, (_, dims) in enumerate(groups) if ld.pattern[dims[-1]]]
+            ld.row = False
+        self.bg = [gi for gi, (c, _) in enumerate(groups) if c == "B"]
+        self.mg = [gi for gi, (c, _) in enumerate(groups) if c == "M"]
+        self.ng = [gi for gi, (c, _) in enumerate(groups) if c == "N"]
+        self.a_groups = [gi for gi in self.bg + self.mg if self.a_pattern[groups[gi][1][-1]]]
+        self.b_groups = [gi for gi in self.bg if self.b_pattern[groups[gi][1][-1]]]
+        self.kept = list(range(len(groups)))
+        self.red = []
+
+    # ---- kernel ------------------------------------------------------------------------------------
+    def _index(self, c: Code, pid_expr: str) -> None:
+        """Tile coordinates (grouped ordering) and the per-group indices for tile `pid_expr`."""
+        c(f"tile = {pid_expr}")
+        c("num_pid_m = tl.cdiv(M, BLOCK_M)")
+        c("num_pid_n = tl.cdiv(N, BLOCK_N)")
+        c("pb = tile // (num_pid_m * num_pid_n)")
+        c("t = tile % (num_pid_m * num_pid_n)")
+        c("width = GROUP_M * num_pid_n")
+        c("first_m = (t // width) * GROUP_M")
+        c("gsize = tl.minimum(num_pid_m - first_m, GROUP_M)")
+        c("pid_m = first_m + (t % width) % gsize")
+        c("pid_n = (t % width) // gsize")
+        c("rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)")
+        c("rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)")
+        self.kidx = {}
+        self.kidx.update(self._decompose(c, "pb", self.bg, "kb", set(self.bg)))
+        mi = self._decompose(c, "rm[:, None]", self.mg, "km", set(self.mg))
+        self.kidx.update(mi)
+        for gi in self.ng:
+            self.kidx[gi] = "rn[None, :]"
+        self.ridx = {}
+
+    def _mainloop(self, c: Code, k_lo: str, k_hi: str) -> None:
+        single_m = len(self.mg) == 1
+        c("rmw = rm % M")
+        c("rnw = rn % N")
+        if single_m:
+            c("rmw = tl.max_contiguous(tl.multiple_of(rmw, BLOCK_M), BLOCK_M)")
+            c("rnw = tl.max_contiguous(tl.multiple_of(rnw, BLOCK_N), BLOCK_N)")
+        # Offsets of A's rows: the M groups, from the wrapped row index.
+        am = self._decompose(c, "rmw", self.mg, "am", set(self.mg))
+        a_terms = [f"{self.kidx[gi]} * sa{gi}" for gi in self.a_groups if gi in self.bg]
+        a_terms += [f"{am[gi]} * sa{gi}" for gi in self.a_groups if gi in self.mg]
+        b_terms = [f"{self.kidx[gi]} * sb{gi}" for gi in self.b_groups]
+        c(f"a_row = {' + '.join(a_terms) if a_terms else '0'}")
+        c(f"b_base = {' + '.join(b_terms) if b_terms else '0'}")
+        c("rk = tl.arange(0, BLOCK_K)")
+        c(f"a_ptrs = a_ptr + a_row[:, None] + ({k_lo} + rk[None, :]) * sak")
+        c(f"b_ptrs = b_ptr + b_base + ({k_lo} + rk[:, None]) * sbk + rnw[None, :] * sbn")
+        c("acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)")
+        c(f"for k0 in range({k_lo}, {k_hi}, BLOCK_K):")
+        with c.indent():
+            c(f"kmask = (k0 + rk) < {k_hi}")
+            c("a = tl.load(a_ptrs, mask=kmask[None, :], other=0.0)")
+            c("b = tl.load(b_ptrs, mask=kmask[:, None], other=0.0)")
+            if self.A.dtype == torch.float32 and self.B.dtype == torch.float32:
+                c(f'acc = tl.dot(a, b, acc, input_precision="{self.mcfg.PREC}")')
+            else:
+                c("acc = tl.dot(a, b, acc)")
+            c("a_ptrs += BLOCK_K * sak")
+            c("b_ptrs += BLOCK_K * sbk")
+
+    def _epilogue(self, c: Code) -> None:
+        c("omask = (rm[:, None] < M) & (rn[None, :] < N)")
+        self.fmask_name = "omask"
+        self.full_memo = {}
+        self.row_memo = {}
+        self.stat_names = {}
+        self.single = True
+        for v in self.k.outputs:
+            val = self.emit(c, v, "full")
+            name = self.out_names[v.id]
+            strides = [f"{name}_s{gi}" for gi in range(len(self.groups))]
+            off = self.offset(list(range(len(self.groups))), strides, False)
+            text = val.text
+            if cat_of(v.dtype) == "f" and v.dtype != torch.float32:
+                text = f"({text}).to({TL_DTYPE[v.dtype]})"
+            c(f"tl.store({name} + {off}, {text}, mask=omask)")
+
+    def emit(self, c: Code, v: Value, scope: str, memo: dict[int, Operand] | None = None) -> Operand:
+        if v is self.anchor:
+            return Operand("acc", "f")
+        return super().emit(c, v, scope, memo)
+
+    def _emit_load(self, c: Code, v: Value, cls: str) -> Operand:
+        ld = self.loads[v.id]
+        off = self.offset(ld.groups, self.load_strides(ld), False)
+        text = f"tl.load({ld.name} + {off}, mask=omask, other=0)"
+        cat = cat_of(v.dtype)
+        if cat == "f" and v.dtype != torch.float32:
+            text = f"{text}.to(tl.float32)"
+        return Operand(text, cat)
+
+    def _ab_strides(self) -> list[str]:
+        return (
+            [f"sa{gi}" for gi in self.a_groups]
+            + ["sak"]
+            + [f"sb{gi}" for gi in self.b_groups]
+            + ["sbk", "sbn"]
+        )
+
+    def _ep_params(self) -> list[str]:
+        p = [s for ld in self.loads.values() for s in self.load_strides(ld)]
+        p += [f"{self.out_names[v.id]}_s{gi}" for v in self.k.outputs for gi in range(len(self.groups))]
+        return p
+
+    def _sizes(self) -> list[str]:
+        return ["M", "N", "K", "NB"] + [f"G{gi}" for gi in range(len(self.groups))]
+
+    def _def(self, c: Code, name: str, params: list[str]) -> None:
+        c("@triton.jit")
+        c(f"def {name}(")
+        with c.indent():
+            for p in params:
+                c(p + ",")
+        c("):")
+
+    def kernel_source(self, name: str) -> str:
+        self.out_names = {v.id: f"out{i}" for i, v in enumerate(self.k.outputs)}
+        loads = [ld.name for ld in self.loads.values()]
+        outs = [self.out_names[v.id] for v in self.k.outputs]
+        syms = [n for n, _ in self.syms.values()]
+        meta = [
+            "BLOCK_M: tl.constexpr",
+            "BLOCK_N: tl.constexpr",
+            "BLOCK_K: tl.constexpr",
+            "GROUP_M: tl.constexpr",
+        ]
+        c = Code()
+        mode = self.mcfg.mode
+        if mode == "split_k":
+            self._def(c, f"{name}_partial",
+                      ["a_ptr", "b_ptr", "ws"] + self._sizes() + self._ab_strides() + meta + ["SPLIT_K: tl.constexpr"])  # fmt: skip
+            with c.indent():
+                c("ps = tl.program_id(1)")
+                self._index(c, "tl.program_id(0)")
+                c("k_per = tl.cdiv(tl.cdiv(K, SPLIT_K), BLOCK_K) * BLOCK_K")
+                c("k_lo = ps * k_per")
+                c("k_hi = tl.minimum(K, k_lo + k_per)")
+                self._mainloop(c, "k_lo", "k_hi")
+                c("w_off = ((ps * NB + pb) * M + rm[:, None]) * N + rn[None, :]")
+                c("tl.store(ws + w_off, acc, mask=(rm[:, None] < M) & (rn[None, :] < N))")
+            c()
+            self._def(c, f"{name}_reduce",
+                      loads + ["ws"] + outs + syms + self._sizes() + self._ep_params() + meta + ["SPLIT_K: tl.constexpr"])  # fmt: skip
+            with c.indent():
+                self._index(c, "tl.program_id(0)")
+                c("acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)")
+                c("for s in range(SPLIT_K):")
+                with c.indent():
+                    c("acc += tl.load(ws + ((s * NB + pb) * M + rm[:, None]) * N + rn[None, :],")
+                    c("               mask=(rm[:, None] < M) & (rn[None, :] < N), other=0.0)")
+                self._epilogue(c)
+            return c.text()
+        params = (
+            ["a_ptr", "b_ptr"] + loads + outs + syms + self._sizes() + self._ab_strides() + self._ep_params()
+        )
+        params += meta + (["NUM_PROGS: tl.constexpr"] if mode == "persistent" else [])
+        self._def(c, name, params)
+        with c.indent():
+            if mode == "persistent":
+                c("total = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N) * NB")
+                c("for tile_id in range(tl.program_id(0), total, NUM_PROGS):")
+                with c.indent():
+                    self._index(c, "tile_id")
+                    self._mainloop(c, "0", "K")
+                    self._epilogue(c)
+            else:
+                self._index(c, "tl.program_id(0)")
+                self._mainloop(c, "0", "K")
+                self._epilogue(c)
+        return c.text()
+
+    # ---- launcher ----------------------------------------------------------------------------------
+    def launcher_source(
+        self, name: str, symmap: dict[sympy.Symbol, str]
+    ) -> tuple[str, list[Value], list[SymScalar]]:
+        cfg = self.mcfg
+        c = Code()
+        tensors = [self.A, self.B] + [ld.value for ld in self.loads.values()]
+        loads = [ld.name for ld in self.loads.values()]
+        snames = [n for n, _ in self.syms.values()]
+        c(f"def _launch_{name}({', '.join(['a', 'b'] + loads + snames)}):")
+        with c.indent():
+            c("batch = tuple(torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]))")
+            c("shape = batch + (a.shape[-2], b.shape[-1])")
+            c("K, N = a.shape[-1], b.shape[-1]")
+            groups = [dims for _, dims in self.groups]
+            c(f"groups = {groups!r}")
+            for gi, dims in enumerate(groups):
+                c(f"G{gi} = _prod(shape[d] for d in {dims!r})")
+            c(f"M = _prod(shape[d] for g in {[groups[gi] for gi in self.mg]!r} for d in g)")
+            c(f"NB = _prod(shape[d] for g in {[groups[gi] for gi in self.bg]!r} for d in g)")
+            r = self.rank
+            a_groups = [groups[gi] for gi in self.a_groups] + [[r - 1]]
+            b_groups = [groups[gi] for gi in self.b_groups] + [[r - 2], [r - 1]]
+            c(f"sa = _group_strides(a, batch + (a.shape[-2], K), {a_groups!r})")
+            c(f"sb = _group_strides(b, batch + (K, N), {b_groups!r})")
+            ab = [f"sa[{i}]" for i in range(len(a_groups))] + [f"sb[{i}]" for i in range(len(b_groups))]
+            ep = []
+            for ld in self.loads.values():
+                c(f"st{ld.name} = _group_strides({ld.name}, shape, groups)")
+                ep += [f"st{ld.name}[{gi}]" for gi in ld.groups]
+            outs = []
+            for i, v in enumerate(self.k.outputs):
+                c(f"out{i} = torch.empty(shape, device=a.device, dtype={v.dtype})")
+                c(f"stout{i} = _group_strides(out{i}, shape, groups)")
+                ep += [f"stout{i}[{gi}]" for gi in range(len(groups))]
+                outs.append(f"out{i}")
+            sizes = ["M", "N", "K", "NB"] + [f"G{gi}" for gi in range(len(groups))]
+            c(f"BLOCK_M = min({cfg.BLOCK_M}, max(16, triton.next_power_of_2(M)))")
+            c(f"BLOCK_N = min({cfg.BLOCK_N}, max(16, triton.next_power_of_2(N)))")
+            c(f"BLOCK_K = min({cfg.BLOCK_K}, max(16, triton.next_power_of_2(K)))")
+            c("tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N) * NB")
+            meta = f"BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M={cfg.GROUP_M}"
+            launch = f"num_warps={cfg.num_warps}, num_stages={cfg.num_stages}"
+            if cfg.mode == "split_k":
+                c(f"SPLIT_K = max(1, min({cfg.SPLIT_K}, triton.cdiv(K, BLOCK_K)))")
+                c("ws = torch.empty((SPLIT_K, NB, M, N), device=a.device, dtype=torch.float32)")
+                c(f"{name}_partial[(tiles, SPLIT_K)](")
+                with c.indent():
+                    c(", ".join(["a", "b", "ws"] + sizes + ab) + ",")
+                    c(f"{meta}, SPLIT_K=SPLIT_K, {launch},")
+                c(")")
+                c(f"{name}_reduce[(tiles,)](")
+                with c.indent():
+                    c(", ".join(loads + ["ws"] + outs + snames + sizes + ep) + ",")
+                    c(f"{meta}, SPLIT_K=SPLIT_K, num_warps=4,")
+                c(")")
+            elif cfg.mode == "persistent":
+                c("NUM_PROGS = max(1, min(tiles, _num_sms(a.device)))")
+                c(f"{name}[(NUM_PROGS,)](")
+                with c.indent():
+                    c(", ".join(["a", "b"] + loads + outs + snames + sizes + ab + ep) + ",")
+                    c(f"{meta}, NUM_PROGS=NUM_PROGS, {launch},")
+                c(")")
+            else:
+                c(f"{name}[(tiles,)](")
+                with c.indent():
+                    c(", ".join(["a", "b"] + loads + outs + snames + sizes + ab + ep) + ",")
+                    c(f"{meta}, {launch},")
+                c(")")
+            ret = ", ".join(outs)
+            c(f"return {ret}," if len(outs) == 1 else f"return {ret}")
+        return c.text(), tensors, [s for _, s in self.syms.values()]
+
+
+__all__ = ["MatmulConfig", "MatmulGen", "RowPlanError", "_Load", "ExprContext"]

@@ -1,0 +1,171 @@
+"""Pointwise kernels: a fused chain of elementwise ops (with broadcasting) written to one or more outputs.
+
+The output space is walked with one flat index; dims are merged into groups where every tensor
+broadcasts the same way, so the common case (tensors of one shape) is a plain `base + idx * stride`.
+Designs (`PointwiseConfig.mode`):
+- "flat": one BLOCK of elements per program;
+- "grid_stride": a fixed number of programs (WAVES per SM) each walking many blocks, which trims
+  launch and tail overhead on very large tensors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy
+
+from providers.offline.emit import Code, ExprContext, Operand
+from providers.offline.emit_rows import RowKernelGen
+from providers.offline.ir import SymScalar, Value, broadcast_shapes
+from providers.offline.schedule import Kernel, Schedule
+
+
+@dataclass
+class PointwiseConfig:
+    mode: str = "flat"  # flat | grid_stride
+    BLOCK: int = 2048
+    num_warps: int = 8
+    WAVES: int = 8
+
+    def as_dict(self) -> dict[str, int | str]:
+        return dict(self.__dict__)
+
+
+class PointwiseGen(RowKernelGen):
+    const_shape = "[1]"
+
+    def __init__(self, sched: Schedule, k: Kernel, cfg: PointwiseConfig, ctx: ExprContext) -> None:
+        self.pcfg = cfg
+        super().__init__(sched, k, cfg, ctx)  # type: ignore[arg-type]
+        for ld in self.loads.values():
+            ld.row = False
+        self.layout = "flat"
+        self.full_outputs = list(k.outputs)
+        self.row_outputs = []
+
+    def vclass(self, v: Value) -> str:
+        return "full"
+
+    def is_load(self, v: Value) -> bool:
+        if getattr(self, "k", None) is not None and v in self.k.outputs and v.id in self.owned:
+            return False
+        return super().is_load(v)
+
+    def kernel_source(self, name: str) -> str:
+        c = Code()
+        self.out_names = {v.id: f"out{i}" for i, v in enumerate(self.k.outputs)}
+        params = [ld.name for ld in self.loads.values()] + [self.out_names[v.id] for v in self.k.outputs]
+        params += (
+            [n for n, _ in self.syms.values()] + ["N"] + [self.gname(gi) for gi in range(len(self.groups))]
+        )
+        for ld in self.loads.values():
+            params += self.load_strides(ld)
+        for v in self.k.outputs:
+            params += [f"{self.out_names[v.id]}_s{gi}" for gi in range(len(self.groups))]
+        params += ["BLOCK: tl.constexpr"]
+        if self.pcfg.mode == "grid_stride":
+            params += ["ITERS: tl.constexpr"]
+        c("@triton.jit")
+        c(f"def {name}(")
+        with c.indent():
+            for p in params:
+                c(p + ",")
+        c("):")
+        with c.indent():
+            self.row_memo = {}
+            self.stat_names = {}
+            self.single = True
+            if self.pcfg.mode == "grid_stride":
+                c("for it in range(ITERS):")
+                with c.indent():
+                    c("idx = (it * tl.num_programs(0) + tl.program_id(0)) * BLOCK + tl.arange(0, BLOCK)")
+                    self._body(c)
+            else:
+                c("idx = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)")
+                self._body(c)
+        return c.text()
+
+    def _body(self, c: Code) -> None:
+        c("mask = idx < N")
+        self.rowmask = "mask"
+        self.full_memo: dict[int, Operand] = {}
+        self.kidx = self._decompose(c, "idx", list(range(len(self.groups))), "k", self._needed_groups())
+        self.ridx = {}
+        for v in self.k.outputs:
+            val = self.emit(c, v, "full")
+            name = self.out_names[v.id]
+            strides = [f"{name}_s{gi}" for gi in range(len(self.groups))]
+            off = self.offset(list(range(len(self.groups))), strides, False)
+            text = val.text
+            from providers.offline.emit import TL_DTYPE, cat_of
+
+            if cat_of(v.dtype) == "f" and str(v.dtype) != "torch.float32":
+                text = f"({text}).to({TL_DTYPE[v.dtype]})"
+            c(f"tl.store({name} + {off}, {text}, mask=mask)")
+
+    def _emit_load(self, c: Code, v: Value, cls: str) -> Operand:
+        from providers.offline.emit import cat_of
+
+        ld = self.loads[v.id]
+        off = self.offset(ld.groups, self.load_strides(ld), False)
+        text = f"tl.load({ld.name} + {off}, mask=mask, other=0)"
+        cat = cat_of(v.dtype)
+        if cat == "f" and str(v.dtype) != "torch.float32":
+            text = f"{text}.to(tl.float32)"
+        return Operand(text, cat)
+
+    def launcher_source(
+        self, name: str, symmap: dict[sympy.Symbol, str]
+    ) -> tuple[str, list[Value], list[SymScalar]]:
+        from providers.offline.emit import py_expr
+
+        cfg = self.pcfg
+        c = Code()
+        tensors = [ld.value for ld in self.loads.values()]
+        tnames = [ld.name for ld in self.loads.values()]
+        snames = [n for n, _ in self.syms.values()]
+        c(f"def _launch_{name}({', '.join(tnames + snames + ['device'])}):")
+        with c.indent():
+            bshape = broadcast_shapes(*(t.shape for t in tensors)) if tensors else ()
+            exact = len(bshape) == self.rank and all(
+                sympy.simplify(a - b) == 0 for a, b in zip(bshape, self.S, strict=True)
+            )
+            if exact and tnames:
+                c(f"shape = torch.broadcast_shapes({', '.join(f'{n}.shape' for n in tnames)})")
+            else:
+                c(f"shape = ({''.join(py_expr(d, symmap) + ', ' for d in self.S)})")
+            groups = [dims for _, dims in self.groups]
+            c(f"groups = {groups!r}")
+            for gi, dims in enumerate(groups):
+                c(f"G{gi} = _prod(shape[d] for d in {dims!r})")
+            c("N = _prod(shape)")
+            stride_args = []
+            for ld in self.loads.values():
+                c(f"st = _group_strides({ld.name}, shape, groups)")
+                stride_args += [f"st{ld.name}[{gi}]" for gi in ld.groups]
+                c(f"st{ld.name} = st")
+            outs = []
+            for i, v in enumerate(self.k.outputs):
+                c(f"out{i} = torch.empty(shape, device=device, dtype={v.dtype})")
+                c(f"stout{i} = _group_strides(out{i}, shape, groups)")
+                stride_args += [f"stout{i}[{gi}]" for gi in range(len(groups))]
+                outs.append(f"out{i}")
+            c(f"BLOCK = min({cfg.BLOCK}, triton.next_power_of_2(max(N, 1)))")
+            c("nblocks = triton.cdiv(N, BLOCK)")
+            args = tnames + outs + snames + ["N"] + [f"G{gi}" for gi in range(len(groups))] + stride_args
+            if cfg.mode == "grid_stride":
+                c(f"programs = max(1, min(nblocks, {cfg.WAVES} * _num_sms(device)))")
+                c("ITERS = triton.cdiv(nblocks, programs)")
+                meta = "BLOCK=BLOCK, ITERS=ITERS"
+                grid = "(programs,)"
+            else:
+                meta = "BLOCK=BLOCK"
+                grid = "(nblocks,)"
+            c(f"{name}[{grid}](")
+            with c.indent():
+                c(", ".join(args) + ",")
+                c(f"{meta}, num_warps={cfg.num_warps},")
+            c(")")
+            ret = ", ".join(outs)
+            c(f"return {ret}," if len(outs) == 1 else f"return {ret}")
+        return c.text(), tensors, [s for _, s in self.syms.values()]

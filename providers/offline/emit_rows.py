@@ -1,0 +1,1070 @@
+"""Row kernels: reductions, softmax, norms, losses and scans over dims D of an iteration space S.
+
+The space is walked as rows (the kept dims, flattened) by reduced positions (the dims in D, flattened),
+without materialising any transpose:
+- "rows" layout, when the innermost dim is reduced: a program takes BLOCK_M rows and walks the row in
+  BLOCK_R chunks along the contiguous axis (tile [BLOCK_M, BLOCK_R], reduce along axis 1);
+- "cols" layout, when the innermost dim is kept (a reduction over a middle dim): a program takes one
+  outer index and BLOCK_I contiguous inner columns and walks the reduced dim (tile [BLOCK_R, BLOCK_I],
+  reduce along axis 0), so every load is coalesced.
+
+Dims are merged into groups where every tensor broadcasts the same way; each tensor gets one stride per
+group at run time. Designs (`RowConfig.mode`):
+- "registers": the whole row in registers (BLOCK_R = next_power_of_2(R)); every statistic is computed
+  from the one load; rows too long for registers fall back to the looped code path;
+- "looped": one pass over the row per level of statistics (max, then sum of exp; mean, then variance),
+  then a pass that writes; accumulators are tiles, reduced once after the loop;
+- "online": like looped, with dependent statistics merged into one pass (online softmax: max and sum of
+  exp together; Welford/Chan: mean and variance together);
+- "split": for few long rows (global reductions): the row is split over many programs that write partial
+  statistics, and a second kernel combines them and writes the results.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sympy
+import torch
+
+from providers.offline.emit import (
+    TL_DTYPE,
+    Code,
+    ExprContext,
+    Operand,
+    as_float,
+    cat_of,
+    literal,
+    pw_expr,
+    py_expr,
+)
+from providers.offline.ir import SymScalar, Value, aligned, is_one
+from providers.offline.schedule import Kernel, Schedule
+
+STAT_OPS = ("sum", "mean", "max", "min", "argmax", "argmin", "prod", "numel", "any", "all")
+
+
+@dataclass
+class RowConfig:
+    mode: str = "registers"  # registers | looped | online | split
+    BLOCK_M: int = 1
+    BLOCK_R: int = 1024
+    BLOCK_I: int = 64
+    TILE: int = 4096
+    RMAX: int = 16384
+    num_warps: int = 0  # 0: derived from the tile size
+    num_stages: int = 1
+    WAVES: int = 4  # split: partial programs per SM
+
+    def as_dict(self) -> dict[str, int | str]:
+        return dict(self.__dict__)
+
+
+class RowPlanError(ValueError):
+    pass
+
+
+@dataclass
+class _Load:
+    value: Value
+    name: str
+    pattern: tuple[bool, ...]  # full (True) or broadcast per dim of S
+    groups: list[int] = field(default_factory=list)  # group indices where it is full
+    row: bool = False  # broadcast over every reduced dim: loaded once per row
+
+
+class RowKernelGen:
+    """Generates the @triton.jit kernel(s) and the launcher of one row kernel."""
+
+    const_shape = "[1, 1]"
+
+    def generate(
+        self, name: str, symmap: dict[sympy.Symbol, str]
+    ) -> tuple[str, str, list[Value], list[SymScalar]]:
+        """(kernel source, launcher source, launcher tensor arguments, launcher scalar arguments)."""
+        self.kname = name
+        ksrc = self.kernel_source(name)
+        lsrc, tensors, syms = self.launcher_source(name, symmap)
+        return ksrc, lsrc, tensors, syms
+
+    def __init__(self, sched: Schedule, k: Kernel, cfg: RowConfig, ctx: ExprContext) -> None:
+        self.s = sched
+        self.k = k
+        self.cfg = cfg
+        self.ctx = ctx
+        self.S = k.space
+        self.D = set(k.dims)
+        self.rank = len(self.S)
+        self.owned = {v.id for v in k.values}
+        self.loads: dict[int, _Load] = {}
+        self.syms: dict[int, tuple[str, SymScalar]] = {}
+        self.shape_only: dict[int, Value] = {}
+        self._collect()
+        self._groups()
+        self.layout = "rows" if self.groups and self.groups[-1][0] == "R" else "cols"
+        if not any(c == "R" for c, _ in self.groups):
+            self.layout = "rows"
+        self.stats = [v for v in k.values if v.kind == "reduce"]
+        self.scans = [v for v in k.values if v.kind == "scan"]
+        self.full_outputs = [v for v in k.outputs if self.vclass(v) == "full"]
+        self.row_outputs = [v for v in k.outputs if self.vclass(v) == "row"]
+        self.level: dict[int, int] = {}
+        for v in k.values:
+            self._level(v)
+
+    # ---- classification ----------------------------------------------------------------------------
+    def is_load(self, v: Value) -> bool:
+        if v.id in self.owned:
+            return False
+        if v.kind in ("input", "param"):
+            return True
+        return self.s.owner.get(v.id) is not None
+
+    def vclass(self, v: Value) -> str:
+        if v.id in self.owned:
+            return self.s.space[v.id]
+        if v.kind == "reduce":
+            return "row"
+        al = aligned(v.shape, self.rank) if v.rank <= self.rank else v.shape
+        return "row" if all(is_one(al[d]) for d in self.D) else "full"
+
+    def _collect(self) -> None:
+        """Loads (tensors read), runtime scalars, and tensors used only for their shape."""
+        seen: set[int] = set()
+        stack = list(self.k.outputs) + list(self.k.values)
+        while stack:
+            v = stack.pop()
+            if v.id in seen:
+                continue
+            seen.add(v.id)
+            if self.is_load(v):
+                self._add_load(v)
+                continue
+            if v.kind == "reduce" and v.op == "numel":
+                x = v.args[0]
+                if self.is_load(x) and x.id not in self.loads:
+                    self.shape_only[x.id] = x
+                elif not self.is_load(x):
+                    stack.append(x)
+                continue
+            for a in v.args:
+                if isinstance(a, Value):
+                    stack.append(a)
+                elif isinstance(a, SymScalar) and id(a) not in self.syms:
+                    self.syms[id(a)] = (f"sym{len(self.syms)}", a)
+
+    def _add_load(self, v: Value) -> None:
+        if v.rank > self.rank:
+            raise RowPlanError("a tensor of higher rank than the kernel's space")
+        al = aligned(v.shape, self.rank)
+        pattern = tuple(not is_one(al[d]) and not is_one(self.S[d]) for d in range(self.rank))
+        self.loads[v.id] = _Load(v, f"in{len(self.loads)}", pattern)
+
+    def _groups(self) -> None:
+        patterns = [ld.pattern for ld in self.loads.values()]
+        for v in self._iotas():
+            d = v.attrs["dim"] + (self.rank - v.rank)
+            patterns.append(tuple(i == d for i in range(self.rank)))
+        groups: list[tuple[str, list[int]]] = []
+        prev = None
+        for d in range(self.rank):
+            if is_one(self.S[d]):
+                continue
+            sig = ("R" if d in self.D else "K", tuple(p[d] for p in patterns))
+            if groups and sig == prev:
+                groups[-1][1].append(d)
+            else:
+                groups.append((sig[0], [d]))
+            prev = sig
+        self.groups = groups
+        for ld in self.loads.values():
+            ld.groups = [gi for gi, (_, dims) in enumerate(groups) if ld.pattern[dims[0]]]
+            ld.row = all(groups[gi][0] == "K" for gi in ld.groups)
+        self.kept = [gi for gi, (c, _) in enumerate(groups) if c == "K"]
+        self.red = [gi for gi, (c, _) in enumerate(groups) if c == "R"]
+        last_r = max(self.red) if self.red else -1
+        self.inner = [gi for gi in self.kept if gi > last_r]
+        self.outer = [gi for gi in self.kept if gi < last_r]
+
+    def _iotas(self) -> list[Value]:
+        out = []
+        seen: set[int] = set()
+        stack = list(self.k.values)
+        while stack:
+            v = stack.pop()
+            if v.id in seen or self.is_load(v):
+                continue
+            seen.add(v.id)
+            if v.kind == "pw" and v.op == "iota":
+                out.append(v)
+            stack.extend(v.tensor_args)
+        return out
+
+    def _level(self, v: Value) -> int:
+        if v.id in self.level:
+            return self.level[v.id]
+        if self.is_load(v):
+            lv = 0
+        elif v.kind == "reduce":
+            lv = 0 if v.op == "numel" else 1 + self._level(v.args[0])
+        else:
+            lv = max((self._level(a) for a in v.tensor_args), default=0)
+        self.level[v.id] = lv
+        return lv
+
+    # ---- applicability -----------------------------------------------------------------------------
+    def merges(self) -> dict[int, tuple[str, Value, Value | None]]:
+        """Statistics that an online pass computes together: {dependent stat id: (kind, base stat, extra)}."""
+        out: dict[int, tuple[str, Value, Value | None]] = {}
+        stats = {v.id: v for v in self.stats}
+        for s in self.stats:
+            x = s.args[0]
+            if s.op == "sum" and x.kind == "pw" and x.op == "exp" and not self.is_load(x):
+                sub = x.args[0]
+                if (
+                    isinstance(sub, Value)
+                    and sub.kind == "pw"
+                    and sub.op == "sub"
+                    and isinstance(sub.args[1], Value)
+                ):
+                    e, mx = sub.args
+                    base = self._row_base_stat(mx)
+                    if base is not None and base.op == "max" and base.args[0] is e and base.id in stats:
+                        out[s.id] = ("softmax", base, mx)
+            if s.op in ("sum", "mean") and x.kind == "pw":
+                d = None
+                if x.op == "mul" and x.args[0] is x.args[1] and isinstance(x.args[0], Value):
+                    d = x.args[0]
+                elif x.op == "pow" and x.args[1] in (2, 2.0) and isinstance(x.args[0], Value):
+                    d = x.args[0]
+                if d is not None and d.kind == "pw" and d.op == "sub" and isinstance(d.args[1], Value):
+                    e, m = d.args
+                    base = self._row_base_stat(m)
+                    if base is not None and base is m and base.op == "mean" and base.args[0] is e:
+                        out[s.id] = ("welford", base, None)
+        return out
+
+    def _row_base_stat(self, v: Value) -> Value | None:
+        """The one statistic a row value is a function of (through row values), else None."""
+        found: list[Value] = []
+        stack = [v]
+        seen: set[int] = set()
+        while stack:
+            x = stack.pop()
+            if x.id in seen:
+                continue
+            seen.add(x.id)
+            if x.kind == "reduce" and x.id in self.owned:
+                found.append(x)
+                continue
+            if self.is_load(x) or self.vclass(x) != "row" or x.kind not in ("pw", "view"):
+                return None
+            stack.extend(x.tensor_args)
+        return found[0] if len(found) == 1 else None
+
+    def split_ok(self) -> bool:
+        return (
+            self.layout == "rows"
+            and not self.full_outputs
+            and not self.scans
+            and all(self.level.get(s.id, 0) <= 1 for s in self.stats)
+            and all(s.op in STAT_OPS for s in self.stats)
+        )
+
+    # ---- code: shared pieces -----------------------------------------------------------------------
+    def gname(self, gi: int) -> str:
+        return f"G{gi}"
+
+    def _decompose(self, c: Code, flat: str, gis: list[int], prefix: str, needed: set[int]) -> dict[int, str]:
+        """Indices of groups `gis` (outer to inner) from a flat index; only `needed` groups are named."""
+        out: dict[int, str] = {}
+        if not gis:
+            return out
+        if len(gis) == 1:
+            out[gis[0]] = flat
+            return out
+        for j, gi in enumerate(gis):
+            if gi not in needed:
+                continue
+            inner = [self.gname(g) for g in gis[j + 1 :]]
+            div = " * ".join(inner)
+            if j == 0:
+                expr = f"{flat} // ({div})" if inner else flat
+            elif not inner:
+                expr = f"{flat} % {self.gname(gi)}"
+            else:
+                expr = f"({flat} // ({div})) % {self.gname(gi)}"
+            out[gi] = f"{prefix}{gi}"
+            c(f"{prefix}{gi} = {expr}")
+        return out
+
+    def _needed_groups(self) -> set[int]:
+        need: set[int] = set()
+        for ld in self.loads.values():
+            need |= set(ld.groups)
+        for v in self._iotas():
+            d = v.attrs["dim"] + (self.rank - v.rank)
+            for gi, (_, dims) in enumerate(self.groups):
+                if d in dims:
+                    need.add(gi)
+        if self.full_outputs:
+            need |= set(range(len(self.groups)))
+        return need
+
+    def header_rows(self, c: Code) -> None:
+        c("pid = tl.program_id(0)")
+        c("rk = pid * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]")
+        c("kmask = rk < NK")
+        self.kidx = self._decompose(c, "rk", self.kept, "k", self._needed_groups())
+        self.rowid = "rk"
+        self.rowmask = "kmask"
+        self.AX = 1
+
+    def header_cols(self, c: Code) -> None:
+        c("pid = tl.program_id(0)")
+        c("n_ib = tl.cdiv(NI, BLOCK_I)")
+        c("po = pid // n_ib")
+        c("ri = (pid % n_ib) * BLOCK_I + tl.arange(0, BLOCK_I)[None, :]")
+        c("imask = ri < NI")
+        need = self._needed_groups()
+        self.kidx = self._decompose(c, "po", self.outer, "k", need)
+        self.kidx.update(self._decompose(c, "ri", self.inner, "k", need))
+        c("rowid = po * NI + ri")
+        self.rowid = "rowid"
+        self.rowmask = "imask"
+        self.AX = 0
+
+    def chunk_setup(self, c: Code, start: str) -> None:
+        if self.layout == "rows":
+            c(f"rr = {start} + tl.arange(0, BLOCK_R)[None, :]")
+            c("rmask = rr < NR")
+            c("fmask = kmask & rmask")
+        else:
+            c(f"rr = {start} + tl.arange(0, BLOCK_R)[:, None]")
+            c("rmask = rr < NR")
+            c("fmask = rmask & imask")
+        self.ridx = self._decompose(c, "rr", self.red, "r", self._needed_groups())
+
+    def offset(self, ld_groups: list[int], strides: list[str], row_only: bool) -> str:
+        terms = []
+        for gi, s in zip(ld_groups, strides, strict=True):
+            if self.groups[gi][0] == "R":
+                if row_only:
+                    continue
+                terms.append(f"{self.ridx[gi]} * {s}")
+            else:
+                terms.append(f"{self.kidx[gi]} * {s}")
+        return " + ".join(terms) if terms else "0"
+
+    def load_strides(self, ld: _Load) -> list[str]:
+        return [f"{ld.name}_s{gi}" for gi in ld.groups]
+
+    # ---- code: expressions -------------------------------------------------------------------------
+    def emit(self, c: Code, v: Value, scope: str, memo: dict[int, Operand] | None = None) -> Operand:
+        """The value of `v`, emitting what it needs into `c`.
+
+        Per-row values (class "row") are named once per program (`self.row_memo`); per-element values
+        once per chunk (`self.full_memo`). `scope` and `memo` are accepted for readability only.
+        """
+        cls = self.vclass(v)
+        memo = self.row_memo if cls == "row" else self.full_memo
+        if v.id in memo:
+            return memo[v.id]
+        if self.is_load(v):
+            op = self._emit_load(c, v, cls)
+        elif v.kind == "reduce":
+            op = self._stat_value(c, v)
+            memo[v.id] = op
+            return op
+        elif v.kind == "scan":
+            op = self._scan_value(c, v)
+        elif v.kind == "view":
+            op = self.emit(c, v.args[0], cls)
+            memo[v.id] = op
+            return op
+        elif v.kind == "pw":
+            op = self._emit_pw(c, v)
+            if v.op in ("full", "iota"):
+                memo[v.id] = op
+                return op
+        else:
+            raise RowPlanError(f"cannot compute {v.kind} {v.op} inside a row kernel")
+        name = f"v{v.id}" if cls == "full" else f"w{v.id}"
+        c(f"{name} = {op.text}")
+        out = Operand(name, op.cat)
+        memo[v.id] = out
+        return out
+
+    def _emit_pw(self, c: Code, v: Value) -> Operand:
+        if v.op == "full":
+            val = v.attrs["value"]
+            lit = (Operand(self._sym_name(val), "f" if val.is_float else "i") if isinstance(val, SymScalar)
+                   else literal(val))  # fmt: skip
+            cat = cat_of(v.dtype)
+            text = as_float(lit) if cat == "f" else lit.text
+            return Operand(f"tl.full({self.const_shape}, {text}, {TL_DTYPE[v.dtype]})", cat)
+        if v.op == "iota":
+            d = v.attrs["dim"] + (self.rank - v.rank)
+            if is_one(self.S[d]):
+                return Operand(f"tl.zeros({self.const_shape}, dtype=tl.int32)", "i")
+            gi = next(gi for gi, (_, dims) in enumerate(self.groups) if d in dims)
+            idx = self.ridx[gi] if self.groups[gi][0] == "R" else self.kidx[gi]
+            return Operand(idx, "i")
+        args = []
+        for a in v.args:
+            if isinstance(a, Value):
+                args.append(self.emit(c, a, self.vclass(a)))
+            elif isinstance(a, SymScalar):
+                args.append(Operand(self._sym_name(a), "f" if a.is_float else "i"))
+            elif isinstance(a, torch.dtype):
+                continue
+            else:
+                args.append(literal(a))
+        return pw_expr(v.op, args, v.dtype, v.attrs, self.ctx)
+
+    def _sym_name(self, s: SymScalar) -> str:
+        for name, val in self.syms.values():
+            if val is s:
+                return name
+        raise RowPlanError("unknown runtime scalar")
+
+    def _emit_load(self, c: Code, v: Value, cls: str) -> Operand:
+        ld = self.loads[v.id]
+        row_only = ld.row
+        off = self.offset(ld.groups, self.load_strides(ld), row_only)
+        mask = self.rowmask if row_only else "fmask"
+        text = f"tl.load({ld.name} + {off}, mask={mask}, other=0)"
+        cat = cat_of(v.dtype)
+        if cat == "f" and v.dtype != torch.float32:
+            text = f"{text}.to(tl.float32)"
+        return Operand(text, cat)
+
+    # ---- statistics --------------------------------------------------------------------------------
+    def _neutral(self, s: Value) -> str:
+        op = s.op
+        cat = cat_of(s.args[0].dtype) if s.op not in ("mean",) else "f"
+        if op in ("sum", "mean", "any"):
+            return "0.0" if cat == "f" else "0"
+        if op == "prod" or op == "all":
+            return "1.0" if cat == "f" else "1"
+        if op in ("max", "argmax"):
+            return '-float("inf")' if cat == "f" else "-9223372036854775807"
+        if op in ("min", "argmin"):
+            return 'float("inf")' if cat == "f" else "9223372036854775807"
+        raise RowPlanError(f"no neutral value for {op}")
+
+    def _acc_dtype(self, s: Value) -> str:
+        x = s.args[0]
+        if s.op in ("any", "all"):
+            return "tl.int32"
+        if cat_of(x.dtype) == "f" or s.op == "mean":
+            return "tl.float32"
+        return "tl.int64"
+
+    def _masked(self, c: Code, s: Value, memo: dict[int, Operand]) -> str:
+        x = self.emit(c, s.args[0], "full", memo)
+        text = x.text
+        if s.op in ("any", "all"):
+            text = f"({x.text} != 0).to(tl.int32)"
+        elif s.op == "mean" and x.cat != "f":
+            text = as_float(x)
+        elif x.cat == "b":
+            text = f"{x.text}.to(tl.int64)"
+        name = f"m{s.id}"
+        c(f"{name} = tl.where(fmask, {text}, {self._neutral(s)})")
+        return name
+
+    def _reduce_text(self, op: str, x: str, axis: int) -> str:
+        if op in ("sum", "mean", "any"):
+            return (
+                f"tl.sum({x}, axis={axis}, keep_dims=True)"
+                if op != "any"
+                else f"tl.max({x}, axis={axis}, keep_dims=True)"
+            )
+        if op in ("max",):
+            return f"tl.max({x}, axis={axis}, keep_dims=True)"
+        if op in ("min", "all"):
+            return f"tl.min({x}, axis={axis}, keep_dims=True)"
+        if op == "prod":
+            return f"tl.reduce({x}, {axis}, {self.ctx.use('_kw_mul')}, keep_dims=True)"
+        raise RowPlanError(op)
+
+    def _finish_stat(self, c: Code, s: Value, raw: str) -> None:
+        """Name the finished statistic `s{id}` in the row scope (mean divides, any/all become bool)."""
+        if s.op == "mean":
+            c(f"s{s.id} = {raw} / NR")
+        elif s.op in ("any", "all"):
+            c(f"s{s.id} = {raw} != 0")
+        else:
+            c(f"s{s.id} = {raw}")
+        self.stat_names[s.id] = Operand(f"s{s.id}", cat_of(s.dtype) if s.op not in ("mean",) else "f")
+
+    def _stat_value(self, c: Code, s: Value) -> Operand:
+        if s.id in self.stat_names:
+            return self.stat_names[s.id]
+        if s.op == "numel":
+            c(f"s{s.id} = NR * 1.0")
+            self.stat_names[s.id] = Operand(f"s{s.id}", "f")
+            return self.stat_names[s.id]
+        if not self.single:
+            raise RowPlanError(f"statistic {s.id} used before its pass")
+        # Registers: the whole row is in this tile.
+        memo = self.full_memo
+        m = self._masked(c, s, memo)
+        ax = self.AX
+        if s.op in ("argmax", "argmin"):
+            red = "tl.max" if s.op == "argmax" else "tl.min"
+            c(f"b{s.id} = {red}({m}, axis={ax}, keep_dims=True)")
+            c(
+                f"s{s.id} = tl.min(tl.where({m} == b{s.id}, rr, 2147483647), axis={ax}, keep_dims=True).to(tl.int64)"
+            )
+            self.stat_names[s.id] = Operand(f"s{s.id}", "i")
+        else:
+            self._finish_stat(c, s, self._reduce_text(s.op, m, ax))
+        return self.stat_names[s.id]
+
+    def _scan_value(self, c: Code, v: Value) -> Operand:
+        x = self.emit(c, v.args[0], "full")
+        neutral = "0.0" if x.cat == "f" else "0"
+        if v.op == "cumprod":
+            neutral = "1.0" if x.cat == "f" else "1"
+        xt = x.text if x.cat != "b" else f"{x.text}.to(tl.int64)"
+        fn = "tl.cumsum" if v.op == "cumsum" else "tl.cumprod"
+        c(f"q{v.id} = tl.where(fmask, {xt}, {neutral})")
+        if self.single:
+            return Operand(f"{fn}(q{v.id}, axis={self.AX})", cat_of(v.dtype))
+        carry = self.carries[v.id]
+        if v.op == "cumsum":
+            c(f"c{v.id} = {fn}(q{v.id}, axis={self.AX}) + {carry}")
+            self.after_chunk.append(f"{carry} = {carry} + tl.sum(q{v.id}, axis={self.AX}, keep_dims=True)")
+        else:
+            c(f"c{v.id} = {fn}(q{v.id}, axis={self.AX}) * {carry}")
+            self.after_chunk.append(
+                f"{carry} = {carry} * tl.reduce(q{v.id}, {self.AX}, {self.ctx.use('_kw_mul')}, keep_dims=True)"
+            )
+        return Operand(f"c{v.id}", cat_of(v.dtype))
+
+    # ---- code: stores ------------------------------------------------------------------------------
+    def store_full(self, c: Code, v: Value, memo: dict[int, Operand]) -> None:
+        val = self.emit(c, v, "full", memo)
+        name = self.out_names[v.id]
+        strides = [f"{name}_s{gi}" for gi in range(len(self.groups))]
+        off = self.offset(list(range(len(self.groups))), strides, False)
+        text = val.text
+        if cat_of(v.dtype) == "f" and v.dtype != torch.float32:
+            text = f"({text}).to({TL_DTYPE[v.dtype]})"
+        zero = "tl.zeros([BLOCK_M, BLOCK_R], dtype=tl.int1)" if self.layout == "rows" else \
+            "tl.zeros([BLOCK_R, BLOCK_I], dtype=tl.int1)"  # fmt: skip
+        if self.vclass(v) == "row":
+            text = f"({text}) + {zero}.to({TL_DTYPE.get(v.dtype, 'tl.float32')})"
+        c(f"tl.store({name} + {off}, {text}, mask=fmask)")
+
+    def store_row(self, c: Code, v: Value) -> None:
+        val = self.emit(c, v, "row", self.row_memo)
+        text = val.text
+        if cat_of(v.dtype) == "f" and v.dtype != torch.float32:
+            text = f"({text}).to({TL_DTYPE[v.dtype]})"
+        c(f"tl.store({self.out_names[v.id]} + {self.rowid}, {text}, mask={self.rowmask})")
+
+    # ---- the kernel --------------------------------------------------------------------------------
+    def kernel_source(self, name: str) -> str:
+        mode = self.cfg.mode
+        if mode == "split":
+            return self._split_sources(name)
+        c = Code()
+        self.out_names = {v.id: f"out{i}" for i, v in enumerate(self.k.outputs)}
+        params = self._params(extra=[])
+        c("@triton.jit")
+        c(f"def {name}(")
+        with c.indent():
+            for p in params:
+                c(p + ",")
+        c("):")
+        with c.indent():
+            self.stat_names: dict[int, Operand] = {}
+            self.row_memo: dict[int, Operand] = {}
+            (self.header_rows if self.layout == "rows" else self.header_cols)(c)
+            if mode == "registers":
+                c("if SINGLE:")
+                with c.indent():
+                    self._single_body(c)
+                c("else:")
+                with c.indent():
+                    self.stat_names = {}
+                    self.row_memo = {}
+                    self._looped_body(c, online=False)
+            else:
+                self._looped_body(c, online=(mode == "online"))
+        return c.text()
+
+    def _params(self, extra: list[str]) -> list[str]:
+        p = [ld.name for ld in self.loads.values()]
+        p += [self.out_names[v.id] for v in self.k.outputs]
+        p += extra
+        p += [name for name, _ in self.syms.values()]
+        p += ["NK", "NR"] + (["NI"] if self.layout == "cols" else [])
+        p += [self.gname(gi) for gi in range(len(self.groups))]
+        for ld in self.loads.values():
+            p += self.load_strides(ld)
+        for v in self.full_outputs:
+            p += [f"{self.out_names[v.id]}_s{gi}" for gi in range(len(self.groups))]
+        if self.layout == "rows":
+            p += ["BLOCK_M: tl.constexpr", "BLOCK_R: tl.constexpr"]
+        else:
+            p += ["BLOCK_R: tl.constexpr", "BLOCK_I: tl.constexpr"]
+        if self.cfg.mode == "registers":
+            p += ["SINGLE: tl.constexpr"]
+        return p
+
+    def _single_body(self, c: Code) -> None:
+        self.single = True
+        self.full_memo: dict[int, Operand] = {}
+        self.chunk_setup(c, "0")
+        for v in self.full_outputs:
+            self.store_full(c, v, self.full_memo)
+        for v in self.row_outputs:
+            self.store_row(c, v)
+
+    def _looped_body(self, c: Code, online: bool) -> None:
+        self.single = False
+        merges = self.merges() if online else {}
+        merged_into: dict[int, list[tuple[Value, str, Value | None]]] = {}
+        for sid, (kind, base, extra) in merges.items():
+            merged_into.setdefault(base.id, []).append(
+                (next(s for s in self.stats if s.id == sid), kind, extra)
+            )
+        skip = set(merges)
+        levels = sorted({self.level[s.id] for s in self.stats if s.op != "numel" and s.id not in skip})
+        for lv in levels:
+            group = [s for s in self.stats if self.level[s.id] == lv and s.op != "numel" and s.id not in skip]
+            self._pass(c, group, merged_into)
+        # The writing pass.
+        if self.full_outputs:
+            self._row_prereqs(c, self.full_outputs)
+            self.carries = {}
+            for v in self._scans_needed(self.full_outputs):
+                self.carries[v.id] = f"carry{v.id}"
+                neutral = "1.0" if v.op == "cumprod" else "0.0"
+                shape = "[BLOCK_M, 1]" if self.layout == "rows" else "[1, BLOCK_I]"
+                c(f"carry{v.id} = tl.full({shape}, {neutral}, tl.float32)")
+            c("for r0 in range(0, NR, BLOCK_R):")
+            with c.indent():
+                self.after_chunk: list[str] = []
+                self.chunk_setup(c, "r0")
+                memo: dict[int, Operand] = {}
+                self.full_memo = memo
+                for v in self.full_outputs:
+                    self.store_full(c, v, memo)
+                for line in self.after_chunk:
+                    c(line)
+        for v in self.row_outputs:
+            self.store_row(c, v)
+
+    def _scans_needed(self, targets: list[Value]) -> list[Value]:
+        out: list[Value] = []
+        seen: set[int] = set()
+        stack = list(targets)
+        while stack:
+            v = stack.pop()
+            if v.id in seen or self.is_load(v) or (v.kind == "reduce"):
+                continue
+            seen.add(v.id)
+            if v.kind == "scan":
+                out.append(v)
+            stack.extend(v.tensor_args)
+        return sorted(out, key=lambda v: v.id)
+
+    def _row_prereqs(self, c: Code, targets: list[Value]) -> None:
+        """Emit (before a loop) the row values the loop body will read."""
+        need: list[Value] = []
+        seen: set[int] = set()
+        stack = list(targets)
+        while stack:
+            v = stack.pop()
+            if v.id in seen:
+                continue
+            seen.add(v.id)
+            if self.vclass(v) == "row" and not (v.kind == "reduce" and v.id in self.owned and v in targets):
+                need.append(v)
+                continue
+            if self.is_load(v):
+                continue
+            if v.kind == "reduce" and v.id in self.owned:
+                stack.append(v.args[0])
+                continue
+            stack.extend(v.tensor_args)
+        for v in sorted(need, key=lambda v: v.id):
+            self.emit(c, v, "row", self.row_memo)
+
+    def _pass(self, c: Code, group: list[Value], merged_into: dict) -> None:
+        self._row_prereqs(c, group)
+        ax = self.AX
+        tile = "[BLOCK_M, BLOCK_R]" if self.layout == "rows" else "[BLOCK_R, BLOCK_I]"
+        rowshape = "[BLOCK_M, 1]" if self.layout == "rows" else "[1, BLOCK_I]"
+        welford = {s.id for s in group for (_, kind, _) in merged_into.get(s.id, []) if kind == "welford"}
+        softmax = {s.id: [(d, extra) for (d, kind, extra) in merged_into.get(s.id, []) if kind == "softmax"]
+                   for s in group}  # fmt: skip
+        self.carries = {}
+        for s in group:
+            acc = self._acc_dtype(s)
+            if s.id in welford:
+                c(f"wn{s.id} = tl.zeros({rowshape}, dtype=tl.float32)")
+                c(f"wm{s.id} = tl.zeros({rowshape}, dtype=tl.float32)")
+                c(f"w2{s.id} = tl.zeros({rowshape}, dtype=tl.float32)")
+                continue
+            c(f"a{s.id} = tl.full({tile}, {self._neutral(s)}, {acc})")
+            if s.op in ("argmax", "argmin"):
+                c(f"i{s.id} = tl.zeros({tile}, dtype=tl.int32)")
+            for d, _ in softmax.get(s.id, []):
+                c(f"e{d.id} = tl.zeros({tile}, dtype=tl.float32)")
+        for v in self._scans_needed([s.args[0] for s in group]):
+            self.carries[v.id] = f"carry{v.id}"
+            c(f"carry{v.id} = tl.full({rowshape}, {'1.0' if v.op == 'cumprod' else '0.0'}, tl.float32)")
+        c("for r0 in range(0, NR, BLOCK_R):")
+        with c.indent():
+            self.after_chunk = []
+            self.chunk_setup(c, "r0")
+            memo: dict[int, Operand] = {}
+            self.full_memo = memo
+            for s in group:
+                if s.id in welford:
+                    x = self.emit(c, s.args[0], "full", memo)
+                    xf = as_float(x)
+                    c(f"cn = tl.sum(fmask.to(tl.float32), axis={ax}, keep_dims=True)")
+                    c(
+                        f"cm = tl.sum(tl.where(fmask, {xf}, 0.0), axis={ax}, keep_dims=True) / tl.maximum(cn, 1.0)"
+                    )
+                    c(f"cd = tl.where(fmask, {xf} - cm, 0.0)")
+                    c(f"c2 = tl.sum(cd * cd, axis={ax}, keep_dims=True)")
+                    c(f"delta = cm - wm{s.id}")
+                    c(f"tot = wn{s.id} + cn")
+                    c("frac = cn / tl.maximum(tot, 1.0)")
+                    c(f"wm{s.id} = wm{s.id} + delta * frac")
+                    c(f"w2{s.id} = w2{s.id} + c2 + delta * delta * wn{s.id} * frac")
+                    c(f"wn{s.id} = tot")
+                    continue
+                m = self._masked(c, s, memo)
+                a = f"a{s.id}"
+                if s.op in ("sum", "mean"):
+                    c(f"{a} = {a} + {m}")
+                elif s.op in ("max", "any"):
+                    if softmax.get(s.id):
+                        c(f"mnew = tl.maximum({a}, {m})")
+                        c(f'msafe_old = tl.where({a} == -float("inf"), 0.0, {a})')
+                        c('msafe = tl.where(mnew == -float("inf"), 0.0, mnew)')
+                        for d, _ in softmax[s.id]:
+                            c(f"e{d.id} = e{d.id} * tl.exp(msafe_old - msafe) + tl.exp({m} - msafe)")
+                        c(f"{a} = mnew")
+                    else:
+                        c(f"{a} = tl.maximum({a}, {m})")
+                elif s.op in ("min", "all"):
+                    c(f"{a} = tl.minimum({a}, {m})")
+                elif s.op == "prod":
+                    c(f"{a} = {a} * {m}")
+                elif s.op in ("argmax", "argmin"):
+                    cmp = ">" if s.op == "argmax" else "<"
+                    c(f"upd = {m} {cmp} {a}")
+                    c(f"{a} = tl.where(upd, {m}, {a})")
+                    c(f"i{s.id} = tl.where(upd, rr, i{s.id})")
+            for line in self.after_chunk:
+                c(line)
+        # Reduce the accumulators to one value per row.
+        for s in group:
+            if s.id in welford:
+                self.stat_names[s.id] = Operand(f"wm{s.id}", "f")
+                for d, kind, _ in merged_into.get(s.id, []):
+                    if kind == "welford":
+                        c(f"s{d.id} = w2{s.id}" + (" / NR" if d.op == "mean" else ""))
+                        self.stat_names[d.id] = Operand(f"s{d.id}", "f")
+                continue
+            a = f"a{s.id}"
+            if s.op in ("argmax", "argmin"):
+                red = "tl.max" if s.op == "argmax" else "tl.min"
+                c(f"b{s.id} = {red}({a}, axis={ax}, keep_dims=True)")
+                c(
+                    f"s{s.id} = tl.min(tl.where({a} == b{s.id}, i{s.id}, 2147483647), axis={ax}, keep_dims=True).to(tl.int64)"
+                )
+                self.stat_names[s.id] = Operand(f"s{s.id}", "i")
+                continue
+            self._finish_stat(c, s, self._reduce_text(s.op, a, ax))
+            for d, extra in softmax.get(s.id, []):
+                mx = self.emit(c, extra, "row", self.row_memo)
+                c(f'msafe = tl.where({a} == -float("inf"), 0.0, {a})')
+                c(f"s{d.id} = tl.sum(e{d.id} * tl.exp(msafe - {mx.text}), axis={ax}, keep_dims=True)")
+                self.stat_names[d.id] = Operand(f"s{d.id}", "f")
+
+    # ---- split: partial statistics, then a combining kernel ----------------------------------------
+    def _split_sources(self, name: str) -> str:
+        self.out_names = {v.id: f"out{i}" for i, v in enumerate(self.k.outputs)}
+        parts = []
+        for s in self.stats:
+            if s.op == "numel":
+                continue
+            parts.append(f"p{s.id}")
+            if s.op in ("argmax", "argmin"):
+                parts.append(f"pi{s.id}")
+        c = Code()
+        saved_outputs = self.full_outputs
+        self.full_outputs = []
+        params = [ld.name for ld in self.loads.values()] + parts + [n for n, _ in self.syms.values()]
+        params += ["NK", "NR", "SPLIT", "CHUNKS"] + [self.gname(gi) for gi in range(len(self.groups))]
+        for ld in self.loads.values():
+            params += self.load_strides(ld)
+        params += ["BLOCK_M: tl.constexpr", "BLOCK_R: tl.constexpr"]
+        c("@triton.jit")
+        c(f"def {name}_partial(")
+        with c.indent():
+            for p in params:
+                c(p + ",")
+        c("):")
+        with c.indent():
+            self.stat_names = {}
+            self.row_memo = {}
+            self.single = False
+            self.header_rows(c)
+            c("ps = tl.program_id(1)")
+            group = [s for s in self.stats if s.op != "numel"]
+            self._row_prereqs(c, group)
+            tile = "[BLOCK_M, BLOCK_R]"
+            for s in group:
+                c(f"a{s.id} = tl.full({tile}, {self._neutral(s)}, {self._acc_dtype(s)})")
+                if s.op in ("argmax", "argmin"):
+                    c(f"i{s.id} = tl.zeros({tile}, dtype=tl.int32)")
+            c("for ci in range(0, CHUNKS):")
+            with c.indent():
+                self.after_chunk = []
+                self.chunk_setup(c, "(ps * CHUNKS + ci) * BLOCK_R")
+                memo: dict[int, Operand] = {}
+                self.full_memo = memo
+                for s in group:
+                    m = self._masked(c, s, memo)
+                    a = f"a{s.id}"
+                    if s.op in ("sum", "mean"):
+                        c(f"{a} = {a} + {m}")
+                    elif s.op in ("max", "any"):
+                        c(f"{a} = tl.maximum({a}, {m})")
+                    elif s.op in ("min", "all"):
+                        c(f"{a} = tl.minimum({a}, {m})")
+                    elif s.op == "prod":
+                        c(f"{a} = {a} * {m}")
+                    else:
+                        cmp = ">" if s.op == "argmax" else "<"
+                        c(f"upd = {m} {cmp} {a}")
+                        c(f"{a} = tl.where(upd, {m}, {a})")
+                        c(f"i{s.id} = tl.where(upd, rr, i{s.id})")
+            for s in group:
+                a = f"a{s.id}"
+                if s.op in ("argmax", "argmin"):
+                    red = "tl.max" if s.op == "argmax" else "tl.min"
+                    c(f"b{s.id} = {red}({a}, axis=1, keep_dims=True)")
+                    c(
+                        f"j{s.id} = tl.min(tl.where({a} == b{s.id}, i{s.id}, 2147483647), axis=1, keep_dims=True)"
+                    )
+                    c(f"tl.store(p{s.id} + rk * SPLIT + ps, b{s.id}, mask=kmask)")
+                    c(f"tl.store(pi{s.id} + rk * SPLIT + ps, j{s.id}.to(tl.int64), mask=kmask)")
+                else:
+                    op = "sum" if s.op == "mean" else s.op
+                    c(f"tl.store(p{s.id} + rk * SPLIT + ps, {self._reduce_text(op, a, 1)}, mask=kmask)")
+        c()
+        # The combining kernel: one program per BLOCK_M rows reads all partials of its rows.
+        params = (
+            [ld.name for ld in self.loads.values()] + parts + [self.out_names[v.id] for v in self.k.outputs]
+        )
+        params += [n for n, _ in self.syms.values()]
+        params += ["NK", "NR", "SPLIT"] + [self.gname(gi) for gi in range(len(self.groups))]
+        for ld in self.loads.values():
+            params += self.load_strides(ld)
+        params += ["BLOCK_M: tl.constexpr", "BLOCK_S: tl.constexpr"]
+        c("@triton.jit")
+        c(f"def {name}_combine(")
+        with c.indent():
+            for p in params:
+                c(p + ",")
+        c("):")
+        with c.indent():
+            self.stat_names = {}
+            self.row_memo = {}
+            self.header_rows(c)
+            c("sp = tl.arange(0, BLOCK_S)[None, :]")
+            c("pmask = kmask & (sp < SPLIT)")
+            for s in group:
+                neutral = self._neutral(s) if s.op != "mean" else "0.0"
+                c(f"q{s.id} = tl.load(p{s.id} + rk * SPLIT + sp, mask=pmask, other={neutral})")
+                if s.op in ("argmax", "argmin"):
+                    red = "tl.max" if s.op == "argmax" else "tl.min"
+                    c(
+                        f"qi{s.id} = tl.load(pi{s.id} + rk * SPLIT + sp, mask=pmask, other=9223372036854775807)"
+                    )
+                    c(f"b{s.id} = {red}(q{s.id}, axis=1, keep_dims=True)")
+                    c(
+                        f"s{s.id} = tl.min(tl.where(q{s.id} == b{s.id}, qi{s.id}, 9223372036854775807), axis=1, keep_dims=True)"
+                    )
+                    self.stat_names[s.id] = Operand(f"s{s.id}", "i")
+                else:
+                    op = "sum" if s.op == "mean" else s.op
+                    self._finish_stat(c, s, self._reduce_text(op, f"q{s.id}", 1))
+            for v in self.row_outputs:
+                self.store_row(c, v)
+        self.full_outputs = saved_outputs
+        return c.text()
+
+    # ---- the launcher ------------------------------------------------------------------------------
+    def launcher_source(
+        self, name: str, symmap: dict[sympy.Symbol, str]
+    ) -> tuple[str, list[Value], list[SymScalar]]:
+        """Python launcher; returns (source, tensor arguments in order, runtime scalars in order)."""
+        cfg = self.cfg
+        c = Code()
+        tensors = [ld.value for ld in self.loads.values()] + list(self.shape_only.values())
+        tnames = [ld.name for ld in self.loads.values()] + [f"shp{i}" for i in range(len(self.shape_only))]
+        snames = [n for n, _ in self.syms.values()]
+        c(f"def _launch_{name}({', '.join(tnames + snames)}):")
+        with c.indent():
+            from providers.offline.ir import broadcast_shapes
+
+            bshape = broadcast_shapes(*(t.shape for t in tensors)) if tensors else ()
+            exact = len(bshape) == self.rank and all(
+                sympy.simplify(a - b) == 0 for a, b in zip(bshape, self.S, strict=True)
+            )
+            if exact:
+                c(f"shape = torch.broadcast_shapes({', '.join(f'{n}.shape' for n in tnames)})")
+            else:
+                c(f"shape = ({', '.join(py_expr(d, symmap) for d in self.S)},)")
+            dev = tnames[0] if tnames else None
+            if dev is None:
+                raise RowPlanError("a row kernel with no tensor input")
+            groups = [dims for _, dims in self.groups]
+            c(f"groups = {groups!r}")
+            for gi, dims in enumerate(groups):
+                c(f"G{gi} = _prod(shape[d] for d in {dims!r})")
+            kept = [groups[gi] for gi in self.kept]
+            red = [groups[gi] for gi in self.red]
+            c(f"NK = _prod(shape[d] for g in {kept!r} for d in g)")
+            c(f"NR = _prod(shape[d] for g in {red!r} for d in g)")
+            if self.layout == "cols":
+                inner = [groups[gi] for gi in self.inner]
+                c(f"NI = _prod(shape[d] for g in {inner!r} for d in g)")
+            args = list(tnames[: len(self.loads)])
+            for ld in self.loads.values():
+                c(f"st = _group_strides({ld.name}, shape, groups)")
+                for gi in ld.groups:
+                    c(f"{ld.name}_s{gi} = st[{gi}]")
+            outs = []
+            for i, v in enumerate(self.k.outputs):
+                oshape = self._out_shape(v)
+                c(f"out{i} = torch.empty({oshape}, device={dev}.device, dtype={v.dtype})")
+                outs.append(f"out{i}")
+            size_args = (
+                ["NK", "NR"]
+                + (["NI"] if self.layout == "cols" else [])
+                + [f"G{gi}" for gi in range(len(groups))]
+            )
+            stride_args = [s for ld in self.loads.values() for s in self.load_strides(ld)]
+            if cfg.mode == "split":
+                self._launch_split(c, args, outs, snames, stride_args)
+            else:
+                for v in self.full_outputs:
+                    i = self.k.outputs.index(v)
+                    c(f"st = _group_strides(out{i}, shape, groups)")
+                    stride_args += [f"st[{gi}]" for gi in range(len(groups))]
+                self._launch_plain(c, args + outs + snames + size_args + stride_args)
+            ret = ", ".join(outs)
+            c(f"return {ret}," if len(outs) == 1 else f"return {ret}")
+        return c.text(), tensors, [s for _, s in self.syms.values()]
+
+    def _out_shape(self, v: Value) -> str:
+        if self.vclass(v) == "full":
+            return "shape"
+        # A per-row value: its dims are the kept dims in order, with size-1 dims where it has them.
+        kept_dims = [d for d in range(self.rank) if d not in self.D]
+        parts = []
+        ki = 0
+        nz_kept = [d for d in kept_dims if not is_one(self.S[d])]
+        for dim in v.shape:
+            if is_one(dim):
+                parts.append("1")
+                continue
+            while ki < len(nz_kept) and sympy.simplify(self.S[nz_kept[ki]] - dim) != 0:
+                ki += 1
+            if ki >= len(nz_kept):
+                raise RowPlanError(f"cannot place per-row output dims {v.shape} in {self.S}")
+            parts.append(f"shape[{nz_kept[ki]}]")
+            ki += 1
+        return "(" + "".join(p + ", " for p in parts) + ")"
+
+    def _launch_plain(self, c: Code, args: list[str]) -> None:
+        cfg = self.cfg
+        c("npow = triton.next_power_of_2(max(NR, 1))")
+        if self.layout == "rows":
+            if cfg.mode == "registers":
+                c(f"single = npow <= {cfg.RMAX}")
+                c(f"BLOCK_R = npow if single else {cfg.BLOCK_R}")
+                c(
+                    f"BLOCK_M = min(max(1, {cfg.TILE} // BLOCK_R), triton.next_power_of_2(max(NK, 1))) if single else 1"
+                )
+            else:
+                c(f"BLOCK_R = min({cfg.BLOCK_R}, npow)")
+                c(f"BLOCK_M = min({cfg.BLOCK_M}, triton.next_power_of_2(max(NK, 1)))")
+            c("grid = (triton.cdiv(NK, BLOCK_M),)")
+            tile = "BLOCK_M * BLOCK_R"
+            meta = "BLOCK_M=BLOCK_M, BLOCK_R=BLOCK_R"
+        else:
+            c(f"BLOCK_I = min({cfg.BLOCK_I}, triton.next_power_of_2(max(NI, 1)))")
+            if cfg.mode == "registers":
+                c(f"single = npow * BLOCK_I <= {cfg.TILE * 2}")
+                c(f"BLOCK_R = npow if single else {cfg.BLOCK_R}")
+            else:
+                c(f"BLOCK_R = min({cfg.BLOCK_R}, npow)")
+            c("grid = ((NK // max(NI, 1)) * triton.cdiv(NI, BLOCK_I),)")
+            tile = "BLOCK_R * BLOCK_I"
+            meta = "BLOCK_R=BLOCK_R, BLOCK_I=BLOCK_I"
+        if cfg.mode == "registers":
+            meta += ", SINGLE=single"
+        if cfg.num_warps:
+            c(f"num_warps = {cfg.num_warps}")
+        else:
+            c(f"num_warps = min(16, max(1, triton.next_power_of_2({tile} // 256)))")
+        c(f"{self.kname}[grid](")
+        with c.indent():
+            c(", ".join(args) + ",")
+            c(f"{meta}, num_warps=num_warps, num_stages={cfg.num_stages},")
+        c(")")
+
+    def _launch_split(
+        self, c: Code, args: list[str], outs: list[str], snames: list[str], strides: list[str]
+    ) -> None:
+        cfg = self.cfg
+        dev = args[0]
+        c(f"BLOCK_R = min({cfg.BLOCK_R}, triton.next_power_of_2(max(NR, 1)))")
+        c(f"BLOCK_M = min({cfg.BLOCK_M}, triton.next_power_of_2(max(NK, 1)))")
+        c("nchunks = triton.cdiv(NR, BLOCK_R)")
+        c(f"want = max(1, {cfg.WAVES} * _num_sms({dev}.device) // triton.cdiv(NK, BLOCK_M))")
+        c("CHUNKS = triton.cdiv(nchunks, max(1, min(nchunks, want, 2048)))")
+        c("SPLIT = triton.cdiv(nchunks, CHUNKS)")
+        parts = []
+        for s in self.stats:
+            if s.op == "numel":
+                continue
+            dt = "torch.float32" if self._acc_dtype(s) == "tl.float32" else "torch.int64"
+            if s.op in ("any", "all"):
+                dt = "torch.int32"
+            parts.append(f"p{s.id}")
+            c(f"p{s.id} = torch.empty((NK, SPLIT), device={dev}.device, dtype={dt})")
+            if s.op in ("argmax", "argmin"):
+                parts.append(f"pi{s.id}")
+                c(f"pi{s.id} = torch.empty((NK, SPLIT), device={dev}.device, dtype=torch.int64)")
+        sizes = [f"G{gi}" for gi in range(len(self.groups))]
+        c(f"{self.kname}_partial[(triton.cdiv(NK, BLOCK_M), SPLIT)](")
+        with c.indent():
+            c(", ".join(args + parts + snames + ["NK", "NR", "SPLIT", "CHUNKS"] + sizes + strides) + ",")
+            c(
+                f"BLOCK_M=BLOCK_M, BLOCK_R=BLOCK_R, num_warps={cfg.num_warps or 8}, num_stages={cfg.num_stages},"
+            )
+        c(")")
+        c("BLOCK_S = triton.next_power_of_2(SPLIT)")
+        c("BLOCK_MC = max(1, min(triton.next_power_of_2(max(NK, 1)), 4096 // BLOCK_S))")
+        c(f"{self.kname}_combine[(triton.cdiv(NK, BLOCK_MC),)](")
+        with c.indent():
+            c(", ".join(args + parts + outs + snames + ["NK", "NR", "SPLIT"] + sizes + strides) + ",")
+            c("BLOCK_M=BLOCK_MC, BLOCK_S=BLOCK_S, num_warps=4,")
+        c(")")

@@ -1,0 +1,206 @@
+"""The offline writer's intermediate form of a task's forward: a small graph of canonical ops.
+
+A task is traced into aten ops (analysis.py) and lowered into `Value`s of a few kinds:
+
+- `input` / `param`: tensors the forward receives (its arguments, the module's parameters and buffers);
+- `pw`: one pointwise op (unary, binary with broadcasting, where, casts, constants) on tensors and scalars;
+- `reduce`: sum / mean / max / min / argmax / argmin / prod / numel over some dims, with keepdim;
+- `scan`: cumsum / cumprod along one dim;
+- `matmul`: a (batched) matrix product A[..., M, K] @ B[..., K, N] with broadcast batch dims;
+- `view`: a view of another value (reshape, permute, expand, slice, select), done by torch in the glue;
+- `opaque`: any other aten op, kept as a torch call (convolutions, pooling, ...); `item` picks one of
+  its outputs.
+
+Softmax, norms, losses, logsumexp and friends are decomposed into these (lowering.py), so one row-kernel
+generator covers them all. Shapes are tuples of sympy expressions over the symbols of the forward's
+input sizes: a generated program never bakes a size in; `Graph.hint` gives the size seen while tracing,
+which only steers the choice of designs and block sizes.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+import torch
+
+Shape = tuple[sympy.Expr, ...]
+
+POINTWISE_UNARY = {
+    "neg", "abs", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal",
+    "sin", "cos", "tan", "tanh", "sigmoid", "relu", "silu", "mish", "erf", "erfc", "floor", "ceil", "round",
+    "trunc", "sign", "logical_not", "isnan", "isinf", "isfinite", "atan", "asin", "acos", "sinh", "cosh",
+    "asinh", "acosh", "atanh", "gelu", "gelu_tanh", "softplus", "square", "frac", "identity",
+}  # fmt: skip
+POINTWISE_BINARY = {
+    "add", "sub", "mul", "div", "floordiv", "truncdiv", "remainder", "fmod", "pow", "maximum", "minimum",
+    "atan2", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "xlogy",
+    "hypot", "copysign", "logaddexp",
+}  # fmt: skip
+POINTWISE_OTHER = {"where", "cast", "full", "iota"}
+REDUCE_OPS = {"sum", "mean", "max", "min", "argmax", "argmin", "prod", "numel", "any", "all"}
+SCAN_OPS = {"cumsum", "cumprod"}
+VIEW_OPS = {"reshape", "permute", "expand", "slice", "select"}
+
+
+@dataclass(frozen=True)
+class SymScalar:
+    """A scalar computed in the forward from input sizes (e.g. a batch size to divide by)."""
+
+    expr: sympy.Expr
+    is_float: bool = False
+
+
+Scalar = bool | int | float | SymScalar
+
+
+@dataclass(eq=False)
+class Value:
+    """One node of the graph. `args` holds Values and scalars; `attrs` the op's static parameters."""
+
+    id: int
+    kind: str
+    op: str
+    args: tuple[Any, ...]
+    shape: Shape
+    dtype: torch.dtype
+    attrs: dict[str, Any] = field(default_factory=dict)
+    origin: str = ""
+    """The aten op this value came from (e.g. "softmax", "layer_norm"): names the family of a kernel."""
+
+    def __repr__(self) -> str:
+        return f"%{self.id}:{self.kind}.{self.op}{list(self.shape)}"
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def tensor_args(self) -> list[Value]:
+        return [a for a in self.args if isinstance(a, Value)]
+
+
+class Graph:
+    """Values in topological order, with the forward's inputs, parameters and outputs."""
+
+    def __init__(self, var_to_val: dict[sympy.Symbol, int]) -> None:
+        self.values: list[Value] = []
+        self.inputs: list[Value] = []
+        self.params: list[Value] = []
+        self.outputs: list[Value] = []
+        self.output_kind = "single"  # "single" | "tuple" | "list"
+        self.sym_sources: dict[sympy.Symbol, tuple[Value, int]] = {}
+        self.var_to_val = var_to_val
+        self._ids = itertools.count()
+
+    # ---- hints -------------------------------------------------------------------------------------
+    def hint(self, e: Any) -> int:
+        """The size an expression had while tracing."""
+        if isinstance(e, int):
+            return e
+        e = sympy.sympify(e)
+        if e.is_Integer:
+            return int(e)
+        return int(e.xreplace(self.var_to_val))
+
+    def hints(self, shape: Shape) -> tuple[int, ...]:
+        return tuple(self.hint(d) for d in shape)
+
+    def numel_hint(self, shape: Shape) -> int:
+        n = 1
+        for d in self.hints(shape):
+            n *= d
+        return n
+
+    # ---- construction ------------------------------------------------------------------------------
+    def add(
+        self,
+        kind: str,
+        op: str,
+        args: tuple[Any, ...],
+        shape: Shape,
+        dtype: torch.dtype,
+        attrs: dict[str, Any] | None = None,
+        origin: str = "",
+    ) -> Value:
+        v = Value(next(self._ids), kind, op, tuple(args), tuple(sympy.sympify(d) for d in shape), dtype,
+                  dict(attrs or {}), origin)  # fmt: skip
+        self.values.append(v)
+        return v
+
+    def users(self) -> dict[int, list[Value]]:
+        out: dict[int, list[Value]] = {v.id: [] for v in self.values}
+        for v in self.values:
+            for a in v.tensor_args:
+                out[a.id].append(v)
+        return out
+
+    def prune(self) -> None:
+        """Drop values nothing needs (the outputs are the roots)."""
+        live: set[int] = set()
+        stack = list(self.outputs)
+        while stack:
+            v = stack.pop()
+            if v.id in live:
+                continue
+            live.add(v.id)
+            stack.extend(v.tensor_args)
+        keep = {v.id for v in self.inputs + self.params}
+        self.values = [v for v in self.values if v.id in live or v.id in keep]
+
+    def dump(self) -> str:
+        lines = []
+        for v in self.values:
+            args = ", ".join(repr(a) if isinstance(a, Value) else str(a) for a in v.args)
+            extra = f" {v.attrs}" if v.attrs else ""
+            lines.append(f"{v!r} = {v.op}({args}){extra} {str(v.dtype).removeprefix('torch.')}")
+        lines.append(f"outputs: {self.outputs}")
+        return "\n".join(lines)
+
+
+# ---- shape helpers ---------------------------------------------------------------------------------
+
+
+def sym_eq(a: sympy.Expr, b: sympy.Expr) -> bool:
+    return bool(sympy.simplify(sympy.sympify(a) - sympy.sympify(b)) == 0)
+
+
+def broadcast_shapes(*shapes: Shape) -> Shape:
+    """Right-aligned broadcasting of symbolic shapes (a size-1 dim stretches to the other)."""
+    rank = max((len(s) for s in shapes), default=0)
+    out: list[sympy.Expr] = []
+    for i in range(rank):
+        dim: sympy.Expr = sympy.Integer(1)
+        for s in shapes:
+            j = i - (rank - len(s))
+            if j < 0:
+                continue
+            d = sympy.sympify(s[j])
+            if d == 1:
+                continue
+            if dim == 1:
+                dim = d
+        out.append(dim)
+    return tuple(out)
+
+
+def aligned(shape: Shape, rank: int) -> Shape:
+    """`shape` right-aligned to `rank` dims (leading size-1 dims added)."""
+    return (sympy.Integer(1),) * (rank - len(shape)) + tuple(shape)
+
+
+def is_one(d: sympy.Expr) -> bool:
+    return sympy.sympify(d) == 1
+
+
+def dtype_is_float(dt: torch.dtype) -> bool:
+    return dt.is_floating_point
+
+
+def promote(*dtypes: torch.dtype) -> torch.dtype:
+    out = dtypes[0]
+    for d in dtypes[1:]:
+        out = torch.promote_types(out, d)
+    return out
