@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from nodes.search import Budget, SearchConfig
@@ -26,6 +26,9 @@ def _env(name: str, default: Any, cast: Callable[[str], Any]) -> Callable[[], An
             raise ValueError(f"environment variable {name}={raw!r} is not valid: {exc}") from exc
 
     return read
+
+
+_PYTHON_ONLY = ("chat_model", "timing_source")
 
 
 def _flag(raw: str) -> bool:
@@ -94,6 +97,10 @@ class Context:
     [KERNELWRIGHT_ROOFLINE_STOP]."""
     context_tokens: int = field(default_factory=_env("KERNELWRIGHT_CONTEXT_TOKENS", 6000, int))
     """Token budget of the prompt the context manager builds [KERNELWRIGHT_CONTEXT_TOKENS]."""
+    compile_check: bool = field(default_factory=_env("KERNELWRIGHT_COMPILE_CHECK", True, _flag))
+    """On a CPU run for a GPU target (--target), also compile each verified kernel for that GPU (registers,
+    spills, shared memory; no GPU needed) and fail kernels that do not compile for it
+    [KERNELWRIGHT_COMPILE_CHECK]."""
     eval_timeout_s: float | None = field(
         default_factory=_env("KERNELWRIGHT_EVAL_TIMEOUT_S", None, _opt_float)
     )
@@ -152,9 +159,10 @@ class Context:
 
     def to_json(self) -> dict[str, Any]:
         """The serializable fields (what a resumed run needs); the Python-only seams are left out."""
-        data = asdict(self)
-        data.pop("chat_model", None)
-        data.pop("timing_source", None)
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _PYTHON_ONLY}
+        if self.chat_model is not None:
+            # not serializable: a resumed run must be given the model again
+            data["chat_model_class"] = type(self.chat_model).__name__
         return data
 
     @classmethod

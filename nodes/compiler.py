@@ -4,7 +4,10 @@ First the static check (read with `ast` in this process, never executed): the so
 ModelNew, defines and launches a Triton kernel, does not reach the reference or fall back to torch in a
 try/except. Then a worker process of the evaluation pool imports, compiles and runs it against the
 reference (no timing here): compile errors, runtime errors, wrong shapes and mismatches come back as a
-structured EvalResult. Correct candidates go on to the profiler, the rest straight to the reflector.
+structured EvalResult. On a CPU run that writes for a GPU target (--target), a verified kernel is also
+compiled for that GPU without one (hardware.compile_feedback); a kernel the GPU backend rejects (out of
+resources, unsupported construct) fails as a compile_error. Correct candidates go on to the profiler,
+the rest straight to the reflector.
 
 Each worker evaluation is appended to the run's evaluation log before the step finishes; a step re-run
 after a crash reuses the logged result instead of evaluating the same code again.
@@ -65,6 +68,48 @@ def eval_cost(result: EvalResult, run: RunInfo) -> CostLedger:
     return CostLedger(evaluations=1, eval_s=result.wall_s, gpu_s=gpu)
 
 
+def compile_for_gpu_target(branch: Branch, ctx: Context) -> EvalResult:
+    """A CPU run writing for a GPU: compile the verified kernel's launches for that GPU, without one.
+
+    The interpreter cannot say whether a kernel fits the target (registers, shared memory) or whether
+    Triton's GPU backend accepts it; `compile_for_target` compiles every launch for the target's
+    architecture in subprocesses. A kernel that does not compile there is a compile_error, like on
+    the device; for one that does, the per-kernel summary (registers, spills) joins the feedback.
+    """
+    from hardware.compile_feedback import compile_for_target
+
+    assert branch.candidate is not None and branch.candidate.code is not None and branch.result is not None
+    run = branch.run
+    log = EvaluationLog(run.run_dir)
+    sha = code_sha(branch.candidate.code)
+    cached = log.find(run.run_id, branch.job.node_id, "target_compile", sha)
+    if cached is not None:
+        return cached
+    report = compile_for_target(
+        branch.candidate.code, branch.task, run.target, timeout_s=ctx.eval_timeout_s or 240.0, shapes="full"
+    )
+    result = branch.result.model_copy(deep=True)
+    result.extra["target_compile"] = report.summary()
+    result.extra["target_compile_s"] = report.wall_s
+    if not report.ok and report.error_kind == "compile_error":
+        result.correct = False
+        result.stage = "compile"
+        result.error_kind = "compile_error"
+        result.error = (
+            f"verified on the interpreter, but does not compile for {run.target}:\n{report.summary()}"
+        )
+    log.append(
+        EvaluationEntry(
+            run_id=run.run_id,
+            node_id=branch.job.node_id,
+            phase="target_compile",
+            code_sha256=sha,
+            result=result,
+        )
+    )
+    return result
+
+
 def compiler(branch: Branch, runtime: Runtime[Context]) -> Command[Literal["profiler", "reflector"]]:
     branch = Branch.model_validate(branch)
     ctx = runtime.context
@@ -92,8 +137,20 @@ def compiler(branch: Branch, runtime: Runtime[Context]) -> Command[Literal["prof
         )
         return Command(goto=Send("reflector", branch.model_copy(update={"result": result})))
     result, _ = evaluate_logged(branch, ctx, "verify")
-    nxt = branch.model_copy(update={"result": result, "eval_s": branch.eval_s + result.wall_s})
+    cost = eval_cost(result, branch.run)
+    eval_s = branch.eval_s + result.wall_s
+    if (
+        result.correct
+        and ctx.compile_check
+        and branch.run.device == "cpu"
+        and branch.run.target_arch != "cpu"
+    ):
+        result = compile_for_gpu_target(branch.model_copy(update={"result": result}), ctx)
+        extra_s = float(result.extra.get("target_compile_s", 0.0))
+        eval_s += extra_s
+        cost = cost + CostLedger(eval_s=extra_s)
+    nxt = branch.model_copy(update={"result": result, "eval_s": eval_s})
     return Command(
-        update={"cost": eval_cost(result, branch.run)},
+        update={"cost": cost},
         goto=Send("profiler" if result.correct else "reflector", nxt),
     )

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from hardware.result import EvalResult
 from nodes.records import utc_now
 
-Phase = Literal["verify", "time"]
+Phase = Literal["verify", "time", "target_compile"]
 LOG_NAME = "evaluations.jsonl"
 
 _locks: dict[str, threading.Lock] = {}

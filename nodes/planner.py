@@ -93,6 +93,7 @@ def start_run(state: dict[str, Any], ctx: Context, thread_id: str | None) -> tup
             device=device,
             target=target.name,
             target_display=target.display_name,
+            target_arch=target.arch,
             compute_capability=target.compute_capability,
             timing_meaningful=timing_meaningful,
             timing_note=(

@@ -106,6 +106,8 @@ def render_feedback(
             lines.append(f"{fraction_of_floor:.0%} of the roofline floor")
     else:
         lines.append(timing_note or "timing not meaningful on this device; judged on correctness only")
+    if result.extra.get("target_compile"):
+        lines.append(str(result.extra["target_compile"]))
     if result.torch_ops_remaining:
         lines.append("torch ops still in the kernel: " + ", ".join(result.torch_ops_remaining))
     return "\n".join(lines)

@@ -223,6 +223,8 @@ class RunInfo(Record):
     """Where candidates actually run: cpu or cuda."""
     target: str
     target_display: str = ""
+    target_arch: str = "cpu"
+    """cuda, hip or cpu: the architecture kernels are written for (may differ from where they run)."""
     compute_capability: int | None = None
     timing_meaningful: bool = False
     timing_note: str = ""

@@ -306,3 +306,28 @@ def test_same_seed_same_search(tmp_path):
         return [(j.decision.parent, j.action) for j in state["jobs"]]
 
     assert decisions("a", 7) == decisions("b", 7)
+
+
+@pytest.mark.slow
+def test_a_gpu_target_on_cpu_compiles_each_verified_kernel_for_the_gpu(tmp_path):
+    # num_warps=64 runs under the interpreter but no NVIDIA GPU accepts it
+    model = ScriptedChatModel(
+        script=[fenced(relu_kernel("too-wide", 1024, 64)), fenced(relu_kernel("fits", 1024, 4))]
+    )
+    ctx = make_ctx(tmp_path, model, budget=2, target="nvidia-h200")
+    state = run_graph(ctx)
+    a1, a2 = state["attempts"]
+    assert state["run"].target == "nvidia-h200" and state["run"].device == "cpu"
+    assert a1.status == "failed" and a1.result.error_kind == "compile_error"
+    assert "does not compile for nvidia-h200" in (a1.result.error or "")
+    assert a2.action == "repair" and a2.status == "correct"
+    assert "registers" in a2.feedback  # the GPU compile summary is part of the feedback
+    assert a1.reflection.rule_texts[0].startswith(
+        "You cannot use design=too-wide with BLOCK=1024,num_warps=64"
+    )
+    assert "H200" in a1.reflection.rule_texts[0]
+    phases = [
+        json.loads(line)["phase"]
+        for line in (Path(ctx.run_dir) / "evaluations.jsonl").read_text().splitlines()
+    ]  # type: ignore[arg-type]
+    assert phases.count("target_compile") == 2
