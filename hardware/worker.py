@@ -627,24 +627,23 @@ def _tensors(value: Any) -> list[Any]:
     return []
 
 
-def _clone(value: Any) -> Any:
+def _map_tensors(value: Any, fn: Any) -> Any:
+    """`value` with fn applied to every tensor in it (nested lists and tuples kept as they are)."""
     import torch
 
     if isinstance(value, torch.Tensor):
-        return value.clone()
+        return fn(value)
     if isinstance(value, list | tuple):
-        return type(value)(_clone(v) for v in value)
+        return type(value)(_map_tensors(v, fn) for v in value)
     return value
+
+
+def _clone(value: Any) -> Any:
+    return _map_tensors(value, lambda t: t.clone())
 
 
 def _detach(value: Any) -> Any:
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return value.detach()
-    if isinstance(value, list | tuple):
-        return type(value)(_detach(v) for v in value)
-    return value
+    return _map_tensors(value, lambda t: t.detach())
 
 
 def _watch_parent(parent_pid: int, tmpdir: str) -> None:
