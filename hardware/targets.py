@@ -169,15 +169,16 @@ _PROFILES: list[Target] = [
         arch="cuda",
         memory_bytes=141 * 10**9,
         memory_bandwidth_gbs=4800.0,
-        measured_copy_bandwidth_gbs=4300.0,
+        measured_copy_bandwidth_gbs=4159.0,
         peak_tflops=_HOPPER_PEAKS,
-        measured_tflops={"bf16": 790.0},
+        measured_tflops={"fp32": 50.7, "tf32": 365.1, "bf16": 734.3, "fp16": 714.5},
         aliases=("h200", "h200-sxm", "h200-141gb"),
         device_name_patterns=(r"(?<![a-z0-9])h200\b(?!.*nvl)",),
         sources="NVIDIA H200 Tensor Core GPU datasheet (SXM column, dense = half of the sparsity figure)",
         measured_note=(
-            "measured on an H200 SXM: device-to-device copy ~4300 GB/s (read + write), "
-            "bf16 8192^3 torch.matmul ~790 TFLOP/s"
+            "benchmarks/ceilings.py on one H200 SXM, 2026-11-30 (torch 2.11, CUDA 13.0): 2 GiB "
+            "device-to-device copy 4159 GB/s (read + write, median); 8192^3 torch.matmul medians on random "
+            "data fp32 50.7, tf32 365.1, bf16 734.3, fp16 714.5 TFLOP/s"
         ),
         compute_capability=90,
         sm_count=132,

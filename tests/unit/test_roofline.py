@@ -21,9 +21,9 @@ def test_pointwise_is_memory_bound_at_measured_copy_bandwidth():
     nbytes = 2.0 * N * N * 4  # read x, write y
     f = roofline_floor_ms(make_task(["pointwise"], ["torch.float32"], 0.0, nbytes), "h200")
     assert f.bound == "memory"
-    assert f.floor_ms == f.memory_ms == pytest.approx(nbytes / 4300e9 * 1e3, rel=1e-12)
+    assert f.floor_ms == f.memory_ms == pytest.approx(nbytes / 4159e9 * 1e3, rel=1e-12)
     assert f.compute_ms == 0.0
-    assert f.bandwidth_used == 4300e9 and f.bandwidth_source == "measured"
+    assert f.bandwidth_used == 4159e9 and f.bandwidth_source == "measured"
     assert f.bytes == nbytes and f.flops == 0.0 and f.target == "nvidia-h200"
 
 
@@ -32,9 +32,9 @@ def test_strict_fp32_matmul_uses_cuda_core_peak():
         make_task(["matmul"], ["torch.float32", "torch.float32"], MM_FLOPS, MM_BYTES), "h200"
     )
     assert f.math_mode == "fp32" and f.bound == "compute"
-    assert f.peak_used == pytest.approx(66.9e12) and f.peak_source == "datasheet"
-    assert f.compute_ms == pytest.approx(MM_FLOPS / 66.9e12 * 1e3, rel=1e-12)
-    assert f.memory_ms == pytest.approx(MM_BYTES / 4300e9 * 1e3, rel=1e-12)
+    assert f.peak_used == pytest.approx(50.7e12) and f.peak_source == "measured"
+    assert f.compute_ms == pytest.approx(MM_FLOPS / 50.7e12 * 1e3, rel=1e-12)
+    assert f.memory_ms == pytest.approx(MM_BYTES / 4159e9 * 1e3, rel=1e-12)
     assert f.floor_ms == f.compute_ms
     assert "CUDA cores" in f.note
 
@@ -42,14 +42,14 @@ def test_strict_fp32_matmul_uses_cuda_core_peak():
 def test_fp32_conv_uses_tf32_peak_and_says_why():
     f = roofline_floor_ms(make_task(["conv", "pointwise"], ["float32"], MM_FLOPS, MM_BYTES), "h200")
     assert f.math_mode == "tf32"
-    assert f.peak_used == pytest.approx(494.7e12)
-    assert f.compute_ms == pytest.approx(MM_FLOPS / 494.7e12 * 1e3, rel=1e-12)
+    assert f.peak_used == pytest.approx(365.1e12)
+    assert f.compute_ms == pytest.approx(MM_FLOPS / 365.1e12 * 1e3, rel=1e-12)
     assert "cuDNN" in f.note and "TF32" in f.note
 
 
 @pytest.mark.parametrize(
     "precision,mode,peak",
-    [("strict", "fp32", 66.9e12), ("tf32", "tf32", 494.7e12), ("reduced", "bf16", 790e12)],
+    [("strict", "fp32", 50.7e12), ("tf32", "tf32", 365.1e12), ("reduced", "bf16", 734.3e12)],
 )
 def test_precision_mode_changes_the_fp32_matmul_peak(precision, mode, peak):
     f = roofline_floor_ms(make_task(["matmul"], ["torch.float32"], MM_FLOPS, MM_BYTES), "h200", precision)
@@ -59,8 +59,8 @@ def test_precision_mode_changes_the_fp32_matmul_peak(precision, mode, peak):
 def test_bf16_matmul_prefers_the_measured_rate_and_can_ignore_it():
     task = make_task(["matmul"], ["torch.bfloat16", "torch.bfloat16"], MM_FLOPS, MM_BYTES / 2)
     f = roofline_floor_ms(task, "h200")
-    assert f.math_mode == "bf16" and f.peak_used == 790e12 and f.peak_source == "measured"
-    assert f.floor_ms == pytest.approx(MM_FLOPS / 790e12 * 1e3, rel=1e-12)
+    assert f.math_mode == "bf16" and f.peak_used == 734.3e12 and f.peak_source == "measured"
+    assert f.floor_ms == pytest.approx(MM_FLOPS / 734.3e12 * 1e3, rel=1e-12)
     d = roofline_floor_ms(task, "h200", measured=False)
     assert d.peak_used == pytest.approx(989.4e12) and d.peak_source == "datasheet"
     assert d.bandwidth_used == 4800e9 and d.bandwidth_source == "datasheet"

@@ -47,12 +47,12 @@ def test_hopper_numbers():
 
 def test_h200_keeps_datasheet_and_measured_apart():
     h200 = get_target("h200")
-    assert h200.measured_copy_bandwidth_gbs == 4300.0 and h200.measured_tflops == {"bf16": 790.0}
-    assert h200.bandwidth_bytes_per_s() == 4300e9 and h200.bandwidth_source() == "measured"
+    assert h200.measured_copy_bandwidth_gbs == 4159.0 and h200.measured_tflops["bf16"] == 734.3
+    assert h200.bandwidth_bytes_per_s() == 4159e9 and h200.bandwidth_source() == "measured"
     assert h200.bandwidth_bytes_per_s(measured=False) == 4800e9
-    assert h200.peak_flops("bf16") == 790e12 and h200.peak_source("bf16") == "measured"
+    assert h200.peak_flops("bf16") == 734.3e12 and h200.peak_source("bf16") == "measured"
     assert h200.peak_flops("bf16", measured=False) == pytest.approx(989.4e12)
-    assert h200.peak_source("fp32") == "datasheet" and h200.peak_source("fp64", measured=False) == "datasheet"
+    assert h200.peak_source("fp32") == "measured" and h200.peak_source("fp64") == "datasheet"
     assert "measured" in h200.measured_note
     assert get_target("h100").measured_copy_bandwidth_gbs is None
 
@@ -159,9 +159,9 @@ def test_load_ceilings(tmp_path):
     )
     t = load_ceilings(get_target("h200"), path)
     assert t.measured_copy_bandwidth_gbs == 4111.0
-    assert t.measured_tflops == {"bf16": 790.0, "fp32": 50.5}
+    assert t.measured_tflops == {**get_target("h200").measured_tflops, "fp32": 50.5}
     assert "NVIDIA H200" in t.measured_note
-    assert get_target("h200").measured_copy_bandwidth_gbs == 4300.0  # the bundled profile is untouched
+    assert get_target("h200").measured_copy_bandwidth_gbs == 4159.0  # the bundled profile is untouched
     (tmp_path / "empty.json").write_text("{}")
     with pytest.raises(ValueError, match="neither"):
         load_ceilings(get_target("h200"), tmp_path / "empty.json")
