@@ -618,13 +618,12 @@ class Runner:
 
 
 def _tensors(value: Any) -> list[Any]:
+    """The tensors in a (nested) input list or forward result, in order."""
     import torch
 
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, list | tuple):
-        return [t for v in value for t in _tensors(v)]
-    return []
+    from hardware.verify import flatten_outputs
+
+    return [v for v in flatten_outputs(value) if isinstance(v, torch.Tensor)]
 
 
 def _map_tensors(value: Any, fn: Any) -> Any:
