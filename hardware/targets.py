@@ -176,7 +176,7 @@ _PROFILES: list[Target] = [
         device_name_patterns=(r"(?<![a-z0-9])h200\b(?!.*nvl)",),
         sources="NVIDIA H200 Tensor Core GPU datasheet (SXM column, dense = half of the sparsity figure)",
         measured_note=(
-            "benchmarks/ceilings.py on one H200 SXM, 2026-11-30 (torch 2.11, CUDA 13.0): 2 GiB "
+            "measured by benchmarks/ceilings.py on one H200 SXM, 2026-11-30 (torch 2.11, CUDA 13.0): 2 GiB "
             "device-to-device copy 4159 GB/s (read + write, median); 8192^3 torch.matmul medians on random "
             "data fp32 50.7, tf32 365.1, bf16 734.3, fp16 714.5 TFLOP/s"
         ),
