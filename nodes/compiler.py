@@ -32,9 +32,12 @@ if TYPE_CHECKING:
 
 
 def eval_config(ctx: Context, run: RunInfo, *, time: bool) -> EvalConfig:
+    """Verification (time=False) checks every input shape; the timing run (time=True) re-checks the
+    timed shape only, since the compiler's run already verified the others."""
     return EvalConfig(
         device="cuda" if run.device.startswith("cuda") else "cpu",
         time=time,
+        second_shape=not time,
         seed=ctx.seed,
         precision="tf32" if ctx.allow_tf32 else "strict",
         timeout=ctx.eval_timeout_s,
