@@ -1,1 +1,9 @@
-"""kernelwright: nodes."""
+"""The optimize graph's nodes, one module each, plus what they share.
+
+planner (start a run, rebuild the tree, decide and fan out), context (the prompt, via the active
+context manager in context_builder), coder (chat model -> one ModelNew program), compiler (static check,
+worker verification, GPU compile check), profiler (timing where it means something), reflector (case,
+rule, exposure), finalize (best kernel, result.json). search is the tree-search strategy (no LangGraph),
+records the typed records, prompts every prompt text, resources the shared pools/memories/models, and
+evaluations the run's append-only evaluation log. Nothing is imported eagerly.
+"""
