@@ -176,12 +176,7 @@ class _Worker:
         self.start()
 
     def stop(self) -> None:
-        if self.conn is not None and self.proc is not None and self.proc.poll() is None:
-            try:
-                self.conn.send(("stop",))
-                self.proc.wait(timeout=5)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
+        """Kill the worker and remove its directory; it holds nothing worth a graceful exit."""
         self.kill()
         shutil.rmtree(self.tmpdir, ignore_errors=True)
 
@@ -285,7 +280,11 @@ class WorkerPool:
                 self._cond.wait()
             if self._closed:
                 raise RuntimeError("the worker pool is closed")
-            return self._idle.pop()
+            # Prefer a worker that has started (or said so) over one still starting after a restart.
+            started = [w for w in self._idle if w.ready or (w.conn is not None and w.conn.poll(0))]
+            worker = started[-1] if started else self._idle[-1]
+            self._idle.remove(worker)
+            return worker
 
     def _release(self, worker: _Worker) -> None:
         with self._cond:
