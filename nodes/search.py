@@ -34,6 +34,10 @@ Choosing the next expansion
    rewards of the finished nodes of the subtree; a pending node therefore counts as a visit with
    reward 0 (virtual loss), which spreads k simultaneous expansions over the tree. r(v) is v's own
    reward (1.0 for the root). Ties go to the expand option, then to the older child.
+   A repair stands in for the failure it fixed: when a repair scores better than the failed node it
+   repairs, that node (and the failed nodes before it on the same repair chain) is credited with the
+   repair's reward in W, so a design that needed a fix is valued as the kernel it became, not as a
+   failure. Its own status and reward stay as evaluated; only W (the value UCT sees) changes.
 3. The action at the chosen node: the root takes a large step; a node with `max_small_children`
    (default 2) small-step children is forced to take a large step; otherwise a large step with
    probability `p_large` (default 0.2), else a small step. Only correct nodes are expanded this way.
@@ -130,7 +134,9 @@ class TreeNode(BaseModel):
     visits: int = 1
     """Nodes in this subtree, this one and pending ones included."""
     value_sum: float = 0.0
-    """Sum of the rewards of the finished nodes in this subtree."""
+    """Sum of the credits of the finished nodes in this subtree."""
+    credit: float = 0.0
+    """What this node adds to W: its reward, raised to a later repair's reward when one fixed it."""
 
     @property
     def q(self) -> float:
@@ -356,10 +362,22 @@ class SearchTree:
         node.speedup = outcome.speedup if outcome.status == "correct" else None
         node.fraction_of_floor = outcome.fraction_of_floor if outcome.status == "correct" else None
         node.reward = r
-        node.value_sum += r
-        for anc in self._ancestors(node):
-            anc.value_sum += r
+        self._credit(node, r)
+        # a repair that did better stands in for the failures it fixed, up its repair chain
+        cur = node
+        while cur.action == "repair" and cur.parent is not None:
+            failed = self.nodes[cur.parent]
+            if r <= failed.credit:
+                break
+            self._credit(failed, r - failed.credit)
+            cur = failed
         return r
+
+    def _credit(self, node: TreeNode, delta: float) -> None:
+        node.credit += delta
+        node.value_sum += delta
+        for anc in self._ancestors(node):
+            anc.value_sum += delta
 
     def best(self) -> TreeNode | None:
         """The fastest correct node; with no timing, the earliest correct one; None if none is correct."""

@@ -183,8 +183,12 @@ def test_visits_and_values_stay_consistent_and_pending_nodes_are_virtual_losses(
     for node in tree.nodes.values():
         ids = subtree(node.id)
         assert node.visits == len(ids)
-        own = [tree.nodes[i].reward for i in ids if i != ROOT_ID]
-        assert node.value_sum == pytest.approx(sum(r for r in own if r is not None))
+        credits = [tree.nodes[i].credit for i in ids if i != ROOT_ID]
+        assert node.value_sum == pytest.approx(sum(credits))
+        if node.status not in ("root", "pending"):
+            assert node.reward is not None and node.credit >= node.reward
+            if node.action != "repair" and node.status == "correct":
+                assert node.credit == pytest.approx(node.reward)
         assert node.small_children <= 2
         assert node.repair_depth <= 2
         if node.parent == ROOT_ID:
@@ -308,3 +312,26 @@ def test_summary_counts():
     assert s["by_action"] == {"large_step": 1, "repair": 1}
     assert s["best"] == "n2"
     assert math.isfinite(float(s["max_depth"]))  # type: ignore[arg-type]
+
+
+def test_a_successful_repair_stands_in_for_the_failures_it_fixed():
+    tree = SearchTree(SearchConfig(c_explore=0.0, c_expand=0.0))
+    step(tree, Outcome(status="failed"))  # n1
+    step(tree, Outcome(status="wrong"))  # n2 repairs n1
+    step(tree, Outcome(status="correct", speedup=2.0))  # n3 repairs n2
+    r = reward_for("correct", 2.0)
+    assert [tree.nodes[n].status for n in ("n1", "n2", "n3")] == ["failed", "wrong", "correct"]
+    assert tree.nodes["n1"].reward == 0.0 and tree.nodes["n2"].reward == 0.05
+    assert tree.nodes["n1"].credit == pytest.approx(r) and tree.nodes["n2"].credit == pytest.approx(r)
+    assert tree.nodes["n1"].q == pytest.approx(r)  # valued as the kernel it became
+    # so the search refines the repaired kernel rather than starting over at the root
+    d = tree.select()
+    assert d is not None and d.parent == "n3"
+
+
+def test_a_failed_repair_does_not_lower_credit():
+    tree = SearchTree()
+    step(tree, Outcome(status="wrong"))
+    step(tree, Outcome(status="failed"))
+    assert tree.nodes["n1"].credit == pytest.approx(0.05)
+    assert tree.root.value_sum == pytest.approx(0.05)
