@@ -16,10 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from hardware.result import PrecisionMode, Versions
 
 DeviceChoice = Literal["auto", "cpu", "cuda"]
-WorkerStage = Literal["compile", "correctness", "timing", "baseline"]
+WorkerStage = Literal["reference", "compile", "correctness", "timing", "baseline"]
 """Stages the worker reports while it runs a job; each has its own time limit.
 
-`compile` covers importing the candidate, building ModelNew and its first forward (where Triton
+`reference` covers loading the task and computing its inputs and outputs (once per worker; running
+past the limit there is a harness error, not the candidate's); `compile` covers importing the candidate, building ModelNew and its first forward (where Triton
 compiles); `correctness` the verification trials; `timing` the interleaved candidate/eager timing;
 `baseline` timing the torch.compile'd reference, once per task (a timeout there is not the candidate's
 fault: the verified result is kept and the baseline reported missing).
@@ -28,7 +29,13 @@ fault: the verified result is kept and the baseline reported missing).
 # Default limits in seconds, relative to a 120 s base that `timeout` replaces. Compiling an autotuned
 # kernel on a GPU and torch.compile'ing a reference are the slow steps; verification rarely is.
 _BASE_TIMEOUT_S = 120.0
-_STAGE_SHARE: dict[str, float] = {"compile": 1.0, "correctness": 1.0, "timing": 1.0, "baseline": 2.5}
+_STAGE_SHARE: dict[str, float] = {
+    "reference": 2.5,
+    "compile": 1.0,
+    "correctness": 1.0,
+    "timing": 1.0,
+    "baseline": 2.5,
+}
 
 
 class EvalConfig(BaseModel):
@@ -40,7 +47,8 @@ class EvalConfig(BaseModel):
     """Where the candidate runs: `cuda` (one worker per GPU), `cpu` (Triton interpreter) or `auto`."""
     timeout: float | None = Field(default=None, gt=0)
     """One override for every stage: compile, correctness and timing get `timeout` seconds each, the
-    torch.compile baseline 2.5x as much. A per-stage field below, when set, wins over it."""
+    reference and the torch.compile baseline 2.5x as much. A per-stage field below, when set, wins."""
+    reference_timeout_s: float | None = Field(default=None, gt=0)
     compile_timeout_s: float | None = Field(default=None, gt=0)
     correctness_timeout_s: float | None = Field(default=None, gt=0)
     timing_timeout_s: float | None = Field(default=None, gt=0)

@@ -40,13 +40,21 @@ from types import TracebackType
 from typing import Any, Literal
 
 from hardware.config import EvalConfig, toolchain_versions
-from hardware.result import EvalResult, Versions
+from hardware.result import EvalResult, Stage, Versions
 from hardware.static_check import static_check
 from tasks.task import Task
 
 _REPO_ROOT = str(Path(__file__).resolve().parent.parent)
 _LOG_TAIL_CHARS = 1500
 _job_ids = itertools.count(1)
+# The result's stage for a worker stage that ended in a timeout or crash ("reference" is the harness's).
+_RESULT_STAGE: dict[str, Stage] = {
+    "reference": "compile",
+    "compile": "compile",
+    "correctness": "correctness",
+    "timing": "timing",
+    "baseline": "timing",
+}
 
 
 def resolve_device(device: str) -> Literal["cpu", "cuda"]:
@@ -350,7 +358,7 @@ class WorkerPool:
             res.error = problem[-2000:]
             return res
         assert worker.conn is not None
-        stage = "compile"
+        stage = "reference"
         limit = cfg.stage_timeout(stage)
         deadline = time.monotonic() + limit
         partial: EvalResult | None = None
@@ -392,7 +400,12 @@ class WorkerPool:
             partial.timing_note = (partial.timing_note or "") + f"; torch.compile baseline: {msg}"
             return partial
         res = partial if partial is not None else self._base_result(cfg, worker)
-        res.stage = {"compile": "compile", "correctness": "correctness"}.get(stage, "timing")  # type: ignore[assignment]
+        if stage == "reference":
+            res.stage = "compile"
+            res.error_kind = "harness_error"
+            res.error = f"the task's reference (model, inputs, outputs) is too slow here: {msg}"[-2000:]
+            return res
+        res.stage = _RESULT_STAGE.get(stage, "compile")
         res.error_kind = "timeout"
         res.error = (msg + (f"\nworker output:\n{log}" if log else ""))[-2000:]
         if stage != "timing":
@@ -407,11 +420,10 @@ class WorkerPool:
         worker.restart()
         res = partial if partial is not None else self._base_result(cfg, worker)
         res.correct = False
-        res.stage = {"compile": "compile", "correctness": "correctness"}.get(stage, "timing")  # type: ignore[assignment]
-        res.error_kind = "crash"
-        res.error = (f"{_died(code)} during the {stage} stage; it was restarted\nworker output:\n{log}")[
-            -2000:
-        ]
+        res.stage = _RESULT_STAGE.get(stage, "compile")
+        # Dying while computing the reference is the harness's (or the task's) problem, not the candidate's.
+        res.error_kind = "harness_error" if stage == "reference" else "crash"
+        res.error = f"{_died(code)} during the {stage} stage; it was restarted\nworker output:\n{log}"[-2000:]
         return res
 
 

@@ -409,26 +409,33 @@ class Runner:
             f"precision {cfg.precision}: TF32 {'on' if cfg.precision != 'strict' else 'off'} for matmul and "
             "cuDNN conv, reference included"
         )
-        self._stage(job_id, "compile")
+        # The reference first, under its own time limit: a slow reference is not the candidate's fault.
+        self._stage(job_id, "reference")
         try:
             task = self._task(job)
+            has_small = callable(getattr(task.module, "get_small_inputs", None))
+            if self.device == "cuda":
+                sizes = [False, True] if has_small and cfg.second_shape else [False]
+            else:
+                sizes = [True] if has_small else [False]
+            refs = {small: self._reference(task, small, cfg.seed) for small in sizes}
+            for small in sizes:
+                for trial in range(cfg.trials):
+                    self._sample(task, refs[small], cfg.seed + trial, cfg.precision)
         except Exception as exc:
-            self._fail(res, "compile", "harness_error", f"the task could not be loaded: {exc}")
-        module, path = self._import_candidate(job, res)
-        model_cls = getattr(module, "ModelNew", None)
-        if not isinstance(model_cls, type):
-            self._fail(res, "parse", "static_check", "the candidate defines no ModelNew class")
-
-        has_small = callable(getattr(task.module, "get_small_inputs", None))
-        if self.device == "cuda":
-            sizes = [False, True] if has_small and cfg.second_shape else [False]
-        else:
-            sizes = [True] if has_small else [False]
+            self._fail(res, "compile", "harness_error", f"the reference could not run: {exc}")
+        if self.device != "cuda":
             notes.append(
                 "CPU: verified on get_small_inputs() only"
                 if has_small
                 else "CPU: the task has no get_small_inputs(); verified on the full inputs"
             )
+
+        self._stage(job_id, "compile")
+        module, path = self._import_candidate(job, res)
+        model_cls = getattr(module, "ModelNew", None)
+        if not isinstance(model_cls, type):
+            self._fail(res, "parse", "static_check", "the candidate defines no ModelNew class")
 
         from tasks import task_model
 
@@ -437,10 +444,7 @@ class Runner:
         max_abs = max_rel = 0.0
         tolerances = []
         for small in sizes:
-            try:
-                ref = self._reference(task, small, cfg.seed)
-            except Exception as exc:
-                self._fail(res, "compile", "harness_error", f"the reference could not be built: {exc}")
+            ref = refs[small]
             key = tuple(map(repr, ref.init_inputs))
             model: Any = models.get(key)
             if model is None:
@@ -465,10 +469,7 @@ class Runner:
             shape_label = "small" if small else "full"
             for trial in range(cfg.trials):
                 seed = cfg.seed + trial
-                try:
-                    inputs, ref_out = self._sample(task, ref, seed, cfg.precision)
-                except Exception as exc:
-                    self._fail(res, "correctness", "harness_error", f"the reference failed: {exc}")
+                inputs, ref_out = self._sample(task, ref, seed, cfg.precision)
                 if trial == 0:
                     res.shapes_checked.append([list(t.shape) for t in _tensors(inputs)])
                 out = self._call_candidate(

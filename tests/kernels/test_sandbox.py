@@ -124,8 +124,18 @@ def test_abort_crashes_worker(pool, relu_task):
     assert 'candidate.py", line 21 in forward' in res.error  # faulthandler's stack, from the worker's log
 
 
+def test_slow_reference_is_a_harness_error(pool):
+    # load_task runs the forward to analyse the task, so this task is built by hand
+    from tasks import Task
+
+    task = Task(name="task_slow_reference", source=source("task_slow_reference.py"), has_small_inputs=True)
+    res = pool.evaluate(task, source("relu_ok.py"), EvalConfig(reference_timeout_s=2))
+    assert (res.stage, res.error_kind) == ("compile", "harness_error"), res.error
+    assert "reference" in res.error and "2 s limit" in res.error
+
+
 def test_pool_keeps_serving(pool, relu_task):
-    assert pool.restarts >= 2  # the hang and the abort each cost one worker
+    assert pool.restarts >= 3  # the hang, the abort and the slow reference each cost one worker
     results = pool.evaluate_many([(relu_task, source("relu_ok.py"))] * 2)
     assert all(r.correct for r in results), [r.error for r in results]
 
