@@ -1,1 +1,29 @@
-"""kernelwright: providers/offline."""
+"""The built-in offline kernel writer: real Triton kernels for KernelBench-format tasks, no LLM.
+
+    from providers.offline import OfflineKernelWriter, write_program
+    model = OfflineKernelWriter(seed=0)          # a LangChain chat model
+    answer = write_program(prompt_text, seed=0)  # the same, as a function
+
+The task is traced into canonical ops (analysis.py, lowering.py), fused into kernels (schedule.py), and
+written by per-family generators (emit_rows.py, emit_matmul.py, emit_pointwise.py) in a design and
+config chosen from the request and the context's rules and experience (designs.py, policy.py).
+"""
+
+from providers.offline.analysis import AnalysisError, AnalyzedTask, analyze_source
+from providers.offline.chat_model import OfflineKernelWriter, estimate_tokens
+from providers.offline.designs import REGISTRY, Design
+from providers.offline.policy import parse_meta
+from providers.offline.writer import WriterAnswer, write_program
+
+__all__ = [
+    "REGISTRY",
+    "AnalysisError",
+    "AnalyzedTask",
+    "Design",
+    "OfflineKernelWriter",
+    "WriterAnswer",
+    "analyze_source",
+    "estimate_tokens",
+    "parse_meta",
+    "write_program",
+]

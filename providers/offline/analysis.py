@@ -246,6 +246,7 @@ def _hash(source: str) -> str:
 
 _CACHE: OrderedDict[str, AnalyzedTask | AnalysisError] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
+_TRACE_LOCK = threading.Lock()  # tracing patches process-wide torch state: one at a time
 _CACHE_SIZE = 16
 
 
@@ -258,7 +259,8 @@ def analyze_cached(source: str, name: str = "task") -> AnalyzedTask:
             _CACHE.move_to_end(key)
     if hit is None:
         try:
-            hit = analyze_source(source, name)
+            with _TRACE_LOCK:
+                hit = analyze_source(source, name)
         except AnalysisError as exc:
             hit = exc
         with _CACHE_LOCK:

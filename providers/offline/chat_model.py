@@ -1,0 +1,79 @@
+"""`OfflineKernelWriter`: the built-in writer as a LangChain chat model, so the graph is the same for
+every provider. No network, no API key; deterministic for a given prompt and seed.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+
+from providers.offline.writer import write_program
+
+
+def _text(message: BaseMessage) -> str:
+    content = message.content
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict) and block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+    return "".join(parts)
+
+
+def estimate_tokens(text: str) -> int:
+    """Token count estimated as characters / 4 (the writer has no tokenizer of its own)."""
+    return math.ceil(len(text) / 4)
+
+
+class OfflineKernelWriter(BaseChatModel):
+    """Writes Triton kernels for KernelBench-format tasks from the prompt's sections, with no LLM.
+
+    `seed` makes the choices that have no other reason (which knob a small step moves) reproducible:
+    the same prompt and seed always give the same program.
+    """
+
+    seed: int = 0
+    is_offline_writer: bool = True
+
+    @property
+    def _llm_type(self) -> str:
+        return "kernelwright-offline"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {"seed": self.seed}
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        human = [m for m in messages if isinstance(m, HumanMessage)]
+        prompt = _text(human[-1]) if human else (_text(messages[-1]) if messages else "")
+        answer = write_program(prompt, seed=self.seed)
+        text = answer.text
+        seen = "".join(_text(m) for m in messages)
+        usage = {
+            "input_tokens": estimate_tokens(seen),
+            "output_tokens": estimate_tokens(text),
+            "total_tokens": estimate_tokens(seen) + estimate_tokens(text),
+        }
+        meta: dict[str, Any] = {
+            "model_name": self._llm_type,
+            "token_usage_estimated": "characters / 4",
+            "wrote_program": answer.code is not None,
+        }
+        if answer.meta is not None:
+            meta.update(family=answer.meta.family, design=answer.meta.design, config=answer.meta.config)
+        message = AIMessage(content=text, usage_metadata=usage, response_metadata=meta)  # type: ignore[arg-type]
+        return ChatResult(generations=[ChatGeneration(message=message)], llm_output={"token_usage": usage})

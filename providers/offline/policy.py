@@ -1,0 +1,477 @@
+"""What the prompt asks for and what the context teaches: the offline writer's decisions.
+
+From the prompt sections (providers/protocol.py) this module reads
+- the request kind: large_step (a different design), small_step (a neighbouring config of the parent's
+  design) or repair (a fix for the parent's error);
+- the parent's design and config, from its first line `# kernelwright: family=.. design=.. config=..`;
+- rules ("- You cannot ..."): a rule that names a design and/or KEY=VALUE pairs forbids every config
+  that matches all of them (a rule naming only a design forbids the design); forbidden choices are
+  never made;
+- experience cases (<case outcome=".." speedup=".." same_hardware="..">): on a large step the design and
+  config that won on a task of the same family (same hardware preferred) is tried first; design+config
+  pairs of failed or negative cases are avoided;
+- the target: whether TF32 is allowed for fp32 matmuls.
+
+Every choice is deterministic for a given prompt and seed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from providers.offline.designs import (
+    DESIGN_NAMES,
+    Design,
+    KernelInfo,
+    config_space,
+    default_config,
+    default_design,
+    designs_for,
+    find_design,
+)
+from providers.protocol import Section
+
+META_RE = re.compile(r"#\s*kernelwright:\s*family=(\S+)\s+design=(\S+)\s+config=(\S*)")
+_PAIR_RE = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*=\s*([A-Za-z0-9_.+\-]+)")
+_CASE_RE = re.compile(r"<case\b([^>]*)>(.*?)</case>", re.S)
+_ATTR_RE = re.compile(r'([a-z_]+)="([^"]*)"')
+ERROR_KINDS = ("static_check", "syntax_error", "import_error", "compile_error", "runtime_error", "shape_mismatch",
+               "mismatch", "timeout", "crash", "harness_error")  # fmt: skip
+_GOOD = ("effective", "partial")
+_BAD = ("failed", "failure", "negative", "incorrect", "wrong", "error")
+
+
+@dataclass
+class Meta:
+    family: str
+    design: str
+    config: dict[str, str]
+
+
+def parse_meta(text: str | None) -> Meta | None:
+    if not text:
+        return None
+    m = META_RE.search(text)
+    if m is None:
+        return None
+    cfg: dict[str, str] = {}
+    for part in m.group(3).split(","):
+        if "=" in part:
+            k, v = part.split("=", 1)
+            cfg[k.strip()] = v.strip()
+    return Meta(m.group(1), m.group(2), cfg)
+
+
+@dataclass
+class Rule:
+    text: str
+    design: str | None = None
+    family: str | None = None
+    pairs: dict[str, str] = field(default_factory=dict)
+    mentions: list[str] = field(default_factory=list)
+
+    def forbids(self, family: str, design: str, config: dict[str, Any]) -> bool:
+        if self.family and self.family != family:
+            return False
+        names = [self.design] if self.design else []
+        names += [d for d in self.mentions if d not in names]
+        if names and design not in names:
+            return False
+        if not names and not self.pairs:
+            return False
+        for k, v in self.pairs.items():
+            if k not in config or _norm(config[k]) != _norm(v):
+                return False
+        return True
+
+
+def _norm(v: Any) -> str:
+    s = str(v).strip().lower()
+    try:
+        f = float(s)
+        return str(int(f)) if f == int(f) else repr(f)
+    except ValueError:
+        return s
+
+
+def parse_rules(body: str | None, config_keys: set[str]) -> list[Rule]:
+    out: list[Rule] = []
+    for line in (body or "").splitlines():
+        line = line.strip()
+        if not line.startswith(("-", "*")):
+            continue
+        text = line.lstrip("-* ").strip()
+        norm = re.sub(r"split[- ]k\b", "split_k", text, flags=re.I)
+        rule = Rule(text)
+        for k, v in _PAIR_RE.findall(norm.replace("config=", " ")):
+            if k == "design":
+                rule.design = v
+            elif k == "family":
+                rule.family = v
+            elif k in config_keys:
+                rule.pairs[k] = v
+        words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", norm))
+        rule.mentions = sorted(d for d in DESIGN_NAMES if d in words and d != rule.design)
+        if rule.design or rule.pairs or rule.mentions:
+            out.append(rule)
+    return out
+
+
+@dataclass
+class Case:
+    outcome: str
+    speedup: float | None
+    same_hardware: bool
+    meta: Meta | None
+    body: str
+
+    @property
+    def good(self) -> bool:
+        return self.outcome.lower() in _GOOD and (self.speedup is None or self.speedup > 0)
+
+    @property
+    def bad(self) -> bool:
+        return any(b in self.outcome.lower() for b in _BAD)
+
+
+def parse_cases(body: str | None) -> list[Case]:
+    out = []
+    for attrs, inner in _CASE_RE.findall(body or ""):
+        a = dict(_ATTR_RE.findall(attrs))
+        try:
+            speedup = float(a["speedup"]) if a.get("speedup") not in (None, "", "None", "none") else None
+        except ValueError:
+            speedup = None
+        out.append(Case(a.get("outcome", ""), speedup, a.get("same_hardware", "").lower() == "true",
+                        parse_meta(inner), inner))  # fmt: skip
+    return out
+
+
+def tf32_allowed(*texts: str | None) -> bool:
+    t = " ".join(x for x in texts if x)
+    if re.search(r"\b(no|not|without|disallow\w*|forbid\w*)\s+tf32", t, re.I):
+        return False
+    return bool(
+        re.search(r"precision\s*[:=]\s*\"?(tf32|reduced)", t, re.I)
+        or re.search(r"tf32\s+(is\s+)?(allowed|permitted|ok|enabled)", t, re.I)
+        or re.search(r"allow[-_ ]?tf32", t, re.I)
+    )
+
+
+def error_kind(feedback: str | None) -> str | None:
+    t = feedback or ""
+    for kind in ERROR_KINDS:
+        if re.search(rf"\b{kind}\b", t):
+            return kind
+    low = t.lower()
+    if "out of resources" in low or "outofresources" in low:
+        return "compile_error"
+    if "timed out" in low or "timeout" in low:
+        return "timeout"
+    if "mismatch" in low or "not close" in low:
+        return "mismatch"
+    return None
+
+
+def _resources(feedback: str | None) -> bool:
+    low = (feedback or "").lower()
+    return any(
+        w in low for w in ("out of resources", "outofresources", "shared memory", "registers", "too large")
+    )
+
+
+@dataclass
+class Context:
+    kind: str = "large_step"
+    parent: Meta | None = None
+    feedback: str = ""
+    rules: list[Rule] = field(default_factory=list)
+    cases: list[Case] = field(default_factory=list)
+    listed: list[Meta] = field(default_factory=list)
+    tf32: bool = False
+    rng: random.Random = field(default_factory=random.Random)
+
+
+def read_context(sections: dict[str, Section], seed: int, config_keys: set[str]) -> Context:
+    req = sections.get("request")
+    kind = (req.attrs.get("kind") if req else None) or "large_step"
+    if kind not in ("large_step", "small_step", "repair"):
+        kind = "large_step"
+    parent = sections.get("parent")
+    fb = sections.get("feedback")
+    designs = sections.get("designs")
+    listed = (
+        [m for m in (parse_meta(x) for x in re.split(r"<design\b", designs.body)) if m] if designs else []
+    )
+    h = hashlib.sha256()
+    for tag in ("request", "task", "parent", "feedback", "rules", "experience", "designs", "target"):
+        s = sections.get(tag)
+        h.update(f"<{tag}>{s.body if s else ''}".encode())
+    rng = random.Random(f"{seed}:{h.hexdigest()}")
+    return Context(
+        kind=kind,
+        parent=parse_meta(parent.body if parent else None),
+        feedback=fb.body if fb else "",
+        rules=parse_rules(sections["rules"].body if "rules" in sections else None, config_keys),
+        cases=parse_cases(sections["experience"].body if "experience" in sections else None),
+        listed=listed,
+        tf32=tf32_allowed(
+            sections["target"].body if "target" in sections else None,
+            req.body if req else None,
+            " ".join(f"{k}={v}" for k, v in (req.attrs.items() if req else [])),
+        ),  # fmt: skip
+        rng=rng,
+    )
+
+
+# ---- choosing --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Choice:
+    design: Design
+    config: dict[str, Any]
+    why: str
+
+
+def forbidden(ctx: Context, family: str, design: str, config: dict[str, Any]) -> bool:
+    return any(r.forbids(family, design, config) for r in ctx.rules)
+
+
+def design_forbidden(ctx: Context, family: str, design: str) -> bool:
+    """A rule forbids every config of the design (it names the design and no KEY=VALUE pair)."""
+    return any(r.forbids(family, design, {}) and not r.pairs for r in ctx.rules)
+
+
+def _coerce(
+    space: dict[str, tuple[Any, ...]], values: dict[str, Any], base: dict[str, Any]
+) -> dict[str, Any]:
+    """`base` with the keys of `values` that name a value in the space (compared as text)."""
+    out = dict(base)
+    for k, v in values.items():
+        if k not in space:
+            continue
+        for option in space[k]:
+            if _norm(option) == _norm(v):
+                out[k] = option
+                break
+    return out
+
+
+def _allowed_config(ctx: Context, info: KernelInfo, design: Design, start: dict[str, Any],
+                    avoid: list[dict[str, Any]] | None = None) -> dict[str, Any] | None:  # fmt: skip
+    """`start` if allowed, else the nearest allowed config (one, then two knobs away)."""
+    space = config_space(design, info, ctx.tf32)
+    avoid = avoid or []
+
+    def ok(c: dict[str, Any]) -> bool:
+        return not forbidden(ctx, info.family, design.name, c) and all(not _same(c, a) for a in avoid)
+
+    if ok(start):
+        return start
+    frontier = [start]
+    for _ in range(3):
+        nxt = []
+        for c in frontier:
+            for n in neighbours(space, c, ctx.rng):
+                if ok(n):
+                    return n
+                nxt.append(n)
+        frontier = nxt[:64]
+    return None
+
+
+def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    keys = set(a) & set(b)
+    return bool(keys) and all(_norm(a[k]) == _norm(b[k]) for k in keys)
+
+
+def neighbours(
+    space: dict[str, tuple[Any, ...]], config: dict[str, Any], rng: random.Random
+) -> list[dict[str, Any]]:
+    """Configs one knob one step away, in a seed-dependent order."""
+    out = []
+    keys = [k for k in space if len(space[k]) > 1]
+    rng.shuffle(keys)
+    for k in keys:
+        opts = list(space[k])
+        cur = config.get(k)
+        idx = next((i for i, o in enumerate(opts) if _norm(o) == _norm(cur)), None)
+        steps = [1, -1] if rng.random() < 0.5 else [-1, 1]
+        for s in steps:
+            j = (idx if idx is not None else 0) + s
+            if 0 <= j < len(opts) and (idx is None or j != idx):
+                c = dict(config)
+                c[k] = opts[j]
+                out.append(c)
+    return out
+
+
+def _shift(
+    space: dict[str, tuple[Any, ...]], config: dict[str, Any], keys: tuple[str, ...], step: int
+) -> dict[str, Any]:
+    c = dict(config)
+    for k in keys:
+        if k not in space or k not in c:
+            continue
+        opts = list(space[k])
+        idx = next((i for i, o in enumerate(opts) if _norm(o) == _norm(c[k])), None)
+        if idx is None:
+            continue
+        j = min(max(idx + step, 0), len(opts) - 1)
+        if k == "num_warps" and opts[j] == 0:
+            continue
+        c[k] = opts[j]
+    return c
+
+
+def _case_pick(ctx: Context, info: KernelInfo, options: list[Design]) -> Choice | None:
+    good = [c for c in ctx.cases if c.good and c.meta and c.meta.family == info.family]
+    good.sort(key=lambda c: (not c.same_hardware, -(c.speedup or 0.0)))
+    for case in good:
+        assert case.meta is not None
+        d = next((x for x in options if x.name == case.meta.design), None)
+        if d is None:
+            continue
+        base = default_config(d, info, ctx.tf32)
+        cfg = _coerce(config_space(d, info, ctx.tf32), case.meta.config, base)
+        cfg2 = _allowed_config(ctx, info, d, cfg, _bad_configs(ctx, info, d))
+        if cfg2 is not None:
+            speed = f"{case.speedup:.2f}x" if case.speedup else "a win"
+            return Choice(d, cfg2, f"experience: {d.name} gave {speed} on a similar {info.family} task"
+                          + ("" if case.same_hardware else " (other hardware)"))  # fmt: skip
+    return None
+
+
+def _bad_configs(ctx: Context, info: KernelInfo, d: Design) -> list[dict[str, Any]]:
+    out = []
+    for c in ctx.cases:
+        if c.bad and c.meta and c.meta.family == info.family and c.meta.design == d.name and c.meta.config:
+            out.append(_coerce(config_space(d, info, ctx.tf32), c.meta.config, {}))
+    return [x for x in out if x]
+
+
+def _design_score(ctx: Context, info: KernelInfo, d: Design) -> int:
+    """Negative for designs that only ever failed in the experience shown."""
+    cases = [c for c in ctx.cases if c.meta and c.meta.family == info.family and c.meta.design == d.name]
+    if cases and all(c.bad for c in cases):
+        return -1
+    return 0
+
+
+def choose(ctx: Context, info: KernelInfo, primary: bool) -> Choice:
+    """The design and config for one kernel under the request and context."""
+    options = [d for d in designs_for(info) if not design_forbidden(ctx, info.family, d.name)]
+    if not options:
+        options = designs_for(info)
+    default = default_design(info)
+    # Default design first, then the registry's order; designs that only ever failed go last.
+    order = sorted(
+        options, key=lambda d: (_design_score(ctx, info, d) < 0, d is not default, options.index(d))
+    )
+    parent = ctx.parent if (ctx.parent and primary and ctx.parent.family == info.family) else None
+    parent_design = find_design(info.family, parent.design) if parent else None
+    if parent_design is not None and parent_design not in options:
+        parent_design = None
+
+    if not primary:
+        return _first_allowed(ctx, info, order, "default for this part")
+
+    if ctx.kind == "small_step" and parent_design is not None:
+        space = config_space(parent_design, info, ctx.tf32)
+        base = _coerce(space, parent.config, default_config(parent_design, info, ctx.tf32))  # type: ignore[union-attr]
+        steps = neighbours(space, base, ctx.rng)
+        if _norm(base.get("PREC")) == "ieee" and "PREC" in space:
+            # Split-precision tensor-core dots (3xTF32) keep fp32 accuracy and are often much faster.
+            steps.insert(0, dict(base, PREC="tf32x3"))
+        for n in steps:
+            if not forbidden(ctx, info.family, parent_design.name, n) and not _same(n, base):
+                moved = ", ".join(f"{k}={n[k]}" for k in n if _norm(n[k]) != _norm(base.get(k)))
+                return Choice(parent_design, n, f"small step from the parent's {parent_design.name}: {moved}")
+        return _first_allowed(ctx, info, order, "no neighbouring config is allowed; another design")
+
+    if ctx.kind == "repair" and parent_design is not None:
+        return _repair(ctx, info, parent_design, parent, order)  # type: ignore[arg-type]
+
+    if ctx.kind == "small_step":
+        d = default
+        space = config_space(d, info, ctx.tf32)
+        base = default_config(d, info, ctx.tf32)
+        for n in neighbours(space, base, ctx.rng):
+            if not forbidden(ctx, info.family, d.name, n):
+                return Choice(d, n, f"small step (no readable parent): {d.name} one knob from its default")
+
+    # Large step (or a first program): a design other than the parent's and the ones shown.
+    shown = {m.design for m in ctx.listed if m.family == info.family}
+    exclude = shown | ({parent_design.name} if parent_design else set())
+    fresh = [d for d in order if d.name not in exclude]
+    if ctx.kind == "large_step" or parent_design is None:
+        picked = _case_pick(ctx, info, fresh)
+        if picked is not None:
+            return picked
+    if not fresh:
+        fresh = [d for d in order if parent_design is None or d.name != parent_design.name]
+    if fresh:
+        why = (
+            f"a different design than the parent's {parent_design.name}"
+            if parent_design
+            else "default design"
+        )
+        return _first_allowed(ctx, info, fresh, why)
+    # Only the parent's design applies: a far config of it.
+    assert parent_design is not None and parent is not None
+    space = config_space(parent_design, info, ctx.tf32)
+    base = _coerce(space, parent.config, default_config(parent_design, info, ctx.tf32))
+    far = _shift(space, base, tuple(space), 2 if ctx.rng.random() < 0.5 else -2)
+    cfg = _allowed_config(ctx, info, parent_design, far, [base]) or base
+    return Choice(parent_design, cfg, f"only {parent_design.name} applies: a distant config")
+
+
+def _first_allowed(ctx: Context, info: KernelInfo, order: list[Design], why: str) -> Choice:
+    for d in order:
+        cfg = _allowed_config(ctx, info, d, default_config(d, info, ctx.tf32), _bad_configs(ctx, info, d))
+        if cfg is not None:
+            return Choice(d, cfg, why)
+    d = order[0]
+    return Choice(d, default_config(d, info, ctx.tf32), f"{why} (every config is forbidden by a rule)")
+
+
+_SIZE_KEYS = ("BLOCK", "BLOCK_M", "BLOCK_N", "BLOCK_K", "BLOCK_R", "BLOCK_I", "TILE", "RMAX", "num_stages")
+
+
+def _repair(ctx: Context, info: KernelInfo, d: Design, parent: Meta, order: list[Design]) -> Choice:
+    kind = error_kind(ctx.feedback)
+    space = config_space(d, info, ctx.tf32)
+    base = _coerce(space, parent.config, default_config(d, info, ctx.tf32))
+    if kind == "compile_error" or _resources(ctx.feedback):
+        cfg = _shift(space, base, _SIZE_KEYS, -1)
+        if "num_warps" in cfg and cfg.get("num_warps") not in (0,):
+            cfg = _shift(space, cfg, ("num_warps",), -1)
+        cfg = _allowed_config(ctx, info, d, cfg, [base])
+        if cfg is not None and not _same(cfg, base):
+            return Choice(
+                d, cfg, f"repair ({kind or 'resources'}): smaller blocks and fewer stages for {d.name}"
+            )
+    if kind == "timeout":
+        cfg = _shift(space, base, ("BLOCK", "BLOCK_M", "BLOCK_N", "BLOCK_R", "TILE", "BLOCK_I"), 1)
+        cfg = _allowed_config(ctx, info, d, cfg, [base])
+        if cfg is not None and not _same(cfg, base):
+            return Choice(d, cfg, f"repair (timeout): fewer, larger blocks for {d.name}")
+    if kind == "mismatch":
+        if "PREC" in base and _norm(base["PREC"]) != "ieee":
+            cfg = dict(base, PREC="ieee")
+            if not forbidden(ctx, info.family, d.name, cfg):
+                return Choice(d, cfg, "repair (mismatch): strict IEEE fp32 tl.dot")
+        if d.mode in ("online", "split"):
+            alt = next((x for x in order if x.mode in ("looped", "registers")), None)
+            if alt is not None:
+                return _first_allowed(ctx, info, [alt], "repair (mismatch): two-pass statistics")
+    simplest = {"rows": "registers", "matmul": "grouped", "pointwise": "flat"}.get(info.kind)
+    alt = [x for x in order if x.mode == simplest] + [x for x in order if x.mode != simplest]
+    return _first_allowed(
+        ctx, info, alt, f"repair ({kind or 'unknown error'}): the simplest known-good design"
+    )

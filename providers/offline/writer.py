@@ -1,0 +1,137 @@
+"""The offline writer end to end: prompt text in, one candidate program (or a reason why not) out.
+
+    answer = write_program(prompt, seed=0)
+    answer.code         # the module source (None when the task cannot be written)
+    answer.explanation  # one line: what was written and why
+    answer.text         # what the chat model answers: the explanation and one ```python block
+
+Steps: parse the prompt sections; analyse the task (cached per source); split it into kernels; read
+the context (request, parent, feedback, rules, experience, target); choose a design and config for
+the main kernel as the request asks and defaults for the others; emit the module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from providers.offline.analysis import AnalysisError, analyze_cached
+from providers.offline.designs import (
+    REGISTRY,
+    KernelInfo,
+    config_space,
+    default_config,
+    default_design,
+    kernel_info,
+    make_config,
+)
+from providers.offline.emit_module import EmitError, ProgramMeta, emit_program
+from providers.offline.emit_rows import RowPlanError
+from providers.offline.policy import Choice, Context, choose, read_context
+from providers.offline.schedule import Schedule, schedule
+from providers.protocol import parse_sections
+
+CONFIG_KEYS = {
+    "BLOCK", "BLOCK_M", "BLOCK_N", "BLOCK_K", "BLOCK_R", "BLOCK_I", "TILE", "RMAX", "num_warps", "num_stages",
+    "WAVES", "SPLIT_K", "GROUP_M", "PREC",
+}  # fmt: skip
+
+
+@dataclass
+class WriterAnswer:
+    code: str | None
+    explanation: str
+    meta: ProgramMeta | None = None
+    kernels: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        if self.code is None:
+            return self.explanation
+        return f"{self.explanation}\n\n```python\n{self.code.rstrip()}\n```\n"
+
+
+def _no_program(reason: str) -> WriterAnswer:
+    return WriterAnswer(None, f"The offline writer cannot write this task: {reason}")
+
+
+def _full_config(choice: Choice, info: KernelInfo, tf32: bool) -> dict[str, Any]:
+    """Every key of the design's space, so the metadata line reads back exactly."""
+    space = config_space(choice.design, info, tf32)
+    base = default_config(choice.design, info, tf32)
+    out = {k: choice.config.get(k, base.get(k)) for k in space}
+    for k, v in choice.config.items():
+        out.setdefault(k, v)
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def write_program(prompt: str, seed: int = 0) -> WriterAnswer:
+    sections = parse_sections(prompt)
+    task = sections.get("task")
+    if task is None or not task.body.strip():
+        return _no_program("the prompt has no <task> section with the reference program")
+    try:
+        analysed = analyze_cached(task.body, task.attrs.get("name", "task"))
+    except AnalysisError as exc:
+        return _no_program(str(exc))
+    try:
+        sched = schedule(analysed.graph)
+    except ValueError as exc:
+        return _no_program(str(exc))
+    kernels = sched.triton_kernels()
+    if not kernels:
+        ops = ", ".join(sorted({k.anchor.op for k in sched.kernels if k.anchor is not None}))
+        return _no_program(f"nothing in it is work this writer expresses in Triton (only {ops})")
+    ctx = read_context(sections, seed, CONFIG_KEYS)
+    infos = {k.id: kernel_info(sched, k) for k in kernels}
+    primary = max(kernels, key=lambda k: (infos[k.id].cost, -k.id))
+    return _emit(analysed, sched, ctx, infos, primary.id)
+
+
+def _emit(
+    analysed: Any, sched: Schedule, ctx: Context, infos: dict[int, KernelInfo], primary: int
+) -> WriterAnswer:
+    choices = {kid: choose(ctx, info, kid == primary) for kid, info in infos.items()}
+    for attempt in range(2):
+        configs = {}
+        records = []
+        for kid, ch in choices.items():
+            full = _full_config(ch, infos[kid], ctx.tf32)
+            configs[kid] = make_config(ch.design, full)
+            records.append(
+                {"kernel": kid, "family": infos[kid].family, "design": ch.design.name, "config": full}
+            )
+        main = choices[primary]
+        meta = ProgramMeta(
+            infos[primary].family, main.design.name, _full_config(main, infos[primary], ctx.tf32)
+        )
+        explanation = _explain(analysed, sched, infos, choices, primary, ctx)
+        try:
+            code = emit_program(analysed, sched, configs, meta, explanation)
+            return WriterAnswer(code, explanation, meta, records)
+        except (EmitError, RowPlanError, ValueError, KeyError) as exc:
+            if attempt == 1:
+                return _no_program(f"code generation failed: {exc}")
+            # The chosen designs cannot be written for this task: fall back to each kernel's default.
+            for kid, info in infos.items():
+                d = default_design(info)
+                choices[kid] = Choice(d, default_config(d, info, ctx.tf32), f"default ({exc})")
+    raise AssertionError("unreachable")
+
+
+def _explain(analysed: Any, sched: Schedule, infos: dict[int, KernelInfo], choices: dict[int, Choice],
+             primary: int, ctx: Context) -> str:  # fmt: skip
+    main = choices[primary]
+    n = len(choices)
+    torch_ops = sorted({k.anchor.op.split(".")[1] if k.anchor.op.startswith("aten.") else k.anchor.op
+                        for k in sched.kernels if k.kind == "glue" and k.anchor is not None and k.anchor.kind == "opaque"})  # fmt: skip
+    parts = [
+        f"{ctx.kind.replace('_', ' ')}: {infos[primary].family} kernel as {main.design.name} ({main.why})"
+    ]
+    parts.append(f"{n} Triton kernel{'s' if n != 1 else ''}, shape-generic")
+    if torch_ops:
+        parts.append(f"kept as torch: {', '.join(torch_ops)}")
+    return "; ".join(parts) + "."
+
+
+__all__ = ["REGISTRY", "WriterAnswer", "write_program"]
