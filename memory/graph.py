@@ -5,8 +5,12 @@ the case's `embedding_text()` (task signature, hardware, idea, design); its meta
 fields retrieval filters and ranks on (op families, hardware, outcome, downstream score, ...). The
 lineage edge is the child's `parent_id`; children are found by querying on it.
 
-Downstream score (KOPE): d(v) = 0.5 r_v + 0.35 * sum over children d(c). Adding a case recomputes d
-along its ancestor chain, under the store's write lock so concurrent writers see consistent sums.
+Downstream score (KOPE): d(v) = 0.5 r_v + 0.35 * sum over children d(c). d is linear in the children's
+scores, so adding a case with score d adds 0.35^k x d to its k-th ancestor: one walk up the chain and
+one metadata update, under the store's write lock so concurrent writers' increments add up. The current
+d lives in the entry's metadata (the record JSON keeps the value it was stored with; reads take the
+metadata's). `rescore()` recomputes every score from the lineage, should a process die between the
+two writes of an add.
 
 Retrieval: a nearest-neighbour query, then the exact filters (op family, hardware, outcome) applied to
 the candidates' metadata, then ranking by outcome label, then d x confidence. When the nearest
@@ -29,7 +33,6 @@ from memory.records import (
     DOWNSTREAM_SELF,
     OUTCOME_RANK,
     Case,
-    major_minor,
     own_value,
 )
 from memory.store import ChromaStore
@@ -51,34 +54,33 @@ class RetrievedCase(BaseModel):
 
 
 def case_metadata(case: Case) -> dict[str, Any]:
-    """Flat scalar fields for filtering (Chroma metadata takes no lists or None)."""
+    """Flat scalar fields for filtering and ranking (Chroma metadata takes no lists or None).
+
+    Deliberately few: every key is a row in Chroma's metadata table, and the number of keys dominates
+    insert time and the cost of returning metadata with query results. Everything else is in the
+    record JSON (the document).
+    """
     meta: dict[str, Any] = {
-        "task": case.task_name,
-        "fams": "," + ",".join(case.signature.op_families) + ",",
         "hardware": case.hardware,
-        "cc": case.compute_capability,
-        "triton": major_minor(case.versions.triton),
-        "torch": major_minor(case.versions.torch),
         "outcome": case.outcome,
-        "rank": OUTCOME_RANK[case.outcome],
         "correct": case.correct,
         "d": float(case.downstream),
         "conf": float(case.confidence),
-        "run_id": case.run_id,
-        "parent_id": case.parent_id or "",
-        "action": case.action,
-        "kfamily": case.family,
-        "design": case.design,
-        "error_kind": case.error_kind or "",
-        "created_at": float(case.created_at),
     }
-    if case.speedup is not None:
-        meta["speedup"] = float(case.speedup)
-    if case.step_ratio is not None:
-        meta["r"] = float(case.step_ratio)
+    if case.parent_id:
+        meta["parent_id"] = case.parent_id
+    if case.run_id:
+        meta["run_id"] = case.run_id
     for fam in case.signature.op_families:
         meta[f"fam_{fam}"] = True
     return meta
+
+
+def _with_score(case: Case, meta: Any) -> Case:
+    """The stored record with its current downstream score (kept in metadata, updated in place)."""
+    if meta and "d" in meta:
+        case.downstream = float(meta["d"])
+    return case
 
 
 def _chunks(items: Sequence[Any], n: int) -> Iterator[Sequence[Any]]:
@@ -112,7 +114,8 @@ class ExperienceGraph:
         ids = [c.id for c in cases]
         if len(set(ids)) != len(ids):
             raise ValueError("duplicate case ids in one batch")
-        cases = [c.model_copy(deep=True) for c in cases]
+        # Shallow copies: only the scalar `downstream` is changed here.
+        cases = [c.model_copy() for c in cases]
         by_id = {c.id: c for c in cases}
         kids: dict[str, list[Case]] = defaultdict(list)
         for c in cases:
@@ -138,8 +141,13 @@ class ExperienceGraph:
                     documents=[c.to_json() for c in part],
                     metadatas=[case_metadata(c) for c in part],  # type: ignore[misc]
                 )
-            outside = {c.parent_id for c in cases if c.parent_id and c.parent_id not in by_id}
-            self._propagate(outside)
+            # Each stored ancestor's d grows by 0.35^depth x the new child's d (d is linear in its
+            # children), so one pass up the chains and one metadata update cover every ancestor.
+            deltas: dict[str, float] = defaultdict(float)
+            for c in cases:
+                if c.parent_id and c.parent_id not in by_id:
+                    deltas[c.parent_id] += DOWNSTREAM_CHILDREN * c.downstream
+            self._add_to_ancestors(deltas)
         return cases
 
     @staticmethod
@@ -161,39 +169,63 @@ class ExperienceGraph:
                 stack.extend((k, False) for k in kids.get(node.id, []) if k.id not in seen)
         return order
 
-    def _propagate(self, dirty: set[str]) -> None:
-        """Recompute d for `dirty` cases from their children, then for their parents, up to the roots."""
+    def _add_to_ancestors(self, deltas: dict[str, float]) -> None:
+        """Add `deltas[id]` to each case's d and the propagated share to every ancestor above it.
+
+        Runs under the write lock, so concurrent writers' increments add up instead of overwriting.
+        """
         col = self._col()
+        total: dict[str, float] = defaultdict(float)
+        current: dict[str, float] = {}
+        level = {k: v for k, v in deltas.items() if k and v}
         for _ in range(_MAX_LINEAGE):
-            dirty.discard("")
-            if not dirty:
-                return
-            ids = sorted(dirty)
-            nodes = self._fetch(ids)
-            child_d: dict[str, float] = defaultdict(float)
+            if not level:
+                break
+            nxt: dict[str, float] = defaultdict(float)
+            ids = list(level)
             for part in _chunks(ids, _IN_CHUNK):
-                got = col.get(where={"parent_id": {"$in": list(part)}}, include=["metadatas"])
-                for meta in got["metadatas"] or []:
-                    child_d[str(meta["parent_id"])] += float(meta.get("d", 0.0))  # type: ignore[arg-type]
-            changed: list[Case] = []
-            nxt: set[str] = set()
-            for node in nodes:
-                d = DOWNSTREAM_SELF * own_value(node) + DOWNSTREAM_CHILDREN * child_d.get(node.id, 0.0)
-                if not math.isclose(d, node.downstream, rel_tol=1e-12, abs_tol=1e-12):
-                    node.downstream = d
-                    changed.append(node)
-                    if node.parent_id:
-                        nxt.add(node.parent_id)
-            for part in _chunks(changed, self._store.max_batch()):
-                # Embeddings must be passed: without them Chroma would re-embed the JSON document.
-                col.update(
-                    ids=[c.id for c in part],
-                    embeddings=self._store.embedder.embed_many([c.embedding_text() for c in part]),  # type: ignore[arg-type]
-                    documents=[c.to_json() for c in part],
-                    metadatas=[case_metadata(c) for c in part],  # type: ignore[misc]
+                got = col.get(ids=list(part), include=["metadatas"])
+                for cid, meta in zip(got["ids"], got["metadatas"] or [], strict=True):
+                    m = meta or {}
+                    current.setdefault(cid, float(m.get("d", 0.0)))  # type: ignore[arg-type]
+                    total[cid] += level[cid]
+                    parent = m.get("parent_id")
+                    if parent:
+                        nxt[str(parent)] += DOWNSTREAM_CHILDREN * level[cid]
+            level = dict(nxt)
+        else:
+            raise RuntimeError("lineage deeper than 10000 levels (a parent cycle?)")
+        if total:
+            ids = sorted(total)
+            for part in _chunks(ids, self._store.max_batch()):
+                col.update(ids=list(part), metadatas=[{"d": current[i] + total[i]} for i in part])
+
+    def rescore(self) -> int:
+        """Recompute every downstream score from the lineage (repair after a crash between writes);
+        returns how many changed."""
+        with self._store.writing():
+            col = self._col()
+            got = col.get(include=["metadatas"])
+            metas = {cid: (m or {}) for cid, m in zip(got["ids"], got["metadatas"] or [], strict=True)}
+            kids: dict[str, list[str]] = defaultdict(list)
+            for cid, m in metas.items():
+                if m.get("parent_id") in metas:
+                    kids[str(m["parent_id"])].append(cid)
+            cases = {c.id: c for c in self._fetch(list(metas))}
+            order = self._bottom_up(list(cases.values()), {k: [cases[i] for i in v] for k, v in kids.items()})
+            new: dict[str, float] = {}
+            for c in order:
+                new[c.id] = DOWNSTREAM_SELF * own_value(c) + DOWNSTREAM_CHILDREN * sum(
+                    new[k] for k in kids.get(c.id, [])
                 )
-            dirty = nxt
-        raise RuntimeError("lineage deeper than 10000 levels (a parent cycle?)")
+            changed = [
+                i
+                for i, d in new.items()
+                if not math.isclose(d, cases[i].downstream, rel_tol=1e-9, abs_tol=1e-12)
+            ]
+            for part in _chunks(changed, self._store.max_batch()):
+                col.update(ids=list(part), metadatas=[{"d": new[i]} for i in part])
+        return len(changed)
 
     def put_raw(self, cases: Sequence[Case]) -> None:
         """Store cases exactly as given (overwriting same ids), without touching downstream scores.
@@ -225,9 +257,11 @@ class ExperienceGraph:
         out: dict[str, Case] = {}
         col = self._col()
         for part in _chunks(list(ids), _IN_CHUNK):
-            got = col.get(ids=list(part), include=["documents"])
-            for cid, doc in zip(got["ids"], got["documents"] or [], strict=True):
-                out[cid] = Case.from_json(doc)
+            got = col.get(ids=list(part), include=["documents", "metadatas"])
+            for cid, doc, meta in zip(
+                got["ids"], got["documents"] or [], got["metadatas"] or [], strict=True
+            ):
+                out[cid] = _with_score(Case.from_json(doc), meta)
         return [out[i] for i in ids if i in out]
 
     def get(self, case_id: str) -> Case | None:
@@ -241,8 +275,11 @@ class ExperienceGraph:
 
     def children(self, case_id: str) -> list[Case]:
         with self._store.reading():
-            got = self._col().get(where={"parent_id": case_id}, include=["documents"])
-        kids = [Case.from_json(d) for d in got["documents"] or []]
+            got = self._col().get(where={"parent_id": case_id}, include=["documents", "metadatas"])
+        kids = [
+            _with_score(Case.from_json(d), m)
+            for d, m in zip(got["documents"] or [], got["metadatas"] or [], strict=True)
+        ]
         return sorted(kids, key=lambda c: (c.created_at, c.id))
 
     def ancestors(self, case_id: str) -> list[Case]:
@@ -270,10 +307,10 @@ class ExperienceGraph:
         offset = 0
         while True:
             with self._store.reading():
-                got = self._col().get(include=["documents"], limit=batch, offset=offset)
+                got = self._col().get(include=["documents", "metadatas"], limit=batch, offset=offset)
             docs = got["documents"] or []
-            for doc in docs:
-                yield Case.from_json(doc)
+            for doc, meta in zip(docs, got["metadatas"] or [], strict=True):
+                yield _with_score(Case.from_json(doc), meta)
             if len(docs) < batch:
                 return
             offset += batch
@@ -329,17 +366,15 @@ class ExperienceGraph:
 
         with self._store.reading():
             col = self._col()
-            total = col.count()
-            if total == 0:
-                return []
-            n = min(pool, total)
-            got = col.query(query_embeddings=emb, n_results=n, include=["metadatas", "distances"])
+            got = col.query(query_embeddings=emb, n_results=pool, include=["metadatas", "distances"])
+            seen_all = len(got["ids"][0]) < pool
             hits = self._hits(got, keep)
-            if len(hits) < k and n < total:
+            if len(hits) < k and not seen_all:
+                # The nearest `pool` cases hold too few matches: ask Chroma to filter (exact, slower).
                 where = self._where(fams, hardware, other_hardware, wanted_outcomes, correct_only)
                 if where is not None:
                     got = col.query(
-                        query_embeddings=emb, n_results=n, where=where, include=["metadatas", "distances"]
+                        query_embeddings=emb, n_results=pool, where=where, include=["metadatas", "distances"]
                     )
                     hits = self._hits(got, keep)
             if other_hardware:
@@ -347,7 +382,7 @@ class ExperienceGraph:
             else:
                 hits.sort(
                     key=lambda h: (
-                        int(h[1].get("rank", 99)),
+                        OUTCOME_RANK.get(str(h[1].get("outcome")), 99),
                         -float(h[1].get("d", 0.0)) * float(h[1].get("conf", 1.0)),
                         -h[2],
                     )

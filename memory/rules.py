@@ -25,6 +25,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from pydantic import BaseModel, Field
 
 from hardware.result import Versions
@@ -201,6 +202,7 @@ class RuleBook:
     def __init__(self, store: ChromaStore, threshold: int = DEFAULT_THRESHOLD) -> None:
         self._store = store
         self.threshold = threshold
+        self._cache: tuple[tuple[int, int], tuple[list[Rule], np.ndarray] | None] | None = None
 
     def _rules(self):  # noqa: ANN202 - chromadb's Collection
         return self._store.collection(RULES)
@@ -349,25 +351,19 @@ class RuleBook:
         """
         threshold = self.threshold if min_count is None else min_count
         mm = major_minor(versions.triton) if versions is not None else ""
+        if k <= 0:
+            return []
         with self._store.reading():
-            col = self._rules()
-            where = {"count": {"$gte": threshold}}
-            n = len(col.get(where=where, include=[])["ids"])  # type: ignore[arg-type]
-            if n == 0 or k <= 0:
-                return []
-            got = col.query(
-                query_texts=[query],
-                n_results=min(n, max(4 * k, 32)),
-                where=where,  # type: ignore[arg-type]
-                include=["documents", "distances"],
-            )
+            pool = self._injectable(threshold)
+        if not pool:
+            return []
+        rules, matrix = pool
+        sims = matrix @ self._store.embedder.embed_many([query])[0]
         ranked: list[RankedRule] = []
         fams = {f for f in op_families if f}
-        for doc, dist in zip(got["documents"][0], got["distances"][0], strict=True):  # type: ignore[index]
-            rule = Rule.from_json(doc)
+        for rule, sim in zip(rules, sims.tolist(), strict=True):
             if mm and rule.triton_versions and mm not in rule.triton_versions:
                 continue
-            sim = 1.0 - float(dist)
             score = sim + 0.05 * math.log2(max(1, rule.count))
             if fams & set(rule.op_families):
                 score += 0.15
@@ -376,6 +372,24 @@ class RuleBook:
             ranked.append(RankedRule(rule=rule, score=score, similarity=sim))
         ranked.sort(key=lambda r: (-r.score, r.rule.id))
         return ranked[:k]
+
+    def _injectable(self, threshold: int) -> tuple[list[Rule], np.ndarray] | None:
+        """Rules with count >= threshold and their embeddings, cached until anything writes to memory.
+
+        Rules are few (hundreds), so ranking them in-process beats a filtered Chroma query; the cache
+        makes repeated context builds between writes cost nothing here.
+        """
+        token = self._store.cache_token()
+        if token is not None and self._cache is not None and self._cache[0] == (token, threshold):
+            return self._cache[1]
+        got = self._rules().get(where={"count": {"$gte": threshold}}, include=["documents", "embeddings"])
+        docs = got["documents"] or []
+        if not docs:
+            pool: tuple[list[Rule], np.ndarray] | None = None
+        else:
+            pool = ([Rule.from_json(d) for d in docs], np.asarray(got["embeddings"], dtype=np.float32))
+        self._cache = ((token, threshold), pool) if token is not None else None
+        return pool
 
     # -- effect ----------------------------------------------------------------------------------
 

@@ -172,6 +172,13 @@ class ChromaStore:
                         os.close(self._lock_fd)
                         self._lock_fd = None
 
+    def cache_token(self) -> int | None:
+        """Changes whenever any process wrote to this memory; None for a server (no such signal).
+
+        Call inside `reading()`. Caches derived from stored data are valid while the token is unchanged.
+        """
+        return None if self.remote else self._generation
+
     def collection(self, name: str) -> Collection:
         """The named collection (created on first use) with memory's embedding function.
 

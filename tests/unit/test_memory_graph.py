@@ -71,6 +71,14 @@ def test_downstream_scores_follow_the_lineage(mem) -> None:  # noqa: ANN001
     assert [c.id for c in mem.cases.children(root.id)] == [child.id, failed.id]
     assert [c.id for c in mem.cases.ancestors(grandchild.id)] == [root.id, child.id]
     assert mem.cases.get(grandchild.id).outcome == "ineffective"
+    # A lost ancestor update (a crash between the two writes of an add) is repaired by rescore().
+    with mem._store.writing():
+        mem._store.collection(CASES).update(ids=[root.id, child.id], metadatas=[{"d": 9.0}, {"d": 0.0}])
+    assert mem.cases.get(root.id).downstream == 9.0
+    assert mem.cases.rescore() == 2
+    assert mem.cases.get(root.id).downstream == pytest.approx(d_root)
+    assert mem.cases.get(child.id).downstream == pytest.approx(d_child)
+    assert mem.cases.rescore() == 0
 
 
 def test_batch_insert_scores_in_batch_and_existing_ancestors(mem) -> None:  # noqa: ANN001
