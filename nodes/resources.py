@@ -62,7 +62,14 @@ def chat_model(context: Any) -> BaseChatModel:
     given = getattr(context, "chat_model", None)
     if given is not None:
         return given  # type: ignore[no-any-return]
-    key = (context.model, context.base_url, context.llm_timeout_s, context.llm_retries)
+    offline = context.model.strip() == "offline"
+    key = (
+        context.model,
+        context.base_url,
+        context.llm_timeout_s,
+        context.llm_retries,
+        context.seed if offline else None,
+    )
     with _lock:
         model = _models.get(key)
         if model is None:
@@ -71,6 +78,7 @@ def chat_model(context: Any) -> BaseChatModel:
                 base_url=context.base_url,
                 timeout=context.llm_timeout_s,
                 max_retries=context.llm_retries,
+                **({"seed": context.seed} if offline else {}),
             )
             _models[key] = model
         return model

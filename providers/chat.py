@@ -80,7 +80,10 @@ def load_chat_model(
     probe: bool = True,
     **kwargs: Any,
 ) -> BaseChatModel:
-    """A chat model for `spec` (see the module docstring); `probe=False` skips the server check."""
+    """A chat model for `spec` (see the module docstring); `probe=False` skips the server check.
+
+    Other keyword arguments go to the model's constructor (for "offline", only `seed` is used).
+    """
     spec = (spec or "").strip()
     if not spec:
         raise ProviderError(
@@ -89,7 +92,7 @@ def load_chat_model(
     if spec == "offline":
         from providers.offline import OfflineKernelWriter
 
-        return OfflineKernelWriter()
+        return OfflineKernelWriter(seed=int(kwargs.get("seed", 0)))
     url = resolve_base_url(base_url)
     if url:
         from langchain_openai import ChatOpenAI
