@@ -1,6 +1,8 @@
 """How much the evaluation harness costs per candidate, and how repeatable its timings are.
 
-One command does the whole measurement and writes `eval_overhead.json` under --out (default $OUT):
+One command does the whole measurement and writes `eval_overhead.json` under --out (default $OUT),
+after every section (`"complete": true` once all ran); the cold part comes last and is the slowest
+(--cold 1 shortens it):
 
     python benchmarks/eval_overhead.py --out DIR
 
@@ -123,9 +125,11 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("give --out DIR or set $OUT")
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "eval_overhead.json"
     # A private baseline cache, so the first evaluation of a task shows the torch.compile cost honestly.
-    os.environ["KERNELWRIGHT_CACHE_DIR"] = tempfile.mkdtemp(prefix="kw-bench-cache-")
+    os.environ["KERNELWRIGHT_CACHE_DIR"] = tempfile.mkdtemp(prefix="baseline-cache-", dir=out_dir)
 
+    t_start = time.perf_counter()
     device = resolve_device(args.device)
     tasks = {t: load_task(REPO / "tasks" / "level1" / t) for t, _ in CASES}
     sources = {c: (CANDIDATES / c).read_text() for _, c in CASES}
@@ -137,9 +141,15 @@ def main(argv: list[str] | None = None) -> int:
         "device": device,
         "cases": [f"{t} <- {c}" for t, c in CASES],
         "args": vars(args),
+        "complete": False,
     }
+
+    def save() -> None:
+        """Written after every section, so a run cut short by a time bound keeps what it measured."""
+        report["elapsed_s"] = time.perf_counter() - t_start
+        path.write_text(json.dumps(report, indent=2, default=str))
+
     nonce = 0
-    t_start = time.perf_counter()
     with WorkerPool(device=device, workers=1) as pool:
         t0 = time.perf_counter()
         pool._workers[0].wait_ready()  # worker start is reported separately, not charged to a candidate
@@ -155,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         report["first_evaluation"] = first
         report["target"] = res.target
         report["versions"] = res.versions.model_dump()
+        save()
 
         warm: dict[str, Any] = {}
         for t, c in CASES:
@@ -175,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
         report["warm_overhead"] = warm
+        save()
 
         repeat: dict[str, Any] = {}
         if device == "cuda":
@@ -205,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             repeat["note"] = "timing is not meaningful on CPU (Triton interpreter); nothing was timed"
         report["timing_repeatability"] = repeat
+        save()
 
         jobs = []
         for i in range(args.throughput):
@@ -228,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
         report["worker_restarts"] = pool.restarts
+        save()
 
     cold: dict[str, Any] = {}
     for t, c in CASES:
@@ -239,15 +253,14 @@ def main(argv: list[str] | None = None) -> int:
                 raise SystemExit(f"cold run of {t} failed: {last.get('error')}")
             cold_walls.append(wall)
         cold[t] = {**stats(cold_walls), "eval_wall_s_reported": last.get("wall_s")}
+        report["cold_subprocess"] = cold
+        report["cold_vs_warm"] = {
+            k: cold[k]["median_s"] / warm[k]["verify+time/repeat"]["median_s"] for k in cold
+        }
+        save()
         print(f"cold {t}: median {statistics.median(cold_walls):.2f} s per candidate", flush=True)
-    report["cold_subprocess"] = cold
-    report["cold_vs_warm"] = {
-        t: cold[t]["median_s"] / warm[t]["verify+time/repeat"]["median_s"] for t, _ in CASES
-    }
-    report["total_s"] = time.perf_counter() - t_start
-
-    path = out_dir / "eval_overhead.json"
-    path.write_text(json.dumps(report, indent=2, default=str))
+    report["complete"] = True
+    save()
     print(f"wrote {path}")
     return 0
 

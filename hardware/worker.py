@@ -661,12 +661,18 @@ def main(argv: list[str]) -> None:
     faulthandler.enable(file=sys.stderr, all_threads=False)
     threading.Thread(target=_watch_parent, args=(parent_pid, tmpdir), daemon=True).start()
     try:
-        runner = Runner(conn, device, tmpdir)
-    except Exception:
-        traceback.print_exc()
-        conn.send(("failed", traceback.format_exc()))
-        return
-    runner.serve()
+        try:
+            runner = Runner(conn, device, tmpdir)
+        except Exception:
+            traceback.print_exc()
+            conn.send(("failed", traceback.format_exc()))
+            return
+        runner.serve()
+    except OSError:  # the parent closed its end: it is gone or done with this worker
+        pass
+    finally:
+        if os.getppid() != parent_pid:  # orphaned: nobody else will remove the directory
+            shutil.rmtree(tmpdir, ignore_errors=True)
 
 
 if __name__ == "__main__":
