@@ -1,15 +1,17 @@
 """The evaluation worker: a separate Python process that imports candidates and runs them.
 
-Started by `hardware.sandbox.WorkerPool` as `python -m hardware.worker FD DEVICE` in its own session,
+Started by `hardware.sandbox.WorkerPool` as `python -m hardware.worker FD DEVICE TMPDIR PARENT_PID` in its
+own session,
 with stdout/stderr going to a log file the parent reads when the worker dies. torch and triton are
 imported once; on CPU the parent sets TRITON_INTERPRET=1 in the environment before that import.
 
 Protocol over the connection (multiprocessing.connection, pickled tuples):
-- worker -> parent: ("ready", info) once; per job ("stage", job_id, stage) at every stage change,
+- worker -> parent: ("ready", info) once; per job ("stage", job_id, stage) at every stage change
+  (reference, compile, correctness, timing, baseline: see hardware.config.WorkerStage),
   ("partial", job_id, result) once the candidate is verified (so a timeout while timing keeps the
   verdict), and ("result", job_id, result, restart) at the end; `restart` asks the parent to replace
   the worker (CUDA error or out-of-memory: the CUDA context can no longer be trusted).
-- parent -> worker: ("eval", job) or ("stop",).
+- parent -> worker: ("eval", job) or ("stop",) (the pool itself simply kills a worker it is done with).
 
 The parent enforces every time limit; the worker only reports where it is. One job at a time.
 
