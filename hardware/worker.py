@@ -1,9 +1,8 @@
 """The evaluation worker: a separate Python process that imports candidates and runs them.
 
 Started by `hardware.sandbox.WorkerPool` as `python -m hardware.worker FD DEVICE TMPDIR PARENT_PID` in its
-own session,
-with stdout/stderr going to a log file the parent reads when the worker dies. torch and triton are
-imported once; on CPU the parent sets TRITON_INTERPRET=1 in the environment before that import.
+own session, with stdout/stderr going to a log file the parent reads when the worker dies. torch and
+triton are imported once; on CPU the parent sets TRITON_INTERPRET=1 in the environment before that import.
 
 Protocol over the connection (multiprocessing.connection, pickled tuples):
 - worker -> parent: ("ready", info) once; per job ("stage", job_id, stage) at every stage change
