@@ -1,0 +1,292 @@
+"""The convolution family of the offline writer: Triton convolutions with the following work fused.
+
+Public API (everything a writer needs to offer "conv" as a family):
+
+    analysis = analyze_conv_task(task_source)            # ConvAnalysis(plan | None, reason)
+    plan = analysis.plan                                  # or analyze_conv_model(model, example_inputs)
+    designs = conv_designs(plan)                          # applicable designs, best guess first
+    configs = conv_configs(designs[0], plan, "strict")    # the config space, default first
+    text = emit_conv_program(plan, task_source, design=designs[0], config=configs[0], precision="strict")
+    conv_neighbours(design, config, "strict")             # small steps: configs one knob away
+    parse_conv_header(text)                               # (design, config) back from a program
+
+`write_conv_program(task_source, ...)` does analysis, choice and emission in one call (None when the
+task is not a supported convolution). Programs start with
+`# kernelwright: family=conv design=<design> config=<k=v,...>`, define `ModelNew` with the task's
+constructor (copied from `Model.__init__`, so parameter names and the reference's state_dict match)
+and forward signature, and are shape-generic.
+
+Precision: "strict" allows dot=ieee (exact fp32 FMAs) and dot=tf32x3 (three TF32 tensor-core
+products per term, fp32-level accuracy); "tf32" and "reduced" also allow dot=tf32. fp16/bf16 tasks
+multiply in their own type with fp32 accumulation.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import torch
+
+from providers.offline.conv_analysis import (
+    ConvAnalysis,
+    ConvUnsupported,
+    analyze_conv_model,
+    explain_conv_model,
+)
+from providers.offline.conv_codegen import DESIGNS, ConvEmitError, emit
+from providers.offline.conv_ir import ConvConfig, ConvPlan, ConvSpec
+
+__all__ = [
+    "CONV_FAMILY",
+    "ConvAnalysis",
+    "ConvConfig",
+    "ConvEmitError",
+    "ConvPlan",
+    "ConvSpec",
+    "ConvUnsupported",
+    "analyze_conv_model",
+    "analyze_conv_task",
+    "conv_configs",
+    "conv_designs",
+    "conv_neighbours",
+    "default_conv_config",
+    "emit_conv_program",
+    "explain_conv_model",
+    "parse_conv_header",
+    "write_conv_program",
+]
+
+CONV_FAMILY = "conv"
+Precision = str  # "strict" | "tf32" | "reduced"
+
+_DOTS = {
+    "strict": ("tf32x3", "ieee"),
+    "tf32": ("tf32", "tf32x3", "ieee"),
+    "reduced": ("tf32", "tf32x3", "ieee"),
+}
+
+
+def _dots(precision: str) -> tuple[str, ...]:
+    if precision not in _DOTS:
+        raise ValueError(f"precision must be strict, tf32 or reduced, not {precision!r}")
+    return _DOTS[precision]
+
+
+def _sizes(plan: ConvPlan | None) -> ConvSpec | None:
+    if plan is None:
+        return None
+    return plan.full_spec or plan.spec
+
+
+def conv_designs(plan: ConvPlan | None = None) -> list[str]:
+    """Designs that can write `plan`, the one expected to be fastest first (all designs without a plan).
+
+    direct_depthwise needs one input channel per group; implicit_gemm_flatk suits few input channels
+    per group (the reduction dim is channels x taps), implicit_gemm many.
+    """
+    spec = _sizes(plan)
+    if spec is None:
+        return list(DESIGNS)
+    cin_g = spec.in_per_group
+    if cin_g == 1:
+        return ["direct_depthwise", "implicit_gemm_flatk", "implicit_gemm"]
+    if cin_g < 16:
+        return ["implicit_gemm_flatk", "implicit_gemm"]
+    return ["implicit_gemm", "implicit_gemm_flatk"]
+
+
+# (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)
+_GEMM_TILES = [
+    (128, 128, 32, 8, 3),
+    (128, 64, 32, 4, 3),
+    (64, 128, 32, 4, 3),
+    (64, 64, 32, 4, 4),
+    (128, 128, 16, 8, 4),
+    (256, 64, 32, 8, 3),
+    (128, 32, 32, 4, 3),
+    (64, 32, 32, 4, 3),
+]
+_FLAT_TILES = [
+    (128, 64, 32, 4, 3),
+    (128, 32, 32, 4, 3),
+    (64, 64, 32, 4, 3),
+    (128, 128, 32, 8, 3),
+    (64, 32, 16, 4, 3),
+    (256, 64, 16, 8, 3),
+]
+_DIRECT_TILES = [(64, 32, 16, 4, 1), (128, 32, 16, 4, 1), (32, 64, 16, 4, 1), (128, 16, 16, 4, 1),
+                 (256, 16, 16, 8, 1), (64, 64, 16, 8, 1)]  # fmt: skip
+
+
+def conv_configs(
+    design: str, plan: ConvPlan | None = None, precision: Precision = "strict"
+) -> list[ConvConfig]:
+    """The config space of `design` for `plan` under `precision`; the default (best guess) first."""
+    if design not in DESIGNS:
+        raise ValueError(f"unknown conv design {design!r}; known: {', '.join(DESIGNS)}")
+    dots = _dots(precision)
+    spec = _sizes(plan)
+    half = spec is not None and spec.dtype != "float32"
+    tiles = {
+        "implicit_gemm": _GEMM_TILES,
+        "implicit_gemm_flatk": _FLAT_TILES,
+        "direct_depthwise": _DIRECT_TILES,
+    }[design]
+    tiles = list(tiles)
+    if spec is not None and design != "direct_depthwise":
+        oc_g = spec.out_per_group
+        # channels per group decide the N tile: do not spend a wide tile on a few channels
+        preferred = 128 if oc_g >= 128 else (64 if oc_g >= 48 else 32)
+        tiles.sort(key=lambda t: (abs(t[1] - preferred), -t[0] * t[1]))
+    if half and design != "direct_depthwise":
+        tiles = [(m, n, 64 if k == 32 else k, w, s) for m, n, k, w, s in tiles]
+    layouts = ["nchw", "nhwc"]
+    if spec is not None and design == "implicit_gemm" and spec.in_per_group >= 64:
+        layouts = ["nhwc", "nchw"]
+    out: list[ConvConfig] = []
+    for dot in dots[:1] if half else dots:
+        for layout in layouts:
+            for m, n, k, w, s in tiles:
+                out.append(
+                    ConvConfig(
+                        BLOCK_M=m, BLOCK_N=n, BLOCK_K=k, num_warps=w, num_stages=s, layout=layout, dot=dot
+                    )  # type: ignore[arg-type]
+                )
+    return out
+
+
+def default_conv_config(
+    design: str, plan: ConvPlan | None = None, precision: Precision = "strict"
+) -> ConvConfig:
+    return conv_configs(design, plan, precision)[0]
+
+
+def conv_neighbours(design: str, config: ConvConfig, precision: Precision = "strict") -> list[ConvConfig]:
+    """Configs one knob away from `config` (a small step): tiles x2 / /2, warps, stages, grouping,
+    layout, and the dot precision where `precision` allows another."""
+    if design not in DESIGNS:
+        raise ValueError(f"unknown conv design {design!r}")
+    lo = 1 if design == "direct_depthwise" else 16
+    c = config.model_dump()
+    out: list[ConvConfig] = []
+
+    def add(**change: Any) -> None:
+        cand = dict(c, **change)
+        for key in ("BLOCK_M", "BLOCK_N", "BLOCK_K"):
+            if not lo <= cand[key] <= 256:
+                return
+        if cand["BLOCK_M"] * cand["BLOCK_N"] > 256 * 128:
+            return
+        new = ConvConfig(**cand)
+        if new != config and new not in out:
+            out.append(new)
+
+    for key in ("BLOCK_M", "BLOCK_N") + (() if design == "direct_depthwise" else ("BLOCK_K",)):
+        add(**{key: c[key] * 2})
+        add(**{key: c[key] // 2})
+    add(num_warps=8 if c["num_warps"] == 4 else 4)
+    if design != "direct_depthwise":
+        add(num_stages=c["num_stages"] + 1)
+        if c["num_stages"] > 2:
+            add(num_stages=c["num_stages"] - 1)
+    add(GROUP_M=1 if c["GROUP_M"] != 1 else 8)
+    add(layout="nhwc" if c["layout"] == "nchw" else "nchw")
+    for dot in _dots(precision):
+        add(dot=dot)
+    return out
+
+
+def emit_conv_program(
+    plan: ConvPlan,
+    source: str,
+    *,
+    design: str | None = None,
+    config: ConvConfig | None = None,
+    precision: Precision = "strict",
+) -> str:
+    """A complete candidate module for the task whose `Model` gave `plan`.
+
+    `source` is the task file's text (ModelNew copies Model.__init__ and the forward signature from it).
+    `design` defaults to conv_designs(plan)[0], `config` to that design's default config. Raises
+    ConvEmitError (a ValueError) when the design cannot write this plan.
+    """
+    design = design or conv_designs(plan)[0]
+    if design not in conv_designs(plan):
+        raise ConvEmitError(f"design {design} does not apply to this convolution")
+    config = config or default_conv_config(design, plan, precision)
+    _dots(precision)
+    return emit(plan, source, design, config, precision)
+
+
+_HEADER = re.compile(r"^#\s*kernelwright:\s*family=conv\s+design=(\S+)\s+config=(\S*)", re.M)
+
+
+def parse_conv_header(text: str) -> tuple[str, ConvConfig] | None:
+    """(design, config) from a program's `# kernelwright: family=conv ...` line, or None."""
+    m = _HEADER.search(text)
+    if not m:
+        return None
+    values: dict[str, Any] = {}
+    for item in m.group(2).split(","):
+        if "=" not in item:
+            continue
+        key, value = item.split("=", 1)
+        values[key] = int(value) if value.lstrip("-").isdigit() else value
+    try:
+        return m.group(1), ConvConfig(**values)
+    except Exception:
+        return None
+
+
+def analyze_conv_task(source: str, name: str = "task") -> ConvAnalysis:
+    """Analyse a task file's source: the plan from its small inputs, sizes from its full ones.
+
+    The task's own code runs here (reference code, as task loading does); the forward runs once on the
+    small CPU inputs, and the full-size model is built on the meta device only for its sizes.
+    """
+    from tasks import TaskError, exec_task_module, task_inputs, task_model
+
+    try:
+        module = exec_task_module(source, name)
+        with torch.random.fork_rng(devices=[]):
+            inputs = task_inputs(module, small=True, seed=0, device="cpu")
+            model = task_model(module, small=True, seed=0, device="cpu")
+    except TaskError as exc:
+        return ConvAnalysis(plan=None, reason=f"the task does not load: {exc}")
+    analysis = explain_conv_model(model, inputs)
+    if analysis.plan is None:
+        return analysis
+    full = _full_spec(module)
+    if full is not None:
+        analysis.plan.full_spec = full
+    return analysis
+
+
+def _full_spec(module: Any) -> ConvSpec | None:
+    """The convolution's sizes at the task's full size, from a model built on the meta device."""
+    from tasks import task_inputs, task_model
+
+    try:
+        with torch.random.fork_rng(devices=[]), torch.device("meta"):
+            inputs = task_inputs(module, small=False, seed=0, device="meta")
+            model = task_model(module, small=False, seed=0, device="meta")
+            plan = analyze_conv_model(model, inputs)
+    except Exception:
+        return None
+    return plan.spec if plan is not None else None
+
+
+def write_conv_program(
+    source: str,
+    *,
+    design: str | None = None,
+    config: ConvConfig | None = None,
+    precision: Precision = "strict",
+    name: str = "task",
+) -> str | None:
+    """Analyse the task and write its Triton convolution program; None when it is not supported."""
+    analysis = analyze_conv_task(source, name)
+    if analysis.plan is None:
+        return None
+    return emit_conv_program(analysis.plan, source, design=design, config=config, precision=precision)

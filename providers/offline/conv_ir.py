@@ -1,0 +1,231 @@
+"""The typed description of a convolution task that the Triton convolution writer works from.
+
+`analyze_conv_model` (conv_analysis.py) turns a task's `Model` into a `ConvPlan`; `emit_conv_program`
+(conv_codegen.py) turns a plan, a design and a `ConvConfig` into a candidate module. The plan is
+structural: sizes come from tensors at run time, and hyper-parameters are kept as Python expressions
+(`self.conv.stride`, `self.scale`) that the generated forward evaluates, so one program serves every
+shape and constructor argument of the task.
+
+Values are described on a logical 5-D grid (N, C, D, H, W): a 1-D convolution's output (N, C, L) sits
+on it as (N, C, 1, 1, L), a 2-D one's as (N, C, 1, H, W). Logical dims are numbered 0..4.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+LOGICAL_DIMS = 5
+SPATIAL = (2, 3, 4)
+
+OpKind = Literal[
+    "conv",  # the convolution's output (always op 0), without its bias
+    "operand",  # an external tensor (parameter, buffer, forward input) broadcast onto the grid
+    "const",  # a scalar
+    "unary",  # attrs["fn"] in UNARY_FNS, consts = its parameters
+    "binary",  # attrs["fn"] in BINARY_FNS
+    "where",  # args = (condition, a, b)
+    "creduce",  # reduction over channels (attrs["fn"] in sum/mean/max/min): one value per pixel
+    "pool",  # max/avg pooling windows over the spatial dims
+    "sreduce",  # reduction over some spatial dims (attrs["fn"], attrs["dims"] logical dims)
+    "norm",  # normalisation with statistics from the whole tensor (group/instance/batch/layer norm)
+]
+
+# Unary functions and the names of their constant parameters (in Op.consts order).
+UNARY_FNS: dict[str, tuple[str, ...]] = {
+    "relu": (),
+    "relu6": (),
+    "sigmoid": (),
+    "tanh": (),
+    "gelu": (),
+    "gelu_tanh": (),
+    "silu": (),
+    "mish": (),
+    "hardswish": (),
+    "hardsigmoid": (),
+    "hardtanh": ("min_val", "max_val"),
+    "leaky_relu": ("negative_slope",),
+    "elu": ("alpha",),
+    "celu": ("alpha",),
+    "selu": (),
+    "softplus": ("beta", "threshold"),
+    "logsigmoid": (),
+    "softsign": (),
+    "tanhshrink": (),
+    "exp": (),
+    "log": (),
+    "abs": (),
+    "neg": (),
+    "sqrt": (),
+    "rsqrt": (),
+    "reciprocal": (),
+    "square": (),
+    "erf": (),
+    "sin": (),
+    "cos": (),
+    "floor": (),
+    "ceil": (),
+    "clamp_min": ("min",),
+    "clamp_max": ("max",),
+    "clamp": ("min", "max"),
+}
+BINARY_FNS = ("add", "sub", "mul", "div", "maximum", "minimum", "pow", "gt", "lt", "ge", "le", "eq", "ne")
+REDUCE_FNS = ("sum", "mean", "max", "min")
+
+
+class Const(BaseModel):
+    """A scalar: its value in the analysed model and the expression the generated forward evaluates."""
+
+    model_config = ConfigDict(frozen=True)
+
+    value: float
+    expr: str
+    """Python expression in ModelNew.forward's scope, e.g. "self.scale_factor" or "0.5"."""
+
+
+class Operand(BaseModel):
+    """An external tensor the epilogue reads, broadcast onto the logical grid of the value it meets."""
+
+    expr: str
+    """Python expression for the tensor in ModelNew.forward: "self.bias", "self.gn.weight", "y"."""
+    align: list[int | None]
+    """For each dim of the tensor: the logical dim (0..4) it runs along, or None where it is broadcast
+    (size 1). Leading dims the tensor lacks are broadcast too."""
+    kind: Literal["scalar", "channel", "full"]
+    """scalar: one value; channel: varies along C only (a per-channel vector); full: anything else,
+    gathered element by element with the tensor's own strides."""
+
+
+class PoolPart(BaseModel):
+    """One pooling layer as Python expressions (ints or tuples, normalised at run time)."""
+
+    kernel: str
+    stride: str
+    padding: str = "0"
+    dilation: str = "1"
+    count_include_pad: bool = True
+
+
+class Op(BaseModel):
+    """One operation of the fused program; `args` are ids of earlier ops."""
+
+    id: int
+    kind: OpKind
+    args: list[int] = Field(default_factory=list)
+    consts: list[Const] = Field(default_factory=list)
+    operand: int | None = None
+    attrs: dict[str, Any] = Field(default_factory=dict)
+    """unary/binary: fn; creduce/sreduce: fn (+ dims); pool: kind ("max"|"avg") and parts (PoolPart
+    dicts, composed when several non-overlapping pools follow each other); norm: kind
+    ("group"|"instance"|"batch"|"layer"), groups (expression), eps (expression)."""
+    cred: bool = False
+    """The value is reduced over channels (one value per pixel)."""
+
+
+class ConvSpec(BaseModel):
+    """The convolution itself, as seen in the analysed model (sizes for choosing a design only)."""
+
+    ndim: Literal[1, 2, 3]
+    transposed: bool = False
+    in_channels: int
+    out_channels: int
+    kernel_size: list[int]
+    stride: list[int]
+    padding: list[int]
+    """Left padding per spatial dim ('same' padding resolved)."""
+    dilation: list[int]
+    output_padding: list[int]
+    groups: int = 1
+    bias: bool = True
+    dtype: str = "float32"
+    same_padding: bool = False
+    """padding='same': the output has the input's size and padding is recomputed at run time."""
+    module: str | None = None
+    """Qualified name of the nn.ConvNd module when there is one: its stride, padding, ... are read from
+    it at run time (`self.<module>.stride`)."""
+    weight: str = ""
+    """Expression for the weight tensor, e.g. "self.conv.weight"."""
+    bias_expr: str | None = None
+    hyper: dict[str, str] = Field(default_factory=dict)
+    """For a functional convolution (F.conv2d): expressions for stride, padding, dilation, groups,
+    output_padding."""
+
+    @property
+    def in_per_group(self) -> int:
+        return self.in_channels // self.groups
+
+    @property
+    def out_per_group(self) -> int:
+        return self.out_channels // self.groups
+
+    @property
+    def depthwise(self) -> bool:
+        return self.groups > 1 and self.in_per_group == 1
+
+
+class ConvPlan(BaseModel):
+    """A task's forward as one convolution followed by fusable work; what the emitter needs."""
+
+    spec: ConvSpec
+    ops: list[Op]
+    operands: list[Operand] = Field(default_factory=list)
+    output: int
+    """Id of the op whose value the forward returns."""
+    out_groups: list[list[int]]
+    """The returned tensor's dims as groups of logical dims (merged by a final view/flatten); an empty
+    group is a size-1 dim. E.g. a 2-D conv's (N, C, H, W) output is [[0], [1], [3], [4]]."""
+    forward_args: list[str]
+    conv_input: str
+    """The forward argument the convolution reads."""
+    notes: list[str] = Field(default_factory=list)
+    full_spec: ConvSpec | None = None
+    """The convolution's sizes at the task's full size when known (they choose designs and tiles)."""
+
+    def op(self, op_id: int) -> Op:
+        return self.ops[op_id]
+
+    def describe(self) -> str:
+        """One line per op, for logs and prompts."""
+        s = self.spec
+        head = (
+            f"conv{s.ndim}d{' transposed' if s.transposed else ''} {s.in_channels}->{s.out_channels} "
+            f"k={s.kernel_size} s={s.stride} p={s.padding} d={s.dilation} g={s.groups} {s.dtype}"
+        )
+        lines = [head]
+        for op in self.ops[1:]:
+            extra = op.attrs.get("fn") or op.attrs.get("kind") or ""
+            if op.kind == "operand" and op.operand is not None:
+                extra = f"{self.operands[op.operand].expr} ({self.operands[op.operand].kind})"
+            if op.kind == "const":
+                extra = op.consts[0].expr
+            lines.append(f"  %{op.id} = {op.kind} {extra} {op.args}")
+        lines.append(f"  return %{self.output} as {self.out_groups}")
+        return "\n".join(lines)
+
+
+class ConvConfig(BaseModel):
+    """Tile and launch settings of one generated program (the small-step search space)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    BLOCK_M: int = 64
+    """Output pixels per tile."""
+    BLOCK_N: int = 64
+    """Output channels per tile."""
+    BLOCK_K: int = 32
+    """Reduction (input channels x taps) slice per step; unused by direct_depthwise."""
+    GROUP_M: int = 8
+    """Pixel tiles that share a channel tile before moving on (L2 reuse of the input)."""
+    num_warps: int = 4
+    num_stages: int = 3
+    layout: Literal["nchw", "nhwc"] = "nchw"
+    """How the kernel reads the input: nchw as given (pixels along the fast axis of a load), nhwc after
+    a copy to channels-last (a tile's channel slice contiguous)."""
+    dot: Literal["ieee", "tf32x3", "tf32"] = "tf32x3"
+    """fp32 inputs: how tl.dot multiplies. ieee: exact fp32 on CUDA cores; tf32x3: three TF32 tensor-core
+    products per term (fp32-level accuracy); tf32: one TF32 product (only under --allow-tf32).
+    Ignored for fp16/bf16 inputs."""
+
+    def label(self) -> str:
+        return ",".join(f"{k}={v}" for k, v in self.model_dump().items())
