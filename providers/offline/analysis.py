@@ -24,7 +24,7 @@ import textwrap
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -114,9 +114,10 @@ def model_source(source: str) -> ModelSource:
             and stmt.name not in _TASK_FUNCS
         ):
             defs[stmt.name] = stmt
-        elif isinstance(stmt, ast.Assign) and all(isinstance(t, ast.Name) for t in stmt.targets):
+        elif isinstance(stmt, ast.Assign):
             for t in stmt.targets:
-                defs[t.id] = stmt  # type: ignore[union-attr]
+                if isinstance(t, ast.Name):
+                    defs[t.id] = stmt
     chosen: list[ast.stmt] = []
     todo = sorted(needed)
     seen: set[str] = set()
@@ -138,13 +139,13 @@ def model_source(source: str) -> ModelSource:
 # ---- tracing ---------------------------------------------------------------------------------------
 
 
-def _build(module: Any) -> tuple[torch.nn.Module, list[Any]]:
+def _build(module: Any, small: bool = False) -> tuple[torch.nn.Module, list[Any]]:
     with torch.device("meta"):
         torch.manual_seed(0)
         try:
-            init = list(module.get_init_inputs())
+            init = list(module.get_small_init_inputs() if small else module.get_init_inputs())
             model = module.Model(*init)
-            inputs = list(module.get_inputs())
+            inputs = list(module.get_small_inputs() if small else module.get_inputs())
         except Exception as exc:
             raise AnalysisError(
                 f"building Model on the meta device failed: {type(exc).__name__}: {exc}"
@@ -154,7 +155,9 @@ def _build(module: Any) -> tuple[torch.nn.Module, list[Any]]:
     return model, inputs
 
 
-def _trace(model: torch.nn.Module, inputs: list[Any], mode: str) -> tuple[torch.fx.GraphModule, list[str]]:
+def _trace(
+    model: torch.nn.Module, inputs: list[Any], mode: Literal["symbolic", "fake"]
+) -> tuple[torch.fx.GraphModule, list[str]]:
     from torch.func import functional_call
     from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -168,7 +171,7 @@ def _trace(model: torch.nn.Module, inputs: list[Any], mode: str) -> tuple[torch.
     import torch.fx.experimental._config as fx_config
 
     # Without duck shaping, two sizes that happen to be equal (a square matrix) keep separate symbols.
-    with torch.no_grad(), torch.device("meta"), fx_config.patch(use_duck_shape=False):
+    with torch.no_grad(), torch.device("meta"), fx_config.patch(use_duck_shape=False):  # type: ignore[attr-defined]
         gm = make_fx(fwd, tracing_mode=mode, pre_dispatch=True)(values, *inputs)
     return gm, names
 
@@ -201,6 +204,132 @@ def _output_kind(model: torch.nn.Module, inputs: list[Any]) -> str:
     )
 
 
+# ---- constructor arguments that the trace turns into constants --------------------------------------
+
+# Arguments whose value changes the structure of the lowering: never read from the module at run time.
+_STRUCTURAL = {"dim", "dims", "keepdim", "normalized_shape", "ord", "p", "reduction", "ignore_index",
+               "approximate", "dtype", "layout", "device", "start", "end", "step", "index", "size", "shape",
+               "sizes", "correction", "unbiased", "half_to_float", "train", "training", "cudnn_enable",
+               "pin_memory", "memory_format", "non_blocking", "copy", "label_smoothing", "swap", "log_target"}  # fmt: skip
+
+
+def _attributes(model: torch.nn.Module) -> dict[str, Any]:
+    """Numbers kept on the model and its submodules, by Python path ("group_norm.num_groups")."""
+    out: dict[str, Any] = {}
+    for prefix, mod in model.named_modules():
+        for k, v in vars(mod).items():
+            if k.startswith("_") or k == "training":
+                continue
+            path = f"{prefix}.{k}" if prefix else k
+            if isinstance(v, int | float) and not isinstance(v, bool):
+                out[path] = v
+            elif isinstance(v, tuple | list) and all(
+                isinstance(x, int | float) and not isinstance(x, bool) for x in v
+            ):
+                for i, x in enumerate(v):
+                    out[f"{path}[{i}]"] = x
+    return out
+
+
+def _match_attribute(
+    full: float, small: float, fa: dict[str, Any], sa: dict[str, Any], arg: str = ""
+) -> str | None:
+    """Python (on `self`) that gives `full` on the full model and `small` on the small one, else None.
+
+    Among several matches, an attribute named like the op's argument wins (`conv.groups` for `groups`).
+    """
+    forms = [("{}", lambda v: v), ("(1.0 / {})", lambda v: 1.0 / v if v else None), ("(-{})", lambda v: -v)]
+    for text, fn in forms:
+        hits = [p for p in fa if p in sa and _close(fn(fa[p]), full) and _close(fn(sa[p]), small)]
+        if hits:
+
+            def rank(p: str) -> tuple[int, int, int]:
+                leaf = p.split(".")[-1].split("[")[0]
+                named = bool(arg) and (leaf == arg or leaf.rstrip("s") == arg.rstrip("s"))
+                return (not named, p.count("."), len(p))
+
+            best = min(hits, key=rank)
+            return text.format("self." + best)
+    return None
+
+
+def _close(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return False
+    return abs(float(a) - float(b)) <= 1e-12 * max(1.0, abs(float(b)))
+
+
+def _op_is_opaque(target: Any) -> bool:
+    from providers.offline.lowering import _HANDLERS, _SAME_BINARY, _SAME_UNARY
+
+    name = target.overloadpacket.__name__.rstrip("_")
+    return name not in _HANDLERS and name not in _SAME_UNARY and name not in _SAME_BINARY
+
+
+def bind_hyperparameters(gm_full: Any, gm_small: Any, m_full: torch.nn.Module, m_small: torch.nn.Module,
+                         var_to_val: dict) -> tuple[dict, list[str]]:  # fmt: skip
+    """Replace, in `gm_full`, constants that differ between the two traces with runtime module reads.
+
+    Returns (symbol -> Python source on `self`, notes). A differing constant with no attribute behind it
+    stays a constant, and a note says the program may only be right for the traced constructor arguments.
+    """
+    import sympy
+
+    from providers.offline.ir import SymScalar
+
+    a_nodes = [n for n in gm_full.graph.nodes if n.op == "call_function"]
+    b_nodes = [n for n in gm_small.graph.nodes if n.op == "call_function"]
+    notes: list[str] = []
+    if [n.target for n in a_nodes] != [n.target for n in b_nodes]:
+        notes.append("the forward's ops change with the constructor arguments; constants kept as traced")
+        return {}, notes
+    fa, sa = _attributes(m_full), _attributes(m_small)
+    sources: dict[Any, str] = {}
+    by_text: dict[str, Any] = {}
+
+    def symbol_for(text: str, full: float) -> Any:
+        if text not in by_text:
+            sym = sympy.Symbol(f"h{len(by_text)}")
+            by_text[text] = sym
+            sources[sym] = text
+            var_to_val[sym] = sympy.sympify(full)
+        return by_text[text]
+
+    def swap(x: Any, y: Any, name: str, opaque: bool) -> Any:
+        if isinstance(x, list | tuple) and isinstance(y, list | tuple) and len(x) == len(y):
+            return type(x)(swap(u, w, name, opaque) for u, w in zip(x, y, strict=True))
+        if (
+            isinstance(x, bool)
+            or isinstance(y, bool)
+            or not isinstance(x, int | float)
+            or not isinstance(y, int | float)
+        ):
+            return x
+        if x == y or name in _STRUCTURAL:
+            return x
+        if isinstance(x, int) and not opaque and name not in ("group", "num_groups", "groups"):
+            return x
+        text = _match_attribute(x, y, fa, sa, name)
+        if text is None:
+            notes.append(f"a constant ({x}) depends on the constructor arguments and was kept as traced")
+            return x
+        return SymScalar(symbol_for(text, x), isinstance(x, float))
+
+    for na, nb in zip(a_nodes, b_nodes, strict=True):
+        target = na.target
+        if not isinstance(target, torch._ops.OpOverload):
+            continue
+        opaque = _op_is_opaque(target)
+        names = [arg.name for arg in target._schema.arguments if not arg.kwarg_only]
+        new_args = [swap(x, y, names[i] if i < len(names) else "", opaque)
+                    for i, (x, y) in enumerate(zip(na.args, nb.args, strict=False))]  # fmt: skip
+        new_args += list(na.args[len(new_args) :])
+        new_kwargs = {k: swap(v, nb.kwargs.get(k, v), k, opaque) for k, v in na.kwargs.items()}
+        na.args = tuple(new_args)
+        na.kwargs = new_kwargs
+    return sources, notes
+
+
 def analyze_source(source: str, name: str = "task") -> AnalyzedTask:
     """Trace and lower a task's source; raises AnalysisError with a one-line reason."""
     msrc = model_source(source)
@@ -218,14 +347,28 @@ def analyze_source(source: str, name: str = "task") -> AnalyzedTask:
     kind = _output_kind(model, inputs)
     notes: list[str] = []
     last: Exception | None = None
-    for mode in ("symbolic", "fake"):
+    modes: tuple[Literal["symbolic", "fake"], ...] = ("symbolic", "fake")
+    small = callable(getattr(module, "get_small_init_inputs", None)) and callable(
+        getattr(module, "get_small_inputs", None)
+    )
+    for mode in modes:
         try:
             gm, pnames = _trace(model, inputs, mode)
             phs = [("param", n) for n in pnames] + [
                 ("input", msrc.arg_names[i] if i < len(msrc.arg_names) else f"arg{i}")
                 for i in range(len(inputs))
             ]
-            graph = Lowerer(gm, _var_to_val(gm)).run(phs)
+            var_to_val = _var_to_val(gm)
+            sources: dict = {}
+            if small:
+                # The harness also builds the model from the small constructor arguments: constants that
+                # come from them must be read from the module at run time, not baked in.
+                m_small, in_small = _build(module, small=True)
+                gm_small, _ = _trace(m_small, in_small, mode)
+                sources, hnotes = bind_hyperparameters(gm, gm_small, model, m_small, var_to_val)
+                notes.extend(n for n in dict.fromkeys(hnotes) if n not in notes)
+            graph = Lowerer(gm, var_to_val).run(phs)
+            graph.attr_sources.update(sources)
             graph.output_kind = kind
             if mode != "symbolic":
                 notes.append("traced with fixed sizes: views keep the sizes seen while tracing")

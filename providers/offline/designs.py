@@ -21,6 +21,7 @@ from typing import Any
 
 import triton
 
+from providers.offline.emit import ExprContext
 from providers.offline.emit_matmul import MatmulConfig
 from providers.offline.emit_pointwise import PointwiseConfig
 from providers.offline.emit_rows import RowConfig, RowKernelGen
@@ -182,7 +183,7 @@ def kernel_info(sched: Schedule, k: Kernel) -> KernelInfo:
     g = sched.graph
     info = KernelInfo(k, k.kind, k.family)
     if k.kind == "rows":
-        gen = RowKernelGen(sched, k, RowConfig(), _NullCtx())
+        gen = RowKernelGen(sched, k, RowConfig(), ExprContext())
         groups = gen.groups
 
         def size(gis: list[int]) -> int:
@@ -210,13 +211,6 @@ def kernel_info(sched: Schedule, k: Kernel) -> KernelInfo:
     else:
         info.numel = g.numel_hint(k.space)
     return info
-
-
-class _NullCtx:
-    helpers: set[str] = set()
-
-    def use(self, name: str) -> str:
-        return name
 
 
 # ---- defaults --------------------------------------------------------------------------------------
@@ -268,6 +262,7 @@ def default_config(design: Design, info: KernelInfo, tf32: bool = False) -> dict
         return {"BLOCK_R": 4096, "BLOCK_M": 1, "num_warps": 8}
     if design.kind == "matmul":
         prec = "tf32" if tf32 else "ieee"
+        cfg: dict[str, Any]
         if not info.fp32_dot:
             cfg = {
                 "BLOCK_M": 128,

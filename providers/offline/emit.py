@@ -201,30 +201,30 @@ def pw_expr(op: str, args: list[Operand], out: torch.dtype, attrs: dict, ctx: Ex
     """The Triton expression of one pointwise op on already-emitted operands."""
     oc = cat_of(out)
     if op == "cast":
-        a = args[0]
+        src = args[0]
         if oc == "b":
-            return Operand(as_bool(a), "b")
+            return Operand(as_bool(src), "b")
         if oc == "f":
-            return Operand(as_float(a), "f")
-        if a.cat == "f":
+            return Operand(as_float(src), "f")
+        if src.cat == "f":
             # torch truncates toward zero when casting floats to integers
-            return Operand(f"{ctx.use('_kw_trunc')}({a.text}).to({TL_DTYPE[out]})", "i")
-        return Operand(f"{a.text}.to({TL_DTYPE[out]})", "i")
+            return Operand(f"{ctx.use('_kw_trunc')}({src.text}).to({TL_DTYPE[out]})", "i")
+        return Operand(f"{src.text}.to({TL_DTYPE[out]})", "i")
     if op == "identity":
         return args[0]
     if op == "where":
-        c, a, b = args
+        cond, on_true, on_false = args
         if oc == "f":
-            return Operand(f"tl.where({as_bool(c)}, {as_float(a)}, {as_float(b)})", "f")
-        return Operand(f"tl.where({as_bool(c)}, {a.text}, {b.text})", oc)
+            return Operand(f"tl.where({as_bool(cond)}, {as_float(on_true)}, {as_float(on_false)})", "f")
+        return Operand(f"tl.where({as_bool(cond)}, {on_true.text}, {on_false.text})", oc)
     if op in ("eq", "ne", "lt", "le", "gt", "ge"):
         sym = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}[op]
-        a, b = args
-        if a.cat == "b" and b.cat == "b":
-            return Operand(f"({a.text} {sym} {b.text})", "b")
-        if "f" in (a.cat, b.cat):
-            return Operand(f"({as_float(a)} {sym} {as_float(b)})", "b")
-        return Operand(f"({a.text} {sym} {b.text})", "b")
+        lhs, rhs = args
+        if lhs.cat == "b" and rhs.cat == "b":
+            return Operand(f"({lhs.text} {sym} {rhs.text})", "b")
+        if "f" in (lhs.cat, rhs.cat):
+            return Operand(f"({as_float(lhs)} {sym} {as_float(rhs)})", "b")
+        return Operand(f"({lhs.text} {sym} {rhs.text})", "b")
     if op in ("logical_and", "logical_or", "logical_xor"):
         sym = {"logical_and": "&", "logical_or": "|", "logical_xor": "^"}[op]
         return Operand(f"({as_bool(args[0])} {sym} {as_bool(args[1])})", "b")
@@ -380,10 +380,13 @@ def _num_sms(device):
 # ---- symbolic sizes as Python ----------------------------------------------------------------------
 
 
-def py_expr(e: Any, symmap: dict[sympy.Symbol, str]) -> str:
-    """A sympy size expression as Python source over the forward's tensors."""
+def py_expr(e: Any, symmap: dict[sympy.Symbol, str], true_div: bool = False) -> str:
+    """A sympy size expression as Python source over the forward's tensors (and `self`).
+
+    Sizes divide with `//`; float scalars (`true_div`) with `/`.
+    """
     if isinstance(e, SymScalar):
-        s = py_expr(e.expr, symmap)
+        s = py_expr(e.expr, symmap, e.is_float)
         return f"float({s})" if e.is_float else s
     if isinstance(e, bool | int | float):
         return repr(e)
@@ -400,25 +403,30 @@ def py_expr(e: Any, symmap: dict[sympy.Symbol, str]) -> str:
         return symmap[e]
     name = type(e).__name__
     if isinstance(e, sympy.Add):
-        parts = [py_expr(a, symmap) for a in e.args]
+        parts = [py_expr(a, symmap, true_div) for a in e.args]
         return "(" + " + ".join(parts) + ")"
     if isinstance(e, sympy.Mul):
         num, den = [], []
         for a in e.args:
             if isinstance(a, sympy.Pow) and a.exp.is_Integer and int(a.exp) < 0:
-                den.append(py_expr(a.base ** (-a.exp), symmap))
+                den.append(py_expr(a.base ** (-a.exp), symmap, true_div))
             elif a.is_Rational and not a.is_Integer:
+                if true_div:
+                    num.append(repr(float(a)))
+                    continue
                 if a.p != 1:
                     num.append(str(a.p))
                 den.append(str(a.q))
             else:
-                num.append(py_expr(a, symmap))
+                num.append(py_expr(a, symmap, true_div))
         text = " * ".join(num) if num else "1"
         if den:
-            text = f"({text}) // ({' * '.join(den)})"
+            text = f"({text}) {'/' if true_div else '//'} ({' * '.join(den)})"
         return f"({text})"
     if isinstance(e, sympy.Pow) and e.exp.is_Integer and int(e.exp) > 0:
-        return f"({py_expr(e.base, symmap)} ** {int(e.exp)})"
+        return f"({py_expr(e.base, symmap, true_div)} ** {int(e.exp)})"
+    if isinstance(e, sympy.Pow):
+        return f"({py_expr(e.base, symmap, True)} ** {py_expr(e.exp, symmap, True)})"
     if isinstance(e, sympy.floor):
         inner = e.args[0]
         text = py_expr(inner, symmap)

@@ -62,6 +62,7 @@ class _Glue:
         self.symmap: dict[sympy.Symbol, str] = {}
         for sym, (v, d) in g.sym_sources.items():
             self.symmap[sym] = f"{self.names[v.id]}.shape[{d}]"
+        self.symmap.update(g.attr_sources)
         self.first_tensor = next((self.names[v.id] for v in g.inputs if not v.attrs.get("scalar")), None)
 
     def name(self, v: Value) -> str:
@@ -153,9 +154,8 @@ def emit_program(task: AnalyzedTask, sched: Schedule, configs: dict[int, KernelC
         body(f"{glue.name(v)} = {_param_expr(v.attrs['name'])}")
     for k in sched.kernels:
         if k.kind == "glue":
-            v = k.anchor
-            assert v is not None
-            body(f"{glue.name(v)} = {glue.step(v)}")
+            assert k.anchor is not None
+            body(f"{glue.name(k.anchor)} = {glue.step(k.anchor)}")
             continue
         gen = _generator(sched, k, configs[k.id], ctx)
         kname = f"{k.name}_{k.family}"
@@ -166,8 +166,8 @@ def emit_program(task: AnalyzedTask, sched: Schedule, configs: dict[int, KernelC
         if isinstance(gen, PointwiseGen) and not isinstance(gen, MatmulGen):
             dev = glue.name(tensors[0]) + ".device" if tensors else f"{glue.first_tensor}.device"
             args.append(dev)
-        outs = ", ".join(glue.name(v) for v in k.outputs)
-        body(f"{outs}{',' if len(k.outputs) == 1 else ''} = _launch_{kname}({', '.join(args)})")
+        names = ", ".join(glue.name(v) for v in k.outputs)
+        body(f"{names}{',' if len(k.outputs) == 1 else ''} = _launch_{kname}({', '.join(args)})")
     outs = [glue.name(v) for v in task.graph.outputs]
     kind = task.graph.output_kind
     if kind == "single":

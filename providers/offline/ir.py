@@ -47,10 +47,50 @@ VIEW_OPS = {"reshape", "permute", "expand", "slice", "select"}
 
 @dataclass(frozen=True)
 class SymScalar:
-    """A scalar computed in the forward from input sizes (e.g. a batch size to divide by)."""
+    """A scalar computed in the forward at run time: from input sizes (a batch size to divide by) or
+    from a constructor argument kept on the module (a scale factor, a slope, a group count).
+
+    Arithmetic with numbers and other SymScalars gives SymScalars, so decompositions can scale them.
+    """
 
     expr: sympy.Expr
     is_float: bool = False
+
+    def _op(self, other: Any, fn: Any) -> SymScalar:
+        if isinstance(other, SymScalar):
+            return SymScalar(sympy.sympify(fn(self.expr, other.expr)), self.is_float or other.is_float)
+        if isinstance(other, bool | int | float):
+            return SymScalar(sympy.sympify(fn(self.expr, other)), self.is_float or isinstance(other, float))
+        return NotImplemented
+
+    def __add__(self, o: Any) -> SymScalar:
+        return self._op(o, lambda a, b: a + b)
+
+    def __radd__(self, o: Any) -> SymScalar:
+        return self._op(o, lambda a, b: b + a)
+
+    def __sub__(self, o: Any) -> SymScalar:
+        return self._op(o, lambda a, b: a - b)
+
+    def __rsub__(self, o: Any) -> SymScalar:
+        return self._op(o, lambda a, b: b - a)
+
+    def __mul__(self, o: Any) -> SymScalar:
+        return self._op(o, lambda a, b: a * b)
+
+    def __rmul__(self, o: Any) -> SymScalar:
+        return self._op(o, lambda a, b: b * a)
+
+    def __truediv__(self, o: Any) -> SymScalar:
+        out = self._op(o, lambda a, b: a / b)
+        return SymScalar(out.expr, True) if isinstance(out, SymScalar) else out
+
+    def __rtruediv__(self, o: Any) -> SymScalar:
+        out = self._op(o, lambda a, b: b / a)
+        return SymScalar(out.expr, True) if isinstance(out, SymScalar) else out
+
+    def __neg__(self) -> SymScalar:
+        return SymScalar(-self.expr, self.is_float)
 
 
 Scalar = bool | int | float | SymScalar
@@ -92,6 +132,8 @@ class Graph:
         self.outputs: list[Value] = []
         self.output_kind = "single"  # "single" | "tuple" | "list"
         self.sym_sources: dict[sympy.Symbol, tuple[Value, int]] = {}
+        self.attr_sources: dict[sympy.Symbol, str] = {}
+        """Symbols that stand for module attributes (Python read on `self`), e.g. "self.scale"."""
         self.var_to_val = var_to_val
         self._ids = itertools.count()
 
@@ -103,7 +145,8 @@ class Graph:
         e = sympy.sympify(e)
         if e.is_Integer:
             return int(e)
-        return int(e.xreplace(self.var_to_val))
+        v = e.xreplace(self.var_to_val)
+        return int(v) if v.is_Integer or v == int(v) else int(float(v))
 
     def hints(self, shape: Shape) -> tuple[int, ...]:
         return tuple(self.hint(d) for d in shape)

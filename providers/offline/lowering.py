@@ -164,7 +164,7 @@ class Lowerer:
         target = node.target
         if target is operator.getitem:
             base = self._arg(node.args[0])
-            idx = node.args[1]
+            idx = int(node.args[1])  # type: ignore[arg-type]
             if isinstance(base, tuple | list):
                 return base[idx]
             if isinstance(base, Value) and base.kind == "opaque":
@@ -634,7 +634,7 @@ def _elu(L: Lowerer, a: dict, target: Any) -> Value:
         scale, in_scale = 1.0, 1.0 / alpha
     else:
         alpha, scale, in_scale = a.get("alpha", 1.0), a.get("scale", 1.0), a.get("input_scale", 1.0)
-    neg = L.pw("mul", L.pw("expm1", L.pw("mul", x, in_scale)), alpha * scale)
+    neg = L.pw("mul", L.pw("expm1", L.pw("mul", x, in_scale)), alpha * scale)  # SymScalars multiply too
     return L.pw("where", L.pw("gt", x, 0.0), L.pw("mul", x, scale), neg, dtype=x.dtype)
 
 
@@ -1019,31 +1019,22 @@ def _rms_norm(L: Lowerer, a: dict, target: Any) -> Any:
 @handles("group_norm", "native_group_norm")
 def _group_norm(L: Lowerer, a: dict, target: Any) -> Any:
     x = a["input"]
-    groups = int(a["group"] if "group" in a else a["num_groups"])
+    g_raw = a["group"] if "group" in a else a["num_groups"]
+    groups = g_raw.expr if isinstance(g_raw, SymScalar) else sympy.Integer(int(g_raw))
     n, c = x.shape[0], x.shape[1]
     rest = _prod(x.shape[2:])
-    xs = L.reshape(x, (n, sympy.Integer(groups), sympy.floor(c / groups), rest))
+    per = sympy.floor(c / groups)
+    one = sympy.Integer(1)
+    xs = L.reshape(x, (n, groups, per, rest))
     y, mean, rstd = _normalize(L, xs, [2, 3], a.get("eps", 1e-5))
     w, b = a.get("weight"), a.get("bias")
     if w is not None:
-        y = L.pw(
-            "mul",
-            y,
-            L.reshape(
-                w, (sympy.Integer(1), sympy.Integer(groups), sympy.floor(c / groups), sympy.Integer(1))
-            ),
-        )
+        y = L.pw("mul", y, L.reshape(w, (one, groups, per, one)))
     if b is not None:
-        y = L.pw(
-            "add",
-            y,
-            L.reshape(
-                b, (sympy.Integer(1), sympy.Integer(groups), sympy.floor(c / groups), sympy.Integer(1))
-            ),
-        )
+        y = L.pw("add", y, L.reshape(b, (one, groups, per, one)))
     y = L.reshape(L.cast(y, x.dtype), x.shape)
     if target.overloadpacket.__name__ == "native_group_norm":
-        return (y, L.reshape(mean, (n, sympy.Integer(groups))), L.reshape(rstd, (n, sympy.Integer(groups))))
+        return (y, L.reshape(mean, (n, groups)), L.reshape(rstd, (n, groups)))
     return y
 
 
@@ -1071,6 +1062,7 @@ def _batch_norm(L: Lowerer, a: dict, target: Any) -> Any:
         # Running statistics are not updated: only the forward's output is reproduced.
         y, mean, rstd = _normalize(L, x, dims, eps)
     else:
+        assert rm is not None and rv is not None
         mean = _channel_view(L, rm, x.rank)
         rstd = L.pw("rsqrt", L.pw("add", _channel_view(L, rv, x.rank), eps))
         y = L.pw("mul", L.pw("sub", x, mean), rstd)
@@ -1117,12 +1109,12 @@ def _smooth_l1(L: Lowerer, a: dict, target: Any) -> Value:
     x, y = _loss_inputs(L, a)
     d = L.pw("abs", L.pw("sub", x, y))
     if target.overloadpacket.__name__ == "huber_loss":
-        delta = float(a.get("delta", 1.0))
+        delta = a.get("delta", 1.0)
         loss = L.pw("where", L.pw("lt", d, delta), L.pw("mul", L.pw("mul", d, d), 0.5),
                     L.pw("mul", L.pw("sub", d, 0.5 * delta), delta), dtype=x.dtype)  # fmt: skip
     else:
-        beta = float(a.get("beta", 1.0))
-        if beta == 0:
+        beta = a.get("beta", 1.0)
+        if not isinstance(beta, SymScalar) and float(beta) == 0:
             loss = d
         else:
             loss = L.pw("where", L.pw("lt", d, beta), L.pw("div", L.pw("mul", L.pw("mul", d, d), 0.5), beta),
@@ -1383,8 +1375,8 @@ def _permute(L: Lowerer, a: dict, target: Any) -> Value:
 
 @handles("transpose", "swapaxes", "swapdims")
 def _transpose(L: Lowerer, a: dict, target: Any) -> Value:
-    d0 = a.get("dim0", a.get("axis0"))
-    d1 = a.get("dim1", a.get("axis1"))
+    d0 = int(a.get("dim0", a.get("axis0", 0)))
+    d1 = int(a.get("dim1", a.get("axis1", 1)))
     return L.transpose(a["self"], d0, d1)
 
 

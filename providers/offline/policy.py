@@ -448,28 +448,28 @@ def _repair(ctx: Context, info: KernelInfo, d: Design, parent: Meta, order: list
     space = config_space(d, info, ctx.tf32)
     base = _coerce(space, parent.config, default_config(d, info, ctx.tf32))
     if kind == "compile_error" or _resources(ctx.feedback):
-        cfg = _shift(space, base, _SIZE_KEYS, -1)
-        if "num_warps" in cfg and cfg.get("num_warps") not in (0,):
-            cfg = _shift(space, cfg, ("num_warps",), -1)
-        cfg = _allowed_config(ctx, info, d, cfg, [base])
+        smaller = _shift(space, base, _SIZE_KEYS, -1)
+        if "num_warps" in smaller and smaller.get("num_warps") not in (0,):
+            smaller = _shift(space, smaller, ("num_warps",), -1)
+        cfg = _allowed_config(ctx, info, d, smaller, [base])
         if cfg is not None and not _same(cfg, base):
             return Choice(
                 d, cfg, f"repair ({kind or 'resources'}): smaller blocks and fewer stages for {d.name}"
             )
     if kind == "timeout":
-        cfg = _shift(space, base, ("BLOCK", "BLOCK_M", "BLOCK_N", "BLOCK_R", "TILE", "BLOCK_I"), 1)
-        cfg = _allowed_config(ctx, info, d, cfg, [base])
+        larger = _shift(space, base, ("BLOCK", "BLOCK_M", "BLOCK_N", "BLOCK_R", "TILE", "BLOCK_I"), 1)
+        cfg = _allowed_config(ctx, info, d, larger, [base])
         if cfg is not None and not _same(cfg, base):
             return Choice(d, cfg, f"repair (timeout): fewer, larger blocks for {d.name}")
     if kind == "mismatch":
         if "PREC" in base and _norm(base["PREC"]) != "ieee":
-            cfg = dict(base, PREC="ieee")
-            if not forbidden(ctx, info.family, d.name, cfg):
-                return Choice(d, cfg, "repair (mismatch): strict IEEE fp32 tl.dot")
+            strict = dict(base, PREC="ieee")
+            if not forbidden(ctx, info.family, d.name, strict):
+                return Choice(d, strict, "repair (mismatch): strict IEEE fp32 tl.dot")
         if d.mode in ("online", "split"):
-            alt = next((x for x in order if x.mode in ("looped", "registers")), None)
-            if alt is not None:
-                return _first_allowed(ctx, info, [alt], "repair (mismatch): two-pass statistics")
+            two_pass = next((x for x in order if x.mode in ("looped", "registers")), None)
+            if two_pass is not None:
+                return _first_allowed(ctx, info, [two_pass], "repair (mismatch): two-pass statistics")
     simplest = {"rows": "registers", "matmul": "grouped", "pointwise": "flat"}.get(info.kind)
     alt = [x for x in order if x.mode == simplest] + [x for x in order if x.mode != simplest]
     return _first_allowed(
