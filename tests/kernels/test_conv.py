@@ -13,11 +13,12 @@ convolution tasks under every design and layout.
 from __future__ import annotations
 
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
 
-from hardware import EvalConfig, EvalResult, WorkerPool
+from hardware import EvalConfig, EvalResult, WorkerPool, sandbox
 from providers.offline.conv import (
     ConvConfig,
     analyze_conv_task,
@@ -237,7 +238,17 @@ CONFIG = EvalConfig(device="cpu", time=False, compile_baseline=False, second_sha
 
 @pytest.fixture(scope="module")
 def pool():
-    with WorkerPool(device="cpu", workers=2) as p:
+    # evaluate_many runs the harness's static check (ast.parse) in several threads, which Python 3.11's
+    # ast module does not survive ("AST constructor recursion depth mismatch"); one at a time here.
+    lock = threading.Lock()
+    original = sandbox.static_check
+
+    def static_check(*args, **kwargs):
+        with lock:
+            return original(*args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp, WorkerPool(device="cpu", workers=2) as p:
+        mp.setattr(sandbox, "static_check", static_check)
         yield p
 
 

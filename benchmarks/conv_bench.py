@@ -1,0 +1,346 @@
+"""Triton convolutions vs eager, TF32 eager and torch.compile, on every bundled convolution task.
+
+For each task of tasks/level2 whose Model is a convolution the conv writer supports, the generated
+programs (providers/offline/conv.py) are evaluated by the real harness (hardware.WorkerPool on the
+GPU: verification against the reference on the full and the small inputs, three trials each, then
+interleaved timing against eager with CUDA events and L2 flushes, and the torch.compile baseline,
+cached per task, shapes and precision):
+- strict: TF32 off for the reference too (eager strict, torch.compile strict); programs use
+  dot=tf32x3 (three TF32 tensor-core products, fp32-level accuracy) or dot=ieee (fp32 FMAs), held to
+  the strict fp32 tolerance;
+- tf32 (reported separately, labelled): TF32 on for the reference (cuDNN's default), programs use
+  dot=tf32, held to the TF32 tolerance.
+Several configs per design are tried (the primary design gets --configs, the others --alt-configs);
+the best correct one per precision is reported with its speedup over torch.compile and eager, and
+its fraction of the roofline floor (hardware.roofline.roofline_floor_ms on the detected target).
+
+Usage, from the repository root:
+    python benchmarks/conv_bench.py --out DIR [--tasks 20,23] [--configs 6] [--alt-configs 2]
+                                    [--tf32-configs 2] [--no-tf32] [--time-budget-s 540]
+DIR defaults to $OUT, else ./conv-bench-out. Writes DIR/conv_bench.json after every task (an
+interrupted run keeps what it measured), DIR/conv_bench.md and the generated programs under
+DIR/programs/, and prints the table. About 1-2 minutes per task on an H200 with the defaults (most of
+it Triton and torch.compile compiling); split the tasks over several calls with --tasks when needed.
+`--device cpu` is a smoke test of the script itself (Triton interpreter, small inputs, one config per
+design, nothing timed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import os
+import platform
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from hardware import EvalConfig, EvalResult, WorkerPool  # noqa: E402
+from hardware.roofline import roofline_floor_ms  # noqa: E402
+from hardware.targets import detect_target, get_target, load_ceilings  # noqa: E402
+from providers.offline.conv import (  # noqa: E402
+    ConvConfig,
+    ConvPlan,
+    analyze_conv_task,
+    conv_configs,
+    conv_designs,
+    emit_conv_program,
+)
+from tasks import bundled_suite_dir, load_task  # noqa: E402
+
+
+def conv_tasks(selection: list[str] | None) -> list[Path]:
+    """Bundled level-2 task files with a convolution, optionally filtered by name prefix or substring."""
+    paths = [p for p in sorted(bundled_suite_dir("level2").glob("*.py")) if "conv" in p.stem]
+    if selection:
+        paths = [p for p in paths if any(p.stem.startswith(s) or s in p.stem for s in selection)]
+    return paths
+
+
+def pick_configs(configs: list[ConvConfig], k: int) -> list[ConvConfig]:
+    """k configs spread over the (layout, dot) groups, best guesses of each group first."""
+    groups: dict[tuple[str, str], list[ConvConfig]] = {}
+    for c in configs:
+        groups.setdefault((c.layout, c.dot), []).append(c)
+    out: list[ConvConfig] = []
+    depth = 0
+    while len(out) < k and any(depth < len(g) for g in groups.values()):
+        for g in groups.values():
+            if depth < len(g) and len(out) < k:
+                out.append(g[depth])
+        depth += 1
+    return out
+
+
+def candidate_jobs(plan: ConvPlan, precision: str, k_main: int, k_alt: int) -> list[tuple[str, ConvConfig]]:
+    jobs = []
+    for i, design in enumerate(conv_designs(plan)):
+        k = k_main if i == 0 else k_alt
+        if k <= 0:
+            continue
+        for cfg in pick_configs(conv_configs(design, plan, precision), k):
+            jobs.append((design, cfg))
+    return jobs
+
+
+def _record(design: str, cfg: ConvConfig, res: EvalResult) -> dict[str, Any]:
+    return {
+        "design": design,
+        "config": cfg.label(),
+        "precision": res.precision,
+        "correct": res.correct,
+        "stage": res.stage,
+        "error_kind": res.error_kind,
+        "error": (res.error or "")[-600:] or None,
+        "runtime_ms": res.runtime_ms,
+        "runtime_ci_ms": res.runtime_ci_ms,
+        "eager_ms": res.eager_ms,
+        "compile_ms": res.compile_ms,
+        "speedup_vs_eager": res.speedup_vs_eager,
+        "speedup_vs_compile": res.speedup_vs_compile,
+        "roofline_floor_ms": res.roofline_floor_ms,
+        "fraction_of_floor": res.fraction_of_floor,
+        "max_abs_error": res.max_abs_error,
+        "max_rel_error": res.max_rel_error,
+        "tolerance": res.tolerance.model_dump() if res.tolerance else None,
+        "kernel_launches": res.kernel_launches,
+        "wall_s": round(res.wall_s, 2),
+    }
+
+
+def _best(records: list[dict[str, Any]], timed: bool) -> dict[str, Any] | None:
+    ok = [r for r in records if r["correct"]]
+    if not ok:
+        return None
+    if not timed:
+        return ok[0]
+    timed_ok = [r for r in ok if r["runtime_ms"]]
+    return min(timed_ok, key=lambda r: r["runtime_ms"]) if timed_ok else ok[0]
+
+
+def _first(records: list[dict[str, Any]], key: str) -> float | None:
+    return next((r[key] for r in records if r.get(key)), None)
+
+
+def run_task(
+    path: Path, pool: WorkerPool, target: Any, args: argparse.Namespace, out: Path
+) -> dict[str, Any]:
+    source = path.read_text()
+    entry: dict[str, Any] = {"task": path.stem}
+    analysis = analyze_conv_task(source, path.stem)
+    if analysis.plan is None:
+        entry["unsupported"] = analysis.reason
+        return entry
+    plan = analysis.plan
+    entry["plan"] = plan.describe()
+    entry["designs"] = conv_designs(plan)
+    task = load_task(path)
+    entry["flops"] = task.flops
+    entry["min_bytes"] = task.min_bytes
+    timed = args.device == "cuda"
+    precisions = ["strict"] + ([] if args.no_tf32 else ["tf32"])
+    for precision in precisions:
+        if target.meaningful_peaks:
+            floor = roofline_floor_ms(task, target, precision)  # type: ignore[arg-type]
+            entry[f"floor_{precision}_ms"] = floor.floor_ms
+            entry[f"floor_{precision}_note"] = floor.summary()
+        if precision == "strict":
+            jobs = candidate_jobs(plan, precision, args.configs, args.alt_configs)
+        else:
+            jobs = candidate_jobs(plan, precision, args.tf32_configs, 0)
+        programs = []
+        for n, (design, cfg) in enumerate(jobs):
+            text = emit_conv_program(plan, source, design=design, config=cfg, precision=precision)
+            folder = out / "programs" / path.stem
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"{precision}_{n:02d}_{design}.py").write_text(text)
+            programs.append(text)
+        config = EvalConfig(
+            device=args.device,
+            precision=precision,  # type: ignore[arg-type]
+            time=timed,
+            compile_baseline=timed and not args.no_compile,
+            second_shape=True,
+        )
+        t0 = time.perf_counter()
+        # One at a time: a GPU has one worker anyway, and the harness's static check parses source with
+        # `ast`, which Python 3.11 does not allow from several threads at once.
+        results = [pool.evaluate(task, text, config) for text in programs]
+        records = [_record(d, c, r) for (d, c), r in zip(jobs, results, strict=True)]
+        entry[f"{precision}_wall_s"] = round(time.perf_counter() - t0, 1)
+        entry[f"candidates_{precision}"] = records
+        entry[f"eager_{precision}_ms"] = _first(records, "eager_ms")
+        entry[f"compile_{precision}_ms"] = _first(records, "compile_ms")
+        entry[f"best_{precision}"] = _best(records, timed)
+    return entry
+
+
+def geomean(values: list[float]) -> float | None:
+    values = [v for v in values if v and v > 0]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def summarize(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for precision in ("strict", "tf32"):
+        rows = [e for e in entries if f"candidates_{precision}" in e]
+        if not rows:
+            continue
+        best = [e.get(f"best_{precision}") for e in rows]
+        out[precision] = {
+            "tasks": len(rows),
+            "correct_tasks": sum(1 for b in best if b),
+            "geomean_speedup_vs_compile": geomean(
+                [b["speedup_vs_compile"] for b in best if b and b["speedup_vs_compile"]]
+            ),
+            "geomean_speedup_vs_eager": geomean(
+                [b["speedup_vs_eager"] for b in best if b and b["speedup_vs_eager"]]
+            ),
+            "geomean_fraction_of_floor": geomean(
+                [b["fraction_of_floor"] for b in best if b and b["fraction_of_floor"]]
+            ),
+            "winning_designs": {
+                e["task"]: (b["design"] if b else None) for e, b in zip(rows, best, strict=True)
+            },
+        }
+    return out
+
+
+def _fmt(v: Any, spec: str = ".3f") -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return format(v, spec)
+    return str(v)
+
+
+def table(entries: list[dict[str, Any]]) -> str:
+    lines = []
+    for precision in ("strict", "tf32"):
+        rows = [e for e in entries if f"candidates_{precision}" in e]
+        if not rows:
+            continue
+        label = (
+            "strict fp32 (TF32 off everywhere)"
+            if precision == "strict"
+            else "TF32 allowed (labelled: not strict)"
+        )
+        lines.append(f"\n### {label}\n")
+        lines.append(
+            "| task | floor ms | eager ms | compile ms | best Triton ms | design | config | correct | "
+            "vs compile | vs eager | % floor |"
+        )
+        lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
+        for e in rows:
+            b = e.get(f"best_{precision}")
+            n_ok = sum(1 for r in e[f"candidates_{precision}"] if r["correct"])
+            n = len(e[f"candidates_{precision}"])
+            frac = b["fraction_of_floor"] if b else None
+            lines.append(
+                f"| {e['task']} | {_fmt(e.get(f'floor_{precision}_ms'))} | {_fmt(e.get(f'eager_{precision}_ms'))} | "
+                f"{_fmt(e.get(f'compile_{precision}_ms'))} | {_fmt(b['runtime_ms'] if b else None)} | "
+                f"{b['design'] if b else '-'} | {b['config'] if b else '-'} | {n_ok}/{n} | "
+                f"{_fmt(b['speedup_vs_compile'] if b else None, '.2f')} | {_fmt(b['speedup_vs_eager'] if b else None, '.2f')} | "
+                f"{_fmt(frac * 100 if frac else None, '.1f')} |"
+            )
+    for e in entries:
+        if "unsupported" in e:
+            lines.append(f"\n{e['task']}: not a supported convolution ({e['unsupported']})")
+        if "error" in e:
+            lines.append(f"\n{e['task']}: benchmark error: {e['error']}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=os.environ.get("OUT", "conv-bench-out"))
+    ap.add_argument("--tasks", default="", help="comma-separated task name prefixes or substrings")
+    ap.add_argument("--configs", type=int, default=6, help="configs of the primary design (strict)")
+    ap.add_argument("--alt-configs", type=int, default=2, help="configs of each other design (strict)")
+    ap.add_argument("--tf32-configs", type=int, default=2, help="dot=tf32 configs of the primary design")
+    ap.add_argument("--no-tf32", action="store_true", help="skip the TF32 measurements")
+    ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile baselines")
+    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    ap.add_argument("--target", default=None, help="target profile (default: detected)")
+    ap.add_argument("--ceilings", default=None, help="measured ceilings JSON (benchmarks/ceilings.py)")
+    ap.add_argument("--time-budget-s", type=float, default=None, help="start no task after this many seconds")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("KERNELWRIGHT_CACHE_DIR", str(out / "cache"))  # torch.compile baselines, reused
+    if args.device == "cpu":
+        args.configs, args.alt_configs, args.tf32_configs = 1, 1, 1
+    target = get_target(args.target) if args.target else detect_target(args.device)
+    if args.ceilings:
+        target = load_ceilings(target, args.ceilings)
+    paths = conv_tasks([s for s in args.tasks.split(",") if s])
+    meta: dict[str, Any] = {
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "host": platform.node(),
+        "python": platform.python_version(),
+        "device": args.device,
+        "target": target.name,
+        "args": vars(args),
+    }
+    try:
+        import torch
+        import triton
+
+        meta.update(torch=torch.__version__, triton=triton.__version__)
+        if args.device == "cuda":
+            meta["gpu"] = torch.cuda.get_device_name()
+    except Exception as exc:  # versions are informative only
+        meta["versions_error"] = str(exc)
+    entries: list[dict[str, Any]] = []
+    started = time.perf_counter()
+
+    def write() -> None:
+        report = {"meta": meta, "tasks": entries, "summary": summarize(entries)}
+        (out / "conv_bench.json").write_text(json.dumps(report, indent=1))
+        (out / "conv_bench.md").write_text(
+            f"# conv_bench {meta['date']} on {meta.get('gpu', args.device)}\n" + table(entries) + "\n"
+        )
+
+    with WorkerPool(device=args.device, workers=None if args.device == "cuda" else 2) as pool:
+        for path in paths:
+            if args.time_budget_s is not None and time.perf_counter() - started > args.time_budget_s:
+                entries.append({"task": path.stem, "skipped": "time budget spent"})
+                write()
+                continue
+            t0 = time.perf_counter()
+            try:
+                entry = run_task(path, pool, target, args, out)
+            except Exception as exc:  # one task's failure is recorded; the others still run
+                entry = {
+                    "task": path.stem,
+                    "error": "".join(traceback.format_exception_only(type(exc), exc)).strip(),
+                }
+            entry["wall_s"] = round(time.perf_counter() - t0, 1)
+            entries.append(entry)
+            write()
+            best = entry.get("best_strict")
+            print(
+                f"{path.stem}: {entry['wall_s']} s, strict best "
+                + (
+                    f"{best['design']} {_fmt(best['runtime_ms'])} ms, vs compile {_fmt(best['speedup_vs_compile'], '.2f')}"
+                    if best
+                    else "none correct"
+                ),
+                flush=True,
+            )
+    write()
+    print(table(entries))
+    print(json.dumps(summarize(entries), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
