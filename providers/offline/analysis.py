@@ -266,6 +266,18 @@ def _op_is_opaque(target: Any) -> bool:
     return name not in _HANDLERS and name not in _SAME_UNARY and name not in _SAME_BINARY
 
 
+def _bind_schema(schema: Any, node: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    positional = [a for a in schema if not a.kwarg_only]
+    for a, v in zip(positional, node.args, strict=False):
+        out[a.name] = v
+    out.update(node.kwargs)
+    for a in schema:
+        if a.name not in out and a.has_default_value():
+            out[a.name] = a.default_value
+    return out
+
+
 def bind_hyperparameters(gm_full: Any, gm_small: Any, m_full: torch.nn.Module, m_small: torch.nn.Module,
                          var_to_val: dict) -> tuple[dict, list[str]]:  # fmt: skip
     """Replace, in `gm_full`, constants that differ between the two traces with runtime module reads.
@@ -320,13 +332,28 @@ def bind_hyperparameters(gm_full: Any, gm_small: Any, m_full: torch.nn.Module, m
         if not isinstance(target, torch._ops.OpOverload):
             continue
         opaque = _op_is_opaque(target)
-        names = [arg.name for arg in target._schema.arguments if not arg.kwarg_only]
-        new_args = [swap(x, y, names[i] if i < len(names) else "", opaque)
-                    for i, (x, y) in enumerate(zip(na.args, nb.args, strict=False))]  # fmt: skip
-        new_args += list(na.args[len(new_args) :])
-        new_kwargs = {k: swap(v, nb.kwargs.get(k, v), k, opaque) for k, v in na.kwargs.items()}
-        na.args = tuple(new_args)
-        na.kwargs = new_kwargs
+        schema = target._schema.arguments
+        # Compare schema-bound arguments: the trace omits arguments left at their default.
+        fa_args, fb_args = _bind_schema(schema, na), _bind_schema(schema, nb)
+        args = list(na.args)
+        kwargs = dict(na.kwargs)
+        for i, arg in enumerate(schema):
+            if arg.name not in fa_args or arg.name not in fb_args:
+                continue
+            new = swap(fa_args[arg.name], fb_args[arg.name], arg.name, opaque)
+            if new is fa_args[arg.name]:
+                continue
+            if arg.kwarg_only or i >= len(args) and arg.name in na.kwargs:
+                kwargs[arg.name] = new
+                continue
+            while len(args) < i:
+                args.append(fa_args[schema[len(args)].name])
+            if i < len(args):
+                args[i] = new
+            else:
+                args.append(new)
+        na.args = tuple(args)
+        na.kwargs = kwargs
     return sources, notes
 
 
@@ -406,6 +433,9 @@ def analyze_cached(source: str, name: str = "task") -> AnalyzedTask:
                 hit = analyze_source(source, name)
         except AnalysisError as exc:
             hit = exc
+        except Exception as exc:  # user code can raise anything while it is built or run on meta
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            hit = AnalysisError(f"analysing the task raised {type(exc).__name__}: {first}"[:300])
         with _CACHE_LOCK:
             _CACHE[key] = hit
             while len(_CACHE) > _CACHE_SIZE:

@@ -35,7 +35,8 @@ from providers.offline.designs import (
 )
 from providers.protocol import Section
 
-META_RE = re.compile(r"#\s*kernelwright:\s*family=(\S+)\s+design=(\S+)\s+config=(\S*)")
+# The program's first line; case bodies show it without the "#" ("design: kernelwright: family=...").
+META_RE = re.compile(r"(?:#\s*)?kernelwright:\s*family=(\S+)\s+design=(\S+)\s+config=(\S*)")
 _PAIR_RE = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*=\s*([A-Za-z0-9_.+\-]+)")
 _CASE_RE = re.compile(r"<case\b([^>]*)>(.*?)</case>", re.S)
 _ATTR_RE = re.compile(r'([a-z_]+)="([^"]*)"')

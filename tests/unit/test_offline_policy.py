@@ -1,0 +1,151 @@
+"""The offline writer's reading of the prompt: program headers, rules, experience cases, targets, and the
+choices it makes from them (no kernel runs here)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from providers.offline.analysis import analyze_cached
+from providers.offline.designs import REGISTRY, config_space, default_design, kernel_info
+from providers.offline.policy import (
+    Context,
+    choose,
+    error_kind,
+    forbidden,
+    neighbours,
+    parse_cases,
+    parse_meta,
+    parse_rules,
+    tf32_allowed,
+)
+from providers.offline.schedule import schedule
+from providers.offline.writer import CONFIG_KEYS
+from tasks import bundled_suite_dir
+
+
+def _info(task_file: str, family: str):
+    analysed = analyze_cached((bundled_suite_dir("level1") / task_file).read_text(), task_file)
+    sched = schedule(analysed.graph)
+    k = next(k for k in sched.triton_kernels() if k.family == family)
+    return kernel_info(sched, k)
+
+
+def test_meta_reads_program_headers_and_case_bodies():
+    m = parse_meta(
+        "# kernelwright: family=matmul design=split_k config=BLOCK_M=64,SPLIT_K=8,PREC=ieee\nimport x"
+    )
+    assert (m.family, m.design, m.config) == (
+        "matmul",
+        "split_k",
+        {"BLOCK_M": "64", "SPLIT_K": "8", "PREC": "ieee"},
+    )
+    # The context builder shows a case's header without the leading "#".
+    m2 = parse_meta(
+        "task: t (softmax)\ndesign: kernelwright: family=softmax design=online config=BLOCK_R=2048"
+    )
+    assert (m2.family, m2.design, m2.config) == ("softmax", "online", {"BLOCK_R": "2048"})
+    assert parse_meta("import torch") is None
+
+
+def test_rules_forbid_matching_designs_and_configs():
+    rules = parse_rules(
+        "- You cannot use design=grouped with BLOCK_M=256 and num_stages=5 on this GPU (out of shared memory)\n"
+        "- You cannot use the persistent design here\n"
+        "- You cannot use num_warps=16 with design=online\n"
+        "- You cannot write kernels without masks\n",  # no design, no KEY=VALUE: not a constraint
+        CONFIG_KEYS,
+    )
+    assert len(rules) == 3
+    ctx = Context(rules=rules)
+    assert forbidden(ctx, "matmul", "grouped", {"BLOCK_M": 256, "num_stages": 5, "BLOCK_N": 64})
+    assert not forbidden(ctx, "matmul", "grouped", {"BLOCK_M": 256, "num_stages": 3})
+    assert not forbidden(ctx, "matmul", "split_k", {"BLOCK_M": 256, "num_stages": 5})
+    assert forbidden(ctx, "matmul", "persistent", {"BLOCK_M": 64})
+    assert forbidden(ctx, "softmax", "online", {"num_warps": 16, "BLOCK_R": 1024})
+    assert not forbidden(ctx, "softmax", "online", {"num_warps": 8})
+
+
+def test_cases_parse_outcome_speedup_and_design():
+    body = (
+        '<case id="c1" outcome="effective" speedup="1.80" hardware="H200" same_hardware="true">\n'
+        "task: x\ndesign: kernelwright: family=softmax design=online config=BLOCK_R=2048,num_warps=8\n</case>\n"
+        '<case id="c2" outcome="failed" speedup="n/a" hardware="H200" same_hardware="false">\n'
+        "code:\n# kernelwright: family=softmax design=two_pass config=BLOCK_R=8192\n</case>"
+    )
+    good, bad = parse_cases(body)
+    assert good.good and not good.bad and good.speedup == pytest.approx(1.8) and good.same_hardware
+    assert good.meta.design == "online" and good.meta.config["BLOCK_R"] == "2048"
+    assert bad.bad and not bad.good and bad.speedup is None and bad.meta.design == "two_pass"
+
+
+def test_tf32_and_error_kinds():
+    assert not tf32_allowed("name: NVIDIA H200\ncompute_capability: 9.0")
+    assert tf32_allowed("precision: tf32")
+    assert tf32_allowed("TF32 is allowed for fp32 matmuls")
+    assert not tf32_allowed("no tf32: strict fp32")
+    assert (
+        error_kind("FAIL at compile: compile_error: triton.runtime.errors.OutOfResources") == "compile_error"
+    )
+    assert error_kind("output 0 ... outside rtol=1e-4 (mismatch)") == "mismatch"
+    assert error_kind("worker killed after 120 s: timeout in stage correctness") == "timeout"
+
+
+def test_neighbours_move_one_knob_one_step():
+    space = {"BLOCK_R": (256, 512, 1024), "num_warps": (2, 4, 8)}
+    base = {"BLOCK_R": 512, "num_warps": 2}
+    ns = neighbours(space, base, random.Random(0))
+    assert ns and all(sum(n[k] != base[k] for k in base) == 1 for n in ns)
+    assert {"BLOCK_R": 1024, "num_warps": 2} in ns and {"BLOCK_R": 256, "num_warps": 2} in ns
+    assert {"BLOCK_R": 512, "num_warps": 4} in ns
+
+
+def test_every_family_has_two_designs_and_a_conv_slot():
+    for family in ("pointwise", "reduction", "softmax", "norm", "loss", "scan", "matmul"):
+        assert len(REGISTRY[family]) >= 2, family
+    assert "conv" in REGISTRY
+
+
+def test_large_step_leaves_the_parents_design_and_small_step_keeps_it():
+    info = _info("09_softmax.py", "softmax")
+    first = choose(Context(kind="large_step"), info, primary=True)
+    assert first.design is default_design(info)
+    parent = parse_meta(
+        f"# kernelwright: family=softmax design={first.design.name} config=TILE=4096,RMAX=16384"
+    )
+    large = choose(Context(kind="large_step", parent=parent), info, primary=True)
+    assert large.design.name != first.design.name
+    small = choose(Context(kind="small_step", parent=parent, rng=random.Random(3)), info, primary=True)
+    assert small.design.name == first.design.name
+    assert small.config != {"TILE": 4096, "RMAX": 16384, "num_warps": 0}
+
+
+def test_a_rule_and_a_case_steer_the_choice():
+    info = _info("09_softmax.py", "softmax")
+    default = default_design(info).name
+    rules = parse_rules(f"- You cannot use design={default} on rows this long", CONFIG_KEYS)
+    assert choose(Context(rules=rules), info, primary=True).design.name != default
+    cases = parse_cases(
+        '<case outcome="effective" speedup="2.10" same_hardware="true">'
+        "design: kernelwright: family=softmax design=two_pass config=BLOCK_R=512,BLOCK_M=2,num_warps=4</case>"
+    )
+    pick = choose(Context(cases=cases), info, primary=True)
+    assert pick.design.name == "two_pass" and pick.config["BLOCK_R"] == 512 and pick.config["BLOCK_M"] == 2
+
+
+def test_repair_shrinks_blocks_and_restores_strict_precision():
+    info = _info("14_matmul_square.py", "matmul")
+    parent = parse_meta(
+        "# kernelwright: family=matmul design=grouped config=BLOCK_M=256,BLOCK_N=256,BLOCK_K=64,GROUP_M=8,"
+        "num_warps=8,num_stages=5,PREC=tf32x3"
+    )
+    fix = choose(Context(kind="repair", parent=parent, feedback="compile_error: OutOfResources: shared memory"),
+                 info, primary=True)  # fmt: skip
+    assert fix.design.name == "grouped" and fix.config["BLOCK_M"] < 256 and fix.config["num_stages"] < 5
+    fix2 = choose(
+        Context(kind="repair", parent=parent, feedback="mismatch: max abs error 3e-3"), info, primary=True
+    )
+    assert fix2.config["PREC"] == "ieee"
+    space = config_space(fix2.design, info)
+    assert "tf32" not in space["PREC"]  # plain TF32 only where the target allows it
