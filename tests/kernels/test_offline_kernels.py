@@ -45,7 +45,7 @@ def _check(pool: WorkerPool, jobs: list[tuple[str, object, str]]) -> None:
     results = pool.evaluate_many([(task, code) for _, task, code in jobs], CFG)
     bad = [
         f"{label}: {r.summary()}\n{(r.error or '')[-800:]}"
-        for (label, _, _), r in zip(jobs, results)
+        for (label, _, _), r in zip(jobs, results, strict=True)
         if not r.correct
     ]
     assert not bad, "\n\n".join(bad)
