@@ -66,10 +66,10 @@ def conv_tasks(selection: list[str] | None) -> list[Path]:
 
 
 def pick_configs(configs: list[ConvConfig], k: int) -> list[ConvConfig]:
-    """k configs spread over the (layout, dot) groups, best guesses of each group first."""
-    groups: dict[tuple[str, str], list[ConvConfig]] = {}
+    """k configs spread over the (layout, dot, recompute) groups, best guesses of each group first."""
+    groups: dict[tuple[str, str, bool], list[ConvConfig]] = {}
     for c in configs:
-        groups.setdefault((c.layout, c.dot), []).append(c)
+        groups.setdefault((c.layout, c.dot, c.recompute), []).append(c)
     out: list[ConvConfig] = []
     depth = 0
     while len(out) < k and any(depth < len(g) for g in groups.values()):

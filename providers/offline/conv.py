@@ -144,15 +144,27 @@ def conv_configs(
     layouts = ["nchw", "nhwc"]
     if spec is not None and design == "implicit_gemm" and spec.in_per_group >= 64:
         layouts = ["nhwc", "nchw"]
+    # A normalisation after the convolution: recomputing the convolution beats storing and re-reading
+    # its output when the convolution is cheap (depthwise); both are in the space.
+    has_norm = plan is not None and any(op.kind == "norm" for op in plan.ops)
+    recompute = [design == "direct_depthwise", design != "direct_depthwise"] if has_norm else [False]
     out: list[ConvConfig] = []
-    for dot in dots[:1] if half else dots:
-        for layout in layouts:
-            for m, n, k, w, s in tiles:
-                out.append(
-                    ConvConfig(
-                        BLOCK_M=m, BLOCK_N=n, BLOCK_K=k, num_warps=w, num_stages=s, layout=layout, dot=dot
-                    )  # type: ignore[arg-type]
-                )
+    for i, rec in enumerate(recompute):
+        for dot in dots[:1] if half else dots:
+            for layout in layouts:
+                for m, n, k, w, s in tiles if i == 0 else tiles[:2]:
+                    out.append(
+                        ConvConfig(
+                            BLOCK_M=m,
+                            BLOCK_N=n,
+                            BLOCK_K=k,
+                            num_warps=w,
+                            num_stages=s,
+                            layout=layout,  # type: ignore[arg-type]
+                            dot=dot,  # type: ignore[arg-type]
+                            recompute=rec,
+                        )
+                    )
     return out
 
 
@@ -192,6 +204,7 @@ def conv_neighbours(design: str, config: ConvConfig, precision: Precision = "str
             add(num_stages=c["num_stages"] - 1)
     add(GROUP_M=1 if c["GROUP_M"] != 1 else 8)
     add(layout="nhwc" if c["layout"] == "nchw" else "nchw")
+    add(recompute=not c["recompute"])
     for dot in _dots(precision):
         add(dot=dot)
     return out

@@ -48,12 +48,13 @@ class _Stage:
     source: str  # "conv" | "load"
     src_op: int  # the op whose value the source provides
     src_cred: bool = False  # the loaded buffer has one channel
-    norm: Op | None = None  # normalisation applied while loading
+    norm: Op | None = None  # normalisation applied in this stage (statistics from stage in_buf)
+    norm_at_load: bool = True  # applied to the loaded value (else it is an op after the replayed ones)
     pre: list[Op] = field(default_factory=list)
     pool: Op | None = None
     post: list[Op] = field(default_factory=list)
     value: int = -1  # the op whose value leaves the stage
-    sink: str = "store"  # "store" | "stats" | "sreduce"
+    sink: str = "store"  # "store" | "stats" (store + statistics) | "stats_only" | "sreduce"
     sreduce: Op | None = None
     next_norm: Op | None = None  # for a stats sink: the norm that follows
     final: bool = False
@@ -390,6 +391,8 @@ class _Emitter:
             probe = partition(plan)
             split = probe[0].needs_cfull
         self.stages = partition(plan, split_after_conv=split)
+        if cfg.recompute:
+            self._recompute()
         last = self.stages[-1]
         if (
             len(self.stages) > 1
@@ -415,6 +418,26 @@ class _Emitter:
         self.bools: set[int] = set()  # ops whose value is boolean (comparisons)
         self._ps = False  # the stage being written tiles rows per sample
 
+    def _recompute(self) -> None:
+        """Stage 0 only gathers statistics; stage 1 recomputes the convolution and its ops, normalises
+        and goes on, instead of reading stage 0's stored output."""
+        if len(self.stages) < 2:
+            return
+        st0, st1 = self.stages[0], self.stages[1]
+        if st0.source != "conv" or st0.sink != "stats" or st1.pool is not None or st1.norm is None:
+            return
+        merged_ops = st0.ops + st1.ops
+        if self.gemm and self.spec.groups > 1 and any(op.kind == "creduce" for op in merged_ops):
+            return
+        st0.sink = "stats_only"
+        st1.source, st1.src_op, st1.norm_at_load = "conv", 0, False
+        own = st1.pre  # stage 1 has no pooling, so all of its own ops are in `pre`
+        if st0.pool is None:
+            st1.pre, st1.post = st0.pre + [st1.norm] + own, []
+        else:
+            st1.pre, st1.post = list(st0.pre), st0.post + [st1.norm] + own
+        st1.pool = st0.pool
+
     # ------------------------------------------------------------------ kernel pieces
     def _dot_args(self) -> str:
         if self.spec.dtype != "float32":
@@ -422,7 +445,7 @@ class _Emitter:
         return f', input_precision="{self.cfg.dot}"'
 
     def _per_sample(self, st: _Stage) -> bool:
-        if st.sink == "stats":
+        if st.sink in ("stats", "stats_only"):
             return True
         if st.sink == "sreduce" and st.sreduce is not None:
             return self._all_spatial(st.sreduce.attrs["dims"])
@@ -446,8 +469,8 @@ class _Emitter:
                 args += ["STEPD", "STEPH", "STEPW"]
         else:
             args += ["in_ptr", "sin_n", "sin_c", "sin_d", "sin_h", "sin_w"]
-            if st.norm is not None:
-                args += ["mean_ptr", "rstd_ptr", "smn", "CG"]
+        if st.norm is not None:
+            args += ["mean_ptr", "rstd_ptr", "smn", "CG"]
         # XD/XH/XW: the grid of the source value (conv output or loaded buffer)
         args += ["N", "C", "CT", "XD", "XH", "XW", "SD", "SH", "SW"]
         if st.pool is not None:
@@ -466,8 +489,9 @@ class _Emitter:
                 "PDW",
                 "PDIV",
             ]
-        args += ["out_ptr", "son", "soc", "sod", "soh", "sow"]
-        if st.sink == "stats":
+        if st.sink != "stats_only":
+            args += ["out_ptr", "son", "soc", "sod", "soh", "sow"]
+        if st.sink in ("stats", "stats_only"):
             args += ["part_ptr", "TT"]
         if st.sink == "sreduce":
             args += ["red_scale"]
@@ -612,7 +636,7 @@ class _Emitter:
             )
             kind = "f"
         k("src = src.to(tl.float32)")
-        if st.norm is not None:
+        if st.norm is not None and st.norm_at_load:
             k(f"v{st.norm.args[0]} = src")  # the value before normalisation, for ops that read it
             kinds[st.norm.args[0]] = kind
             k("gi = (c // CG)[None, :]")
@@ -892,6 +916,13 @@ class _Emitter:
                 cexpr = f"v{cnd}" if cnd in self.bools else f"(v{cnd} != 0.0)"
                 k(f"{v} = tl.where({cexpr}, {self._float(a, kinds)}, {self._float(b, kinds)})")
                 kinds[op.id] = _bshape(_bshape(kinds[cnd], kinds[a]), kinds[b])
+            elif op.kind == "norm":
+                a = op.args[0]
+                k("gi = (c // CG)[None, :]")
+                k("mu = tl.load(mean_ptr + nr64 * smn + gi, mask=col_ok[None, :], other=0.0)")
+                k("rs = tl.load(rstd_ptr + nr64 * smn + gi, mask=col_ok[None, :], other=0.0)")
+                k(f"{v} = ({self._full(a, kinds)} - mu) * rs")
+                kinds[op.id] = "f"
             elif op.kind == "creduce":
                 a = op.args[0]
                 fn = op.attrs["fn"]
@@ -966,7 +997,9 @@ class _Emitter:
                 cexpr = "(c * soc)[None, :]" if kind == "f" else "0"
                 k(f"{atomic}(out_ptr + nr64 * son + {cexpr} + sp_[:, None], {v}{scale}, mask={mask2})")
             return
-        if kind == "f":
+        if st.sink == "stats_only":
+            pass
+        elif kind == "f":
             k(
                 f"tl.store(out_ptr + nr64 * son + (c * soc)[None, :] + ({sp})[:, None], "
                 f"{v}.to(out_ptr.dtype.element_ty), mask=row_ok[:, None] & col_ok[None, :])"
@@ -974,7 +1007,7 @@ class _Emitter:
         else:
             k(f"tl.store(out_ptr + nr64 * son + ({sp})[:, None], {v}.to(out_ptr.dtype.element_ty), "
               "mask=row_ok[:, None] & (pid_n == 0))")  # fmt: skip
-        if st.sink == "stats":
+        if st.sink in ("stats", "stats_only"):
             full = self._full(st.value, kinds) if kind == "f" else v
             k("okf = row_ok[:, None] & col_ok[None, :]")
             k(f"vz = tl.where(okf, {full}, 0.0)")
@@ -1159,7 +1192,7 @@ class _Emitter:
                 fill = "float('-inf')" if fn == "max" else "float('inf')"
                 h(f"b{i} = torch.full({shape}, {fill}, device=x5.device, dtype=torch.float32)")
             h(f"red_scale{i} = 1.0 / red_count{i}" if fn == "mean" else f"red_scale{i} = 1.0")
-        else:
+        elif st.sink != "stats_only":
             cb = "1" if value_cred else f"C{i}"
             dtype = self.out_dtype if st.final else "torch.float32"
             h(f"b{i} = torch.empty((N, {cb}, S{i}[0], S{i}[1], S{i}[2]), device=x5.device, dtype={dtype})")
@@ -1169,7 +1202,7 @@ class _Emitter:
             h(f"so{i} = list(b{i}.stride())")
             for d in dims:
                 h(f"so{i}[{d}] = 0")
-        else:
+        elif st.sink != "stats_only":
             h(f"so{i} = list(b{i}.stride())")
         # tile sizes
         ct = "OC_G" if (conv and self.gemm) else f"C{i}"
@@ -1213,7 +1246,7 @@ class _Emitter:
             h(f"num_m = -(-(N * GP{i}) // BM)")
         h(f"grid = (num_m * -(-CT{i} // BN), {'groups' if conv and self.gemm else 1}, "
           f"{'stride3[0] * stride3[1] * stride3[2]' if conv and self.phase else 1})")  # fmt: skip
-        if st.sink == "stats":
+        if st.sink in ("stats", "stats_only"):
             h(f"TT{i} = -(-GP{i} // BM) * grid[2]")
             h(f"part{i} = torch.empty((N, TT{i}, 3, C{i}), device=x5.device, dtype=torch.float32)")
         # launch
@@ -1226,13 +1259,14 @@ class _Emitter:
         else:
             src = self.stages[st.in_buf]
             a += [f"b{src.index}", f"*b{src.index}.stride()"]
-            if st.norm is not None:
-                a += [f"mean{i}", f"rstd{i}", f"smn{i}", f"CG{i}"]
+        if st.norm is not None:
+            a += [f"mean{i}", f"rstd{i}", f"smn{i}", f"CG{i}"]
         a += ["N", f"C{i}", f"CT{i}", f"*X{i}", f"*S{i}"]
         if st.pool is not None:
             a += [f"*pk{i}", f"*ps{i}", f"*pp{i}", f"*pd{i}", f"pdiv{i}"]
-        a += [f"b{i}", f"*so{i}"]
-        if st.sink == "stats":
+        if st.sink != "stats_only":
+            a += [f"b{i}", f"*so{i}"]
+        if st.sink in ("stats", "stats_only"):
             a += [f"part{i}", f"TT{i}"]
         if st.sink == "sreduce":
             a += [f"red_scale{i}"]

@@ -52,8 +52,8 @@ def _task(
     )
 
 
-# name -> (task source, design, layout)
-CASES: dict[str, tuple[str, str, str]] = {
+# name -> (task source, design, layout or config changes)
+CASES: dict[str, tuple[str, str, str | dict]] = {
     "conv2d_stride_pad_dilation": (
         _task(
             "self.conv = nn.Conv2d(3, 5, 3, stride=2, padding=2, dilation=2)",
@@ -205,6 +205,35 @@ CASES: dict[str, tuple[str, str, str]] = {
         "implicit_gemm",
         "nchw",
     ),
+    "depthwise_batchnorm_train_recompute": (
+        _task(
+            """
+            self.conv = nn.Conv2d(5, 5, 3, stride=2, padding=1, groups=5, bias=False)
+            self.bn = nn.BatchNorm2d(5)
+            nn.init.normal_(self.bn.weight)
+            nn.init.normal_(self.bn.bias)
+            """,
+            "return F.relu6(self.bn(self.conv(x)))",
+            "[torch.randn(3, 5, 9, 7)]",
+        ),
+        "direct_depthwise",
+        {"layout": "nhwc", "recompute": True},
+    ),
+    "conv2d_maxpool_groupnorm_recompute": (
+        _task(
+            """
+            self.conv = nn.Conv2d(3, 8, 3, padding=1)
+            self.pool = nn.MaxPool2d(2)
+            self.norm = nn.GroupNorm(4, 8)
+            nn.init.normal_(self.norm.weight)
+            nn.init.normal_(self.norm.bias)
+            """,
+            "y = self.pool(torch.relu(self.conv(x)))\nreturn torch.tanh(self.norm(y)) + y",
+            "[torch.randn(2, 3, 9, 10)]",
+        ),
+        "implicit_gemm",
+        {"layout": "nchw", "recompute": True},
+    ),
     "conv2d_batchnorm_eval_avgpool_in_conv": (
         _task(
             """
@@ -257,9 +286,10 @@ def case_results(pool) -> dict[str, EvalResult]:
     names = list(CASES)
     jobs = []
     for name in names:
-        source, design, layout = CASES[name]
+        source, design, change = CASES[name]
+        change = change if isinstance(change, dict) else {"layout": change}
         jobs.append(
-            (load_task_source(source, f"conv_case_{name}"), _program(source, design, layout=layout, **SMALL))
+            (load_task_source(source, f"conv_case_{name}"), _program(source, design, **change, **SMALL))
         )
     return dict(zip(names, pool.evaluate_many(jobs, CONFIG), strict=True))
 
