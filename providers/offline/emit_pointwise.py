@@ -59,9 +59,8 @@ class PointwiseGen(RowKernelGen):
             [n for n, _ in self.syms.values()] + ["N"] + [self.gname(gi) for gi in range(len(self.groups))]
         )
         for ld in self.loads.values():
-            params += self.load_strides(ld)
-        for v in self.k.outputs:
-            params += [f"{self.out_names[v.id]}_s{gi}" for gi in range(len(self.groups))]
+            if not self.dense(ld):
+                params += self.load_strides(ld)
         params += ["BLOCK: tl.constexpr"]
         if self.pcfg.mode == "grid_stride":
             params += ["ITERS: tl.constexpr"]
@@ -85,6 +84,22 @@ class PointwiseGen(RowKernelGen):
                 self._body(c)
         return c.text()
 
+    def dense(self, ld: object) -> bool:
+        """A tensor of the output's full shape: read at the flat index (made contiguous if needed)."""
+        return len(getattr(ld, "groups", [])) == len(self.groups) and len(self.groups) > 1
+
+    def _needed_groups(self) -> set[int]:
+        need: set[int] = set()
+        for ld in self.loads.values():
+            if not self.dense(ld):
+                need |= set(ld.groups)
+        for v in self._iotas():
+            d = v.attrs["dim"] + (self.rank - v.rank)
+            for gi, (_, dims) in enumerate(self.groups):
+                if d in dims:
+                    need.add(gi)
+        return need
+
     def _body(self, c: Code) -> None:
         c("mask = idx < N")
         self.rowmask = "mask"
@@ -94,8 +109,8 @@ class PointwiseGen(RowKernelGen):
         for v in self.k.outputs:
             val = self.emit(c, v, "full")
             name = self.out_names[v.id]
-            strides = [f"{name}_s{gi}" for gi in range(len(self.groups))]
-            off = self.offset(list(range(len(self.groups))), strides, False)
+            # Outputs are allocated contiguous: the flat index is the offset.
+            off = "idx"
             text = val.text
             from providers.offline.emit import TL_DTYPE, cat_of
 
@@ -107,7 +122,7 @@ class PointwiseGen(RowKernelGen):
         from providers.offline.emit import cat_of
 
         ld = self.loads[v.id]
-        off = self.offset(ld.groups, self.load_strides(ld), False)
+        off = "idx" if self.dense(ld) else self.offset(ld.groups, self.load_strides(ld), False)
         text = f"tl.load({ld.name} + {off}, mask=mask, other=0)"
         cat = cat_of(v.dtype)
         if cat == "f" and str(v.dtype) != "torch.float32":
@@ -141,14 +156,14 @@ class PointwiseGen(RowKernelGen):
             c("N = _prod(shape)")
             stride_args = []
             for ld in self.loads.values():
-                c(f"st = _group_strides({ld.name}, shape, groups)")
+                if self.dense(ld):
+                    c(f"{ld.name} = {ld.name} if {ld.name}.is_contiguous() else {ld.name}.contiguous()")
+                    continue
+                c(f"st{ld.name} = _group_strides({ld.name}, shape, groups)")
                 stride_args += [f"st{ld.name}[{gi}]" for gi in ld.groups]
-                c(f"st{ld.name} = st")
             outs = []
             for i, v in enumerate(self.k.outputs):
                 c(f"out{i} = torch.empty(shape, device=device, dtype={v.dtype})")
-                c(f"stout{i} = _group_strides(out{i}, shape, groups)")
-                stride_args += [f"stout{i}[{gi}]" for gi in range(len(groups))]
                 outs.append(f"out{i}")
             c(f"BLOCK = min({cfg.BLOCK}, triton.next_power_of_2(max(N, 1)))")
             c("nblocks = triton.cdiv(N, BLOCK)")

@@ -64,6 +64,26 @@ class RowPlanError(ValueError):
     pass
 
 
+def constexpr_sizes(src: str, names: set[str]) -> str:
+    """Declare the size parameters in `names` as tl.constexpr in every kernel signature of `src`.
+
+    Triton compiles one variant per distinct value, so the source stays shape-generic while divisions
+    by these sizes compile to multiply-shift sequences instead of runtime integer division.
+    """
+    out = []
+    for line in src.splitlines():
+        stripped = line.strip()
+        if (
+            stripped.endswith(",")
+            and stripped[:-1] in names
+            and line.startswith("    ")
+            and not line.startswith("     ")
+        ):
+            line = line.replace(stripped, f"{stripped[:-1]}: tl.constexpr,")
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
 @dataclass
 class _Load:
     value: Value
@@ -83,7 +103,8 @@ class RowKernelGen:
     ) -> tuple[str, str, list[Value], list[SymScalar]]:
         """(kernel source, launcher source, launcher tensor arguments, launcher scalar arguments)."""
         self.kname = name
-        ksrc = self.kernel_source(name)
+        self.const_sizes: set[str] = set()
+        ksrc = constexpr_sizes(self.kernel_source(name), self.const_sizes)
         lsrc, tensors, syms = self.launcher_source(name, symmap)
         return ksrc, lsrc, tensors, syms
 
@@ -287,6 +308,10 @@ class RowKernelGen:
             if gi not in needed:
                 continue
             inner = [self.gname(g) for g in gis[j + 1 :]]
+            # Sizes used as divisors are compile-time constants: division becomes multiply-shift.
+            self.const_sizes.update(inner)
+            if j > 0:
+                self.const_sizes.add(self.gname(gi))
             div = " * ".join(inner)
             if j == 0:
                 expr = f"{flat} // ({div})" if inner else flat
@@ -1023,7 +1048,8 @@ class RowKernelGen:
         if cfg.num_warps:
             c(f"num_warps = {cfg.num_warps}")
         else:
-            c(f"num_warps = min(16, max(1, triton.next_power_of_2({tile} // 256)))")
+            # 4 warps for short tiles, 8 from 2K elements, 16 from 8K (as Triton's layer-norm tutorial).
+            c(f"num_warps = 4 if {tile} < 2048 else (8 if {tile} < 8192 else 16)")
         c(f"{self.kname}[grid](")
         with c.indent():
             c(", ".join(args) + ",")
