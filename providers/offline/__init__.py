@@ -7,16 +7,25 @@
 The task is traced into canonical ops (analysis.py, lowering.py), fused into kernels (schedule.py), and
 written by per-family generators (emit_rows.py, emit_matmul.py, emit_pointwise.py) in a design and
 config chosen from the request and the context's rules and experience (designs.py, policy.py).
+
+Other families plug in two ways: designs for kernels this writer schedules go in `designs.REGISTRY`
+(the "conv" family has a slot there); writers of whole programs (Triton convolutions) register with
+`register_task_writer(family, fn)` and are asked first.
 """
 
 from providers.offline.analysis import AnalysisError, AnalyzedTask, analyze_source
 from providers.offline.chat_model import OfflineKernelWriter, estimate_tokens
 from providers.offline.designs import REGISTRY, Design
-from providers.offline.policy import parse_meta
-from providers.offline.writer import WriterAnswer, write_program
+from providers.offline.policy import Context, forbidden, neighbours, parse_meta
+from providers.offline.writer import TaskWriter, WriterAnswer, register_task_writer, write_program
 
 __all__ = [
     "REGISTRY",
+    "Context",
+    "TaskWriter",
+    "forbidden",
+    "neighbours",
+    "register_task_writer",
     "AnalysisError",
     "AnalyzedTask",
     "Design",

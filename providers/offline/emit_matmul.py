@@ -192,7 +192,20 @@ class MatmulGen(RowKernelGen):
     def _emit_load(self, c: Code, v: Value, cls: str) -> Operand:
         ld = self.loads[v.id]
         off = self.offset(ld.groups, self.load_strides(ld), False)
-        text = f"tl.load({ld.name} + {off}, mask=omask, other=0)"
+        # A tensor that varies along N only (a bias) or M only is read as one row or column.
+        along = {self.groups[gi][0] for gi in ld.groups}
+        mask = "omask"
+        if along == {"N"}:
+            mask = "rn[None, :] < N"
+        elif along and along <= {"M", "B"}:
+            mask = "rm[:, None] < M" if "M" in along else "omask"
+        elif not along:
+            mask = "None"
+        text = (
+            f"tl.load({ld.name} + {off}, mask={mask}, other=0)"
+            if mask != "None"
+            else f"tl.load({ld.name} + {off})"
+        )
         cat = cat_of(v.dtype)
         if cat == "f" and v.dtype != torch.float32:
             text = f"{text}.to(tl.float32)"

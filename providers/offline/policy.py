@@ -113,7 +113,8 @@ def parse_rules(body: str | None, config_keys: set[str]) -> list[Rule]:
                 rule.design = v
             elif k == "family":
                 rule.family = v
-            elif k in config_keys:
+            elif k in config_keys or re.fullmatch(r"[A-Z][A-Z0-9_]*", k):
+                # Any UPPER_CASE knob counts, so rules can name other families' config keys too.
                 rule.pairs[k] = v
         words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", norm))
         rule.mentions = sorted(d for d in DESIGN_NAMES if d in words and d != rule.design)

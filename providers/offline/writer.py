@@ -12,6 +12,7 @@ the main kernel as the request asks and defaults for the others; emit the module
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +52,24 @@ class WriterAnswer:
         return f"{self.explanation}\n\n```python\n{self.code.rstrip()}\n```\n"
 
 
+TaskWriter = Callable[[str, str, Context], "WriterAnswer | None"]
+"""A writer for whole tasks of one family: (task source, task name, context) -> answer, or None to pass."""
+
+_TASK_WRITERS: list[tuple[str, TaskWriter]] = []
+
+
+def register_task_writer(family: str, writer: TaskWriter) -> None:
+    """Let another family's writer (Triton convolutions, say) take the tasks it supports.
+
+    Registered writers are asked first, in registration order, with the parsed context (request kind,
+    parent header, rules, experience cases, TF32 permission; `policy.forbidden` and `policy.neighbours`
+    apply to any family's designs and configs). The first answer that is not None is the program.
+    Registering the same family again replaces the earlier writer.
+    """
+    _TASK_WRITERS[:] = [(f, w) for f, w in _TASK_WRITERS if f != family]
+    _TASK_WRITERS.append((family, writer))
+
+
 def _no_program(reason: str) -> WriterAnswer:
     return WriterAnswer(None, f"The offline writer cannot write this task: {reason}")
 
@@ -70,8 +89,15 @@ def write_program(prompt: str, seed: int = 0) -> WriterAnswer:
     task = sections.get("task")
     if task is None or not task.body.strip():
         return _no_program("the prompt has no <task> section with the reference program")
+    name = task.attrs.get("name", "task")
+    if _TASK_WRITERS:
+        ctx0 = read_context(sections, seed, CONFIG_KEYS)
+        for _family, writer in list(_TASK_WRITERS):
+            answer = writer(task.body, name, ctx0)
+            if answer is not None:
+                return answer
     try:
-        analysed = analyze_cached(task.body, task.attrs.get("name", "task"))
+        analysed = analyze_cached(task.body, name)
     except AnalysisError as exc:
         return _no_program(str(exc))
     try:
@@ -134,4 +160,4 @@ def _explain(analysed: Any, sched: Schedule, infos: dict[int, KernelInfo], choic
     return "; ".join(parts) + "."
 
 
-__all__ = ["REGISTRY", "WriterAnswer", "write_program"]
+__all__ = ["REGISTRY", "TaskWriter", "WriterAnswer", "register_task_writer", "write_program"]

@@ -94,3 +94,34 @@ def test_target_allowing_tf32_unlocks_tf32_matmuls_only_then():
     assert parse_meta(strict.code).config["PREC"] == "ieee"
     assert parse_meta(allowed.code).config["PREC"] == "tf32"
     assert 'input_precision="ieee"' in strict.code
+
+
+def test_a_registered_task_writer_is_asked_first_and_gets_the_context():
+    from providers.offline import WriterAnswer, register_task_writer
+    from providers.offline import writer as writer_mod
+
+    seen = []
+
+    def fake_conv_writer(source, name, ctx):
+        seen.append((name, ctx.kind, [r.pairs for r in ctx.rules]))
+        if "Conv2d" not in source:
+            return None
+        return WriterAnswer(
+            "# kernelwright: family=conv design=implicit_gemm config=BLOCK_CO=64\n", "conv program"
+        )
+
+    saved = list(writer_mod._TASK_WRITERS)
+    try:
+        register_task_writer("conv", fake_conv_writer)
+        conv = _src("level2", "09_conv2d_bias_relu.py")
+        ans = write_program(
+            _prompt(conv, "small_step", rules="- You cannot use BLOCK_CO=128 with design=implicit_gemm")
+        )
+        assert ans.explanation == "conv program" and parse_meta(ans.code).design == "implicit_gemm"
+        assert seen[-1][1] == "small_step" and seen[-1][2] == [{"BLOCK_CO": "128"}]
+        other = write_program(
+            _prompt(_src("level1", "01_relu.py"))
+        )  # not claimed: the built-in writer answers
+        assert parse_meta(other.code).family == "pointwise"
+    finally:
+        writer_mod._TASK_WRITERS[:] = saved
