@@ -187,6 +187,7 @@ class Memory:
             new_ids = [r.id for r in recs if r.id not in before[name]]
             if new_ids:
                 self._store.collection(name).delete(ids=new_ids)
+        self.cases.clear_cache()
         self.cases.put_raw([Case.from_json(d) for d in before[CASES].values()])
         self.rules.put_raw([Rule.from_json(d) for d in before[RULES].values()])
         self.rules.put_exposures([Exposure.from_json(d) for d in before[EXPOSURES].values()])

@@ -75,6 +75,8 @@ class ChromaStore:
         self._client: ClientAPI | None = None
         self._collections: dict[str, Collection] = {}
         self._generation = -1
+        self.epoch = 0
+        """Counts reconnects, i.e. times another process's writes were picked up (see `cache_token`)."""
         if self.remote:
             self._connect()
         else:
@@ -131,6 +133,7 @@ class ChromaStore:
         if gen != self._generation:
             self._reconnect()
             self._generation = gen
+            self.epoch += 1
 
     def _bump_generation(self) -> None:
         gen = self._read_generation() + 1

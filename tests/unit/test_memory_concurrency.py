@@ -24,7 +24,7 @@ from memory.graph import CASES
 from memory.rules import EXPOSURES, RULES
 from tasks.task import TaskSignature
 
-N_CASES = 24
+N_CASES = 6
 N_SHARED_RULES = 4
 N_OWN_RULES = 3
 
@@ -86,7 +86,7 @@ def test_two_writer_processes_lose_nothing(tmp_path: Path) -> None:
             name,
             embedding_function=HashingEmbedding(),  # type: ignore[arg-type]
             metadata={"kernelwright_schema": 1, "embedding": "hashing-256"},
-            configuration={"hnsw": {"space": "cosine", "sync_threshold": 8, "batch_size": 8}},
+            configuration={"hnsw": {"space": "cosine", "sync_threshold": 2, "batch_size": 2}},
         )
     client.close()  # type: ignore[attr-defined]
     with open_memory(loc) as m:

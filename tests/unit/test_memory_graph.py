@@ -139,13 +139,39 @@ def test_search_filters_ranks_and_marks_other_hardware(mem) -> None:  # noqa: AN
     assert top[0].case.id == softmax.id
 
 
-def test_search_falls_back_to_chroma_filters_when_the_pool_misses(mem) -> None:  # noqa: ANN001
-    # Many near-identical matmul cases on HW, one on another machine: the nearest-neighbour pool is
-    # all HW cases, so the cross-hardware case is only found through Chroma's own filter.
+def test_search_widens_its_pool_until_enough_match(mem) -> None:  # noqa: ANN001
+    # Many near-identical matmul cases on HW, one softmax case on another machine: the 8 nearest are
+    # all HW cases, so the pool must widen (8 -> 32 -> 128) to find the cross-hardware one.
     mem.cases.add_many([case(speedup=1.1 + i / 1000) for i in range(60)])
     lone = mem.cases.add(case(SOFTMAX, speedup=1.3, hw="amd-mi300x"))
     got = mem.cases.search(MM, hardware=HW, other_hardware=True, k=3, pool=8)
     assert [g.case.id for g in got] == [lone.id]
+    # With the widening capped below the memory's size, a far-away match is (documented as) missed.
+    assert mem.cases.search(MM, hardware=HW, other_hardware=True, k=3, pool=8, max_pool=32) == []
+
+
+def test_cached_filter_fields_follow_other_processes_writes(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    loc = tmp_path / "mem"
+    with open_memory(loc) as m:
+        a = m.cases.add(case(speedup=1.5, idea="a"))
+        b = m.cases.add(case(speedup=1.6, idea="b"))
+        assert [g.case.id for g in m.cases.search(MM, hardware=HW, k=2)] == [b.id, a.id]
+        code = (
+            "import sys\n"
+            "from memory import Case, open_memory\n"
+            "m = open_memory(sys.argv[1]); a = m.cases.get(sys.argv[2])\n"
+            "m.cases.add(Case.from_attempt(signature=a.signature, code='c', correct=True, speedup=3.0, parent=a, hardware=a.hardware))\n"
+        )
+        subprocess.run([sys.executable, "-c", code, str(loc), a.id], check=True, timeout=120)
+        # a's downstream score rose in the other process (0.75 + 0.35 * 0.5 * 2.0); the cached
+        # ranking fields are dropped and a now ranks first.
+        got = m.cases.search(MM, hardware=HW, k=3)
+        assert got[0].case.id == a.id
+        assert got[0].case.downstream == pytest.approx(0.75 + 0.35)
+        assert got[0].score == pytest.approx((0.75 + 0.35) * got[0].case.confidence)
 
 
 def test_memory_persists_and_reopens_with_its_own_embedding(tmp_path: Path) -> None:
