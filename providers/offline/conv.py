@@ -99,7 +99,7 @@ def conv_designs(plan: ConvPlan | None = None) -> list[str]:
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)
 _GEMM_TILES = [
     (128, 128, 32, 8, 3),
-    (128, 64, 32, 4, 3),
+    (128, 64, 32, 8, 3),
     (64, 128, 32, 4, 3),
     (64, 64, 32, 4, 4),
     (128, 128, 16, 8, 4),
@@ -117,6 +117,11 @@ _FLAT_TILES = [
 ]
 _DIRECT_TILES = [(64, 32, 16, 4, 1), (128, 32, 16, 4, 1), (32, 64, 16, 4, 1), (128, 16, 16, 4, 1),
                  (256, 16, 16, 8, 1), (64, 64, 16, 8, 1)]  # fmt: skip
+
+
+def _first_boundary(ops: list[Any]) -> int:
+    """Index of the first op that ends the convolution's kernel (a normalisation or spatial reduction)."""
+    return next((i for i, op in enumerate(ops) if op.kind in ("norm", "sreduce")), len(ops))
 
 
 def conv_configs(
@@ -138,11 +143,21 @@ def conv_configs(
         oc_g = spec.out_per_group
         # channels per group decide the N tile: do not spend a wide tile on a few channels
         preferred = 128 if oc_g >= 128 else (64 if oc_g >= 48 else 32)
-        tiles.sort(key=lambda t: (abs(t[1] - preferred), -t[0] * t[1]))
+        order = {t: i for i, t in enumerate(tiles)}
+        # Pooling or a channel reduction in the convolution's own kernel keeps more tiles live: prefer
+        # at most 32 accumulator registers per thread there (ptxas spills above with dot=tf32x3).
+        ops = plan.ops[1:] if plan is not None else []
+        busy = any(op.kind in ("pool", "creduce") for op in ops[: _first_boundary(ops)])
+
+        def key(t: tuple[int, int, int, int, int]) -> tuple[int, bool, int]:
+            regs = t[0] * t[1] // (32 * t[3])
+            return (abs(t[1] - preferred), busy and regs > 32, order[t])
+
+        tiles.sort(key=key)  # listed order within a width
     if half and design != "direct_depthwise":
         tiles = [(m, n, 64 if k == 32 else k, w, s) for m, n, k, w, s in tiles]
     layouts = ["nchw", "nhwc"]
-    if spec is not None and design == "implicit_gemm" and spec.in_per_group >= 64:
+    if design == "implicit_gemm":  # 16-byte channel loads; fewer registers than the transposed nchw tile
         layouts = ["nhwc", "nchw"]
     # A normalisation after the convolution: recomputing the convolution beats storing and re-reading
     # its output when the convolution is cheap (depthwise); both are in the space.

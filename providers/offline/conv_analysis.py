@@ -258,10 +258,12 @@ class _Analyzer:
         self.conv_input = ""
         self.notes: list[str] = []
         self.gm: fx.GraphModule | None = None
+        self.own_attrs: set[str] = set()
 
     # ------------------------------------------------------------------ entry
     def run(self) -> ConvPlan:
         saved = _name_scalars(self.model)
+        self.own_attrs = set(vars(self.model))
         try:
             try:
                 gm = fx.symbolic_trace(self.model)
@@ -284,6 +286,8 @@ class _Analyzer:
                 self.vals[node] = self._visit(node)
         finally:
             _restore_scalars(self.model, saved)
+            for name in set(vars(self.model)) - self.own_attrs:  # constants the tracer lifted onto it
+                delattr(self.model, name)
         if self.spec is None:
             raise ConvUnsupported("no convolution in the forward")
         if not isinstance(result, fx.Node) or not isinstance(self.vals.get(result), _Chain):
@@ -370,11 +374,12 @@ class _Analyzer:
             raise ConvUnsupported(f"{what} after a view that merges dims")
 
     # ------------------------------------------------------------------ materialising operands
-    def _materialize(self, ind: _Indep | Const, target: _Chain) -> int:
-        """Ops computing an independent expression on `target`'s grid; returns the op id."""
+    def _materialize(self, ind: _Indep | Const, target: _Chain, shape: tuple[int, ...] | None = None) -> int:
+        """Ops computing an independent expression on `target`'s grid (of `shape`, default the target's
+        own); returns the op id."""
         if isinstance(ind, Const):
             return self._new_op("const", consts=[ind])
-        tshape = self._chain_shape(target)
+        tshape = shape or self._chain_shape(target)
         if len(ind.shape) > len(tshape):
             raise ConvUnsupported("an operand has more dims than the value it meets")
         return self._emit_tree(ind.tree, target, tshape)
@@ -462,12 +467,30 @@ class _Analyzer:
             return v
         chain, other = (a, b) if isinstance(a, _Chain) else (b, a)
         self._check_plain(chain, fn)
+        cred = chain.cred
         if self._chain_shape(chain) != out_shape:
-            raise ConvUnsupported(f"{fn} with an operand that enlarges the convolution's value")
-        oid = self._materialize(other, chain)
+            if not self._channel_expansion(chain, out_shape):
+                raise ConvUnsupported(f"{fn} with an operand that enlarges the convolution's value")
+            # a per-channel operand spreads a channel-reduced value over the channels again
+            cred = False
+        oid = self._materialize(other, chain, out_shape)
         args = [chain.op, oid] if chain is a else [oid, chain.op]
-        op = self._new_op("binary", args, attrs={"fn": fn}, cred=chain.cred)
-        return self._chain_like(chain, op, node)
+        op = self._new_op("binary", args, attrs={"fn": fn}, cred=cred)
+        return self._chain_like(chain, op, node, cred=cred)
+
+    def _channel_expansion(self, chain: _Chain, out_shape: tuple[int, ...]) -> bool:
+        """Whether `out_shape` is `chain` (reduced over channels) spread over the convolution's channels."""
+        assert self.spec is not None
+        shape = self._chain_shape(chain)
+        if not chain.cred or len(shape) != len(out_shape):
+            return False
+        diff = [i for i, (x, y) in enumerate(zip(shape, out_shape, strict=True)) if x != y]
+        return (
+            len(diff) == 1
+            and chain.dims[diff[0]] == (1,)
+            and shape[diff[0]] == 1
+            and out_shape[diff[0]] == self.spec.out_channels
+        )
 
     def _common_region(self, values: list[_Chain], what: str) -> int:
         """The region values meet in. A normalisation's input may meet values after it: the stage
@@ -505,6 +528,11 @@ class _Analyzer:
             return self._placeholder(node)
         if node.op == "get_attr":
             value = self._attr(str(node.target))
+            if not self._model_has(str(node.target)):
+                # a constant the tracer lifted (torch.tensor(0.0) in the forward): ModelNew lacks it
+                if isinstance(value, torch.Tensor) and value.numel() == 1 and value.is_floating_point():
+                    return Const(value=float(value), expr=repr(float(value)))
+                raise ConvUnsupported("a tensor constant created in the forward")
             if isinstance(value, torch.Tensor):
                 return _leaf(f"self.{node.target}", tuple(value.shape))
             return _const(value)
@@ -513,6 +541,21 @@ class _Analyzer:
         if node.op in ("call_function", "call_method"):
             return self._function(node, _call_name(node))
         raise ConvUnsupported(f"graph node {node.op}")
+
+    def _model_has(self, target: str) -> bool:
+        """Whether `target` is the model's own (not a constant the tracer lifted onto it)."""
+        first = target.split(".")[0]
+        m = self.model
+        if first not in self.own_attrs and all(
+            first not in d for d in (m._parameters, m._buffers, m._modules)
+        ):
+            return False
+        obj: Any = m
+        for part in target.split("."):
+            if not hasattr(obj, part):
+                return False
+            obj = getattr(obj, part)
+        return True
 
     def _attr(self, target: str) -> Any:
         obj: Any = self.gm

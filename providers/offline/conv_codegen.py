@@ -323,14 +323,17 @@ def _kw_cached(owner, key, w, make):
     return hit[1]
 
 
-def _kw_ostrides(t, align):
+def _kw_ostrides(t, align, n, c):
     # Strides of an operand on the logical (N, C, D, H, W) grid; 0 where it is broadcast.
     if t.dim() != len(align):
         raise ValueError(f"operand of shape {list(t.shape)} has {t.dim()} dims, expected {len(align)}")
     st = [0, 0, 0, 0, 0]
     for j, a in enumerate(align):
         if a is not None and t.shape[j] != 1:
-            st[a] = t.stride(j)
+            if (a, t.shape[j]) in ((0, n), (1, c)) or a > 1:
+                st[a] = t.stride(j)
+            else:
+                raise ValueError(f"operand of shape {list(t.shape)} does not broadcast to batch {n}, channels {c}")
     return st
 
 
@@ -416,6 +419,7 @@ class _Emitter:
         st0 = self.stages[0]
         self.phase = design == "implicit_gemm" and s.transposed and st0.pool is None
         self.bools: set[int] = set()  # ops whose value is boolean (comparisons)
+        self._varies: dict[int, bool] = {}
         self._ps = False  # the stage being written tiles rows per sample
 
     def _recompute(self) -> None:
@@ -539,6 +543,28 @@ class _Emitter:
                 self._ops(k, st, st.post, _Coords("sd_", "sh_", "sw_", "row_ok", "p"), kinds)
             self._sink(k, st, kinds, per_sample=per_sample, phase=phase)
         return k.text()
+
+    def _varies_c(self, op_id: int) -> bool:
+        """Whether an op's value differs from channel to channel."""
+        if op_id in self._varies:
+            return self._varies[op_id]
+        op = self.plan.ops[op_id]
+        if op.kind == "conv":
+            out = True
+        elif op.kind == "operand":
+            out = 1 in self.plan.operands[op.operand or 0].align
+        elif op.kind in ("const", "creduce"):
+            out = False
+        else:
+            out = any(self._varies_c(a) for a in op.args)
+        self._varies[op_id] = out
+        return out
+
+    def _has_channels(self, st: _Stage) -> bool:
+        """Whether a stage's tiles need to run over channels (else one value per pixel)."""
+        if st.source == "conv" or not st.src_cred:
+            return True
+        return any(self._varies_c(op.id) for op in st.ops)
 
     def _pool_phase(self, st: _Stage) -> bool:
         return (
@@ -972,10 +998,10 @@ class _Emitter:
                 mask2 = "row_ok[:, None] & col_ok[None, :]"
                 chan = "c * soc"
                 cmask = "col_ok"
-            else:
-                mask2 = "row_ok[:, None]"
+            else:  # one value per pixel: only the first channel tile writes it
+                mask2 = "row_ok[:, None] & (pid_n == 0)"
                 chan = "tl.zeros((1,), dtype=tl.int32)"
-                cmask = None
+                cmask = "pid_n == 0"
             atomic = {
                 "sum": "tl.atomic_add",
                 "mean": "tl.atomic_add",
@@ -1161,7 +1187,7 @@ class _Emitter:
             h(f"X{i} = (OD, OH, OW)")
         else:
             src = self.stages[st.in_buf]
-            h(f"C{i} = b{src.index}.shape[1]")
+            h(f"C{i} = OC")  # every value that has channels has the convolution's
             h(f"X{i} = tuple(b{src.index}.shape[2:])")
         if st.pool is not None:
             parts = ", ".join(
@@ -1207,7 +1233,7 @@ class _Emitter:
         # tile sizes
         ct = "OC_G" if (conv and self.gemm) else f"C{i}"
         cfull = st.needs_cfull
-        h(f"CT{i} = {ct}" if not (st.source == "load" and st.src_cred) else f"CT{i} = 1")
+        h(f"CT{i} = {ct}" if self._has_channels(st) else f"CT{i} = 1")
         if conv:
             h(f"BM, BN, BK = {cfg.BLOCK_M}, {cfg.BLOCK_N}, {cfg.BLOCK_K}")
             lo = 16 if self.gemm else 1
@@ -1231,7 +1257,7 @@ class _Emitter:
                 h(f"BN = _kw_npow2(CT{i})")
             else:
                 h(f"BN = min(64, _kw_npow2(CT{i}))")
-            h("BM = max(1, min(128, 8192 // BN))")
+            h("BM = max(1, min(128, 4096 // BN))")
             if per_sample:
                 h(f"BM = max(1, min(BM, _kw_npow2(S{i}[0] * S{i}[1] * S{i}[2])))")
             warps, stages = 4, 2
@@ -1277,7 +1303,7 @@ class _Emitter:
             if operand.kind == "scalar":
                 a += [f"t{o}"]
             else:
-                h(f"st{o} = _kw_ostrides(t{o}, {operand.align!r})")
+                h(f"st{o} = _kw_ostrides(t{o}, {operand.align!r}, N, OC)")
                 if operand.kind == "channel":
                     a += [f"t{o}", f"st{o}[1]"]
                 else:

@@ -234,6 +234,38 @@ CASES: dict[str, tuple[str, str, str | dict]] = {
         "implicit_gemm",
         {"layout": "nchw", "recompute": True},
     ),
+    "conv_transpose2d_channel_min_height_sum_bias": (
+        _task(
+            """
+            self.conv = nn.ConvTranspose2d(3, 4, 3, 2, 1, 1)
+            self.bias = nn.Parameter(torch.randn(4, 1, 1))
+            """,
+            """
+            x = torch.min(self.conv(x), dim=1, keepdim=True)[0]
+            x = torch.sum(x, dim=2, keepdim=True)
+            return F.gelu(x) + self.bias
+            """,
+            "[torch.randn(2, 3, 5, 4)]",
+        ),
+        "implicit_gemm",
+        "nhwc",
+    ),
+    "conv_transpose2d_batchnorm_tanh_maxpool_groupnorm": (
+        _task(
+            """
+            self.conv = nn.ConvTranspose2d(4, 6, 4, stride=2, padding=1)
+            self.bn = nn.BatchNorm2d(6)
+            self.pool = nn.MaxPool2d(2, 2)
+            self.gn = nn.GroupNorm(3, 6)
+            for p in (self.bn.weight, self.bn.bias, self.gn.weight, self.gn.bias):
+                nn.init.normal_(p)
+            """,
+            "return self.gn(self.pool(torch.tanh(self.bn(self.conv(x)))))",
+            "[torch.randn(2, 4, 5, 6)]",
+        ),
+        "implicit_gemm_flatk",
+        "nchw",
+    ),
     "conv2d_batchnorm_eval_avgpool_in_conv": (
         _task(
             """

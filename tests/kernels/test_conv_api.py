@@ -82,6 +82,24 @@ class _MinTanhTanh(nn.Module):
         return torch.tanh(x)
 
 
+class _LiftedConstant(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.ConvTranspose2d(3, 4, 3, stride=2)
+
+    def forward(self, x):
+        return torch.min(self.conv(x), torch.tensor(0.25))
+
+
+def test_a_tensor_made_in_the_forward_becomes_a_number():
+    model = _LiftedConstant()
+    plan = analyze_conv_model(model, [torch.randn(2, 3, 5, 5)])
+    assert plan is not None
+    assert [c.value for op in plan.ops for c in op.consts] == [0.25]
+    assert not plan.operands[1:]  # only the convolution's bias is read from the model
+    assert not [k for k in vars(model) if "constant" in k]  # the tracer's attribute is gone again
+
+
 def test_unsupported_models_say_why():
     x = torch.randn(2, 3, 8, 8)
     for model, words in (
