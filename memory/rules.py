@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import re
 import time
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -454,19 +455,42 @@ class RuleBook:
         "Comparable" = sharing an op family with the rule (every attempt when the rule has none).
         """
         rules = list(rules) if rules is not None else self.all()
-        exposures = self.exposures()
+        rule_fams = {r.id: frozenset(r.op_families) for r in rules}
+        # One pass over the exposures: totals per distinct family set, and per rule the attempts that
+        # had it (all, and those comparable to it); "without" = comparable - comparable-with.
+        per_famset: dict[frozenset[str], list[int]] = defaultdict(lambda: [0, 0])
+        with_all: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+        with_comparable: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+        for e in self.exposures():
+            fs, failed = frozenset(e.op_families), int(e.failed)
+            tally = per_famset[fs]
+            tally[0] += 1
+            tally[1] += failed
+            for rid in set(e.rule_ids):
+                rf = rule_fams.get(rid)
+                if rf is None:
+                    continue
+                with_all[rid][0] += 1
+                with_all[rid][1] += failed
+                if not rf or rf & fs:
+                    with_comparable[rid][0] += 1
+                    with_comparable[rid][1] += failed
         out: dict[str, RuleEffect] = {}
         for rule in rules:
-            eff = RuleEffect(rule_id=rule.id)
-            fams = set(rule.op_families)
-            for e in exposures:
-                if rule.id in e.rule_ids:
-                    eff.with_attempts += 1
-                    eff.with_failures += int(e.failed)
-                elif not fams or fams & set(e.op_families):
-                    eff.without_attempts += 1
-                    eff.without_failures += int(e.failed)
-            out[rule.id] = eff
+            rf = rule_fams[rule.id]
+            comparable = [0, 0]
+            for fs, (n, f) in per_famset.items():
+                if not rf or rf & fs:
+                    comparable[0] += n
+                    comparable[1] += f
+            w, wc = with_all[rule.id], with_comparable[rule.id]
+            out[rule.id] = RuleEffect(
+                rule_id=rule.id,
+                with_attempts=w[0],
+                with_failures=w[1],
+                without_attempts=comparable[0] - wc[0],
+                without_failures=comparable[1] - wc[1],
+            )
         return out
 
     def prune(
