@@ -6,10 +6,10 @@ GPU: verification against the reference on the full and the small inputs, three 
 interleaved timing against eager with CUDA events and L2 flushes, and the torch.compile baseline,
 cached per task, shapes and precision):
 - strict: TF32 off for the reference too (eager strict, torch.compile strict); programs use
-  dot=tf32x3 (three TF32 tensor-core products, fp32-level accuracy) or dot=ieee (fp32 FMAs), held to
+  DOT=tf32x3 (three TF32 tensor-core products, fp32-level accuracy) or DOT=ieee (fp32 FMAs), held to
   the strict fp32 tolerance;
 - tf32 (reported separately, labelled): TF32 on for the reference (cuDNN's default), programs use
-  dot=tf32, held to the TF32 tolerance.
+  DOT=tf32, held to the TF32 tolerance.
 Several configs per design are tried (the primary design gets --configs, the others --alt-configs);
 the best correct one per precision is reported with its speedup over torch.compile and eager, and
 its fraction of the roofline floor (hardware.roofline.roofline_floor_ms on the detected target).
@@ -69,7 +69,7 @@ def pick_configs(configs: list[ConvConfig], k: int) -> list[ConvConfig]:
     """k configs spread over the (layout, dot, recompute) groups, best guesses of each group first."""
     groups: dict[tuple[str, str, bool], list[ConvConfig]] = {}
     for c in configs:
-        groups.setdefault((c.layout, c.dot, c.recompute), []).append(c)
+        groups.setdefault((c.LAYOUT, c.DOT, c.RECOMPUTE), []).append(c)
     out: list[ConvConfig] = []
     depth = 0
     while len(out) < k and any(depth < len(g) for g in groups.values()):
@@ -265,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tasks", default="", help="comma-separated task name prefixes or substrings")
     ap.add_argument("--configs", type=int, default=6, help="configs of the primary design (strict)")
     ap.add_argument("--alt-configs", type=int, default=2, help="configs of each other design (strict)")
-    ap.add_argument("--tf32-configs", type=int, default=2, help="dot=tf32 configs of the primary design")
+    ap.add_argument("--tf32-configs", type=int, default=2, help="DOT=tf32 configs of the primary design")
     ap.add_argument("--no-tf32", action="store_true", help="skip the TF32 measurements")
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile baselines")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")

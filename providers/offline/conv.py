@@ -16,8 +16,8 @@ task is not a supported convolution). Programs start with
 constructor (copied from `Model.__init__`, so parameter names and the reference's state_dict match)
 and forward signature, and are shape-generic.
 
-Precision: "strict" allows dot=ieee (exact fp32 FMAs) and dot=tf32x3 (three TF32 tensor-core
-products per term, fp32-level accuracy); "tf32" and "reduced" also allow dot=tf32. fp16/bf16 tasks
+Precision: "strict" allows DOT=ieee (exact fp32 FMAs) and DOT=tf32x3 (three TF32 tensor-core
+products per term, fp32-level accuracy); "tf32" and "reduced" also allow DOT=tf32. fp16/bf16 tasks
 multiply in their own type with fp32 accumulation.
 """
 
@@ -145,7 +145,7 @@ def conv_configs(
         preferred = 128 if oc_g >= 128 else (64 if oc_g >= 48 else 32)
         order = {t: i for i, t in enumerate(tiles)}
         # Pooling or a channel reduction in the convolution's own kernel keeps more tiles live: prefer
-        # at most 32 accumulator registers per thread there (ptxas spills above with dot=tf32x3).
+        # at most 32 accumulator registers per thread there (ptxas spills above with DOT=tf32x3).
         ops = plan.ops[1:] if plan is not None else []
         busy = any(op.kind in ("pool", "creduce") for op in ops[: _first_boundary(ops)])
 
@@ -175,9 +175,9 @@ def conv_configs(
                             BLOCK_K=k,
                             num_warps=w,
                             num_stages=s,
-                            layout=layout,  # type: ignore[arg-type]
-                            dot=dot,  # type: ignore[arg-type]
-                            recompute=rec,
+                            LAYOUT=layout,  # type: ignore[arg-type]
+                            DOT=dot,  # type: ignore[arg-type]
+                            RECOMPUTE=rec,
                         )
                     )
     return out
@@ -218,10 +218,10 @@ def conv_neighbours(design: str, config: ConvConfig, precision: Precision = "str
         if c["num_stages"] > 2:
             add(num_stages=c["num_stages"] - 1)
     add(GROUP_M=1 if c["GROUP_M"] != 1 else 8)
-    add(layout="nhwc" if c["layout"] == "nchw" else "nchw")
-    add(recompute=not c["recompute"])
+    add(LAYOUT="nhwc" if c["LAYOUT"] == "nchw" else "nchw")
+    add(RECOMPUTE=not c["RECOMPUTE"])
     for dot in _dots(precision):
-        add(dot=dot)
+        add(DOT=dot)
     return out
 
 

@@ -386,15 +386,15 @@ class _Emitter:
             raise ConvEmitError(f"unknown conv design {design!r}; known: {', '.join(DESIGNS)}")
         if design == "direct_depthwise" and s.in_per_group != 1:
             raise ConvEmitError("direct_depthwise needs one input channel per group")
-        if precision == "strict" and cfg.dot == "tf32":
-            raise ConvEmitError("dot=tf32 is not allowed under strict precision")
+        if precision == "strict" and cfg.DOT == "tf32":
+            raise ConvEmitError("DOT=tf32 is not allowed under strict precision")
         self.gemm = design != "direct_depthwise"
         split = False
         if self.gemm and s.groups > 1:
             probe = partition(plan)
             split = probe[0].needs_cfull
         self.stages = partition(plan, split_after_conv=split)
-        if cfg.recompute:
+        if cfg.RECOMPUTE:
             self._recompute()
         last = self.stages[-1]
         if (
@@ -446,7 +446,7 @@ class _Emitter:
     def _dot_args(self) -> str:
         if self.spec.dtype != "float32":
             return ""
-        return f', input_precision="{self.cfg.dot}"'
+        return f', input_precision="{self.cfg.DOT}"'
 
     def _per_sample(self, st: _Stage) -> bool:
         if st.sink in ("stats", "stats_only"):
@@ -694,7 +694,7 @@ class _Emitter:
             )
 
     def _conv_tap(self, k: _Src, co: _Coords, *, phase: bool, pooled: bool = False) -> None:
-        nchw = self.cfg.layout == "nchw"
+        nchw = self.cfg.LAYOUT == "nchw"
         k("acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)")
         k("rk = tl.arange(0, BLOCK_K)")
         k("n_icb = tl.cdiv(CIN_G, BLOCK_K)")
@@ -785,7 +785,7 @@ class _Emitter:
         k(f"acc = tl.dot(a, b, acc{self._dot_args()})")
 
     def _conv_flat(self, k: _Src, co: _Coords) -> None:
-        nchw = self.cfg.layout == "nchw"
+        nchw = self.cfg.LAYOUT == "nchw"
         # nchw: tiles are [BLOCK_K, BLOCK_M] (pixels on the fast axis), transposed for the dot
         row, tap_ax = ("[None, :]", "[:, None]") if nchw else ("[:, None]", "[None, :]")
         k("acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)")
@@ -819,7 +819,7 @@ class _Emitter:
             k(f"acc = tl.dot(a, b, acc{self._dot_args()})")
 
     def _conv_direct(self, k: _Src, co: _Coords) -> None:
-        nchw = self.cfg.layout == "nchw"
+        nchw = self.cfg.LAYOUT == "nchw"
         # input channel of output channel c: groups == in_channels, OC_G outputs per input
         k("ci = c // OC_G")
         if nchw:
@@ -1152,7 +1152,7 @@ class _Emitter:
                 )
         h("OD, OH, OW = osz")
         # input layout
-        if self.cfg.layout == "nhwc":
+        if self.cfg.LAYOUT == "nhwc":
             h("xk = x5.permute(0, 2, 3, 4, 1).contiguous().permute(0, 4, 1, 2, 3)")
         else:
             h("xk = x5")
@@ -1163,7 +1163,7 @@ class _Emitter:
             else:
                 pack = "lambda t: _kw_as5d(t, ND).reshape(t.shape[0], -1).t().contiguous()"
         else:
-            tap_major = self.design == "implicit_gemm" or self.cfg.layout == "nhwc"
+            tap_major = self.design == "implicit_gemm" or self.cfg.LAYOUT == "nhwc"
             if s.transposed:  # (Cin, OC_G, taps) -> (G, CIN_G, OC_G, T)
                 perm = "(0, 3, 1, 2)" if tap_major else "(0, 1, 3, 2)"
                 pack = (
@@ -1174,7 +1174,7 @@ class _Emitter:
                 pack = (
                     f"lambda t: _kw_as5d(t, ND).reshape(groups, OC_G, CIN_G, -1).permute{perm}.contiguous()"
                 )
-        h(f"wp = _kw_cached(self, '{self.design}:{self.cfg.layout}:{s.weight}', w, {pack})")
+        h(f"wp = _kw_cached(self, '{self.design}:{self.cfg.LAYOUT}:{s.weight}', w, {pack})")
 
     def _host_stage(self, h: _Src, st: _Stage) -> None:
         i = st.index

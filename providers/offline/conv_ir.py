@@ -219,14 +219,14 @@ class ConvConfig(BaseModel):
     """Pixel tiles that share a channel tile before moving on (L2 reuse of the input)."""
     num_warps: int = 4
     num_stages: int = 3
-    layout: Literal["nchw", "nhwc"] = "nchw"
+    LAYOUT: Literal["nchw", "nhwc"] = "nchw"
     """How the kernel reads the input: nchw as given (pixels along the fast axis of a load), nhwc after
     a copy to channels-last (a tile's channel slice contiguous)."""
-    recompute: bool = False
+    RECOMPUTE: bool = False
     """A normalisation after the convolution's stage: the stage after the statistics recomputes the
     convolution instead of storing its output and reading it back (less memory traffic; pays off when
     the convolution is cheap, e.g. depthwise). Ignored when there is no such normalisation."""
-    dot: Literal["ieee", "tf32x3", "tf32"] = "tf32x3"
+    DOT: Literal["ieee", "tf32x3", "tf32"] = "tf32x3"
     """fp32 inputs: how tl.dot multiplies. ieee: exact fp32 on CUDA cores; tf32x3: three TF32 tensor-core
     products per term (fp32-level accuracy); tf32: one TF32 product (only under --allow-tf32).
     Ignored for fp16/bf16 inputs."""

@@ -217,7 +217,7 @@ CASES: dict[str, tuple[str, str, str | dict]] = {
             "[torch.randn(3, 5, 9, 7)]",
         ),
         "direct_depthwise",
-        {"layout": "nhwc", "recompute": True},
+        {"LAYOUT": "nhwc", "RECOMPUTE": True},
     ),
     "conv2d_maxpool_groupnorm_recompute": (
         _task(
@@ -232,7 +232,7 @@ CASES: dict[str, tuple[str, str, str | dict]] = {
             "[torch.randn(2, 3, 9, 10)]",
         ),
         "implicit_gemm",
-        {"layout": "nchw", "recompute": True},
+        {"LAYOUT": "nchw", "RECOMPUTE": True},
     ),
     "conv_transpose2d_channel_min_height_sum_bias": (
         _task(
@@ -319,7 +319,7 @@ def case_results(pool) -> dict[str, EvalResult]:
     jobs = []
     for name in names:
         source, design, change = CASES[name]
-        change = change if isinstance(change, dict) else {"layout": change}
+        change = change if isinstance(change, dict) else {"LAYOUT": change}
         jobs.append(
             (load_task_source(source, f"conv_case_{name}"), _program(source, design, **change, **SMALL))
         )
@@ -338,7 +338,7 @@ def test_case_verifies(case_results, name):
 def test_wrong_epilogue_is_caught(pool):
     """The check can fail: a program whose epilogue constant is off must be rejected."""
     source, design, layout = CASES["conv_transpose2d_phases"]
-    text = _program(source, design, layout=layout, **SMALL).replace(
+    text = _program(source, design, LAYOUT=layout, **SMALL).replace(
         "1.0 - t) / (1.0 + t)", "1.0 - t) / (1.0 + t) * 1.001"
     )
     assert "* 1.001" in text
@@ -364,7 +364,7 @@ def test_bundled_conv_tasks_every_design(pool, path: Path):
     labels = []
     for design in conv_designs(plan):
         for layout in ("nchw", "nhwc"):
-            jobs.append((task, _program(source, design, layout=layout, **SMALL)))
+            jobs.append((task, _program(source, design, LAYOUT=layout, **SMALL)))
             labels.append(f"{design}/{layout}")
     for label, res in zip(labels, pool.evaluate_many(jobs, CONFIG), strict=True):
         assert res.correct, f"{path.stem} {label}: {res.stage} {res.error_kind}: {res.error}"

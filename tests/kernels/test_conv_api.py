@@ -173,10 +173,10 @@ def test_designs_follow_the_channels_per_group():
 
 def test_configs_respect_precision():
     strict = conv_configs("implicit_gemm", None, "strict")
-    assert strict and all(c.dot in ("tf32x3", "ieee") for c in strict)
-    assert strict[0].dot == "tf32x3"
+    assert strict and all(c.DOT in ("tf32x3", "ieee") for c in strict)
+    assert strict[0].DOT == "tf32x3"
     tf32 = conv_configs("implicit_gemm", None, "tf32")
-    assert tf32[0].dot == "tf32"
+    assert tf32[0].DOT == "tf32"
     plan = analyze_conv_task((bundled_suite_dir("level2") / "09_conv2d_bias_relu.py").read_text()).plan
     with_plan = conv_configs("implicit_gemm", plan, "strict")
     assert with_plan[0].BLOCK_N == 128  # 128 output channels at full size
@@ -189,9 +189,9 @@ def test_neighbours_change_one_knob():
     for n in neighbours:
         changed = [k for k, v in n.model_dump().items() if v != base.model_dump()[k]]
         assert len(changed) == 1, changed
-        assert n.dot != "tf32"
-    assert any(n.layout == "nhwc" for n in neighbours)
-    assert any(n.dot == "tf32" for n in conv_neighbours("implicit_gemm", base, "tf32"))
+        assert n.DOT != "tf32"
+    assert any(n.LAYOUT == "nhwc" for n in neighbours)
+    assert any(n.DOT == "tf32" for n in conv_neighbours("implicit_gemm", base, "tf32"))
 
 
 def test_programs_pass_the_static_check_and_carry_their_header():
@@ -224,13 +224,13 @@ def test_tf32_is_refused_under_strict_precision():
     source = (bundled_suite_dir("level2") / "09_conv2d_bias_relu.py").read_text()
     try:
         emit_conv_program(
-            plan, source, design="implicit_gemm", config=ConvConfig(dot="tf32"), precision="strict"
+            plan, source, design="implicit_gemm", config=ConvConfig(DOT="tf32"), precision="strict"
         )
     except ConvEmitError as exc:
         assert "tf32" in str(exc)
     else:
         raise AssertionError("dot=tf32 was accepted under strict precision")
     text = emit_conv_program(
-        plan, source, design="implicit_gemm", config=ConvConfig(dot="tf32"), precision="tf32"
+        plan, source, design="implicit_gemm", config=ConvConfig(DOT="tf32"), precision="tf32"
     )
     assert 'input_precision="tf32"' in text

@@ -1,0 +1,202 @@
+"""The conv family as a whole-task writer for the offline writer's plug-in point.
+
+    from providers.offline import register_task_writer
+    from providers.offline.conv_writer import conv_task_writer
+    register_task_writer("conv", conv_task_writer)
+
+`conv_task_writer(source, name, ctx)` answers tasks that analyse as one convolution plus fusable work
+(providers/offline/conv.py) and passes (None) on everything else. It reads the request from the
+writer's `Context` (providers/offline/policy.py) and decides like the other families:
+- large step: a design different from the parent's; a design+config that won on a similar conv task
+  (a good experience case) is tried first; designs of failed cases are avoided;
+- small step: a config one knob away from the parent's (conv_neighbours), chosen with the context's
+  seeded RNG among those no rule forbids;
+- repair: by the feedback's error kind: resource errors shrink the tiles, a mismatch under DOT=tf32x3
+  falls back to DOT=ieee, other failures switch design.
+Rules apply to conv designs and knobs (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages,
+LAYOUT, DOT, RECOMPUTE). DOT=tf32 only when the context allows TF32.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from functools import lru_cache
+from typing import Any
+
+from providers.offline.conv import (
+    ConvConfig,
+    ConvEmitError,
+    analyze_conv_task,
+    conv_configs,
+    conv_designs,
+    conv_neighbours,
+    emit_conv_program,
+)
+from providers.offline.conv_analysis import ConvAnalysis
+
+FAMILY = "conv"
+
+
+@lru_cache(maxsize=64)
+def _analysis(digest: str, source: str, name: str) -> ConvAnalysis:
+    return analyze_conv_task(source, name)
+
+
+def config_from_pairs(pairs: dict[str, Any], base: ConvConfig | None = None) -> ConvConfig:
+    """A ConvConfig from KEY=VALUE text pairs (a program's metadata line); unknown keys are ignored."""
+    values = (base or ConvConfig()).model_dump()
+    for key, raw in pairs.items():
+        if key not in values:
+            continue
+        text = str(raw).strip()
+        current = values[key]
+        if isinstance(current, bool):
+            values[key] = text.lower() in ("true", "1", "yes")
+        elif isinstance(current, int):
+            try:
+                values[key] = int(float(text))
+            except ValueError:
+                continue
+        else:
+            values[key] = text
+    try:
+        return ConvConfig(**values)
+    except ValueError:
+        return base or ConvConfig()
+
+
+def _config_dict(config: ConvConfig) -> dict[str, Any]:
+    return config.model_dump()
+
+
+def conv_task_writer(source: str, name: str, ctx: Any) -> Any:
+    """The offline writer's TaskWriter for convolutions: a WriterAnswer, or None to pass the task on."""
+    from providers.offline.emit_module import ProgramMeta
+    from providers.offline.policy import design_forbidden, error_kind, forbidden
+    from providers.offline.writer import WriterAnswer
+
+    analysis = _analysis(hashlib.sha256(source.encode()).hexdigest(), source, name)
+    plan = analysis.plan
+    if plan is None:
+        return None
+    precision = "tf32" if getattr(ctx, "tf32", False) else "strict"
+    designs = [d for d in conv_designs(plan) if not design_forbidden(ctx, FAMILY, d)]
+    if not designs:
+        return None
+
+    def allowed(design: str, config: ConvConfig) -> bool:
+        if precision == "strict" and config.DOT == "tf32":
+            return False
+        return not forbidden(ctx, FAMILY, design, _config_dict(config))
+
+    def first_config(design: str) -> ConvConfig | None:
+        return next((c for c in conv_configs(design, plan, precision) if allowed(design, c)), None)
+
+    bad = {
+        (c.meta.design, tuple(sorted(c.meta.config.items())))
+        for c in getattr(ctx, "cases", [])
+        if c.bad and c.meta is not None and c.meta.family == FAMILY
+    }
+
+    def is_bad(design: str, config: ConvConfig) -> bool:
+        pairs = tuple(sorted((k, str(v)) for k, v in _config_dict(config).items()))
+        return (design, pairs) in bad
+
+    parent = ctx.parent if ctx.parent is not None and ctx.parent.family == FAMILY else None
+    choice: tuple[str, ConvConfig, str] | None = None
+    if ctx.kind == "small_step" and parent is not None and parent.design in designs:
+        base = config_from_pairs(parent.config)
+        options = [
+            c
+            for c in conv_neighbours(parent.design, base, precision)
+            if allowed(parent.design, c) and not is_bad(parent.design, c)
+        ]
+        if options:
+            pick = options[ctx.rng.randrange(len(options))]
+            changed = [k for k, v in pick.model_dump().items() if v != base.model_dump()[k]]
+            choice = (
+                parent.design,
+                pick,
+                f"small step: {', '.join(f'{k}={pick.model_dump()[k]}' for k in changed)}",
+            )
+    elif ctx.kind == "repair" and parent is not None:
+        choice = _repair(ctx, parent, designs, allowed, first_config, error_kind(ctx.feedback))
+    if choice is None:
+        choice = _large_step(ctx, parent, designs, allowed, first_config, is_bad)
+    if choice is None:
+        return None
+    design, config, why = choice
+    try:
+        code = emit_conv_program(plan, source, design=design, config=config, precision=precision)
+    except ConvEmitError as exc:
+        return WriterAnswer(None, f"The conv writer cannot write this task with {design}: {exc}")
+    explanation = (
+        f"Convolution written in Triton ({design}, {why}); fused after it: "
+        + (
+            ", ".join(
+                sorted(
+                    {
+                        op.attrs.get("fn") or op.attrs.get("kind") or op.kind
+                        for op in plan.ops[1:]
+                        if op.kind not in ("operand", "const")
+                    }
+                )
+            )
+            or "nothing"
+        )
+        + "."
+    )
+    return WriterAnswer(code, explanation, ProgramMeta(FAMILY, design, _config_dict(config)))
+
+
+def _large_step(
+    ctx: Any, parent: Any, designs: list[str], allowed: Any, first_config: Any, is_bad: Any
+) -> tuple[str, ConvConfig, str] | None:
+    # a design and config that worked on a similar convolution, same hardware first
+    cases = sorted(
+        (c for c in getattr(ctx, "cases", []) if c.good and c.meta is not None and c.meta.family == FAMILY),
+        key=lambda c: (not c.same_hardware, -(c.speedup or 0.0)),
+    )
+    for case in cases:
+        design = case.meta.design
+        if design in designs and (parent is None or design != parent.design):
+            config = config_from_pairs(case.meta.config)
+            if allowed(design, config):
+                return design, config, f"from experience (speedup {case.speedup})"
+    order = [d for d in designs if parent is None or d != parent.design] or designs
+    for design in order:
+        for config in (c for c in [first_config(design)] if c is not None):
+            if not is_bad(design, config):
+                return design, config, "large step" if parent else "first design"
+    return None
+
+
+def _repair(
+    ctx: Any, parent: Any, designs: list[str], allowed: Any, first_config: Any, kind: str | None
+) -> tuple[str, ConvConfig, str] | None:
+    base = config_from_pairs(parent.config)
+    design = parent.design if parent.design in designs else designs[0]
+    feedback = (ctx.feedback or "").lower()
+    resources = any(w in feedback for w in ("out of resources", "shared memory", "registers", "too large"))
+    candidates: list[tuple[ConvConfig, str]] = []
+    if resources:
+        candidates.append(
+            (base.model_copy(update={"num_stages": max(2, base.num_stages - 1)}), "fewer stages")
+        )
+        candidates.append(
+            (base.model_copy(update={"BLOCK_M": max(16, base.BLOCK_M // 2)}), "smaller BLOCK_M")
+        )
+        candidates.append(
+            (base.model_copy(update={"BLOCK_N": max(16, base.BLOCK_N // 2)}), "smaller BLOCK_N")
+        )
+    elif kind == "mismatch" and base.DOT == "tf32x3":
+        candidates.append((base.model_copy(update={"DOT": "ieee"}), "exact fp32 products"))
+    for config, why in candidates:
+        if config != base and allowed(design, config):
+            return design, config, f"repair ({kind or 'error'}): {why}"
+    for other in designs:
+        if other != parent.design:
+            config = first_config(other)
+            if config is not None:
+                return other, config, f"repair ({kind or 'error'}): another design"
+    return None

@@ -1,0 +1,97 @@
+"""The conv family behind the offline writer's plug-in point: steps, rules and experience (no kernels run)."""
+
+from __future__ import annotations
+
+import random
+
+from providers.offline.conv import parse_conv_header
+from providers.offline.conv_writer import config_from_pairs, conv_task_writer
+from providers.offline.policy import Context, Meta, parse_cases, parse_rules
+from tasks import bundled_suite_dir
+
+LEVEL2 = bundled_suite_dir("level2")
+TASK = (LEVEL2 / "09_conv2d_bias_relu.py").read_text()
+KEYS = {"BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages"}
+
+
+def _ctx(**kw) -> Context:
+    kw.setdefault("rng", random.Random(0))
+    return Context(**kw)
+
+
+def _header(answer) -> tuple[str, dict]:
+    assert answer is not None and answer.code is not None, answer and answer.explanation
+    parsed = parse_conv_header(answer.code)
+    assert parsed is not None
+    assert answer.meta.family == "conv" and answer.meta.design == parsed[0]
+    return parsed[0], parsed[1].model_dump()
+
+
+def test_passes_on_tasks_that_are_not_convolutions():
+    source = (LEVEL2 / "01_linear_bias_relu.py").read_text()
+    assert conv_task_writer(source, "01_linear_bias_relu", _ctx()) is None
+
+
+def test_first_answer_is_the_preferred_design_in_strict_precision():
+    design, config = _header(conv_task_writer(TASK, "09", _ctx()))
+    assert design == "implicit_gemm" and config["DOT"] == "tf32x3"
+    design, config = _header(conv_task_writer(TASK, "09", _ctx(tf32=True)))
+    assert config["DOT"] == "tf32"
+
+
+def test_small_step_changes_one_knob_and_is_seeded():
+    first = conv_task_writer(TASK, "09", _ctx())
+    parent = Meta("conv", first.meta.design, {k: str(v) for k, v in first.meta.config.items()})
+    answers = [
+        conv_task_writer(TASK, "09", _ctx(kind="small_step", parent=parent, rng=random.Random(s)))
+        for s in range(6)
+    ]
+    configs = [_header(a)[1] for a in answers]
+    for cfg in configs:
+        changed = [k for k in cfg if str(cfg[k]) != parent.config[k]]
+        assert len(changed) == 1, changed
+    assert len({tuple(sorted(c.items())) for c in configs}) > 1
+    again = conv_task_writer(TASK, "09", _ctx(kind="small_step", parent=parent, rng=random.Random(0)))
+    assert again.code == answers[0].code
+
+
+def test_large_step_moves_to_another_design():
+    parent = Meta("conv", "implicit_gemm", {})
+    design, _ = _header(conv_task_writer(TASK, "09", _ctx(kind="large_step", parent=parent)))
+    assert design == "implicit_gemm_flatk"
+
+
+def test_rules_forbid_designs_and_knobs():
+    rules = parse_rules("- You cannot use design=implicit_gemm on this GPU", KEYS)
+    design, _ = _header(conv_task_writer(TASK, "09", _ctx(rules=rules)))
+    assert design == "implicit_gemm_flatk"
+    rules = parse_rules("- You cannot use LAYOUT=nhwc with design=implicit_gemm", KEYS)
+    design, config = _header(conv_task_writer(TASK, "09", _ctx(rules=rules)))
+    assert design == "implicit_gemm" and config["LAYOUT"] == "nchw"
+
+
+def test_repairs_follow_the_error():
+    parent = Meta(
+        "conv", "implicit_gemm", {"BLOCK_M": "128", "BLOCK_N": "128", "DOT": "tf32x3", "num_stages": "3"}
+    )
+    answer = conv_task_writer(TASK, "09", _ctx(kind="repair", parent=parent, feedback="error_kind: mismatch"))
+    assert _header(answer)[1]["DOT"] == "ieee"
+    feedback = "compile_error: out of resources: shared memory, Required: 262144"
+    answer = conv_task_writer(TASK, "09", _ctx(kind="repair", parent=parent, feedback=feedback))
+    assert _header(answer)[1]["num_stages"] == 2
+    answer = conv_task_writer(TASK, "09", _ctx(kind="repair", parent=parent, feedback="runtime_error: boom"))
+    assert _header(answer)[0] == "implicit_gemm_flatk"
+
+
+def test_experience_is_followed_on_a_large_step():
+    cases = parse_cases(
+        '<case outcome="effective" speedup="2.1" same_hardware="true">design: kernelwright: family=conv '
+        "design=implicit_gemm_flatk config=BLOCK_M=64,BLOCK_N=32,BLOCK_K=16,LAYOUT=nhwc</case>"
+    )
+    design, config = _header(conv_task_writer(TASK, "09", _ctx(cases=cases)))
+    assert design == "implicit_gemm_flatk" and config["BLOCK_M"] == 64 and config["LAYOUT"] == "nhwc"
+
+
+def test_config_pairs_round_trip():
+    cfg = config_from_pairs({"BLOCK_M": "32", "RECOMPUTE": "True", "LAYOUT": "nhwc", "bogus": "1"})
+    assert cfg.BLOCK_M == 32 and cfg.RECOMPUTE is True and cfg.LAYOUT == "nhwc"
