@@ -149,6 +149,18 @@ CASES: dict[str, tuple[str, str, str | dict]] = {
         "implicit_gemm",
         "nhwc",
     ),
+    "conv_transpose2d_overlapping_avgpool_no_phase": (
+        _task(
+            """
+            self.conv = nn.ConvTranspose2d(3, 5, 3, stride=2, padding=1, output_padding=1)
+            self.pool = nn.AvgPool2d(3, stride=3, padding=1, count_include_pad=False)
+            """,
+            "return torch.relu(self.pool(self.conv(x)))",
+            "[torch.randn(2, 3, 5, 4)]",
+        ),
+        "implicit_gemm",
+        "nchw",
+    ),
     "conv_transpose3d_mean_bias_hardswish": (
         _task(
             """
