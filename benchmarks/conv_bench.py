@@ -15,12 +15,15 @@ the best correct one per precision is reported with its speedup over torch.compi
 its fraction of the roofline floor (hardware.roofline.roofline_floor_ms on the detected target).
 
 Usage, from the repository root:
-    python benchmarks/conv_bench.py --out DIR [--tasks 20,23] [--configs 6] [--alt-configs 2]
-                                    [--tf32-configs 2] [--no-tf32] [--time-budget-s 540]
+    python benchmarks/conv_bench.py --out DIR [--tasks 20,23] [--configs 4] [--alt-configs 1]
+                                    [--tf32-configs 2] [--no-tf32] [--time-budget-s 500]
+                                    [--resume EARLIER/conv_bench.json]
 DIR defaults to $OUT, else ./conv-bench-out. Writes DIR/conv_bench.json after every task (an
 interrupted run keeps what it measured), DIR/conv_bench.md and the generated programs under
-DIR/programs/, and prints the table. About 1-2 minutes per task on an H200 with the defaults (most of
-it Triton and torch.compile compiling); split the tasks over several calls with --tasks when needed.
+DIR/programs/, and prints the table. About a minute per task on an H200 with the defaults (most of it
+Triton and torch.compile compiling), so one call does not finish all twelve tasks: no task starts after
+--time-budget-s (default 500 s; the rest are listed as skipped), and `--resume` with the JSON of an
+earlier call keeps its tasks and measures only the others.
 `--device cpu` is a smoke test of the script itself (Triton interpreter, small inputs, one config per
 design, nothing timed).
 """
@@ -263,15 +266,20 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=os.environ.get("OUT", "conv-bench-out"))
     ap.add_argument("--tasks", default="", help="comma-separated task name prefixes or substrings")
-    ap.add_argument("--configs", type=int, default=6, help="configs of the primary design (strict)")
-    ap.add_argument("--alt-configs", type=int, default=2, help="configs of each other design (strict)")
+    ap.add_argument("--configs", type=int, default=4, help="configs of the primary design (strict)")
+    ap.add_argument("--alt-configs", type=int, default=1, help="configs of each other design (strict)")
     ap.add_argument("--tf32-configs", type=int, default=2, help="DOT=tf32 configs of the primary design")
     ap.add_argument("--no-tf32", action="store_true", help="skip the TF32 measurements")
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile baselines")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     ap.add_argument("--target", default=None, help="target profile (default: detected)")
     ap.add_argument("--ceilings", default=None, help="measured ceilings JSON (benchmarks/ceilings.py)")
-    ap.add_argument("--time-budget-s", type=float, default=None, help="start no task after this many seconds")
+    ap.add_argument(
+        "--time-budget-s", type=float, default=500.0, help="start no task after this many seconds"
+    )
+    ap.add_argument(
+        "--resume", default=None, help="an earlier conv_bench.json: keep its tasks, run the others"
+    )
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -300,6 +308,12 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # versions are informative only
         meta["versions_error"] = str(exc)
     entries: list[dict[str, Any]] = []
+    if args.resume:
+        earlier = json.loads(Path(args.resume).read_text())
+        entries = [e for e in earlier.get("tasks", []) if "skipped" not in e and "error" not in e]
+        meta["resumed_from"] = {"path": args.resume, "date": earlier.get("meta", {}).get("date")}
+    done = {e["task"] for e in entries}
+    paths = [p for p in paths if p.stem not in done]
     started = time.perf_counter()
 
     def write() -> None:
