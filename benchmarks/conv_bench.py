@@ -10,7 +10,9 @@ cached per task, shapes and precision):
   the strict fp32 tolerance;
 - tf32 (reported separately, labelled): TF32 on for the reference (cuDNN's default), programs use
   DOT=tf32, held to the TF32 tolerance.
-Several configs per design are tried (the primary design gets --configs, the others --alt-configs);
+Several configs per design are tried (the primary design gets --configs, the others --alt-configs),
+next to the offline writer's own program for the task (the torch/cuDNN convolution kept, the work
+after it fused into Triton: "torch_conv+epilogue"), so the report shows which approach wins where;
 the best correct one per precision is reported with its speedup over torch.compile and eager, and
 its fraction of the roofline floor (hardware.roofline.roofline_floor_ms on the detected target).
 
@@ -59,6 +61,8 @@ from providers.offline.conv import (  # noqa: E402
 )
 from tasks import bundled_suite_dir, load_task  # noqa: E402
 
+EPILOGUE = "torch_conv+epilogue"
+
 
 def conv_tasks(selection: list[str] | None) -> list[Path]:
     """Bundled level-2 task files with a convolution, optionally filtered by name prefix or substring."""
@@ -94,10 +98,32 @@ def candidate_jobs(plan: ConvPlan, precision: str, k_main: int, k_alt: int) -> l
     return jobs
 
 
-def _record(design: str, cfg: ConvConfig, res: EvalResult) -> dict[str, Any]:
+def epilogue_program(source: str, name: str, precision: str) -> tuple[str, str] | None:
+    """The offline writer's program that keeps the torch convolution and fuses what follows, with its
+    config label; None when it writes none (or when its answer is one of the Triton conv designs)."""
+    from providers.offline.conv_codegen import DESIGNS
+    from providers.offline.policy import parse_meta
+    from providers.offline.writer import write_program
+    from providers.protocol import render_section
+
+    prompt = render_section("request", "Write the kernel.", kind="large_step") + "\n"
+    prompt += render_section("task", source, name=name)
+    if precision != "strict":
+        prompt += "\n" + render_section("target", "precision: tf32 (TF32 allowed)")
+    try:
+        answer = write_program(prompt)
+    except Exception:  # the other writer failing is recorded as "no program", not a benchmark error
+        return None
+    meta = parse_meta(answer.code)
+    if answer.code is None or meta is None or meta.design in DESIGNS:
+        return None
+    return answer.code, f"{meta.family}/{meta.design}:" + ",".join(f"{k}={v}" for k, v in meta.config.items())
+
+
+def _record(design: str, cfg: ConvConfig | str, res: EvalResult) -> dict[str, Any]:
     return {
         "design": design,
-        "config": cfg.label(),
+        "config": cfg if isinstance(cfg, str) else cfg.label(),
         "precision": res.precision,
         "correct": res.correct,
         "stage": res.stage,
@@ -160,12 +186,19 @@ def run_task(
         else:
             jobs = candidate_jobs(plan, precision, args.tf32_configs, 0)
         programs = []
+        folder = out / "programs" / path.stem
+        folder.mkdir(parents=True, exist_ok=True)
         for n, (design, cfg) in enumerate(jobs):
             text = emit_conv_program(plan, source, design=design, config=cfg, precision=precision)
-            folder = out / "programs" / path.stem
-            folder.mkdir(parents=True, exist_ok=True)
             (folder / f"{precision}_{n:02d}_{design}.py").write_text(text)
             programs.append(text)
+        labelled: list[tuple[str, ConvConfig | str]] = list(jobs)
+        if not args.no_epilogue:
+            other = epilogue_program(source, path.stem, precision)
+            if other is not None:
+                (folder / f"{precision}_torch_conv_epilogue.py").write_text(other[0])
+                programs.append(other[0])
+                labelled.append((EPILOGUE, other[1]))
         config = EvalConfig(
             device=args.device,
             precision=precision,  # type: ignore[arg-type]
@@ -177,12 +210,17 @@ def run_task(
         # One at a time: a GPU has one worker anyway, and the harness's static check parses source with
         # `ast`, which Python 3.11 does not allow from several threads at once.
         results = [pool.evaluate(task, text, config) for text in programs]
-        records = [_record(d, c, r) for (d, c), r in zip(jobs, results, strict=True)]
+        records = [_record(d, c, r) for (d, c), r in zip(labelled, results, strict=True)]
         entry[f"{precision}_wall_s"] = round(time.perf_counter() - t0, 1)
         entry[f"candidates_{precision}"] = records
         entry[f"eager_{precision}_ms"] = _first(records, "eager_ms")
         entry[f"compile_{precision}_ms"] = _first(records, "compile_ms")
         entry[f"best_{precision}"] = _best(records, timed)
+        triton = _best([r for r in records if r["design"] != EPILOGUE], timed)
+        other_best = _best([r for r in records if r["design"] == EPILOGUE], timed)
+        entry[f"best_triton_conv_{precision}"] = triton
+        if triton and other_best and triton["runtime_ms"] and other_best["runtime_ms"]:
+            entry[f"triton_conv_vs_epilogue_{precision}"] = other_best["runtime_ms"] / triton["runtime_ms"]
     return entry
 
 
@@ -213,6 +251,18 @@ def summarize(entries: list[dict[str, Any]]) -> dict[str, Any]:
             "winning_designs": {
                 e["task"]: (b["design"] if b else None) for e, b in zip(rows, best, strict=True)
             },
+            "triton_conv_correct_tasks": sum(1 for e in rows if e.get(f"best_triton_conv_{precision}")),
+            "geomean_triton_conv_speedup_vs_compile": geomean(
+                [
+                    e[f"best_triton_conv_{precision}"]["speedup_vs_compile"]
+                    for e in rows
+                    if e.get(f"best_triton_conv_{precision}")
+                    and e[f"best_triton_conv_{precision}"]["speedup_vs_compile"]
+                ]
+            ),
+            "triton_conv_vs_epilogue": {
+                e["task"]: e.get(f"triton_conv_vs_epilogue_{precision}") for e in rows
+            },
         }
     return out
 
@@ -239,9 +289,9 @@ def table(entries: list[dict[str, Any]]) -> str:
         lines.append(f"\n### {label}\n")
         lines.append(
             "| task | floor ms | eager ms | compile ms | best Triton ms | design | config | correct | "
-            "vs compile | vs eager | % floor |"
+            "vs compile | vs eager | % floor | Triton conv vs torch conv+epilogue |"
         )
-        lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
+        lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
         for e in rows:
             b = e.get(f"best_{precision}")
             n_ok = sum(1 for r in e[f"candidates_{precision}"] if r["correct"])
@@ -252,7 +302,8 @@ def table(entries: list[dict[str, Any]]) -> str:
                 f"{_fmt(e.get(f'compile_{precision}_ms'))} | {_fmt(b['runtime_ms'] if b else None)} | "
                 f"{b['design'] if b else '-'} | {b['config'] if b else '-'} | {n_ok}/{n} | "
                 f"{_fmt(b['speedup_vs_compile'] if b else None, '.2f')} | {_fmt(b['speedup_vs_eager'] if b else None, '.2f')} | "
-                f"{_fmt(frac * 100 if frac else None, '.1f')} |"
+                f"{_fmt(frac * 100 if frac else None, '.1f')} | "
+                f"{_fmt(e.get(f'triton_conv_vs_epilogue_{precision}'), '.2f')} |"
             )
     for e in entries:
         if "unsupported" in e:
@@ -271,6 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tf32-configs", type=int, default=2, help="DOT=tf32 configs of the primary design")
     ap.add_argument("--no-tf32", action="store_true", help="skip the TF32 measurements")
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile baselines")
+    ap.add_argument("--no-epilogue", action="store_true", help="skip the offline writer's torch-conv program")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     ap.add_argument("--target", default=None, help="target profile (default: detected)")
     ap.add_argument("--ceilings", default=None, help="measured ceilings JSON (benchmarks/ceilings.py)")
