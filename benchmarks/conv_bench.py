@@ -73,17 +73,31 @@ def conv_tasks(selection: list[str] | None) -> list[Path]:
 
 
 def pick_configs(configs: list[ConvConfig], k: int) -> list[ConvConfig]:
-    """k configs spread over the (layout, dot, recompute) groups, best guesses of each group first."""
-    groups: dict[tuple[str, str, bool], list[ConvConfig]] = {}
-    for c in configs:
-        groups.setdefault((c.LAYOUT, c.DOT, c.RECOMPUTE), []).append(c)
+    """k configs: the default, then the knobs most likely to matter (recompute when there is a norm, a
+    second tile, the other layout, DOT=ieee as the exact fallback), then further tiles in order."""
+    if not configs:
+        return []
+    first = configs[0]
+
+    def tile(c: ConvConfig) -> tuple[int, ...]:
+        return (c.BLOCK_M, c.BLOCK_N, c.BLOCK_K, c.num_warps, c.num_stages)
+
+    same = [
+        c for c in configs if (c.LAYOUT, c.DOT, c.RECOMPUTE) == (first.LAYOUT, first.DOT, first.RECOMPUTE)
+    ]
+    wanted = [
+        first,
+        next((c for c in configs if c.RECOMPUTE != first.RECOMPUTE), None),
+        next((c for c in same if tile(c) != tile(first)), None),
+        next((c for c in configs if c.LAYOUT != first.LAYOUT and c.DOT == first.DOT), None),
+        next((c for c in configs if c.DOT != first.DOT), None),
+        *same,
+        *configs,
+    ]
     out: list[ConvConfig] = []
-    depth = 0
-    while len(out) < k and any(depth < len(g) for g in groups.values()):
-        for g in groups.values():
-            if depth < len(g) and len(out) < k:
-                out.append(g[depth])
-        depth += 1
+    for c in wanted:
+        if c is not None and c not in out and len(out) < k:
+            out.append(c)
     return out
 
 

@@ -165,7 +165,7 @@ def conv_configs(
     recompute = [design == "direct_depthwise", design != "direct_depthwise"] if has_norm else [False]
     out: list[ConvConfig] = []
     for i, rec in enumerate(recompute):
-        for dot in dots[:1] if half else dots:
+        for dot in dots[:1] if half or design == "direct_depthwise" else dots:  # no dot in direct
             for layout in layouts:
                 for m, n, k, w, s in tiles if i == 0 else tiles[:2]:
                     out.append(
@@ -220,7 +220,7 @@ def conv_neighbours(design: str, config: ConvConfig, precision: Precision = "str
     add(GROUP_M=1 if c["GROUP_M"] != 1 else 8)
     add(LAYOUT="nhwc" if c["LAYOUT"] == "nchw" else "nchw")
     add(RECOMPUTE=not c["RECOMPUTE"])
-    for dot in _dots(precision):
+    for dot in _dots(precision) if design != "direct_depthwise" else ():
         add(DOT=dot)
     return out
 
