@@ -54,7 +54,7 @@ def row_for(path: Path, level: str, args: argparse.Namespace, memory: str) -> di
         compile_check=False,
     )
     t0 = time.perf_counter()
-    run_dir = Path(args.out) / "runs" / path.stem
+    run_dir = Path(args.runs_dir or Path(args.out) / "runs") / path.stem
     res = run_optimize(str(path), ctx, run_dir, close_pools=False)
     best = res.best
     return {
@@ -122,12 +122,15 @@ def main(argv: list[str] | None = None) -> int:
         "--roofline-stop", type=float, default=None, help="stop a task at this fraction of the floor"
     )
     ap.add_argument("--shard", default="0/1", help="i/n: this process takes every n-th task from i")
-    ap.add_argument("--memory", default="", help="memory dir (default: a fresh one under --out)")
+    ap.add_argument("--memory", default="", help="memory dir (default: a fresh one under the runs dir)")
+    ap.add_argument("--runs-dir", default="", help="where run directories go (default: OUT/runs)")
     args = ap.parse_args(argv)
     shard_i, shard_n = (int(x) for x in args.shard.split("/"))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    memory = args.memory or tempfile.mkdtemp(prefix="kw-mem-", dir=out)
+    runs = Path(args.runs_dir or out / "runs")
+    runs.mkdir(parents=True, exist_ok=True)
+    memory = args.memory or tempfile.mkdtemp(prefix="kw-mem-", dir=runs)
     wanted = {t for t in args.tasks.split(",") if t}
     todo = []
     for level in [lv for lv in args.levels.split(",") if lv]:
