@@ -93,11 +93,13 @@ def _rows_space(layout: str, mode: str) -> dict[str, tuple[Any, ...]]:
             "BLOCK_R": (8, 16, 32, 64, 128),
             "BLOCK_I": (16, 32, 64, 128, 256),
             "num_warps": (2, 4, 8, 16),
+            "EVICT": (0, 1),
         }
     return {
         "BLOCK_R": (256, 512, 1024, 2048, 4096, 8192),
         "BLOCK_M": (1, 2, 4, 8),
         "num_warps": (2, 4, 8, 16),
+        "EVICT": (0, 1),
     }
 
 
@@ -254,12 +256,12 @@ def default_config(design: Design, info: KernelInfo, tf32: bool = False) -> dict
             bi = min(bi, triton.next_power_of_2(max(info.NI, 1)))
             if design.mode == "registers":
                 return {"BLOCK_I": bi, "TILE": 8192, "num_warps": 0}
-            return {"BLOCK_R": max(8, min(128, 4096 // bi)), "BLOCK_I": bi, "num_warps": 8}
+            return {"BLOCK_R": max(8, min(128, 4096 // bi)), "BLOCK_I": bi, "num_warps": 8, "EVICT": 1}
         if design.mode == "registers":
             return {"TILE": 4096, "RMAX": 16384, "num_warps": 0}
         if design.mode == "split":
             return {"BLOCK_R": 4096, "WAVES": 4, "num_warps": 8}
-        return {"BLOCK_R": 4096, "BLOCK_M": 1, "num_warps": 8}
+        return {"BLOCK_R": 4096, "BLOCK_M": 1, "num_warps": 8, "EVICT": 1}
     if design.kind == "matmul":
         prec = "tf32" if tf32 else "ieee"
         cfg: dict[str, Any]

@@ -55,6 +55,7 @@ class RowConfig:
     num_warps: int = 0  # 0: derived from the tile size
     num_stages: int = 1
     WAVES: int = 4  # split: partial programs per SM
+    EVICT: int = 0  # looped/online: keep rows in L2 between statistic passes, stream them in the last
 
     def as_dict(self) -> dict[str, int | str]:
         return dict(self.__dict__)
@@ -458,7 +459,11 @@ class RowKernelGen:
         row_only = ld.row
         off = self.offset(ld.groups, self.load_strides(ld), row_only)
         mask = self.rowmask if row_only else "fmask"
-        text = f"tl.load({ld.name} + {off}, mask={mask}, other=0)"
+        hint = getattr(self, "evict", None)
+        if hint and not any(self.groups[gi][0] == "K" for gi in ld.groups):
+            hint = "evict_last"  # the same values for every row (a weight vector): keep them cached
+        policy = f', eviction_policy="{hint}"' if hint and not row_only else ""
+        text = f"tl.load({ld.name} + {off}, mask={mask}, other=0{policy})"
         cat = cat_of(v.dtype)
         if cat == "f" and v.dtype != torch.float32:
             text = f"{text}.to(tl.float32)"
@@ -643,6 +648,7 @@ class RowKernelGen:
 
     def _single_body(self, c: Code) -> None:
         self.single = True
+        self.evict = None
         self.full_memo: dict[int, Operand] = {}
         self.chunk_setup(c, "0")
         for v in self.full_outputs:
@@ -663,7 +669,8 @@ class RowKernelGen:
         for lv in levels:
             group = [s for s in self.stats if self.level[s.id] == lv and s.op != "numel" and s.id not in skip]
             self._pass(c, group, merged_into)
-        # The writing pass.
+        # The writing pass: the last read of each element.
+        self.evict = "evict_first" if self.cfg.EVICT else None
         if self.full_outputs:
             self._row_prereqs(c, self.full_outputs)
             self.carries = {}
@@ -722,6 +729,7 @@ class RowKernelGen:
             self.emit(c, v, "row", self.row_memo)
 
     def _pass(self, c: Code, group: list[Value], merged_into: dict) -> None:
+        self.evict = "evict_last" if self.cfg.EVICT and self.full_outputs else None
         self._row_prereqs(c, group)
         ax = self.AX
         tile = "[BLOCK_M, BLOCK_R]" if self.layout == "rows" else "[BLOCK_R, BLOCK_I]"
