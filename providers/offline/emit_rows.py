@@ -648,7 +648,7 @@ class RowKernelGen:
 
     def _single_body(self, c: Code) -> None:
         self.single = True
-        self.evict = None
+        self.evict: str | None = None
         self.full_memo: dict[int, Operand] = {}
         self.chunk_setup(c, "0")
         for v in self.full_outputs:
