@@ -11,7 +11,14 @@ Public API (everything a writer needs to offer "conv" as a family):
     parse_conv_header(text)                               # (design, config) back from a program
 
 `write_conv_program(task_source, ...)` does analysis, choice and emission in one call (None when the
-task is not a supported convolution). Programs start with
+task is not a supported convolution). providers/offline/conv_writer.py wraps all of this as a TaskWriter
+for the offline writer (`register_task_writer("conv", conv_task_writer)`).
+
+Designs: implicit_gemm (K loop over taps x input-channel blocks; transposed convolutions split by
+output phase), implicit_gemm_flatk (K = input channels x taps flattened; for few channels per group),
+direct_depthwise (one input channel per group, fp32 FMAs). Config knobs: BLOCK_M/N/K, GROUP_M,
+num_warps, num_stages, LAYOUT (nchw | nhwc inside the kernel), DOT (ieee | tf32x3 | tf32) and
+RECOMPUTE (a normalisation's second pass recomputes the convolution instead of re-reading it). Programs start with
 `# kernelwright: family=conv design=<design> config=<k=v,...>`, define `ModelNew` with the task's
 constructor (copied from `Model.__init__`, so parameter names and the reference's state_dict match)
 and forward signature, and are shape-generic.

@@ -367,7 +367,8 @@ class _Analyzer:
         raise ConvUnsupported(f"argument of type {type(arg).__name__}")
 
     def _standard_dims(self, ndim: int) -> list[Group]:
-        return [(0,), (1,)] + [(d,) for d in SPATIAL[3 - ndim :]]
+        dims: list[Group] = [(0,), (1,)]
+        return dims + [(d,) for d in SPATIAL[3 - ndim :]]
 
     def _check_plain(self, v: _Chain, what: str) -> None:
         if any(len(g) > 1 for g in v.dims):
@@ -656,25 +657,25 @@ class _Analyzer:
                 raise ConvUnsupported("adaptive max pooling with indices")
             return self._adaptive(node, x, "max", mod.output_size)
         if isinstance(mod, nn.GroupNorm):
-            w = f"self.{t}.weight" if mod.affine else None
-            b = f"self.{t}.bias" if mod.affine else None
-            return self._norm(node, x, "group", f"self.{t}.num_groups", f"self.{t}.eps", w, b)
+            w_expr = f"self.{t}.weight" if mod.affine else None
+            b_expr = f"self.{t}.bias" if mod.affine else None
+            return self._norm(node, x, "group", f"self.{t}.num_groups", f"self.{t}.eps", w_expr, b_expr)
         if isinstance(mod, nn.InstanceNorm1d | nn.InstanceNorm2d | nn.InstanceNorm3d):
-            w = f"self.{t}.weight" if mod.affine else None
-            b = f"self.{t}.bias" if mod.affine else None
+            w_expr = f"self.{t}.weight" if mod.affine else None
+            b_expr = f"self.{t}.bias" if mod.affine else None
             if mod.training or not mod.track_running_stats:
-                return self._norm(node, x, "instance", "None", f"self.{t}.eps", w, b)
+                return self._norm(node, x, "instance", "None", f"self.{t}.eps", w_expr, b_expr)
             return self._running_norm(node, x, t, mod.affine)
         if isinstance(mod, nn.BatchNorm1d | nn.BatchNorm2d | nn.BatchNorm3d):
-            w = f"self.{t}.weight" if mod.affine else None
-            b = f"self.{t}.bias" if mod.affine else None
+            w_expr = f"self.{t}.weight" if mod.affine else None
+            b_expr = f"self.{t}.bias" if mod.affine else None
             if mod.training or not mod.track_running_stats:
-                return self._norm(node, x, "batch", "None", f"self.{t}.eps", w, b)
+                return self._norm(node, x, "batch", "None", f"self.{t}.eps", w_expr, b_expr)
             return self._running_norm(node, x, t, mod.affine)
         if isinstance(mod, nn.LayerNorm):
-            w = f"self.{t}.weight" if mod.elementwise_affine else None
-            b = f"self.{t}.bias" if (mod.elementwise_affine and mod.bias is not None) else None
-            return self._layer_norm(node, x, len(mod.normalized_shape), f"self.{t}.eps", w, b)
+            w_expr = f"self.{t}.weight" if mod.elementwise_affine else None
+            b_expr = f"self.{t}.bias" if (mod.elementwise_affine and mod.bias is not None) else None
+            return self._layer_norm(node, x, len(mod.normalized_shape), f"self.{t}.eps", w_expr, b_expr)
         if isinstance(mod, nn.Flatten):
             return self._view(node, x)
         raise ConvUnsupported(f"module {type(mod).__name__}")
@@ -1283,7 +1284,7 @@ class _Analyzer:
                 out.append(())
                 continue
             skip_ones()
-            prod, group = 1, []
+            prod, group = 1, []  # type: tuple[int, list[int]]
             while prod < size:
                 if i >= len(units):
                     raise ConvUnsupported("a view that is not a reshape of whole dims")

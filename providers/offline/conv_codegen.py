@@ -21,7 +21,10 @@ Convolution designs (all shape-generic: every size and stride is a run-time argu
   transposed convolution gathers input positions with the stride-divisibility check per element.
 - direct_depthwise: no tensor cores; one input channel per output channel, fp32 FMAs over the taps.
 The input layout inside the kernel is a config knob: nchw reads the input as it is, nhwc copies it
-to channels-last first so a tile's channel slice is contiguous.
+to channels-last first so a tile's channel slice is contiguous. With RECOMPUTE, a normalisation right
+after the convolution's stage gets a statistics-only first pass and a second pass that recomputes the
+convolution (less memory traffic when the convolution is cheap). Weights are repacked to GEMM order
+once per parameter version.
 """
 
 from __future__ import annotations
@@ -117,8 +120,6 @@ def partition(plan: ConvPlan, *, split_after_conv: bool = False) -> list[_Stage]
 
 # ---------------------------------------------------------------------------------------------------
 # kernel source helpers
-
-_SHAPES = {"s": "", "r": "[None, :]", "c": "[:, None]"}
 
 
 def _bshape(a: str, b: str) -> str:
