@@ -381,31 +381,34 @@ def analyze_source(source: str, name: str = "task") -> AnalyzedTask:
     for mode in modes:
         try:
             gm, pnames = _trace(model, inputs, mode)
-            phs = [("param", n) for n in pnames] + [
-                ("input", msrc.arg_names[i] if i < len(msrc.arg_names) else f"arg{i}")
-                for i in range(len(inputs))
-            ]
-            var_to_val = _var_to_val(gm)
-            sources: dict = {}
+            gm_small = None
             if small:
                 # The harness also builds the model from the small constructor arguments: constants that
                 # come from them must be read from the module at run time, not baked in.
                 m_small, in_small = _build(module, small=True)
                 gm_small, _ = _trace(m_small, in_small, mode)
-                sources, hnotes = bind_hyperparameters(gm, gm_small, model, m_small, var_to_val)
-                notes.extend(n for n in dict.fromkeys(hnotes) if n not in notes)
-            graph = Lowerer(gm, var_to_val).run(phs)
-            graph.attr_sources.update(sources)
-            graph.output_kind = kind
-            if mode != "symbolic":
-                notes.append("traced with fixed sizes: views keep the sizes seen while tracing")
-            return AnalyzedTask(name, _hash(source), graph, msrc, mode == "symbolic", notes)
-        except LoweringError as exc:
-            raise AnalysisError(str(exc)) from exc
         except AnalysisError:
             raise
-        except Exception as exc:  # tracing failures come in many types; the next mode may succeed
+        except Exception as exc:  # tracing failures come in many types; fixed sizes may still trace
             last = exc
+            continue
+        phs = [("param", n) for n in pnames] + [
+            ("input", msrc.arg_names[i] if i < len(msrc.arg_names) else f"arg{i}") for i in range(len(inputs))
+        ]
+        var_to_val = _var_to_val(gm)
+        sources: dict = {}
+        if gm_small is not None:
+            sources, hnotes = bind_hyperparameters(gm, gm_small, model, m_small, var_to_val)
+            notes.extend(n for n in dict.fromkeys(hnotes) if n not in notes)
+        try:
+            graph = Lowerer(gm, var_to_val).run(phs)
+        except LoweringError as exc:
+            raise AnalysisError(str(exc)) from exc
+        graph.attr_sources.update(sources)
+        graph.output_kind = kind
+        if mode != "symbolic":
+            notes.append("traced with fixed sizes: views keep the sizes seen while tracing")
+        return AnalyzedTask(name, _hash(source), graph, msrc, mode == "symbolic", notes)
     msg = f"{type(last).__name__}: {str(last).splitlines()[0] if str(last) else ''}"
     raise AnalysisError(f"tracing Model.forward failed: {msg}")
 

@@ -335,10 +335,11 @@ def _int_expr(op: str, args: list[Operand], oc: str, ctx: ExprContext) -> Operan
 
 RUNTIME = '''
 def _group_strides(t, shape, groups):
-    """Element strides of `t` broadcast to `shape`, one per group of dims the kernel walks as one.
+    """(tensor, element strides of it broadcast to `shape`, one per group of dims walked as one).
 
     A group is a run of dims; it can be walked with one stride when each dim's stride is the next one's
-    stride times its size. Views that break this (a rare transposed layout) are copied to contiguous.
+    stride times its size. A view that breaks this (a rare permuted layout) is copied to contiguous
+    first, and the copy is what the kernel must read: always use the returned tensor.
     """
     for attempt in range(2):
         st = t.expand(shape).stride()
@@ -358,7 +359,7 @@ def _group_strides(t, shape, groups):
                 continue
             break
         else:
-            return out
+            return t, out
         t = t.contiguous()
     raise AssertionError("a contiguous tensor always walks with one stride per group")
 

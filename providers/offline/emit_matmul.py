@@ -186,6 +186,8 @@ class MatmulGen(RowKernelGen):
 
     def emit(self, c: Code, v: Value, scope: str, memo: dict[int, Operand] | None = None) -> Operand:
         if v is self.anchor:
+            if v.dtype in (torch.float16, torch.bfloat16):
+                return Operand(f"acc.to({TL_DTYPE[v.dtype]}).to(tl.float32)", "f")
             return Operand("acc", "f")
         return super().emit(c, v, scope, memo)
 
@@ -314,17 +316,17 @@ class MatmulGen(RowKernelGen):
             r = self.rank
             a_groups = [groups[gi] for gi in self.a_groups] + [[r - 1]]
             b_groups = [groups[gi] for gi in self.b_groups] + [[r - 2], [r - 1]]
-            c(f"sa = _group_strides(a, batch + (a.shape[-2], K), {a_groups!r})")
-            c(f"sb = _group_strides(b, batch + (K, N), {b_groups!r})")
+            c(f"a, sa = _group_strides(a, batch + (a.shape[-2], K), {a_groups!r})")
+            c(f"b, sb = _group_strides(b, batch + (K, N), {b_groups!r})")
             ab = [f"sa[{i}]" for i in range(len(a_groups))] + [f"sb[{i}]" for i in range(len(b_groups))]
             ep = []
             for ld in self.loads.values():
-                c(f"st{ld.name} = _group_strides({ld.name}, shape, groups)")
+                c(f"{ld.name}, st{ld.name} = _group_strides({ld.name}, shape, groups)")
                 ep += [f"st{ld.name}[{gi}]" for gi in ld.groups]
             outs = []
             for i, v in enumerate(self.k.outputs):
                 c(f"out{i} = torch.empty(shape, device=a.device, dtype={v.dtype})")
-                c(f"stout{i} = _group_strides(out{i}, shape, groups)")
+                c(f"_, stout{i} = _group_strides(out{i}, shape, groups)")
                 ep += [f"stout{i}[{gi}]" for gi in range(len(groups))]
                 outs.append(f"out{i}")
             sizes = ["M", "N", "K", "NB"] + [f"G{gi}" for gi in range(len(groups))]

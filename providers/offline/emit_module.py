@@ -166,6 +166,9 @@ def emit_program(task: AnalyzedTask, sched: Schedule, configs: dict[int, KernelC
         if isinstance(gen, PointwiseGen) and not isinstance(gen, MatmulGen):
             dev = glue.name(tensors[0]) + ".device" if tensors else f"{glue.first_tensor}.device"
             args.append(dev)
+        shape_arg = getattr(gen, "shape_arg", None)
+        if shape_arg is not None:
+            args.append(glue.shape(shape_arg))
         names = ", ".join(glue.name(v) for v in k.outputs)
         body(f"{names}{',' if len(k.outputs) == 1 else ''} = _launch_{kname}({', '.join(args)})")
     outs = [glue.name(v) for v in task.graph.outputs]

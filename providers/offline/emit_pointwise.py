@@ -132,23 +132,24 @@ class PointwiseGen(RowKernelGen):
     def launcher_source(
         self, name: str, symmap: dict[sympy.Symbol, str]
     ) -> tuple[str, list[Value], list[SymScalar]]:
-        from providers.offline.emit import py_expr
-
         cfg = self.pcfg
         c = Code()
         tensors = [ld.value for ld in self.loads.values()]
         tnames = [ld.name for ld in self.loads.values()]
         snames = [n for n, _ in self.syms.values()]
-        c(f"def _launch_{name}({', '.join(tnames + snames + ['device'])}):")
+        bshape = broadcast_shapes(*(t.shape for t in tensors)) if tensors else ()
+        exact = (
+            bool(tnames)
+            and len(bshape) == self.rank
+            and all(sympy.simplify(a - b) == 0 for a, b in zip(bshape, self.S, strict=True))
+        )
+        # When the tensors read do not span the output (a broadcast constant), the forward passes the shape.
+        self.shape_arg = None if exact else tuple(self.S)
+        extra = ["device"] + ([] if exact else ["shape"])
+        c(f"def _launch_{name}({', '.join(tnames + snames + extra)}):")
         with c.indent():
-            bshape = broadcast_shapes(*(t.shape for t in tensors)) if tensors else ()
-            exact = len(bshape) == self.rank and all(
-                sympy.simplify(a - b) == 0 for a, b in zip(bshape, self.S, strict=True)
-            )
-            if exact and tnames:
+            if exact:
                 c(f"shape = torch.broadcast_shapes({', '.join(f'{n}.shape' for n in tnames)})")
-            else:
-                c(f"shape = ({''.join(py_expr(d, symmap) + ', ' for d in self.S)})")
             groups = [dims for _, dims in self.groups]
             c(f"groups = {groups!r}")
             for gi, dims in enumerate(groups):
@@ -159,7 +160,7 @@ class PointwiseGen(RowKernelGen):
                 if self.dense(ld):
                     c(f"{ld.name} = {ld.name} if {ld.name}.is_contiguous() else {ld.name}.contiguous()")
                     continue
-                c(f"st{ld.name} = _group_strides({ld.name}, shape, groups)")
+                c(f"{ld.name}, st{ld.name} = _group_strides({ld.name}, shape, groups)")
                 stride_args += [f"st{ld.name}[{gi}]" for gi in ld.groups]
             outs = []
             for i, v in enumerate(self.k.outputs):

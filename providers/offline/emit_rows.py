@@ -36,7 +36,6 @@ from providers.offline.emit import (
     cat_of,
     literal,
     pw_expr,
-    py_expr,
 )
 from providers.offline.ir import SymScalar, Value, aligned, is_one
 from providers.offline.schedule import Kernel, Schedule
@@ -400,6 +399,9 @@ class RowKernelGen:
             op = self._emit_load(c, v, cls)
         elif v.kind == "reduce":
             op = self._stat_value(c, v)
+            if v.dtype in (torch.float16, torch.bfloat16) and op.cat == "f":
+                c(f"w{v.id}r = ({op.text}).to({TL_DTYPE[v.dtype]}).to(tl.float32)")
+                op = Operand(f"w{v.id}r", "f")
             memo[v.id] = op
             return op
         elif v.kind == "scan":
@@ -415,6 +417,9 @@ class RowKernelGen:
                 return op
         else:
             raise RowPlanError(f"cannot compute {v.kind} {v.op} inside a row kernel")
+        if v.dtype in (torch.float16, torch.bfloat16) and op.cat == "f" and not self.is_load(v):
+            # Eager rounds every fp16/bf16 result to its dtype; registers hold fp32, so round here too.
+            op = Operand(f"({op.text}).to({TL_DTYPE[v.dtype]}).to(tl.float32)", "f")
         name = f"v{v.id}" if cls == "full" else f"w{v.id}"
         c(f"{name} = {op.text}")
         out = Operand(name, op.cat)
@@ -951,10 +956,16 @@ class RowKernelGen:
         tensors = [ld.value for ld in self.loads.values()] + list(self.shape_only.values())
         tnames = [ld.name for ld in self.loads.values()] + [f"shp{i}" for i in range(len(self.shape_only))]
         snames = [n for n, _ in self.syms.values()]
-        c(f"def _launch_{name}({', '.join(tnames + snames)}):")
-        with c.indent():
-            from providers.offline.ir import broadcast_shapes
+        from providers.offline.ir import broadcast_shapes
 
+        self.shape_arg: tuple | None = None
+        bshape0 = broadcast_shapes(*(t.shape for t in tensors)) if tensors else ()
+        needs_shape = not (
+            len(bshape0) == self.rank
+            and all(sympy.simplify(a - b) == 0 for a, b in zip(bshape0, self.S, strict=True))
+        )
+        c(f"def _launch_{name}({', '.join(tnames + snames + (['shape'] if needs_shape else []))}):")
+        with c.indent():
             bshape = broadcast_shapes(*(t.shape for t in tensors)) if tensors else ()
             exact = len(bshape) == self.rank and all(
                 sympy.simplify(a - b) == 0 for a, b in zip(bshape, self.S, strict=True)
@@ -962,7 +973,8 @@ class RowKernelGen:
             if exact:
                 c(f"shape = torch.broadcast_shapes({', '.join(f'{n}.shape' for n in tnames)})")
             else:
-                c(f"shape = ({', '.join(py_expr(d, symmap) for d in self.S)},)")
+                # The tensors read do not span the space (a broadcast constant): the forward passes it.
+                self.shape_arg = tuple(self.S)
             dev = tnames[0] if tnames else None
             if dev is None:
                 raise RowPlanError("a row kernel with no tensor input")
@@ -979,7 +991,7 @@ class RowKernelGen:
                 c(f"NI = _prod(shape[d] for g in {inner!r} for d in g)")
             args = list(tnames[: len(self.loads)])
             for ld in self.loads.values():
-                c(f"st = _group_strides({ld.name}, shape, groups)")
+                c(f"{ld.name}, st = _group_strides({ld.name}, shape, groups)")
                 for gi in ld.groups:
                     c(f"{ld.name}_s{gi} = st[{gi}]")
             outs = []
@@ -998,7 +1010,7 @@ class RowKernelGen:
             else:
                 for v in self.full_outputs:
                     i = self.k.outputs.index(v)
-                    c(f"st = _group_strides(out{i}, shape, groups)")
+                    c(f"_, st = _group_strides(out{i}, shape, groups)")
                     stride_args += [f"st[{gi}]" for gi in range(len(groups))]
                 self._launch_plain(c, args + outs + snames + size_args + stride_args)
             ret = ", ".join(outs)

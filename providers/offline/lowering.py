@@ -84,6 +84,8 @@ _REDUCTION_NONE, _REDUCTION_MEAN, _REDUCTION_SUM = 0, 1, 2
 def _to_sym(x: Any) -> sympy.Expr:
     if isinstance(x, torch.SymInt | torch.SymFloat):
         return sympy.sympify(x.node.expr)
+    if isinstance(x, SymScalar):
+        return x.expr
     return sympy.sympify(x)
 
 

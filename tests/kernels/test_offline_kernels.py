@@ -239,6 +239,68 @@ UNSEEN = {
 }
 
 SLOW_UNSEEN = {
+    # Each of these once exposed a bug: a view of a computed value, a permuted (non-walkable) input,
+    # a constant with no tensor to take its shape from, fp16 rounding, softmax over dim 0, a scalar input.
+    "relu_view_mean": """
+        class Model(nn.Module):
+            def forward(self, x):
+                return torch.relu(x).view(x.size(0), -1).mean(1)
+
+        def get_inputs():
+            return [torch.randn(64, 32, 32)]
+        def get_init_inputs():
+            return []
+        def get_small_inputs():
+            return [torch.randn(3, 5, 7)]
+    """,
+    "permuted_sum": """
+        class Model(nn.Module):
+            def forward(self, x):
+                return x.permute(0, 2, 1).contiguous().sum(-1)
+
+        def get_inputs():
+            return [torch.randn(16, 128, 256)]
+        def get_init_inputs():
+            return []
+        def get_small_inputs():
+            return [torch.randn(3, 9, 5)]
+    """,
+    "exclusive_cumsum": """
+        class Model(nn.Module):
+            def forward(self, x):
+                return torch.cumsum(torch.cat((torch.zeros_like(x[:, :1]), x), dim=1), dim=1)[:, :-1]
+
+        def get_inputs():
+            return [torch.randn(128, 4000)]
+        def get_init_inputs():
+            return []
+        def get_small_inputs():
+            return [torch.randn(3, 17)]
+    """,
+    "half_gelu": """
+        class Model(nn.Module):
+            def forward(self, x):
+                return F.gelu(x.half()).float()
+
+        def get_inputs():
+            return [torch.randn(1024, 1024)]
+        def get_init_inputs():
+            return []
+        def get_small_inputs():
+            return [torch.randn(5, 13)]
+    """,
+    "softmax_first_dim_scalar_input": """
+        class Model(nn.Module):
+            def forward(self, x, s):
+                return torch.softmax(x, dim=0) * s
+
+        def get_inputs():
+            return [torch.randn(512, 256), 3.5]
+        def get_init_inputs():
+            return []
+        def get_small_inputs():
+            return [torch.randn(7, 11), 3.5]
+    """,
     "batch_norm_training": """
         class Model(nn.Module):
             def __init__(self, c):
