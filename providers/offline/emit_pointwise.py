@@ -61,9 +61,9 @@ class PointwiseGen(RowKernelGen):
         for ld in self.loads.values():
             if not self.dense(ld):
                 params += self.load_strides(ld)
-        params += ["BLOCK: tl.constexpr"]
         if self.pcfg.mode == "grid_stride":
-            params += ["ITERS: tl.constexpr"]
+            params += ["ITERS"]  # a runtime loop bound: no unrolling, no recompiling per size
+        params += ["BLOCK: tl.constexpr"]
         c("@triton.jit")
         c(f"def {name}(")
         with c.indent():
@@ -171,8 +171,8 @@ class PointwiseGen(RowKernelGen):
             args = tnames + outs + snames + ["N"] + [f"G{gi}" for gi in range(len(groups))] + stride_args
             if cfg.mode == "grid_stride":
                 c(f"programs = max(1, min(nblocks, {cfg.WAVES} * _num_sms(device)))")
-                c("ITERS = triton.cdiv(nblocks, programs)")
-                meta = "BLOCK=BLOCK, ITERS=ITERS"
+                args.append("triton.cdiv(nblocks, programs)")
+                meta = "BLOCK=BLOCK"
                 grid = "(programs,)"
             else:
                 meta = "BLOCK=BLOCK"
