@@ -161,7 +161,7 @@ def conv_configs(
             return (abs(t[1] - preferred), busy and regs > 32, order[t])
 
         tiles.sort(key=key)  # listed order within a width
-    if half and design != "direct_depthwise":
+    if half and design == "implicit_gemm":  # 16-bit operands: twice the K per step in the same smem
         tiles = [(m, n, 64 if k == 32 else k, w, s) for m, n, k, w, s in tiles]
     layouts = ["nchw", "nhwc"]
     if design == "implicit_gemm":  # 16-byte channel loads; fewer registers than the transposed nchw tile
