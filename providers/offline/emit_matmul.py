@@ -199,10 +199,10 @@ class MatmulGen(RowKernelGen):
         mask = "omask"
         if along == {"N"}:
             mask = "rn[None, :] < N"
-        elif along and along <= {"M", "B"}:
-            mask = "rm[:, None] < M" if "M" in along else "omask"
-        elif not along:
-            mask = "None"
+        elif along and along <= {"M", "B"} and "M" in along:
+            mask = "rm[:, None] < M"
+        elif along <= {"B"}:
+            mask = "None"  # one value per program (per batch, or 0-d): a scalar load, always in bounds
         text = (
             f"tl.load({ld.name} + {off}, mask={mask}, other=0)"
             if mask != "None"

@@ -122,6 +122,9 @@ class PointwiseGen(RowKernelGen):
         from providers.offline.emit import cat_of
 
         ld = self.loads[v.id]
+        if not ld.groups:
+            # The same value everywhere (a 0-d or all-broadcast tensor): one unmasked scalar load.
+            return Operand(self._widen(f"tl.load({ld.name})", v), cat_of(v.dtype))
         off = "idx" if self.dense(ld) else self.offset(ld.groups, self.load_strides(ld), False)
         text = f"tl.load({ld.name} + {off}, mask=mask, other=0)"
         cat = cat_of(v.dtype)

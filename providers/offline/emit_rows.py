@@ -340,6 +340,7 @@ class RowKernelGen:
         c("pid = tl.program_id(0)")
         c("rk = pid * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]")
         c("kmask = rk < NK")
+        self.scalar_groups: set[int] = set()
         self.kidx = self._decompose(c, "rk", self.kept, "k", self._needed_groups())
         self.rowid = "rk"
         self.rowmask = "kmask"
@@ -353,6 +354,7 @@ class RowKernelGen:
         c("imask = ri < NI")
         need = self._needed_groups()
         self.kidx = self._decompose(c, "po", self.outer, "k", need)
+        self.scalar_groups = set(self.outer)
         self.kidx.update(self._decompose(c, "ri", self.inner, "k", need))
         c("rowid = po * NI + ri")
         self.rowid = "rowid"
@@ -463,6 +465,10 @@ class RowKernelGen:
         ld = self.loads[v.id]
         row_only = ld.row
         off = self.offset(ld.groups, self.load_strides(ld), row_only)
+        if set(ld.groups) <= getattr(self, "scalar_groups", set()):
+            # One value per program (a 0-d parameter, a per-batch value): always in bounds, no mask;
+            # Triton refuses a block mask on a scalar pointer.
+            return Operand(self._widen(f"tl.load({ld.name} + {off})", v), cat_of(v.dtype))
         mask = self.rowmask if row_only else "fmask"
         hint = getattr(self, "evict", None)
         if hint and not any(self.groups[gi][0] == "K" for gi in ld.groups):
@@ -473,6 +479,10 @@ class RowKernelGen:
         if cat == "f" and v.dtype != torch.float32:
             text = f"{text}.to(tl.float32)"
         return Operand(text, cat)
+
+    @staticmethod
+    def _widen(text: str, v: Value) -> str:
+        return f"{text}.to(tl.float32)" if cat_of(v.dtype) == "f" and v.dtype != torch.float32 else text
 
     # ---- statistics --------------------------------------------------------------------------------
     def _neutral(self, s: Value) -> str:
