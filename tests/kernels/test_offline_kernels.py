@@ -43,6 +43,12 @@ def _task(source: str, name: str):
 def _check(pool: WorkerPool, jobs: list[tuple[str, object, str]]) -> None:
     """Evaluate (label, task, program) jobs together; fail with every mismatch listed."""
     results = pool.evaluate_many([(task, code) for _, task, code in jobs], CFG)
+    # A harness error is never the candidate's fault (e.g. CPython 3.11's ast is not thread-safe when the
+    # static checks of several jobs run at once): evaluate those once more, one at a time.
+    results = [
+        pool.evaluate(task, code, CFG) if r.error_kind == "harness_error" else r
+        for (_, task, code), r in zip(jobs, results, strict=True)
+    ]
     bad = [
         f"{label}: {r.summary()}\n{(r.error or '')[-800:]}"
         for (label, _, _), r in zip(jobs, results, strict=True)
