@@ -1449,3 +1449,58 @@ def _split(L: Lowerer, a: dict, target: Any) -> tuple[Value, ...]:
         out.append(L.slice(x, dim, start, start + size, 1))
         start = start + size
     return tuple(out)
+
+
+@handles("einsum")
+def _einsum(L: Lowerer, a: dict, target: Any) -> Value:
+    """Two-operand einsum as permutes and reshapes around one (batched) matmul."""
+    eq = str(a["equation"]).replace(" ", "")
+    ops = list(a["tensors"])
+    if "->" not in eq or "." in eq:
+        return L.opaque(target, L.node)  # type: ignore[arg-type]
+    lhs, out = eq.split("->")
+    terms = lhs.split(",")
+    if len(terms) != len(ops) or any(
+        len(t) != len(set(t)) or len(t) != o.rank for t, o in zip(terms, ops, strict=True)
+    ):
+        return L.opaque(target, L.node)  # type: ignore[arg-type]
+    if len(ops) == 1:
+        (t,), (x,) = terms, ops
+        summed = [i for i, c in enumerate(t) if c not in out]
+        if summed:
+            x = L.reduce("sum", x, summed, False)
+            t = "".join(c for c in t if c in out)
+        return L.permute(x, [t.index(c) for c in out])
+    if len(ops) != 2:
+        return L.opaque(target, L.node)  # type: ignore[arg-type]
+    (ta, tb), (xa, xb) = terms, ops
+    # Indices in one operand only and not in the output are summed away first.
+    for side in (0, 1):
+        t, x = (ta, xa) if side == 0 else (tb, xb)
+        other = tb if side == 0 else ta
+        lone = [i for i, ch in enumerate(t) if ch not in out and ch not in other]
+        if lone:
+            x = L.reduce("sum", x, lone, False)
+            t = "".join(ch for ch in t if ch in out or ch in other)
+        if side == 0:
+            ta, xa = t, x
+        else:
+            tb, xb = t, x
+    batch = [ch for ch in ta if ch in tb and ch in out]
+    contract = [ch for ch in ta if ch in tb and ch not in out]
+    free_a = [ch for ch in ta if ch not in tb]
+    free_b = [ch for ch in tb if ch not in ta]
+    size = {ch: xa.shape[i] for i, ch in enumerate(ta)}
+    size.update({ch: xb.shape[i] for i, ch in enumerate(tb)})
+
+    def prod(chars: list[str]) -> sympy.Expr:
+        return _prod(tuple(size[ch] for ch in chars))
+
+    pa = L.permute(xa, [ta.index(ch) for ch in batch + free_a + contract])
+    pb = L.permute(xb, [tb.index(ch) for ch in batch + contract + free_b])
+    ma = L.reshape(pa, tuple(size[ch] for ch in batch) + (prod(free_a), prod(contract)))
+    mb = L.reshape(pb, tuple(size[ch] for ch in batch) + (prod(contract), prod(free_b)))
+    mm = L.matmul2(ma, mb)
+    res = L.reshape(mm, tuple(size[ch] for ch in batch + free_a + free_b))
+    order = batch + free_a + free_b
+    return L.permute(res, [order.index(ch) for ch in out])
