@@ -40,6 +40,12 @@ class Tolerance(BaseModel):
     precision: PrecisionMode = "strict"
     atol_scale: float = 1.0
     """atol was applied as atol * atol_scale, the scale being max(1, RMS of the reference output)."""
+    reference_error: float | None = None
+    """E, the reference's own rounding error scale: the 99.9th percentile of |float32 reference - float64
+    reference| over the output, when values were compared against a float64 run of the reference
+    (strict precision, float32 outputs); None when they were compared against the reference alone."""
+    allowance_factor: float | None = None
+    """C: each element was also allowed C * max(E, its own reference error) beyond atol and rtol."""
 
 
 class Versions(BaseModel):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hardware.verify import compare_outputs, compare_tensor, output_scale, tolerance_for
+from hardware.verify import ALLOWANCE_FACTOR, compare_outputs, compare_tensor, output_scale, tolerance_for
 
 
 def test_tolerance_table_rows():
@@ -129,3 +129,146 @@ def test_precision_is_stated_in_report_and_tolerance():
     cmp = compare_tensor(ref + 1, ref, "tf32")
     assert "(tf32 precision)" in cmp.report
     assert cmp.tolerances[0].precision == "tf32"
+
+
+# ---------------------------------------------------------------- float64-anchored comparison
+
+
+def _old_rule_fails(out: torch.Tensor, ref: torch.Tensor) -> int:
+    """Elements outside the strict fp32 row against the fp32 reference alone (the rule before ref64)."""
+    return int(((out - ref).abs() > 1e-5 * output_scale(ref) + 1e-4 * ref.abs()).sum())
+
+
+@pytest.fixture(scope="module")
+def tanh_sum_case():
+    """tanh(sum(x, dim=1)) over 4096 terms: outputs <= 1, so atol is not scaled, but the sum rounds."""
+    x = torch.randn(8, 4096, 256, generator=torch.Generator().manual_seed(1))
+    ref = torch.tanh(x.sum(1))
+    ref64 = torch.tanh(x.double().sum(1))
+    blocked = torch.tanh(x.view(8, 64, 64, 256).sum(2).sum(1))  # a tiled kernel's order
+    acc = torch.zeros(8, 256)
+    for k in range(4096):  # one term at a time, as a naive loop over the reduced dimension does
+        acc += x[:, k, :]
+    return x, ref, ref64, blocked, acc
+
+
+def test_reordered_long_sum_passes_strict_against_float64(tanh_sum_case):
+    x, ref, ref64, blocked, acc = tanh_sum_case
+    serial = torch.tanh(acc)
+    # The rule before: the one-at-a-time order is plain fp32, yet falls outside strict's atol of 1e-5.
+    assert _old_rule_fails(serial, ref) > 0
+    for out in (blocked, serial):
+        cmp = compare_tensor(out, ref, "strict", ref64=ref64)
+        assert cmp.ok, cmp.report
+    tol = compare_tensor(blocked, ref, "strict", ref64=ref64).tolerances[0]
+    # E is the fp32 reference's own error, ~1e-5 for a 4096-term sum; atol is not scaled (outputs <= 1).
+    assert 1e-6 < tol.reference_error < 1e-4
+    assert tol.allowance_factor == ALLOWANCE_FACTOR and tol.atol_scale == 1.0
+
+
+def test_genuine_error_of_1e3_relative_still_fails_strict(tanh_sum_case):
+    x, ref, ref64, blocked, acc = tanh_sum_case
+    scaled_out = compare_tensor(blocked * (1 + 1e-3), ref, "strict", ref64=ref64)
+    assert not scaled_out.ok and scaled_out.mismatched > 1000
+    # The same error in the sum, before tanh: visible only where tanh is not saturated, and still caught.
+    scaled_sum = compare_tensor(torch.tanh(acc * (1 + 1e-3)), ref, "strict", ref64=ref64)
+    assert not scaled_sum.ok and scaled_sum.mismatched >= 5, scaled_sum.report
+    # The report states the allowance and what "expected" means.
+    assert "+ 16 x reference error" in scaled_sum.report
+    assert "expected = a float64 run of the reference, rounded to float32" in scaled_sum.report
+    assert "(float32 reference " in scaled_sum.report
+
+
+def test_allowance_is_reported_with_where_the_reference_errs_most(tanh_sum_case):
+    x, ref, ref64, blocked, _ = tanh_sum_case
+    cmp = compare_outputs((blocked,), (ref,), "strict", ref64=(ref64,))
+    assert cmp.ok
+    tol = cmp.tolerances[0]
+    own = (ref.double() - ref64.float().double()).abs()
+    assert tol.reference_error <= float(own.max())
+    assert tol.reference_error >= float(own.flatten().kthvalue(int(0.99 * own.numel())).values)
+    (note,) = cmp.notes
+    assert note.startswith("output 0: float64-anchored; reference error E ")
+    worst = divmod(int(own.argmax()), 256)
+    assert f"largest {float(own.max()):.6g} at [{worst[0]}, {worst[1]}]" in note
+    assert f">= {16 * tol.reference_error:.6g}" in note
+
+
+@pytest.fixture(scope="module")
+def matmul_case64():
+    """The fp32 reference as computed (fp32 GEMM), its float64 run, and candidates of the same product."""
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(48, 4096, generator=g)
+    b = torch.randn(4096, 40, generator=g)
+    ref, ref64 = a @ b, a.double() @ b.double()
+    chunked = sum((a[:, k : k + 64] @ b[k : k + 64, :] for k in range(0, 4096, 64)), torch.zeros(48, 40))
+    tf32 = (_round_to_tf32(a).double() @ _round_to_tf32(b).double()).float()
+    return ref, ref64, chunked, tf32
+
+
+def test_tf32_matmul_still_fails_strict_with_the_allowance(matmul_case64):
+    ref, ref64, chunked, tf32 = matmul_case64
+    assert compare_tensor(chunked, ref, "strict", ref64=ref64).ok
+    strict = compare_tensor(tf32, ref, "strict", ref64=ref64)
+    assert not strict.ok and strict.error_kind == "mismatch"
+    tol = strict.tolerances[0]
+    # By how much: TF32's error is ~1000x the fp32 reference's own; the worst element exceeds its bound
+    # (atol x scale + rtol x |expected| + 16 x max(E, own)) many times over, not marginally.
+    anchor = ref64.float().double()
+    own = (ref.double() - anchor).abs()
+    bound = tol.atol * tol.atol_scale + tol.rtol * anchor.abs() + 16 * own.clamp(min=tol.reference_error)
+    assert float(((tf32.double() - anchor).abs() / bound).max()) > 10
+    assert strict.mismatched > ref.numel() // 2
+    assert float((tf32.double() - ref64).abs().max()) > 500 * tol.reference_error
+    # In tf32 precision the reference itself is TF32: ref64 is not used there, and TF32 passes.
+    relaxed = compare_tensor(tf32, ref, "tf32", ref64=ref64)
+    assert relaxed.ok and relaxed.tolerances[0].reference_error is None
+
+
+def test_allowance_never_rejects_what_the_float32_comparison_accepts(tanh_sum_case):
+    x, ref, ref64, _, _ = tanh_sum_case
+    g = torch.Generator().manual_seed(3)
+    # Right at the edge of the fp32-only rule, in a random direction at every element.
+    edge = (1e-5 + 1e-4 * ref.abs()) * 0.999
+    sign = torch.where(torch.rand(ref.shape, generator=g) < 0.5, -1.0, 1.0)
+    out = ref + sign * edge
+    assert compare_tensor(out, ref, "strict").ok
+    assert compare_tensor(out, ref, "strict", ref64=ref64).ok
+
+
+def test_dtype_dependent_values_are_judged_against_the_float32_reference():
+    # finfo(dtype).min as a fill value differs between the two runs: not the same computation there.
+    ref = torch.linspace(-1, 1, 40)
+    ref64 = ref.double() + 1e-9
+    ref[::10] = torch.finfo(torch.float32).min
+    ref64[::10] = torch.finfo(torch.float64).min
+    cmp = compare_tensor(ref.clone(), ref, "strict", ref64=ref64)
+    assert cmp.ok, cmp.report
+    assert cmp.tolerances[0].reference_error < 1e-8  # the 4 sentinel elements are left out of E
+    assert "4 elements judged against the float32 reference" in cmp.notes[0]
+    wrong = ref.clone()
+    wrong[10] = -1e30
+    assert not compare_tensor(wrong, ref, "strict", ref64=ref64).ok
+
+
+def test_float64_reference_only_for_float32_outputs_in_strict():
+    ref = torch.randn(5, 123, generator=torch.Generator().manual_seed(2))
+    noisy64 = ref.double() + 1e-3  # would give E = 1e-3 if used
+    for dtype, precision in [
+        (torch.float16, "strict"),
+        (torch.float64, "strict"),
+        (torch.float32, "reduced"),
+    ]:
+        cmp = compare_tensor(ref.to(dtype), ref.to(dtype), precision, ref64=noisy64)
+        assert cmp.ok and cmp.tolerances[0].reference_error is None and not cmp.notes
+    # Without ref64 (the worker's fallback), strict float32 is the table alone and says so by None.
+    assert compare_tensor(ref, ref, "strict").tolerances[0].reference_error is None
+
+
+def test_float64_reference_with_another_structure_is_not_used():
+    ref = (torch.ones(3), torch.ones(2))
+    cmp = compare_outputs((torch.ones(3), torch.ones(2)), ref, ref64=(torch.ones(3, dtype=torch.float64),))
+    assert cmp.ok and "the float64 reference returns 1 output(s), not 2" in cmp.notes[0]
+    assert all(t.reference_error is None for t in cmp.tolerances)
+    cmp = compare_outputs(torch.ones(3), torch.ones(3), ref64=torch.ones(4, dtype=torch.float64))
+    assert cmp.ok and "float64 reference has shape [4]" in cmp.notes[0]
