@@ -26,14 +26,26 @@ Verification (see hardware.verify for the tolerance table):
 - each forward must launch at least one Triton kernel (counted by wrapping the kernel launchers);
 - after timing, the timed input tensors get new contents in place and the answer must follow (a
   candidate that remembers results per input tensor would otherwise time as fast as a lookup);
-- the reference runs under the same precision mode as the candidate is judged by (strict: TF32 off).
+- the reference runs under the same precision mode as the candidate is judged by (strict: TF32 off);
+- in strict precision, for float32 outputs, the reference also runs in float64 (a deep copy of the
+  reference model made .double(), same parameters, floating inputs upcast), and outputs are compared
+  against that run with an allowance of 16x the float32 reference's own error scale (see
+  hardware.verify). If the float64 run fails (an op without float64 support, a tensor attribute that
+  .double() does not convert, out of memory) or would take too long, the comparison is against the
+  float32 reference alone, as before, and the result's notes and extra["float64_reference"] say why.
 
-Reference inputs and outputs are cached per (task, shape, seed, trial, precision) for the worker's
-life, so evaluating many candidates of one task pays for the reference once.
+Reference inputs and outputs, the float64 outputs included, are cached per (task, shape, seed, trial,
+precision) for the worker's life, so evaluating many candidates of one task pays for the reference
+once. The float64 run is the costly part of that first time (on GPU float64 runs at ~1/2 of float32 on
+CUDA cores, near float32 speed in cuBLAS GEMMs on FP64 tensor cores, slower in cuDNN convolutions, and
+holds a float64 copy of the parameters while it runs); it is bounded by a share of the reference
+stage's time limit, and warm evaluation does not repeat it: per candidate only the comparison (a few
+elementwise passes and one k-th value selection over each output) is added.
 """
 
 from __future__ import annotations
 
+import copy
 import faulthandler
 import hashlib
 import importlib.util
@@ -53,6 +65,12 @@ from hardware.config import EvalConfig
 from hardware.result import EvalResult, Versions
 
 ERROR_TAIL_CHARS = 2000
+# The float64 reference runs within this share of the reference stage's time limit (all its runs in one
+# job together). Before the first run its cost is estimated as the float32 run's time times
+# _FP64_COST_FACTOR (pessimistic: cuDNN float64 convolutions and CPU kernels are several times slower);
+# later runs use the measured time.
+_FP64_BUDGET_SHARE = 0.25
+_FP64_COST_FACTOR = 32.0
 _TASK_CACHE_SIZE = 3
 _launches = [0]  # Triton kernel launches since the last reset; bumped by the wrapped launchers
 
@@ -155,7 +173,22 @@ class _Reference:
     small: bool
     init_inputs: list[Any]
     model: Any
-    samples: dict[tuple[int, str], tuple[list[Any], Any]] = field(default_factory=dict)
+    samples: dict[tuple[int, str], _Sample] = field(default_factory=dict)
+    fp64_s: float | None = None
+    """Seconds the last float64 run of this reference took (its cost estimate for the next one)."""
+    fp64_failure: str | None = None
+    """Why a float64 run of this reference failed; later trials do not try again."""
+
+
+@dataclass
+class _Sample:
+    """One trial's pristine inputs and the reference's outputs, float32 and (where used) float64."""
+
+    inputs: list[Any]
+    out: Any
+    out64: Any = None
+    fp64_status: str | None = None
+    """None: not tried; "used"; "not used: ..." (not applicable); "unavailable: ..." (it failed)."""
 
 
 @dataclass
@@ -254,6 +287,7 @@ class Runner:
         res.extra["notes"] = []
         self._restart = False
         self._candidate: tuple[str, str] | None = None  # (module name, file) once imported
+        self._fp64_budget_s = cfg.stage_timeout("reference") * _FP64_BUDGET_SHARE
         os.ftruncate(1, 0)  # the log holds this job's output only (stdout and stderr share it, O_APPEND)
         try:
             self._apply_precision(cfg.precision)
@@ -312,18 +346,80 @@ class Runner:
             task.refs[(small, seed)] = ref
         return ref
 
-    def _sample(self, task: _TaskState, ref: _Reference, seed: int, precision: str) -> tuple[list[Any], Any]:
-        """Pristine inputs and the reference output for one trial, computed once per worker."""
+    def _sample(
+        self, task: _TaskState, ref: _Reference, seed: int, precision: str, *, fp64: bool = True
+    ) -> _Sample:
+        """Pristine inputs and the reference outputs for one trial, computed once per worker.
+
+        `fp64`: also run the reference in float64 where hardware.verify would use it (once; a sample
+        cached without it gets it when a later job asks).
+        """
+        from hardware.verify import needs_float64_reference
         from tasks import task_inputs
 
         key = (seed, precision)
-        if key not in ref.samples:
+        sample = ref.samples.get(key)
+        t32 = 0.0
+        if sample is None:
             inputs = task_inputs(task.module, small=ref.small, seed=seed, device=self.device)
+            t0 = time.perf_counter()
             with self.torch.no_grad():
                 out = ref.model(*_clone(inputs))
             self._sync()
-            ref.samples[key] = (inputs, _detach(out))
-        return ref.samples[key]
+            t32 = time.perf_counter() - t0
+            sample = ref.samples[key] = _Sample(inputs, _detach(out))
+        if fp64 and sample.fp64_status is None:
+            if not needs_float64_reference(sample.out, precision):  # type: ignore[arg-type]
+                sample.fp64_status = (
+                    f"not used: TF32 is on for the reference in {precision} precision"
+                    if precision != "strict"
+                    else "not used: no float32 output"
+                )
+            else:
+                self._reference64(ref, sample, t32)
+        return sample
+
+    def _reference64(self, ref: _Reference, sample: _Sample, t32: float) -> None:
+        """Run a float64 copy of the reference model on upcast inputs; on failure say why, never raise.
+
+        A CUDA error other than out-of-memory still raises: the context can no longer be trusted.
+        """
+        torch = self.torch
+        if ref.fp64_failure is not None:
+            sample.fp64_status = ref.fp64_failure
+            return
+        estimate = ref.fp64_s if ref.fp64_s is not None else t32 * _FP64_COST_FACTOR
+        if estimate > self._fp64_budget_s:
+            sample.fp64_status = (
+                f"unavailable: a float64 run would take ~{estimate:.3g} s, over its {self._fp64_budget_s:.3g} s "
+                "share of the reference time limit"
+            )
+            return
+        model64: Any = None
+        t0 = time.perf_counter()
+        try:
+            model64 = copy.deepcopy(ref.model).double()
+            with torch.no_grad():
+                out64 = model64(*_map_tensors(sample.inputs, _upcast))
+            self._sync()
+            sample.out64, sample.fp64_status = _detach(out64), "used"
+        except Exception as exc:
+            if _out_of_memory(exc):
+                sample.fp64_status = "unavailable: out of memory"
+                return
+            if classify_exception(exc)[1]:
+                raise
+            first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+            sample.fp64_status = f"unavailable: {type(exc).__name__}: {first}"
+        finally:
+            del model64
+            if self.device == "cuda" and sample.fp64_status != "used":
+                torch.cuda.empty_cache()  # what the failed run held must not crowd the candidate
+            spent = time.perf_counter() - t0
+            ref.fp64_s = spent
+            if sample.fp64_status != "used":
+                ref.fp64_failure = sample.fp64_status
+            self._fp64_budget_s = max(0.0, self._fp64_budget_s - spent)
 
     def _sync(self) -> None:
         if self.device == "cuda":
@@ -422,7 +518,7 @@ class Runner:
             refs = {small: self._reference(task, small, cfg.seed) for small in sizes}
             for small in sizes:
                 for trial in range(cfg.trials):
-                    self._sample(task, refs[small], cfg.seed + trial, cfg.precision)
+                    self._sample(task, refs[small], cfg.seed + trial, cfg.precision, fp64=cfg.reference_fp64)
         except Exception as exc:
             self._fail(res, "compile", "harness_error", f"the reference could not run: {exc}")
         if self.device != "cuda":
@@ -470,7 +566,8 @@ class Runner:
             shape_label = "small" if small else "full"
             for trial in range(cfg.trials):
                 seed = cfg.seed + trial
-                inputs, ref_out = self._sample(task, ref, seed, cfg.precision)
+                sample = self._sample(task, ref, seed, cfg.precision, fp64=cfg.reference_fp64)
+                inputs, ref_out = sample.inputs, sample.out
                 if trial == 0:
                     res.shapes_checked.append([list(t.shape) for t in _tensors(inputs)])
                 out = self._call_candidate(
@@ -480,7 +577,10 @@ class Runner:
                     first = False
                     res.stage = "correctness"
                     self._stage(job_id, "correctness")
-                cmp = compare_outputs(out, ref_out, cfg.precision, rtol=cfg.rtol, atol=cfg.atol)
+                ref64 = sample.out64 if cfg.reference_fp64 else None  # cached by an earlier job
+                cmp = compare_outputs(out, ref_out, cfg.precision, rtol=cfg.rtol, atol=cfg.atol, ref64=ref64)
+                if trial == 0:
+                    self._note_fp64(res, shape_label, sample if cfg.reference_fp64 else None, cmp.notes)
                 res.trials = max(res.trials, trial + 1)
                 if not cmp.ok:
                     res.max_abs_error, res.max_rel_error = cmp.max_abs_error, cmp.max_rel_error
@@ -498,8 +598,14 @@ class Runner:
                 del out
         res.max_abs_error, res.max_rel_error = max_abs, max_rel
         if tolerances:
-            # The loosest row applied (largest effective atol) is the one that bounded the verdict.
-            res.tolerance = max(tolerances, key=lambda t: (t.rtol, t.atol * t.atol_scale))
+            # The loosest row applied (largest effective atol, allowance included) bounded the verdict.
+            res.tolerance = max(
+                tolerances,
+                key=lambda t: (
+                    t.rtol,
+                    t.atol * t.atol_scale + (t.allowance_factor or 0) * (t.reference_error or 0),
+                ),
+            )
         res.correct = True
         if self.device != "cuda" or not cfg.time:
             res.stage = "done"
@@ -511,6 +617,20 @@ class Runner:
             )
             return
         self._time(job_id, task, models, path, cfg, res)
+
+    def _note_fp64(
+        self, res: EvalResult, shape_label: str, sample: _Sample | None, cmp_notes: list[str]
+    ) -> None:
+        """Say, once per input shape, what the values were compared against and with what allowance."""
+        status = (sample and sample.fp64_status) or "not used: switched off (reference_fp64=False)"
+        res.extra.setdefault("float64_reference", {})[shape_label] = status
+        notes: list[str] = res.extra["notes"]
+        if status.startswith("unavailable"):
+            notes.append(
+                f"{shape_label} inputs: float64 reference {status}; compared against the float32 reference "
+                "alone (no reference-error allowance)"
+            )
+        notes.extend(f"{shape_label} inputs (trial 1): {n}" for n in cmp_notes)
 
     # ----------------------------------------------------------------- timing (GPU)
     def _time(
@@ -531,7 +651,7 @@ class Runner:
         self._stage(job_id, "timing")
         ref = task.refs[(False, cfg.seed)]
         model = models[tuple(map(repr, ref.init_inputs))]
-        inputs, _ = self._sample(task, ref, cfg.seed, cfg.precision)
+        inputs = self._sample(task, ref, cfg.seed, cfg.precision, fp64=cfg.reference_fp64).inputs
         args_c, args_r = _clone(inputs), _clone(inputs)
         self._apply_precision(cfg.precision)
         with torch.no_grad():
@@ -542,11 +662,12 @@ class Runner:
             )
         # A candidate that remembers its answer per input tensor would look fast on the repeated calls
         # above; give the timed tensors new contents in place and check that the answer follows.
-        other_inputs, other_ref = self._sample(task, ref, cfg.seed + 1, cfg.precision)
-        for dst, src in zip(_tensors(args_c), _tensors(other_inputs), strict=True):
+        other = self._sample(task, ref, cfg.seed + 1, cfg.precision, fp64=cfg.reference_fp64)
+        for dst, src in zip(_tensors(args_c), _tensors(other.inputs), strict=True):
             dst.copy_(src)
-        out = self._call_candidate(model, args_c, other_ref, path, res, "timing", clone=False)
-        cmp = compare_outputs(out, other_ref, cfg.precision, rtol=cfg.rtol, atol=cfg.atol)
+        out = self._call_candidate(model, args_c, other.out, path, res, "timing", clone=False)
+        ref64 = other.out64 if cfg.reference_fp64 else None
+        cmp = compare_outputs(out, other.out, cfg.precision, rtol=cfg.rtol, atol=cfg.atol, ref64=ref64)
         if not cmp.ok:
             self._fail(
                 res,
@@ -637,6 +758,30 @@ def _map_tensors(value: Any, fn: Any) -> Any:
     if isinstance(value, list | tuple):
         return type(value)(_map_tensors(v, fn) for v in value)
     return value
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    import torch
+
+    cur: BaseException | None = exc
+    seen: list[BaseException] = []
+    while cur is not None and cur not in seen:
+        if isinstance(cur, torch.OutOfMemoryError):
+            return True
+        seen.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    return False
+
+
+def _upcast(t: Any) -> Any:
+    """A float64 (complex128) copy of a floating (complex) tensor; other tensors cloned as they are."""
+    import torch
+
+    if t.is_complex():
+        return t.to(torch.complex128, copy=True)
+    if t.is_floating_point():
+        return t.to(torch.float64, copy=True)
+    return t.clone()
 
 
 def _clone(value: Any) -> Any:

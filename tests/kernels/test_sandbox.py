@@ -148,3 +148,177 @@ def test_warm_overhead(pool, relu_task):
     mean = sum(walls) / len(walls)
     print(f"\nwarm per-candidate overhead on CPU: mean {mean * 1e3:.0f} ms, min {min(walls) * 1e3:.0f} ms")
     assert mean < 2.0
+
+
+# ---------------------------------------------------------------- float64 reference in the worker
+
+TANH_SUM_TASK = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x):
+        return torch.tanh(torch.sum(x, dim=self.dim))
+
+
+def get_inputs():
+    return [torch.randn(6, 4096, 37)]
+
+
+def get_small_inputs():
+    return [torch.randn(6, 4096, 37)]
+
+
+def get_init_inputs():
+    return [1]
+"""
+
+# A tiled sum over the middle dimension: 64-row blocks summed, block sums accumulated in fp32.
+TANH_SUM_CANDIDATE = """
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def sum_tanh_kernel(x_ptr, out_ptr, K, N, stride_b, stride_k, SCALE: tl.constexpr,
+                    BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):
+    b = tl.program_id(0)
+    offs_n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        offs_k = k0 + tl.arange(0, BLOCK_K)
+        mask = (offs_k[:, None] < K) & (offs_n[None, :] < N)
+        tile = tl.load(x_ptr + b * stride_b + offs_k[:, None] * stride_k + offs_n[None, :], mask=mask, other=0.0)
+        acc += tl.sum(tile, axis=0)
+    acc = acc * SCALE
+    y = 1.0 - 2.0 / (tl.exp(2.0 * acc) + 1.0)
+    tl.store(out_ptr + b * N + offs_n, y, mask=offs_n < N)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+
+    def forward(self, x):
+        x = x.contiguous()
+        B, K, N = x.shape
+        out = torch.empty((B, N), device=x.device, dtype=x.dtype)
+        grid = (B, triton.cdiv(N, 64))
+        sum_tanh_kernel[grid](x, out, K, N, x.stride(0), x.stride(1), SCALE=SCALE_VALUE, BLOCK_K=64, BLOCK_N=64)
+        return out
+"""
+
+
+@pytest.fixture(scope="module")
+def tanh_sum_task():
+    from tasks import load_task_source
+
+    return load_task_source(TANH_SUM_TASK, "task_tanh_sum")
+
+
+def test_long_reduction_is_checked_against_a_float64_reference(pool, tanh_sum_task):
+    res = pool.evaluate(tanh_sum_task, TANH_SUM_CANDIDATE.replace("SCALE_VALUE", "1.0"))
+    assert res.correct, res.error
+    assert res.extra["float64_reference"] == {"small": "used"}
+    tol = res.tolerance
+    assert tol is not None and tol.allowance_factor == 16.0
+    assert tol.reference_error is not None and 1e-7 < tol.reference_error < 1e-4
+    assert any(n.startswith("small inputs (trial 1): output 0: float64-anchored") for n in res.extra["notes"])
+    assert res.max_abs_error is not None and res.max_abs_error < 16 * tol.reference_error
+
+
+def test_long_reduction_with_a_1e3_relative_error_fails(pool, tanh_sum_task):
+    res = pool.evaluate(tanh_sum_task, TANH_SUM_CANDIDATE.replace("SCALE_VALUE", "1.001"))
+    assert (res.stage, res.error_kind) == ("correctness", "mismatch"), res.error
+    assert "+ 16 x reference error" in res.error
+    assert "expected = a float64 run of the reference" in res.error
+    assert res.tolerance is not None and res.tolerance.reference_error is not None
+
+
+# A weight kept as a plain attribute: .double() does not convert it, so the float64 run cannot multiply.
+PLAIN_WEIGHT_TASK = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.randn(77, 9)
+
+    def forward(self, x):
+        return x @ self.w
+
+
+def get_inputs():
+    return [torch.randn(5, 77)]
+
+
+def get_small_inputs():
+    return [torch.randn(5, 77)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+PLAIN_WEIGHT_CANDIDATE = """
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def row_dot_kernel(x_ptr, w_ptr, out_ptr, K, N, BLOCK_K: tl.constexpr):
+    m = tl.program_id(0)
+    n = tl.program_id(1)
+    offs = tl.arange(0, BLOCK_K)
+    x = tl.load(x_ptr + m * K + offs, mask=offs < K, other=0.0)
+    w = tl.load(w_ptr + offs * N + n, mask=offs < K, other=0.0)
+    tl.store(out_ptr + m * N + n, tl.sum(x * w, axis=0))
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.randn(77, 9)
+
+    def forward(self, x):
+        x, w = x.contiguous(), self.w.to(x.device).contiguous()
+        M, K = x.shape
+        N = w.shape[1]
+        out = torch.empty((M, N), device=x.device, dtype=x.dtype)
+        row_dot_kernel[(M, N)](x, w, out, K, N, BLOCK_K=triton.next_power_of_2(K))
+        return out
+"""
+
+
+def test_float64_reference_failure_falls_back_and_says_so(pool):
+    from tasks import load_task_source
+
+    task = load_task_source(PLAIN_WEIGHT_TASK, "task_plain_weight")
+    res = pool.evaluate(task, PLAIN_WEIGHT_CANDIDATE)
+    assert res.correct, res.error
+    status = res.extra["float64_reference"]["small"]
+    assert status.startswith("unavailable: RuntimeError"), status
+    assert any(
+        "float64 reference unavailable" in n and "float32 reference alone" in n for n in res.extra["notes"]
+    )
+    assert res.tolerance is not None and res.tolerance.reference_error is None
+    assert res.tolerance.allowance_factor is None
+
+
+def test_float64_reference_can_be_switched_off(pool, tanh_sum_task):
+    res = pool.evaluate(
+        tanh_sum_task, TANH_SUM_CANDIDATE.replace("SCALE_VALUE", "1.0"), EvalConfig(reference_fp64=False)
+    )
+    assert res.extra["float64_reference"]["small"].startswith("not used")
+    assert res.tolerance is not None and res.tolerance.reference_error is None
