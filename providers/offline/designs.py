@@ -107,14 +107,16 @@ _ROW_DESIGNS = {
     # family: [(design name, mode, about)]
     "reduction": [("row_registers", "registers", "whole row in registers, one load"),
                   ("looped", "looped", "loop over the row in chunks, tile accumulators"),
-                  ("split", "split", "row split over many programs, partials combined by a second kernel"),
+                  ("split", "split", "rows split over many programs, partials combined by a second kernel"),
                   ("online", "online", "dependent statistics merged into one pass")],
     "softmax": [("row_registers", "registers", "whole row in registers: max, exp, sum from one load"),
                 ("online", "online", "online softmax: running max and rescaled sum in one pass, then write"),
-                ("two_pass", "looped", "a pass for the max, a pass for the sum, a pass to write")],
+                ("two_pass", "looped", "a pass for the max, a pass for the sum, a pass to write"),
+                ("split", "split", "few long rows: statistics from many programs' partials, then a parallel write")],
     "norm": [("row_registers", "registers", "whole row in registers: mean and variance from one load"),
              ("welford", "online", "one pass of chunked Welford/Chan mean and variance, then write"),
-             ("two_pass", "looped", "a pass for the mean, a pass for the variance, a pass to write")],
+             ("two_pass", "looped", "a pass for the mean, a pass for the variance, a pass to write"),
+             ("split", "split", "few long rows (batch norm): statistics from many programs, then a parallel write")],
     "loss": [("row_registers", "registers", "whole row in registers"),
              ("split", "split", "row split over many programs, partials combined by a second kernel"),
              ("looped", "looped", "loop over the row in chunks"),
@@ -225,7 +227,8 @@ def default_design(info: KernelInfo) -> Design:
     by_mode = {d.mode: d for d in ds}
     if info.kind == "rows":
         np2 = triton.next_power_of_2(max(info.NR, 1))
-        if "split" in by_mode and info.NK < 2 * HOPPER_SMS and info.NR >= 65536:
+        # Few long rows leave most SMs idle with one program per row: split each row over programs.
+        if "split" in by_mode and info.NK < 4 * HOPPER_SMS and info.NR >= 65536:
             return by_mode["split"]
         if info.layout == "cols":
             if np2 * 64 <= 16384:

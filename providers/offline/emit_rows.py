@@ -284,13 +284,7 @@ class RowKernelGen:
         return found[0] if len(found) == 1 else None
 
     def split_ok(self) -> bool:
-        return (
-            self.layout == "rows"
-            and not self.full_outputs
-            and not self.scans
-            and all(self.level.get(s.id, 0) <= 1 for s in self.stats)
-            and all(s.op in STAT_OPS for s in self.stats)
-        )
+        return self.layout == "rows" and not self.scans and all(s.op in STAT_OPS for s in self.stats)
 
     # ---- code: shared pieces -----------------------------------------------------------------------
     def gname(self, gi: int) -> str:
@@ -550,6 +544,13 @@ class RowKernelGen:
         if s.op == "numel":
             c(f"s{s.id} = NR * 1.0")
             self.stat_names[s.id] = Operand(f"s{s.id}", "f")
+            return self.stat_names[s.id]
+        if s.id in getattr(self, "stat_buffers", set()):
+            # Split design: an earlier kernel combined this statistic into a per-row buffer.
+            c(f"s{s.id} = tl.load(sb{s.id} + {self.rowid}, mask={self.rowmask}, other=0)")
+            self.stat_names[s.id] = Operand(
+                f"s{s.id}", "i" if s.op in ("argmax", "argmin") else cat_of(s.dtype)
+            )
             return self.stat_names[s.id]
         if not self.single:
             raise RowPlanError(f"statistic {s.id} used before its pass")
@@ -841,120 +842,145 @@ class RowKernelGen:
                 c(f"s{d.id} = tl.sum(e{d.id} * tl.exp(msafe - {mx.text}), axis={ax}, keep_dims=True)")
                 self.stat_names[d.id] = Operand(f"s{d.id}", "f")
 
-    # ---- split: partial statistics, then a combining kernel ----------------------------------------
+    # ---- split: partial statistics, combined per row, then the written pass ---------------------------
+    def split_levels(self) -> list[list[Value]]:
+        levels = sorted({self.level[s.id] for s in self.stats if s.op != "numel"})
+        return [[s for s in self.stats if s.op != "numel" and self.level[s.id] == lv] for lv in levels]
+
+    def _split_params(self, c: Code, name: str, params: list[str]) -> None:
+        c("@triton.jit")
+        c(f"def {name}(")
+        with c.indent():
+            for p in params:
+                c(p + ",")
+        c("):")
+
     def _split_sources(self, name: str) -> str:
+        """Kernels `{name}_p{l}` (partials of level l), `{name}_c{l}` (combine), `{name}_apply` (write)."""
         self.out_names = {v.id: f"out{i}" for i, v in enumerate(self.k.outputs)}
-        parts = []
-        for s in self.stats:
-            if s.op == "numel":
-                continue
-            parts.append(f"p{s.id}")
-            if s.op in ("argmax", "argmin"):
-                parts.append(f"pi{s.id}")
+        levels = self.split_levels()
+        all_stats = [st for group in levels for st in group]
+        sbufs = [f"sb{st.id}" for st in all_stats]
+        loads = [ld.name for ld in self.loads.values()]
+        syms = [n for n, _ in self.syms.values()]
+        sizes = [self.gname(gi) for gi in range(len(self.groups))]
+        strides = [x for ld in self.loads.values() for x in self.load_strides(ld)]
         c = Code()
-        saved_outputs = self.full_outputs
-        self.full_outputs = []
-        params = [ld.name for ld in self.loads.values()] + parts + [n for n, _ in self.syms.values()]
-        params += ["NK", "NR", "SPLIT", "CHUNKS"] + [self.gname(gi) for gi in range(len(self.groups))]
-        for ld in self.loads.values():
-            params += self.load_strides(ld)
-        params += ["BLOCK_M: tl.constexpr", "BLOCK_R: tl.constexpr"]
-        c("@triton.jit")
-        c(f"def {name}_partial(")
-        with c.indent():
-            for p in params:
-                c(p + ",")
-        c("):")
-        with c.indent():
-            self.stat_names = {}
-            self.row_memo = {}
-            self.single = False
-            self.header_rows(c)
-            c("ps = tl.program_id(1)")
-            group = [s for s in self.stats if s.op != "numel"]
-            self._row_prereqs(c, group)
-            tile = "[BLOCK_M, BLOCK_R]"
-            for s in group:
-                c(f"a{s.id} = tl.full({tile}, {self._neutral(s)}, {self._acc_dtype(s)})")
-                if s.op in ("argmax", "argmin"):
-                    c(f"i{s.id} = tl.zeros({tile}, dtype=tl.int32)")
-            c("for ci in range(0, CHUNKS):")
+        for li, group in enumerate(levels):
+            parts = [
+                x
+                for st in group
+                for x in ([f"p{st.id}"] + ([f"pi{st.id}"] if st.op in ("argmax", "argmin") else []))
+            ]
+            # Partials of this level: each program reduces CHUNKS chunks of its rows.
+            self._split_params(c, f"{name}_p{li}", loads + sbufs + parts + syms + ["NK", "NR", "SPLIT", "CHUNKS"]
+                               + sizes + strides + ["BLOCK_M: tl.constexpr", "BLOCK_R: tl.constexpr"])  # fmt: skip
             with c.indent():
-                self.after_chunk = []
-                self.chunk_setup(c, "(ps * CHUNKS + ci) * BLOCK_R")
-                memo: dict[int, Operand] = {}
-                self.full_memo = memo
-                for s in group:
-                    m = self._masked(c, s, memo)
-                    a = f"a{s.id}"
-                    if s.op in ("sum", "mean"):
-                        c(f"{a} = {a} + {m}")
-                    elif s.op in ("max", "any"):
-                        c(f"{a} = tl.maximum({a}, {m})")
-                    elif s.op in ("min", "all"):
-                        c(f"{a} = tl.minimum({a}, {m})")
-                    elif s.op == "prod":
-                        c(f"{a} = {a} * {m}")
+                self.stat_names = {}
+                self.row_memo = {}
+                self.single = False
+                self.evict = None
+                self.stat_buffers = {st.id for g in levels[:li] for st in g}
+                self.header_rows(c)
+                c("ps = tl.program_id(1)")
+                self._row_prereqs(c, group)
+                tile = "[BLOCK_M, BLOCK_R]"
+                for st in group:
+                    c(f"a{st.id} = tl.full({tile}, {self._neutral(st)}, {self._acc_dtype(st)})")
+                    if st.op in ("argmax", "argmin"):
+                        c(f"i{st.id} = tl.zeros({tile}, dtype=tl.int32)")
+                c("for ci in range(0, CHUNKS):")
+                with c.indent():
+                    self.after_chunk = []
+                    self.chunk_setup(c, "(ps * CHUNKS + ci) * BLOCK_R")
+                    self.full_memo = {}
+                    for st in group:
+                        self._accumulate(c, st)
+                for st in group:
+                    a = f"a{st.id}"
+                    if st.op in ("argmax", "argmin"):
+                        red = "tl.max" if st.op == "argmax" else "tl.min"
+                        c(f"b{st.id} = {red}({a}, axis=1, keep_dims=True)")
+                        c(
+                            f"j{st.id} = tl.min(tl.where({a} == b{st.id}, i{st.id}, 2147483647), axis=1, keep_dims=True)"
+                        )
+                        c(f"tl.store(p{st.id} + rk * SPLIT + ps, b{st.id}, mask=kmask)")
+                        c(f"tl.store(pi{st.id} + rk * SPLIT + ps, j{st.id}.to(tl.int64), mask=kmask)")
                     else:
-                        cmp = ">" if s.op == "argmax" else "<"
-                        c(f"upd = {m} {cmp} {a}")
-                        c(f"{a} = tl.where(upd, {m}, {a})")
-                        c(f"i{s.id} = tl.where(upd, rr, i{s.id})")
-            for s in group:
-                a = f"a{s.id}"
-                if s.op in ("argmax", "argmin"):
-                    red = "tl.max" if s.op == "argmax" else "tl.min"
-                    c(f"b{s.id} = {red}({a}, axis=1, keep_dims=True)")
-                    c(
-                        f"j{s.id} = tl.min(tl.where({a} == b{s.id}, i{s.id}, 2147483647), axis=1, keep_dims=True)"
-                    )
-                    c(f"tl.store(p{s.id} + rk * SPLIT + ps, b{s.id}, mask=kmask)")
-                    c(f"tl.store(pi{s.id} + rk * SPLIT + ps, j{s.id}.to(tl.int64), mask=kmask)")
-                else:
-                    op = "sum" if s.op == "mean" else s.op
-                    c(f"tl.store(p{s.id} + rk * SPLIT + ps, {self._reduce_text(op, a, 1)}, mask=kmask)")
-        c()
-        # The combining kernel: one program per BLOCK_M rows reads all partials of its rows.
-        params = (
-            [ld.name for ld in self.loads.values()] + parts + [self.out_names[v.id] for v in self.k.outputs]
-        )
-        params += [n for n, _ in self.syms.values()]
-        params += ["NK", "NR", "SPLIT"] + [self.gname(gi) for gi in range(len(self.groups))]
-        for ld in self.loads.values():
-            params += self.load_strides(ld)
-        params += ["BLOCK_M: tl.constexpr", "BLOCK_S: tl.constexpr"]
-        c("@triton.jit")
-        c(f"def {name}_combine(")
-        with c.indent():
-            for p in params:
-                c(p + ",")
-        c("):")
-        with c.indent():
-            self.stat_names = {}
-            self.row_memo = {}
-            self.header_rows(c)
-            c("sp = tl.arange(0, BLOCK_S)[None, :]")
-            c("pmask = kmask & (sp < SPLIT)")
-            for s in group:
-                neutral = self._neutral(s) if s.op != "mean" else "0.0"
-                c(f"q{s.id} = tl.load(p{s.id} + rk * SPLIT + sp, mask=pmask, other={neutral})")
-                if s.op in ("argmax", "argmin"):
-                    red = "tl.max" if s.op == "argmax" else "tl.min"
-                    c(
-                        f"qi{s.id} = tl.load(pi{s.id} + rk * SPLIT + sp, mask=pmask, other=9223372036854775807)"
-                    )
-                    c(f"b{s.id} = {red}(q{s.id}, axis=1, keep_dims=True)")
-                    c(
-                        f"s{s.id} = tl.min(tl.where(q{s.id} == b{s.id}, qi{s.id}, 9223372036854775807), axis=1, keep_dims=True)"
-                    )
-                    self.stat_names[s.id] = Operand(f"s{s.id}", "i")
-                else:
-                    op = "sum" if s.op == "mean" else s.op
-                    self._finish_stat(c, s, self._reduce_text(op, f"q{s.id}", 1))
-            for v in self.row_outputs:
-                self.store_row(c, v)
-        self.full_outputs = saved_outputs
+                        op = "sum" if st.op == "mean" else st.op
+                        c(f"tl.store(p{st.id} + rk * SPLIT + ps, {self._reduce_text(op, a, 1)}, mask=kmask)")
+            c()
+            # Combine: one program per BLOCK_M rows reads every partial of its rows.
+            last = li == len(levels) - 1
+            outs = [self.out_names[v.id] for v in self.row_outputs] if last else []
+            self._split_params(c, f"{name}_c{li}", loads + sbufs + parts + outs + syms + ["NK", "NR", "SPLIT"] + sizes
+                               + strides + ["BLOCK_M: tl.constexpr", "BLOCK_S: tl.constexpr"])  # fmt: skip
+            with c.indent():
+                self.stat_names = {}
+                self.row_memo = {}
+                self.stat_buffers = {st.id for g in levels[:li] for st in g}
+                self.header_rows(c)
+                c("sp = tl.arange(0, BLOCK_S)[None, :]")
+                c("pmask = kmask & (sp < SPLIT)")
+                for st in group:
+                    neutral = self._neutral(st) if st.op != "mean" else "0.0"
+                    c(f"q{st.id} = tl.load(p{st.id} + rk * SPLIT + sp, mask=pmask, other={neutral})")
+                    if st.op in ("argmax", "argmin"):
+                        red = "tl.max" if st.op == "argmax" else "tl.min"
+                        big = "9223372036854775807"
+                        c(f"qi{st.id} = tl.load(pi{st.id} + rk * SPLIT + sp, mask=pmask, other={big})")
+                        c(f"b{st.id} = {red}(q{st.id}, axis=1, keep_dims=True)")
+                        c(
+                            f"s{st.id} = tl.min(tl.where(q{st.id} == b{st.id}, qi{st.id}, {big}), axis=1, keep_dims=True)"
+                        )
+                        self.stat_names[st.id] = Operand(f"s{st.id}", "i")
+                    else:
+                        op = "sum" if st.op == "mean" else st.op
+                        self._finish_stat(c, st, self._reduce_text(op, f"q{st.id}", 1))
+                    c(f"tl.store(sb{st.id} + rk, s{st.id}, mask=kmask)")
+                if last:
+                    for v in self.row_outputs:
+                        self.store_row(c, v)
+            c()
+        if self.full_outputs:
+            outs = [self.out_names[v.id] for v in self.full_outputs]
+            ostrides = [f"{o}_s{gi}" for o in outs for gi in range(len(self.groups))]
+            self._split_params(c, f"{name}_apply", loads + sbufs + outs + syms + ["NK", "NR", "SPLIT", "CHUNKS"] + sizes
+                               + strides + ostrides + ["BLOCK_M: tl.constexpr", "BLOCK_R: tl.constexpr"])  # fmt: skip
+            with c.indent():
+                self.stat_names = {}
+                self.row_memo = {}
+                self.stat_buffers = {st.id for st in all_stats}
+                self.evict = None
+                self.header_rows(c)
+                c("ps = tl.program_id(1)")
+                self._row_prereqs(c, self.full_outputs)
+                c("for ci in range(0, CHUNKS):")
+                with c.indent():
+                    self.after_chunk = []
+                    self.chunk_setup(c, "(ps * CHUNKS + ci) * BLOCK_R")
+                    self.full_memo = {}
+                    for v in self.full_outputs:
+                        self.store_full(c, v, self.full_memo)
+        self.stat_buffers = set()
         return c.text()
+
+    def _accumulate(self, c: Code, st: Value) -> None:
+        m = self._masked(c, st, self.full_memo)
+        a = f"a{st.id}"
+        if st.op in ("sum", "mean"):
+            c(f"{a} = {a} + {m}")
+        elif st.op in ("max", "any"):
+            c(f"{a} = tl.maximum({a}, {m})")
+        elif st.op in ("min", "all"):
+            c(f"{a} = tl.minimum({a}, {m})")
+        elif st.op == "prod":
+            c(f"{a} = {a} * {m}")
+        else:
+            cmp = ">" if st.op == "argmax" else "<"
+            c(f"upd = {m} {cmp} {a}")
+            c(f"{a} = tl.where(upd, {m}, {a})")
+            c(f"i{st.id} = tl.where(upd, rr, i{st.id})")
 
     # ---- the launcher ------------------------------------------------------------------------------
     def launcher_source(
@@ -1097,30 +1123,64 @@ class RowKernelGen:
         c(f"want = max(1, {cfg.WAVES} * _num_sms({dev}.device) // triton.cdiv(NK, BLOCK_M))")
         c("CHUNKS = triton.cdiv(nchunks, max(1, min(nchunks, want, 2048)))")
         c("SPLIT = triton.cdiv(nchunks, CHUNKS)")
-        parts = []
-        for s in self.stats:
-            if s.op == "numel":
-                continue
-            dt = "torch.float32" if self._acc_dtype(s) == "tl.float32" else "torch.int64"
-            if s.op in ("any", "all"):
-                dt = "torch.int32"
-            parts.append(f"p{s.id}")
-            c(f"p{s.id} = torch.empty((NK, SPLIT), device={dev}.device, dtype={dt})")
-            if s.op in ("argmax", "argmin"):
-                parts.append(f"pi{s.id}")
-                c(f"pi{s.id} = torch.empty((NK, SPLIT), device={dev}.device, dtype=torch.int64)")
-        sizes = [f"G{gi}" for gi in range(len(self.groups))]
-        c(f"{self.kname}_partial[(triton.cdiv(NK, BLOCK_M), SPLIT)](")
-        with c.indent():
-            c(", ".join(args + parts + snames + ["NK", "NR", "SPLIT", "CHUNKS"] + sizes + strides) + ",")
-            c(
-                f"BLOCK_M=BLOCK_M, BLOCK_R=BLOCK_R, num_warps={cfg.num_warps or 8}, num_stages={cfg.num_stages},"
-            )
-        c(")")
         c("BLOCK_S = triton.next_power_of_2(SPLIT)")
         c("BLOCK_MC = max(1, min(triton.next_power_of_2(max(NK, 1)), 4096 // BLOCK_S))")
-        c(f"{self.kname}_combine[(triton.cdiv(NK, BLOCK_MC),)](")
-        with c.indent():
-            c(", ".join(args + parts + outs + snames + ["NK", "NR", "SPLIT"] + sizes + strides) + ",")
-            c("BLOCK_M=BLOCK_MC, BLOCK_S=BLOCK_S, num_warps=4,")
-        c(")")
+        levels = self.split_levels()
+        sbufs = []
+        for group in levels:
+            for st in group:
+                dt = (
+                    "torch.int64"
+                    if st.op in ("argmax", "argmin") or self._acc_dtype(st) == "tl.int64"
+                    else "torch.float32"
+                )
+                if st.op in ("any", "all"):
+                    dt = "torch.bool"
+                sbufs.append(f"sb{st.id}")
+                c(f"sb{st.id} = torch.empty((NK,), device={dev}.device, dtype={dt})")
+        sizes = [f"G{gi}" for gi in range(len(self.groups))]
+        loads = args[: len(self.loads)]
+        row_outs = [o for o, v in zip(outs, self.k.outputs, strict=True) if v in self.row_outputs]
+        warps = cfg.num_warps or 8
+        for li, group in enumerate(levels):
+            parts = []
+            for st in group:
+                dt = "torch.float32" if self._acc_dtype(st) == "tl.float32" else "torch.int64"
+                if st.op in ("any", "all"):
+                    dt = "torch.int32"
+                parts.append(f"p{st.id}")
+                c(f"p{st.id} = torch.empty((NK, SPLIT), device={dev}.device, dtype={dt})")
+                if st.op in ("argmax", "argmin"):
+                    parts.append(f"pi{st.id}")
+                    c(f"pi{st.id} = torch.empty((NK, SPLIT), device={dev}.device, dtype=torch.int64)")
+            c(f"{self.kname}_p{li}[(triton.cdiv(NK, BLOCK_M), SPLIT)](")
+            with c.indent():
+                c(
+                    ", ".join(
+                        loads + sbufs + parts + snames + ["NK", "NR", "SPLIT", "CHUNKS"] + sizes + strides
+                    )
+                    + ","
+                )
+                c(f"BLOCK_M=BLOCK_M, BLOCK_R=BLOCK_R, num_warps={warps}, num_stages={cfg.num_stages},")
+            c(")")
+            last = li == len(levels) - 1
+            c(f"{self.kname}_c{li}[(triton.cdiv(NK, BLOCK_MC),)](")
+            with c.indent():
+                c(", ".join(loads + sbufs + parts + (row_outs if last else []) + snames + ["NK", "NR", "SPLIT"] + sizes
+                            + strides) + ",")  # fmt: skip
+                c("BLOCK_M=BLOCK_MC, BLOCK_S=BLOCK_S, num_warps=4,")
+            c(")")
+        if self.full_outputs:
+            full_outs = []
+            ostrides = []
+            for o, v in zip(outs, self.k.outputs, strict=True):
+                if v in self.full_outputs:
+                    full_outs.append(o)
+                    c(f"_, st{o} = _group_strides({o}, shape, groups)")
+                    ostrides += [f"st{o}[{gi}]" for gi in range(len(self.groups))]
+            c(f"{self.kname}_apply[(triton.cdiv(NK, BLOCK_M), SPLIT)](")
+            with c.indent():
+                c(", ".join(loads + sbufs + full_outs + snames + ["NK", "NR", "SPLIT", "CHUNKS"] + sizes + strides
+                            + ostrides) + ",")  # fmt: skip
+                c(f"BLOCK_M=BLOCK_M, BLOCK_R=BLOCK_R, num_warps={warps}, num_stages={cfg.num_stages},")
+            c(")")
