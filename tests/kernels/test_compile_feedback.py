@@ -239,7 +239,7 @@ def test_a_hanging_candidate_is_killed_at_the_timeout():
     hang = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        while True:\n            pass\n"
     r = compile_for_target(hang, RELU, "h200", shapes="small", timeout_s=5)
     assert r.error_kind == "timeout" and not r.ok
-    assert r.wall_s < 15
+    assert r.wall_s < 30  # killed at the limit, not left to run; slack for start-up on a loaded machine
 
 
 def test_bad_arguments_raise_one_line_errors():

@@ -140,14 +140,17 @@ def test_pool_keeps_serving(pool, relu_task):
     assert all(r.correct for r in results), [r.error for r in results]
 
 
-def test_warm_overhead(pool, relu_task):
-    """Warm workers: the per-candidate cost is the check itself, not a process start (~seconds)."""
+def test_warm_workers_serve_repeated_candidates_without_restarting(pool, relu_task):
+    """Warm workers: repeated candidates are served by the same processes (no respawn per candidate).
+    The per-candidate cost is printed for information; speed is measured in benchmarks/, not asserted."""
     src = source("relu_ok.py")
     pool.evaluate(relu_task, src)
-    walls = [pool.evaluate(relu_task, src).wall_s for _ in range(4)]
-    mean = sum(walls) / len(walls)
-    print(f"\nwarm per-candidate overhead on CPU: mean {mean * 1e3:.0f} ms, min {min(walls) * 1e3:.0f} ms")
-    assert mean < 2.0
+    restarts = pool.restarts
+    results = [pool.evaluate(relu_task, src) for _ in range(4)]
+    assert all(r.correct for r in results), [r.error for r in results]
+    assert pool.restarts == restarts
+    walls = [r.wall_s for r in results]
+    print(f"\nwarm per-candidate cost on CPU: mean {sum(walls) / len(walls) * 1e3:.0f} ms")
 
 
 # ---------------------------------------------------------------- float64 reference in the worker
