@@ -87,6 +87,9 @@ def _rows_space(layout: str, mode: str) -> dict[str, tuple[Any, ...]]:
             "num_warps": (0, 4, 8, 16),
         }
     if mode == "split":
+        if layout == "cols":
+            return {"BLOCK_R": (8, 16, 32, 64, 128), "BLOCK_I": (16, 32, 64, 128, 256), "WAVES": (1, 2, 4, 8),
+                    "num_warps": (2, 4, 8, 16)}  # fmt: skip
         return {"BLOCK_R": (1024, 2048, 4096, 8192), "WAVES": (1, 2, 4, 8), "num_warps": (4, 8, 16)}
     if layout == "cols":
         return {
@@ -231,6 +234,9 @@ def default_design(info: KernelInfo) -> Design:
         if "split" in by_mode and info.NK < 4 * HOPPER_SMS and info.NR >= 65536:
             return by_mode["split"]
         if info.layout == "cols":
+            programs = (info.NK // max(info.NI, 1)) * -(-info.NI // 16)
+            if "split" in by_mode and programs < 2 * HOPPER_SMS and info.NR >= 16384:
+                return by_mode["split"]
             if np2 * 64 <= 16384:
                 return by_mode["registers"]
             return by_mode.get("online", by_mode["looped"])
@@ -259,6 +265,8 @@ def default_config(design: Design, info: KernelInfo, tf32: bool = False) -> dict
             bi = min(bi, triton.next_power_of_2(max(info.NI, 1)))
             if design.mode == "registers":
                 return {"BLOCK_I": bi, "TILE": 8192, "num_warps": 0}
+            if design.mode == "split":
+                return {"BLOCK_R": max(8, min(128, 4096 // bi)), "BLOCK_I": bi, "WAVES": 4, "num_warps": 8}
             return {"BLOCK_R": max(8, min(128, 4096 // bi)), "BLOCK_I": bi, "num_warps": 8, "EVICT": 1}
         if design.mode == "registers":
             return {"TILE": 4096, "RMAX": 16384, "num_warps": 0}

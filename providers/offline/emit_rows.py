@@ -284,7 +284,7 @@ class RowKernelGen:
         return found[0] if len(found) == 1 else None
 
     def split_ok(self) -> bool:
-        return self.layout == "rows" and not self.scans and all(s.op in STAT_OPS for s in self.stats)
+        return bool(self.stats) and not self.scans and all(s.op in STAT_OPS for s in self.stats)
 
     # ---- code: shared pieces -----------------------------------------------------------------------
     def gname(self, gi: int) -> str:
@@ -873,18 +873,19 @@ class RowKernelGen:
                 for x in ([f"p{st.id}"] + ([f"pi{st.id}"] if st.op in ("argmax", "argmin") else []))
             ]
             # Partials of this level: each program reduces CHUNKS chunks of its rows.
-            self._split_params(c, f"{name}_p{li}", loads + sbufs + parts + syms + ["NK", "NR", "SPLIT", "CHUNKS"]
-                               + sizes + strides + ["BLOCK_M: tl.constexpr", "BLOCK_R: tl.constexpr"])  # fmt: skip
+            self._split_params(c, f"{name}_p{li}", loads + sbufs + parts + syms + self._split_sizes() + ["SPLIT", "CHUNKS"]
+                               + sizes + strides + self._split_meta())  # fmt: skip
             with c.indent():
                 self.stat_names = {}
                 self.row_memo = {}
                 self.single = False
                 self.evict = None
                 self.stat_buffers = {st.id for g in levels[:li] for st in g}
-                self.header_rows(c)
+                (self.header_rows if self.layout == "rows" else self.header_cols)(c)
                 c("ps = tl.program_id(1)")
                 self._row_prereqs(c, group)
-                tile = "[BLOCK_M, BLOCK_R]"
+                tile = "[BLOCK_M, BLOCK_R]" if self.layout == "rows" else "[BLOCK_R, BLOCK_I]"
+                ax = self.AX
                 for st in group:
                     c(f"a{st.id} = tl.full({tile}, {self._neutral(st)}, {self._acc_dtype(st)})")
                     if st.op in ("argmax", "argmin"):
@@ -896,19 +897,23 @@ class RowKernelGen:
                     self.full_memo = {}
                     for st in group:
                         self._accumulate(c, st)
+                rid, rmask = self.rowid, self.rowmask
                 for st in group:
                     a = f"a{st.id}"
                     if st.op in ("argmax", "argmin"):
                         red = "tl.max" if st.op == "argmax" else "tl.min"
-                        c(f"b{st.id} = {red}({a}, axis=1, keep_dims=True)")
+                        big = "2147483647"
+                        c(f"b{st.id} = {red}({a}, axis={ax}, keep_dims=True)")
                         c(
-                            f"j{st.id} = tl.min(tl.where({a} == b{st.id}, i{st.id}, 2147483647), axis=1, keep_dims=True)"
+                            f"j{st.id} = tl.min(tl.where({a} == b{st.id}, i{st.id}, {big}), axis={ax}, keep_dims=True)"
                         )
-                        c(f"tl.store(p{st.id} + rk * SPLIT + ps, b{st.id}, mask=kmask)")
-                        c(f"tl.store(pi{st.id} + rk * SPLIT + ps, j{st.id}.to(tl.int64), mask=kmask)")
+                        c(f"tl.store(p{st.id} + {rid} * SPLIT + ps, b{st.id}, mask={rmask})")
+                        c(f"tl.store(pi{st.id} + {rid} * SPLIT + ps, j{st.id}.to(tl.int64), mask={rmask})")
                     else:
                         op = "sum" if st.op == "mean" else st.op
-                        c(f"tl.store(p{st.id} + rk * SPLIT + ps, {self._reduce_text(op, a, 1)}, mask=kmask)")
+                        c(
+                            f"tl.store(p{st.id} + {rid} * SPLIT + ps, {self._reduce_text(op, a, ax)}, mask={rmask})"
+                        )
             c()
             # Combine: one program per BLOCK_M rows reads every partial of its rows.
             last = li == len(levels) - 1
@@ -919,6 +924,8 @@ class RowKernelGen:
                 self.stat_names = {}
                 self.row_memo = {}
                 self.stat_buffers = {st.id for g in levels[:li] for st in g}
+                # Partials are stored per flattened kept index, whatever the layout: combine walks rows.
+                layout, self.layout = self.layout, "rows"
                 self.header_rows(c)
                 c("sp = tl.arange(0, BLOCK_S)[None, :]")
                 c("pmask = kmask & (sp < SPLIT)")
@@ -941,18 +948,19 @@ class RowKernelGen:
                 if last:
                     for v in self.row_outputs:
                         self.store_row(c, v)
+                self.layout = layout
             c()
         if self.full_outputs:
             outs = [self.out_names[v.id] for v in self.full_outputs]
             ostrides = [f"{o}_s{gi}" for o in outs for gi in range(len(self.groups))]
-            self._split_params(c, f"{name}_apply", loads + sbufs + outs + syms + ["NK", "NR", "SPLIT", "CHUNKS"] + sizes
-                               + strides + ostrides + ["BLOCK_M: tl.constexpr", "BLOCK_R: tl.constexpr"])  # fmt: skip
+            self._split_params(c, f"{name}_apply", loads + sbufs + outs + syms + self._split_sizes() + ["SPLIT", "CHUNKS"]
+                               + sizes + strides + ostrides + self._split_meta())  # fmt: skip
             with c.indent():
                 self.stat_names = {}
                 self.row_memo = {}
                 self.stat_buffers = {st.id for st in all_stats}
                 self.evict = None
-                self.header_rows(c)
+                (self.header_rows if self.layout == "rows" else self.header_cols)(c)
                 c("ps = tl.program_id(1)")
                 self._row_prereqs(c, self.full_outputs)
                 c("for ci in range(0, CHUNKS):")
@@ -964,6 +972,14 @@ class RowKernelGen:
                         self.store_full(c, v, self.full_memo)
         self.stat_buffers = set()
         return c.text()
+
+    def _split_sizes(self) -> list[str]:
+        return ["NK", "NR"] + (["NI"] if self.layout == "cols" else [])
+
+    def _split_meta(self) -> list[str]:
+        if self.layout == "rows":
+            return ["BLOCK_M: tl.constexpr", "BLOCK_R: tl.constexpr"]
+        return ["BLOCK_R: tl.constexpr", "BLOCK_I: tl.constexpr"]
 
     def _accumulate(self, c: Code, st: Value) -> None:
         m = self._masked(c, st, self.full_memo)
@@ -1118,9 +1134,16 @@ class RowKernelGen:
         cfg = self.cfg
         dev = args[0]
         c(f"BLOCK_R = min({cfg.BLOCK_R}, triton.next_power_of_2(max(NR, 1)))")
-        c(f"BLOCK_M = min({cfg.BLOCK_M}, triton.next_power_of_2(max(NK, 1)))")
+        if self.layout == "rows":
+            c(f"BLOCK_M = min({cfg.BLOCK_M}, triton.next_power_of_2(max(NK, 1)))")
+            c("blocks = triton.cdiv(NK, BLOCK_M)")
+            meta = "BLOCK_M=BLOCK_M, BLOCK_R=BLOCK_R"
+        else:
+            c(f"BLOCK_I = min({cfg.BLOCK_I}, triton.next_power_of_2(max(NI, 1)))")
+            c("blocks = (NK // max(NI, 1)) * triton.cdiv(NI, BLOCK_I)")
+            meta = "BLOCK_R=BLOCK_R, BLOCK_I=BLOCK_I"
         c("nchunks = triton.cdiv(NR, BLOCK_R)")
-        c(f"want = max(1, {cfg.WAVES} * _num_sms({dev}.device) // triton.cdiv(NK, BLOCK_M))")
+        c(f"want = max(1, {cfg.WAVES} * _num_sms({dev}.device) // blocks)")
         c("CHUNKS = triton.cdiv(nchunks, max(1, min(nchunks, want, 2048)))")
         c("SPLIT = triton.cdiv(nchunks, CHUNKS)")
         c("BLOCK_S = triton.next_power_of_2(SPLIT)")
@@ -1153,15 +1176,20 @@ class RowKernelGen:
                 if st.op in ("argmax", "argmin"):
                     parts.append(f"pi{st.id}")
                     c(f"pi{st.id} = torch.empty((NK, SPLIT), device={dev}.device, dtype=torch.int64)")
-            c(f"{self.kname}_p{li}[(triton.cdiv(NK, BLOCK_M), SPLIT)](")
+            c(f"{self.kname}_p{li}[(blocks, SPLIT)](")
             with c.indent():
-                c(
-                    ", ".join(
-                        loads + sbufs + parts + snames + ["NK", "NR", "SPLIT", "CHUNKS"] + sizes + strides
-                    )
-                    + ","
+                args_p = (
+                    loads
+                    + sbufs
+                    + parts
+                    + snames
+                    + self._split_sizes()
+                    + ["SPLIT", "CHUNKS"]
+                    + sizes
+                    + strides
                 )
-                c(f"BLOCK_M=BLOCK_M, BLOCK_R=BLOCK_R, num_warps={warps}, num_stages={cfg.num_stages},")
+                c(", ".join(args_p) + ",")
+                c(f"{meta}, num_warps={warps}, num_stages={cfg.num_stages},")
             c(")")
             last = li == len(levels) - 1
             c(f"{self.kname}_c{li}[(triton.cdiv(NK, BLOCK_MC),)](")
@@ -1178,9 +1206,11 @@ class RowKernelGen:
                     full_outs.append(o)
                     c(f"_, st{o} = _group_strides({o}, shape, groups)")
                     ostrides += [f"st{o}[{gi}]" for gi in range(len(self.groups))]
-            c(f"{self.kname}_apply[(triton.cdiv(NK, BLOCK_M), SPLIT)](")
+            c(f"{self.kname}_apply[(blocks, SPLIT)](")
             with c.indent():
-                c(", ".join(loads + sbufs + full_outs + snames + ["NK", "NR", "SPLIT", "CHUNKS"] + sizes + strides
-                            + ostrides) + ",")  # fmt: skip
-                c(f"BLOCK_M=BLOCK_M, BLOCK_R=BLOCK_R, num_warps={warps}, num_stages={cfg.num_stages},")
+                args_a = (
+                    loads + sbufs + full_outs + snames + self._split_sizes() + ["SPLIT", "CHUNKS"] + sizes
+                )
+                c(", ".join(args_a + strides + ostrides) + ",")
+                c(f"{meta}, num_warps={warps}, num_stages={cfg.num_stages},")
             c(")")
