@@ -25,6 +25,7 @@ kernel fails even when the source looks fine.
 from __future__ import annotations
 
 import ast
+import threading
 from collections.abc import Iterable, Iterator
 from typing import Literal
 
@@ -446,10 +447,17 @@ def _model_new(tree: ast.Module, mod: _Module) -> str | None:
     return "no ModelNew class defined at module level"
 
 
+# CPython 3.11's ast.parse is not safe to call from several threads at once (it can raise
+# "SystemError: AST constructor recursion depth mismatch"); WorkerPool.evaluate_many checks candidates
+# from a thread per worker, so parsing is serialised here.
+_PARSE_LOCK = threading.Lock()
+
+
 def static_check(source: str, task_name: str | None = None) -> StaticReport:
     """Check a candidate's source; `task_name` (the task module's name) is forbidden as an import."""
     try:
-        tree = ast.parse(source)
+        with _PARSE_LOCK:
+            tree = ast.parse(source)
     except SyntaxError as exc:
         where = f"line {exc.lineno}: " if exc.lineno else ""
         text = (exc.text or "").strip()

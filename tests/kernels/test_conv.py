@@ -13,12 +13,11 @@ convolution tasks under every design and layout.
 from __future__ import annotations
 
 import textwrap
-import threading
 from pathlib import Path
 
 import pytest
 
-from hardware import EvalConfig, EvalResult, WorkerPool, sandbox
+from hardware import EvalConfig, EvalResult, WorkerPool
 from providers.offline.conv import (
     ConvConfig,
     analyze_conv_task,
@@ -311,17 +310,7 @@ CONFIG = EvalConfig(device="cpu", time=False, compile_baseline=False, second_sha
 
 @pytest.fixture(scope="module")
 def pool():
-    # evaluate_many runs the harness's static check (ast.parse) in several threads, which Python 3.11's
-    # ast module does not survive ("AST constructor recursion depth mismatch"); one at a time here.
-    lock = threading.Lock()
-    original = sandbox.static_check
-
-    def static_check(*args, **kwargs):
-        with lock:
-            return original(*args, **kwargs)
-
-    with pytest.MonkeyPatch.context() as mp, WorkerPool(device="cpu", workers=2) as p:
-        mp.setattr(sandbox, "static_check", static_check)
+    with WorkerPool(device="cpu", workers=2) as p:
         yield p
 
 
