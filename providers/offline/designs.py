@@ -19,8 +19,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import triton
-
 from providers.offline.emit import ExprContext
 from providers.offline.emit_matmul import MatmulConfig
 from providers.offline.emit_pointwise import PointwiseConfig
@@ -28,6 +26,10 @@ from providers.offline.emit_rows import RowConfig, RowKernelGen
 from providers.offline.schedule import Kernel, Schedule
 
 HOPPER_SMS = 132
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, int(n) - 1).bit_length()
 
 
 @dataclass
@@ -229,7 +231,7 @@ def default_design(info: KernelInfo) -> Design:
         raise ValueError(f"no design for a {info.kind} kernel of family {info.family}")
     by_mode = {d.mode: d for d in ds}
     if info.kind == "rows":
-        np2 = triton.next_power_of_2(max(info.NR, 1))
+        np2 = _next_pow2(max(info.NR, 1))
         # Few long rows leave most SMs idle with one program per row: split each row over programs.
         if "split" in by_mode and info.NK < 4 * HOPPER_SMS and info.NR >= 65536:
             return by_mode["split"]
@@ -262,7 +264,7 @@ def default_config(design: Design, info: KernelInfo, tf32: bool = False) -> dict
             bi = 128
             while bi > 16 and (info.NK // max(info.NI, 1)) * -(-info.NI // bi) < 2 * HOPPER_SMS:
                 bi //= 2
-            bi = min(bi, triton.next_power_of_2(max(info.NI, 1)))
+            bi = min(bi, _next_pow2(max(info.NI, 1)))
             if design.mode == "registers":
                 return {"BLOCK_I": bi, "TILE": 8192, "num_warps": 0}
             if design.mode == "split":
