@@ -15,9 +15,14 @@ Other families plug in two ways: designs for kernels this writer schedules go in
 
 from providers.offline.analysis import AnalysisError, AnalyzedTask, analyze_source
 from providers.offline.chat_model import OfflineKernelWriter, estimate_tokens
+from providers.offline.conv_writer import conv_task_writer
 from providers.offline.designs import REGISTRY, Design
 from providers.offline.policy import Context, forbidden, neighbours, parse_meta
 from providers.offline.writer import TaskWriter, WriterAnswer, register_task_writer, write_program
+
+# Convolutions are written in Triton (implicit GEMM) by their own whole-task writer, in turn with the
+# generic path's cuDNN + fused-epilogue programs; see conv_writer.takes_turn.
+register_task_writer("conv", conv_task_writer)
 
 __all__ = [
     "REGISTRY",

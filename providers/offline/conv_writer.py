@@ -69,12 +69,32 @@ def _config_dict(config: ConvConfig) -> dict[str, Any]:
     return config.model_dump()
 
 
+def takes_turn(ctx: Any) -> bool:
+    """Whether this step is the Triton convolution's, or the other approach's: cuDNN for the
+    convolution with the work after it fused into Triton (the writer's generic path).
+
+    Which of the two is faster depends on the task and its shapes, so the search decides by
+    measurement: the root's large step writes the Triton convolution; a large step from it offers the
+    cuDNN + fused-epilogue program until one of those is among the representative designs; a large step
+    from a cuDNN program comes back to a Triton convolution; small steps and repairs stay with their
+    parent's approach.
+    """
+    parent = ctx.parent
+    if ctx.kind in ("small_step", "repair"):
+        return parent is None or parent.family == FAMILY
+    if parent is None or parent.family != FAMILY:
+        return True
+    return any(meta.family != FAMILY for meta in getattr(ctx, "listed", []))
+
+
 def conv_task_writer(source: str, name: str, ctx: Any) -> Any:
     """The offline writer's TaskWriter for convolutions: a WriterAnswer, or None to pass the task on."""
     from providers.offline.emit_module import ProgramMeta
     from providers.offline.policy import design_forbidden, error_kind, forbidden
     from providers.offline.writer import WriterAnswer
 
+    if not takes_turn(ctx):
+        return None
     analysis = _analysis(hashlib.sha256(source.encode()).hexdigest(), source, name)
     plan = analysis.plan
     if plan is None:

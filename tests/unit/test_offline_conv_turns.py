@@ -1,0 +1,45 @@
+"""The offline writer offers both approaches for a convolution task, so the search can measure them:
+Triton's implicit-GEMM convolution and cuDNN with the following work fused into Triton."""
+
+from __future__ import annotations
+
+from providers.offline import write_program
+from providers.protocol import render_section
+from tasks import bundled_suite_dir
+
+TASK = (bundled_suite_dir("level2") / "09_conv2d_bias_relu.py").read_text()
+
+
+def family(code: str | None) -> str:
+    assert code is not None
+    header = code.splitlines()[0]
+    assert header.startswith("# kernelwright: family="), header
+    return header.split("family=")[1].split()[0]
+
+
+def prompt(kind: str, parent: str | None = None, designs: list[str] = ()) -> str:
+    parts = [render_section("request", "write a kernel", kind=kind), render_section("task", TASK, name="t")]
+    if parent:
+        parts.append(render_section("parent", parent))
+    if designs:
+        parts.append(render_section("designs", "\n".join(f"<design>\n{d}\n</design>" for d in designs)))
+    return "\n".join(parts)
+
+
+def test_large_steps_alternate_between_triton_and_cudnn_convolutions():
+    root = write_program(prompt("large_step")).code
+    assert family(root) == "conv"
+    other = write_program(prompt("large_step", parent=root, designs=[root])).code
+    assert family(other) != "conv" and "torch.nn.functional.conv2d" in other  # cuDNN does the convolution
+    # with a cuDNN program among the representatives, a large step from a Triton conv stays Triton
+    again = write_program(prompt("large_step", parent=root, designs=[root, other])).code
+    assert family(again) == "conv" and again != root
+    # from a cuDNN program, a large step comes back to a Triton convolution
+    assert family(write_program(prompt("large_step", parent=other)).code) == "conv"
+
+
+def test_small_steps_stay_with_the_parents_approach():
+    root = write_program(prompt("large_step")).code
+    other = write_program(prompt("large_step", parent=root, designs=[root])).code
+    assert family(write_program(prompt("small_step", parent=root)).code) == "conv"
+    assert family(write_program(prompt("small_step", parent=other)).code) == family(other)
