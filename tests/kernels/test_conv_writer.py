@@ -57,7 +57,11 @@ def test_small_step_changes_one_knob_and_is_seeded():
 
 def test_large_step_moves_to_another_design():
     parent = Meta("conv", "implicit_gemm", {})
-    design, _ = _header(conv_task_writer(TASK, "09", _ctx(kind="large_step", parent=parent)))
+    # until a cuDNN + fused-epilogue program has been tried, that approach gets the large step
+    assert conv_task_writer(TASK, "09", _ctx(kind="large_step", parent=parent)) is None
+    cudnn = Meta("pointwise", "flat", {})
+    ctx = _ctx(kind="large_step", parent=parent, listed=[parent, cudnn])
+    design, _ = _header(conv_task_writer(TASK, "09", ctx))
     assert design == "implicit_gemm_flatk"
 
 
