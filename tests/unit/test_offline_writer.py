@@ -76,8 +76,15 @@ def test_untraceable_or_unwritable_tasks_get_a_reason_and_no_code():
         "    def forward(self, x):\n        return self.conv(x)\n"
         "def get_inputs():\n    return [torch.randn(2, 3, 16, 16)]\ndef get_init_inputs():\n    return []\n"
     )
-    ans = write_program(_prompt(conv_only))
-    assert ans.code is None and "conv" in ans.explanation
+    from providers.offline import writer as writer_mod
+
+    saved = list(writer_mod._TASK_WRITERS)
+    try:
+        writer_mod._TASK_WRITERS[:] = []  # the generic path alone leaves a lone convolution to torch
+        ans = write_program(_prompt(conv_only))
+        assert ans.code is None and "conv" in ans.explanation
+    finally:
+        writer_mod._TASK_WRITERS[:] = saved
     assert write_program('<request kind="large_step">\nhi\n</request>').code is None
 
 
