@@ -74,17 +74,22 @@ def takes_turn(ctx: Any) -> bool:
     convolution with the work after it fused into Triton (the writer's generic path).
 
     Which of the two is faster depends on the task and its shapes, so the search decides by
-    measurement: the root's large step writes the Triton convolution; a large step from it offers the
-    cuDNN + fused-epilogue program until one of those is among the representative designs; a large step
-    from a cuDNN program comes back to a Triton convolution; small steps and repairs stay with their
-    parent's approach.
+    measurement: the first large step writes the Triton convolution; a later large step (from the root
+    or from a Triton convolution) offers the cuDNN + fused-epilogue program until one of those is among
+    the representative designs; a large step from a cuDNN program comes back to a Triton convolution;
+    small steps and repairs stay with their parent's approach.
     """
     parent = ctx.parent
     if ctx.kind in ("small_step", "repair"):
         return parent is None or parent.family == FAMILY
-    if parent is None or parent.family != FAMILY:
+    if parent is not None and parent.family != FAMILY:
         return True
-    return any(meta.family != FAMILY for meta in getattr(ctx, "listed", []))
+    listed = getattr(ctx, "listed", [])
+    other_tried = any(meta.family != FAMILY for meta in listed)
+    if parent is None:
+        # the root's large steps: Triton first, then cuDNN once Triton is among the representatives
+        return other_tried or not any(meta.family == FAMILY for meta in listed)
+    return other_tried
 
 
 def conv_task_writer(source: str, name: str, ctx: Any) -> Any:

@@ -34,6 +34,8 @@ def test_large_steps_alternate_between_triton_and_cudnn_convolutions():
     # with a cuDNN program among the representatives, a large step from a Triton conv stays Triton
     again = write_program(prompt("large_step", parent=root, designs=[root, other])).code
     assert family(again) == "conv" and again != root
+    # the root's next large step, with only Triton designs among the representatives, goes to cuDNN
+    assert family(write_program(prompt("large_step", designs=[root])).code) != "conv"
     # from a cuDNN program, a large step comes back to a Triton convolution
     assert family(write_program(prompt("large_step", parent=other)).code) == "conv"
 
