@@ -281,6 +281,15 @@ class _Candidate(BaseModel):
     text: str
     summary: str
     tokens: int = 0
+    short: str | None = None
+    """A shorter form to inject when the full text does not fit (e.g. a design's header line only)."""
+
+
+def _design_outline(code: str) -> str:
+    """A design reduced to its metadata line and a note of what was left out."""
+    lines = code.strip().splitlines()
+    head = [ln for ln in lines[:3] if ln.startswith("# kernelwright:")][:1]
+    return "\n".join([*head, f"# ({len(lines) - len(head)} lines of this kernel left out for room)"])
 
 
 def build_context(
@@ -359,8 +368,11 @@ def build_context(
     for i, design in enumerate(designs[: caps.max_designs] if request_kind == "large_step" else []):
         did, code, speedup = _design_parts(design, i)
         body = _child("design", code, id=did, speedup=_fmt_speedup(speedup))
+        short = _child("design", _design_outline(code), id=did, speedup=_fmt_speedup(speedup))
         cands.append(
-            _Candidate(kind="design", id=did, tier="warm", cap_key="designs", text=body, summary=did)
+            _Candidate(
+                kind="design", id=did, tier="warm", cap_key="designs", text=body, summary=did, short=short
+            )
         )
     query = task.signature.key()
     fb_head = (feedback or "")[-400:]
@@ -427,14 +439,32 @@ def build_context(
     room = budget - hot_tokens
     used_by_cap: dict[str, int] = {}
     chosen: list[_Candidate] = []
+
+    def misfit(c: _Candidate, cap: int) -> str:
+        if used_by_cap.get(c.cap_key, 0) + c.tokens > cap:
+            return f"{c.cap_key} cap {cap}"
+        return f"budget {budget}" if c.tokens > room else ""
+
     for c in cands:
         c.tokens = count(c.text)
         cap = int(getattr(caps, c.cap_key))
-        reason = ""
-        if used_by_cap.get(c.cap_key, 0) + c.tokens > cap:
-            reason = f"{c.cap_key} cap {cap}"
-        elif c.tokens > room:
-            reason = f"budget {budget}"
+        reason = misfit(c, cap)
+        if reason and c.short is not None:
+            # the outline still tells the writer which design this is; the cut record says so
+            full_tokens, c.text, c.short = c.tokens, c.short, None
+            c.tokens = count(c.text)
+            if not misfit(c, cap):
+                cut.append(
+                    ContextItem(
+                        kind=c.kind,
+                        id=c.id,
+                        tier=c.tier,
+                        tokens=full_tokens - c.tokens,
+                        text=f"{c.summary} (code; outline kept)",
+                        reason=reason,
+                    )
+                )
+                reason = ""
         if reason:
             cut.append(
                 ContextItem(kind=c.kind, id=c.id, tier=c.tier, tokens=c.tokens, text=c.summary, reason=reason)

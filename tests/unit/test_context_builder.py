@@ -250,3 +250,13 @@ def test_token_counter_never_downloads(tmp_path: Path, monkeypatch: pytest.Monke
     url = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
     (tmp_path / hashlib.sha1(url.encode()).hexdigest()).write_bytes(b"not an encoding")
     assert not TokenCounter().exact
+
+
+def test_a_design_too_long_for_its_cap_keeps_its_outline() -> None:
+    long_design = kernel("implicit_gemm", lines=2000)
+    b = build_context(TASK, "large_step", memory=None, designs=[long_design], budget=6000)
+    designs = parse_sections(b.prompt)["designs"].body
+    assert "design=implicit_gemm" in designs and "left out for room" in designs
+    assert len(designs.splitlines()) < 10
+    assert any(c.kind == "design" and "outline kept" in c.text for c in b.cut)
+    assert any(i.kind == "design" for i in b.injected)
