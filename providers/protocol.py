@@ -41,7 +41,9 @@ class Section:
     attrs: dict[str, str] = field(default_factory=dict)
 
 
-_SECTION_RE = re.compile(r"<(?P<tag>[a-z_]+)(?P<attrs>(?:\s+[a-z_]+=\"[^\"]*\")*)\s*>\n?(?P<body>.*?)\n?</(?P=tag)>", re.S)
+_SECTION_RE = re.compile(
+    r"<(?P<tag>[a-z_]+)(?P<attrs>(?:\s+[a-z_]+=\"[^\"]*\")*)\s*>\n?(?P<body>.*?)\n?</(?P=tag)>", re.S
+)
 _ATTR_RE = re.compile(r'([a-z_]+)="([^"]*)"')
 
 
