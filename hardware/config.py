@@ -7,8 +7,6 @@ kills the worker when a stage runs past its limit; the worker never polices itse
 
 from __future__ import annotations
 
-import platform
-from importlib import metadata
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -88,11 +86,4 @@ class EvalConfig(BaseModel):
 
 def toolchain_versions() -> Versions:
     """Versions of torch, triton and Python as installed, without importing torch or triton."""
-
-    def version_of(dist: str) -> str:
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            return ""
-
-    return Versions(torch=version_of("torch"), triton=version_of("triton"), python=platform.python_version())
+    return Versions.installed()

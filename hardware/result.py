@@ -7,6 +7,8 @@ and `error_kind` naming what stopped it.
 
 from __future__ import annotations
 
+import platform
+from importlib import metadata
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -55,6 +57,18 @@ class Versions(BaseModel):
     triton: str = ""
     python: str = ""
     cuda: str | None = None
+
+    @classmethod
+    def installed(cls) -> Versions:
+        """torch, triton and Python as installed here, read from package metadata (imports neither)."""
+
+        def version_of(dist: str) -> str:
+            try:
+                return metadata.version(dist)
+            except metadata.PackageNotFoundError:
+                return ""
+
+        return cls(torch=version_of("torch"), triton=version_of("triton"), python=platform.python_version())
 
 
 class EvalResult(BaseModel):

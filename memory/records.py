@@ -16,7 +16,6 @@ import math
 import re
 import time
 import uuid
-from importlib import metadata
 from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -187,16 +186,7 @@ def major_minor(version: str | None) -> str:
 
 def installed_versions() -> Versions:
     """Installed torch/triton versions, read from package metadata (imports neither)."""
-
-    def version_of(dist: str) -> str:
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            return ""
-
-    import platform
-
-    return Versions(torch=version_of("torch"), triton=version_of("triton"), python=platform.python_version())
+    return Versions.installed()
 
 
 # --- cases -------------------------------------------------------------------------------------------

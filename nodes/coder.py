@@ -17,7 +17,8 @@ from langgraph.types import Command, Send
 
 from nodes import resources
 from nodes.records import Branch, Candidate, CostLedger, Usage
-from providers.chat import answer_text, parse_program, usage_of
+from providers.chat import parse_program, usage_of
+from providers.protocol import message_text
 
 if TYPE_CHECKING:
     from graphs.context import Context
@@ -52,7 +53,7 @@ def coder(branch: Branch, runtime: Runtime[Context]) -> Command[Literal["compile
     message = model.invoke([SystemMessage(branch.prompt.system), HumanMessage(branch.prompt.user)])
     seconds = time.monotonic() - started
     tokens_in, tokens_out = usage_of(message)
-    text = answer_text(message)
+    text = message_text(message)
     code, error = parse_program(message)
     candidate = Candidate(
         node_id=branch.job.node_id,

@@ -6,7 +6,6 @@ deterministic writer in providers/offline/.
 
 from providers.chat import (
     ProviderError,
-    answer_text,
     is_llm,
     load_chat_model,
     parse_program,
@@ -17,7 +16,7 @@ from providers.chat import (
 
 __all__ = [
     "ProviderError",
-    "answer_text",
+    "message_text",
     "is_llm",
     "load_chat_model",
     "parse_program",

@@ -25,7 +25,7 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import SecretStr
 
-from providers.protocol import extract_code
+from providers.protocol import extract_code, message_text
 
 DEFAULT_TIMEOUT_S = 180.0
 DEFAULT_RETRIES = 4
@@ -167,23 +167,9 @@ def usage_of(message: BaseMessage) -> tuple[int, int]:
     return 0, 0
 
 
-def answer_text(message: BaseMessage) -> str:
-    """The text of an answer, whether content is a string or a list of content blocks."""
-    content = message.content
-    if isinstance(content, str):
-        return content
-    parts = []
-    for block in content:
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, dict) and block.get("type") == "text":
-            parts.append(str(block.get("text", "")))
-    return "".join(parts)
-
-
 def parse_program(message: AIMessage | BaseMessage) -> tuple[str | None, str | None]:
     """(code, None) for an answer holding one ModelNew module, else (None, why not)."""
-    text = answer_text(message)
+    text = message_text(message)
     if not text.strip():
         return None, "empty answer"
     code = extract_code(text)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 REQUEST_KINDS = ("large_step", "small_step", "repair")
 SECTION_TAGS = ("request", "task", "target", "parent", "feedback", "designs", "rules", "experience", "docs")
@@ -67,3 +68,17 @@ def extract_code(text: str) -> str | None:
         if "ModelNew" in block:
             return block.strip() + "\n"
     return blocks[-1].strip() + "\n" if blocks else None
+
+
+def message_text(message: Any) -> str:
+    """The text of a chat message, whether its content is a string or a list of content blocks."""
+    content = message.content
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict) and block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+    return "".join(parts)

@@ -13,19 +13,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 from providers.offline.writer import write_program
-
-
-def _text(message: BaseMessage) -> str:
-    content = message.content
-    if isinstance(content, str):
-        return content
-    parts = []
-    for block in content:
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, dict) and block.get("type") == "text":
-            parts.append(str(block.get("text", "")))
-    return "".join(parts)
+from providers.protocol import message_text
 
 
 def estimate_tokens(text: str) -> int:
@@ -59,10 +47,10 @@ class OfflineKernelWriter(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         human = [m for m in messages if isinstance(m, HumanMessage)]
-        prompt = _text(human[-1]) if human else (_text(messages[-1]) if messages else "")
+        prompt = message_text(human[-1]) if human else (message_text(messages[-1]) if messages else "")
         answer = write_program(prompt, seed=self.seed)
         text = answer.text
-        seen = "".join(_text(m) for m in messages)
+        seen = "".join(message_text(m) for m in messages)
         usage = {
             "input_tokens": estimate_tokens(seen),
             "output_tokens": estimate_tokens(text),
