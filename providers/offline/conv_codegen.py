@@ -33,6 +33,7 @@ import ast
 from dataclasses import dataclass, field
 
 from providers.offline.conv_ir import SPATIAL, ConvConfig, ConvPlan, Op
+from providers.offline.emit import Code
 
 DESIGNS = ("implicit_gemm", "implicit_gemm_flatk", "direct_depthwise")
 
@@ -126,34 +127,6 @@ def _bshape(a: str, b: str) -> str:
     rows = a in "cf" or b in "cf"
     cols = a in "rf" or b in "rf"
     return "f" if rows and cols else ("c" if rows else ("r" if cols else "s"))
-
-
-class _Src:
-    """Lines of Python source with indentation."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.level = 0
-
-    def __call__(self, line: str = "") -> None:
-        self.lines.append(("    " * self.level + line) if line else "")
-
-    def indent(self) -> _Indent:
-        return _Indent(self)
-
-    def text(self) -> str:
-        return "\n".join(self.lines) + "\n"
-
-
-class _Indent:
-    def __init__(self, src: _Src) -> None:
-        self.src = src
-
-    def __enter__(self) -> None:
-        self.src.level += 1
-
-    def __exit__(self, *exc: object) -> None:
-        self.src.level -= 1
 
 
 _UNARY_TEMPLATES = {
@@ -460,7 +433,7 @@ class _Emitter:
         return set(dims) >= set(SPATIAL[3 - self.spec.ndim :])
 
     def _stage_kernel(self, st: _Stage) -> str:
-        k = _Src()
+        k = Code()
         args: list[str] = []
         conv = st.source == "conv"
         gemm = conv and self.gemm
@@ -582,7 +555,7 @@ class _Emitter:
                 out.append((f"k{op.id}_{i}", c.expr))
         return out
 
-    def _prologue(self, k: _Src, st: _Stage, *, gemm: bool, phase: bool, per_sample: bool) -> None:
+    def _prologue(self, k: Code, st: _Stage, *, gemm: bool, phase: bool, per_sample: bool) -> None:
         k("pid = tl.program_id(0)")
         if gemm:
             k("pid_g = tl.program_id(1)")
@@ -641,7 +614,7 @@ class _Emitter:
         k("c = pid_g * OC_G + j" if gemm else "c = j")
 
     # ------------------------------------------------------------------ sources
-    def _source(self, k: _Src, st: _Stage, co: _Coords, kinds: dict[int, str], *, phase: bool) -> None:
+    def _source(self, k: Code, st: _Stage, co: _Coords, kinds: dict[int, str], *, phase: bool) -> None:
         if st.source == "conv":
             if self.design == "implicit_gemm":
                 self._conv_tap(k, co, phase=phase, pooled=st.pool is not None)
@@ -673,7 +646,7 @@ class _Emitter:
         k(f"v{st.src_op} = src")
         kinds[st.src_op] = kind
 
-    def _conv_coords(self, k: _Src, co: _Coords, kd: str, kh: str, kw: str, row: str = "") -> None:
+    def _conv_coords(self, k: Code, co: _Coords, kd: str, kh: str, kw: str, row: str = "") -> None:
         """id_/ih_/iw_ and ok_ for taps (kd, kh, kw); `row` indexes the row vectors into a 2-D tile."""
         d, h, w, ok = (f"{v}{row}" for v in (co.d, co.h, co.w, co.ok))
         if not self.spec.transposed:
@@ -694,7 +667,7 @@ class _Emitter:
                 " & (tw_ % STW == 0) & (id_ < ID) & (ih_ < IH) & (iw_ < IW)"
             )
 
-    def _conv_tap(self, k: _Src, co: _Coords, *, phase: bool, pooled: bool = False) -> None:
+    def _conv_tap(self, k: Code, co: _Coords, *, phase: bool, pooled: bool = False) -> None:
         nchw = self.cfg.LAYOUT == "nchw"
         k("acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)")
         k("rk = tl.arange(0, BLOCK_K)")
@@ -722,7 +695,7 @@ class _Emitter:
         else:
             self._tap_loop(k, co, nchw)
 
-    def _tap_loop(self, k: _Src, co: _Coords, nchw: bool) -> None:
+    def _tap_loop(self, k: Code, co: _Coords, nchw: bool) -> None:
         k("for it in range(0, KD * KH * KW * n_icb):")
         with k.indent():
             k("tap = it // n_icb")
@@ -734,7 +707,7 @@ class _Emitter:
             self._tap_dot(k, nchw)
 
     def _phase_loop(
-        self, k: _Src, co: _Coords, nchw: bool, r: tuple[str, str, str], q: tuple[str, str, str]
+        self, k: Code, co: _Coords, nchw: bool, r: tuple[str, str, str], q: tuple[str, str, str]
     ) -> None:
         # Taps that reach output phase r: k * dil = r + pad (mod stride); they repeat every
         # STEP = stride / gcd(stride, dil). Find the first one per dim, then walk only those.
@@ -765,7 +738,7 @@ class _Emitter:
             k(f"ok_ = {co.ok} & (id_ >= 0) & (id_ < ID) & (ih_ >= 0) & (ih_ < IH) & (iw_ >= 0) & (iw_ < IW)")
             self._tap_dot(k, nchw)
 
-    def _tap_dot(self, k: _Src, nchw: bool) -> None:
+    def _tap_dot(self, k: Code, nchw: bool) -> None:
         k("xo = n64 * sxn + id_ * sxd + ih_ * sxh + iw_ * sxw")
         k("ic = ic0 + rk")
         k("kok = ic < CIN_G")
@@ -785,7 +758,7 @@ class _Emitter:
         )
         k(f"acc = tl.dot(a, b, acc{self._dot_args()})")
 
-    def _conv_flat(self, k: _Src, co: _Coords) -> None:
+    def _conv_flat(self, k: Code, co: _Coords) -> None:
         nchw = self.cfg.LAYOUT == "nchw"
         # nchw: tiles are [BLOCK_K, BLOCK_M] (pixels on the fast axis), transposed for the dot
         row, tap_ax = ("[None, :]", "[:, None]") if nchw else ("[:, None]", "[None, :]")
@@ -819,7 +792,7 @@ class _Emitter:
             )
             k(f"acc = tl.dot(a, b, acc{self._dot_args()})")
 
-    def _conv_direct(self, k: _Src, co: _Coords) -> None:
+    def _conv_direct(self, k: Code, co: _Coords) -> None:
         nchw = self.cfg.LAYOUT == "nchw"
         # input channel of output channel c: groups == in_channels, OC_G outputs per input
         k("ci = c // OC_G")
@@ -851,7 +824,7 @@ class _Emitter:
             k("acc = tl.trans(acc_t)")
 
     # ------------------------------------------------------------------ pooling
-    def _pool(self, k: _Src, st: _Stage, kinds: dict[int, str], *, phase: bool) -> None:
+    def _pool(self, k: Code, st: _Stage, kinds: dict[int, str], *, phase: bool) -> None:
         pool = st.pool
         assert pool is not None
         kind = pool.attrs["kind"]
@@ -896,7 +869,7 @@ class _Emitter:
         return "c" if self.plan.ops[target].cred else "f"
 
     # ------------------------------------------------------------------ epilogue ops
-    def _ops(self, k: _Src, st: _Stage, ops: list[Op], co: _Coords, kinds: dict[int, str]) -> None:
+    def _ops(self, k: Code, st: _Stage, ops: list[Op], co: _Coords, kinds: dict[int, str]) -> None:
         for op in ops:
             v = f"v{op.id}"
             if op.kind == "operand":
@@ -982,7 +955,7 @@ class _Emitter:
         return f"({v} + tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32))"
 
     # ------------------------------------------------------------------ sinks
-    def _sink(self, k: _Src, st: _Stage, kinds: dict[int, str], *, per_sample: bool, phase: bool) -> None:
+    def _sink(self, k: Code, st: _Stage, kinds: dict[int, str], *, per_sample: bool, phase: bool) -> None:
         v = f"v{st.value}"
         kind = kinds[st.value]
         if kind in ("s", "r"):  # cannot happen for values of the convolution; keep the tile shape honest
@@ -1082,7 +1055,7 @@ class _Emitter:
 
     def _forward_function(self) -> str:
         s = self.spec
-        h = _Src()
+        h = Code()
         args = ", ".join(self.plan.forward_args)
         h(f"def _kw_forward(self, {args}):")
         with h.indent():
@@ -1097,7 +1070,7 @@ class _Emitter:
             h(f"return b{last.index}.view({dims}{',' if len(groups) == 1 else ''})")
         return "\n" + h.text()
 
-    def _host_conv(self, h: _Src) -> None:
+    def _host_conv(self, h: Code) -> None:
         s = self.spec
         x = self.plan.conv_input
         if s.module is not None:
@@ -1177,7 +1150,7 @@ class _Emitter:
                 )
         h(f"wp = _kw_cached(self, '{self.design}:{self.cfg.LAYOUT}:{s.weight}', w, {pack})")
 
-    def _host_stage(self, h: _Src, st: _Stage) -> None:
+    def _host_stage(self, h: Code, st: _Stage) -> None:
         i = st.index
         cfg = self.cfg
         per_sample = self._per_sample(st)
