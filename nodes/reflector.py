@@ -191,6 +191,8 @@ def reflect_to_memory(
             source = "llm" if text else "signature"
         if text is None:
             text = signature_rule(code, branch.result, run.target_display or run.target)
+        # With an LLM configured, it also judges whether the rule repeats one already in the book.
+        judge = model if ctx.llm_rules and is_llm(model) else None
         update = memory.rules.add(
             RuleCandidate(
                 text=text,
@@ -200,7 +202,8 @@ def reflect_to_memory(
                 op_families=task.signature.op_families,
                 hardware=run.target,
                 versions=run.versions,
-            )
+            ),
+            judge=judge,
         )
         reflection = Reflection(
             case_id=cid,
