@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 LANGGRAPH = ROOT / ".venv" / "bin" / "langgraph"
