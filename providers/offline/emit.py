@@ -32,6 +32,15 @@ class Code:
     def indent(self) -> _Indent:
         return _Indent(self)
 
+    def jit_def(self, name: str, params: list[str]) -> None:
+        """The header of a @triton.jit kernel, one parameter a line; the body follows indented."""
+        self("@triton.jit")
+        self(f"def {name}(")
+        with self.indent():
+            for p in params:
+                self(p + ",")
+        self("):")
+
     def text(self) -> str:
         return "\n".join(self.lines) + "\n"
 

@@ -229,14 +229,6 @@ class MatmulGen(RowKernelGen):
     def _sizes(self) -> list[str]:
         return ["M", "N", "K", "NB"] + [f"G{gi}" for gi in range(len(self.groups))]
 
-    def _def(self, c: Code, name: str, params: list[str]) -> None:
-        c("@triton.jit")
-        c(f"def {name}(")
-        with c.indent():
-            for p in params:
-                c(p + ",")
-        c("):")
-
     def kernel_source(self, name: str) -> str:
         self.out_names = {v.id: f"out{i}" for i, v in enumerate(self.k.outputs)}
         loads = [ld.name for ld in self.loads.values()]
@@ -251,7 +243,7 @@ class MatmulGen(RowKernelGen):
         c = Code()
         mode = self.mcfg.mode
         if mode == "split_k":
-            self._def(c, f"{name}_partial",
+            c.jit_def(f"{name}_partial",
                       ["a_ptr", "b_ptr", "ws"] + self._sizes() + self._ab_strides() + meta + ["SPLIT_K: tl.constexpr"])  # fmt: skip
             with c.indent():
                 c("ps = tl.program_id(1)")
@@ -263,7 +255,7 @@ class MatmulGen(RowKernelGen):
                 c("w_off = ((ps * NB + pb) * M + rm[:, None]) * N + rn[None, :]")
                 c("tl.store(ws + w_off, acc, mask=(rm[:, None] < M) & (rn[None, :] < N))")
             c()
-            self._def(c, f"{name}_reduce",
+            c.jit_def(f"{name}_reduce",
                       loads + ["ws"] + outs + syms + self._sizes() + self._ep_params() + meta + ["SPLIT_K: tl.constexpr"])  # fmt: skip
             with c.indent():
                 self._index(c, "tl.program_id(0)")
@@ -278,7 +270,7 @@ class MatmulGen(RowKernelGen):
             ["a_ptr", "b_ptr"] + loads + outs + syms + self._sizes() + self._ab_strides() + self._ep_params()
         )
         params += meta + (["NUM_PROGS: tl.constexpr"] if mode == "persistent" else [])
-        self._def(c, name, params)
+        c.jit_def(name, params)
         with c.indent():
             if mode == "persistent":
                 c("total = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N) * NB")

@@ -64,12 +64,7 @@ class PointwiseGen(RowKernelGen):
         if self.pcfg.mode == "grid_stride":
             params += ["ITERS"]  # a runtime loop bound: no unrolling, no recompiling per size
         params += ["BLOCK: tl.constexpr"]
-        c("@triton.jit")
-        c(f"def {name}(")
-        with c.indent():
-            for p in params:
-                c(p + ",")
-        c("):")
+        c.jit_def(name, params)
         with c.indent():
             self.row_memo = {}
             self.stat_names = {}

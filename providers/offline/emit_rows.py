@@ -620,12 +620,7 @@ class RowKernelGen:
         c = Code()
         self.out_names = {v.id: f"out{i}" for i, v in enumerate(self.k.outputs)}
         params = self._params(extra=[])
-        c("@triton.jit")
-        c(f"def {name}(")
-        with c.indent():
-            for p in params:
-                c(p + ",")
-        c("):")
+        c.jit_def(name, params)
         with c.indent():
             self.stat_names: dict[int, Operand] = {}
             self.row_memo: dict[int, Operand] = {}
@@ -847,14 +842,6 @@ class RowKernelGen:
         levels = sorted({self.level[s.id] for s in self.stats if s.op != "numel"})
         return [[s for s in self.stats if s.op != "numel" and self.level[s.id] == lv] for lv in levels]
 
-    def _split_params(self, c: Code, name: str, params: list[str]) -> None:
-        c("@triton.jit")
-        c(f"def {name}(")
-        with c.indent():
-            for p in params:
-                c(p + ",")
-        c("):")
-
     def _split_sources(self, name: str) -> str:
         """Kernels `{name}_p{l}` (partials of level l), `{name}_c{l}` (combine), `{name}_apply` (write)."""
         self.out_names = {v.id: f"out{i}" for i, v in enumerate(self.k.outputs)}
@@ -873,7 +860,7 @@ class RowKernelGen:
                 for x in ([f"p{st.id}"] + ([f"pi{st.id}"] if st.op in ("argmax", "argmin") else []))
             ]
             # Partials of this level: each program reduces CHUNKS chunks of its rows.
-            self._split_params(c, f"{name}_p{li}", loads + sbufs + parts + syms + self._split_sizes() + ["SPLIT", "CHUNKS"]
+            c.jit_def(f"{name}_p{li}", loads + sbufs + parts + syms + self._split_sizes() + ["SPLIT", "CHUNKS"]
                                + sizes + strides + self._split_meta())  # fmt: skip
             with c.indent():
                 self.stat_names = {}
@@ -918,7 +905,7 @@ class RowKernelGen:
             # Combine: one program per BLOCK_M rows reads every partial of its rows.
             last = li == len(levels) - 1
             outs = [self.out_names[v.id] for v in self.row_outputs] if last else []
-            self._split_params(c, f"{name}_c{li}", loads + sbufs + parts + outs + syms + ["NK", "NR", "SPLIT"] + sizes
+            c.jit_def(f"{name}_c{li}", loads + sbufs + parts + outs + syms + ["NK", "NR", "SPLIT"] + sizes
                                + strides + ["BLOCK_M: tl.constexpr", "BLOCK_S: tl.constexpr"])  # fmt: skip
             with c.indent():
                 self.stat_names = {}
@@ -953,7 +940,7 @@ class RowKernelGen:
         if self.full_outputs:
             outs = [self.out_names[v.id] for v in self.full_outputs]
             ostrides = [f"{o}_s{gi}" for o in outs for gi in range(len(self.groups))]
-            self._split_params(c, f"{name}_apply", loads + sbufs + outs + syms + self._split_sizes() + ["SPLIT", "CHUNKS"]
+            c.jit_def(f"{name}_apply", loads + sbufs + outs + syms + self._split_sizes() + ["SPLIT", "CHUNKS"]
                                + sizes + strides + ostrides + self._split_meta())  # fmt: skip
             with c.indent():
                 self.stat_names = {}
