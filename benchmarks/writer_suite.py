@@ -4,10 +4,12 @@ One command does the measurement and writes `writer_suite.json` and `writer_suit
 (default $OUT), rewritten after every task so that a cut-off run keeps what it measured:
 
     python benchmarks/writer_suite.py --out DIR [--levels level1,level2] [--budget 16] [--shard 0/2]
+                                      [--tasks 14_matmul_square,...] [--allow-tf32]
 
 Per task: whether a verified kernel was found, the best kernel's time, eager and torch.compile times
 (measured by the harness in the same worker, interleaved), speedups, the roofline floor and the fraction
-of it reached, the winning design, candidates evaluated and wall time. `--shard i/n` takes every n-th
+of it reached, the winning design, candidates evaluated and wall time, and every tried candidate (design,
+time or error kind). `--allow-tf32` runs at the TF32 precision (labelled so in the output). `--shard i/n` takes every n-th
 task (for one process per GPU: run n copies with CUDA_VISIBLE_DEVICES set).
 """
 
@@ -52,6 +54,7 @@ def row_for(path: Path, level: str, args: argparse.Namespace, memory: str) -> di
         workers=1,
         roofline_stop=args.roofline_stop,
         compile_check=False,
+        allow_tf32=args.allow_tf32,
     )
     t0 = time.perf_counter()
     run_dir = Path(args.runs_dir or Path(args.out) / "runs") / path.stem
@@ -75,6 +78,13 @@ def row_for(path: Path, level: str, args: argparse.Namespace, memory: str) -> di
         "gpu_s": round(res.cost.gpu_s, 1),
         "stop_reason": res.stop_reason,
         "wall_s": round(time.perf_counter() - t0, 1),
+        "precision": res.precision,
+        # every tried node: which design won where, and what the others cost
+        "attempts": [
+            {k: n.get(k) for k in ("id", "parent", "action", "status", "design", "runtime_ms", "error_kind")}
+            for n in res.search.get("nodes_detail", [])  # type: ignore[union-attr]
+            if n.get("action")
+        ],
     }
 
 
@@ -83,7 +93,8 @@ def markdown(rows: list[dict], meta: dict) -> str:
         return "-" if x is None else format(x, spec)
 
     out = [
-        f"Offline writer, budget {meta['budget']} per task, on {meta['device']} ({meta['date']}), "
+        f"Offline writer, budget {meta['budget']} per task, precision {meta.get('precision', 'strict')}, "
+        f"on {meta['device']} ({meta['date']}), "
         f"torch {meta['torch']}, triton {meta['triton']}",
         "",
         "| task | correct | best ms | eager ms | compile ms | vs eager | vs compile | floor ms | % floor | evals | design |",
@@ -121,6 +132,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--roofline-stop", type=float, default=None, help="stop a task at this fraction of the floor"
     )
+    ap.add_argument(
+        "--allow-tf32",
+        action="store_true",
+        help="TF32 allowed (reference and candidates, TF32 tolerance); results are labelled tf32",
+    )
     ap.add_argument("--shard", default="0/1", help="i/n: this process takes every n-th task from i")
     ap.add_argument("--memory", default="", help="memory dir (default: a fresh one under the runs dir)")
     ap.add_argument("--runs-dir", default="", help="where run directories go (default: OUT/runs)")
@@ -151,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         "seed": args.seed,
         "shard": args.shard,
         "memory": memory,
+        "precision": "tf32" if args.allow_tf32 else "strict",
     }
     suffix = "" if shard_n == 1 else f"_{shard_i}of{shard_n}"
     rows: list[dict] = []

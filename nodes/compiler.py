@@ -3,7 +3,7 @@
 First the static check (read with `ast` in this process, never executed): the source parses, defines
 ModelNew, defines and launches a Triton kernel, does not reach the reference or fall back to torch in a
 try/except. Then a worker process of the evaluation pool imports, compiles and runs it against the
-reference (no timing here): compile errors, runtime errors, wrong shapes and mismatches come back as a
+reference (on a GPU the same worker call then times it, see `times_while_verifying`): compile errors, runtime errors, wrong shapes and mismatches come back as a
 structured EvalResult. On a CPU run that writes for a GPU target (--target), a verified kernel is also
 compiled for that GPU without one (hardware.compile_feedback); a kernel the GPU backend rejects (out of
 resources, unsupported construct) fails as a compile_error. Correct candidates go on to the profiler,
@@ -31,21 +31,30 @@ if TYPE_CHECKING:
     from graphs.context import Context
 
 
-def eval_config(ctx: Context, run: RunInfo, *, time: bool) -> EvalConfig:
-    """Verification (time=False) checks every input shape; the timing run (time=True) re-checks the
-    timed shape only, since the compiler's run already verified the others."""
+def eval_config(ctx: Context, run: RunInfo, *, time: bool, second_shape: bool = True) -> EvalConfig:
+    """Verification checks every input shape; with time=True the same worker call then times the
+    candidate on the full shape (a separate timing-only run passes second_shape=False)."""
     return EvalConfig(
         device="cuda" if run.device.startswith("cuda") else "cpu",
         time=time,
-        second_shape=not time,
+        second_shape=second_shape,
         seed=ctx.seed,
         precision="tf32" if ctx.allow_tf32 else "strict",
         timeout=ctx.eval_timeout_s,
     )
 
 
+def times_while_verifying(branch: Branch, ctx: Context) -> bool:
+    """On a GPU one worker call verifies and then times a candidate: the profiler reuses that result
+    instead of loading, compiling and verifying the same program a second time."""
+    return branch.run.timing_meaningful and ctx.timing_source is None
+
+
 def evaluate_logged(branch: Branch, ctx: Context, phase: Phase) -> tuple[EvalResult, bool]:
-    """Evaluate the branch's candidate in a worker, or reuse a logged result; (result, was it fresh)."""
+    """Evaluate the branch's candidate in a worker, or reuse a logged result; (result, was it fresh).
+
+    "verify" checks every shape (and times too where `times_while_verifying`); "time" is a timing run
+    that re-checks the timed shape only."""
     assert branch.candidate is not None and branch.candidate.code is not None
     code = branch.candidate.code
     run = branch.run
@@ -55,7 +64,8 @@ def evaluate_logged(branch: Branch, ctx: Context, phase: Phase) -> tuple[EvalRes
     if cached is not None:
         return cached, False
     pool = resources.worker_pool(eval_config(ctx, run, time=False).device, ctx.workers)
-    result = pool.evaluate(branch.task, code, eval_config(ctx, run, time=phase == "time"))
+    timed = phase == "time" or (phase == "verify" and times_while_verifying(branch, ctx))
+    result = pool.evaluate(branch.task, code, eval_config(ctx, run, time=timed, second_shape=phase != "time"))
     log.append(
         EvaluationEntry(
             run_id=run.run_id, node_id=branch.job.node_id, phase=phase, code_sha256=sha, result=result

@@ -49,6 +49,18 @@ def verdict_for(best: BestKernel | None, n: int, run: RunInfo) -> tuple[str, boo
     return f"Found a kernel {s:.2f}x faster than eager PyTorch{vs_compile} ({best.node_id}){source}.", False
 
 
+def _attempt_detail(a: Attempt | None) -> dict[str, object]:
+    """What one tried node was and how it went: its design line, time and error kind (report, benchmarks)."""
+    if a is None:
+        return {}
+    return {
+        "design": (a.candidate.meta or "").removeprefix("# kernelwright:").strip(),
+        "runtime_ms": a.timing.runtime_ms,
+        "speedup_vs_compile": a.timing.speedup_vs_compile,
+        "error_kind": a.result.error_kind,
+    }
+
+
 def build_result(state: dict[str, Any], config: Any = None) -> OptimizeResult:
     run: RunInfo = state["run"]
     jobs: list[Job] = list(state.get("jobs") or [])
@@ -87,6 +99,7 @@ def build_result(state: dict[str, Any], config: Any = None) -> OptimizeResult:
             "reward": n.reward,
             "depth": n.depth,
             "segment": n.segment,
+            **_attempt_detail(by_node.get(n.id)),
         }
         for n in sorted(tree.nodes.values(), key=lambda n: n.index)
     ]

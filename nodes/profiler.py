@@ -1,6 +1,7 @@
 """The profiler node: times a verified candidate against the reference, where timing means something.
 
-On a GPU the worker times candidate and eager reference paired and alternating (and the torch.compile
+On a GPU the worker times candidate and eager reference paired and alternating, in the same call that
+verified the candidate (so the profiler usually only reads that result), (and the torch.compile
 baseline, cached per task) and re-verifies the outputs on the way; the speedup, its confidence interval
 and the fraction of the roofline floor reached come from that. On the CPU interpreter timing is not
 meaningful: the profiler records that, reports no speedup, and the search ranks by correctness alone.
@@ -48,9 +49,14 @@ def profiler(branch: Branch, runtime: Runtime[Context]) -> Command[Literal["refl
         timing = Timing(origin="none", note=branch.result.timing_note or run.timing_note)
         return Command(goto=Send("reflector", branch.model_copy(update={"timing": timing})))
 
-    timed, _ = evaluate_logged(branch, ctx, "time")
-    cost: CostLedger = eval_cost(timed, run)
-    update: dict[str, Any] = {"eval_s": branch.eval_s + timed.wall_s}
+    update: dict[str, Any]
+    if branch.result.timing_meaningful and branch.result.runtime_ms is not None:
+        # the compiler's worker call verified and timed it already: nothing to run again
+        timed, cost, update = branch.result, CostLedger(), {}
+    else:
+        timed, _ = evaluate_logged(branch, ctx, "time")
+        cost = eval_cost(timed, run)
+        update = {"eval_s": branch.eval_s + timed.wall_s}
     if not timed.correct:
         # it passed once and failed when run again for timing (a race, uninitialised memory): not correct
         update["result"] = timed
