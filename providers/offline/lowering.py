@@ -399,9 +399,17 @@ class Lowerer:
             return self.squeeze(out, [-2])
         return self.matmul2(a, b)
 
-    def opaque(self, target: torch._ops.OpOverload, node: fx.Node) -> Any:
+    def opaque(self, target: torch._ops.OpOverload, node: fx.Node, *, without: str | None = None) -> Any:
+        """The op kept as a torch call; `without` names an optional argument passed as None instead
+        (its work is then done in Triton by the caller)."""
         args = self._arg(tuple(node.args))
         kwargs = {k: self._arg(v) for k, v in node.kwargs.items()}
+        if without is not None:
+            pos = [a.name for a in target._schema.arguments if not a.kwarg_only]
+            i = pos.index(without)
+            if i < len(args):
+                args = args[:i] + (None,) + args[i + 1 :]
+            kwargs.pop(without, None)
         val = node.meta.get("val")
         if isinstance(val, torch.Tensor):
             shape = tuple(_to_sym(d) for d in val.shape)
@@ -1449,6 +1457,21 @@ def _split(L: Lowerer, a: dict, target: Any) -> tuple[Value, ...]:
         out.append(L.slice(x, dim, start, start + size, 1))
         start = start + size
     return tuple(out)
+
+
+@handles("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
+def _conv(L: Lowerer, a: dict, target: Any) -> Value:
+    """A convolution kept as a torch (cuDNN) call, its bias added in Triton.
+
+    PyTorch adds a cuDNN convolution's bias in a separate kernel that reads and writes the whole
+    output once more; as a broadcast add it joins the Triton kernel that follows instead."""
+    bias = a.get("bias")
+    if not isinstance(bias, Value) or bias.rank != 1:
+        return L.opaque(target, L.node)  # type: ignore[arg-type]
+    out = L.opaque(target, L.node, without="bias")  # type: ignore[arg-type]
+    shape = [sympy.Integer(1)] * out.rank
+    shape[1] = bias.shape[0]
+    return L.pw("add", out, L.reshape(bias, shape))
 
 
 @handles("einsum")

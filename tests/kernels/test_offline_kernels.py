@@ -526,3 +526,29 @@ def test_every_design_of_every_bundled_task_verifies(pool):
                 if parse_meta(code).design in {parse_meta(c).design for c in shown}:
                     break
     _check(pool, jobs)
+
+
+CUDNN_BIAS_TASKS = [
+    "09_conv2d_bias_relu.py",  # conv2d + bias, then relu
+    "27_conv1d_gelu_max_over_length.py",  # conv1d + bias, then a reduction
+    "28_convtranspose2d_bias_clamp_scale_clamp_divide.py",  # transposed conv + bias
+]
+
+
+def test_a_kept_convolution_leaves_its_bias_to_the_triton_kernel(pool, monkeypatch):
+    """The generic writer keeps a convolution as a torch call without its bias (PyTorch would add it in
+    a separate pass over the output) and adds the bias in the Triton kernel that follows."""
+    from providers.offline import writer
+
+    monkeypatch.setattr(writer, "_TASK_WRITERS", [])  # only the generic writer: cuDNN + Triton
+    jobs = []
+    for name in CUDNN_BIAS_TASKS:
+        task = _bundled("level2", name)
+        code = write_program(_prompt(task.source)).code
+        assert code is not None, name
+        call = next(
+            line for line in code.splitlines() if "torch.nn.functional.conv" in line or "aten.conv" in line
+        )
+        assert ", None," in call, f"{name}: the bias is still passed to the convolution: {call.strip()}"
+        jobs.append((name, task, code))
+    _check(pool, jobs)
