@@ -6,8 +6,9 @@ in, because the floor is what "fraction of the floor reached" is measured agains
 
 - fp32 matmul under strict precision runs on CUDA cores (torch sets allow_tf32=False for matmul by
   default), so the fp32 peak applies;
-- fp32 convolutions run in TF32 because cuDNN allows TF32 for convolutions by default, so the TF32
-  tensor-core peak applies (the floor's `note` says so);
+- fp32 convolutions under strict precision run on CUDA cores too: the harness turns cuDNN's TF32 off
+  (PyTorch's default allows it for convolutions), so the fp32 peak applies; a caller timing cuDNN's
+  default math passes precision="tf32" (the floor's `note` says which);
 - fp16/bf16/fp8 inputs use their tensor-core peaks; `precision="tf32"` or `"reduced"` lets fp32
   matmul use the TF32 or bf16 tensor-core peak.
 
@@ -115,10 +116,7 @@ def select_math_mode(task: Task, target: Target, precision: Precision = "strict"
             mode = "tf32"
             notes.append("tf32 precision: fp32 matmul/conv bounded by the TF32 tensor-core peak")
         elif is_conv:
-            mode = "tf32"
-            notes.append("fp32 convolution: cuDNN uses TF32 by default, so the TF32 peak applies")
-            if is_matmul:
-                notes.append("matmul FLOPs in the same task are bounded by TF32 too (a lower floor)")
+            notes.append("strict fp32 convolution (cuDNN's TF32 off, as the harness runs it): fp32 peak")
         elif is_matmul:
             notes.append("strict fp32 matmul runs on CUDA cores: fp32 peak")
     if target.meaningful_peaks and target.peak_flops(mode) is None:

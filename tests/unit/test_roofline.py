@@ -39,12 +39,16 @@ def test_strict_fp32_matmul_uses_cuda_core_peak():
     assert "CUDA cores" in f.note
 
 
-def test_fp32_conv_uses_tf32_peak_and_says_why():
-    f = roofline_floor_ms(make_task(["conv", "pointwise"], ["float32"], MM_FLOPS, MM_BYTES), "h200")
-    assert f.math_mode == "tf32"
-    assert f.peak_used == pytest.approx(365.1e12)
-    assert f.compute_ms == pytest.approx(MM_FLOPS / 365.1e12 * 1e3, rel=1e-12)
-    assert "cuDNN" in f.note and "TF32" in f.note
+def test_fp32_conv_uses_the_peak_of_the_math_it_runs_in():
+    task = make_task(["conv", "pointwise"], ["float32"], MM_FLOPS, MM_BYTES)
+    strict = roofline_floor_ms(task, "h200")  # the harness turns cuDNN's TF32 off: CUDA cores
+    assert strict.math_mode == "fp32"
+    assert strict.peak_used == pytest.approx(50.7e12)
+    assert "cuDNN" in strict.note and "fp32 peak" in strict.note
+    tf32 = roofline_floor_ms(task, "h200", "tf32")  # cuDNN's default math
+    assert tf32.math_mode == "tf32"
+    assert tf32.peak_used == pytest.approx(365.1e12)
+    assert tf32.compute_ms == pytest.approx(MM_FLOPS / 365.1e12 * 1e3, rel=1e-12)
 
 
 @pytest.mark.parametrize(
