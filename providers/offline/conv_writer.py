@@ -7,8 +7,11 @@
 `conv_task_writer(source, name, ctx)` answers tasks that analyse as one convolution plus fusable work
 (providers/offline/conv.py) and passes (None) on everything else. It reads the request from the
 writer's `Context` (providers/offline/policy.py) and decides like the other families:
-- large step: a design different from the parent's; a design+config that won on a similar conv task
-  (a good experience case) is tried first; designs of failed cases are avoided;
+- large step: a design different from the parent's and from the representatives' (ctx.listed), the
+  designs ranked by structure (conv_designs); a design+config that won on this task or on a convolution
+  of the same class (depthwise / few / many input channels per group, read from the case program's
+  docstring) is tried first; designs of failed cases are avoided; when every design was written, a
+  config not written yet;
 - small step: a config one knob away from the parent's (conv_neighbours), chosen with the context's
   seeded RNG among those no rule forbids;
 - repair: by the feedback's error kind: resource errors shrink the tiles, a mismatch under DOT=tf32x3
@@ -20,6 +23,7 @@ LAYOUT, DOT, RECOMPUTE). DOT=tf32 only when the context allows TF32.
 from __future__ import annotations
 
 import hashlib
+import re
 from functools import lru_cache
 from typing import Any
 
@@ -147,7 +151,18 @@ def conv_task_writer(source: str, name: str, ctx: Any) -> Any:
     elif ctx.kind == "repair" and parent is not None:
         choice = _repair(ctx, parent, designs, allowed, first_config, error_kind(ctx.feedback))
     if choice is None:
-        choice = _large_step(ctx, parent, designs, allowed, first_config, is_bad)
+        spec = plan.full_spec or plan.spec
+        choice = _large_step(
+            ctx,
+            parent,
+            designs,
+            allowed,
+            first_config,
+            is_bad,
+            name=name,
+            cls=_conv_class(spec.in_per_group),
+            configs=lambda d: conv_configs(d, plan, precision),
+        )
     if choice is None:
         return None
     design, config, why = choice
@@ -174,9 +189,56 @@ def conv_task_writer(source: str, name: str, ctx: Any) -> Any:
     return WriterAnswer(code, explanation, ProgramMeta(FAMILY, design, _config_dict(config)))
 
 
+_DESCRIBE = re.compile(r"conv\dd(?: transposed)? (\d+)->(\d+) k=[^\n]*? g=(\d+) ")
+_TASK_LINE = re.compile(r"^task:\s*(\S+)", re.M)
+
+
+def _conv_class(in_per_group: int) -> str:
+    """The structural class conv_designs ranks designs by: depthwise, few or many channels per group."""
+    return "depthwise" if in_per_group == 1 else ("few" if in_per_group < 16 else "many")
+
+
+def _case_class(body: str) -> str | None:
+    """The class of the convolution an experience case's program wrote (from its docstring), or None."""
+    m = _DESCRIBE.search(body)
+    if m is None:
+        return None
+    cin, groups = int(m.group(1)), max(1, int(m.group(3)))
+    return _conv_class(max(1, cin // groups))
+
+
+def _similar(case: Any, name: str, cls: str) -> bool:
+    """Whether a case's design can stand for this task: the same task, or a convolution of the same class.
+
+    A design that won on a dense convolution says nothing about a depthwise one (and the reverse): the
+    designs are ranked by that structure, so a case whose class is unknown does not override it.
+    """
+    task = _TASK_LINE.search(case.body)
+    if task is not None and task.group(1) == name:
+        return True
+    return _case_class(case.body) == cls
+
+
 def _large_step(
-    ctx: Any, parent: Any, designs: list[str], allowed: Any, first_config: Any, is_bad: Any
+    ctx: Any,
+    parent: Any,
+    designs: list[str],
+    allowed: Any,
+    first_config: Any,
+    is_bad: Any,
+    *,
+    name: str = "task",
+    cls: str = "many",
+    configs: Any = None,
 ) -> tuple[str, ConvConfig, str] | None:
+    # Designs already written at this point of the search (the parent's and the representatives'): a
+    # large step from the root has no parent, so without this every one of them repeats the first.
+    listed = [m for m in getattr(ctx, "listed", []) if m.family == FAMILY]
+    tried = {m.design for m in listed} | ({parent.design} if parent is not None else set())
+    seen = [(m.design, config_from_pairs(m.config)) for m in listed]
+    if parent is not None:
+        seen.append((parent.design, config_from_pairs(parent.config)))
+    order = [d for d in designs if d not in tried] or designs
     # a design and config that worked on a similar convolution, same hardware first
     cases = sorted(
         (c for c in getattr(ctx, "cases", []) if c.good and c.meta is not None and c.meta.family == FAMILY),
@@ -184,15 +246,24 @@ def _large_step(
     )
     for case in cases:
         design = case.meta.design
-        if design in designs and (parent is None or design != parent.design):
-            config = config_from_pairs(case.meta.config)
-            if allowed(design, config):
-                return design, config, f"from experience (speedup {case.speedup})"
-    order = [d for d in designs if parent is None or d != parent.design] or designs
+        if design not in order or not _similar(case, name, cls):
+            continue
+        config = config_from_pairs(case.meta.config)
+        if allowed(design, config) and (design, config) not in seen:
+            return design, config, f"from experience (speedup {case.speedup})"
     for design in order:
         for config in (c for c in [first_config(design)] if c is not None):
-            if not is_bad(design, config):
+            if not is_bad(design, config) and (design, config) not in seen:
                 return design, config, "large step" if parent else "first design"
+    # every design was written already: the first untried config, in the designs' order
+    for design in order:
+        for config in configs(design) if configs is not None else []:
+            if allowed(design, config) and not is_bad(design, config) and (design, config) not in seen:
+                return design, config, "large step: a config not written yet"
+    for design in order:
+        config = first_config(design)
+        if config is not None and not is_bad(design, config):
+            return design, config, "large step" if parent else "first design"
     return None
 
 
