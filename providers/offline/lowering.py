@@ -1466,7 +1466,8 @@ def _conv(L: Lowerer, a: dict, target: Any) -> Value:
     PyTorch adds a cuDNN convolution's bias in a separate kernel that reads and writes the whole
     output once more; as a broadcast add it joins the Triton kernel that follows instead."""
     bias = a.get("bias")
-    if not isinstance(bias, Value) or bias.rank != 1:
+    followed = any(u.op != "output" for u in L.node.users)  # a result returned as is keeps its bias
+    if not isinstance(bias, Value) or bias.rank != 1 or not followed:
         return L.opaque(target, L.node)  # type: ignore[arg-type]
     out = L.opaque(target, L.node, without="bias")  # type: ignore[arg-type]
     shape = [sympy.Integer(1)] * out.rank
