@@ -18,6 +18,7 @@ its fraction of the roofline floor (hardware.roofline.roofline_floor_ms on the d
 
 Usage, from the repository root:
     python benchmarks/conv_bench.py --out DIR [--tasks 20,23] [--configs 4] [--alt-configs 1]
+                                    [--designs direct_depthwise,implicit_gemm_flatk]
                                     [--tf32-configs 2] [--no-tf32] [--time-budget-s 500]
                                     [--resume EARLIER/conv_bench.json]
 DIR defaults to $OUT, else ./conv-bench-out. Writes DIR/conv_bench.json after every task (an
@@ -59,6 +60,7 @@ from providers.offline.conv import (  # noqa: E402
     conv_designs,
     emit_conv_program,
 )
+from providers.offline.conv_codegen import DESIGNS  # noqa: E402
 from tasks import bundled_suite_dir, load_task  # noqa: E402
 
 EPILOGUE = "torch_conv+epilogue"
@@ -101,9 +103,14 @@ def pick_configs(configs: list[ConvConfig], k: int) -> list[ConvConfig]:
     return out
 
 
-def candidate_jobs(plan: ConvPlan, precision: str, k_main: int, k_alt: int) -> list[tuple[str, ConvConfig]]:
+def candidate_jobs(
+    plan: ConvPlan, precision: str, k_main: int, k_alt: int, only: list[str] | None = None
+) -> list[tuple[str, ConvConfig]]:
+    """(design, config) pairs to measure: k_main configs of the primary design, k_alt of the others;
+    `only` restricts the designs (the first of those left counts as primary)."""
     jobs = []
-    for i, design in enumerate(conv_designs(plan)):
+    designs = [d for d in conv_designs(plan) if not only or d in only]
+    for i, design in enumerate(designs):
         k = k_main if i == 0 else k_alt
         if k <= 0:
             continue
@@ -196,9 +203,9 @@ def run_task(
             entry[f"floor_{precision}_ms"] = floor.floor_ms
             entry[f"floor_{precision}_note"] = floor.summary()
         if precision == "strict":
-            jobs = candidate_jobs(plan, precision, args.configs, args.alt_configs)
+            jobs = candidate_jobs(plan, precision, args.configs, args.alt_configs, args.design_list)
         else:
-            jobs = candidate_jobs(plan, precision, args.tf32_configs, 0)
+            jobs = candidate_jobs(plan, precision, args.tf32_configs, 0, args.design_list)
         programs = []
         folder = out / "programs" / path.stem
         folder.mkdir(parents=True, exist_ok=True)
@@ -334,6 +341,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--configs", type=int, default=4, help="configs of the primary design (strict)")
     ap.add_argument("--alt-configs", type=int, default=1, help="configs of each other design (strict)")
     ap.add_argument("--tf32-configs", type=int, default=2, help="DOT=tf32 configs of the primary design")
+    ap.add_argument(
+        "--designs",
+        default="",
+        help="comma-separated conv designs to measure (default: every applicable one)",
+    )
     ap.add_argument("--no-tf32", action="store_true", help="skip the TF32 measurements")
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile baselines")
     ap.add_argument("--no-epilogue", action="store_true", help="skip the offline writer's torch-conv program")
@@ -347,6 +359,10 @@ def main(argv: list[str] | None = None) -> int:
         "--resume", default=None, help="an earlier conv_bench.json: keep its tasks, run the others"
     )
     args = ap.parse_args(argv)
+    args.design_list = [d for d in args.designs.split(",") if d]
+    unknown = [d for d in args.design_list if d not in DESIGNS]
+    if unknown:
+        ap.error(f"unknown design(s) {', '.join(unknown)}; known: {', '.join(DESIGNS)}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("KERNELWRIGHT_CACHE_DIR", str(out / "cache"))  # torch.compile baselines, reused

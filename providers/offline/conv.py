@@ -123,8 +123,10 @@ _FLAT_TILES = [
     (128, 32, 32, 8, 3),
     (256, 64, 16, 8, 3),
 ]
-_DIRECT_TILES = [(64, 32, 16, 4, 1), (128, 32, 16, 4, 1), (32, 64, 16, 4, 1), (128, 16, 16, 4, 1),
-                 (256, 16, 16, 8, 1), (64, 64, 16, 8, 1)]  # fmt: skip
+# direct: BLOCK_M pixels of one sample (contiguous in NCHW) x BLOCK_N channels; long pixel rows give
+# whole 128-byte lines per channel and amortise the per-pixel index math over the unrolled taps
+_DIRECT_TILES = [(256, 4, 16, 4, 1), (512, 2, 16, 4, 1), (128, 8, 16, 4, 1), (1024, 1, 16, 4, 1),
+                 (256, 8, 16, 8, 1), (64, 32, 16, 4, 1)]  # fmt: skip
 
 
 def _first_boundary(ops: list[Any]) -> int:

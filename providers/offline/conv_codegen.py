@@ -425,6 +425,9 @@ class _Emitter:
     def _per_sample(self, st: _Stage) -> bool:
         if st.sink in ("stats", "stats_only"):
             return True
+        if self._unrolled() and st.source == "conv" and st.sink == "store":
+            # one sample per tile: the sample's base is a scalar, no division by the plane size per pixel
+            return True
         if st.sink == "sreduce" and st.sreduce is not None:
             return self._all_spatial(st.sreduce.attrs["dims"])
         return False
@@ -443,6 +446,10 @@ class _Emitter:
         if conv:
             args += ["x_ptr", "w_ptr", "sxn", "sxc", "sxd", "sxh", "sxw", "ID", "IH", "IW", "CIN_G", "OC_G",
                      "KD", "KH", "KW", "STD", "STH", "STW", "PADD", "PADH", "PADW", "DLD", "DLH", "DLW"]  # fmt: skip
+            if self._unrolled():
+                # kernel size and dilation are compile-time: the taps unroll and their offsets fold
+                for name in ("KD", "KH", "KW", "DLD", "DLH", "DLW"):
+                    args[args.index(name)] = f"{name}: tl.constexpr"
             if self.design == "implicit_gemm" and self.spec.transposed:
                 args += ["STEPD", "STEPH", "STEPW"]
         else:
@@ -792,7 +799,57 @@ class _Emitter:
             )
             k(f"acc = tl.dot(a, b, acc{self._dot_args()})")
 
+    def _unrolled(self) -> bool:
+        """direct_depthwise of a forward convolution: taps unrolled at compile time."""
+        return self.design == "direct_depthwise" and not self.spec.transposed
+
+    def _conv_direct_unrolled(self, k: Code, co: _Coords) -> None:
+        # Memory-bound: per pixel the input origin and one pointer are computed once; each tap then adds
+        # a per-row scalar (kd, kh) or a compile-time offset (kw, folded into the load) and one mask.
+        nchw = self.cfg.LAYOUT == "nchw"
+        k("ci = c // OC_G")
+        k(f"od0 = {co.d} * STD - PADD")
+        k(f"oh0 = {co.h} * STH - PADH")
+        k(f"ow0 = {co.w} * STW - PADW")
+        k("xo = n64 * sxn + od0 * sxd + oh0 * sxh + ow0 * sxw")
+        k("xc = (ci * sxc).to(tl.int64)")
+        if nchw:
+            k("xb = x_ptr + xo[None, :] + xc[:, None]")
+            k("acc_t = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)")
+        else:
+            k("xb = x_ptr + xo[:, None] + xc[None, :]")
+            k("acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)")
+        k("for kd_ in tl.static_range(KD):")
+        with k.indent():
+            k("id_ = od0 + kd_ * DLD")
+            k(f"okd = {co.ok} & (id_ >= 0) & (id_ < ID)")
+            k("for kh_ in tl.static_range(KH):")
+            with k.indent():
+                k("ih_ = oh0 + kh_ * DLH")
+                k("okh = okd & (ih_ >= 0) & (ih_ < IH)")
+                k("xr = xb + (kd_ * DLD * sxd + kh_ * DLH * sxh)")
+                k("for kw_ in tl.static_range(KW):")
+                with k.indent():
+                    k("iw_ = ow0 + kw_ * DLW")
+                    k("ok_ = okh & (iw_ >= 0) & (iw_ < IW)")
+                    k("wv = tl.load(w_ptr + ((kd_ * KH + kh_) * KW + kw_) * C + c, mask=col_ok, other=0.0)")
+                    if nchw:
+                        k(
+                            "xv = tl.load(xr + kw_ * DLW * sxw, mask=ok_[None, :] & col_ok[:, None], other=0.0)"
+                        )
+                        k("acc_t += xv.to(tl.float32) * wv.to(tl.float32)[:, None]")
+                    else:
+                        k(
+                            "xv = tl.load(xr + kw_ * DLW * sxw, mask=ok_[:, None] & col_ok[None, :], other=0.0)"
+                        )
+                        k("acc += xv.to(tl.float32) * wv.to(tl.float32)[None, :]")
+        if nchw:
+            k("acc = tl.trans(acc_t)")
+
     def _conv_direct(self, k: Code, co: _Coords) -> None:
+        if self._unrolled():
+            self._conv_direct_unrolled(k, co)
+            return
         nchw = self.cfg.LAYOUT == "nchw"
         # input channel of output channel c: groups == in_channels, OC_G outputs per input
         k("ci = c // OC_G")

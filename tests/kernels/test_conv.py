@@ -230,6 +230,43 @@ CASES: dict[str, tuple[str, str, str | dict]] = {
         "direct_depthwise",
         {"LAYOUT": "nhwc", "RECOMPUTE": True},
     ),
+    "depthwise_batchnorm_train_dilated_stride2_recompute": (
+        _task(
+            """
+            self.conv = nn.Conv2d(5, 5, 3, stride=2, padding=2, dilation=2, groups=5, bias=False)
+            self.bn = nn.BatchNorm2d(5)
+            nn.init.normal_(self.bn.weight)
+            nn.init.normal_(self.bn.bias)
+            """,
+            "return F.relu6(self.bn(self.conv(x)))",
+            "[torch.randn(3, 5, 11, 9)]",
+        ),
+        "direct_depthwise",
+        {"LAYOUT": "nchw", "RECOMPUTE": True},
+    ),
+    "depthwise_batchnorm_train_store_reread": (
+        _task(
+            """
+            self.conv = nn.Conv2d(6, 6, (5, 3), padding=(2, 1), dilation=(1, 2), groups=6, bias=False)
+            self.bn = nn.BatchNorm2d(6)
+            nn.init.normal_(self.bn.weight)
+            nn.init.normal_(self.bn.bias)
+            """,
+            "return F.relu6(self.bn(self.conv(x)))",
+            "[torch.randn(2, 6, 9, 11)]",
+        ),
+        "direct_depthwise",
+        {"LAYOUT": "nchw", "RECOMPUTE": False},
+    ),
+    "depthwise3d_bias_relu": (
+        _task(
+            "self.conv = nn.Conv3d(3, 3, 3, stride=(1, 2, 1), padding=1, groups=3)",
+            "return torch.relu(self.conv(x))",
+            "[torch.randn(2, 3, 5, 7, 6)]",
+        ),
+        "direct_depthwise",
+        "nchw",
+    ),
     "conv2d_maxpool_groupnorm_recompute": (
         _task(
             """
@@ -345,6 +382,19 @@ def test_wrong_epilogue_is_caught(pool):
     assert "* 1.001" in text
     res = pool.evaluate(load_task_source(source, "conv_case_wrong"), text, CONFIG)
     assert not res.correct and res.error_kind == "mismatch", res.error
+
+
+@pytest.mark.parametrize("recompute", [True, False])
+def test_bundled_depthwise_batchnorm_task_verifies_with_default_direct_tiles(pool, recompute):
+    """Task 24 (depthwise conv, training-mode BatchNorm, ReLU6) with direct_depthwise's default tile
+    (long pixel rows, few channels), both ways of the normalisation's second pass."""
+    path = bundled_suite_dir("level2") / "24_conv2d_depthwise_batchnorm_relu6.py"
+    source = path.read_text()
+    text = _program(source, "direct_depthwise", RECOMPUTE=recompute)
+    assert "tl.static_range(KH)" in text and f"RECOMPUTE={recompute}" in text.splitlines()[0]
+    res = pool.evaluate(load_task_source(source, path.stem), text, CONFIG)
+    assert res.correct, f"{res.stage} {res.error_kind}: {res.error}"
+    assert res.kernel_launches == 3 if recompute else res.kernel_launches >= 3
 
 
 BUNDLED = [
