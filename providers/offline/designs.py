@@ -10,7 +10,14 @@ the "conv" family with their own `kind` and generator.
 Defaults aim at Hopper-class GPUs (H100/H200): memory-bound kernels use large tiles and 4-16 warps,
 one program per row when the row fits in registers and several rows per program when rows are short;
 reductions over a middle dim tile over the contiguous inner dim; global reductions split the row over
-many programs; fp32 matmuls use strict IEEE `tl.dot` unless TF32 is allowed.
+many programs.
+
+fp32 matmuls: under strict precision a large product (M*N*K >= 2^30) starts from split-precision
+tensor-core dots (PREC=tf32x3: three TF32 MMAs, fp32-level accuracy) with both operands made K-major
+(KMAJOR=1) and BLOCK_K=32, which Hopper's TF32 MMAs need; split_k keeps strict IEEE dots by default
+so the search also measures the CUDA-core path. Small products use IEEE dots. With TF32 allowed,
+PREC=tf32 (one TF32 MMA) with K-major operands. Two products sharing A whose results meet in one
+pointwise chain are one dual kernel (designs "dual" and "dual_persistent").
 """
 
 from __future__ import annotations
@@ -53,12 +60,16 @@ class KernelInfo:
     numel: int = 1
     fp32_dot: bool = True
     itemsize: int = 4
+    dual: bool = False
+    """A dual matmul kernel (several products sharing A, one epilogue): see emit_matmul.DualKernel."""
+    b_kmajor: bool = False
+    """B was K-contiguous while tracing (nn.Linear's W.T): KMAJOR costs no copy."""
 
     @property
     def cost(self) -> float:
         """A rough work estimate: which kernel of a program is its main one."""
         if self.kind == "matmul":
-            return 2.0 * self.M * self.N * self.K * self.NB / 50.0
+            return 2.0 * self.M * self.N * self.K * self.NB * (2 if self.dual else 1) / 50.0
         if self.kind == "rows":
             return float(self.NK * self.NR) * 1.5
         return float(self.numel)
@@ -86,7 +97,8 @@ def _rows_space(layout: str, mode: str) -> dict[str, tuple[Any, ...]]:
         return {
             "TILE": (1024, 2048, 4096, 8192, 16384),
             "RMAX": (4096, 8192, 16384, 32768),
-            "num_warps": (0, 4, 8, 16),
+            # 32 warps: a long row in fewer registers per thread (more rows resident per SM)
+            "num_warps": (0, 4, 8, 16, 32),
         }
     if mode == "split":
         if layout == "cols":
@@ -158,14 +170,25 @@ def _build_registry() -> dict[str, list[Design]]:
     ]  # fmt: skip
     mm_space = {"BLOCK_M": (32, 64, 128, 256), "BLOCK_N": (32, 64, 128, 256), "BLOCK_K": (16, 32, 64, 128),
                 "GROUP_M": (1, 4, 8, 16), "num_warps": (2, 4, 8), "num_stages": (2, 3, 4, 5),
-                "PREC": ("ieee", "tf32x3", "tf32")}  # fmt: skip
+                "PREC": ("ieee", "tf32x3", "tf32"), "KMAJOR": (0, 1)}  # fmt: skip
+
+    def single(i: KernelInfo) -> bool:
+        return i.kind == "matmul" and not i.dual
+
+    def dual(i: KernelInfo) -> bool:
+        return i.kind == "matmul" and i.dual
+
     reg["matmul"] = [
-        Design("grouped", "matmul", "matmul", "grouped", mm_space, lambda i: i.kind == "matmul",
+        Design("grouped", "matmul", "matmul", "grouped", mm_space, single,
                "one program per tile, GROUP_M band ordering"),
         Design("split_k", "matmul", "matmul", "split_k", {**mm_space, "SPLIT_K": (2, 4, 8, 16)},
-               lambda i: i.kind == "matmul", "K split over programs, partials reduced with the epilogue"),
-        Design("persistent", "matmul", "matmul", "persistent", mm_space, lambda i: i.kind == "matmul",
+               single, "K split over programs, partials reduced with the epilogue"),
+        Design("persistent", "matmul", "matmul", "persistent", mm_space, single,
                "one program per SM walking the tiles"),
+        Design("dual", "matmul", "matmul", "grouped", mm_space, dual,
+               "two products sharing A in one kernel: A loaded once, two accumulators, one fused store"),
+        Design("dual_persistent", "matmul", "matmul", "persistent", mm_space, dual,
+               "the dual kernel with one program per SM walking the tiles"),
     ]  # fmt: skip
     # Convolutions are kept as torch ops today: the family is registered so that Triton designs
     # (implicit GEMM, direct) can be added here with their own generator.
@@ -217,9 +240,20 @@ def kernel_info(sched: Schedule, k: Kernel) -> KernelInfo:
             info.NB *= d
         info.fp32_dot = a.dtype.itemsize == 4 and b.dtype.itemsize == 4
         info.itemsize = a.dtype.itemsize
+        info.dual = bool(getattr(k, "extra_anchors", None))
+        info.b_kmajor = _kmajor_view(b)
     else:
         info.numel = g.numel_hint(k.space)
     return info
+
+
+def _kmajor_view(b: Any) -> bool:
+    """B is a transposed view of its last two dims (x @ W.T): K-contiguous when the source is contiguous."""
+    if b.kind != "view" or b.op != "permute":
+        return False
+    dims = list(b.attrs.get("dims", ()))
+    n = len(dims)
+    return n >= 2 and dims[-2:] == [n - 1, n - 2]
 
 
 # ---- defaults --------------------------------------------------------------------------------------
@@ -276,42 +310,45 @@ def default_config(design: Design, info: KernelInfo, tf32: bool = False) -> dict
             return {"BLOCK_R": 4096, "WAVES": 4, "num_warps": 8}
         return {"BLOCK_R": 4096, "BLOCK_M": 1, "num_warps": 8, "EVICT": 1}
     if design.kind == "matmul":
-        prec = "tf32" if tf32 else "ieee"
-        cfg: dict[str, Any]
-        if not info.fp32_dot:
-            cfg = {
-                "BLOCK_M": 128,
-                "BLOCK_N": 256,
-                "BLOCK_K": 64,
-                "GROUP_M": 8,
-                "num_warps": 8,
-                "num_stages": 3,
-            }
-        elif prec == "tf32":
-            cfg = {
-                "BLOCK_M": 128,
-                "BLOCK_N": 128,
-                "BLOCK_K": 32,
-                "GROUP_M": 8,
-                "num_warps": 8,
-                "num_stages": 3,
-            }
-        else:
-            cfg = {
-                "BLOCK_M": 128,
-                "BLOCK_N": 128,
-                "BLOCK_K": 16,
-                "GROUP_M": 8,
-                "num_warps": 8,
-                "num_stages": 3,
-            }
-        cfg["PREC"] = prec
+        return _matmul_default(design, info, tf32)
+    if design.mode == "grid_stride":
+        return {"BLOCK": 2048, "num_warps": 8, "WAVES": 8}
+    # Small blocks (8 elements a thread): many short programs keep the last wave's tail short; on an H200
+    # BLOCK=4096 with 8 warps ran elementwise ops at 94-96% of the copy bandwidth, torch.compile's
+    # 1024-element blocks at 98%.
+    return {"BLOCK": 1024, "num_warps": 4}
+
+
+BIG_MATMUL = 1 << 30
+"""M*N*K (times the batch) from which a strict fp32 product starts on tensor cores (PREC=tf32x3)."""
+
+
+def _matmul_default(design: Design, info: KernelInfo, tf32: bool) -> dict[str, Any]:
+    cfg: dict[str, Any] = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 8,
+                           "num_stages": 3}  # fmt: skip
+    if not info.fp32_dot:
+        cfg.update({"BLOCK_N": 256, "BLOCK_K": 64})
         if design.mode == "split_k":
             cfg.update({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "SPLIT_K": 8, "num_warps": 4})
         return cfg
-    if design.mode == "grid_stride":
-        return {"BLOCK": 2048, "num_warps": 8, "WAVES": 8}
-    return {"BLOCK": 4096, "num_warps": 8}
+    big = info.M * info.N * info.K * info.NB >= BIG_MATMUL
+    if tf32:
+        prec = "tf32"
+    elif big and (design.mode != "split_k" or info.dual):
+        prec = "tf32x3"
+    else:
+        prec = "ieee"
+    cfg["PREC"] = prec
+    # TF32 MMAs want both operands K-major; IEEE dots run on CUDA cores and do not care.
+    cfg["KMAJOR"] = 0 if prec == "ieee" else 1
+    if prec == "ieee":
+        cfg["BLOCK_K"] = 16
+    if info.dual:
+        # Two accumulators: half the N tile keeps them (and tf32x3's split operands) in registers.
+        cfg["BLOCK_N"] = 64
+    if design.mode == "split_k":
+        cfg.update({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "SPLIT_K": 8, "num_warps": 4})
+    return cfg
 
 
 def make_config(design: Design, values: dict[str, Any]) -> RowConfig | MatmulConfig | PointwiseConfig:
@@ -337,4 +374,5 @@ def config_space(design: Design, info: KernelInfo, tf32: bool = False) -> dict[s
         space["PREC"] = ("ieee", "tf32x3", "tf32") if tf32 else ("ieee", "tf32x3")
         if not info.fp32_dot:
             space.pop("PREC")
+            space.pop("KMAJOR", None)
     return space

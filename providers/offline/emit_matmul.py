@@ -11,11 +11,20 @@ Designs (`MatmulConfig.mode`):
 - "split_k": K split over SPLIT_K programs per tile, partial tiles reduced (and the epilogue applied)
   by a second kernel: more parallelism when M*N is small and K is long;
 - "persistent": one program per SM walking the tiles, which trims launch and tail effects.
+
+`KMAJOR=1` makes both operands K-contiguous before the launch (one transpose copy of an operand that is
+not, e.g. a row-major B of `A @ B`; a no-op for `x @ W.T`, whose W already is): Hopper's TF32 tensor-core
+MMAs (PREC=tf32x3 / tf32) read both operands K-major, and without the copy they run far slower than with it.
+
+Dual matmuls: two products that share their left operand and whose results meet in one pointwise chain
+(the gate/up pair of a SwiGLU feed-forward, `silu(x @ Wg.T) * (x @ Wu.T)`) are merged by
+`fuse_dual_matmuls` into one kernel (a `DualKernel`): one A tile load feeds two `tl.dot`s into two
+accumulators, and the epilogue combines them before the single store, so neither product is written.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import sympy
 import torch
@@ -23,7 +32,7 @@ import torch
 from providers.offline.emit import TL_DTYPE, Code, ExprContext, Operand, cat_of
 from providers.offline.emit_rows import RowKernelGen, RowPlanError, _Load
 from providers.offline.ir import SymScalar, Value, aligned, is_one
-from providers.offline.schedule import Kernel, Schedule
+from providers.offline.schedule import Kernel, Schedule, _shape_eq, _walk_values
 
 
 @dataclass
@@ -37,6 +46,7 @@ class MatmulConfig:
     num_warps: int = 8
     num_stages: int = 3
     PREC: str = "ieee"  # ieee | tf32x3 | tf32
+    KMAJOR: int = 0  # 1: copy an operand that is not K-contiguous to a K-contiguous layout first
 
     def as_dict(self) -> dict[str, int | str]:
         return dict(self.__dict__)
@@ -50,6 +60,10 @@ class MatmulGen(RowKernelGen):
         assert k.anchor is not None
         self.anchor = k.anchor
         self.A, self.B = k.anchor.args
+        # A dual kernel's other products (same A): accumulators acc2, acc3, ...; B operands c, d, ...
+        self.extra = list(getattr(k, "extra_anchors", ()))
+        self.Bs = [self.B] + [x.args[1] for x in self.extra]
+        self.bp = "bcdefgh"[: len(self.Bs)]
         super().__init__(sched, k, cfg, ctx)  # type: ignore[arg-type]
         self.layout = "matmul"
         self.full_outputs = list(k.outputs)
@@ -63,7 +77,7 @@ class MatmulGen(RowKernelGen):
         stack = list(self.k.outputs) + [v for v in self.k.values if v is not self.anchor]
         while stack:
             v = stack.pop()
-            if v.id in seen or v is self.anchor:
+            if v.id in seen or v is self.anchor or any(v is x for x in self.extra):
                 continue
             seen.add(v.id)
             if self.is_load(v):
@@ -148,24 +162,33 @@ class MatmulGen(RowKernelGen):
         am = self._decompose(c, "rmw", self.mg, "am", set(self.mg))
         a_terms = [f"{self.kidx[gi]} * sa{gi}" for gi in self.a_groups if gi in self.bg]
         a_terms += [f"{am[gi]} * sa{gi}" for gi in self.a_groups if gi in self.mg]
-        b_terms = [f"{self.kidx[gi]} * sb{gi}" for gi in self.b_groups]
         c(f"a_row = {' + '.join(a_terms) if a_terms else '0'}")
-        c(f"b_base = {' + '.join(b_terms) if b_terms else '0'}")
         c("rk = tl.arange(0, BLOCK_K)")
         c(f"a_ptrs = a_ptr + a_row[:, None] + ({k_lo} + rk[None, :]) * sak")
-        c(f"b_ptrs = b_ptr + b_base + ({k_lo} + rk[:, None]) * sbk + rnw[None, :] * sbn")
-        c("acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)")
+        for p in self.bp:
+            b_terms = [f"{self.kidx[gi]} * s{p}{gi}" for gi in self.b_groups]
+            c(f"{p}_base = {' + '.join(b_terms) if b_terms else '0'}")
+            c(f"{p}_ptrs = {p}_ptr + {p}_base + ({k_lo} + rk[:, None]) * s{p}k + rnw[None, :] * s{p}n")
+        for j in range(len(self.bp)):
+            c(f"{self._acc(j)} = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)")
         c(f"for k0 in range({k_lo}, {k_hi}, BLOCK_K):")
         with c.indent():
             c(f"kmask = (k0 + rk) < {k_hi}")
             c("a = tl.load(a_ptrs, mask=kmask[None, :], other=0.0)")
-            c("b = tl.load(b_ptrs, mask=kmask[:, None], other=0.0)")
-            if self.A.dtype == torch.float32 and self.B.dtype == torch.float32:
-                c(f'acc = tl.dot(a, b, acc, input_precision="{self.mcfg.PREC}")')
-            else:
-                c("acc = tl.dot(a, b, acc)")
+            for j, (p, B) in enumerate(zip(self.bp, self.Bs, strict=True)):
+                acc = self._acc(j)
+                c(f"{p} = tl.load({p}_ptrs, mask=kmask[:, None], other=0.0)")
+                if self.A.dtype == torch.float32 and B.dtype == torch.float32:
+                    c(f'{acc} = tl.dot(a, {p}, {acc}, input_precision="{self.mcfg.PREC}")')
+                else:
+                    c(f"{acc} = tl.dot(a, {p}, {acc})")
             c("a_ptrs += BLOCK_K * sak")
-            c("b_ptrs += BLOCK_K * sbk")
+            for p in self.bp:
+                c(f"{p}_ptrs += BLOCK_K * s{p}k")
+
+    @staticmethod
+    def _acc(j: int) -> str:
+        return "acc" if j == 0 else f"acc{j + 1}"
 
     def _epilogue(self, c: Code) -> None:
         c("omask = (rm[:, None] < M) & (rn[None, :] < N)")
@@ -185,10 +208,12 @@ class MatmulGen(RowKernelGen):
             c(f"tl.store({name} + {off}, {text}, mask=omask)")
 
     def emit(self, c: Code, v: Value, scope: str, memo: dict[int, Operand] | None = None) -> Operand:
-        if v is self.anchor:
+        j = next((i for i, x in enumerate([self.anchor, *self.extra]) if v is x), None)
+        if j is not None:
+            acc = self._acc(j)
             if v.dtype in (torch.float16, torch.bfloat16):
-                return Operand(f"acc.to({TL_DTYPE[v.dtype]}).to(tl.float32)", "f")
-            return Operand("acc", "f")
+                return Operand(f"{acc}.to({TL_DTYPE[v.dtype]}).to(tl.float32)", "f")
+            return Operand(acc, "f")
         return super().emit(c, v, scope, memo)
 
     def _emit_load(self, c: Code, v: Value, cls: str) -> Operand:
@@ -214,12 +239,10 @@ class MatmulGen(RowKernelGen):
         return Operand(text, cat)
 
     def _ab_strides(self) -> list[str]:
-        return (
-            [f"sa{gi}" for gi in self.a_groups]
-            + ["sak"]
-            + [f"sb{gi}" for gi in self.b_groups]
-            + ["sbk", "sbn"]
-        )
+        out = [f"sa{gi}" for gi in self.a_groups] + ["sak"]
+        for p in self.bp:
+            out += [f"s{p}{gi}" for gi in self.b_groups] + [f"s{p}k", f"s{p}n"]
+        return out
 
     def _ep_params(self) -> list[str]:
         p = [s for ld in self.loads.values() for s in self.load_strides(ld)]
@@ -242,6 +265,9 @@ class MatmulGen(RowKernelGen):
         ]
         c = Code()
         mode = self.mcfg.mode
+        b_ptrs = [f"{p}_ptr" for p in self.bp]
+        if mode == "split_k" and self.extra:
+            raise RowPlanError("split_k is not written for dual matmuls")
         if mode == "split_k":
             c.jit_def(f"{name}_partial",
                       ["a_ptr", "b_ptr", "ws"] + self._sizes() + self._ab_strides() + meta + ["SPLIT_K: tl.constexpr"])  # fmt: skip
@@ -267,7 +293,7 @@ class MatmulGen(RowKernelGen):
                 self._epilogue(c)
             return c.text()
         params = (
-            ["a_ptr", "b_ptr"] + loads + outs + syms + self._sizes() + self._ab_strides() + self._ep_params()
+            ["a_ptr", *b_ptrs] + loads + outs + syms + self._sizes() + self._ab_strides() + self._ep_params()
         )
         params += meta + (["NUM_PROGS: tl.constexpr"] if mode == "persistent" else [])
         c.jit_def(name, params)
@@ -291,11 +317,20 @@ class MatmulGen(RowKernelGen):
     ) -> tuple[str, list[Value], list[SymScalar]]:
         cfg = self.mcfg
         c = Code()
-        tensors = [self.A, self.B] + [ld.value for ld in self.loads.values()]
+        tensors = [self.A, *self.Bs] + [ld.value for ld in self.loads.values()]
         loads = [ld.name for ld in self.loads.values()]
         snames = [n for n, _ in self.syms.values()]
-        c(f"def _launch_{name}({', '.join(['a', 'b'] + loads + snames)}):")
+        bs = list(self.bp)
+        c(f"def _launch_{name}({', '.join(['a', *bs] + loads + snames)}):")
         with c.indent():
+            if cfg.KMAJOR:
+                # TF32 tensor-core MMAs read both operands K-major: one transpose copy of an operand
+                # that is not K-contiguous (a row-major B) costs far less than the slow MMA path.
+                c("if a.stride(-1) != 1 and a.shape[-1] > 1:")
+                c("    a = a.mT.contiguous().mT")
+                for p in bs:
+                    c(f"if {p}.stride(-2) != 1 and {p}.shape[-2] > 1:")
+                    c(f"    {p} = {p}.mT.contiguous().mT")
             c("batch = tuple(torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]))")
             c("shape = batch + (a.shape[-2], b.shape[-1])")
             c("K, N = a.shape[-1], b.shape[-1]")
@@ -309,8 +344,10 @@ class MatmulGen(RowKernelGen):
             a_groups = [groups[gi] for gi in self.a_groups] + [[r - 1]]
             b_groups = [groups[gi] for gi in self.b_groups] + [[r - 2], [r - 1]]
             c(f"a, sa = _group_strides(a, batch + (a.shape[-2], K), {a_groups!r})")
-            c(f"b, sb = _group_strides(b, batch + (K, N), {b_groups!r})")
-            ab = [f"sa[{i}]" for i in range(len(a_groups))] + [f"sb[{i}]" for i in range(len(b_groups))]
+            ab = [f"sa[{i}]" for i in range(len(a_groups))]
+            for p in bs:
+                c(f"{p}, s{p} = _group_strides({p}, batch + (K, N), {b_groups!r})")
+                ab += [f"s{p}[{i}]" for i in range(len(b_groups))]
             ep = []
             for ld in self.loads.values():
                 c(f"{ld.name}, st{ld.name} = _group_strides({ld.name}, shape, groups)")
@@ -345,13 +382,13 @@ class MatmulGen(RowKernelGen):
                 c("NUM_PROGS = max(1, min(tiles, _num_sms(a.device)))")
                 c(f"{name}[(NUM_PROGS,)](")
                 with c.indent():
-                    c(", ".join(["a", "b"] + loads + outs + snames + sizes + ab + ep) + ",")
+                    c(", ".join(["a", *bs] + loads + outs + snames + sizes + ab + ep) + ",")
                     c(f"{meta}, NUM_PROGS=NUM_PROGS, {launch},")
                 c(")")
             else:
                 c(f"{name}[(tiles,)](")
                 with c.indent():
-                    c(", ".join(["a", "b"] + loads + outs + snames + sizes + ab + ep) + ",")
+                    c(", ".join(["a", *bs] + loads + outs + snames + sizes + ab + ep) + ",")
                     c(f"{meta}, {launch},")
                 c(")")
             ret = ", ".join(outs)
@@ -359,4 +396,97 @@ class MatmulGen(RowKernelGen):
         return c.text(), tensors, [s for _, s in self.syms.values()]
 
 
-__all__ = ["MatmulConfig", "MatmulGen", "RowPlanError", "_Load", "ExprContext"]
+# ---- dual matmuls ----------------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class DualKernel(Kernel):
+    """A matmul kernel that computes further products with the same A (`extra_anchors`) in its loop."""
+
+    extra_anchors: list[Value] = field(default_factory=list)
+
+
+def _same_operand(a: Value, b: Value) -> bool:
+    """The same tensor: one value, or the same chain of views of one value."""
+    if a is b:
+        return True
+    if a.kind != "view" or b.kind != "view" or a.op != b.op or a.op == "item":
+        return False
+    if not _shape_eq(a.shape, b.shape) or repr(a.attrs) != repr(b.attrs):
+        return False
+    return _same_operand(a.args[0], b.args[0])
+
+
+def _reads(sched: Schedule, v: Value, k: Kernel) -> bool:
+    """Whether computing `v` (its free pointwise inputs recomputed in place) needs a value `k` owns."""
+    stack = _walk_values(v.args) + _walk_values(v.attrs.get("kwargs", {}))
+    seen: set[int] = set()
+    while stack:
+        x = stack.pop()
+        if x.id in seen:
+            continue
+        seen.add(x.id)
+        owner = sched.owner.get(x.id)
+        if owner is k:
+            return True
+        if owner is None and x.kind not in ("input", "param"):
+            stack.extend(_walk_values(x.args))
+    return False
+
+
+def _kernel_reads(sched: Schedule, reader: Kernel, k: Kernel) -> bool:
+    return any(_reads(sched, v, k) for v in reader.values if sched.owner.get(v.id) is reader)
+
+
+def _dual_pair(sched: Schedule, k1: Kernel, k2: Kernel) -> bool:
+    """k1 and k2 (later) share A, have equal shapes and dtypes, and only k2's epilogue reads k1's results."""
+    if k1.anchor is None or k2.anchor is None or isinstance(k1, DualKernel) or isinstance(k2, DualKernel):
+        return False
+    (a1, b1), (a2, b2) = k1.anchor.args, k2.anchor.args
+    if b1 is b2 or not _same_operand(a1, a2):
+        return False
+    if not (_shape_eq(k1.space, k2.space) and _shape_eq(b1.shape, b2.shape)):
+        return False
+    if (b1.dtype, k1.anchor.dtype) != (b2.dtype, k2.anchor.dtype):
+        return False
+    if not _kernel_reads(sched, k2, k1):
+        return False  # the two results never meet in one kernel: nothing is saved by merging
+    if _reads(sched, k2.anchor, k1):
+        return False  # an operand of the second product is computed from the first
+    # k1's results must not be needed anywhere but in k2 (and as outputs of the forward).
+    return not any(k not in (k1, k2) and _kernel_reads(sched, k, k1) for k in sched.kernels)
+
+
+def fuse_dual_matmuls(sched: Schedule) -> Schedule:
+    """Merge each pair of matmul kernels that share their left operand and whose results meet in one
+    pointwise chain (gate/up projections) into one DualKernel; other schedules come back unchanged."""
+    while True:
+        mms = [k for k in sched.kernels if k.kind == "matmul"]
+        pair = next(
+            ((k1, k2) for i, k1 in enumerate(mms) for k2 in mms[i + 1 :] if _dual_pair(sched, k1, k2)), None
+        )
+        if pair is None:
+            return sched
+        k1, k2 = pair
+        assert k1.anchor is not None and k2.anchor is not None
+        out_ids = {v.id for v in sched.graph.outputs}
+        kept = [v for v in k1.outputs if v.id in out_ids]
+        merged = DualKernel(
+            k2.id, "matmul", values=k1.values + k2.values, outputs=kept + list(k2.outputs), space=k2.space,
+            anchor=k1.anchor, family=k2.family or "matmul", extra_anchors=[k2.anchor],
+        )  # fmt: skip
+        owner = {vid: (merged if k in (k1, k2) else k) for vid, k in sched.owner.items()}
+        dropped = {v.id for v in k1.outputs if v.id not in out_ids}
+        kernels = [merged if k is k2 else k for k in sched.kernels if k is not k1]
+        sched = Schedule(sched.graph, kernels, owner, sched.space, sched.materialised - dropped)
+
+
+__all__ = [
+    "DualKernel",
+    "MatmulConfig",
+    "MatmulGen",
+    "RowPlanError",
+    "_Load",
+    "ExprContext",
+    "fuse_dual_matmuls",
+]

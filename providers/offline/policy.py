@@ -10,7 +10,8 @@ From the prompt sections (providers/protocol.py) this module reads
 - experience cases (<case outcome=".." speedup=".." same_hardware="..">): on a large step the design and
   config that won on a task of the same family (same hardware preferred) is tried first; design+config
   pairs of failed or negative cases are avoided;
-- the target: whether TF32 is allowed for fp32 matmuls.
+- the target: whether TF32 is allowed for fp32 matmuls (`tf32_allowed`: a `precision: tf32` line, as
+  the context builder writes under --allow-tf32, or words to that effect; `precision: strict` never).
 
 Every choice is deterministic for a given prompt and seed.
 """
@@ -249,6 +250,15 @@ def design_forbidden(ctx: Context, family: str, design: str) -> bool:
     return any(r.forbids(family, design, {}) and not r.pairs for r in ctx.rules)
 
 
+DUAL_DESIGNS = ("dual", "dual_persistent")
+
+
+def fuse_allowed(ctx: Context) -> bool:
+    """Whether matmuls sharing A may be merged into one dual kernel: not when rules forbid every dual
+    design (then the two products are written as two kernels again)."""
+    return not all(design_forbidden(ctx, "matmul", d) for d in DUAL_DESIGNS)
+
+
 def _coerce(
     space: dict[str, tuple[Any, ...]], values: dict[str, Any], base: dict[str, Any]
 ) -> dict[str, Any]:
@@ -388,8 +398,20 @@ def choose(ctx: Context, info: KernelInfo, primary: bool) -> Choice:
         base = _coerce(space, parent.config, default_config(parent_design, info, ctx.tf32))  # type: ignore[union-attr]
         steps = neighbours(space, base, ctx.rng)
         if _norm(base.get("PREC")) == "ieee" and "PREC" in space:
-            # Split-precision tensor-core dots (3xTF32) keep fp32 accuracy and are often much faster.
-            steps.insert(0, dict(base, PREC="tf32x3"))
+            # Split-precision tensor-core dots (3xTF32) keep fp32 accuracy and are often much faster,
+            # given K-major operands (Hopper's TF32 MMAs read both that way) and BLOCK_K >= 32.
+            tc = dict(base, PREC="tf32x3")
+            if "KMAJOR" in space:
+                tc["KMAJOR"] = 1
+            if "BLOCK_K" in space and int(base.get("BLOCK_K") or 0) < 32:
+                tc["BLOCK_K"] = 32
+            steps.insert(0, tc)
+        elif (
+            "KMAJOR" in space
+            and _norm(base.get("PREC")) in ("tf32x3", "tf32")
+            and _norm(base.get("KMAJOR")) == "0"
+        ):
+            steps.insert(0, dict(base, KMAJOR=1))
         for n in steps:
             if not forbidden(ctx, info.family, parent_design.name, n) and not _same(n, base):
                 moved = ", ".join(f"{k}={n[k]}" for k in n if _norm(n[k]) != _norm(base.get(k)))

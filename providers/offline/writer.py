@@ -26,15 +26,16 @@ from providers.offline.designs import (
     kernel_info,
     make_config,
 )
+from providers.offline.emit_matmul import fuse_dual_matmuls
 from providers.offline.emit_module import EmitError, ProgramMeta, emit_program
 from providers.offline.emit_rows import RowPlanError
-from providers.offline.policy import Choice, Context, choose, read_context
+from providers.offline.policy import Choice, Context, choose, fuse_allowed, read_context
 from providers.offline.schedule import Schedule, schedule
 from providers.protocol import parse_sections
 
 CONFIG_KEYS = {
     "BLOCK", "BLOCK_M", "BLOCK_N", "BLOCK_K", "BLOCK_R", "BLOCK_I", "TILE", "RMAX", "num_warps", "num_stages",
-    "WAVES", "SPLIT_K", "GROUP_M", "PREC",
+    "WAVES", "SPLIT_K", "GROUP_M", "PREC", "KMAJOR",
 }  # fmt: skip
 
 
@@ -104,11 +105,13 @@ def write_program(prompt: str, seed: int = 0) -> WriterAnswer:
         sched = schedule(analysed.graph)
     except ValueError as exc:
         return _no_program(str(exc))
+    ctx = read_context(sections, seed, CONFIG_KEYS)
+    if fuse_allowed(ctx):
+        sched = fuse_dual_matmuls(sched)
     kernels = sched.triton_kernels()
     if not kernels:
         ops = ", ".join(sorted({k.anchor.op for k in sched.kernels if k.anchor is not None}))
         return _no_program(f"nothing in it is work this writer expresses in Triton (only {ops})")
-    ctx = read_context(sections, seed, CONFIG_KEYS)
     infos = {k.id: kernel_info(sched, k) for k in kernels}
     primary = max(kernels, key=lambda k: (infos[k.id].cost, -k.id))
     return _emit(analysed, sched, ctx, infos, primary.id)

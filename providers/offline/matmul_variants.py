@@ -1,0 +1,173 @@
+"""The offline writer's programs for a matmul task at chosen designs and configs (for sweeps and tests).
+
+    answer = matmul_variant(source, name, "grouped", {"PREC": "tf32x3", "KMAJOR": 1, "BLOCK_K": 32})
+    for v in matmul_grid(source, name): ...   # a small grid of (design, config, fuse) worth measuring
+
+The task goes through the writer's own pipeline (analysis, schedule, dual-matmul fusion, emission); the
+main matmul kernel gets the given design with its default config updated by `config`, every other
+kernel its defaults. `fuse=False` writes two products that share A as two kernels (the unfused
+baseline of the dual design).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from providers.offline.analysis import analyze_cached
+from providers.offline.designs import (
+    KernelInfo,
+    default_config,
+    default_design,
+    find_design,
+    kernel_info,
+    make_config,
+)
+from providers.offline.emit_matmul import fuse_dual_matmuls
+from providers.offline.emit_module import ProgramMeta, emit_program
+from providers.offline.schedule import Schedule, schedule
+from providers.offline.writer import WriterAnswer
+
+
+@dataclass(frozen=True)
+class Variant:
+    design: str
+    config: dict[str, Any] = field(default_factory=dict, hash=False)
+    fuse: bool = True
+
+    def label(self) -> str:
+        cfg = ",".join(f"{k}={v}" for k, v in self.config.items())
+        return f"{self.design}{'' if self.fuse else '(unfused)'}:{cfg}"
+
+
+def _plan(source: str, name: str, fuse: bool) -> tuple[Any, Schedule, dict[int, KernelInfo], int]:
+    analysed = analyze_cached(source, name)
+    sched = schedule(analysed.graph)
+    if fuse:
+        sched = fuse_dual_matmuls(sched)
+    kernels = sched.triton_kernels()
+    infos = {k.id: kernel_info(sched, k) for k in kernels}
+    mms = [k for k in kernels if infos[k.id].kind == "matmul"]
+    if not mms:
+        raise ValueError(f"{name}: no matmul kernel")
+    primary = max(mms, key=lambda k: (infos[k.id].cost, -k.id))
+    return analysed, sched, infos, primary.id
+
+
+def main_matmul_info(source: str, name: str, fuse: bool = True) -> KernelInfo:
+    """The facts of the task's main matmul kernel (dual when fused)."""
+    _, _, infos, primary = _plan(source, name, fuse)
+    return infos[primary]
+
+
+def matmul_variant(source: str, name: str, design: str, config: dict[str, Any] | None = None, *,
+                   tf32: bool = False, fuse: bool = True) -> WriterAnswer:  # fmt: skip
+    """The program with the main matmul kernel written as `design` with `config` over its defaults.
+
+    Every other matmul kernel (the second product when unfused) gets the same config keys."""
+    analysed, sched, infos, primary = _plan(source, name, fuse)
+    main = infos[primary]
+    d = find_design("matmul", design)
+    if d is None or not d.applies(main):
+        raise ValueError(f"design {design!r} does not apply to the main matmul of {name}")
+    configs = {}
+    full: dict[str, Any] = {}
+    for kid, info in infos.items():
+        dd = d if (kid == primary or (info.kind == "matmul" and d.applies(info))) else default_design(info)
+        cfg = default_config(dd, info, tf32)
+        if dd is d:
+            cfg.update(config or {})
+        if kid == primary:
+            full = cfg
+        configs[kid] = make_config(dd, cfg)
+    meta = ProgramMeta("matmul", d.name, full)
+    why = f"sweep: matmul kernel as {d.name}" + ("" if fuse else " (products unfused)")
+    code = emit_program(analysed, sched, configs, meta, why + ".")
+    return WriterAnswer(code, why, meta)
+
+
+def _grid_single(big_prec: str, kmajor_hint: bool) -> list[Variant]:
+    t = {"PREC": big_prec, "KMAJOR": 1, "BLOCK_K": 32, "num_warps": 8}
+    ieee = {"PREC": "ieee", "KMAJOR": 0, "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 16, "num_warps": 8}
+    out = [
+        Variant("grouped", {**t, "BLOCK_M": 128, "BLOCK_N": 128, "num_stages": 3}),
+        Variant("grouped", {**t, "BLOCK_M": 128, "BLOCK_N": 128, "num_stages": 4}),
+        Variant("grouped", {**t, "BLOCK_M": 128, "BLOCK_N": 256, "num_stages": 3}),
+        Variant("grouped", {**t, "BLOCK_M": 256, "BLOCK_N": 128, "num_stages": 3}),
+        Variant("grouped", {**t, "BLOCK_M": 128, "BLOCK_N": 64, "num_stages": 4}),
+        Variant("persistent", {**t, "BLOCK_M": 128, "BLOCK_N": 128, "num_stages": 3}),
+        Variant("persistent", {**t, "BLOCK_M": 128, "BLOCK_N": 256, "num_stages": 3}),
+        Variant("split_k", {**t, "BLOCK_M": 128, "BLOCK_N": 128, "SPLIT_K": 2, "num_stages": 3}),
+        Variant("grouped", {**ieee, "num_stages": 3}),
+        Variant(
+            "split_k",
+            {
+                **ieee,
+                "BLOCK_M": 64,
+                "BLOCK_N": 64,
+                "BLOCK_K": 32,
+                "SPLIT_K": 8,
+                "num_warps": 4,
+                "num_stages": 3,
+            },
+        ),  # fmt: skip
+        Variant("persistent", {**ieee, "num_stages": 3}),
+    ]
+    if not kmajor_hint:
+        # The same tensor-core kernel reading B N-major: what the transpose copy buys.
+        out.insert(5, Variant("grouped", {**t, "KMAJOR": 0, "BLOCK_M": 128, "BLOCK_N": 128, "num_stages": 3}))
+    return out
+
+
+def _grid_dual(big_prec: str) -> list[Variant]:
+    t = {"PREC": big_prec, "KMAJOR": 1, "BLOCK_K": 32}
+    return [
+        Variant("dual", {**t, "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3}),
+        Variant("dual", {**t, "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 4}),
+        Variant("dual", {**t, "BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}),
+        Variant("dual", {**t, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 4, "num_stages": 4}),
+        Variant("dual", {**t, "BLOCK_M": 256, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3}),
+        Variant("dual", {**t, "BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 16, "num_warps": 8, "num_stages": 4}),
+        Variant("dual_persistent", {**t, "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3}),
+        Variant("dual_persistent", {**t, "BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}),
+        Variant(
+            "dual",
+            {
+                "PREC": "ieee",
+                "KMAJOR": 0,
+                "BLOCK_M": 128,
+                "BLOCK_N": 64,
+                "BLOCK_K": 16,
+                "num_warps": 8,
+                "num_stages": 3,
+            },
+        ),  # fmt: skip
+        Variant(
+            "grouped", {**t, "BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}, fuse=False
+        ),
+        Variant(
+            "grouped", {**t, "BLOCK_M": 128, "BLOCK_N": 256, "num_warps": 8, "num_stages": 3}, fuse=False
+        ),
+    ]
+
+
+def matmul_grid(source: str, name: str, *, tf32: bool = False, limit: int | None = None) -> list[Variant]:
+    """A small grid of designs x configs worth measuring for the task's main matmul (first: the writer's
+    default). `tf32` uses PREC=tf32 for the tensor-core entries instead of tf32x3."""
+    info = main_matmul_info(source, name)
+    prec = "tf32" if tf32 else "tf32x3"
+    grid = _grid_dual(prec) if info.dual else _grid_single(prec, info.b_kmajor)
+    d = default_design(info)
+    first = Variant(d.name, default_config(d, info, tf32))
+    out = [first] + [v for v in grid if v != first or v.config != first.config]
+    if not info.fp32_dot:
+        out = [Variant(v.design, {k: x for k, x in v.config.items() if k not in ("PREC", "KMAJOR")}, v.fuse)
+               for v in out]  # fmt: skip
+    seen: list[Variant] = []
+    for v in out:
+        if not any(v.design == s.design and v.config == s.config and v.fuse == s.fuse for s in seen):
+            seen.append(v)
+    return seen[:limit] if limit else seen
+
+
+__all__ = ["Variant", "main_matmul_info", "matmul_grid", "matmul_variant"]

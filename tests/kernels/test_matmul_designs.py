@@ -1,0 +1,168 @@
+"""Matmul designs of the offline writer, verified by the real harness (CPU workers, Triton interpreter).
+
+K-major operands (KMAJOR=1: a transpose copy of a row-major B or a transposed A before the launch) with
+split-precision tensor-core dots (PREC=tf32x3), and the dual kernel for two products sharing A (gate/up),
+on A @ B, A.T @ B, bmm, nn.Linear and SwiGLU tasks at small odd shapes.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from hardware import EvalConfig, WorkerPool
+from providers.offline import parse_meta, write_program
+from providers.offline.matmul_variants import main_matmul_info, matmul_grid, matmul_variant
+from providers.protocol import render_section
+from tasks import bundled_suite_dir, load_task, load_task_source
+
+pytestmark = pytest.mark.kernels
+
+CFG = EvalConfig(device="cpu", time=False, timeout=240, trials=3)
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with WorkerPool(device="cpu", workers=2) as p:
+        yield p
+
+
+def _bundled(level: str, prefix: str):
+    return load_task(next(bundled_suite_dir(level).glob(f"{prefix}_*.py")))
+
+
+def _prompt(source: str, **sections: str) -> str:
+    parts = [render_section("request", "Write a faster kernel.", kind="large_step"),
+             render_section("task", source, name="t")]  # fmt: skip
+    parts += [render_section(tag, body) for tag, body in sections.items()]
+    return "\n\n".join(parts)
+
+
+def _check(pool: WorkerPool, jobs: list[tuple[str, object, str]]) -> None:
+    results = [pool.evaluate(task, code, CFG) for _, task, code in jobs]
+    bad = [
+        f"{label}: {r.summary()}\n{(r.error or '')[-800:]}"
+        for (label, _, _), r in zip(jobs, results, strict=True)
+        if not r.correct
+    ]
+    assert not bad, "\n\n".join(bad)
+
+
+TF32X3_KMAJOR = {"PREC": "tf32x3", "KMAJOR": 1, "BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}
+
+# A product sharing A with another whose results meet in one chain, on a 3-d input with a bias and a
+# non-power-of-two everything; and two products sharing A whose results do NOT meet (two outputs).
+DUAL_3D = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+class Model(nn.Module):
+    def __init__(self, d, h):
+        super().__init__()
+        self.g = nn.Linear(d, h)
+        self.u = nn.Linear(d, h, bias=False)
+
+    def forward(self, x):
+        return F.gelu(self.g(x)) * self.u(x) + 0.5
+
+def get_inputs():
+    return [torch.randn(2, 5, 37)]
+
+def get_init_inputs():
+    return [37, 23]
+"""
+
+TWO_OUTPUTS = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x, w1, w2):
+        return x @ w1, torch.relu(x @ w2)
+
+def get_inputs():
+    return [torch.randn(9, 19), torch.randn(19, 13), torch.randn(19, 13)]
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_kmajor_tf32x3_designs_verify_on_ab_bmm_transposed_and_linear(pool):
+    jobs = []
+    for level, prefix in (("level1", "14"), ("level1", "17"), ("level2", "06"), ("level2", "01")):
+        task = _bundled(level, prefix)
+        for design in ("grouped", "persistent", "split_k"):
+            cfg = dict(TF32X3_KMAJOR, SPLIT_K=2) if design == "split_k" else TF32X3_KMAJOR
+            answer = matmul_variant(task.source, task.name, design, cfg)
+            assert "mT.contiguous().mT" in answer.code and 'input_precision="tf32x3"' in answer.code
+            jobs.append((f"{task.name} [{design}]", task, answer.code))
+    _check(pool, jobs)
+
+
+def test_dual_kernel_verifies_on_swiglu_and_a_3d_biased_gate(pool):
+    swiglu = _bundled("level2", "12")
+    dual3d = load_task_source(textwrap.dedent(DUAL_3D), "dual_3d")
+    jobs = []
+    for task in (swiglu, dual3d):
+        info = main_matmul_info(task.source, task.name)
+        assert info.dual, task.name
+        answer = write_program(_prompt(task.source))
+        meta = parse_meta(answer.code)
+        # Strict fp32: tensor-core tf32x3 for the large SwiGLU, IEEE dots for the tiny product.
+        want = "tf32x3" if task is swiglu else "ieee"
+        assert meta.design == "dual" and meta.config["PREC"] == want, answer.explanation
+        assert answer.code.count("@triton.jit") == 1 and answer.code.count("tl.dot(") == 2
+        jobs.append((f"{task.name} [default]", task, answer.code))
+        for design, cfg in (("dual", TF32X3_KMAJOR), ("dual_persistent", {"BLOCK_M": 16, "BLOCK_N": 16}),
+                            ("dual", {"PREC": "ieee", "KMAJOR": 0, "BLOCK_N": 32})):  # fmt: skip
+            jobs.append(
+                (
+                    f"{task.name} [{design} {cfg}]",
+                    task,
+                    matmul_variant(task.source, task.name, design, cfg).code,
+                )
+            )
+        unfused = matmul_variant(task.source, task.name, "grouped", TF32X3_KMAJOR, fuse=False).code
+        assert unfused.count("tl.dot(") == 2 and "c_ptr" not in unfused
+        jobs.append((f"{task.name} [unfused]", task, unfused))
+    _check(pool, jobs)
+
+
+def test_products_that_do_not_meet_stay_two_kernels(pool):
+    task = load_task_source(textwrap.dedent(TWO_OUTPUTS), "two_outputs")
+    assert not main_matmul_info(task.source, task.name).dual
+    code = write_program(_prompt(task.source)).code
+    assert "c_ptr" not in code and code.count("@triton.jit") == 2
+    _check(pool, [("two outputs", task, code)])
+
+
+def test_a_rule_against_dual_designs_writes_two_kernels():
+    source = _bundled("level2", "12").source
+    code = write_program(
+        _prompt(
+            source, rules="- You cannot use design=dual here\n- You cannot use design=dual_persistent here"
+        )
+    ).code
+    assert parse_meta(code).design in ("grouped", "split_k", "persistent")
+    assert code.count("@triton.jit") == 2
+
+
+def test_sweep_grid_is_small_and_every_entry_emits():
+    for level, prefix in (
+        ("level1", "14"),
+        ("level1", "15"),
+        ("level2", "06"),
+        ("level2", "12"),
+        ("level2", "01"),
+    ):
+        task = _bundled(level, prefix)
+        grid = matmul_grid(task.source, task.name)
+        assert 8 <= len(grid) <= 20, (task.name, len(grid))
+        labels = [v.label() for v in grid]
+        assert len(set(labels)) == len(labels)
+        for v in grid:
+            code = matmul_variant(task.source, task.name, v.design, v.config, fuse=v.fuse).code
+            assert code and 'tf32"' not in code  # strict: never a plain TF32 dot
