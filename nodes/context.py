@@ -51,6 +51,7 @@ def context(branch: Branch, runtime: Runtime[Context]) -> Command[Literal["coder
         designs=job.designs,
         budget=ctx.context_tokens,
         exclude_case_ids=[job.parent_case_id] if job.parent_case_id else [],
+        precision=ctx.precision,
     )
     prompt = Prompt(system=SYSTEM_PROMPT, user=bundle.prompt)
     return Command(

@@ -220,6 +220,24 @@ def target_facts(target: Mapping[str, Any] | BaseModel | Any | None) -> tuple[st
     return "\n".join(lines), name, cc
 
 
+PRECISION_LINES = {
+    "strict": "precision: strict (fp32 outputs checked at fp32 tolerance; no TF32: fp32 tl.dot must use "
+    'input_precision="ieee" or "tf32x3")',
+    "tf32": "precision: tf32 (TF32 allowed for fp32 matmuls and convolutions: tl.dot may use "
+    'input_precision="tf32"; fp32 outputs checked at TF32 tolerance)',
+    "reduced": "precision: reduced (TF32 allowed for fp32 matmuls and convolutions; fp32 outputs checked "
+    "at a bf16/fp16-level tolerance)",
+}
+
+
+def precision_line(precision: str) -> str:
+    """The <target> line that states the precision mode the kernel is checked at."""
+    try:
+        return PRECISION_LINES[precision]
+    except KeyError:
+        raise ValueError(f"unknown precision {precision!r}; known: {', '.join(PRECISION_LINES)}") from None
+
+
 def _cut_code(code: str, max_chars: int) -> str:
     if len(code) <= max_chars:
         return code.rstrip()
@@ -309,12 +327,15 @@ def build_context(
     caps: TierCaps | None = None,
     exclude_case_ids: Iterable[str] = (),
     counter: Callable[[str], int] | None = None,
+    precision: str | None = None,
 ) -> ContextBundle:
     """Build the coder's context for one step; see the module docstring.
 
     `target` is a hardware Target (anything with .name/.compute_capability/.summary()) or a mapping of
     facts; `hardware` overrides its name for memory lookups. `versions` (toolchain) selects the rules
-    that apply. `memory` None builds from the hot tier, designs and docs only.
+    that apply. `memory` None builds from the hot tier, designs and docs only. `precision` ("strict",
+    "tf32" or "reduced": graphs.context.Context.precision) adds a `precision:` line to <target> saying
+    which fp32 dot/conv precisions a kernel may use.
     """
     if request_kind not in REQUEST_KINDS:
         raise ValueError(f"unknown request kind {request_kind!r}; known: {', '.join(REQUEST_KINDS)}")
@@ -324,6 +345,8 @@ def build_context(
     count = counter or default_counter()
     counter_name = getattr(count, "name", "custom")
     facts, target_name, _cc = target_facts(target)
+    if precision:
+        facts = "\n".join(x for x in (facts, precision_line(precision)) if x)
     hw = hardware or target_name
     fams = list(task.signature.op_families)
 

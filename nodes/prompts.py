@@ -26,7 +26,9 @@ Answer with exactly one fenced ```python block holding a complete, self-containe
   # kernelwright: family=<op family> design=<short design name> config=<key=value,key=value>
   naming the design and its launch configuration (block sizes, num_warps, ...).
 
-Read the sections of the request: <task> is the reference program; <target> the hardware; <parent> and
+Read the sections of the request: <task> is the reference program; <target> the hardware and the
+precision mode (strict: fp32 tl.dot with input_precision="ieee" or "tf32x3", never plain TF32; tf32: TF32
+allowed, input_precision="tf32" is fine); <parent> and
 <feedback> the kernel you build on and what its evaluation said; <designs> representative kernels found
 so far; <rules> things that are known not to work here (obey every one); <experience> earlier attempts on
 similar tasks and how they turned out; <docs> reference notes. Accumulate in fp32, mask every load and

@@ -1,0 +1,103 @@
+"""The precision mode reaches the writer through <target>: TF32 only under --allow-tf32; and the policy's
+strict-precision choices for large fp32 matmuls (tensor-core tf32x3 with K-major operands first)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from hardware.targets import get_target
+from nodes.context_builder import build_context, precision_line
+from providers.offline import parse_meta, write_program
+from providers.offline.conv_writer import conv_task_writer
+from providers.offline.designs import config_space, default_config, designs_for
+from providers.offline.matmul_variants import main_matmul_info
+from providers.offline.policy import Context, choose, parse_rules, read_context, tf32_allowed
+from providers.offline.writer import CONFIG_KEYS
+from providers.protocol import parse_sections
+from tasks import bundled_suite_dir, load_task
+
+
+def _task(level: str, prefix: str):
+    return load_task(next(bundled_suite_dir(level).glob(f"{prefix}_*.py")))
+
+
+def _prompt(task, precision: str | None) -> str:
+    return build_context(task, "large_step", target=get_target("nvidia-h200"), precision=precision).prompt
+
+
+def test_precision_lines_read_back_as_the_mode():
+    assert not tf32_allowed(precision_line("strict"))
+    assert tf32_allowed(precision_line("tf32")) and tf32_allowed(precision_line("reduced"))
+    with pytest.raises(ValueError, match="unknown precision"):
+        precision_line("fp8")
+
+
+@pytest.mark.parametrize("prefix", ["14", "15", "06", "12", "01"])
+def test_tf32_prompt_picks_prec_tf32_and_a_strict_prompt_never_does(prefix):
+    level = "level1" if prefix in ("14", "15") else "level2"
+    task = _task(level, prefix)
+    strict, tf32 = _prompt(task, "strict"), _prompt(task, "tf32")
+    assert "precision: strict" in parse_sections(strict)["target"].body
+    assert "precision: tf32" in parse_sections(tf32)["target"].body
+    s, t = write_program(strict), write_program(tf32)
+    assert parse_meta(t.code).config["PREC"] == "tf32" and 'input_precision="tf32"' in t.code
+    assert parse_meta(s.code).config["PREC"] == "tf32x3"
+    assert 'input_precision="tf32"' not in s.code
+    # No precision given (older callers): strict, as before.
+    assert not read_context(parse_sections(_prompt(task, None)), 0, CONFIG_KEYS).tf32
+
+
+def test_strict_steps_never_reach_plain_tf32():
+    task = _task("level1", "14")
+    info = main_matmul_info(task.source, task.name)
+    for seed in range(30):
+        parent = parse_meta(write_program(_prompt(task, "strict"), seed=seed).code)
+        for kind in ("small_step", "large_step", "repair"):
+            ch = choose(
+                Context(kind=kind, parent=parent, rng=random.Random(seed), feedback="mismatch"), info, True
+            )
+            assert ch.config.get("PREC") != "tf32", (kind, ch)
+
+
+def test_conv_writer_reads_the_same_precision_line():
+    task = _task("level2", "09")
+    strict = conv_task_writer(
+        task.source, task.name, read_context(parse_sections(_prompt(task, "strict")), 0, CONFIG_KEYS)
+    )
+    tf32 = conv_task_writer(
+        task.source, task.name, read_context(parse_sections(_prompt(task, "tf32")), 0, CONFIG_KEYS)
+    )
+    if strict is None or tf32 is None:
+        pytest.skip("the conv writer passes on this task")
+    assert "DOT=tf32," not in strict.code.splitlines()[0] + ","
+    assert 'input_precision="tf32"' not in strict.code
+
+
+def test_large_strict_matmuls_default_to_kmajor_tf32x3_and_keep_ieee_in_the_space():
+    info = main_matmul_info(_task("level1", "14").source, "14")
+    by_name = {d.name: d for d in designs_for(info)}
+    g = default_config(by_name["grouped"], info)
+    assert (g["PREC"], g["KMAJOR"], g["BLOCK_K"], g["BLOCK_M"], g["BLOCK_N"], g["num_warps"]) == (
+        "tf32x3", 1, 32, 128, 128, 8)  # fmt: skip
+    assert default_config(by_name["persistent"], info)["PREC"] == "tf32x3"
+    assert default_config(by_name["split_k"], info)["PREC"] == "ieee"
+    space = config_space(by_name["grouped"], info)
+    assert space["PREC"] == ("ieee", "tf32x3") and space["KMAJOR"] == (0, 1)
+    # A small product stays on IEEE dots.
+    small = main_matmul_info(_task("level1", "14").source.replace("N = 8192", "N = 256"), "14s")
+    assert default_config(by_name["grouped"], small)["PREC"] == "ieee"
+
+
+def test_small_step_from_ieee_goes_to_kmajor_tf32x3_and_a_rule_can_stop_it():
+    info = main_matmul_info(_task("level1", "15").source, "15")
+    parent = parse_meta(
+        "# kernelwright: family=matmul design=grouped config=BLOCK_M=128,BLOCK_N=128,BLOCK_K=16,GROUP_M=8,"
+        "num_warps=8,num_stages=3,PREC=ieee,KMAJOR=0"
+    )
+    step = choose(Context(kind="small_step", parent=parent), info, True)
+    assert (step.config["PREC"], step.config["KMAJOR"], step.config["BLOCK_K"]) == ("tf32x3", 1, 32)
+    rules = parse_rules("- You cannot use design=grouped with PREC=tf32x3 and KMAJOR=1 here", CONFIG_KEYS)
+    step2 = choose(Context(kind="small_step", parent=parent, rules=rules), info, True)
+    assert not (step2.config["PREC"] == "tf32x3" and step2.config["KMAJOR"] == 1)
