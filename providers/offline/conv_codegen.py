@@ -232,32 +232,32 @@ def _kw_norm_stats(
     rc = tl.arange(0, BLOCK_C)
     acc_n = tl.zeros([BLOCK_T, BLOCK_C], dtype=tl.float32)
     acc_s = tl.zeros([BLOCK_T, BLOCK_C], dtype=tl.float32)
-    for i in range(0, n_cnt):
-        n64 = (n_lo + i).to(tl.int64)
-        for t0 in range(0, T, BLOCK_T):
-            for c0 in range(0, CG, BLOCK_C):
-                tt = t0 + rt
-                cc = g * CG + c0 + rc
-                msk = (tt < T)[:, None] & ((c0 + rc) < CG)[None, :]
-                base = part_ptr + ((n64 * T + tt[:, None]) * 3) * C + cc[None, :]
-                acc_n += tl.load(base, mask=msk, other=0.0)
-                acc_s += tl.load(base + C, mask=msk, other=0.0)
+    # rows (sample, tile) are consecutive in part: one flat loop over the samples' tiles
+    r_lo = n_lo.to(tl.int64) * T
+    for r0 in range(0, n_cnt * T, BLOCK_T):
+        for c0 in range(0, CG, BLOCK_C):
+            tt = r0 + rt
+            cc = g * CG + c0 + rc
+            msk = (tt < n_cnt * T)[:, None] & ((c0 + rc) < CG)[None, :]
+            base = part_ptr + ((r_lo + tt[:, None]) * 3) * C + cc[None, :]
+            acc_n += tl.load(base, mask=msk, other=0.0)
+            acc_s += tl.load(base + C, mask=msk, other=0.0)
     cnt = tl.sum(tl.sum(acc_n, axis=1), axis=0)
     mean = tl.sum(tl.sum(acc_s, axis=1), axis=0) / cnt
     acc_m = tl.zeros([BLOCK_T, BLOCK_C], dtype=tl.float32)
-    for i in range(0, n_cnt):
-        n64 = (n_lo + i).to(tl.int64)
-        for t0 in range(0, T, BLOCK_T):
-            for c0 in range(0, CG, BLOCK_C):
-                tt = t0 + rt
-                cc = g * CG + c0 + rc
-                msk = (tt < T)[:, None] & ((c0 + rc) < CG)[None, :]
-                base = part_ptr + ((n64 * T + tt[:, None]) * 3) * C + cc[None, :]
-                pn = tl.load(base, mask=msk, other=0.0)
-                ps = tl.load(base + C, mask=msk, other=0.0)
-                pm = tl.load(base + 2 * C, mask=msk, other=0.0)
-                dm = ps / tl.maximum(pn, 1.0) - mean
-                acc_m += tl.where(pn > 0.0, pm + pn * dm * dm, 0.0)
+    # rows (sample, tile) are consecutive in part: one flat loop over the samples' tiles
+    r_lo = n_lo.to(tl.int64) * T
+    for r0 in range(0, n_cnt * T, BLOCK_T):
+        for c0 in range(0, CG, BLOCK_C):
+            tt = r0 + rt
+            cc = g * CG + c0 + rc
+            msk = (tt < n_cnt * T)[:, None] & ((c0 + rc) < CG)[None, :]
+            base = part_ptr + ((r_lo + tt[:, None]) * 3) * C + cc[None, :]
+            pn = tl.load(base, mask=msk, other=0.0)
+            ps = tl.load(base + C, mask=msk, other=0.0)
+            pm = tl.load(base + 2 * C, mask=msk, other=0.0)
+            dm = ps / tl.maximum(pn, 1.0) - mean
+            acc_m += tl.where(pn > 0.0, pm + pn * dm * dm, 0.0)
     var = tl.sum(tl.sum(acc_m, axis=1), axis=0) / cnt
     tl.store(mean_ptr + pid, mean)
     tl.store(rstd_ptr + pid, 1.0 / tl.sqrt(var + eps))
@@ -1358,8 +1358,9 @@ class _Emitter:
             h(f"mean{i} = torch.empty((NB{i}, G{i}), device=x5.device, dtype=torch.float32)")
             h(f"rstd{i} = torch.empty((NB{i}, G{i}), device=x5.device, dtype=torch.float32)")
             h(f"smn{i} = {'G' + str(i) if per else '0'}")
-            h(f"BT = min(64, _kw_npow2(TT{prev.index}))")
             h(f"BC = min(64, _kw_npow2(CG{i}))")
+            rows = f"TT{prev.index}" if per else f"N * TT{prev.index}"
+            h(f"BT = max(1, min(2048 // BC, _kw_npow2({rows})))")
             h(
                 f"_kw_norm_stats[(NB{i} * G{i},)](part{prev.index}, mean{i}, rstd{i}, TT{prev.index}, C{i}, CG{i}, "
                 f"G{i}, N, float({norm.attrs['eps']}), PER_SAMPLE={per}, BLOCK_T=BT, BLOCK_C=BC)"
