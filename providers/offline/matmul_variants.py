@@ -155,19 +155,23 @@ def matmul_grid(source: str, name: str, *, tf32: bool = False, limit: int | None
     """A small grid of designs x configs worth measuring for the task's main matmul (first: the writer's
     default). `tf32` uses PREC=tf32 for the tensor-core entries instead of tf32x3."""
     info = main_matmul_info(source, name)
+    unfused = main_matmul_info(source, name, fuse=False) if info.dual else info
     prec = "tf32" if tf32 else "tf32x3"
     grid = _grid_dual(prec) if info.dual else _grid_single(prec, info.b_kmajor)
     d = default_design(info)
-    first = Variant(d.name, default_config(d, info, tf32))
-    out = [first] + [v for v in grid if v != first or v.config != first.config]
-    if not info.fp32_dot:
-        out = [Variant(v.design, {k: x for k, x in v.config.items() if k not in ("PREC", "KMAJOR")}, v.fuse)
-               for v in out]  # fmt: skip
-    seen: list[Variant] = []
-    for v in out:
-        if not any(v.design == s.design and v.config == s.config and v.fuse == s.fuse for s in seen):
-            seen.append(v)
-    return seen[:limit] if limit else seen
+    out = [Variant(d.name, default_config(d, info, tf32))]
+    for v in grid:
+        dv = find_design("matmul", v.design)
+        assert dv is not None
+        on = info if v.fuse else unfused
+        # The full config (the design's defaults under the entry's keys): duplicates show, labels compare.
+        cfg = {**default_config(dv, on, tf32), **v.config}
+        if not on.fp32_dot:
+            cfg = {k: x for k, x in cfg.items() if k not in ("PREC", "KMAJOR")}
+        cand = Variant(v.design, cfg, v.fuse)
+        if not any(cand.label() == o.label() for o in out):
+            out.append(cand)
+    return out[:limit] if limit else out
 
 
 __all__ = ["Variant", "main_matmul_info", "matmul_grid", "matmul_variant"]

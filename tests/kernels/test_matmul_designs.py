@@ -166,3 +166,26 @@ def test_sweep_grid_is_small_and_every_entry_emits():
         for v in grid:
             code = matmul_variant(task.source, task.name, v.design, v.config, fuse=v.fuse).code
             assert code and 'tf32"' not in code  # strict: never a plain TF32 dot
+
+
+@pytest.mark.slow
+def test_sweep_script_runs_on_cpu_and_writes_json_and_markdown(tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / "matmul_sweep.py"), "--device", "cpu", "--out", str(tmp_path),
+         "--tasks", "level1/14,level2/12"],
+        capture_output=True, text=True, timeout=600, cwd=root,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads((tmp_path / "matmul_sweep.json").read_text())
+    assert [t["task"] for t in report["tasks"]] == ["14_matmul_square", "12_linear_swiglu"]
+    for t in report["tasks"]:
+        assert len(t["candidates"]) == 2 and all(c["correct"] for c in t["candidates"]), t
+    assert report["tasks"][1]["candidates"][0]["design"] == "dual"
+    md = (tmp_path / "matmul_sweep.md").read_text()
+    assert "| task | design | config | correct | ms | vs compile |" in md and "12_linear_swiglu" in md
