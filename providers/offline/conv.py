@@ -166,8 +166,23 @@ def conv_configs(
         tiles.sort(key=key)  # listed order within a width
     if half and design == "implicit_gemm":  # 16-bit operands: twice the K per step in the same smem
         tiles = [(m, n, 64 if k == 32 else k, w, s) for m, n, k, w, s in tiles]
+
+    def tiles_for(dot: str) -> list[tuple[int, int, int, int, int]]:
+        # TF32 tensor-core dots (tf32x3 splits every operand tile in registers each step) do poorly
+        # with 16-wide K slices on Hopper: they get BLOCK_K >= 32, duplicates dropped, order kept.
+        if half or dot == "ieee" or design == "direct_depthwise":
+            return tiles
+        out: list[tuple[int, int, int, int, int]] = []
+        for m, n, k, w, s in tiles:
+            t = (m, n, max(k, 32), w, s)
+            if t not in out:
+                out.append(t)
+        return out
+
     layouts = ["nchw", "nhwc"]
-    if design == "implicit_gemm":  # 16-byte channel loads; fewer registers than the transposed nchw tile
+    if design == "implicit_gemm":
+        # nhwc: 16-byte channel loads, fewer registers than the transposed nchw tile, and a K-major A
+        # tile (with the K-major packed weight, both dot operands K-major, as TF32 wgmma wants)
         layouts = ["nhwc", "nchw"]
     # A normalisation after the convolution: recomputing the convolution beats storing and re-reading
     # its output when the convolution is cheap (depthwise); both are in the space.
@@ -177,7 +192,7 @@ def conv_configs(
     for i, rec in enumerate(recompute):
         for dot in dots[:1] if half or design == "direct_depthwise" else dots:  # no dot in direct
             for layout in layouts:
-                for m, n, k, w, s in tiles if i == 0 else tiles[:2]:
+                for m, n, k, w, s in tiles_for(dot) if i == 0 else tiles_for(dot)[:2]:
                     out.append(
                         ConvConfig(
                             BLOCK_M=m,

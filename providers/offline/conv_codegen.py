@@ -23,8 +23,10 @@ Convolution designs (all shape-generic: every size and stride is a run-time argu
 The input layout inside the kernel is a config knob: nchw reads the input as it is, nhwc copies it
 to channels-last first so a tile's channel slice is contiguous. With RECOMPUTE, a normalisation right
 after the convolution's stage gets a statistics-only first pass and a second pass that recomputes the
-convolution (less memory traffic when the convolution is cheap). Weights are repacked to GEMM order
-once per parameter version.
+convolution (less memory traffic when the convolution is cheap). Weights are repacked once per
+parameter version to [groups, OC_G, K] with K (taps x input channels, in the kernel's order) contiguous,
+so the B tile of tl.dot is K-major like the A tile of an nhwc input: Hopper's TF32 tensor-core MMAs
+(DOT=tf32x3 / tf32) read both operands K-major from shared memory.
 """
 
 from __future__ import annotations
@@ -680,7 +682,9 @@ class _Emitter:
         k("rk = tl.arange(0, BLOCK_K)")
         k("n_icb = tl.cdiv(CIN_G, BLOCK_K)")
         k("xg = x_ptr + (pid_g * CIN_G).to(tl.int64) * sxc")
-        k("wg = w_ptr + (pid_g * KD * KH * KW * CIN_G).to(tl.int64) * OC_G")
+        # the packed weight is [groups, OC_G, taps, CIN_G]: one output channel's K = taps x CIN_G contiguous
+        k("WK = KD * KH * KW * CIN_G")
+        k("wg = w_ptr + (pid_g * OC_G).to(tl.int64) * WK")
         if phase:
             self._phase_loop(k, co, nchw, ("rd", "rh", "rw"), ("qd", "qh", "qw"))
         elif pooled and self.spec.transposed:
@@ -750,7 +754,8 @@ class _Emitter:
         k("ic = ic0 + rk")
         k("kok = ic < CIN_G")
         if nchw:
-            # pixels along the fast axis: neighbouring output pixels read neighbouring input words
+            # pixels along the fast axis: neighbouring output pixels read neighbouring input words (the
+            # A tile is M-major; nhwc gives the K-major tile that TF32 tensor-core MMAs want)
             k(
                 "a = tl.load(xg + xo[None, :] + (ic * sxc)[:, None], mask=ok_[None, :] & kok[:, None], other=0.0)"
             )
@@ -759,8 +764,10 @@ class _Emitter:
             k(
                 "a = tl.load(xg + xo[:, None] + (ic * sxc)[None, :], mask=ok_[:, None] & kok[None, :], other=0.0)"
             )
+        # B = W^T with K contiguous in memory: Hopper's TF32 wgmma reads both operands K-major from
+        # shared memory; an N-contiguous weight would need a transposing copy every step
         k(
-            "b = tl.load(wg + (tap * CIN_G + ic)[:, None] * OC_G + j[None, :], "
+            "b = tl.load(wg + j[None, :] * WK + (tap * CIN_G + ic)[:, None], "
             "mask=kok[:, None] & col_ok[None, :], other=0.0)"
         )
         k(f"acc = tl.dot(a, b, acc{self._dot_args()})")
@@ -773,7 +780,9 @@ class _Emitter:
         k("rk = tl.arange(0, BLOCK_K)")
         k("KT = KD * KH * KW")
         k("xg = x_ptr + (pid_g * CIN_G).to(tl.int64) * sxc")
-        k("wg = w_ptr + (pid_g * KT * CIN_G).to(tl.int64) * OC_G")
+        # the packed weight is [groups, OC_G, K] with K contiguous, in the kernel's K order
+        k("WK = KT * CIN_G")
+        k("wg = w_ptr + (pid_g * OC_G).to(tl.int64) * WK")
         k("nx = n64 * sxn" if self._ps else f"nx = (n64 * sxn){row}")
         k("for k0 in range(0, CIN_G * KT, BLOCK_K):")
         with k.indent():
@@ -795,7 +804,7 @@ class _Emitter:
             if nchw:
                 k("a = tl.trans(a)")
             k(
-                "b = tl.load(wg + kk[:, None] * OC_G + j[None, :], mask=kok[:, None] & col_ok[None, :], other=0.0)"
+                "b = tl.load(wg + j[None, :] * WK + kk[:, None], mask=kok[:, None] & col_ok[None, :], other=0.0)"
             )
             k(f"acc = tl.dot(a, b, acc{self._dot_args()})")
 
@@ -1194,17 +1203,17 @@ class _Emitter:
             else:
                 pack = "lambda t: _kw_as5d(t, ND).reshape(t.shape[0], -1).t().contiguous()"
         else:
+            # K-contiguous rows per output channel, in the kernel's K order: (tap, ic) for implicit_gemm
+            # and nhwc flat-K, (ic, tap) for nchw flat-K (the forward weight's own layout, no copy)
             tap_major = self.design == "implicit_gemm" or self.cfg.LAYOUT == "nhwc"
-            if s.transposed:  # (Cin, OC_G, taps) -> (G, CIN_G, OC_G, T)
-                perm = "(0, 3, 1, 2)" if tap_major else "(0, 1, 3, 2)"
+            if s.transposed:  # (Cin, OC_G, taps) as (G, CIN_G, OC_G, T)
+                perm = "(0, 2, 3, 1)" if tap_major else "(0, 2, 1, 3)"
                 pack = (
                     f"lambda t: _kw_as5d(t, ND).reshape(groups, CIN_G, OC_G, -1).permute{perm}.contiguous()"
                 )
-            else:  # (OC, CIN_G, taps) -> (G, OC_G, CIN_G, T)
-                perm = "(0, 3, 2, 1)" if tap_major else "(0, 2, 3, 1)"
-                pack = (
-                    f"lambda t: _kw_as5d(t, ND).reshape(groups, OC_G, CIN_G, -1).permute{perm}.contiguous()"
-                )
+            else:  # (OC, CIN_G, taps) as (G, OC_G, CIN_G, T)
+                perm = ".permute(0, 1, 3, 2)" if tap_major else ""
+                pack = f"lambda t: _kw_as5d(t, ND).reshape(groups, OC_G, CIN_G, -1){perm}.contiguous()"
         h(f"wp = _kw_cached(self, '{self.design}:{self.cfg.LAYOUT}:{s.weight}', w, {pack})")
 
     def _host_stage(self, h: Code, st: _Stage) -> None:

@@ -234,3 +234,79 @@ def test_tf32_is_refused_under_strict_precision():
         plan, source, design="implicit_gemm", config=ConvConfig(DOT="tf32"), precision="tf32"
     )
     assert 'input_precision="tf32"' in text
+
+
+def _packed_weight(text: str, w: torch.Tensor, groups: int, nd: int) -> torch.Tensor:
+    """The weight exactly as the program packs it: its `_kw_cached(..., lambda t: ...)` expression,
+    evaluated on `w` with the program's own helper and sizes (no kernel runs)."""
+    line = next(ln for ln in text.splitlines() if ln.strip().startswith("wp = _kw_cached("))
+    lam = line[line.index("lambda t:") : line.rindex(")")]
+    helpers = {}
+    as5d = text[text.index("def _kw_as5d(") :]
+    exec(as5d[: as5d.index("\n\n\n")], helpers)  # noqa: S102 - the program's own two-line view helper
+    transposed = "ConvTranspose" in text
+    cin_g = w.shape[0] // groups if transposed else w.shape[1]
+    oc_g = w.shape[1] if transposed else w.shape[0] // groups
+    env = {"_kw_as5d": helpers["_kw_as5d"], "ND": nd, "groups": groups, "CIN_G": cin_g, "OC_G": oc_g}
+    return eval(lam, env)(w)  # noqa: S307
+
+
+def _task_src(conv: str, nd: int) -> str:
+    shape = ", ".join(["2", "8"] + ["7"] * nd)
+    return (
+        "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+        f"    def __init__(self):\n        super().__init__()\n        self.conv = {conv}\n\n"
+        "    def forward(self, x):\n        return torch.relu(self.conv(x))\n\n\n"
+        f"def get_inputs():\n    return [torch.randn({shape})]\n\n\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+
+
+def test_packed_weight_rows_are_k_contiguous_in_the_kernels_k_order():
+    """tl.dot's B tile is read with K (taps x input channels) contiguous: every output channel's row of
+    the packed weight holds its taps x channels in the order the kernel walks K (tap-major for
+    implicit_gemm and nhwc flat-K, channel-major for nchw flat-K), forward and transposed, grouped."""
+    cases = [
+        ("nn.Conv2d(8, 6, 3, groups=2)", 2, 2, False),
+        ("nn.Conv3d(8, 4, (2, 3, 2), groups=1)", 3, 1, False),
+        ("nn.ConvTranspose2d(8, 6, 3, stride=2, groups=2)", 2, 2, True),
+    ]
+    for conv, nd, groups, transposed in cases:
+        src = _task_src(conv, nd)
+        plan = analyze_conv_task(src).plan
+        assert plan is not None
+        for design in ("implicit_gemm", "implicit_gemm_flatk"):
+            for layout in ("nchw", "nhwc"):
+                cfg = ConvConfig(LAYOUT=layout)
+                text = emit_conv_program(plan, src, design=design, config=cfg)
+                assert "b = tl.load(wg + j[None, :] * WK + " in text  # B rows of length WK, K fastest
+                module = eval(conv, {"nn": nn})  # noqa: S307
+                w = module.weight.detach()
+                packed = _packed_weight(text, w, groups, nd)
+                assert packed.is_contiguous()
+                if transposed:  # (Cin, OC_G, taps) -> per group (OC_G, CIN_G, taps)
+                    cin_g = w.shape[0] // groups
+                    ref = w.reshape(groups, cin_g, w.shape[1], -1).permute(0, 2, 1, 3)
+                else:  # (OC, CIN_G, taps) -> per group (OC_G, CIN_G, taps)
+                    ref = w.reshape(groups, w.shape[0] // groups, w.shape[1], -1)
+                if design == "implicit_gemm" or layout == "nhwc":
+                    ref = ref.permute(0, 1, 3, 2)  # k = tap * CIN_G + ic
+                rows = ref.shape[0] * ref.shape[1]
+                assert torch.equal(packed.reshape(rows, -1), ref.reshape(rows, -1)), (conv, design, layout)
+
+
+def test_tf32_dots_get_k_slices_of_32_and_k_major_layouts_first():
+    """TF32 tensor-core dots (tf32x3, tf32) never get 16-wide K slices; implicit_gemm lists nhwc
+    (K-major A tile) first for every dot; fp32 FMAs (ieee) keep the 16-wide tiles."""
+    plan = analyze_conv_task((bundled_suite_dir("level2") / "09_conv2d_bias_relu.py").read_text()).plan
+    for precision in ("strict", "tf32"):
+        for design in ("implicit_gemm", "implicit_gemm_flatk"):
+            configs = conv_configs(design, plan, precision)
+            assert all(c.BLOCK_K >= 32 for c in configs if c.DOT != "ieee")
+            assert len(set(configs)) == len(configs)
+        gemm = conv_configs("implicit_gemm", plan, precision)
+        assert gemm[0].DOT in ("tf32x3", "tf32") and gemm[0].LAYOUT == "nhwc" and gemm[0].BLOCK_K == 32
+        for dot in {c.DOT for c in gemm}:
+            assert next(c for c in gemm if c.DOT == dot).LAYOUT == "nhwc"
+    ieee = [c for c in conv_configs("implicit_gemm", plan, "strict") if c.DOT == "ieee"]
+    assert any(c.BLOCK_K == 16 for c in ieee)
