@@ -169,7 +169,7 @@ def _build_registry() -> dict[str, list[Design]]:
                lambda i: i.kind == "pointwise", "a few programs per SM, each walking many blocks"),
     ]  # fmt: skip
     mm_space = {"BLOCK_M": (32, 64, 128, 256), "BLOCK_N": (32, 64, 128, 256), "BLOCK_K": (16, 32, 64, 128),
-                "GROUP_M": (1, 4, 8, 16), "num_warps": (2, 4, 8), "num_stages": (2, 3, 4, 5),
+                "GROUP_M": (1, 4, 8, 16), "num_warps": (2, 4, 8, 16), "num_stages": (2, 3, 4, 5),
                 "PREC": ("ieee", "tf32x3", "tf32"), "KMAJOR": (0, 1)}  # fmt: skip
 
     def single(i: KernelInfo) -> bool:

@@ -92,11 +92,11 @@ def _grid_single(big_prec: str, kmajor_hint: bool) -> list[Variant]:
     out = [
         Variant("grouped", {**t, "BLOCK_M": 128, "BLOCK_N": 128, "num_stages": 3}),
         Variant("grouped", {**t, "BLOCK_M": 128, "BLOCK_N": 128, "num_stages": 4}),
-        Variant("grouped", {**t, "BLOCK_M": 128, "BLOCK_N": 256, "num_stages": 3}),
-        Variant("grouped", {**t, "BLOCK_M": 256, "BLOCK_N": 128, "num_stages": 3}),
+        Variant("grouped", {**t, "BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 16, "num_stages": 4}),
+        Variant("grouped", {**t, "BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 16, "num_stages": 4}),
         Variant("grouped", {**t, "BLOCK_M": 128, "BLOCK_N": 64, "num_stages": 4}),
         Variant("persistent", {**t, "BLOCK_M": 128, "BLOCK_N": 128, "num_stages": 3}),
-        Variant("persistent", {**t, "BLOCK_M": 128, "BLOCK_N": 256, "num_stages": 3}),
+        Variant("persistent", {**t, "BLOCK_M": 128, "BLOCK_N": 64, "num_stages": 4}),
         Variant("split_k", {**t, "BLOCK_M": 128, "BLOCK_N": 128, "SPLIT_K": 2, "num_stages": 3}),
         Variant("grouped", {**ieee, "num_stages": 3}),
         Variant(
@@ -124,12 +124,14 @@ def _grid_dual(big_prec: str) -> list[Variant]:
     return [
         Variant("dual", {**t, "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3}),
         Variant("dual", {**t, "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 4}),
-        Variant("dual", {**t, "BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}),
-        Variant("dual", {**t, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 4, "num_stages": 4}),
-        Variant("dual", {**t, "BLOCK_M": 256, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3}),
+        Variant(
+            "dual", {**t, "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 16, "num_warps": 8, "num_stages": 4}
+        ),
+        Variant("dual", {**t, "BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}),
+        Variant("dual", {**t, "BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 4}),
         Variant("dual", {**t, "BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 16, "num_warps": 8, "num_stages": 4}),
         Variant("dual_persistent", {**t, "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3}),
-        Variant("dual_persistent", {**t, "BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}),
+        Variant("dual_persistent", {**t, "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 4}),
         Variant(
             "dual",
             {
@@ -145,9 +147,7 @@ def _grid_dual(big_prec: str) -> list[Variant]:
         Variant(
             "grouped", {**t, "BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3}, fuse=False
         ),
-        Variant(
-            "grouped", {**t, "BLOCK_M": 128, "BLOCK_N": 256, "num_warps": 8, "num_stages": 3}, fuse=False
-        ),
+        Variant("grouped", {**t, "BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 4}, fuse=False),
     ]
 
 
