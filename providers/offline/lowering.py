@@ -1470,8 +1470,8 @@ def _conv(L: Lowerer, a: dict, target: Any) -> Value:
     if not isinstance(bias, Value) or bias.rank != 1 or not followed:
         return L.opaque(target, L.node)  # type: ignore[arg-type]
     out = L.opaque(target, L.node, without="bias")  # type: ignore[arg-type]
-    shape = [sympy.Integer(1)] * out.rank
-    shape[1] = bias.shape[0]
+    shape: list[Any] = [1] * out.rank
+    shape[1] = -1  # the channel count is a constructor argument: never baked in
     return L.pw("add", out, L.reshape(bias, shape))
 
 

@@ -532,6 +532,7 @@ CUDNN_BIAS_TASKS = [
     "09_conv2d_bias_relu.py",  # conv2d + bias, then relu
     "27_conv1d_gelu_max_over_length.py",  # conv1d + bias, then a reduction
     "28_convtranspose2d_bias_clamp_scale_clamp_divide.py",  # transposed conv + bias
+    "25_conv2d_grouped_stride2_instancenorm_leakyrelu_sum.py",  # other channel count at the small size
 ]
 
 
