@@ -254,9 +254,24 @@ DUAL_DESIGNS = ("dual", "dual_persistent")
 
 
 def fuse_allowed(ctx: Context) -> bool:
-    """Whether matmuls sharing A may be merged into one dual kernel: not when rules forbid every dual
-    design (then the two products are written as two kernels again)."""
-    return not all(design_forbidden(ctx, "matmul", d) for d in DUAL_DESIGNS)
+    """Whether matmuls sharing A are merged into one dual kernel in this program.
+
+    Both forms are in the search space and the search measures them: on an H200 (strict fp32, SwiGLU
+    4096x4096 -> 2x8192) the two products as separate 128x128 tf32x3 kernels ran 6.98 ms, the best dual
+    kernel 7.45 ms (its two accumulators need a smaller tile), torch.compile 10.94 ms. So the root starts
+    unfused; a small step or repair keeps the parent's form; a large step switches form (from the root,
+    to the form none of the listed designs has yet). Never when rules forbid every dual design."""
+    if all(design_forbidden(ctx, "matmul", d) for d in DUAL_DESIGNS):
+        return False
+    parent = ctx.parent
+    parent_dual = parent is not None and parent.family == "matmul" and parent.design in DUAL_DESIGNS
+    if ctx.kind != "large_step":
+        return parent_dual
+    if parent is not None and parent.family == "matmul":
+        return not parent_dual
+    listed_dual = any(m.family == "matmul" and m.design in DUAL_DESIGNS for m in ctx.listed)
+    listed_single = any(m.family == "matmul" and m.design not in DUAL_DESIGNS for m in ctx.listed)
+    return listed_single and not listed_dual
 
 
 def _coerce(

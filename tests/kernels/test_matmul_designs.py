@@ -109,7 +109,10 @@ def test_dual_kernel_verifies_on_swiglu_and_a_3d_biased_gate(pool):
     for task in (swiglu, dual3d):
         info = main_matmul_info(task.source, task.name)
         assert info.dual, task.name
-        answer = write_program(_prompt(task.source))
+        root = write_program(_prompt(task.source)).code
+        assert parse_meta(root).design not in ("dual", "dual_persistent") and root.count("@triton.jit") == 2
+        # the root starts unfused; a large step from it writes the dual kernel
+        answer = write_program(_prompt(task.source, parent=root))
         meta = parse_meta(answer.code)
         # Strict fp32: tensor-core tf32x3 for the large SwiGLU, IEEE dots for the tiny product.
         want = "tf32x3" if task is swiglu else "ieee"
