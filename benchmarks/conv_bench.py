@@ -82,7 +82,7 @@ def pick_configs(configs: list[ConvConfig], k: int) -> list[ConvConfig]:
     first = configs[0]
 
     def tile(c: ConvConfig) -> tuple[int, ...]:
-        return (c.BLOCK_M, c.BLOCK_N, c.BLOCK_K, c.num_warps, c.num_stages)
+        return (c.BLOCK_M, c.BLOCK_N, c.BLOCK_K, c.BLOCK_W, c.num_warps, c.num_stages)
 
     same = [
         c for c in configs if (c.LAYOUT, c.DOT, c.RECOMPUTE) == (first.LAYOUT, first.DOT, first.RECOMPUTE)
@@ -91,6 +91,9 @@ def pick_configs(configs: list[ConvConfig], k: int) -> list[ConvConfig]:
         first,
         next((c for c in configs if c.RECOMPUTE != first.RECOMPUTE), None),
         next((c for c in same if tile(c) != tile(first)), None),
+        # direct_depthwise: the flat tiles next to the default 2-D plane tiles
+        next((c for c in same if c.BLOCK_W != first.BLOCK_W), None),
+        next((c for c in configs if c.BLOCK_W != first.BLOCK_W and c.RECOMPUTE != first.RECOMPUTE), None),
         next((c for c in configs if c.LAYOUT != first.LAYOUT and c.DOT == first.DOT), None),
         next((c for c in configs if c.DOT != first.DOT), None),
         *same,

@@ -16,9 +16,10 @@ for the offline writer (`register_task_writer("conv", conv_task_writer)`).
 
 Designs: implicit_gemm (K loop over taps x input-channel blocks; transposed convolutions split by
 output phase), implicit_gemm_flatk (K = input channels x taps flattened; for few channels per group),
-direct_depthwise (one input channel per group, fp32 FMAs). Config knobs: BLOCK_M/N/K, GROUP_M,
-num_warps, num_stages, LAYOUT (nchw | nhwc inside the kernel), DOT (ieee | tf32x3 | tf32) and
-RECOMPUTE (a normalisation's second pass recomputes the convolution instead of re-reading it). Programs start with
+direct_depthwise (one input channel per group, fp32 FMAs; by default 2-D tiles of one (sample,
+channel) plane, BLOCK_W columns wide). Config knobs: BLOCK_M/N/K, BLOCK_W, GROUP_M, num_warps,
+num_stages, LAYOUT (nchw | nhwc inside the kernel), DOT (ieee | tf32x3 | tf32) and RECOMPUTE (a
+normalisation's second pass recomputes the convolution instead of re-reading it). Programs start with
 `# kernelwright: family=conv design=<design> config=<k=v,...>`, define `ModelNew` with the task's
 constructor (copied from `Model.__init__`, so parameter names and the reference's state_dict match)
 and forward signature, and are shape-generic.
@@ -123,10 +124,15 @@ _FLAT_TILES = [
     (128, 32, 32, 8, 3),
     (256, 64, 16, 8, 3),
 ]
-# direct: BLOCK_M pixels of one sample (contiguous in NCHW) x BLOCK_N channels; long pixel rows give
-# whole 128-byte lines per channel and amortise the per-pixel index math over the unrolled taps
+# direct, flat: BLOCK_M pixels of one sample (contiguous in NCHW) x BLOCK_N channels; every pixel
+# divides its flat index by the plane's width and checks nine taps' bounds (instruction-bound on sm_90:
+# task 24 at about half the memory roofline)
 _DIRECT_TILES = [(256, 4, 16, 4, 1), (512, 2, 16, 4, 1), (128, 8, 16, 4, 1), (1024, 1, 16, 4, 1),
                  (256, 8, 16, 8, 1), (64, 32, 16, 4, 1)]  # fmt: skip
+# direct, 2-D plane tiles (nchw): (BLOCK_M pixels, BLOCK_W columns, num_warps) of one (sample, channel)
+# plane; 8 x 128 over 4 warps is 2 rows x 4 columns (16-byte vectors) a thread, ~40 instructions per
+# output for a 3 x 3 kernel (a load, a predicate and an FMA a tap), below the memory time of a pass
+_DIRECT_PLANE_TILES = [(1024, 128, 4), (2048, 128, 8), (512, 128, 4), (2048, 128, 4)]
 
 
 def _first_boundary(ops: list[Any]) -> int:
@@ -167,14 +173,16 @@ def conv_configs(
     if half and design == "implicit_gemm":  # 16-bit operands: twice the K per step in the same smem
         tiles = [(m, n, 64 if k == 32 else k, w, s) for m, n, k, w, s in tiles]
 
-    def tiles_for(dot: str) -> list[tuple[int, int, int, int, int]]:
+    def tiles_for(dot: str, layout: str) -> list[tuple[int, int, int, int, int, int]]:
+        """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, BLOCK_W) for one dot and layout."""
+        if design == "direct_depthwise":
+            plane = [(m, 1, 16, w, 1, bw) for m, bw, w in _DIRECT_PLANE_TILES] if layout == "nchw" else []
+            return plane + [(m, n, k, w, s, 0) for m, n, k, w, s in tiles]
         # TF32 tensor-core dots (tf32x3 splits every operand tile in registers each step) do poorly
         # with 16-wide K slices on Hopper: they get BLOCK_K >= 32, duplicates dropped, order kept.
-        if half or dot == "ieee" or design == "direct_depthwise":
-            return tiles
-        out: list[tuple[int, int, int, int, int]] = []
+        out: list[tuple[int, int, int, int, int, int]] = []
         for m, n, k, w, s in tiles:
-            t = (m, n, max(k, 32), w, s)
+            t = (m, n, k if half or dot == "ieee" else max(k, 32), w, s, 0)
             if t not in out:
                 out.append(t)
         return out
@@ -192,12 +200,15 @@ def conv_configs(
     for i, rec in enumerate(recompute):
         for dot in dots[:1] if half or design == "direct_depthwise" else dots:  # no dot in direct
             for layout in layouts:
-                for m, n, k, w, s in tiles_for(dot) if i == 0 else tiles_for(dot)[:2]:
+                space = tiles_for(dot, layout)
+                # the direct design's space is small: every tile both ways (flat tiles stay measurable)
+                for m, n, k, w, s, bw in space if i == 0 or design == "direct_depthwise" else space[:2]:
                     out.append(
                         ConvConfig(
                             BLOCK_M=m,
                             BLOCK_N=n,
                             BLOCK_K=k,
+                            BLOCK_W=bw,
                             num_warps=w,
                             num_stages=s,
                             LAYOUT=layout,  # type: ignore[arg-type]
@@ -219,33 +230,45 @@ def conv_neighbours(design: str, config: ConvConfig, precision: Precision = "str
     layout, and the dot precision where `precision` allows another."""
     if design not in DESIGNS:
         raise ValueError(f"unknown conv design {design!r}")
-    lo = 1 if design == "direct_depthwise" else 16
+    direct = design == "direct_depthwise"
+    lo = 1 if direct else 16
     c = config.model_dump()
     out: list[ConvConfig] = []
 
     def add(**change: Any) -> None:
         cand = dict(c, **change)
         for key in ("BLOCK_M", "BLOCK_N", "BLOCK_K"):
-            if not lo <= cand[key] <= 256:
+            # a direct tile holds one value per pixel and channel: up to 4096 pixels
+            if not lo <= cand[key] <= (4096 if direct and key == "BLOCK_M" else 256):
                 return
-        if cand["BLOCK_M"] * cand["BLOCK_N"] > 256 * 128:
+        if cand["BLOCK_M"] * cand["BLOCK_N"] > (4096 if direct else 256 * 128):
+            return
+        if cand["BLOCK_W"] and (not direct or cand["LAYOUT"] != "nchw" or cand["BLOCK_N"] != 1):
+            return  # plane tiles: direct, nchw, one channel
+        if direct and cand["BLOCK_W"] not in (0, 16, 32, 64, 128, 256, 512):
             return
         new = ConvConfig(**cand)
         if new != config and new not in out:
             out.append(new)
 
-    for key in ("BLOCK_M", "BLOCK_N") + (() if design == "direct_depthwise" else ("BLOCK_K",)):
+    for key in ("BLOCK_M", "BLOCK_N") + (() if direct else ("BLOCK_K",)):
         add(**{key: c[key] * 2})
         add(**{key: c[key] // 2})
+    if direct and c["BLOCK_W"]:
+        add(BLOCK_W=c["BLOCK_W"] * 2)
+        add(BLOCK_W=c["BLOCK_W"] // 2)
+        add(BLOCK_W=0, BLOCK_M=256, BLOCK_N=4)  # back to the flat tiles
+    elif direct and c["LAYOUT"] == "nchw":
+        add(BLOCK_W=128, BLOCK_M=1024, BLOCK_N=1)
     add(num_warps=8 if c["num_warps"] == 4 else 4)
     if design != "direct_depthwise":
         add(num_stages=c["num_stages"] + 1)
         if c["num_stages"] > 2:
             add(num_stages=c["num_stages"] - 1)
     add(GROUP_M=1 if c["GROUP_M"] != 1 else 8)
-    add(LAYOUT="nhwc" if c["LAYOUT"] == "nchw" else "nchw")
+    add(LAYOUT="nhwc" if c["LAYOUT"] == "nchw" else "nchw", **({"BLOCK_W": 0} if direct else {}))
     add(RECOMPUTE=not c["RECOMPUTE"])
-    for dot in _dots(precision) if design != "direct_depthwise" else ():
+    for dot in _dots(precision) if not direct else ():
         add(DOT=dot)
     return out
 

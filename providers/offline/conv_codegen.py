@@ -397,6 +397,7 @@ class _Emitter:
         self.bools: set[int] = set()  # ops whose value is boolean (comparisons)
         self._varies: dict[int, bool] = {}
         self._ps = False  # the stage being written tiles rows per sample
+        self._shape = "(BLOCK_M, BLOCK_N)"  # the value tile of the stage being written
 
     def _recompute(self) -> None:
         """Stage 0 only gathers statistics; stage 1 recomputes the convolution and its ops, normalises
@@ -500,6 +501,11 @@ class _Emitter:
         ]
         if self._pool_phase(st):
             args += ["POOL_PHASE: tl.constexpr"]
+        if self._plane(st):
+            args += ["BLOCK_H: tl.constexpr", "BLOCK_W: tl.constexpr"]
+            if conv:  # padding folds into the taps' offsets: the centre tap's loads stay aligned
+                for name in ("PADD", "PADH", "PADW"):
+                    args[args.index(name)] = f"{name}: tl.constexpr"
         k("@triton.jit")
         k(f"def _kw_stage{st.index}(")
         with k.indent():
@@ -513,6 +519,11 @@ class _Emitter:
             if line:
                 k(line.rstrip())
         k("):")
+        if self._plane(st):
+            with k.indent():
+                self._plane_body(k, st)
+            self._shape = "(BLOCK_M, BLOCK_N)"
+            return k.text()
         with k.indent():
             self._prologue(k, st, gemm=gemm, phase=phase, per_sample=per_sample)
             if st.pool is None:
@@ -889,6 +900,114 @@ class _Emitter:
         if nchw:
             k("acc = tl.trans(acc_t)")
 
+    # ------------------------------------------------------------------ 2-D plane tiles (direct)
+    def _plane(self, st: _Stage) -> bool:
+        """Whether a stage tiles one (sample, channel) plane in 2-D (direct_depthwise, BLOCK_W > 0).
+
+        Pointwise work on one channel only: no pooling, channel reductions, whole-tensor operands,
+        spatial reductions or one-channel buffers (those stages keep the flat tiles)."""
+        if not (
+            self.design == "direct_depthwise"
+            and not self.spec.transposed
+            and self.cfg.LAYOUT == "nchw"
+            and self.cfg.BLOCK_W > 0
+        ):
+            return False
+        if st.pool is not None or st.needs_cfull or st.sink not in ("store", "stats", "stats_only"):
+            return False
+        if st.source == "load" and st.src_cred:
+            return False
+        if self.plan.ops[st.value].cred if st.value > 0 else False:
+            return False
+        return not any(
+            op.kind == "operand" and self.plan.operands[op.operand or 0].kind == "full" for op in st.ops
+        )
+
+    def _plane_body(self, k: Code, st: _Stage) -> None:
+        """A [BLOCK_H, BLOCK_W] tile of output rows (depth x height flattened) x columns of one plane.
+
+        Program ids are split once per program; per tap the kernel adds a per-row pointer (once per
+        (kd, kh)), a compile-time column offset (folded into the load) and one row & column mask, so
+        each output costs a load, a predicate and an FMA per tap; the centre column tap (stride 1) is a
+        16-byte vector load."""
+        self._shape = "(BLOCK_H, BLOCK_W)"
+        k("pid = tl.program_id(0)")
+        k("cs = tl.program_id(1)")
+        k("n = tl.program_id(2)")
+        k("TWN = tl.cdiv(SW, BLOCK_W)")
+        k("th = pid // TWN")
+        k("tw = pid - th * TWN")
+        k("q = th * BLOCK_H + tl.arange(0, BLOCK_H)")  # output rows, depth and height flattened
+        k("ow = tw * BLOCK_W + tl.arange(0, BLOCK_W)")
+        k("q_ok = q < SD * SH")
+        k("w_ok = ow < SW")
+        k("od = q // SH")  # per row, not per pixel
+        k("oh = q - od * SH")
+        k("n64 = n.to(tl.int64)")
+        k("nr64 = n64")
+        k("c = cs + tl.arange(0, 1)")  # a one-channel vector: per-channel operands broadcast as [1, 1]
+        k("col_ok = c < C")
+        k("ok2 = q_ok[:, None] & w_ok[None, :]")
+        kinds: dict[int, str] = {}
+        coords = _Coords("od", "oh", "ow", "ok2", None)
+        if st.source == "conv":
+            k("xp = x_ptr + n64 * sxn + (cs // OC_G).to(tl.int64) * sxc")
+            k("owx = ow * STW")
+            k("acc = tl.zeros((BLOCK_H, BLOCK_W), dtype=tl.float32)")
+            k("for kd_ in tl.static_range(KD):")
+            with k.indent():
+                k("id_ = od * STD + (kd_ * DLD - PADD)")
+                k("for kh_ in tl.static_range(KH):")
+                with k.indent():
+                    k("ih_ = oh * STH + (kh_ * DLH - PADH)")
+                    k("rok = q_ok & (id_ >= 0) & (id_ < ID) & (ih_ >= 0) & (ih_ < IH)")
+                    k("xr = (xp + (id_ * sxd + ih_ * sxh))[:, None] + owx[None, :]")
+                    k("for kw_ in tl.static_range(KW):")
+                    with k.indent():
+                        k("iw_ = owx + (kw_ * DLW - PADW)")
+                        k("cok = w_ok & (iw_ >= 0) & (iw_ < IW)")
+                        k("wv = tl.load(w_ptr + ((kd_ * KH + kh_) * KW + kw_) * C + cs).to(tl.float32)")
+                        k(
+                            "xv = tl.load(xr + (kw_ * DLW - PADW), mask=rok[:, None] & cok[None, :], other=0.0)"
+                        )
+                        k("acc += xv.to(tl.float32) * wv")
+            k(f"v{st.src_op} = acc")
+            kinds[st.src_op] = "f"
+        else:
+            k("sp = (od * sin_d + oh * sin_h)[:, None] + (ow * sin_w)[None, :]")
+            k("src = tl.load(in_ptr + n64 * sin_n + cs.to(tl.int64) * sin_c + sp, mask=ok2, other=0.0)")
+            k("src = src.to(tl.float32)")
+            if st.norm is not None and st.norm_at_load:
+                k(f"v{st.norm.args[0]} = src")
+                kinds[st.norm.args[0]] = "f"
+                k("gi = (c // CG)[None, :]")
+                k("mu = tl.load(mean_ptr + nr64 * smn + gi, mask=col_ok[None, :], other=0.0)")
+                k("rs = tl.load(rstd_ptr + nr64 * smn + gi, mask=col_ok[None, :], other=0.0)")
+                k("src = (src - mu) * rs")
+            k(f"v{st.src_op} = src")
+            kinds[st.src_op] = "f"
+        self._ops(k, st, st.pre, coords, kinds)
+        v = self._full(st.value, kinds) if kinds[st.value] != "f" else f"v{st.value}"
+        if st.value in self.bools:
+            v = f"{v}.to(tl.float32)"
+        if st.sink != "stats_only":
+            k(
+                "tl.store(out_ptr + n64 * son + cs.to(tl.int64) * soc + (od * sod + oh * soh)[:, None] "
+                f"+ (ow * sow)[None, :], {v}.to(out_ptr.dtype.element_ty), mask=ok2)"
+            )
+        if st.sink in ("stats", "stats_only"):
+            # the tile's (count, sum, centred sum of squares): deterministic partials per (n, c, tile)
+            k(f"vz = tl.where(ok2, {v}, 0.0)")
+            k("cnt = tl.sum(q_ok.to(tl.float32), axis=0) * tl.sum(w_ok.to(tl.float32), axis=0)")
+            k("s1 = tl.sum(tl.sum(vz, axis=1), axis=0)")
+            k("mu_t = s1 / tl.maximum(cnt, 1.0)")
+            k(f"dz = tl.where(ok2, {v} - mu_t, 0.0)")
+            k("m2 = tl.sum(tl.sum(dz * dz, axis=1), axis=0)")
+            k("pb = part_ptr + ((n64 * TT + pid) * 3) * C + cs")
+            k("tl.store(pb, cnt)")
+            k("tl.store(pb + C, s1)")
+            k("tl.store(pb + 2 * C, m2)")
+
     # ------------------------------------------------------------------ pooling
     def _pool(self, k: Code, st: _Stage, kinds: dict[int, str], *, phase: bool) -> None:
         pool = st.pool
@@ -1018,7 +1137,7 @@ class _Emitter:
         v = self._float(op_id, kinds)
         if kind == "f":
             return v
-        return f"({v} + tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32))"
+        return f"({v} + tl.zeros({self._shape}, dtype=tl.float32))"
 
     # ------------------------------------------------------------------ sinks
     def _sink(self, k: Code, st: _Stage, kinds: dict[int, str], *, per_sample: bool, phase: bool) -> None:
@@ -1274,7 +1393,18 @@ class _Emitter:
         ct = "OC_G" if (conv and self.gemm) else f"C{i}"
         cfull = st.needs_cfull
         h(f"CT{i} = {ct}" if self._has_channels(st) else f"CT{i} = 1")
-        if conv:
+        plane = self._plane(st)
+        if plane:
+            # rows (depth x height) of up to BLOCK_W columns; a 1-D plane's tile is one long row
+            h(f"R{i} = S{i}[0] * S{i}[1]")
+            h(f"BW = min({cfg.BLOCK_W}, {cfg.BLOCK_M}, _kw_npow2(S{i}[2]))")
+            h(f"if R{i} == 1:")
+            with h.indent():
+                h(f"BW = min({cfg.BLOCK_M}, _kw_npow2(S{i}[2]))")
+            h(f"BH = max(1, min({cfg.BLOCK_M} // BW, _kw_npow2(R{i})))")
+            h("BM, BN, BK = BH * BW, 1, 16")
+            warps, stages = cfg.num_warps, 1
+        elif conv:
             h(f"BM, BN, BK = {cfg.BLOCK_M}, {cfg.BLOCK_N}, {cfg.BLOCK_K}")
             lo = 16 if self.gemm else 1
             if cfull:
@@ -1302,17 +1432,25 @@ class _Emitter:
                 h(f"BM = max(1, min(BM, _kw_npow2(S{i}[0] * S{i}[1] * S{i}[2])))")
             warps, stages = 4, 2
         # grid
-        if conv and self.phase:
+        if plane:
+            h(f"grid = (-(-R{i} // BH) * -(-S{i}[2] // BW), C{i}, N)")
+            if st.sink in ("stats", "stats_only"):
+                h(f"TT{i} = grid[0]")
+                h(f"part{i} = torch.empty((N, TT{i}, 3, C{i}), device=x5.device, dtype=torch.float32)")
+        elif conv and self.phase:
             h(f"GP{i} = -(-OD // stride3[0]) * -(-OH // stride3[1]) * -(-OW // stride3[2])")
         else:
             h(f"GP{i} = S{i}[0] * S{i}[1] * S{i}[2]")
-        if per_sample:
+        if plane:
+            pass
+        elif per_sample:
             h(f"num_m = N * -(-GP{i} // BM)")
         else:
             h(f"num_m = -(-(N * GP{i}) // BM)")
-        h(f"grid = (num_m * -(-CT{i} // BN), {'groups' if conv and self.gemm else 1}, "
-          f"{'stride3[0] * stride3[1] * stride3[2]' if conv and self.phase else 1})")  # fmt: skip
-        if st.sink in ("stats", "stats_only"):
+        if not plane:
+            h(f"grid = (num_m * -(-CT{i} // BN), {'groups' if conv and self.gemm else 1}, "
+              f"{'stride3[0] * stride3[1] * stride3[2]' if conv and self.phase else 1})")  # fmt: skip
+        if st.sink in ("stats", "stats_only") and not plane:
             h(f"TT{i} = -(-GP{i} // BM) * grid[2]")
             h(f"part{i} = torch.empty((N, TT{i}, 3, C{i}), device=x5.device, dtype=torch.float32)")
         # launch
@@ -1386,6 +1524,8 @@ class _Emitter:
             extra = ""
             if self._pool_phase(st):
                 extra = f"POOL_PHASE=all(ps{i}[d] % stride3[d] == 0 for d in range(3)), "
+            if plane:
+                extra = "BLOCK_H=BH, BLOCK_W=BW, "
             h(
                 (
                     line + f"BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M={cfg.GROUP_M}, {extra}"

@@ -215,6 +215,11 @@ class ConvConfig(BaseModel):
     """Output channels per tile."""
     BLOCK_K: int = 32
     """Reduction (input channels x taps) slice per step; unused by direct_depthwise."""
+    BLOCK_W: int = 0
+    """direct_depthwise with LAYOUT=nchw: 0 tiles BLOCK_M flat pixels x BLOCK_N channels; > 0 tiles one
+    (sample, channel) plane in 2-D: BLOCK_M pixels as rows of up to BLOCK_W output columns (W fastest,
+    a whole row when the plane is 1-D), so a tile needs no per-pixel division and its taps reuse per-row
+    and per-column offsets and masks. Unused by the GEMM designs."""
     GROUP_M: int = 8
     """Pixel tiles that share a channel tile before moving on (L2 reuse of the input)."""
     num_warps: int = 4

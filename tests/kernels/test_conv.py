@@ -267,6 +267,64 @@ CASES: dict[str, tuple[str, str, str | dict]] = {
         "direct_depthwise",
         "nchw",
     ),
+    # direct_depthwise's 2-D plane tiles (BLOCK_W > 0): several row and column tiles per plane (the
+    # 9 x 11 plane over 4 x 8 tiles), odd sizes, stride 2, dilation 2, both RECOMPUTE values, 1-D
+    "depthwise_plane_multi_tile_stride2_dilated_recompute": (
+        _task(
+            """
+            self.conv = nn.Conv2d(5, 5, 3, stride=(2, 1), padding=2, dilation=2, groups=5, bias=False)
+            self.bn = nn.BatchNorm2d(5)
+            nn.init.normal_(self.bn.weight)
+            nn.init.normal_(self.bn.bias)
+            """,
+            "return F.relu6(self.bn(self.conv(x)))",
+            "[torch.randn(3, 5, 17, 11)]",
+        ),
+        "direct_depthwise",
+        {"LAYOUT": "nchw", "RECOMPUTE": True, "BLOCK_W": 8},
+    ),
+    "depthwise_plane_multi_tile_store_reread": (
+        _task(
+            """
+            self.conv = nn.Conv2d(4, 8, (3, 5), stride=(1, 2), padding=(1, 2), groups=4)
+            self.bn = nn.BatchNorm2d(8)
+            nn.init.normal_(self.bn.weight)
+            nn.init.normal_(self.bn.bias)
+            """,
+            "return torch.sigmoid(self.bn(self.conv(x))) * 2.0",
+            "[torch.randn(2, 4, 9, 21)]",
+        ),
+        "direct_depthwise",
+        {"LAYOUT": "nchw", "RECOMPUTE": False, "BLOCK_W": 8},
+    ),
+    "depthwise1d_plane_groupnorm": (
+        _task(
+            """
+            self.conv = nn.Conv1d(6, 6, 5, stride=2, padding=2, groups=6)
+            self.gn = nn.GroupNorm(3, 6)
+            nn.init.normal_(self.gn.weight)
+            nn.init.normal_(self.gn.bias)
+            """,
+            "return torch.tanh(self.gn(self.conv(x)))",
+            "[torch.randn(2, 6, 77)]",
+        ),
+        "direct_depthwise",
+        {"LAYOUT": "nchw", "RECOMPUTE": True},
+    ),
+    "depthwise_flat_tiles_batchnorm_recompute": (
+        _task(
+            """
+            self.conv = nn.Conv2d(5, 5, 3, stride=2, padding=1, groups=5, bias=False)
+            self.bn = nn.BatchNorm2d(5)
+            nn.init.normal_(self.bn.weight)
+            nn.init.normal_(self.bn.bias)
+            """,
+            "return F.relu6(self.bn(self.conv(x)))",
+            "[torch.randn(3, 5, 9, 11)]",
+        ),
+        "direct_depthwise",
+        {"LAYOUT": "nchw", "RECOMPUTE": True, "BLOCK_W": 0},
+    ),
     "conv2d_maxpool_groupnorm_recompute": (
         _task(
             """
@@ -373,6 +431,19 @@ def test_case_verifies(case_results, name):
     assert "state_dict copied from the reference" in res.extra.get("notes", [])
 
 
+def test_direct_cases_use_the_tiles_they_name():
+    """The plane cases above run the 2-D plane kernels in every stage; the flat case the flat tiles."""
+    for name, (source, design, change) in CASES.items():
+        if design != "direct_depthwise" or not isinstance(change, dict):
+            continue
+        text = _program(source, design, **change, **SMALL)
+        plane = "BLOCK_H=BH, BLOCK_W=BW" in text
+        if "plane" in name:
+            assert plane and "num_m" not in text, name
+        if "flat" in name:
+            assert not plane and "program_id(2)" not in text, name
+
+
 def test_wrong_epilogue_is_caught(pool):
     """The check can fail: a program whose epilogue constant is off must be rejected."""
     source, design, layout = CASES["conv_transpose2d_phases"]
@@ -387,11 +458,12 @@ def test_wrong_epilogue_is_caught(pool):
 @pytest.mark.parametrize("recompute", [True, False])
 def test_bundled_depthwise_batchnorm_task_verifies_with_default_direct_tiles(pool, recompute):
     """Task 24 (depthwise conv, training-mode BatchNorm, ReLU6) with direct_depthwise's default tile
-    (long pixel rows, few channels), both ways of the normalisation's second pass."""
+    (2-D tiles of one plane), both ways of the normalisation's second pass."""
     path = bundled_suite_dir("level2") / "24_conv2d_depthwise_batchnorm_relu6.py"
     source = path.read_text()
     text = _program(source, "direct_depthwise", RECOMPUTE=recompute)
     assert "tl.static_range(KH)" in text and f"RECOMPUTE={recompute}" in text.splitlines()[0]
+    assert "BLOCK_H=BH, BLOCK_W=BW" in text  # the 2-D plane tiles are the default
     res = pool.evaluate(load_task_source(source, path.stem), text, CONFIG)
     assert res.correct, f"{res.stage} {res.error_kind}: {res.error}"
     assert res.kernel_launches == 3 if recompute else res.kernel_launches >= 3

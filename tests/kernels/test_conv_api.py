@@ -194,6 +194,30 @@ def test_neighbours_change_one_knob():
     assert any(n.DOT == "tf32" for n in conv_neighbours("implicit_gemm", base, "tf32"))
 
 
+def test_direct_plane_tiles_are_the_default_and_flat_tiles_stay_in_the_space():
+    """direct_depthwise defaults to 2-D plane tiles (nchw, BLOCK_W > 0, one channel); the flat tiles
+    (BLOCK_W=0) of both layouts remain, both ways of RECOMPUTE; neighbours move BLOCK_W."""
+    source = (bundled_suite_dir("level2") / "24_conv2d_depthwise_batchnorm_relu6.py").read_text()
+    plan = analyze_conv_task(source).plan
+    configs = conv_configs("direct_depthwise", plan, "strict")
+    first = configs[0]
+    assert first.BLOCK_W == 128 and first.BLOCK_N == 1 and first.LAYOUT == "nchw" and first.RECOMPUTE
+    assert len(set(configs)) == len(configs)
+    assert all(c.LAYOUT == "nchw" and c.BLOCK_N == 1 for c in configs if c.BLOCK_W)
+    for rec in (True, False):
+        assert any(c.BLOCK_W == 0 and c.BLOCK_M == 256 and c.BLOCK_N == 4 and c.RECOMPUTE == rec
+                   for c in configs)  # fmt: skip
+        assert any(c.BLOCK_W == 128 and c.RECOMPUTE == rec for c in configs)
+    neighbours = conv_neighbours("direct_depthwise", first, "strict")
+    assert {n.BLOCK_W for n in neighbours} >= {0, 64, 128, 256}
+    assert all(n.BLOCK_W == 0 for n in neighbours if n.LAYOUT == "nhwc")
+    assert any(n.BLOCK_M == 2048 and n.BLOCK_W == 128 for n in neighbours)
+    flat = next(c for c in configs if c.BLOCK_W == 0 and c.LAYOUT == "nchw")
+    assert any(n.BLOCK_W == 128 for n in conv_neighbours("direct_depthwise", flat, "strict"))
+    text = emit_conv_program(plan, source, config=first)
+    assert parse_conv_header(text) == ("direct_depthwise", first) and "tl.program_id(2)" in text
+
+
 def test_programs_pass_the_static_check_and_carry_their_header():
     for path in CONV_TASKS:
         source = path.read_text()
