@@ -130,9 +130,10 @@ _FLAT_TILES = [
 _DIRECT_TILES = [(256, 4, 16, 4, 1), (512, 2, 16, 4, 1), (128, 8, 16, 4, 1), (1024, 1, 16, 4, 1),
                  (256, 8, 16, 8, 1), (64, 32, 16, 4, 1)]  # fmt: skip
 # direct, 2-D plane tiles (nchw): (BLOCK_M pixels, BLOCK_W columns, num_warps) of one (sample, channel)
-# plane; 8 x 128 over 4 warps is 2 rows x 4 columns (16-byte vectors) a thread, ~40 instructions per
-# output for a 3 x 3 kernel (a load, a predicate and an FMA a tap), below the memory time of a pass
-_DIRECT_PLANE_TILES = [(1024, 128, 4), (2048, 128, 8), (512, 128, 4), (2048, 128, 4)]
+# plane. sm_90 SASS for task 24 (3 x 3, stats + normalise stages): 16 x 128 over 4 warps (4 rows x 4
+# columns a thread, 96/64 registers) is ~68/60 instructions per output, 8 x 128 ~89/76 (the prologue and
+# the statistics' reductions amortise over fewer outputs), 32 x 128 ~58/51 at 126 registers
+_DIRECT_PLANE_TILES = [(2048, 128, 4), (1024, 128, 4), (4096, 128, 8), (2048, 128, 8)]
 
 
 def _first_boundary(ops: list[Any]) -> int:
