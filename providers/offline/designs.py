@@ -99,6 +99,7 @@ def _rows_space(layout: str, mode: str) -> dict[str, tuple[Any, ...]]:
             "RMAX": (4096, 8192, 16384, 32768),
             # 32 warps: a long row in fewer registers per thread (more rows resident per SM)
             "num_warps": (0, 4, 8, 16, 32),
+            "PERSIST": (0, 2, 4, 8),
         }
     if mode == "split":
         if layout == "cols":

@@ -54,6 +54,7 @@ class RowConfig:
     num_warps: int = 0  # 0: derived from the tile size
     num_stages: int = 1
     WAVES: int = 4  # split: partial programs per SM
+    PERSIST: int = 0  # registers over rows: 0 one program per row block; k: k programs per SM walk them
     EVICT: int = 0  # looped/online: keep rows in L2 between statistic passes, stream them in the last
 
     def as_dict(self) -> dict[str, int | str]:
@@ -330,8 +331,8 @@ class RowKernelGen:
             need |= set(range(len(self.groups)))
         return need
 
-    def header_rows(self, c: Code) -> None:
-        c("pid = tl.program_id(0)")
+    def header_rows(self, c: Code, pid: str = "tl.program_id(0)") -> None:
+        c(f"pid = {pid}")
         c("rk = pid * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]")
         c("kmask = rk < NK")
         self.scalar_groups: set[int] = set()
@@ -624,19 +625,30 @@ class RowKernelGen:
         with c.indent():
             self.stat_names: dict[int, Operand] = {}
             self.row_memo: dict[int, Operand] = {}
-            (self.header_rows if self.layout == "rows" else self.header_cols)(c)
-            if mode == "registers":
-                c("if SINGLE:")
+            if mode == "registers" and self.layout == "rows" and self.cfg.PERSIST:
+                # Persistent: a few programs per SM walk the row blocks (no per-block launch, no tail of
+                # short-lived programs; row-invariant operands stay hot in L1).
+                c("for rb in range(tl.program_id(0), tl.cdiv(NK, BLOCK_M), tl.num_programs(0)):")
                 with c.indent():
-                    self._single_body(c)
-                c("else:")
-                with c.indent():
-                    self.stat_names = {}
-                    self.row_memo = {}
-                    self._looped_body(c, online=False)
+                    self.header_rows(c, pid="rb")
+                    self._registers_body(c)
+            elif mode == "registers":
+                (self.header_rows if self.layout == "rows" else self.header_cols)(c)
+                self._registers_body(c)
             else:
+                (self.header_rows if self.layout == "rows" else self.header_cols)(c)
                 self._looped_body(c, online=(mode == "online"))
         return c.text()
+
+    def _registers_body(self, c: Code) -> None:
+        c("if SINGLE:")
+        with c.indent():
+            self._single_body(c)
+        c("else:")
+        with c.indent():
+            self.stat_names = {}
+            self.row_memo = {}
+            self._looped_body(c, online=False)
 
     def _params(self, extra: list[str]) -> list[str]:
         p = [ld.name for ld in self.loads.values()]
@@ -1089,7 +1101,12 @@ class RowKernelGen:
             else:
                 c(f"BLOCK_R = min({cfg.BLOCK_R}, npow)")
                 c(f"BLOCK_M = min({cfg.BLOCK_M}, triton.next_power_of_2(max(NK, 1)))")
-            c("grid = (triton.cdiv(NK, BLOCK_M),)")
+            if cfg.mode == "registers" and cfg.PERSIST:
+                c(
+                    f"grid = (max(1, min(triton.cdiv(NK, BLOCK_M), {cfg.PERSIST} * _num_sms({args[0]}.device))),)"
+                )
+            else:
+                c("grid = (triton.cdiv(NK, BLOCK_M),)")
             tile = "BLOCK_M * BLOCK_R"
             meta = "BLOCK_M=BLOCK_M, BLOCK_R=BLOCK_R"
         else:

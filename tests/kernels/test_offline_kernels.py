@@ -553,3 +553,68 @@ def test_a_kept_convolution_leaves_its_bias_to_the_triton_kernel(pool, monkeypat
         assert ", None," in call, f"{name}: the bias is still passed to the convolution: {call.strip()}"
         jobs.append((name, task, code))
     _check(pool, jobs)
+
+
+PERSIST_TASKS = [
+    ("level2", "04_layernorm_gelu.py", "norm"),
+    ("level2", "05_rmsnorm_silu_gate.py", "norm"),
+    ("level1", "09_softmax.py", "softmax"),
+    ("level1", "25_argmin_last_dim.py", "reduction"),
+]
+
+
+def test_persistent_row_programs_verify(pool):
+    """PERSIST=k: a few programs per SM walk the row blocks, in one pass (SINGLE) or a loop per row."""
+    jobs = []
+    for level, name, family in PERSIST_TASKS:
+        task = _bundled(level, name)
+        for cfg in (
+            "TILE=4096,RMAX=16384,num_warps=0,PERSIST=2",
+            "TILE=1024,RMAX=4096,num_warps=4,PERSIST=4",
+        ):
+            case = (
+                '<case outcome="effective" speedup="2.0" same_hardware="yes">\n'
+                f"design: kernelwright: family={family} design=row_registers config={cfg}\n</case>"
+            )
+            code = write_program(_prompt(task.source, experience=case)).code
+            assert code is not None and "PERSIST=" in code.splitlines()[0], name
+            assert "tl.num_programs(0)" in code, name
+            jobs.append((f"{name} [{cfg}]", task, code))
+    _check(pool, jobs)
+
+
+LONG_ROWS = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.ln = nn.LayerNorm(dim)
+
+    def forward(self, x):
+        return F.gelu(self.ln(x))
+
+
+def get_inputs():
+    return [torch.randn(5, 4099)]
+
+
+def get_init_inputs():
+    return [4099]
+"""
+
+
+def test_persistent_row_programs_loop_over_rows_longer_than_rmax(pool):
+    task = _task(LONG_ROWS, "long_rows")
+    case = (
+        '<case outcome="effective" speedup="2.0" same_hardware="yes">\n'
+        "design: kernelwright: family=norm design=row_registers config=TILE=4096,RMAX=4096,num_warps=4,PERSIST=2"
+        "\n</case>"
+    )
+    code = write_program(_prompt(task.source, experience=case)).code
+    assert code is not None and "RMAX=4096" in code.splitlines()[0] and "PERSIST=2" in code.splitlines()[0]
+    assert "single = npow <= 4096" in code  # 4099 > 4096: the looped branch runs
+    _check(pool, [("long rows, persistent, looped", task, code)])
