@@ -65,6 +65,7 @@ class _Stage:
     next_norm: Op | None = None  # for a stats sink: the norm that follows
     final: bool = False
     in_buf: int = -1  # index of the stage whose buffer is loaded
+    fold: bool = False  # the norm + affine work + full spatial reduction, from the statistics' partials
 
     @property
     def ops(self) -> list[Op]:
@@ -370,6 +371,7 @@ class _Emitter:
             probe = partition(plan)
             split = probe[0].needs_cfull
         self.stages = partition(plan, split_after_conv=split)
+        self._fold()
         if cfg.RECOMPUTE:
             self._recompute()
         last = self.stages[-1]
@@ -398,6 +400,38 @@ class _Emitter:
         self._varies: dict[int, bool] = {}
         self._ps = False  # the stage being written tiles rows per sample
         self._shape = "(BLOCK_M, BLOCK_N)"  # the value tile of the stage being written
+
+    def _fold(self) -> None:
+        """plan.fold: the stage that normalises and reduces every spatial dim becomes a small kernel that
+        works from the previous stage's statistics partials (see conv_ir.NormFold), and that stage
+        stops storing its value."""
+        fold = self.plan.fold
+        if fold is None:
+            return
+        for st in self.stages:
+            if st.norm is None or st.norm.id != fold.norm:
+                continue
+            if (
+                st.source != "load"
+                or not st.norm_at_load
+                or st.pool is not None
+                or st.sink != "sreduce"
+                or st.sreduce is None
+                or st.sreduce.id != fold.reduce
+                or self.stages[st.in_buf].sink != "stats"
+            ):
+                return
+            own = {op.id for op in st.ops} | {st.norm.id}
+            for op in st.ops:
+                # every value the kernel computes is one per (sample, channel): no whole-tensor operand
+                # and nothing read from before the normalisation
+                if any(a not in own for a in op.args) or (
+                    op.kind == "operand" and self.plan.operands[op.operand or 0].kind == "full"
+                ):
+                    return
+            self.stages[st.in_buf].sink = "stats_only"
+            st.fold = True
+            return
 
     def _recompute(self) -> None:
         """Stage 0 only gathers statistics; stage 1 recomputes the convolution and its ops, normalises
@@ -438,7 +472,72 @@ class _Emitter:
     def _all_spatial(self, dims: list[int]) -> bool:
         return set(dims) >= set(SPATIAL[3 - self.spec.ndim :])
 
+    def _fold_kernel(self, st: _Stage) -> str:
+        """One program per sample: each channel's mean of the normalised value over all positions from
+        the statistics partials (count, sum per tile), then the stage's affine work on it."""
+        k = Code()
+        args = ["part_ptr", "TT", "mean_ptr", "rstd_ptr", "smn", "CG", "N", "C", "out_ptr", "son", "soc"]
+        operand_ids = sorted({op.operand for op in st.ops if op.kind == "operand" and op.operand is not None})
+        for o in operand_ids:
+            args += [f"o{o}_ptr"] + ([f"o{o}_sc"] if self.plan.operands[o].kind == "channel" else [])
+        args += [name for name, _ in self._const_args(st)]
+        args += ["BLOCK_T: tl.constexpr", "BLOCK_N: tl.constexpr"]
+        k("@triton.jit")
+        k(f"def _kw_stage{st.index}(")
+        with k.indent():
+            line = ""
+            for a in args:
+                piece = a + ", "
+                if len(line) + len(piece) > 96:
+                    k(line.rstrip())
+                    line = ""
+                line += piece
+            if line:
+                k(line.rstrip())
+        k("):")
+        self._shape = "(1, BLOCK_N)"
+        assert st.norm is not None
+        with k.indent():
+            k("n = tl.program_id(0)")
+            k("n64 = n.to(tl.int64)")
+            k("nr64 = n64")
+            k("c = tl.arange(0, BLOCK_N)")
+            k("col_ok = c < C")
+            k("gi = c // CG")
+            k("mu = tl.load(mean_ptr + n64 * smn + gi, mask=col_ok, other=0.0)")
+            k("rs = tl.load(rstd_ptr + n64 * smn + gi, mask=col_ok, other=0.0)")
+            k("rt = tl.arange(0, BLOCK_T)")
+            k("acc_n = tl.zeros([BLOCK_T, BLOCK_N], dtype=tl.float32)")
+            k("acc_d = tl.zeros([BLOCK_T, BLOCK_N], dtype=tl.float32)")
+            k("for t0 in range(0, TT, BLOCK_T):")
+            with k.indent():
+                k("tt = t0 + rt")
+                k("msk = (tt < TT)[:, None] & col_ok[None, :]")
+                k("base = part_ptr + ((n64 * TT + tt[:, None]) * 3) * C + c[None, :]")
+                k("pn = tl.load(base, mask=msk, other=0.0)")
+                # each tile's sum less its count times the mean: small terms, no large sum cancelled
+                k("acc_d += tl.load(base + C, mask=msk, other=0.0) - pn * mu[None, :]")
+                k("acc_n += pn")
+            k("cnt = tl.sum(acc_n, axis=0)")
+            k("P = tl.max(cnt, axis=0)")
+            k("# the (sample, channel) mean of the normalised value over every position")
+            k(f"v{st.norm.id} = (tl.sum(acc_d, axis=0) / tl.maximum(cnt, 1.0) * rs)[None, :]")
+            kinds: dict[int, str] = {st.norm.id: "f"}
+            self._ops(k, st, st.pre, _Coords("", "", "", "", None), kinds)
+            v = self._float(st.value, kinds)
+            kind = kinds[st.value]
+            scale = " * P" if st.sreduce is not None and st.sreduce.attrs["fn"] == "sum" else ""
+            k(f"r = {self._full(st.value, kinds) if kind in ('s', 'r') else v}{scale}")
+            if kind == "c":
+                k("tl.store(out_ptr + n64 * son + tl.zeros((1, 1), dtype=tl.int64), r)")
+            else:
+                k("tl.store(out_ptr + n64 * son + (c * soc)[None, :], r, mask=col_ok[None, :])")
+        self._shape = "(BLOCK_M, BLOCK_N)"
+        return k.text()
+
     def _stage_kernel(self, st: _Stage) -> str:
+        if st.fold:
+            return self._fold_kernel(st)
         k = Code()
         args: list[str] = []
         conv = st.source == "conv"
@@ -1335,7 +1434,73 @@ class _Emitter:
                 pack = f"lambda t: _kw_as5d(t, ND).reshape(groups, OC_G, CIN_G, -1){perm}.contiguous()"
         h(f"wp = _kw_cached(self, '{self.design}:{self.cfg.LAYOUT}:{s.weight}', w, {pack})")
 
+    def _host_norm_stats(self, h: Code, st: _Stage) -> None:
+        """mean{i} and rstd{i} of stage i's normalisation, from the previous stage's partials."""
+        i = st.index
+        assert st.norm is not None
+        # the statistics of the previous stage's value, combined
+        prev = self.stages[st.in_buf]
+        norm = st.norm
+        kind = norm.attrs["kind"]
+        if kind == "group":
+            h(f"G{i} = int({norm.attrs['groups']})")
+        elif kind == "layer":
+            h(f"G{i} = 1")
+        else:
+            h(f"G{i} = C{i}")
+        h(f"CG{i} = C{i} // G{i}")
+        per = kind != "batch"
+        h(f"NB{i} = {'N' if per else '1'}")
+        h(f"mean{i} = torch.empty((NB{i}, G{i}), device=x5.device, dtype=torch.float32)")
+        h(f"rstd{i} = torch.empty((NB{i}, G{i}), device=x5.device, dtype=torch.float32)")
+        h(f"smn{i} = {'G' + str(i) if per else '0'}")
+        h(f"BC = min(64, _kw_npow2(CG{i}))")
+        rows = f"TT{prev.index}" if per else f"N * TT{prev.index}"
+        h(f"BT = max(1, min(2048 // BC, _kw_npow2({rows})))")
+        h(
+            f"_kw_norm_stats[(NB{i} * G{i},)](part{prev.index}, mean{i}, rstd{i}, TT{prev.index}, C{i}, CG{i}, "
+            f"G{i}, N, float({norm.attrs['eps']}), PER_SAMPLE={per}, BLOCK_T=BT, BLOCK_C=BC)"
+        )
+
+    def _host_fold(self, h: Code, st: _Stage) -> None:
+        """Stage i as the fold kernel (plan.fold): the reduced buffer from the statistics partials."""
+        i = st.index
+        prev = self.stages[st.in_buf]
+        red = st.sreduce
+        assert red is not None
+        h(f"# stage {i}: statistics partials -> {red.attrs['fn']} of the normalised value (folded)")
+        h(f"C{i} = OC")
+        cb = "1" if self.plan.ops[st.value].cred else f"C{i}"
+        h(f"b{i} = torch.empty((N, {cb}, 1, 1, 1), device=x5.device, dtype=torch.float32)")
+        self._host_norm_stats(h, st)
+        a = [f"part{prev.index}", f"TT{prev.index}", f"mean{i}", f"rstd{i}", f"smn{i}", f"CG{i}", "N", f"C{i}",
+             f"b{i}", f"b{i}.stride(0)", f"b{i}.stride(1)"]  # fmt: skip
+        for o in sorted({op.operand for op in st.ops if op.operand is not None}):
+            operand = self.plan.operands[o]
+            h(f"t{o} = {operand.expr}")
+            if operand.kind == "scalar":
+                a += [f"t{o}"]
+            else:
+                h(f"st{o} = _kw_ostrides(t{o}, {operand.align!r}, N, OC)")
+                a += [f"t{o}", f"st{o}[1]"]
+        a += [f"float({expr})" for _name, expr in self._const_args(st)]
+        h(f"BN = _kw_npow2(C{i})")
+        h(f"BT = max(1, min(max(1, 4096 // BN), _kw_npow2(TT{prev.index})))")
+        h(f"_kw_stage{i}[(N,)](")
+        with h.indent():
+            line = ""
+            for piece in [p + ", " for p in a]:
+                if len(line) + len(piece) > 96:
+                    h(line.rstrip())
+                    line = ""
+                line += piece
+            h((line + "BLOCK_T=BT, BLOCK_N=BN, num_warps=4,").rstrip())
+        h(")")
+
     def _host_stage(self, h: Code, st: _Stage) -> None:
+        if st.fold:
+            self._host_fold(h, st)
+            return
         i = st.index
         cfg = self.cfg
         per_sample = self._per_sample(st)
@@ -1489,29 +1654,7 @@ class _Emitter:
         for _name, expr in self._const_args(st):
             a += [f"float({expr})"]
         if st.norm is not None:
-            # the statistics of the previous stage's value, combined
-            prev = self.stages[st.in_buf]
-            norm = st.norm
-            kind = norm.attrs["kind"]
-            if kind == "group":
-                h(f"G{i} = int({norm.attrs['groups']})")
-            elif kind == "layer":
-                h(f"G{i} = 1")
-            else:
-                h(f"G{i} = C{i}")
-            h(f"CG{i} = C{i} // G{i}")
-            per = kind != "batch"
-            h(f"NB{i} = {'N' if per else '1'}")
-            h(f"mean{i} = torch.empty((NB{i}, G{i}), device=x5.device, dtype=torch.float32)")
-            h(f"rstd{i} = torch.empty((NB{i}, G{i}), device=x5.device, dtype=torch.float32)")
-            h(f"smn{i} = {'G' + str(i) if per else '0'}")
-            h(f"BC = min(64, _kw_npow2(CG{i}))")
-            rows = f"TT{prev.index}" if per else f"N * TT{prev.index}"
-            h(f"BT = max(1, min(2048 // BC, _kw_npow2({rows})))")
-            h(
-                f"_kw_norm_stats[(NB{i} * G{i},)](part{prev.index}, mean{i}, rstd{i}, TT{prev.index}, C{i}, CG{i}, "
-                f"G{i}, N, float({norm.attrs['eps']}), PER_SAMPLE={per}, BLOCK_T=BT, BLOCK_C=BC)"
-            )
+            self._host_norm_stats(h, st)
         call = ", ".join(a)
         h(f"_kw_stage{i}[grid](")
         with h.indent():

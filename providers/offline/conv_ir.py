@@ -164,6 +164,22 @@ class ConvSpec(BaseModel):
         return self.groups > 1 and self.in_per_group == 1
 
 
+class NormFold(BaseModel):
+    """A per-channel-affine normalisation whose only use is a sum or mean over every spatial dim.
+
+    Between `norm` and `reduce` there is only work that is affine in the normalised value with
+    coefficients constant over the spatial dims (per-channel or scalar scales and shifts) and sums or
+    means over channels. Such work commutes with the spatial mean, so the reduced value is that work
+    applied to the spatial mean of the normalised value, rstd * (sum(x) / P - mean) per (sample,
+    channel), which the normalisation's per-tile partials (count, sum) already hold: the value before
+    the normalisation need not be stored and read back."""
+
+    norm: int
+    """Id of the norm op (statistics from its input's whole tensor: training statistics)."""
+    reduce: int
+    """Id of the sreduce op (sum or mean over all spatial dims) that ends the folded work."""
+
+
 class ConvPlan(BaseModel):
     """A task's forward as one convolution followed by fusable work; what the emitter needs."""
 
@@ -181,6 +197,9 @@ class ConvPlan(BaseModel):
     notes: list[str] = Field(default_factory=list)
     full_spec: ConvSpec | None = None
     """The convolution's sizes at the task's full size when known (they choose designs and tiles)."""
+    fold: NormFold | None = None
+    """A normalisation followed only by affine work and a full spatial sum/mean: the program computes
+    the reduction from the normalisation's partial sums instead of normalising every element."""
 
     def op(self, op_id: int) -> Op:
         return self.ops[op_id]
@@ -200,6 +219,8 @@ class ConvPlan(BaseModel):
             if op.kind == "const":
                 extra = op.consts[0].expr
             lines.append(f"  %{op.id} = {op.kind} {extra} {op.args}")
+        if self.fold is not None:
+            lines.append(f"  fold %{self.fold.norm}..%{self.fold.reduce} into the statistics' partial sums")
         lines.append(f"  return %{self.output} as {self.out_groups}")
         return "\n".join(lines)
 
