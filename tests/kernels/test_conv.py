@@ -389,6 +389,113 @@ CASES: dict[str, tuple[str, str, str | dict]] = {
         "implicit_gemm",
         "nhwc",
     ),
+    # A normalisation whose output only feeds a full spatial sum/mean ("fold" in the name): the program
+    # computes the reduction from the statistics partials; "nofold" cases must keep the stored path.
+    "conv3d_groupnorm_mean_fold": (
+        _task(
+            """
+            self.conv = nn.Conv3d(3, 8, 3)
+            self.norm = nn.GroupNorm(4, 8)
+            nn.init.normal_(self.norm.weight)
+            nn.init.normal_(self.norm.bias)
+            """,
+            "return self.norm(self.conv(x)).mean(dim=[1, 2, 3, 4])",
+            "[torch.randn(2, 3, 5, 6, 7)]",
+        ),
+        "implicit_gemm",
+        "nhwc",
+    ),
+    "conv3d_groupnorm_default_params_mean_fold": (
+        _task(
+            """
+            self.conv = nn.Conv3d(3, 6, 3, stride=2, padding=1)
+            self.norm = nn.GroupNorm(3, 6)
+            """,
+            "return self.norm(self.conv(x)).mean(dim=[1, 2, 3, 4])",
+            "[torch.randn(3, 3, 5, 7, 6)]",
+        ),
+        "implicit_gemm_flatk",
+        "nchw",
+    ),
+    "conv3d_groupnorm_no_affine_scaled_mean_fold": (
+        _task(
+            """
+            self.conv = nn.Conv3d(4, 6, (2, 3, 3), padding=(0, 1, 1))
+            self.norm = nn.GroupNorm(2, 6, affine=False)
+            self.scale = nn.Parameter(torch.randn(6, 1, 1, 1))
+            """,
+            "return (self.norm(self.conv(x)) * self.scale + 0.25).mean(dim=[1, 2, 3, 4], keepdim=True)",
+            "[torch.randn(2, 4, 3, 5, 7)]",
+        ),
+        "implicit_gemm",
+        "nchw",
+    ),
+    "conv2d_instancenorm_scale_sum_fold": (
+        _task(
+            """
+            self.conv = nn.Conv2d(3, 5, 3, padding=1)
+            self.norm = nn.InstanceNorm2d(5, affine=True)
+            nn.init.normal_(self.norm.weight)
+            nn.init.normal_(self.norm.bias)
+            self.scale = nn.Parameter(torch.randn(5, 1, 1))
+            """,
+            "return (self.norm(self.conv(x)) * self.scale - 0.5).sum(dim=[1, 2, 3])",
+            "[torch.randn(2, 3, 9, 7)]",
+        ),
+        "implicit_gemm",
+        "nhwc",
+    ),
+    "conv2d_instancenorm_per_channel_sum_gelu_fold": (
+        _task(
+            "self.conv = nn.Conv2d(3, 5, 3)\nself.norm = nn.InstanceNorm2d(5)",
+            "return F.gelu(-self.norm(self.conv(x)).sum(dim=[2, 3]) / 3.0)",
+            "[torch.randn(2, 3, 8, 11)]",
+        ),
+        "implicit_gemm",
+        "nchw",
+    ),
+    "conv_transpose2d_groupnorm_mean_fold": (
+        _task(
+            """
+            self.conv = nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1)
+            self.norm = nn.GroupNorm(3, 6)
+            nn.init.normal_(self.norm.weight)
+            nn.init.normal_(self.norm.bias)
+            """,
+            "return self.norm(self.conv(x)).mean(dim=[1, 2, 3])",
+            "[torch.randn(2, 4, 5, 3)]",
+        ),
+        "implicit_gemm",
+        "nhwc",
+    ),
+    "depthwise_plane_batchnorm_train_mean_fold": (
+        _task(
+            """
+            self.conv = nn.Conv2d(5, 5, 3, padding=1, groups=5)
+            self.bn = nn.BatchNorm2d(5)
+            nn.init.normal_(self.bn.weight)
+            nn.init.normal_(self.bn.bias)
+            """,
+            "return self.bn(self.conv(x)).mean(dim=[1, 2, 3])",
+            "[torch.randn(3, 5, 9, 11)]",
+        ),
+        "direct_depthwise",
+        {"LAYOUT": "nchw", "BLOCK_W": 8},
+    ),
+    "conv3d_groupnorm_relu_mean_nofold": (
+        _task(
+            """
+            self.conv = nn.Conv3d(3, 8, 3)
+            self.norm = nn.GroupNorm(4, 8)
+            nn.init.normal_(self.norm.weight)
+            nn.init.normal_(self.norm.bias)
+            """,
+            "return torch.relu(self.norm(self.conv(x))).mean(dim=[1, 2, 3, 4])",
+            "[torch.randn(2, 3, 5, 6, 7)]",
+        ),
+        "implicit_gemm",
+        "nhwc",
+    ),
 }
 
 
@@ -453,6 +560,42 @@ def test_wrong_epilogue_is_caught(pool):
     assert "* 1.001" in text
     res = pool.evaluate(load_task_source(source, "conv_case_wrong"), text, CONFIG)
     assert not res.correct and res.error_kind == "mismatch", res.error
+
+
+def test_fold_cases_fold_and_nofold_cases_do_not():
+    """The fold cases above run the statistics-only first stage and the fold kernel; the others not."""
+    for name, (source, design, change) in CASES.items():
+        change = change if isinstance(change, dict) else {"LAYOUT": change}
+        plan = analyze_conv_task(source).plan
+        assert plan is not None, name
+        text = _program(source, design, **change, **SMALL)
+        folded = "(folded)" in text and "-> stats_only" in text
+        assert folded == name.endswith("_fold"), name
+        assert (plan.fold is not None) == name.endswith("_fold"), name
+    assert "-> stats\n" in _program(CASES["conv3d_groupnorm_relu_mean_nofold"][0], "implicit_gemm", **SMALL)
+
+
+def test_fold_kernel_is_checked(pool):
+    """The check can fail on the fold: a fold kernel whose per-channel mean is 1% off is rejected."""
+    source, design, layout = CASES["conv3d_groupnorm_mean_fold"]
+    text = _program(source, design, LAYOUT=layout, **SMALL)
+    bad = text.replace("* rs)[None, :]", "* rs * 1.01)[None, :]")
+    assert bad != text
+    res = pool.evaluate(load_task_source(source, "conv_case_fold_wrong"), bad, CONFIG)
+    assert not res.correct and res.error_kind == "mismatch", res.error
+
+
+def test_bundled_groupnorm_mean_task_folds_and_verifies_with_default_config(pool):
+    """Task 29 (Conv3d, GroupNorm, mean over all but the batch) at its default config: three launches
+    (convolution with statistics only, statistics, fold kernel), verified at the small size."""
+    path = bundled_suite_dir("level2") / "29_conv3d_groupnorm_mean.py"
+    source = path.read_text()
+    text = _program(source, "implicit_gemm")
+    assert "BLOCK_M=64,BLOCK_N=64,BLOCK_K=32" in text.splitlines()[0] and "num_stages=4" in text
+    assert "(folded)" in text
+    res = pool.evaluate(load_task_source(source, path.stem), text, CONFIG)
+    assert res.correct, f"{res.stage} {res.error_kind}: {res.error}"
+    assert res.kernel_launches == 3
 
 
 @pytest.mark.parametrize("recompute", [True, False])
