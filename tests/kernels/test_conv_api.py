@@ -334,3 +334,94 @@ def test_tf32_dots_get_k_slices_of_32_and_k_major_layouts_first():
             assert next(c for c in gemm if c.DOT == dot).LAYOUT == "nhwc"
     ieee = [c for c in conv_configs("implicit_gemm", plan, "strict") if c.DOT == "ieee"]
     assert any(c.BLOCK_K == 16 for c in ieee)
+
+
+class _NormThenReduce(nn.Module):
+    """A convolution, a normalisation and a tail given as a function of the normalised value."""
+
+    def __init__(self, norm: nn.Module, tail, conv: nn.Module | None = None) -> None:
+        super().__init__()
+        self.conv = conv or nn.Conv2d(3, 6, 3)
+        self.norm = norm
+        self.scale = nn.Parameter(torch.randn(6, 1, 1))
+        self.full = nn.Parameter(torch.randn(6, 5, 5))
+        self.tail = tail
+
+    def forward(self, x):
+        return self.tail(self, self.norm(self.conv(x)))
+
+
+def _fold_of(norm: nn.Module, tail, conv: nn.Module | None = None, shape=(2, 3, 7, 7)):
+    plan = analyze_conv_model(_NormThenReduce(norm, tail, conv), [torch.randn(*shape)])
+    assert plan is not None
+    return plan, plan.fold
+
+
+def test_norm_then_full_spatial_reduction_is_folded():
+    """Affine work with per-channel or scalar coefficients and channel sums/means between the norm and
+    a sum/mean over every spatial dim fold; the fold names the norm and the reduction."""
+    folding = [
+        (nn.GroupNorm(3, 6), lambda m, y: y.mean(dim=[1, 2, 3])),
+        (nn.GroupNorm(3, 6, affine=False), lambda m, y: (y * m.scale + 1.0).sum(dim=[2, 3])),
+        (nn.InstanceNorm2d(6, affine=True), lambda m, y: (-(y / 2.0) - m.scale).mean(dim=[2, 3, 1])),
+        (nn.BatchNorm2d(6), lambda m, y: y.sum(dim=1, keepdim=True).mean(dim=[2, 3])),
+        (nn.GroupNorm(2, 6), lambda m, y: torch.relu(y.mean(dim=[2, 3]) * 3.0)),  # work after: fine
+        (nn.GroupNorm(1, 6), lambda m, y: (y + y * 0.5).mean(dim=[1, 2, 3])),
+    ]
+    for norm, tail in folding:
+        plan, fold = _fold_of(norm, tail)
+        assert fold is not None, plan.describe()
+        assert plan.ops[fold.norm].kind == "norm" and plan.ops[fold.reduce].kind == "sreduce"
+        assert "fold %" in plan.describe()
+    plan, fold = _fold_of(
+        nn.GroupNorm(2, 4), lambda m, y: y.mean(dim=[1, 2, 3, 4]), nn.Conv3d(3, 4, 2), (2, 3, 4, 5, 6)
+    )
+    assert fold is not None
+
+
+def test_norm_with_other_work_before_the_reduction_is_not_folded():
+    """Nonlinear work, whole-tensor coefficients, a partial or max reduction, a product of two normalised
+    values or a use of the normalised value besides the reduction keep the stored path."""
+    keeping = [
+        (nn.GroupNorm(3, 6), lambda m, y: torch.relu(y).mean(dim=[1, 2, 3])),
+        (nn.GroupNorm(3, 6), lambda m, y: (y * m.full).mean(dim=[1, 2, 3])),
+        (nn.GroupNorm(3, 6), lambda m, y: y.mean(dim=[3])),
+        (nn.GroupNorm(3, 6), lambda m, y: y.amax(dim=[2, 3])),
+        (nn.GroupNorm(3, 6), lambda m, y: (y * y).mean(dim=[1, 2, 3])),
+        (nn.GroupNorm(3, 6), lambda m, y: y.amax(dim=1).mean(dim=[1, 2])),
+        (nn.GroupNorm(3, 6), lambda m, y: torch.tanh(y)),
+    ]
+    for norm, tail in keeping:
+        plan, fold = _fold_of(norm, tail)
+        assert fold is None, plan.describe()
+
+
+def test_folded_norm_has_no_recompute_variants_and_3d_gets_the_64_tile():
+    """A folded norm stores and re-reads nothing: RECOMPUTE has nothing to choose. 3-D convolutions (and
+    few input channels) default to 64 x 64 x 32 over 4 warps and 4 stages; 2-D ones with many channels
+    keep 128 x 128 x 32 over 8 warps."""
+    level2 = bundled_suite_dir("level2")
+    plan29 = analyze_conv_task((level2 / "29_conv3d_groupnorm_mean.py").read_text()).plan
+    assert plan29 is not None and plan29.fold is not None
+    configs = conv_configs("implicit_gemm", plan29, "strict")
+    assert not any(c.RECOMPUTE for c in configs)
+    first = configs[0]
+    assert (first.BLOCK_M, first.BLOCK_N, first.BLOCK_K, first.num_warps, first.num_stages) == (
+        64,
+        64,
+        32,
+        4,
+        4,
+    )
+    plan09 = analyze_conv_task((level2 / "09_conv2d_bias_relu.py").read_text()).plan
+    first = conv_configs("implicit_gemm", plan09, "strict")[0]
+    assert (first.BLOCK_M, first.BLOCK_N, first.BLOCK_K, first.num_warps) == (128, 128, 32, 8)
+    plan20 = analyze_conv_task(
+        (level2 / "20_conv2d_groupnorm_tanh_hardswish_residual_logsumexp.py").read_text()
+    )
+    assert plan20.plan is not None and plan20.plan.fold is None
+    assert any(c.RECOMPUTE for c in conv_configs("implicit_gemm", plan20.plan, "strict"))
+    text = emit_conv_program(plan29, (level2 / "29_conv3d_groupnorm_mean.py").read_text())
+    report = static_check(text, "29_conv3d_groupnorm_mean")
+    assert report.ok and not report.torch_ops_remaining, report.error
+    assert "-> stats_only" in text and "(folded)" in text
