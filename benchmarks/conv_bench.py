@@ -15,6 +15,8 @@ next to the offline writer's own program for the task (the torch/cuDNN convoluti
 after it fused into Triton: "torch_conv+epilogue"), so the report shows which approach wins where;
 the best correct one per precision is reported with its speedup over torch.compile and eager, and
 its fraction of the roofline floor (hardware.roofline.roofline_floor_ms on the detected target).
+When the plan folds a normalisation into a full spatial reduction (ConvPlan.fold), the first strict
+config is also measured without the fold (design "<design>/nofold").
 
 Usage, from the repository root:
     python benchmarks/conv_bench.py --out DIR [--tasks 20,23] [--configs 4] [--alt-configs 1]
@@ -217,6 +219,15 @@ def run_task(
             (folder / f"{precision}_{n:02d}_{design}.py").write_text(text)
             programs.append(text)
         labelled: list[tuple[str, ConvConfig | str]] = list(jobs)
+        if plan.fold is not None and jobs and precision == "strict":
+            # the first config once more with the normalisation stored and re-read (no fold): the
+            # fold's saving measured directly
+            design, cfg = jobs[0]
+            stored = plan.model_copy(update={"fold": None})
+            text = emit_conv_program(stored, source, design=design, config=cfg, precision=precision)
+            (folder / f"{precision}_{len(jobs):02d}_{design}_nofold.py").write_text(text)
+            programs.append(text)
+            labelled.append((f"{design}/nofold", cfg))
         if not args.no_epilogue:
             other = epilogue_program(source, path.stem, precision)
             if other is not None:
