@@ -24,6 +24,11 @@ normalisation's second pass recomputes the convolution instead of re-reading it)
 constructor (copied from `Model.__init__`, so parameter names and the reference's state_dict match)
 and forward signature, and are shape-generic.
 
+A per-channel-affine normalisation (group/instance/batch norm, training statistics) followed only by
+affine per-channel work and a sum or mean over every spatial dim is folded (ConvPlan.fold, found by
+conv_analysis.find_norm_fold): the convolution's output is never stored, the reduction comes from the
+normalisation's per-tile partial sums.
+
 Precision: "strict" allows DOT=ieee (exact fp32 FMAs) and DOT=tf32x3 (three TF32 tensor-core
 products per term, fp32-level accuracy); "tf32" and "reduced" also allow DOT=tf32. fp16/bf16 tasks
 multiply in their own type with fp32 accumulation.

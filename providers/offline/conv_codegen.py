@@ -8,6 +8,10 @@ The program is split into stages wherever the work needs the whole tensor before
   count, sum and centred sum of squares per channel), a small kernel combines those partials (Chan's
   parallel formula, numerically stable) into mean and 1/std, and the next stage normalises while
   loading;
+- a normalisation whose value reaches the output only through affine per-channel work and a sum or
+  mean over every spatial dim (plan.fold, conv_ir.NormFold) stores nothing: the stage before it
+  writes only its statistics partials and a one-program-per-sample kernel computes the reduction
+  from them (each channel's mean of the normalised value is rstd * (sum / count - mean));
 - a reduction over spatial dims ends a stage with atomics into a zero/-inf initialised buffer (a tile
   first reduces its own rows when it lies within one sample);
 - everything else (pointwise ops, reductions and softmax over channels, a second pooling) stays in
