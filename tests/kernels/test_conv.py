@@ -482,6 +482,24 @@ CASES: dict[str, tuple[str, str, str | dict]] = {
         "direct_depthwise",
         {"LAYOUT": "nchw", "BLOCK_W": 8},
     ),
+    "conv2d_maxpool_groupnorm_mean_fold": (  # statistics only from a stage that pools
+        _task(
+            "self.conv = nn.Conv2d(3, 6, 3)\nself.pool = nn.MaxPool2d(2)\nself.gn = nn.GroupNorm(2, 6)",
+            "return self.gn(self.pool(torch.relu(self.conv(x)))).mean(dim=[1, 2, 3])",
+            "[torch.randn(2, 3, 11, 9)]",
+        ),
+        "implicit_gemm",
+        "nchw",
+    ),
+    "conv2d_grouped_channel_centred_groupnorm_sum_fold": (  # statistics only from a load stage
+        _task(
+            "self.conv = nn.Conv2d(4, 6, 3, groups=2)\nself.gn = nn.GroupNorm(3, 6)",
+            "y = self.conv(x)\ny = y - y.mean(dim=1, keepdim=True)\nreturn self.gn(y).sum(dim=[1, 2, 3])",
+            "[torch.randn(2, 4, 9, 8)]",
+        ),
+        "implicit_gemm",
+        "nhwc",
+    ),
     "conv3d_groupnorm_relu_mean_nofold": (
         _task(
             """
