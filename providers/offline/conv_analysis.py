@@ -15,6 +15,9 @@ the convolution must be one of:
 Anything else gives None (with the reason from `explain_conv_model`), and the writer keeps the torch
 convolution instead.
 
+`find_norm_fold(plan)` (run on every plan, stored as plan.fold) finds a normalisation whose value
+reaches the output only through affine per-channel work and a sum or mean over every spatial dim.
+
 Scalars from the model's own attributes (`self.scale = scale`) stay attribute reads in the generated
 forward, so the program is right for every constructor argument, not only the analysed one.
 """
