@@ -63,6 +63,20 @@ def evaluate_logged(branch: Branch, ctx: Context, phase: Phase) -> tuple[EvalRes
     cached = log.find(run.run_id, branch.job.node_id, phase, sha)
     if cached is not None:
         return cached, False
+    twin = log.find_program(run.run_id, phase, sha)
+    if twin is not None:
+        other, earlier = twin
+        result = earlier.model_copy(deep=True)
+        result.extra[SAME_PROGRAM] = other
+        result.extra.setdefault("notes", []).append(
+            f"the same program as {other}: its evaluation is reused, the program was not run again"
+        )
+        log.append(
+            EvaluationEntry(
+                run_id=run.run_id, node_id=branch.job.node_id, phase=phase, code_sha256=sha, result=result
+            )
+        )
+        return result, False
     pool = resources.worker_pool(eval_config(ctx, run, time=False).device, ctx.workers)
     timed = phase == "time" or (phase == "verify" and times_while_verifying(branch, ctx))
     result = pool.evaluate(branch.task, code, eval_config(ctx, run, time=timed, second_shape=phase != "time"))
@@ -74,9 +88,16 @@ def evaluate_logged(branch: Branch, ctx: Context, phase: Phase) -> tuple[EvalRes
     return result, True
 
 
+SAME_PROGRAM = "same_program_as"
+"""EvalResult.extra key: the node whose evaluation of the identical program was reused."""
+
+
 def eval_cost(result: EvalResult, run: RunInfo) -> CostLedger:
     """Cost of one evaluation. A result reused from the log after a crash is counted too: the step that
-    first paid for it never reached the checkpoint, so its cost never reached the state."""
+    first paid for it never reached the checkpoint, so its cost never reached the state. A result
+    reused from another node's identical program cost nothing."""
+    if result.extra.get(SAME_PROGRAM):
+        return CostLedger()
     gpu = result.wall_s if run.device.startswith("cuda") else 0.0
     return CostLedger(evaluations=1, eval_s=result.wall_s, gpu_s=gpu)
 

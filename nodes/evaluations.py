@@ -2,8 +2,9 @@
 
 Every worker evaluation of a candidate is appended (and fsynced) the moment it returns, before the
 graph checkpoints the step. If the process dies in between, the resumed step finds the entry and reuses
-it instead of evaluating the same code again; the log is also the record that no candidate was
-evaluated twice. A line cut short by a crash is ignored.
+it instead of evaluating the same code again; a program another node of the run already evaluated
+(the same text) reuses that node's result too. The log is the record that no program was evaluated
+twice. A line cut short by a crash is ignored.
 """
 
 from __future__ import annotations
@@ -73,6 +74,15 @@ class EvaluationLog:
                     and entry.code_sha256 == sha
                 ):
                     return entry.result
+        return None
+
+    def find_program(self, run_id: str, phase: Phase, sha: str) -> tuple[str, EvalResult] | None:
+        """(node id, result) of this run's first evaluation of this exact code in this phase, under any
+        node: a program written again (a model repeating itself) need not run again."""
+        with self._lock:
+            for entry in self.entries():
+                if entry.run_id == run_id and entry.phase == phase and entry.code_sha256 == sha:
+                    return entry.node_id, entry.result
         return None
 
     def append(self, entry: EvaluationEntry) -> None:

@@ -243,6 +243,12 @@ def test_candidate_budget_stops_the_run(tmp_path):
     assert len(state["jobs"]) == len(state["attempts"]) == 2
     assert state["stop_reason"].startswith("candidate budget spent (2/2)")
     assert model.calls == 2
+    # the model wrote the same program twice: it ran once, the second node reused that evaluation
+    assert state["cost"].evaluations == 1
+    second = state["attempts"][1]
+    assert (
+        second.status == "correct" and second.result.extra["same_program_as"] == state["attempts"][0].node_id
+    )
 
 
 def test_llm_call_budget_stops_the_run(tmp_path):
