@@ -1465,11 +1465,13 @@ def _conv(L: Lowerer, a: dict, target: Any) -> Value:
 
     PyTorch adds a cuDNN convolution's bias in a separate kernel that reads and writes the whole
     output once more; as a broadcast add it joins the Triton kernel that follows instead."""
+    node = L.node
+    assert node is not None
     bias = a.get("bias")
-    followed = any(u.op != "output" for u in L.node.users)  # a result returned as is keeps its bias
+    followed = any(u.op != "output" for u in node.users)  # a result returned as is keeps its bias
     if not isinstance(bias, Value) or bias.rank != 1 or not followed:
-        return L.opaque(target, L.node)  # type: ignore[arg-type]
-    out = L.opaque(target, L.node, without="bias")  # type: ignore[arg-type]
+        return L.opaque(target, node)
+    out = L.opaque(target, node, without="bias")
     shape: list[Any] = [1] * out.rank
     shape[1] = -1  # the channel count is a constructor argument: never baked in
     return L.pw("add", out, L.reshape(bias, shape))
