@@ -486,19 +486,7 @@ class _Emitter:
             args += [f"o{o}_ptr"] + ([f"o{o}_sc"] if self.plan.operands[o].kind == "channel" else [])
         args += [name for name, _ in self._const_args(st)]
         args += ["BLOCK_T: tl.constexpr", "BLOCK_N: tl.constexpr"]
-        k("@triton.jit")
-        k(f"def _kw_stage{st.index}(")
-        with k.indent():
-            line = ""
-            for a in args:
-                piece = a + ", "
-                if len(line) + len(piece) > 96:
-                    k(line.rstrip())
-                    line = ""
-                line += piece
-            if line:
-                k(line.rstrip())
-        k("):")
+        k.jit_def(f"_kw_stage{st.index}", args)
         self._shape = "(1, BLOCK_N)"
         assert st.norm is not None
         with k.indent():
@@ -609,19 +597,7 @@ class _Emitter:
             if conv:  # padding folds into the taps' offsets: the centre tap's loads stay aligned
                 for name in ("PADD", "PADH", "PADW"):
                     args[args.index(name)] = f"{name}: tl.constexpr"
-        k("@triton.jit")
-        k(f"def _kw_stage{st.index}(")
-        with k.indent():
-            line = ""
-            for a in args:
-                piece = a + ", "
-                if len(line) + len(piece) > 96:
-                    k(line.rstrip())
-                    line = ""
-                line += piece
-            if line:
-                k(line.rstrip())
-        k("):")
+        k.jit_def(f"_kw_stage{st.index}", args)
         if self._plane(st):
             with k.indent():
                 self._plane_body(k, st)
