@@ -353,6 +353,24 @@ def _matmul_default(design: Design, info: KernelInfo, tf32: bool) -> dict[str, A
     return cfg
 
 
+def launch_effect(design: Design, info: KernelInfo, values: dict[str, Any]) -> tuple[Any, ...] | None:
+    """What a whole-row-in-registers config launches with on this kernel's (traced) sizes, mirroring
+    the launcher emit_rows writes; None where this is not modelled. Two configs with the same effect
+    run the same kernel (e.g. TILE below the row length changes nothing), so a small step between them
+    would spend a candidate on a program already measured."""
+    if design.kind != "rows" or design.mode != "registers" or info.layout != "rows":
+        return None
+    cfg = make_config(design, values)
+    assert isinstance(cfg, RowConfig)
+    npow = _next_pow2(max(info.NR, 1))
+    single = npow <= cfg.RMAX
+    block_r = npow if single else cfg.BLOCK_R
+    block_m = min(max(1, cfg.TILE // block_r), _next_pow2(max(info.NK, 1))) if single else 1
+    tile = block_m * block_r
+    warps = cfg.num_warps or (4 if tile < 2048 else (8 if tile < 8192 else 16))
+    return (single, block_r, block_m, warps, cfg.PERSIST, cfg.num_stages)
+
+
 def make_config(design: Design, values: dict[str, Any]) -> RowConfig | MatmulConfig | PointwiseConfig:
     if design.kind == "rows":
         cfg: Any = RowConfig(mode=design.mode)

@@ -33,6 +33,7 @@ from providers.offline.designs import (
     default_design,
     designs_for,
     find_design,
+    launch_effect,
 )
 from providers.protocol import Section
 
@@ -427,8 +428,13 @@ def choose(ctx: Context, info: KernelInfo, primary: bool) -> Choice:
             and _norm(base.get("KMAJOR")) == "0"
         ):
             steps.insert(0, dict(base, KMAJOR=1))
+        effect = launch_effect(parent_design, info, base)
         for n in steps:
-            if not forbidden(ctx, info.family, parent_design.name, n) and not _same(n, base):
+            if effect is not None and launch_effect(parent_design, info, n) == effect:
+                continue  # the same kernel launched the same way: nothing new to measure
+            # a knob the parent's header does not name (a newer one) counts as moved when set
+            moved_any = any(_norm(n.get(k)) != _norm(base.get(k)) for k in set(n) | set(base))
+            if not forbidden(ctx, info.family, parent_design.name, n) and moved_any:
                 moved = ", ".join(f"{k}={n[k]}" for k in n if _norm(n[k]) != _norm(base.get(k)))
                 return Choice(parent_design, n, f"small step from the parent's {parent_design.name}: {moved}")
         return _first_allowed(ctx, info, order, "no neighbouring config is allowed; another design")

@@ -149,3 +149,26 @@ def test_repair_shrinks_blocks_and_restores_strict_precision():
     assert fix2.config["PREC"] == "ieee"
     space = config_space(fix2.design, info)
     assert "tf32" not in space["PREC"]  # plain TF32 only where the target allows it
+
+
+def test_small_steps_on_whole_row_kernels_skip_configs_that_launch_the_same_kernel():
+    """softmax over rows of 16384 at TILE=4096: TILE, RMAX (while the row stays in registers) and
+    num_warps 16 vs auto do not change the launch; a small step must move something that does,
+    including knobs the parent's header does not name (PERSIST)."""
+    from providers.offline.designs import launch_effect
+
+    info = _info("09_softmax.py", "softmax")
+    d = default_design(info)
+    base = {"TILE": 4096, "RMAX": 16384, "num_warps": 0}
+    assert launch_effect(d, info, base) == launch_effect(d, info, {**base, "TILE": 2048, "num_warps": 16})
+    assert launch_effect(d, info, base) != launch_effect(d, info, {**base, "PERSIST": 2})
+    parent = parse_meta(
+        "# kernelwright: family=softmax design=row_registers config=TILE=4096,RMAX=16384,num_warps=0"
+    )
+    moved = set()
+    for seed in range(12):
+        small = choose(Context(kind="small_step", parent=parent, rng=random.Random(seed)), info, primary=True)
+        assert small.design is d
+        assert launch_effect(d, info, small.config) != launch_effect(d, info, base), small.config
+        moved |= {k for k in small.config if str(small.config[k]) != str(base.get(k, 0))}
+    assert {"PERSIST", "num_warps"} <= moved
