@@ -30,13 +30,14 @@ import os
 import platform
 import sys
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from _common import environment, measure_task  # noqa: E402
 
 from hardware import EvalConfig, EvalResult, WorkerPool  # noqa: E402
 from providers.offline.matmul_variants import Variant, matmul_grid, matmul_variant  # noqa: E402
@@ -177,15 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         "device": args.device,
         "args": vars(args),
     }
-    try:
-        import torch
-        import triton
-
-        meta.update(torch=torch.__version__, triton=triton.__version__)
-        if args.device == "cuda":
-            meta["gpu"] = torch.cuda.get_device_name()
-    except Exception as exc:  # versions are informative only
-        meta["versions_error"] = str(exc)
+    meta.update(environment(args.device))
     entries: list[dict[str, Any]] = []
     started = time.perf_counter()
 
@@ -201,15 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         for i, path in enumerate(paths):
             # Each task may run until its share of the budget; time a task leaves goes to the next.
             deadline = started + args.time_budget_s * (i + 1) / len(paths)
-            t0 = time.perf_counter()
-            try:
-                entry = run_task(path, pool, args, out, deadline)
-            except Exception as exc:  # one task's failure is recorded; the others still run
-                entry = {
-                    "task": path.stem,
-                    "error": "".join(traceback.format_exception_only(type(exc), exc)).strip(),
-                }
-            entry["wall_s"] = round(time.perf_counter() - t0, 1)
+            entry = measure_task(path.stem, lambda: run_task(path, pool, args, out, deadline))  # noqa: B023 (called at once)
             entries.append(entry)
             write()
             best = entry.get("best")

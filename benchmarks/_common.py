@@ -1,0 +1,39 @@
+"""Pieces the per-task benchmark scripts (conv_bench.py, matmul_sweep.py) share.
+
+Imported as `_common`: a script run as `python benchmarks/<name>.py` has this folder on sys.path.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+
+def environment(device: str) -> dict[str, Any]:
+    """torch and Triton versions and the GPU's name, for a report's meta block (informative only: an
+    import problem is recorded, not raised)."""
+    meta: dict[str, Any] = {}
+    try:
+        import torch
+        import triton
+
+        meta.update(torch=torch.__version__, triton=triton.__version__)
+        if device == "cuda":
+            meta["gpu"] = torch.cuda.get_device_name()
+    except Exception as exc:
+        meta["versions_error"] = str(exc)
+    return meta
+
+
+def measure_task(name: str, run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """One task's entry: what `run` returns, or its error (one task's failure must not end the
+    benchmark), with the wall time it took."""
+    t0 = time.perf_counter()
+    try:
+        entry = run()
+    except Exception as exc:
+        entry = {"task": name, "error": "".join(traceback.format_exception_only(type(exc), exc)).strip()}
+    entry["wall_s"] = round(time.perf_counter() - t0, 1)
+    return entry
