@@ -1466,16 +1466,7 @@ class _Emitter:
         a += [f"float({expr})" for _name, expr in self._const_args(st)]
         h(f"BN = _kw_npow2(C{i})")
         h(f"BT = max(1, min(max(1, 4096 // BN), _kw_npow2(TT{prev.index})))")
-        h(f"_kw_stage{i}[(N,)](")
-        with h.indent():
-            line = ""
-            for piece in [p + ", " for p in a]:
-                if len(line) + len(piece) > 96:
-                    h(line.rstrip())
-                    line = ""
-                line += piece
-            h((line + "BLOCK_T=BT, BLOCK_N=BN, num_warps=4,").rstrip())
-        h(")")
+        _wrapped_call(h, f"_kw_stage{i}[(N,)]", a, "BLOCK_T=BT, BLOCK_N=BN, num_warps=4,")
 
     def _host_stage(self, h: Code, st: _Stage) -> None:
         if st.fold:
@@ -1635,28 +1626,31 @@ class _Emitter:
             a += [f"float({expr})"]
         if st.norm is not None:
             self._host_norm_stats(h, st)
-        call = ", ".join(a)
-        h(f"_kw_stage{i}[grid](")
-        with h.indent():
-            line = ""
-            for piece in [p + ", " for p in a]:
-                if len(line) + len(piece) > 96:
-                    h(line.rstrip())
-                    line = ""
-                line += piece
-            extra = ""
-            if self._pool_phase(st):
-                extra = f"POOL_PHASE=all(ps{i}[d] % stride3[d] == 0 for d in range(3)), "
-            if plane:
-                extra = "BLOCK_H=BH, BLOCK_W=BW, "
-            h(
-                (
-                    line + f"BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M={cfg.GROUP_M}, {extra}"
-                    f"num_warps={warps}, num_stages={stages},"
-                ).rstrip()
-            )
-        h(")")
-        del call
+        extra = ""
+        if self._pool_phase(st):
+            extra = f"POOL_PHASE=all(ps{i}[d] % stride3[d] == 0 for d in range(3)), "
+        if plane:
+            extra = "BLOCK_H=BH, BLOCK_W=BW, "
+        meta = (
+            f"BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M={cfg.GROUP_M}, {extra}"
+            f"num_warps={warps}, num_stages={stages},"
+        )
+        _wrapped_call(h, f"_kw_stage{i}[grid]", a, meta)
+
+
+def _wrapped_call(h: Code, callee: str, args: list[str], tail: str) -> None:
+    """`callee(` with the arguments packed into lines of about 96 characters, `tail` (the launch's
+    keyword arguments) ending the last line, then `)`."""
+    h(callee + "(")
+    with h.indent():
+        line = ""
+        for piece in [p + ", " for p in args]:
+            if len(line) + len(piece) > 96:
+                h(line.rstrip())
+                line = ""
+            line += piece
+        h((line + tail).rstrip())
+    h(")")
 
 
 class _ReferenceParts:
