@@ -17,7 +17,8 @@ tensor-core dots (PREC=tf32x3: three TF32 MMAs, fp32-level accuracy) with both o
 (KMAJOR=1) and BLOCK_K=32, which Hopper's TF32 MMAs need; split_k keeps strict IEEE dots by default
 so the search also measures the CUDA-core path. Small products use IEEE dots. With TF32 allowed,
 PREC=tf32 (one TF32 MMA) with K-major operands. Two products sharing A whose results meet in one
-pointwise chain are one dual kernel (designs "dual" and "dual_persistent").
+pointwise chain can be one dual kernel (designs "dual" and "dual_persistent"); the policy decides per
+program whether to fuse them (`policy.fuse_allowed`: the root starts unfused).
 """
 
 from __future__ import annotations
@@ -29,14 +30,11 @@ from typing import Any
 from providers.offline.emit import ExprContext
 from providers.offline.emit_matmul import MatmulConfig
 from providers.offline.emit_pointwise import PointwiseConfig
-from providers.offline.emit_rows import RowConfig, RowKernelGen
+from providers.offline.emit_rows import RowConfig, RowKernelGen, registers_rows_launch
+from providers.offline.emit_rows import next_pow2 as _next_pow2
 from providers.offline.schedule import Kernel, Schedule
 
 HOPPER_SMS = 132
-
-
-def _next_pow2(n: int) -> int:
-    return 1 << max(0, int(n) - 1).bit_length()
 
 
 @dataclass
@@ -362,13 +360,7 @@ def launch_effect(design: Design, info: KernelInfo, values: dict[str, Any]) -> t
         return None
     cfg = make_config(design, values)
     assert isinstance(cfg, RowConfig)
-    npow = _next_pow2(max(info.NR, 1))
-    single = npow <= cfg.RMAX
-    block_r = npow if single else cfg.BLOCK_R
-    block_m = min(max(1, cfg.TILE // block_r), _next_pow2(max(info.NK, 1))) if single else 1
-    tile = block_m * block_r
-    warps = cfg.num_warps or (4 if tile < 2048 else (8 if tile < 8192 else 16))
-    return (single, block_r, block_m, warps, cfg.PERSIST, cfg.num_stages)
+    return (*registers_rows_launch(cfg, info.NK, info.NR), cfg.PERSIST, cfg.num_stages)
 
 
 def make_config(design: Design, values: dict[str, Any]) -> RowConfig | MatmulConfig | PointwiseConfig:

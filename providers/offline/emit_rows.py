@@ -61,6 +61,36 @@ class RowConfig:
         return dict(self.__dict__)
 
 
+# Warps for a tile when the config leaves num_warps at 0: 4 for short tiles, 8 from 2K elements, 16 from
+# 8K (as Triton's layer-norm tutorial). The launchers print this rule; `registers_rows_launch` applies it.
+_AUTO_WARPS = ((2048, 4), (8192, 8))
+_AUTO_WARPS_MAX = 16
+
+
+def _auto_warps_expr(tile: str) -> str:
+    """The rule above as the Python expression an emitted launcher evaluates."""
+    (b0, w0), (b1, w1) = _AUTO_WARPS
+    return f"{w0} if {tile} < {b0} else ({w1} if {tile} < {b1} else {_AUTO_WARPS_MAX})"
+
+
+def next_pow2(n: int) -> int:
+    """triton.next_power_of_2 for a Python int (1 for n <= 1)."""
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+def registers_rows_launch(cfg: RowConfig, nk: int, nr: int) -> tuple[bool, int, int, int]:
+    """(single, BLOCK_R, BLOCK_M, num_warps) that a whole-row-in-registers launcher over rows computes for
+    NK rows of NR elements: the same arithmetic as the code `_launch_plain` emits, for callers that
+    reason about configs without running them."""
+    npow = next_pow2(max(nr, 1))
+    single = npow <= cfg.RMAX
+    block_r = npow if single else cfg.BLOCK_R
+    block_m = min(max(1, cfg.TILE // block_r), next_pow2(max(nk, 1))) if single else 1
+    tile = block_m * block_r
+    warps = cfg.num_warps or next((w for bound, w in _AUTO_WARPS if tile < bound), _AUTO_WARPS_MAX)
+    return single, block_r, block_m, warps
+
+
 class RowPlanError(ValueError):
     pass
 
@@ -1124,8 +1154,7 @@ class RowKernelGen:
         if cfg.num_warps:
             c(f"num_warps = {cfg.num_warps}")
         else:
-            # 4 warps for short tiles, 8 from 2K elements, 16 from 8K (as Triton's layer-norm tutorial).
-            c(f"num_warps = 4 if {tile} < 2048 else (8 if {tile} < 8192 else 16)")
+            c(f"num_warps = {_auto_warps_expr(tile)}")
         c(f"{self.kname}[grid](")
         with c.indent():
             c(", ".join(args) + ",")
