@@ -3,8 +3,8 @@
 First the static check (read with `ast` in this process, never executed): the source parses, defines
 ModelNew, defines and launches a Triton kernel, does not reach the reference or fall back to torch in a
 try/except. Then a worker process of the evaluation pool imports, compiles and runs it against the
-reference (on a GPU the same worker call then times it, see `times_while_verifying`): compile errors, runtime errors, wrong shapes and mismatches come back as a
-structured EvalResult. On a CPU run that writes for a GPU target (--target), a verified kernel is also
+reference (on a GPU the same worker call then times it, see `times_while_verifying`): compile errors,
+runtime errors, wrong shapes and mismatches come back as a structured EvalResult. On a CPU run that writes for a GPU target (--target), a verified kernel is also
 compiled for that GPU without one (hardware.compile_feedback); a kernel the GPU backend rejects (out of
 resources, unsupported construct) fails as a compile_error. Correct candidates go on to the profiler,
 the rest straight to the reflector.
@@ -29,6 +29,10 @@ from nodes.records import Branch, CostLedger, RunInfo
 
 if TYPE_CHECKING:
     from graphs.context import Context
+
+
+SAME_PROGRAM = "same_program_as"
+"""EvalResult.extra key: the node whose evaluation of the identical program was reused."""
 
 
 def eval_config(ctx: Context, run: RunInfo, *, time: bool, second_shape: bool = True) -> EvalConfig:
@@ -60,12 +64,11 @@ def evaluate_logged(branch: Branch, ctx: Context, phase: Phase) -> tuple[EvalRes
     run = branch.run
     log = EvaluationLog(run.run_dir)
     sha = code_sha(code)
-    cached = log.find(run.run_id, branch.job.node_id, phase, sha)
-    if cached is not None:
-        return cached, False
-    twin = log.find_program(run.run_id, phase, sha)
-    if twin is not None:
-        other, earlier = twin
+    logged = log.find_program(run.run_id, branch.job.node_id, phase, sha)
+    if logged is not None:
+        other, earlier = logged
+        if other == branch.job.node_id:
+            return earlier, False
         result = earlier.model_copy(deep=True)
         result.extra[SAME_PROGRAM] = other
         result.extra.setdefault("notes", []).append(
@@ -86,10 +89,6 @@ def evaluate_logged(branch: Branch, ctx: Context, phase: Phase) -> tuple[EvalRes
         )
     )
     return result, True
-
-
-SAME_PROGRAM = "same_program_as"
-"""EvalResult.extra key: the node whose evaluation of the identical program was reused."""
 
 
 def eval_cost(result: EvalResult, run: RunInfo) -> CostLedger:

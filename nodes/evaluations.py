@@ -76,14 +76,20 @@ class EvaluationLog:
                     return entry.result
         return None
 
-    def find_program(self, run_id: str, phase: Phase, sha: str) -> tuple[str, EvalResult] | None:
-        """(node id, result) of this run's first evaluation of this exact code in this phase, under any
-        node: a program written again (a model repeating itself) need not run again."""
+    def find_program(
+        self, run_id: str, node_id: str, phase: Phase, sha: str
+    ) -> tuple[str, EvalResult] | None:
+        """(node id, result) of this run's evaluation of this exact code in this phase: the node's own
+        entry when it has one (a step re-run after a crash), else the first other node's (a program
+        written again need not run again). One read of the log."""
+        first: tuple[str, EvalResult] | None = None
         with self._lock:
             for entry in self.entries():
                 if entry.run_id == run_id and entry.phase == phase and entry.code_sha256 == sha:
-                    return entry.node_id, entry.result
-        return None
+                    if entry.node_id == node_id:
+                        return entry.node_id, entry.result
+                    first = first or (entry.node_id, entry.result)
+        return first
 
     def append(self, entry: EvaluationEntry) -> None:
         line = json.dumps(entry.model_dump(mode="json"), separators=(",", ":")) + "\n"

@@ -1,8 +1,8 @@
 """The profiler node: times a verified candidate against the reference, where timing means something.
 
-On a GPU the worker times candidate and eager reference paired and alternating, in the same call that
-verified the candidate (so the profiler usually only reads that result), (and the torch.compile
-baseline, cached per task) and re-verifies the outputs on the way; the speedup, its confidence interval
+On a GPU the worker times candidate and eager reference paired and alternating (and the torch.compile
+baseline, cached per task) in the same call that verified the candidate, so the profiler usually only
+reads that result, and re-verifies the outputs on the way; the speedup, its confidence interval
 and the fraction of the roofline floor reached come from that. On the CPU interpreter timing is not
 meaningful: the profiler records that, reports no speedup, and the search ranks by correctness alone.
 No speedup is ever made up.
