@@ -252,8 +252,6 @@ def _kw_norm_stats(
     cnt = tl.sum(tl.sum(acc_n, axis=1), axis=0)
     mean = tl.sum(tl.sum(acc_s, axis=1), axis=0) / cnt
     acc_m = tl.zeros([BLOCK_T, BLOCK_C], dtype=tl.float32)
-    # rows (sample, tile) are consecutive in part: one flat loop over the samples' tiles
-    r_lo = n_lo.to(tl.int64) * T
     for r0 in range(0, n_cnt * T, BLOCK_T):
         for c0 in range(0, CG, BLOCK_C):
             tt = r0 + rt
