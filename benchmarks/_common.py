@@ -1,4 +1,4 @@
-"""Pieces the per-task benchmark scripts (conv_bench.py, matmul_sweep.py) share.
+"""Pieces the per-task benchmark scripts (conv_bench.py, design_sweep.py) share.
 
 Imported as `_common`: a script run as `python benchmarks/<name>.py` has this folder on sys.path.
 """

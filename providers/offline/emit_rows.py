@@ -386,11 +386,14 @@ class RowKernelGen:
         self.rowmask = "imask"
         self.AX = 0
 
-    def chunk_setup(self, c: Code, start: str) -> None:
+    def chunk_setup(self, c: Code, start: str, block_mask: bool = True) -> None:
+        """Name the row chunk's indices and masks; `block_mask=False` where no row block is known yet
+        (before a persistent program's walk): only the row mask is named."""
         if self.layout == "rows":
             c(f"rr = {start} + tl.arange(0, BLOCK_R)[None, :]")
             c("rmask = rr < NR")
-            c("fmask = kmask & rmask")
+            if block_mask:
+                c("fmask = kmask & rmask")
         else:
             c(f"rr = {start} + tl.arange(0, BLOCK_R)[:, None]")
             c("rmask = rr < NR")
@@ -656,12 +659,7 @@ class RowKernelGen:
             self.stat_names: dict[int, Operand] = {}
             self.row_memo: dict[int, Operand] = {}
             if mode == "registers" and self.layout == "rows" and self.cfg.PERSIST:
-                # Persistent: a few programs per SM walk the row blocks (no per-block launch, no tail of
-                # short-lived programs; row-invariant operands stay hot in L1).
-                c("for rb in range(tl.program_id(0), tl.cdiv(NK, BLOCK_M), tl.num_programs(0)):")
-                with c.indent():
-                    self.header_rows(c, pid="rb")
-                    self._registers_body(c)
+                self._persistent_body(c)
             elif mode == "registers":
                 (self.header_rows if self.layout == "rows" else self.header_cols)(c)
                 self._registers_body(c)
@@ -669,6 +667,37 @@ class RowKernelGen:
                 (self.header_rows if self.layout == "rows" else self.header_cols)(c)
                 self._looped_body(c, online=(mode == "online"))
         return c.text()
+
+    def _persistent_body(self, c: Code) -> None:
+        """A few programs per SM walk the row blocks (no per-block launch, no tail of short-lived
+        programs). When the row fits (SINGLE), operands that vary only along the row (a norm's weight
+        and bias) are loaded once per program, before the walk, and stay in registers: one program per
+        row would read them again for every row."""
+        walk = "for rb in range(tl.program_id(0), tl.cdiv(NK, BLOCK_M), tl.num_programs(0)):"
+        c("if SINGLE:")
+        with c.indent():
+            self.scalar_groups = set()
+            self.chunk_setup(c, "0", block_mask=False)
+            hoisted: dict[int, Operand] = {}
+            for ld in self.loads.values():
+                if ld.groups and all(self.groups[gi][0] == "R" for gi in ld.groups):
+                    text = f"tl.load({ld.name} + {self.offset(ld.groups, self.load_strides(ld), False)}, " \
+                           "mask=rmask, other=0)"  # fmt: skip
+                    c(f"h{ld.value.id} = {self._widen(text, ld.value)}")
+                    hoisted[ld.value.id] = Operand(f"h{ld.value.id}", cat_of(ld.value.dtype))
+            c(walk)
+            with c.indent():
+                self.header_rows(c, pid="rb")
+                self.row_memo = {}
+                self._single_body(c, preloaded=hoisted, setup=False)
+        c("else:")
+        with c.indent():
+            c(walk)
+            with c.indent():
+                self.header_rows(c, pid="rb")
+                self.stat_names = {}
+                self.row_memo = {}
+                self._looped_body(c, online=False)
 
     def _registers_body(self, c: Code) -> None:
         c("if SINGLE:")
@@ -699,11 +728,16 @@ class RowKernelGen:
             p += ["SINGLE: tl.constexpr"]
         return p
 
-    def _single_body(self, c: Code) -> None:
+    def _single_body(self, c: Code, preloaded: dict[int, Operand] | None = None, setup: bool = True) -> None:
+        """The whole row block from one load. `preloaded`: operands already loaded (by id); with
+        `setup=False` the row indices are already named and only the block's mask is formed here."""
         self.single = True
         self.evict: str | None = None
-        self.full_memo: dict[int, Operand] = {}
-        self.chunk_setup(c, "0")
+        self.full_memo: dict[int, Operand] = dict(preloaded or {})
+        if setup:
+            self.chunk_setup(c, "0")
+        else:
+            c("fmask = kmask & rmask")
         for v in self.full_outputs:
             self.store_full(c, v, self.full_memo)
         for v in self.row_outputs:

@@ -13,7 +13,7 @@ import pytest
 
 from hardware import EvalConfig, WorkerPool
 from providers.offline import parse_meta, write_program
-from providers.offline.matmul_variants import main_matmul_info, matmul_grid, matmul_variant
+from providers.offline.variants import design_grid, main_matmul_info, program_variant
 from providers.protocol import render_section
 from tasks import bundled_suite_dir, load_task, load_task_source
 
@@ -96,7 +96,7 @@ def test_kmajor_tf32x3_designs_verify_on_ab_bmm_transposed_and_linear(pool):
         task = _bundled(level, prefix)
         for design in ("grouped", "persistent", "split_k"):
             cfg = dict(TF32X3_KMAJOR, SPLIT_K=2) if design == "split_k" else TF32X3_KMAJOR
-            answer = matmul_variant(task.source, task.name, design, cfg)
+            answer = program_variant(task.source, task.name, design, cfg)
             assert "mT.contiguous().mT" in answer.code and 'input_precision="tf32x3"' in answer.code
             jobs.append((f"{task.name} [{design}]", task, answer.code))
     _check(pool, jobs)
@@ -125,10 +125,10 @@ def test_dual_kernel_verifies_on_swiglu_and_a_3d_biased_gate(pool):
                 (
                     f"{task.name} [{design} {cfg}]",
                     task,
-                    matmul_variant(task.source, task.name, design, cfg).code,
+                    program_variant(task.source, task.name, design, cfg).code,
                 )
             )
-        unfused = matmul_variant(task.source, task.name, "grouped", TF32X3_KMAJOR, fuse=False).code
+        unfused = program_variant(task.source, task.name, "grouped", TF32X3_KMAJOR, fuse=False).code
         assert unfused.count("tl.dot(") == 2 and "c_ptr" not in unfused
         jobs.append((f"{task.name} [unfused]", task, unfused))
     _check(pool, jobs)
@@ -162,12 +162,12 @@ def test_sweep_grid_is_small_and_every_entry_emits():
         ("level2", "01"),
     ):
         task = _bundled(level, prefix)
-        grid = matmul_grid(task.source, task.name)
+        grid = design_grid(task.source, task.name)
         assert 8 <= len(grid) <= 20, (task.name, len(grid))
         labels = [v.label() for v in grid]
         assert len(set(labels)) == len(labels)
         for v in grid:
-            code = matmul_variant(task.source, task.name, v.design, v.config, fuse=v.fuse).code
+            code = program_variant(task.source, task.name, v.design, v.config, fuse=v.fuse).code
             assert code and 'tf32"' not in code  # strict: never a plain TF32 dot
 
 
@@ -180,15 +180,15 @@ def test_sweep_script_runs_on_cpu_and_writes_json_and_markdown(tmp_path):
 
     root = Path(__file__).resolve().parents[2]
     proc = subprocess.run(
-        [sys.executable, str(root / "benchmarks" / "matmul_sweep.py"), "--device", "cpu", "--out", str(tmp_path),
+        [sys.executable, str(root / "benchmarks" / "design_sweep.py"), "--device", "cpu", "--out", str(tmp_path),
          "--tasks", "level1/14,level2/12"],
         capture_output=True, text=True, timeout=600, cwd=root,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
-    report = json.loads((tmp_path / "matmul_sweep.json").read_text())
+    report = json.loads((tmp_path / "design_sweep.json").read_text())
     assert [t["task"] for t in report["tasks"]] == ["14_matmul_square", "12_linear_swiglu"]
     for t in report["tasks"]:
         assert len(t["candidates"]) == 2 and all(c["correct"] for c in t["candidates"]), t
     assert report["tasks"][1]["candidates"][0]["design"] == "dual"
-    md = (tmp_path / "matmul_sweep.md").read_text()
+    md = (tmp_path / "design_sweep.md").read_text()
     assert "| task | design | config | correct | ms | vs compile |" in md and "12_linear_swiglu" in md

@@ -618,3 +618,44 @@ def test_persistent_row_programs_loop_over_rows_longer_than_rmax(pool):
     assert code is not None and "RMAX=4096" in code.splitlines()[0] and "PERSIST=2" in code.splitlines()[0]
     assert "single = npow <= 4096" in code  # 4099 > 4096: the looped branch runs
     _check(pool, [("long rows, persistent, looped", task, code)])
+
+
+def test_persistent_whole_row_programs_load_row_invariant_operands_once_per_program(pool):
+    """PERSIST with the row in registers: the norm's weight and bias (they vary only along the row) are
+    loaded before the walk over row blocks, not once per row, and the program still verifies."""
+    task = _bundled("level2", "04_layernorm_gelu.py")
+    case = (
+        '<case outcome="effective" speedup="2.0" same_hardware="yes">\n'
+        "design: kernelwright: family=norm design=row_registers config=TILE=4096,RMAX=16384,num_warps=0,PERSIST=2"
+        "\n</case>"
+    )
+    code = write_program(_prompt(task.source, experience=case)).code
+    assert code is not None
+    single = code[code.index("if SINGLE:") : code.index("else:", code.index("if SINGLE:"))]
+    walk = single.index("for rb in range(")
+    assert single[:walk].count("mask=rmask, other=0)") == 2  # weight and bias, before the walk
+    assert single[walk:].count("tl.load(") == 1  # only x inside it
+    _check(pool, [("layernorm+gelu, persistent, hoisted weights", task, code)])
+
+
+@pytest.mark.parametrize(
+    "level,name",
+    [("level2", "04_layernorm_gelu.py"), ("level1", "09_softmax.py"), ("level2", "07_sum_middle_tanh.py")],
+)
+def test_every_program_of_the_row_design_grid_verifies(pool, level, name):
+    """The sweep grid of a whole-row kernel (designs x warps, rows per program, persistent programs):
+    each entry is a distinct program and matches the reference at small odd shapes."""
+    from providers.offline.variants import design_grid, program_variant
+
+    task = _bundled(level, name)
+    grid = design_grid(task.source, task.name)
+    assert len(grid) >= 5 and len({v.label() for v in grid}) == len(grid)
+    jobs = []
+    codes = set()
+    for v in grid:
+        code = program_variant(task.source, task.name, v.design, v.config).code
+        assert code is not None
+        codes.add(code.split("\n", 1)[1])  # the header names the config; the programs must differ too
+        jobs.append((f"{name} {v.label()}", task, code))
+    assert len(codes) == len(grid)
+    _check(pool, jobs)

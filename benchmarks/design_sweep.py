@@ -1,22 +1,26 @@
-"""The offline writer's matmul designs x configs on the bundled matmul tasks, through the real harness.
+"""The offline writer's designs x configs for a task's main kernel, through the real harness.
 
-For each task the writer's programs are emitted for a small grid of designs and configs
-(providers/offline/matmul_variants.matmul_grid: the writer's default first, then tensor-core tf32x3
-tiles with K-major operands, the same without the transpose copy, IEEE tiles, split-K, persistent, and
-for gate/up tasks the dual kernel against the two unfused products), and each is evaluated by
+For each task the writer's programs are emitted for a small grid of designs and configs of its main
+kernel (providers/offline/variants.design_grid: the writer's default first). For a matmul: tensor-core
+tf32x3 tiles with K-major operands, the same without the transpose copy, IEEE tiles, split-K,
+persistent, and for gate/up tasks the dual kernel against the two unfused products. For a whole-row
+kernel (reduction, softmax, norm, loss): the register design at several warp counts, rows per program
+and persistent programs, then the looped, online and split designs. Each program is evaluated by
 hardware.WorkerPool: verification against the reference on the full and the small inputs (three
 trials each, strict fp32 tolerance by default), then interleaved timing against eager with CUDA events
 and the torch.compile baseline (cached per task).
 
 Usage, from the repository root:
-    python benchmarks/matmul_sweep.py [--out DIR] [--tasks level1/14,level2/12] [--max-programs 14]
+    python benchmarks/design_sweep.py [--out DIR] [--tasks level1/14,level2/04] [--max-programs 14]
                                       [--precision strict|tf32] [--time-budget-s 480] [--device cpu]
-DIR defaults to $OUT, else ./matmul-sweep-out. Writes DIR/matmul_sweep.json and DIR/matmul_sweep.md
+DIR defaults to $OUT, else ./design-sweep-out. Writes DIR/design_sweep.json and DIR/design_sweep.md
 after every task (an interrupted run keeps what it measured) and the programs under DIR/programs/.
-Default tasks: level1/14 (8192^3 A @ B), level1/15 (A @ B rectangular), level2/06 (bmm + scale +
-residual), level2/12 (SwiGLU gate/up), level2/01 (Linear + bias + ReLU). The time budget is shared
-out over the tasks (a task that finishes early leaves its time to the next); no program starts after
-it, the rest are listed as skipped, so one call ends within about --time-budget-s plus one evaluation.
+Default tasks: the bundled matmuls level1/14 (8192^3 A @ B), level1/15 (A @ B rectangular), level2/06
+(bmm + scale + residual), level2/12 (SwiGLU gate/up), level2/01 (Linear + bias + ReLU); `--tasks rows`
+names the fused norm and softmax tasks instead (level2/04 layernorm+GELU, level2/05 RMSnorm+SiLU*gate,
+level1/09 softmax, level2/08 softmax+scale+add). The time budget is shared out over the tasks (a task
+that finishes early leaves its time to the next); no program starts after it, the rest are listed as
+skipped, so one call ends within about --time-budget-s plus one evaluation.
 `--device cpu` is a smoke test of the script (Triton interpreter, small inputs, two programs per task,
 nothing timed).
 """
@@ -40,10 +44,11 @@ if str(ROOT) not in sys.path:
 from _common import environment, measure_task  # noqa: E402
 
 from hardware import EvalConfig, EvalResult, WorkerPool  # noqa: E402
-from providers.offline.matmul_variants import Variant, matmul_grid, matmul_variant  # noqa: E402
+from providers.offline.variants import Variant, design_grid, program_variant  # noqa: E402
 from tasks import bundled_suite_dir, load_task  # noqa: E402
 
 DEFAULT_TASKS = "level1/14,level1/15,level2/06,level2/12,level2/01"
+ROW_TASKS = "level2/04,level2/05,level1/09,level2/08"
 
 
 def task_path(spec: str) -> Path:
@@ -91,7 +96,7 @@ def run_task(
     task = load_task(path)
     entry: dict[str, Any] = {"task": path.stem, "flops": task.flops, "precision": args.precision}
     tf32 = args.precision != "strict"
-    grid = matmul_grid(task.source, task.name, tf32=tf32, limit=args.max_programs)
+    grid = design_grid(task.source, task.name, tf32=tf32, limit=args.max_programs)
     timed = args.device == "cuda"
     config = EvalConfig(
         device=args.device,
@@ -108,7 +113,7 @@ def run_task(
             records.append(_record(v, None, "time budget spent"))
             continue
         try:
-            code = matmul_variant(task.source, task.name, v.design, v.config, tf32=tf32, fuse=v.fuse).code
+            code = program_variant(task.source, task.name, v.design, v.config, tf32=tf32, fuse=v.fuse).code
         except Exception as exc:  # a variant the writer cannot emit is recorded, the others still run
             rec = _record(v, None, None)
             rec.update(correct=False, error_kind="emit_error", error=str(exc)[-600:])
@@ -158,8 +163,8 @@ def table(entries: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=os.environ.get("OUT", "matmul-sweep-out"))
-    ap.add_argument("--tasks", default=DEFAULT_TASKS, help="comma-separated level/NN task specs")
+    ap.add_argument("--out", default=os.environ.get("OUT", "design-sweep-out"))
+    ap.add_argument("--tasks", default=DEFAULT_TASKS, help="comma-separated level/NN task specs, or 'rows'")
     ap.add_argument("--max-programs", type=int, default=14, help="programs per task (grid order)")
     ap.add_argument("--precision", choices=("strict", "tf32"), default="strict")
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile baselines")
@@ -171,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("KERNELWRIGHT_CACHE_DIR", str(out / "cache"))  # torch.compile baselines, reused
     if args.device == "cpu":
         args.max_programs = min(args.max_programs, 2)
-    paths = [task_path(s) for s in args.tasks.split(",") if s.strip()]
+    specs = ROW_TASKS if args.tasks == "rows" else args.tasks
+    paths = [task_path(s) for s in specs.split(",") if s.strip()]
     meta: dict[str, Any] = {
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "host": platform.node(),
@@ -183,9 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
 
     def write() -> None:
-        (out / "matmul_sweep.json").write_text(json.dumps({"meta": meta, "tasks": entries}, indent=1))
-        (out / "matmul_sweep.md").write_text(
-            f"# matmul_sweep {meta['date']} on {meta.get('gpu', args.device)} ({args.precision})\n\n"
+        (out / "design_sweep.json").write_text(json.dumps({"meta": meta, "tasks": entries}, indent=1))
+        (out / "design_sweep.md").write_text(
+            f"# design_sweep {meta['date']} on {meta.get('gpu', args.device)} ({args.precision})\n\n"
             + table(entries)
             + "\n"
         )

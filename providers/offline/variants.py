@@ -1,11 +1,15 @@
-"""The offline writer's programs for a matmul task at chosen designs and configs (for sweeps and tests).
+"""The offline writer's programs for a task at chosen designs and configs of its main kernel (for sweeps
+and tests).
 
-    answer = matmul_variant(source, name, "grouped", {"PREC": "tf32x3", "KMAJOR": 1, "BLOCK_K": 32})
-    for v in matmul_grid(source, name): ...   # a small grid of (design, config, fuse) worth measuring
+    answer = program_variant(source, name, "grouped", {"PREC": "tf32x3", "KMAJOR": 1, "BLOCK_K": 32})
+    answer = program_variant(source, name, "row_registers", {"PERSIST": 2})
+    for v in design_grid(source, name): ...   # a small grid of (design, config, fuse) worth measuring
 
-The task goes through the writer's own pipeline (analysis, schedule, dual-matmul fusion, emission); the
-main matmul kernel gets the given design with its default config updated by `config`, every other
-kernel its defaults. `fuse=False` writes two products that share A as two kernels (the unfused
+The task goes through the writer's own pipeline (analysis, schedule, dual-matmul fusion, emission). The
+main kernel is the task's costliest matmul kernel when it has one, else its costliest whole-row kernel
+(reduction, softmax, norm, loss, scan); it gets the given design with that design's default config
+updated by `config`, every other kernel its defaults (a second product that the design applies to
+gets the same config). `fuse=False` writes two products that share A as two kernels (the unfused
 baseline of the dual design).
 """
 
@@ -47,41 +51,51 @@ def _plan(source: str, name: str, fuse: bool) -> tuple[Any, Schedule, dict[int, 
         sched = fuse_dual_matmuls(sched)
     kernels = sched.triton_kernels()
     infos = {k.id: kernel_info(sched, k) for k in kernels}
-    mms = [k for k in kernels if infos[k.id].kind == "matmul"]
-    if not mms:
-        raise ValueError(f"{name}: no matmul kernel")
-    primary = max(mms, key=lambda k: (infos[k.id].cost, -k.id))
-    return analysed, sched, infos, primary.id
+    for kind in ("matmul", "rows"):
+        of_kind = [k for k in kernels if infos[k.id].kind == kind]
+        if of_kind:
+            primary = max(of_kind, key=lambda k: (infos[k.id].cost, -k.id))
+            return analysed, sched, infos, primary.id
+    raise ValueError(f"{name}: no matmul or whole-row kernel")
 
 
-def main_matmul_info(source: str, name: str, fuse: bool = True) -> KernelInfo:
-    """The facts of the task's main matmul kernel (dual when fused)."""
+def main_kernel_info(source: str, name: str, fuse: bool = True) -> KernelInfo:
+    """The facts of the task's main kernel (its matmul, dual when fused; else its costliest row kernel)."""
     _, _, infos, primary = _plan(source, name, fuse)
     return infos[primary]
 
 
-def matmul_variant(source: str, name: str, design: str, config: dict[str, Any] | None = None, *,
-                   tf32: bool = False, fuse: bool = True) -> WriterAnswer:  # fmt: skip
-    """The program with the main matmul kernel written as `design` with `config` over its defaults.
+def main_matmul_info(source: str, name: str, fuse: bool = True) -> KernelInfo:
+    """The facts of the task's main matmul kernel (dual when fused)."""
+    info = main_kernel_info(source, name, fuse)
+    if info.kind != "matmul":
+        raise ValueError(f"{name}: no matmul kernel")
+    return info
 
-    Every other matmul kernel (the second product when unfused) gets the same config keys."""
+
+def program_variant(source: str, name: str, design: str, config: dict[str, Any] | None = None, *,
+                    tf32: bool = False, fuse: bool = True) -> WriterAnswer:  # fmt: skip
+    """The program with the main kernel written as `design` with `config` over its defaults.
+
+    Every other kernel the design applies to (the second product when unfused) gets the same config."""
     analysed, sched, infos, primary = _plan(source, name, fuse)
     main = infos[primary]
-    d = find_design("matmul", design)
+    d = find_design(main.family, design)
     if d is None or not d.applies(main):
-        raise ValueError(f"design {design!r} does not apply to the main matmul of {name}")
+        raise ValueError(f"design {design!r} does not apply to the main {main.family} kernel of {name}")
     configs = {}
     full: dict[str, Any] = {}
     for kid, info in infos.items():
-        dd = d if (kid == primary or (info.kind == "matmul" and d.applies(info))) else default_design(info)
+        same = info.family == main.family and d.applies(info)
+        dd = d if (kid == primary or same) else default_design(info)
         cfg = default_config(dd, info, tf32)
         if dd is d:
             cfg.update(config or {})
         if kid == primary:
             full = cfg
         configs[kid] = make_config(dd, cfg)
-    meta = ProgramMeta("matmul", d.name, full)
-    why = f"sweep: matmul kernel as {d.name}" + ("" if fuse else " (products unfused)")
+    meta = ProgramMeta(main.family, d.name, full)
+    why = f"sweep: {main.family} kernel as {d.name}" + ("" if fuse else " (products unfused)")
     code = emit_program(analysed, sched, configs, meta, why + ".")
     return WriterAnswer(code, why, meta)
 
@@ -151,22 +165,58 @@ def _grid_dual(big_prec: str) -> list[Variant]:
     ]
 
 
-def matmul_grid(source: str, name: str, *, tf32: bool = False, limit: int | None = None) -> list[Variant]:
-    """A small grid of designs x configs worth measuring for the task's main matmul (first: the writer's
-    default). `tf32` uses PREC=tf32 for the tensor-core entries instead of tf32x3."""
-    info = main_matmul_info(source, name)
-    unfused = main_matmul_info(source, name, fuse=False) if info.dual else info
-    prec = "tf32" if tf32 else "tf32x3"
-    grid = _grid_dual(prec) if info.dual else _grid_single(prec, info.b_kmajor)
+def _grid_rows(info: KernelInfo) -> list[Variant]:
+    """Whole-row kernels: the register design's launch shapes (warps, rows per program, persistent
+    programs) and the looped designs."""
+    if info.layout == "cols":
+        return [
+            Variant("row_registers", {"BLOCK_I": 64, "num_warps": 8}),
+            Variant("row_registers", {"BLOCK_I": 256, "num_warps": 8}),
+            Variant("row_registers", {"BLOCK_I": 32, "num_warps": 4}),
+            Variant("two_pass", {}),
+            Variant("looped", {}),
+            Variant("split", {}),
+        ]
+    return [
+        Variant("row_registers", {"num_warps": 8}),
+        Variant("row_registers", {"num_warps": 32}),
+        Variant("row_registers", {"TILE": 16384, "num_warps": 32}),
+        Variant("row_registers", {"PERSIST": 2}),
+        Variant("row_registers", {"PERSIST": 4}),
+        Variant("row_registers", {"PERSIST": 4, "num_warps": 8}),
+        Variant("row_registers", {"PERSIST": 2, "num_warps": 32}),
+        Variant("row_registers", {"PERSIST": 8, "num_warps": 4}),
+        Variant("two_pass", {}),
+        Variant("two_pass", {"BLOCK_R": 8192, "num_warps": 16}),
+        Variant("welford", {}),
+        Variant("online", {}),
+        Variant("looped", {}),
+        Variant("split", {}),
+    ]
+
+
+def design_grid(source: str, name: str, *, tf32: bool = False, limit: int | None = None) -> list[Variant]:
+    """A small grid of designs x configs worth measuring for the task's main kernel (first: the writer's
+    default). `tf32` uses PREC=tf32 for the matmul tensor-core entries instead of tf32x3. Entries whose
+    design does not apply to the kernel, and repeats, are left out."""
+    info = main_kernel_info(source, name)
+    if info.kind == "matmul":
+        unfused = main_kernel_info(source, name, fuse=False) if info.dual else info
+        prec = "tf32" if tf32 else "tf32x3"
+        grid = _grid_dual(prec) if info.dual else _grid_single(prec, info.b_kmajor)
+    else:
+        unfused = info
+        grid = _grid_rows(info)
     d = default_design(info)
     out = [Variant(d.name, default_config(d, info, tf32))]
     for v in grid:
-        dv = find_design("matmul", v.design)
-        assert dv is not None
         on = info if v.fuse else unfused
+        dv = find_design(on.family, v.design)
+        if dv is None or not dv.applies(on):
+            continue
         # The full config (the design's defaults under the entry's keys): duplicates show, labels compare.
         cfg = {**default_config(dv, on, tf32), **v.config}
-        if not on.fp32_dot:
+        if on.kind == "matmul" and not on.fp32_dot:
             cfg = {k: x for k, x in cfg.items() if k not in ("PREC", "KMAJOR")}
         cand = Variant(v.design, cfg, v.fuse)
         if not any(cand.label() == o.label() for o in out):
@@ -174,4 +224,4 @@ def matmul_grid(source: str, name: str, *, tf32: bool = False, limit: int | None
     return out[:limit] if limit else out
 
 
-__all__ = ["Variant", "main_matmul_info", "matmul_grid", "matmul_variant"]
+__all__ = ["Variant", "design_grid", "main_kernel_info", "main_matmul_info", "program_variant"]
