@@ -174,6 +174,15 @@ def _kw_trunc(x):
 def _kw_mul(a, b):
     return a * b
 """,
+    "_kw_welford_combine": """
+@triton.jit
+def _kw_welford_combine(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
+    # Chan et al.: merge two (mean, sum of squared deviations, count) summaries.
+    n = n_a + n_b
+    frac = tl.where(n == 0.0, 0.0, n_b / tl.where(n == 0.0, 1.0, n))
+    delta = mean_b - mean_a
+    return mean_a + delta * frac, m2_a + m2_b + delta * delta * n_a * frac, n
+""",
 }
 HELPER_DEPS = {"_kw_softplus": ["_kw_log1p"]}
 

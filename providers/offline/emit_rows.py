@@ -56,6 +56,7 @@ class RowConfig:
     WAVES: int = 4  # split: partial programs per SM
     PERSIST: int = 0  # registers over rows: 0 one program per row block; k: k programs per SM walk them
     EVICT: int = 0  # looped/online: keep rows in L2 between statistic passes, stream them in the last
+    PRELOAD: int = 0  # registers: 1 issues every per-element load (weights too) before the statistics
 
     def as_dict(self) -> dict[str, int | str]:
         return dict(self.__dict__)
@@ -738,6 +739,16 @@ class RowKernelGen:
             self.chunk_setup(c, "0")
         else:
             c("fmask = kmask & rmask")
+        if self.cfg.PRELOAD:
+            # All loads in flight together: a weight read after the statistics would add a second
+            # memory round trip behind the reductions' barriers, which the compiler cannot hoist over.
+            # The row data first (it has the longest way to come), then the operands shared by rows.
+            shared_last = sorted(
+                self.loads.values(), key=lambda ld: not any(gi in self.kept for gi in ld.groups)
+            )
+            for ld in shared_last:
+                if not ld.row and ld.value.id not in self.full_memo:
+                    self.emit(c, ld.value, "full", self.full_memo)
         for v in self.full_outputs:
             self.store_full(c, v, self.full_memo)
         for v in self.row_outputs:
@@ -828,9 +839,10 @@ class RowKernelGen:
         for s in group:
             acc = self._acc_dtype(s)
             if s.id in welford:
-                c(f"wn{s.id} = tl.zeros({rowshape}, dtype=tl.float32)")
-                c(f"wm{s.id} = tl.zeros({rowshape}, dtype=tl.float32)")
-                c(f"w2{s.id} = tl.zeros({rowshape}, dtype=tl.float32)")
+                # Welford per lane of the tile (no cross-thread reduction inside the loop), one Chan
+                # combine across lanes after it.
+                for acc_name in ("wn", "wm", "w2"):
+                    c(f"{acc_name}{s.id} = tl.zeros({tile}, dtype=tl.float32)")
                 continue
             c(f"a{s.id} = tl.full({tile}, {self._neutral(s)}, {acc})")
             if s.op in ("argmax", "argmin"):
@@ -850,18 +862,14 @@ class RowKernelGen:
                 if s.id in welford:
                     x = self.emit(c, s.args[0], "full", memo)
                     xf = as_float(x)
-                    c(f"cn = tl.sum(fmask.to(tl.float32), axis={ax}, keep_dims=True)")
-                    c(
-                        f"cm = tl.sum(tl.where(fmask, {xf}, 0.0), axis={ax}, keep_dims=True) / tl.maximum(cn, 1.0)"
-                    )
-                    c(f"cd = tl.where(fmask, {xf} - cm, 0.0)")
-                    c(f"c2 = tl.sum(cd * cd, axis={ax}, keep_dims=True)")
-                    c(f"delta = cm - wm{s.id}")
-                    c(f"tot = wn{s.id} + cn")
-                    c("frac = cn / tl.maximum(tot, 1.0)")
-                    c(f"wm{s.id} = wm{s.id} + delta * frac")
-                    c(f"w2{s.id} = w2{s.id} + c2 + delta * delta * wn{s.id} * frac")
-                    c(f"wn{s.id} = tot")
+                    # A lane in bounds in this chunk was in bounds in every earlier one (chunks walk the
+                    # row upward), so its count is the chunk's number: one reciprocal per chunk, not a
+                    # division per element.
+                    c("inv_n = 1.0 / (r0 // BLOCK_R + 1)")
+                    c(f"wd = tl.where(fmask, {xf} - wm{s.id}, 0.0)")
+                    c(f"wm{s.id} = wm{s.id} + wd * inv_n")
+                    c(f"w2{s.id} = w2{s.id} + wd * tl.where(fmask, {xf} - wm{s.id}, 0.0)")
+                    c(f"wn{s.id} = wn{s.id} + fmask.to(tl.float32)")
                     continue
                 m = self._masked(c, s, memo)
                 a = f"a{s.id}"
@@ -891,6 +899,11 @@ class RowKernelGen:
         # Reduce the accumulators to one value per row.
         for s in group:
             if s.id in welford:
+                combine = self.ctx.use("_kw_welford_combine")
+                c(
+                    f"wm{s.id}, w2{s.id}, wn{s.id} = tl.reduce((wm{s.id}, w2{s.id}, wn{s.id}), {ax}, {combine}, "
+                    "keep_dims=True)"
+                )
                 self.stat_names[s.id] = Operand(f"wm{s.id}", "f")
                 for d, kind, _ in merged_into.get(s.id, []):
                     if kind == "welford":

@@ -659,3 +659,65 @@ def test_every_program_of_the_row_design_grid_verifies(pool, level, name):
         jobs.append((f"{name} {v.label()}", task, code))
     assert len(codes) == len(grid)
     _check(pool, jobs)
+
+
+OFFSET_LAYER_NORM = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.ln = nn.LayerNorm(dim)
+
+    def forward(self, x):
+        return self.ln(x)
+
+
+def get_inputs():
+    # Data far from zero, where a sum-of-squares variance loses every digit.
+    return [torch.randn(7, 1031) + 300.0]
+
+
+def get_init_inputs():
+    return [1031]
+"""
+
+OFFSET_MIDDLE_VARIANCE = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, y):
+        return ((y - y.mean(dim=1, keepdim=True)) ** 2).mean(dim=1)
+
+
+def get_inputs():
+    return [torch.randn(3, 523, 37) + 300.0]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.parametrize(
+    "source,design,cfg",
+    [
+        (OFFSET_LAYER_NORM, "welford", {"BLOCK_R": 128, "BLOCK_M": 2}),
+        (OFFSET_LAYER_NORM, "welford", {"BLOCK_R": 512, "BLOCK_M": 1}),
+        (OFFSET_MIDDLE_VARIANCE, "online", {"BLOCK_R": 32, "BLOCK_I": 16}),
+    ],
+)
+def test_lane_wise_welford_is_exact_on_data_far_from_zero_with_ragged_chunks(pool, source, design, cfg):
+    """One-pass mean and variance keep a running mean and squared-deviation sum per lane and merge the
+    lanes at the end; rows that are not a multiple of the chunk (1031, 523) leave lanes with fewer
+    elements. Over rows (layer norm) and over a middle dim (a variance written out)."""
+    from providers.offline.variants import program_variant
+
+    task = _task(source, "offset_" + design)
+    code = program_variant(task.source, task.name, design, cfg).code
+    assert code is not None and "_kw_welford_combine" in code
+    _check(pool, [(f"{design} {cfg}", task, code)])

@@ -12,8 +12,8 @@ from nodes.context_builder import build_context, precision_line
 from providers.offline import parse_meta, write_program
 from providers.offline.conv_writer import conv_task_writer
 from providers.offline.designs import config_space, default_config, designs_for
-from providers.offline.variants import main_matmul_info
 from providers.offline.policy import Context, choose, parse_rules, read_context, tf32_allowed
+from providers.offline.variants import main_matmul_info
 from providers.offline.writer import CONFIG_KEYS
 from providers.protocol import parse_sections
 from tasks import bundled_suite_dir, load_task
