@@ -1,5 +1,5 @@
-"""Print the Triton kernels torch.compile (Inductor) generates for bundled tasks, with their launch
-configs, to compare its schedule with the offline writer's on the same task.
+"""Print the Triton kernels torch.compile (Inductor) generates for bundled tasks, with the launch
+configs its autotuner picked, to compare its schedule with the offline writer's on the same task.
 
 Usage, from the repository root, on a CUDA machine:
     python benchmarks/inductor_code.py --tasks level2/04,level2/05 [--out DIR]
@@ -18,6 +18,22 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from tasks import bundled_suite_dir, exec_task_module, load_task, task_inputs  # noqa: E402
+
+
+def _picked_configs() -> list[str]:
+    """'kernel: config' for every autotuned Triton kernel Inductor has loaded so far (best effort: the
+    cache's layout is internal to torch)."""
+    from torch._inductor.codecache import PyCodeCache
+
+    mods = PyCodeCache.modules
+    out = []
+    for mod in mods.values() if isinstance(mods, dict) else mods:
+        for name, obj in vars(mod).items():
+            launchers = getattr(obj, "launchers", None)
+            if launchers:
+                cfg = launchers[0].config
+                out.append(f"{name}: {cfg.kwargs} num_warps={cfg.num_warps} num_stages={cfg.num_stages}")
+    return sorted(set(out))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,7 +61,11 @@ def main(argv: list[str] | None = None) -> int:
         with torch.no_grad():
             _, codes = run_and_get_code(compiled, *inputs)
         dest = out / f"inductor_{path.stem}.py"
-        dest.write_text("\n\n# ---- next module ----\n\n".join(codes))
+        picked = "\n".join(f"# {line}" for line in _picked_configs())
+        dest.write_text(
+            f"# configs picked by the autotuner:\n{picked}\n\n"
+            + "\n\n# ---- next module ----\n\n".join(codes)
+        )
         print(f"{path.stem}: {len(codes)} module(s) -> {dest}", flush=True)
     return 0
 

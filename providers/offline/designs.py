@@ -99,6 +99,7 @@ def _rows_space(layout: str, mode: str) -> dict[str, tuple[Any, ...]]:
             "num_warps": (0, 4, 8, 16, 32),
             "PERSIST": (0, 2, 4, 8),
             "PRELOAD": (0, 1),
+            "STATIC": (0, 1),
         }
     if mode == "split":
         if layout == "cols":
@@ -117,6 +118,7 @@ def _rows_space(layout: str, mode: str) -> dict[str, tuple[Any, ...]]:
         "BLOCK_M": (1, 2, 4, 8),
         "num_warps": (2, 4, 8, 16),
         "EVICT": (0, 1),
+        "STATIC": (0, 1),
     }
 
 
@@ -361,7 +363,13 @@ def launch_effect(design: Design, info: KernelInfo, values: dict[str, Any]) -> t
         return None
     cfg = make_config(design, values)
     assert isinstance(cfg, RowConfig)
-    return (*registers_rows_launch(cfg, info.NK, info.NR), cfg.PERSIST, cfg.PRELOAD, cfg.num_stages)
+    return (
+        *registers_rows_launch(cfg, info.NK, info.NR),
+        cfg.PERSIST,
+        cfg.PRELOAD,
+        cfg.STATIC,
+        cfg.num_stages,
+    )
 
 
 def make_config(design: Design, values: dict[str, Any]) -> RowConfig | MatmulConfig | PointwiseConfig:

@@ -57,6 +57,7 @@ class RowConfig:
     PERSIST: int = 0  # registers over rows: 0 one program per row block; k: k programs per SM walk them
     EVICT: int = 0  # looped/online: keep rows in L2 between statistic passes, stream them in the last
     PRELOAD: int = 0  # registers: 1 issues every per-element load (weights too) before the statistics
+    STATIC: int = 0  # 1: the row length is a compile-time constant (one compile per length; masks fold)
 
     def as_dict(self) -> dict[str, int | str]:
         return dict(self.__dict__)
@@ -135,7 +136,7 @@ class RowKernelGen:
     ) -> tuple[str, str, list[Value], list[SymScalar]]:
         """(kernel source, launcher source, launcher tensor arguments, launcher scalar arguments)."""
         self.kname = name
-        self.const_sizes: set[str] = set()
+        self.const_sizes: set[str] = {"NR"} if self.cfg.STATIC else set()
         ksrc = constexpr_sizes(self.kernel_source(name), self.const_sizes)
         lsrc, tensors, syms = self.launcher_source(name, symmap)
         return ksrc, lsrc, tensors, syms
