@@ -12,7 +12,8 @@ and the torch.compile baseline (cached per task).
 
 Usage, from the repository root:
     python benchmarks/design_sweep.py [--out DIR] [--tasks level1/14,level2/04] [--max-programs 14]
-                                      [--precision strict|tf32] [--time-budget-s 480] [--device cpu]
+                                      [--designs welford,two_pass] [--precision strict|tf32]
+                                      [--time-budget-s 480] [--device cpu]
 DIR defaults to $OUT, else ./design-sweep-out. Writes DIR/design_sweep.json and DIR/design_sweep.md
 after every task (an interrupted run keeps what it measured) and the programs under DIR/programs/.
 Default tasks: the bundled matmuls level1/14 (8192^3 A @ B), level1/15 (A @ B rectangular), level2/06
@@ -96,7 +97,10 @@ def run_task(
     task = load_task(path)
     entry: dict[str, Any] = {"task": path.stem, "flops": task.flops, "precision": args.precision}
     tf32 = args.precision != "strict"
-    grid = design_grid(task.source, task.name, tf32=tf32, limit=args.max_programs)
+    grid = design_grid(task.source, task.name, tf32=tf32)
+    if args.designs:
+        grid = [v for v in grid if v.design in args.designs.split(",")]
+    grid = grid[: args.max_programs]
     timed = args.device == "cuda"
     config = EvalConfig(
         device=args.device,
@@ -166,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=os.environ.get("OUT", "design-sweep-out"))
     ap.add_argument("--tasks", default=DEFAULT_TASKS, help="comma-separated level/NN task specs, or 'rows'")
     ap.add_argument("--max-programs", type=int, default=14, help="programs per task (grid order)")
+    ap.add_argument("--designs", default="", help="comma-separated design names: measure only these")
     ap.add_argument("--precision", choices=("strict", "tf32"), default="strict")
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile baselines")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
