@@ -14,10 +14,13 @@ Writes DIR/norm_probe.json (DIR defaults to $OUT, else ./norm-probe-out) and pri
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -105,6 +108,16 @@ def inductor_like(static: bool, row_mask: bool, rb: int = 4096, warps: int = 16)
             .replace("__RB__", str(rb)).replace("__W__", str(warps)))  # fmt: skip
 
 
+def _import_file(code: str, path: Path) -> Any:
+    """The program as a module loaded from a file (Triton's JIT needs the source file on a GPU)."""
+    path.write_text(code)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=os.environ.get("OUT", "norm-probe-out"))
@@ -144,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         "inductor-like, 8192/16": inductor_like(True, False, 8192, 16),
     }
     rows = []
+    tmp = tempfile.mkdtemp(prefix="norm-probe-")  # Triton reads a kernel's source from its file
     compiled = torch.compile(model)
     with torch.no_grad():
         compiled(x)
@@ -153,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append({"variant": "eager", "ms": triton.testing.do_bench(lambda: model(x)), "err": 0.0})
         for label, code in programs.items():
             try:
-                mod = exec_task_module(code, "probe_" + str(len(rows)))
+                mod = _import_file(code, Path(tmp) / f"probe_{len(rows)}.py")
                 cand = mod.ModelNew(*ref_mod.get_init_inputs()).cuda()
                 cand.load_state_dict(model.state_dict())
                 err = (cand(x) - expected).abs().max().item()
