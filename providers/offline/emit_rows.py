@@ -22,6 +22,7 @@ group at run time. Designs (`RowConfig.mode`):
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import sympy
@@ -57,7 +58,7 @@ class RowConfig:
     PERSIST: int = 0  # registers over rows: 0 one program per row block; k: k programs per SM walk them
     EVICT: int = 0  # looped/online: keep rows in L2 between statistic passes, stream them in the last
     PRELOAD: int = 0  # registers: 1 issues every per-element load (weights too) before the statistics
-    STATIC: int = 0  # 1: the row length is a compile-time constant (one compile per length; masks fold)
+    STATIC: int = 0  # 1: row length, sizes and strides are compile-time constants (one compile per shape)
 
     def as_dict(self) -> dict[str, int | str]:
         return dict(self.__dict__)
@@ -136,8 +137,12 @@ class RowKernelGen:
     ) -> tuple[str, str, list[Value], list[SymScalar]]:
         """(kernel source, launcher source, launcher tensor arguments, launcher scalar arguments)."""
         self.kname = name
-        self.const_sizes: set[str] = {"NR"} if self.cfg.STATIC else set()
-        ksrc = constexpr_sizes(self.kernel_source(name), self.const_sizes)
+        self.const_sizes: set[str] = set()
+        ksrc = self.kernel_source(name)
+        if self.cfg.STATIC:
+            # The row length, the group sizes and every stride: address arithmetic and masks fold.
+            self.const_sizes |= set(re.findall(r"^    (NR|G\d+|\w+_s\d+),$", ksrc, flags=re.M))
+        ksrc = constexpr_sizes(ksrc, self.const_sizes)
         lsrc, tensors, syms = self.launcher_source(name, symmap)
         return ksrc, lsrc, tensors, syms
 
