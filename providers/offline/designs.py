@@ -97,7 +97,7 @@ def _rows_space(layout: str, mode: str) -> dict[str, tuple[Any, ...]]:
             "RMAX": (4096, 8192, 16384, 32768),
             # 32 warps: a long row in fewer registers per thread (more rows resident per SM)
             "num_warps": (0, 4, 8, 16, 32),
-            "PERSIST": (0, 2, 4, 8),
+            "PERSIST": (0, 1, 2, 4, 8),
             "PRELOAD": (0, 1),
             "STATIC": (0, 1),
         }
@@ -307,7 +307,13 @@ def default_config(design: Design, info: KernelInfo, tf32: bool = False) -> dict
                 return {"BLOCK_R": max(8, min(128, 4096 // bi)), "BLOCK_I": bi, "WAVES": 4, "num_warps": 8}
             return {"BLOCK_R": max(8, min(128, 4096 // bi)), "BLOCK_I": bi, "num_warps": 8, "EVICT": 1}
         if design.mode == "registers":
-            return {"TILE": 4096, "RMAX": 16384, "num_warps": 0}
+            cfg: dict[str, Any] = {"TILE": 4096, "RMAX": 16384, "num_warps": 0}
+            if _next_pow2(max(info.NR, 1)) <= 8192:
+                # Weights loaded with the row, not after the statistics: on an H200 (rows of 8192) RMSnorm
+                # + SiLU*gate went 0.207 -> 0.191 ms, layer norm 0.136 -> 0.133; a no-op with one load.
+                # Longer rows would hold twice the registers per thread and lose occupancy: not measured.
+                cfg["PRELOAD"] = 1
+            return cfg
         if design.mode == "split":
             return {"BLOCK_R": 4096, "WAVES": 4, "num_warps": 8}
         return {"BLOCK_R": 4096, "BLOCK_M": 1, "num_warps": 8, "EVICT": 1}

@@ -139,7 +139,7 @@ class RowKernelGen:
         self.kname = name
         self.const_sizes: set[str] = set()
         ksrc = self.kernel_source(name)
-        if self.cfg.STATIC:
+        if getattr(self.cfg, "STATIC", 0):  # a matmul epilogue generator passes its own config
             # The row length, the group sizes and every stride: address arithmetic and masks fold.
             self.const_sizes |= set(re.findall(r"^    (NR|G\d+|\w+_s\d+),$", ksrc, flags=re.M))
         ksrc = constexpr_sizes(ksrc, self.const_sizes)
@@ -677,9 +677,12 @@ class RowKernelGen:
 
     def _persistent_body(self, c: Code) -> None:
         """A few programs per SM walk the row blocks (no per-block launch, no tail of short-lived
-        programs). When the row fits (SINGLE), operands that vary only along the row (a norm's weight
-        and bias) are loaded once per program, before the walk, and stay in registers: one program per
-        row would read them again for every row."""
+        programs). When the row fits (SINGLE):
+        - operands that vary only along the row (a norm's weight and bias) are loaded once per program,
+          before the walk, and stay in registers (one program per row reads them for every row);
+        - the next row block's data is loaded while this one is reduced and written, so a program keeps
+          a load in flight through its compute (when the kept dims form one group).
+        """
         walk = "for rb in range(tl.program_id(0), tl.cdiv(NK, BLOCK_M), tl.num_programs(0)):"
         c("if SINGLE:")
         with c.indent():
@@ -692,11 +695,22 @@ class RowKernelGen:
                            "mask=rmask, other=0)"  # fmt: skip
                     c(f"h{ld.value.id} = {self._widen(text, ld.value)}")
                     hoisted[ld.value.id] = Operand(f"h{ld.value.id}", cat_of(ld.value.dtype))
+            ahead = self._prefetched_loads()
+            if ahead:
+                c("rk_n = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]")
+                self._prefetch(c, ahead)
             c(walk)
             with c.indent():
                 self.header_rows(c, pid="rb")
                 self.row_memo = {}
-                self._single_body(c, preloaded=hoisted, setup=False)
+                current = dict(hoisted)
+                for ld in ahead:
+                    c(f"c{ld.value.id} = p{ld.value.id}")
+                    current[ld.value.id] = Operand(f"c{ld.value.id}", cat_of(ld.value.dtype))
+                if ahead:
+                    c("rk_n = (rb + tl.num_programs(0)) * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]")
+                    self._prefetch(c, ahead)
+                self._single_body(c, preloaded=current, setup=False)
         c("else:")
         with c.indent():
             c(walk)
@@ -705,6 +719,23 @@ class RowKernelGen:
                 self.stat_names = {}
                 self.row_memo = {}
                 self._looped_body(c, online=False)
+
+    def _prefetched_loads(self) -> list[_Load]:
+        """Per-element loads that a persistent program can fetch one row block ahead: those indexed by
+        the rows when the kept dims form one group (the row block's index is then the row index)."""
+        if len(self.kept) != 1:
+            return []
+        return [ld for ld in self.loads.values() if not ld.row and self.kept[0] in ld.groups]
+
+    def _prefetch(self, c: Code, loads: list[_Load]) -> None:
+        """Load `loads` for the row block starting at rows `rk_n` into p<id> (zeros past the last row)."""
+        saved = getattr(self, "kidx", {})
+        self.kidx = {self.kept[0]: "rk_n"}
+        for ld in loads:
+            off = self.offset(ld.groups, self.load_strides(ld), False)
+            text = f"tl.load({ld.name} + {off}, mask=(rk_n < NK) & rmask, other=0)"
+            c(f"p{ld.value.id} = {self._widen(text, ld.value)}")
+        self.kidx = saved
 
     def _registers_body(self, c: Code) -> None:
         c("if SINGLE:")
@@ -745,7 +776,7 @@ class RowKernelGen:
             self.chunk_setup(c, "0")
         else:
             c("fmask = kmask & rmask")
-        if self.cfg.PRELOAD:
+        if getattr(self.cfg, "PRELOAD", 0):
             # All loads in flight together: a weight read after the statistics would add a second
             # memory round trip behind the reductions' barriers, which the compiler cannot hoist over.
             # The row data first (it has the longest way to come), then the operands shared by rows.
