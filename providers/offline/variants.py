@@ -188,6 +188,7 @@ def _grid_rows(info: KernelInfo) -> list[Variant]:
         Variant("row_registers", {"STATIC": 1, "PRELOAD": 0}),
         Variant("row_registers", {"STATIC": 1, "PRELOAD": 1}),
         Variant("row_registers", {"TILE": 16384, "num_warps": 32}),
+        Variant("row_prefetch", {}),
         Variant("row_registers", {"PERSIST": 1, "num_warps": 32}),
         Variant("row_registers", {"PERSIST": 1, "num_warps": 16}),
         Variant("row_registers", {"PERSIST": 1, "num_warps": 32, "STATIC": 1}),
