@@ -196,12 +196,13 @@ def test_neighbours_change_one_knob():
 
 def test_direct_plane_tiles_are_the_default_and_flat_tiles_stay_in_the_space():
     """direct_depthwise defaults to 2-D plane tiles (nchw, BLOCK_W > 0, one channel); the flat tiles
-    (BLOCK_W=0) of both layouts remain, both ways of RECOMPUTE; neighbours move BLOCK_W."""
+    (BLOCK_W=0) of both layouts remain, both ways of RECOMPUTE (storing the convolution's output
+    first); neighbours move BLOCK_W."""
     source = (bundled_suite_dir("level2") / "24_conv2d_depthwise_batchnorm_relu6.py").read_text()
     plan = analyze_conv_task(source).plan
     configs = conv_configs("direct_depthwise", plan, "strict")
     first = configs[0]
-    assert first.BLOCK_W == 128 and first.BLOCK_N == 1 and first.LAYOUT == "nchw" and first.RECOMPUTE
+    assert first.BLOCK_W == 128 and first.BLOCK_N == 1 and first.LAYOUT == "nchw" and not first.RECOMPUTE
     assert len(set(configs)) == len(configs)
     assert all(c.LAYOUT == "nchw" and c.BLOCK_N == 1 for c in configs if c.BLOCK_W)
     for rec in (True, False):
