@@ -172,3 +172,33 @@ def test_small_steps_on_whole_row_kernels_skip_configs_that_launch_the_same_kern
         assert launch_effect(d, info, small.config) != launch_effect(d, info, base), small.config
         moved |= {k for k in small.config if str(small.config[k]) != str(base.get(k, 0))}
     assert {"PERSIST", "num_warps"} <= moved
+
+
+def test_a_large_step_from_one_program_per_row_goes_to_the_prefetching_persistent_design():
+    """Over the last dim the register design's large step is row_prefetch (persistent, next row fetched
+    during this one's work, sizes compiled in); over a middle dim there is no such design."""
+    info = _info("11_layer_norm.py", "norm")
+    assert default_design(info).name == "row_registers"
+    parent = parse_meta("# kernelwright: family=norm design=row_registers config=TILE=4096,RMAX=16384")
+    large = choose(Context(kind="large_step", parent=parent), info, primary=True)
+    assert large.design.name == "row_prefetch"
+    assert {k: large.config[k] for k in ("PERSIST", "STATIC", "num_warps")} == {
+        "PERSIST": 1,
+        "STATIC": 1,
+        "num_warps": 32,
+    }
+    middle = _info("06_mean_middle_dim.py", "reduction")
+    assert middle.layout == "cols"
+    assert "row_prefetch" not in {d.name for d in REGISTRY["reduction"] if d.applies(middle)}
+
+
+def test_static_programs_compile_sizes_and_strides_in_and_others_keep_them_as_arguments():
+    from providers.offline.variants import program_variant
+
+    source = (bundled_suite_dir("level1") / "11_layer_norm.py").read_text()
+    static = program_variant(source, "ln", "row_registers", {"STATIC": 1}).code or ""
+    plain = program_variant(source, "ln", "row_registers", {}).code or ""
+    for name in ("NR", "in0_s1", "out0_s0"):
+        assert f"    {name}: tl.constexpr," in static
+        assert f"    {name}," in plain
+    assert "    NK," in static  # the row count stays an argument: one compile serves any batch
