@@ -49,6 +49,7 @@ def context(branch: Branch, runtime: Runtime[Context]) -> Command[Literal["coder
         versions=branch.run.versions,
         memory=memory,
         designs=job.designs,
+        tried=job.tried,
         budget=ctx.context_tokens,
         exclude_case_ids=[job.parent_case_id] if job.parent_case_id else [],
         precision=ctx.precision,

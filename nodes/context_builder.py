@@ -141,6 +141,8 @@ class TierCaps(BaseModel):
     cross_cases: int = 700
     docs: int = 450
     max_designs: int = 3
+    max_tried: int = 12
+    """Sibling headers shown to a small step (the newest)."""
     max_rules: int = 12
     max_cases: int = 3
     max_cross_cases: int = 2
@@ -323,6 +325,7 @@ def build_context(
     versions: Versions | None = None,
     memory: Memory | None = None,
     designs: Sequence[Any] = (),
+    tried: Sequence[str] = (),
     budget: int = 8000,
     caps: TierCaps | None = None,
     exclude_case_ids: Iterable[str] = (),
@@ -380,6 +383,10 @@ def build_context(
             )
             fb = f"{keep_head}\n[...]\n{tail}" if keep_head else f"[...]\n{tail}"
         hot.append(("feedback", render_section("feedback", fb), (fb.splitlines() or [""])[0][:120]))
+
+    if tried and request_kind == "small_step":
+        lines = list(dict.fromkeys(t.strip() for t in tried if t.strip()))[-caps.max_tried :]
+        hot.append(("tried", render_section("tried", "\n".join(lines)), f"{len(lines)} sibling program(s)"))
 
     injected: list[ContextItem] = []
     for kind, text, summary in hot:

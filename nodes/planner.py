@@ -131,6 +131,8 @@ def make_job(decision: Decision, run_id: str, by_node: dict[str, Attempt]) -> Jo
                     meta=a.candidate.meta,
                 )
             )
+    # What earlier children of this parent were: a second small step from it should not repeat one.
+    tried = [a.candidate.meta for a in by_node.values() if a.parent == decision.parent and a.candidate.meta]
     return Job(
         decision=decision,
         run_id=run_id,
@@ -141,6 +143,7 @@ def make_job(decision: Decision, run_id: str, by_node: dict[str, Attempt]) -> Jo
         parent_speedup=parent.timing.speedup_vs_eager if parent else None,
         parent_case_id=parent.reflection.case_id if parent else None,
         designs=designs,
+        tried=tried if decision.action == "small_step" else [],
     )
 
 

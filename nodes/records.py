@@ -52,6 +52,8 @@ class Job(Record):
     parent_case_id: str | None = None
     """Memory case of the parent kernel, for the lineage edge."""
     designs: list[Design] = Field(default_factory=list)
+    tried: list[str] = Field(default_factory=list)
+    """Header lines of the programs already written from the same parent (a small step must differ)."""
 
     @property
     def node_id(self) -> str:

@@ -135,11 +135,23 @@ def conv_task_writer(source: str, name: str, ctx: Any) -> Any:
     choice: tuple[str, ConvConfig, str] | None = None
     if ctx.kind == "small_step" and parent is not None and parent.design in designs:
         base = config_from_pairs(parent.config)
+        tried = {
+            (m.design, tuple(sorted(m.config.items())))
+            for m in getattr(ctx, "tried", [])
+            if m.family == FAMILY
+        }
+
+        def was_tried(design: str, config: ConvConfig) -> bool:
+            pairs = tuple(sorted((k, str(v)) for k, v in _config_dict(config).items()))
+            return (design, pairs) in tried
+
         options = [
             c
             for c in conv_neighbours(parent.design, base, precision)
             if allowed(parent.design, c) and not is_bad(parent.design, c)
         ]
+        # A sibling already measured a neighbour: take another (all tried: any, as before).
+        options = [c for c in options if not was_tried(parent.design, c)] or options
         if options:
             pick = options[ctx.rng.randrange(len(options))]
             changed = [k for k, v in pick.model_dump().items() if v != base.model_dump()[k]]

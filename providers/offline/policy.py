@@ -196,6 +196,8 @@ class Context:
     rules: list[Rule] = field(default_factory=list)
     cases: list[Case] = field(default_factory=list)
     listed: list[Meta] = field(default_factory=list)
+    tried: list[Meta] = field(default_factory=list)
+    """Programs already written from the same parent (<tried>): a small step skips their configs."""
     tf32: bool = False
     rng: random.Random = field(default_factory=random.Random)
 
@@ -211,6 +213,7 @@ def read_context(sections: dict[str, Section], seed: int, config_keys: set[str])
     listed = (
         [m for m in (parse_meta(x) for x in re.split(r"<design\b", designs.body)) if m] if designs else []
     )
+    tried = sections.get("tried")
     h = hashlib.sha256()
     for tag in ("request", "task", "parent", "feedback", "rules", "experience", "designs", "target"):
         s = sections.get(tag)
@@ -223,6 +226,7 @@ def read_context(sections: dict[str, Section], seed: int, config_keys: set[str])
         rules=parse_rules(sections["rules"].body if "rules" in sections else None, config_keys),
         cases=parse_cases(sections["experience"].body if "experience" in sections else None),
         listed=listed,
+        tried=[m for m in (parse_meta(x) for x in tried.body.splitlines()) if m] if tried else [],
         tf32=tf32_allowed(
             sections["target"].body if "target" in sections else None,
             req.body if req else None,
@@ -244,6 +248,18 @@ class Choice:
 
 def forbidden(ctx: Context, family: str, design: str, config: dict[str, Any]) -> bool:
     return any(r.forbids(family, design, config) for r in ctx.rules)
+
+
+def was_tried(ctx: Context, family: str, design: Design, space: dict[str, tuple[Any, ...]],
+              config: dict[str, Any]) -> bool:  # fmt: skip
+    """Whether a sibling program (<tried>) already has this design and exactly this config: the same
+    keys with the same values (a key only one of them names counts as a difference)."""
+    for m in ctx.tried:
+        if m.family == family and m.design == design.name:
+            named = _coerce(space, m.config, {})
+            if all(_norm(config.get(k)) == _norm(named.get(k)) for k in set(config) | set(named)):
+                return True
+    return False
 
 
 def design_forbidden(ctx: Context, family: str, design: str) -> bool:
@@ -434,7 +450,11 @@ def choose(ctx: Context, info: KernelInfo, primary: bool) -> Choice:
                 continue  # the same kernel launched the same way: nothing new to measure
             # a knob the parent's header does not name (a newer one) counts as moved when set
             moved_any = any(_norm(n.get(k)) != _norm(base.get(k)) for k in set(n) | set(base))
-            if not forbidden(ctx, info.family, parent_design.name, n) and moved_any:
+            if (
+                not forbidden(ctx, info.family, parent_design.name, n)
+                and moved_any
+                and not was_tried(ctx, info.family, parent_design, space, n)
+            ):
                 moved = ", ".join(f"{k}={n[k]}" for k in n if _norm(n[k]) != _norm(base.get(k)))
                 return Choice(parent_design, n, f"small step from the parent's {parent_design.name}: {moved}")
         return _first_allowed(ctx, info, order, "no neighbouring config is allowed; another design")

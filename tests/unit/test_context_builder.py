@@ -260,3 +260,13 @@ def test_a_design_too_long_for_its_cap_keeps_its_outline() -> None:
     assert len(designs.splitlines()) < 10
     assert any(c.kind == "design" and "outline kept" in c.text for c in b.cut)
     assert any(i.kind == "design" for i in b.injected)
+
+
+def test_small_steps_are_shown_their_siblings_headers_and_other_steps_are_not() -> None:
+    tried = ["# kernelwright: family=softmax design=row_registers config=TILE=2048", "not a header", ""]
+    small = build_context(TASK, "small_step", parent_code=PARENT, memory=None, tried=tried, budget=4000)
+    sec = parse_sections(small.prompt)
+    assert sec["tried"].body.splitlines() == tried[:2]
+    assert any(i.kind == "tried" for i in small.injected)
+    large = build_context(TASK, "large_step", memory=None, tried=tried, budget=4000)
+    assert "tried" not in parse_sections(large.prompt)

@@ -45,3 +45,14 @@ def test_small_steps_stay_with_the_parents_approach():
     other = write_program(prompt("large_step", parent=root, designs=[root])).code
     assert family(write_program(prompt("small_step", parent=root)).code) == "conv"
     assert family(write_program(prompt("small_step", parent=other)).code) == family(other)
+
+
+def test_a_small_step_on_a_convolution_does_not_repeat_a_sibling_it_is_shown():
+    root = write_program(prompt("large_step")).code
+    assert root is not None
+    first = write_program(prompt("small_step", parent=root)).code
+    assert first is not None and family(first) == "conv"
+    shown = prompt("small_step", parent=root) + "\n" + render_section("tried", first.splitlines()[0])
+    second = write_program(shown).code
+    assert second is not None and family(second) == "conv"
+    assert second.splitlines()[0] != first.splitlines()[0]

@@ -202,3 +202,42 @@ def test_static_programs_compile_sizes_and_strides_in_and_others_keep_them_as_ar
         assert f"    {name}: tl.constexpr," in static
         assert f"    {name}," in plain
     assert "    NK," in static  # the row count stays an argument: one compile serves any batch
+
+
+def test_a_small_step_does_not_repeat_a_sibling_it_is_shown():
+    """Two small steps from one parent with the same prompt would pick the same neighbour; with the first
+    one's header in <tried> the second picks another, and the writer's prompt path reads <tried>."""
+    from providers.offline import write_program
+    from providers.protocol import render_section
+
+    info = _info("09_softmax.py", "softmax")
+    parent = parse_meta("# kernelwright: family=softmax design=row_registers config=TILE=4096,RMAX=16384")
+    first = choose(Context(kind="small_step", parent=parent, rng=random.Random(3)), info, primary=True)
+    header = "# kernelwright: family=softmax design=row_registers config=" + ",".join(
+        f"{k}={v}" for k, v in first.config.items()
+    )
+    ctx = Context(kind="small_step", parent=parent, rng=random.Random(3), tried=[parse_meta(header)])
+    second = choose(ctx, info, primary=True)
+    assert second.design.name == "row_registers" and second.config != first.config
+
+    source = (bundled_suite_dir("level1") / "09_softmax.py").read_text()
+    parent_code = write_program(
+        "\n".join(
+            [render_section("request", "x", kind="large_step"), render_section("task", source, name="t")]
+        )
+    ).code
+    assert parent_code is not None
+
+    def small(tried: list[str]) -> str:
+        parts = [render_section("request", "x", kind="small_step"), render_section("task", source, name="t"),
+                 render_section("parent", parent_code)]  # fmt: skip
+        if tried:
+            parts.append(render_section("tried", "\n".join(tried)))
+        code = write_program("\n".join(parts)).code
+        assert code is not None
+        return code.splitlines()[0]
+
+    once = small([])
+    assert small([]) == once  # the same prompt, the same step
+    again = small([once])
+    assert again != once and small([once, again]) not in (once, again)
