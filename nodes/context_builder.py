@@ -141,8 +141,8 @@ class TierCaps(BaseModel):
     cross_cases: int = 700
     docs: int = 450
     max_designs: int = 3
-    max_tried: int = 12
-    """Sibling headers shown to a small step (the newest)."""
+    max_tried: int = 16
+    """Headers of programs already written, shown to a small step (the newest)."""
     max_rules: int = 12
     max_cases: int = 3
     max_cross_cases: int = 2
@@ -386,7 +386,9 @@ def build_context(
 
     if tried and request_kind == "small_step":
         lines = list(dict.fromkeys(t.strip() for t in tried if t.strip()))[-caps.max_tried :]
-        hot.append(("tried", render_section("tried", "\n".join(lines)), f"{len(lines)} sibling program(s)"))
+        hot.append(
+            ("tried", render_section("tried", "\n".join(lines)), f"{len(lines)} program(s) already written")
+        )
 
     injected: list[ContextItem] = []
     for kind, text, summary in hot:

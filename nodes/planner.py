@@ -131,8 +131,9 @@ def make_job(decision: Decision, run_id: str, by_node: dict[str, Attempt]) -> Jo
                     meta=a.candidate.meta,
                 )
             )
-    # What earlier children of this parent were: a second small step from it should not repeat one.
-    tried = [a.candidate.meta for a in by_node.values() if a.parent == decision.parent and a.candidate.meta]
+    # The programs already written in this run: a small step should not write one again (a second
+    # child of the same parent, or a step back to the grandparent's config).
+    tried = [a.candidate.meta for a in by_node.values() if a.candidate.meta]
     return Job(
         decision=decision,
         run_id=run_id,

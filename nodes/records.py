@@ -53,7 +53,7 @@ class Job(Record):
     """Memory case of the parent kernel, for the lineage edge."""
     designs: list[Design] = Field(default_factory=list)
     tried: list[str] = Field(default_factory=list)
-    """Header lines of the programs already written from the same parent (a small step must differ)."""
+    """Header lines of the programs already written in this run, oldest first (a small step must differ)."""
 
     @property
     def node_id(self) -> str:

@@ -150,7 +150,7 @@ def conv_task_writer(source: str, name: str, ctx: Any) -> Any:
             for c in conv_neighbours(parent.design, base, precision)
             if allowed(parent.design, c) and not is_bad(parent.design, c)
         ]
-        # A sibling already measured a neighbour: take another (all tried: any, as before).
+        # A neighbour already written in this run: take another (all written: any, as before).
         options = [c for c in options if not was_tried(parent.design, c)] or options
         if options:
             pick = options[ctx.rng.randrange(len(options))]

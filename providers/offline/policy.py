@@ -197,7 +197,7 @@ class Context:
     cases: list[Case] = field(default_factory=list)
     listed: list[Meta] = field(default_factory=list)
     tried: list[Meta] = field(default_factory=list)
-    """Programs already written from the same parent (<tried>): a small step skips their configs."""
+    """Programs already written in the run (<tried>): a small step skips their configs."""
     tf32: bool = False
     rng: random.Random = field(default_factory=random.Random)
 
@@ -252,7 +252,7 @@ def forbidden(ctx: Context, family: str, design: str, config: dict[str, Any]) ->
 
 def was_tried(ctx: Context, family: str, design: Design, space: dict[str, tuple[Any, ...]],
               config: dict[str, Any]) -> bool:  # fmt: skip
-    """Whether a sibling program (<tried>) already has this design and exactly this config: the same
+    """Whether a program already written (<tried>) has this design and exactly this config: the same
     keys with the same values (a key only one of them names counts as a difference)."""
     for m in ctx.tried:
         if m.family == family and m.design == design.name:

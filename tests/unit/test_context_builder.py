@@ -262,7 +262,7 @@ def test_a_design_too_long_for_its_cap_keeps_its_outline() -> None:
     assert any(i.kind == "design" for i in b.injected)
 
 
-def test_small_steps_are_shown_their_siblings_headers_and_other_steps_are_not() -> None:
+def test_small_steps_are_shown_the_headers_already_written_and_other_steps_are_not() -> None:
     tried = ["# kernelwright: family=softmax design=row_registers config=TILE=2048", "not a header", ""]
     small = build_context(TASK, "small_step", parent_code=PARENT, memory=None, tried=tried, budget=4000)
     sec = parse_sections(small.prompt)

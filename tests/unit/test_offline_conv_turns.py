@@ -47,7 +47,7 @@ def test_small_steps_stay_with_the_parents_approach():
     assert family(write_program(prompt("small_step", parent=other)).code) == family(other)
 
 
-def test_a_small_step_on_a_convolution_does_not_repeat_a_sibling_it_is_shown():
+def test_a_small_step_on_a_convolution_does_not_repeat_a_program_it_is_shown():
     root = write_program(prompt("large_step")).code
     assert root is not None
     first = write_program(prompt("small_step", parent=root)).code

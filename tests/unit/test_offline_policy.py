@@ -204,7 +204,7 @@ def test_static_programs_compile_sizes_and_strides_in_and_others_keep_them_as_ar
     assert "    NK," in static  # the row count stays an argument: one compile serves any batch
 
 
-def test_a_small_step_does_not_repeat_a_sibling_it_is_shown():
+def test_a_small_step_does_not_repeat_a_program_it_is_shown():
     """Two small steps from one parent with the same prompt would pick the same neighbour; with the first
     one's header in <tried> the second picks another, and the writer's prompt path reads <tried>."""
     from providers.offline import write_program
