@@ -142,7 +142,7 @@ class TierCaps(BaseModel):
     docs: int = 450
     max_designs: int = 3
     max_tried: int = 16
-    """Headers of programs already written, shown to a small step (the newest)."""
+    """Headers of programs already written, shown to small and large steps (the newest)."""
     max_rules: int = 12
     max_cases: int = 3
     max_cross_cases: int = 2
@@ -384,7 +384,7 @@ def build_context(
             fb = f"{keep_head}\n[...]\n{tail}" if keep_head else f"[...]\n{tail}"
         hot.append(("feedback", render_section("feedback", fb), (fb.splitlines() or [""])[0][:120]))
 
-    if tried and request_kind == "small_step":
+    if tried and request_kind in ("small_step", "large_step"):
         lines = list(dict.fromkeys(t.strip() for t in tried if t.strip()))[-caps.max_tried :]
         hot.append(
             ("tried", render_section("tried", "\n".join(lines)), f"{len(lines)} program(s) already written")

@@ -131,8 +131,8 @@ def make_job(decision: Decision, run_id: str, by_node: dict[str, Attempt]) -> Jo
                     meta=a.candidate.meta,
                 )
             )
-    # The programs already written in this run: a small step should not write one again (a second
-    # child of the same parent, or a step back to the grandparent's config).
+    # The programs already written in this run: a step should not write one again (a second small step
+    # from the same parent, a step back to the grandparent's config, a large step to a design written).
     tried = [a.candidate.meta for a in by_node.values() if a.candidate.meta]
     return Job(
         decision=decision,
@@ -144,7 +144,7 @@ def make_job(decision: Decision, run_id: str, by_node: dict[str, Attempt]) -> Jo
         parent_speedup=parent.timing.speedup_vs_eager if parent else None,
         parent_case_id=parent.reflection.case_id if parent else None,
         designs=designs,
-        tried=tried if decision.action == "small_step" else [],
+        tried=tried if decision.action in ("small_step", "large_step") else [],
     )
 
 

@@ -53,7 +53,8 @@ class Job(Record):
     """Memory case of the parent kernel, for the lineage edge."""
     designs: list[Design] = Field(default_factory=list)
     tried: list[str] = Field(default_factory=list)
-    """Header lines of the programs already written in this run, oldest first (a small step must differ)."""
+    """Header lines of the programs already written in this run, oldest first (for small and large steps:
+    a step should write something new)."""
 
     @property
     def node_id(self) -> str:

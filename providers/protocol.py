@@ -10,7 +10,7 @@ Sections (each optional except `task` and `request`):
   <target>hardware facts: name, compute capability, bandwidth, peak FLOP/s, device</target>
   <parent>the parent kernel source (small step and repair)</parent>
   <feedback>the parent's evaluation feedback (error kind, message tail, speedup)</feedback>
-  <tried>programs already written in this run (small step), one `# kernelwright:` header per line</tried>
+  <tried>programs already written in this run (small and large steps), one `# kernelwright:` header per line</tried>
   <designs>representative kernels for a large step, each in a <design> child</designs>
   <rules>one validity rule per line, "- You cannot ..."</rules>
   <experience>ranked cases, each in a <case outcome=".." speedup=".." hardware="..">…</case></experience>

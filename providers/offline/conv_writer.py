@@ -245,7 +245,8 @@ def _large_step(
 ) -> tuple[str, ConvConfig, str] | None:
     # Designs already written at this point of the search (the parent's and the representatives'): a
     # large step from the root has no parent, so without this every one of them repeats the first.
-    listed = [m for m in getattr(ctx, "listed", []) if m.family == FAMILY]
+    # <tried> adds every program written in the run so far, the representatives' or not.
+    listed = [m for m in [*getattr(ctx, "listed", []), *getattr(ctx, "tried", [])] if m.family == FAMILY]
     tried = {m.design for m in listed} | ({parent.design} if parent is not None else set())
     seen = [(m.design, config_from_pairs(m.config)) for m in listed]
     if parent is not None:

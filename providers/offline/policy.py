@@ -197,7 +197,8 @@ class Context:
     cases: list[Case] = field(default_factory=list)
     listed: list[Meta] = field(default_factory=list)
     tried: list[Meta] = field(default_factory=list)
-    """Programs already written in the run (<tried>): a small step skips their configs."""
+    """Programs already written in the run (<tried>): a small step skips their configs, a large step
+    their designs (while another design is left)."""
     tf32: bool = False
     rng: random.Random = field(default_factory=random.Random)
 
@@ -471,7 +472,7 @@ def choose(ctx: Context, info: KernelInfo, primary: bool) -> Choice:
                 return Choice(d, n, f"small step (no readable parent): {d.name} one knob from its default")
 
     # Large step (or a first program): a design other than the parent's and the ones shown.
-    shown = {m.design for m in ctx.listed if m.family == info.family}
+    shown = {m.design for m in ctx.listed + ctx.tried if m.family == info.family}
     exclude = shown | ({parent_design.name} if parent_design else set())
     fresh = [d for d in order if d.name not in exclude]
     if ctx.kind == "large_step" or parent_design is None:

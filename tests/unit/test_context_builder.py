@@ -262,11 +262,15 @@ def test_a_design_too_long_for_its_cap_keeps_its_outline() -> None:
     assert any(i.kind == "design" for i in b.injected)
 
 
-def test_small_steps_are_shown_the_headers_already_written_and_other_steps_are_not() -> None:
+def test_steps_are_shown_the_headers_already_written_and_repairs_are_not() -> None:
     tried = ["# kernelwright: family=softmax design=row_registers config=TILE=2048", "not a header", ""]
     small = build_context(TASK, "small_step", parent_code=PARENT, memory=None, tried=tried, budget=4000)
     sec = parse_sections(small.prompt)
     assert sec["tried"].body.splitlines() == tried[:2]
     assert any(i.kind == "tried" for i in small.injected)
     large = build_context(TASK, "large_step", memory=None, tried=tried, budget=4000)
-    assert "tried" not in parse_sections(large.prompt)
+    assert parse_sections(large.prompt)["tried"].body.splitlines() == tried[:2]
+    repair = build_context(
+        TASK, "repair", parent_code=PARENT, feedback="boom", memory=None, tried=tried, budget=4000
+    )
+    assert "tried" not in parse_sections(repair.prompt)

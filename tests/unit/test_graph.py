@@ -347,11 +347,12 @@ def test_small_steps_are_shown_the_programs_already_written_in_the_run(tmp_path)
     small = 0
     for i, job in enumerate(jobs):
         earlier = [attempts[j.node_id].candidate.meta for j in jobs[:i]]
-        if job.action == "small_step":
-            assert job.tried == [m for m in earlier if m] and job.tried
-            small += 1
+        if job.action in ("small_step", "large_step"):
+            assert job.tried == [m for m in earlier if m]
+            small += job.action == "small_step"
         else:
             assert job.tried == []
     prompts = [user_prompt(p) for p in model.prompts]
     shown = [p for p in prompts if "<tried>" in p]
-    assert small and len(shown) == small and all('<request kind="small_step">' in p for p in shown)
+    assert small and len(shown) == sum(bool(j.tried) for j in jobs)
+    assert all('<request kind="repair">' not in p for p in shown)

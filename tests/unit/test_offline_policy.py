@@ -241,3 +241,15 @@ def test_a_small_step_does_not_repeat_a_program_it_is_shown():
     assert small([]) == once  # the same prompt, the same step
     again = small([once])
     assert again != once and small([once, again]) not in (once, again)
+
+
+def test_a_large_step_leaves_the_designs_already_written_in_the_run():
+    info = _info("11_layer_norm.py", "norm")
+    written = [
+        parse_meta(f"# kernelwright: family=norm design={d} config=")
+        for d in ("row_registers", "row_prefetch")
+    ]
+    root_large = choose(Context(kind="large_step", tried=written), info, primary=True)
+    assert root_large.design.name not in ("row_registers", "row_prefetch")
+    every = [parse_meta(f"# kernelwright: family=norm design={d.name} config=") for d in REGISTRY["norm"]]
+    assert choose(Context(kind="large_step", tried=every), info, primary=True).design.name  # still answers
