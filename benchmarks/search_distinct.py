@@ -5,6 +5,7 @@ slot of the budget and measures nothing new.
 
 Usage, from the repository root:
     python benchmarks/search_distinct.py [--src CHECKOUT] [--budget 12] [--seeds 0,1] [--out DIR]
+                                         [--tasks level2/23_convtranspose3d_maxpool_softmax_subtract_swish_max,...]
 `--src` runs another checkout's code (e.g. a `git worktree` of an older commit) for a before/after.
 Writes DIR/search_distinct.json (DIR defaults to $OUT, else ./search-distinct-out) and prints a table.
 About 4 minutes on a 2-core machine with the defaults.
@@ -35,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--src", default=str(ROOT), help="checkout whose code runs (default: this one)")
     ap.add_argument("--budget", type=int, default=12)
     ap.add_argument("--seeds", default="0,1")
+    ap.add_argument("--tasks", default=",".join(TASKS), help="comma-separated level/stem of bundled tasks")
     ap.add_argument("--out", default=os.environ.get("OUT", "search-distinct-out"))
     args = ap.parse_args(argv)
     src = Path(args.src).resolve()
@@ -44,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
                             text=True).stdout.strip()  # fmt: skip
     env = dict(os.environ, PYTHONPATH=str(src))
     rows = []
-    for task in TASKS:
+    for task in args.tasks.split(","):
         for seed in (int(s) for s in args.seeds.split(",")):
             run = out / f"{Path(task).name}_{seed}"
             cmd = [sys.executable, "-m", "graphs.cli", "optimize", f"tasks/{task}.py", "--model", "offline",
