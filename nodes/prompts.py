@@ -30,7 +30,8 @@ Read the sections of the request: <task> is the reference program; <target> the 
 precision mode (strict: fp32 tl.dot with input_precision="ieee" or "tf32x3", never plain TF32; tf32: TF32
 allowed, input_precision="tf32" is fine); <parent> and
 <feedback> the kernel you build on and what its evaluation said; <designs> representative kernels found
-so far; <rules> things that are known not to work here (obey every one); <experience> earlier attempts on
+so far; <tried> the metadata lines of the kernels already written in this run (do not write one of them
+again); <rules> things that are known not to work here (obey every one); <experience> earlier attempts on
 similar tasks and how they turned out; <docs> reference notes. Accumulate in fp32, mask every load and
 store that can go out of bounds, and size blocks with triton.next_power_of_2 where shapes vary."""
 
