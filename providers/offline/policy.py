@@ -481,6 +481,20 @@ def choose(ctx: Context, info: KernelInfo, primary: bool) -> Choice:
             return picked
     if not fresh:
         fresh = [d for d in order if parent_design is None or d.name != parent_design.name]
+        # Every design has been written: a config of one that has not been, nearest its default.
+        for d in fresh:
+            space = config_space(d, info, ctx.tf32)
+            base = default_config(d, info, ctx.tf32)
+            written = [
+                _coerce(space, m.config, base)
+                for m in ctx.tried
+                if m.family == info.family and m.design == d.name
+            ]
+            if not written:
+                continue
+            cfg = _allowed_config(ctx, info, d, base, written)
+            if cfg is not None:
+                return Choice(d, cfg, f"every design written already: {d.name} at a config not written yet")
     if fresh:
         why = (
             f"a different design than the parent's {parent_design.name}"

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from providers.offline.analysis import analyze_cached
-from providers.offline.designs import REGISTRY, config_space, default_design, kernel_info
+from providers.offline.designs import REGISTRY, config_space, default_config, default_design, kernel_info
 from providers.offline.policy import (
     Context,
     choose,
@@ -251,5 +251,7 @@ def test_a_large_step_leaves_the_designs_already_written_in_the_run():
     ]
     root_large = choose(Context(kind="large_step", tried=written), info, primary=True)
     assert root_large.design.name not in ("row_registers", "row_prefetch")
+    # every design written at its default config: a config of one that has not been written yet
     every = [parse_meta(f"# kernelwright: family=norm design={d.name} config=") for d in REGISTRY["norm"]]
-    assert choose(Context(kind="large_step", tried=every), info, primary=True).design.name  # still answers
+    again = choose(Context(kind="large_step", tried=every, rng=random.Random(0)), info, primary=True)
+    assert again.config != default_config(again.design, info)
