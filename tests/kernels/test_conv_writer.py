@@ -122,7 +122,7 @@ def test_depthwise_root_large_steps_write_direct_depthwise_despite_other_experie
     cases = parse_cases(GROUPED_CASE)
     first = conv_task_writer(DEPTHWISE, "24_conv2d_depthwise_batchnorm_relu6", _ctx(cases=cases))
     design, config = _header(first)
-    assert design == "direct_depthwise" and config["RECOMPUTE"] is True
+    assert design == "direct_depthwise" and config["RECOMPUTE"] is False  # stored first
     listed = [Meta("conv", design, {k: str(v) for k, v in config.items()}), Meta("pointwise", "flat", {})]
     second = conv_task_writer(DEPTHWISE, "24", _ctx(cases=cases, listed=listed))
     assert _header(second)[0] == "implicit_gemm_flatk"
