@@ -139,7 +139,7 @@ class RowKernelGen:
         self.kname = name
         self.const_sizes: set[str] = set()
         ksrc = self.kernel_source(name)
-        if getattr(self.cfg, "STATIC", 0):  # a matmul epilogue generator passes its own config
+        if getattr(self.cfg, "STATIC", 0):  # the matmul and pointwise subclasses have configs without it
             # The row length, the group sizes and every stride: address arithmetic and masks fold.
             self.const_sizes |= set(re.findall(r"^    (NR|G\d+|\w+_s\d+),$", ksrc, flags=re.M))
         ksrc = constexpr_sizes(ksrc, self.const_sizes)
