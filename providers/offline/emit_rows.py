@@ -125,6 +125,7 @@ class _Load:
     pattern: tuple[bool, ...]  # full (True) or broadcast per dim of S
     groups: list[int] = field(default_factory=list)  # group indices where it is full
     row: bool = False  # broadcast over every reduced dim: loaded once per row
+    shared: bool = False  # broadcast over every kept dim: the same values for every row (a norm's weight)
 
 
 class RowKernelGen:
@@ -239,6 +240,7 @@ class RowKernelGen:
         for ld in self.loads.values():
             ld.groups = [gi for gi, (_, dims) in enumerate(groups) if ld.pattern[dims[0]]]
             ld.row = all(groups[gi][0] == "K" for gi in ld.groups)
+            ld.shared = not any(groups[gi][0] == "K" for gi in ld.groups)
         self.kept = [gi for gi, (c, _) in enumerate(groups) if c == "K"]
         self.red = [gi for gi, (c, _) in enumerate(groups) if c == "R"]
         last_r = max(self.red) if self.red else -1
@@ -407,7 +409,11 @@ class RowKernelGen:
             c("fmask = rmask & imask")
         self.ridx = self._decompose(c, "rr", self.red, "r", self._needed_groups())
 
-    def offset(self, ld_groups: list[int], strides: list[str], row_only: bool) -> str:
+    def offset(
+        self, ld_groups: list[int], strides: list[str], row_only: bool, kidx: dict[int, str] | None = None
+    ) -> str:
+        """The element offset of a load over its groups; `kidx` names the kept groups' indices when they
+        are not the current row block's (a prefetch of the next one)."""
         terms = []
         for gi, s in zip(ld_groups, strides, strict=True):
             if self.groups[gi][0] == "R":
@@ -415,7 +421,7 @@ class RowKernelGen:
                     continue
                 terms.append(f"{self.ridx[gi]} * {s}")
             else:
-                terms.append(f"{self.kidx[gi]} * {s}")
+                terms.append(f"{(self.kidx if kidx is None else kidx)[gi]} * {s}")
         return " + ".join(terms) if terms else "0"
 
     def load_strides(self, ld: _Load) -> list[str]:
@@ -506,7 +512,7 @@ class RowKernelGen:
             return Operand(self._widen(f"tl.load({ld.name} + {off})", v), cat_of(v.dtype))
         mask = self.rowmask if row_only else "fmask"
         hint = getattr(self, "evict", None)
-        if hint and not any(self.groups[gi][0] == "K" for gi in ld.groups):
+        if hint and ld.shared:
             hint = "evict_last"  # the same values for every row (a weight vector): keep them cached
         policy = f', eviction_policy="{hint}"' if hint and not row_only else ""
         text = f"tl.load({ld.name} + {off}, mask={mask}, other=0{policy})"
@@ -686,11 +692,10 @@ class RowKernelGen:
         walk = "for rb in range(tl.program_id(0), tl.cdiv(NK, BLOCK_M), tl.num_programs(0)):"
         c("if SINGLE:")
         with c.indent():
-            self.scalar_groups = set()
             self.chunk_setup(c, "0", block_mask=False)
             hoisted: dict[int, Operand] = {}
             for ld in self.loads.values():
-                if ld.groups and all(self.groups[gi][0] == "R" for gi in ld.groups):
+                if ld.groups and ld.shared:
                     text = f"tl.load({ld.name} + {self.offset(ld.groups, self.load_strides(ld), False)}, " \
                            "mask=rmask, other=0)"  # fmt: skip
                     c(f"h{ld.value.id} = {self._widen(text, ld.value)}")
@@ -729,13 +734,10 @@ class RowKernelGen:
 
     def _prefetch(self, c: Code, loads: list[_Load]) -> None:
         """Load `loads` for the row block starting at rows `rk_n` into p<id> (zeros past the last row)."""
-        saved = getattr(self, "kidx", {})
-        self.kidx = {self.kept[0]: "rk_n"}
         for ld in loads:
-            off = self.offset(ld.groups, self.load_strides(ld), False)
+            off = self.offset(ld.groups, self.load_strides(ld), False, kidx={self.kept[0]: "rk_n"})
             text = f"tl.load({ld.name} + {off}, mask=(rk_n < NK) & rmask, other=0)"
             c(f"p{ld.value.id} = {self._widen(text, ld.value)}")
-        self.kidx = saved
 
     def _registers_body(self, c: Code) -> None:
         c("if SINGLE:")
@@ -780,10 +782,7 @@ class RowKernelGen:
             # All loads in flight together: a weight read after the statistics would add a second
             # memory round trip behind the reductions' barriers, which the compiler cannot hoist over.
             # The row data first (it has the longest way to come), then the operands shared by rows.
-            shared_last = sorted(
-                self.loads.values(), key=lambda ld: not any(gi in self.kept for gi in ld.groups)
-            )
-            for ld in shared_last:
+            for ld in sorted(self.loads.values(), key=lambda ld: ld.shared):
                 if not ld.row and ld.value.id not in self.full_memo:
                     self.emit(c, ld.value, "full", self.full_memo)
         for v in self.full_outputs:
