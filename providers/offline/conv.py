@@ -277,7 +277,7 @@ def conv_neighbours(design: str, config: ConvConfig, precision: Precision = "str
     elif direct and c["LAYOUT"] == "nchw":
         add(BLOCK_W=128, BLOCK_M=1024, BLOCK_N=1)
     add(num_warps=8 if c["num_warps"] == 4 else 4)
-    if design != "direct_depthwise":
+    if not direct:
         add(num_stages=c["num_stages"] + 1)
         if c["num_stages"] > 2:
             add(num_stages=c["num_stages"] - 1)

@@ -73,6 +73,16 @@ def _config_dict(config: ConvConfig) -> dict[str, Any]:
     return config.model_dump()
 
 
+def _config_key(design: str, config: ConvConfig) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """(design, config pairs as text): how a program's header names it, comparable with `_key`."""
+    return design, tuple(sorted((k, str(v)) for k, v in _config_dict(config).items()))
+
+
+def _key(meta: Any) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """(design, config pairs) of a parsed `# kernelwright:` header (case or program already written)."""
+    return meta.design, tuple(sorted(meta.config.items()))
+
+
 def takes_turn(ctx: Any) -> bool:
     """Whether this step is the Triton convolution's, or the other approach's: cuDNN for the
     convolution with the work after it fused into Triton (the writer's generic path).
@@ -122,36 +132,26 @@ def conv_task_writer(source: str, name: str, ctx: Any) -> Any:
         return next((c for c in conv_configs(design, plan, precision) if allowed(design, c)), None)
 
     bad = {
-        (c.meta.design, tuple(sorted(c.meta.config.items())))
+        _key(c.meta)
         for c in getattr(ctx, "cases", [])
         if c.bad and c.meta is not None and c.meta.family == FAMILY
     }
 
     def is_bad(design: str, config: ConvConfig) -> bool:
-        pairs = tuple(sorted((k, str(v)) for k, v in _config_dict(config).items()))
-        return (design, pairs) in bad
+        return _config_key(design, config) in bad
 
     parent = ctx.parent if ctx.parent is not None and ctx.parent.family == FAMILY else None
     choice: tuple[str, ConvConfig, str] | None = None
     if ctx.kind == "small_step" and parent is not None and parent.design in designs:
         base = config_from_pairs(parent.config)
-        tried = {
-            (m.design, tuple(sorted(m.config.items())))
-            for m in getattr(ctx, "tried", [])
-            if m.family == FAMILY
-        }
-
-        def was_tried(design: str, config: ConvConfig) -> bool:
-            pairs = tuple(sorted((k, str(v)) for k, v in _config_dict(config).items()))
-            return (design, pairs) in tried
-
+        tried = {_key(m) for m in getattr(ctx, "tried", []) if m.family == FAMILY}
         options = [
             c
             for c in conv_neighbours(parent.design, base, precision)
             if allowed(parent.design, c) and not is_bad(parent.design, c)
         ]
         # A neighbour already written in this run: take another (all written: any, as before).
-        options = [c for c in options if not was_tried(parent.design, c)] or options
+        options = [c for c in options if _config_key(parent.design, c) not in tried] or options
         if options:
             pick = options[ctx.rng.randrange(len(options))]
             changed = [k for k, v in pick.model_dump().items() if v != base.model_dump()[k]]
