@@ -4,10 +4,10 @@ First the static check (read with `ast` in this process, never executed): the so
 ModelNew, defines and launches a Triton kernel, does not reach the reference or fall back to torch in a
 try/except. Then a worker process of the evaluation pool imports, compiles and runs it against the
 reference (on a GPU the same worker call then times it, see `times_while_verifying`): compile errors,
-runtime errors, wrong shapes and mismatches come back as a structured EvalResult. On a CPU run that writes for a GPU target (--target), a verified kernel is also
-compiled for that GPU without one (hardware.compile_feedback); a kernel the GPU backend rejects (out of
-resources, unsupported construct) fails as a compile_error. Correct candidates go on to the profiler,
-the rest straight to the reflector.
+runtime errors, wrong shapes and mismatches come back as a structured EvalResult. On a CPU run that
+writes for a GPU target (--target), a verified kernel is also compiled for that GPU without one
+(hardware.compile_feedback); a kernel the GPU backend rejects (out of resources, unsupported construct)
+fails as a compile_error. Correct candidates go on to the profiler, the rest straight to the reflector.
 
 Each worker evaluation is appended to the run's evaluation log before the step finishes; a step re-run
 after a crash reuses the logged result instead of evaluating the same code again.

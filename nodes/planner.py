@@ -133,7 +133,8 @@ def make_job(decision: Decision, run_id: str, by_node: dict[str, Attempt]) -> Jo
             )
     # The programs already written in this run: a step should not write one again (a second small step
     # from the same parent, a step back to the grandparent's config, a large step to a design written).
-    tried = [a.candidate.meta for a in by_node.values() if a.candidate.meta]
+    steps = decision.action in ("small_step", "large_step")
+    tried = [a.candidate.meta for a in by_node.values() if a.candidate.meta] if steps else []
     return Job(
         decision=decision,
         run_id=run_id,
@@ -144,7 +145,7 @@ def make_job(decision: Decision, run_id: str, by_node: dict[str, Attempt]) -> Jo
         parent_speedup=parent.timing.speedup_vs_eager if parent else None,
         parent_case_id=parent.reflection.case_id if parent else None,
         designs=designs,
-        tried=tried if decision.action in ("small_step", "large_step") else [],
+        tried=tried,
     )
 
 
