@@ -1,4 +1,5 @@
-"""Pieces the per-task benchmark scripts (conv_bench.py, design_sweep.py) share.
+"""Pieces the per-task benchmark scripts share (conv_bench.py, design_sweep.py, inductor_code.py,
+norm_probe.py).
 
 Imported as `_common`: a script run as `python benchmarks/<name>.py` has this folder on sys.path.
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 
@@ -37,3 +39,17 @@ def measure_task(name: str, run: Callable[[], dict[str, Any]]) -> dict[str, Any]
         entry = {"task": name, "error": "".join(traceback.format_exception_only(type(exc), exc)).strip()}
     entry["wall_s"] = round(time.perf_counter() - t0, 1)
     return entry
+
+
+def task_path(spec: str) -> Path:
+    """'level1/14' (or 'level1/14_matmul_square') -> the bundled task file; a one-line SystemExit for a
+    spec that names none."""
+    from tasks import bundled_suite_dir
+
+    level, _, prefix = spec.strip().partition("/")
+    if level not in ("level1", "level2") or not prefix:
+        raise SystemExit(f"task {spec!r}: expected level1/NN or level2/NN")
+    matches = sorted(bundled_suite_dir(level).glob(f"{prefix}*.py"))  # type: ignore[arg-type]
+    if not matches:
+        raise SystemExit(f"task {spec!r}: no bundled task file starts with {prefix!r}")
+    return matches[0]

@@ -42,25 +42,14 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from _common import environment, measure_task  # noqa: E402
+from _common import environment, measure_task, task_path  # noqa: E402
 
 from hardware import EvalConfig, EvalResult, WorkerPool  # noqa: E402
 from providers.offline.variants import Variant, design_grid, program_variant  # noqa: E402
-from tasks import bundled_suite_dir, load_task  # noqa: E402
+from tasks import load_task  # noqa: E402
 
 DEFAULT_TASKS = "level1/14,level1/15,level2/06,level2/12,level2/01"
 ROW_TASKS = "level2/04,level2/05,level1/09,level2/08"
-
-
-def task_path(spec: str) -> Path:
-    """'level1/14' (or 'level1/14_matmul_square') -> the bundled task file."""
-    level, _, prefix = spec.strip().partition("/")
-    if level not in ("level1", "level2") or not prefix:
-        raise SystemExit(f"task {spec!r}: expected level1/NN or level2/NN")
-    matches = sorted(bundled_suite_dir(level).glob(f"{prefix}*.py"))  # type: ignore[arg-type]
-    if not matches:
-        raise SystemExit(f"task {spec!r}: no bundled task file starts with {prefix!r}")
-    return matches[0]
 
 
 def _record(v: Variant, res: EvalResult | None, skipped: str | None = None) -> dict[str, Any]:

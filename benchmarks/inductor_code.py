@@ -17,7 +17,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tasks import bundled_suite_dir, exec_task_module, load_task, task_inputs  # noqa: E402
+from _common import task_path  # noqa: E402
+
+from tasks import exec_task_module, load_task, task_inputs  # noqa: E402
 
 
 def _picked_configs() -> list[str]:
@@ -51,8 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     for spec in args.tasks.split(","):
-        level, _, prefix = spec.strip().partition("/")
-        path = sorted(bundled_suite_dir(level).glob(f"{prefix}*.py"))[0]  # type: ignore[arg-type]
+        path = task_path(spec)
         task = load_task(path)
         module = exec_task_module(task.source, task.name)
         model = module.Model(*module.get_init_inputs()).cuda()

@@ -26,8 +26,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from _common import task_path  # noqa: E402
+
 from providers.offline.variants import program_variant  # noqa: E402
-from tasks import bundled_suite_dir, exec_task_module, load_task, task_inputs  # noqa: E402
+from tasks import exec_task_module, load_task, task_inputs  # noqa: E402
 
 # torch.compile's kernel for this task (torch 2.11, autotuned: XBLOCK=1, R0_BLOCK=4096, 16 warps), its
 # helpers written out; sizes are Python constants as Inductor emits them, or arguments (STATIC=False).
@@ -128,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.backends.cuda.matmul.allow_tf32 = False
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    path = next(bundled_suite_dir("level2").glob("04_*.py"))
+    path = task_path("level2/04")
     task = load_task(path)
     ref_mod = exec_task_module(task.source, task.name)
     torch.manual_seed(0)
