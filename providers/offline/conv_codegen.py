@@ -39,7 +39,7 @@ import ast
 from dataclasses import dataclass, field
 
 from providers.offline.conv_ir import SPATIAL, ConvConfig, ConvPlan, Op
-from providers.offline.emit import Code
+from providers.offline.emit import HELPERS, Code
 
 DESIGNS = ("implicit_gemm", "implicit_gemm_flatk", "direct_depthwise")
 
@@ -141,7 +141,7 @@ _UNARY_TEMPLATES = {
     "relu6": "tl.minimum(tl.maximum({a}, 0.0), 6.0)",
     "sigmoid": "1.0 / (1.0 + tl.exp(-{a}))",
     "tanh": "_kw_tanh({a})",
-    "gelu": "0.5 * {a} * (1.0 + tl.erf({a} * 0.7071067811865476))",
+    "gelu": "_kw_gelu({a})",
     "gelu_tanh": "0.5 * {a} * (1.0 + _kw_tanh(0.7978845608028654 * ({a} + 0.044715 * {a} * {a} * {a})))",
     "silu": "{a} / (1.0 + tl.exp(-{a}))",
     "mish": "{a} * _kw_tanh(_kw_softplus({a}, 1.0, 20.0))",
@@ -216,7 +216,7 @@ def _kw_pow(a, e):
     res = tl.where(a < 0.0, neg, mag)
     zero = tl.where(e == 0.0, 1.0, tl.where(e > 0.0, 0.0, float("inf")))
     return tl.where(a == 0.0, zero, res)
-"""
+""" + HELPERS["_kw_gelu"]
 
 _NORM_STATS_KERNEL = """
 @triton.jit

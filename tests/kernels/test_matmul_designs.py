@@ -7,6 +7,7 @@ on A @ B, A.T @ B, bmm, nn.Linear and SwiGLU tasks at small odd shapes.
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 import pytest
@@ -26,6 +27,11 @@ CFG = EvalConfig(device="cpu", time=False, timeout=240, trials=3)
 def pool():
     with WorkerPool(device="cpu", workers=2) as p:
         yield p
+
+
+def _kernels(code: str) -> int:
+    """How many kernels a program defines (@triton.jit math helpers such as _kw_gelu are not kernels)."""
+    return len(re.findall(r"@triton\.jit\ndef k\d+_", code))
 
 
 def _bundled(level: str, prefix: str):
@@ -110,14 +116,14 @@ def test_dual_kernel_verifies_on_swiglu_and_a_3d_biased_gate(pool):
         info = main_matmul_info(task.source, task.name)
         assert info.dual, task.name
         root = write_program(_prompt(task.source)).code
-        assert parse_meta(root).design not in ("dual", "dual_persistent") and root.count("@triton.jit") == 2
+        assert parse_meta(root).design not in ("dual", "dual_persistent") and _kernels(root) == 2
         # the root starts unfused; a large step from it writes the dual kernel
         answer = write_program(_prompt(task.source, parent=root))
         meta = parse_meta(answer.code)
         # Strict fp32: tensor-core tf32x3 for the large SwiGLU, IEEE dots for the tiny product.
         want = "tf32x3" if task is swiglu else "ieee"
         assert meta.design == "dual" and meta.config["PREC"] == want, answer.explanation
-        assert answer.code.count("@triton.jit") == 1 and answer.code.count("tl.dot(") == 2
+        assert _kernels(answer.code) == 1 and answer.code.count("tl.dot(") == 2
         jobs.append((f"{task.name} [default]", task, answer.code))
         for design, cfg in (("dual", TF32X3_KMAJOR), ("dual_persistent", {"BLOCK_M": 16, "BLOCK_N": 16}),
                             ("dual", {"PREC": "ieee", "KMAJOR": 0, "BLOCK_N": 32})):  # fmt: skip
@@ -138,7 +144,7 @@ def test_products_that_do_not_meet_stay_two_kernels(pool):
     task = load_task_source(textwrap.dedent(TWO_OUTPUTS), "two_outputs")
     assert not main_matmul_info(task.source, task.name).dual
     code = write_program(_prompt(task.source)).code
-    assert "c_ptr" not in code and code.count("@triton.jit") == 2
+    assert "c_ptr" not in code and _kernels(code) == 2
     _check(pool, [("two outputs", task, code)])
 
 
@@ -150,7 +156,7 @@ def test_a_rule_against_dual_designs_writes_two_kernels():
         )
     ).code
     assert parse_meta(code).design in ("grouped", "split_k", "persistent")
-    assert code.count("@triton.jit") == 2
+    assert _kernels(code) == 2
 
 
 def test_sweep_grid_is_small_and_every_entry_emits():
