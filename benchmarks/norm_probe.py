@@ -4,7 +4,9 @@ hand copy of the kernel torch.compile writes for it, and one-change variants bet
 Each variant is a complete program (ModelNew) run on the task's full inputs; all are checked against the
 eager reference (max abs error printed) and timed with triton.testing.do_bench (L2 flushed between
 calls), next to torch.compile. A diagnostic, not a harness figure: the harness (benchmarks/
-design_sweep.py) is what RESULTS.md quotes.
+design_sweep.py) is what RESULTS.md quotes. The GELU variants compare libdevice's erf formula with the
+writer's polynomial `_kw_gelu`; two DIAGNOSTIC rows leave GELU out (wrong output, their error shows it)
+to time the layer norm alone in the same kernel.
 
 Usage, from the repository root, on a CUDA machine:
     python benchmarks/norm_probe.py [--out DIR]
@@ -17,6 +19,7 @@ import argparse
 import importlib.util
 import json
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -28,6 +31,7 @@ if str(ROOT) not in sys.path:
 
 from _common import task_path  # noqa: E402
 
+from providers.offline.emit import HELPERS  # noqa: E402
 from providers.offline.variants import program_variant  # noqa: E402
 from tasks import exec_task_module, load_task, task_inputs  # noqa: E402
 
@@ -85,7 +89,7 @@ def kern(out_ptr, x_ptr, w_ptr, b_ptr, xnumel, r0_numel, XBLOCK: tl.constexpr, R
         w = tl.load(w_ptr + r0_index, r0_mask, eviction_policy="evict_last", other=0.0)
         b = tl.load(b_ptr + r0_index, r0_mask, eviction_policy="evict_last", other=0.0)
         y = (v - mu) * rstd * w + b
-        y = y * 0.5 * (tl.erf(y * 0.7071067811865476) + 1.0)
+        y = __GELU__
         tl.store(out_ptr + (r0_index + r0_numel * x0), y, m)
 
 
@@ -103,11 +107,29 @@ class ModelNew(nn.Module):
 """
 
 
-def inductor_like(static: bool, row_mask: bool, rb: int = 4096, warps: int = 16) -> str:
+def inductor_like(static: bool, row_mask: bool, rb: int = 4096, warps: int = 16, poly: bool = False) -> str:
+    """The hand copy; `poly` swaps libdevice's erf GELU for the writer's `_kw_gelu`."""
     sizes = "xnumel = 16384\n    r0_numel = 8192" if static else "pass"
     xmask = "xindex < xnumel" if row_mask else "tl.full([XBLOCK], True, tl.int1)[:, None]"
-    return (INDUCTOR_LIKE.replace("__SIZES__", sizes).replace("__XMASK__", xmask)
-            .replace("__RB__", str(rb)).replace("__W__", str(warps)))  # fmt: skip
+    code = (INDUCTOR_LIKE.replace("__SIZES__", sizes).replace("__XMASK__", xmask)
+            .replace("__RB__", str(rb)).replace("__W__", str(warps))
+            .replace("__GELU__", "_kw_gelu(y)" if poly else ERF_GELU.format("y")))  # fmt: skip
+    return code.replace("\n\n@triton.jit", "\n" + HELPERS["_kw_gelu"] + "\n@triton.jit", 1) if poly else code
+
+
+ERF_GELU = "(0.5 * {0} * (1.0 + tl.erf({0} * 0.7071067811865476)))"
+
+
+def erf_gelu(code: str) -> str:
+    """A writer program with libdevice's erf GELU (what the writer emitted before `_kw_gelu`)."""
+    swapped = re.sub(r"(?<!def )_kw_gelu\((\w+)\)", lambda m: ERF_GELU.format(m.group(1)), code)
+    assert swapped != code, "the program computes no GELU"
+    return swapped
+
+
+def without_gelu(code: str) -> str:
+    """Diagnostic only, its output is wrong: the program with GELU left out (layer norm alone)."""
+    return re.sub(r"(?<!def )_kw_gelu\((\w+)\)", r"\1", code)
 
 
 def _import_file(code: str, path: Path) -> Any:
@@ -141,22 +163,36 @@ def main(argv: list[str] | None = None) -> int:
     (x,) = task_inputs(ref_mod, small=False, seed=0, device="cuda")
     with torch.no_grad():
         expected = model(x)
+
+    def writer(design: str, **config: int) -> str:
+        return program_variant(task.source, task.name, design, config).code
+
     programs = {
-        "writer row_registers": program_variant(task.source, task.name, "row_registers", {}).code,
-        "writer row_registers STATIC": program_variant(
-            task.source, task.name, "row_registers", {"STATIC": 1}
-        ).code,
-        "writer welford 4096/16 STATIC": program_variant(
-            task.source, task.name, "welford", {"BLOCK_R": 4096, "num_warps": 16, "STATIC": 1}
-        ).code,
-        "writer two_pass 4096/16 STATIC": program_variant(
-            task.source, task.name, "two_pass", {"BLOCK_R": 4096, "num_warps": 16, "STATIC": 1}
-        ).code,
+        "writer row_registers": writer("row_registers"),
+        "writer row_registers STATIC": writer("row_registers", STATIC=1),
+        "writer welford 4096/16 STATIC": writer("welford", BLOCK_R=4096, num_warps=16, STATIC=1),
+        "writer two_pass 4096/16 STATIC": writer("two_pass", BLOCK_R=4096, num_warps=16, STATIC=1),
         "inductor-like (static sizes)": inductor_like(True, False),
+        "inductor-like (static sizes), _kw_gelu": inductor_like(True, False, poly=True),
         "inductor-like, runtime sizes": inductor_like(False, False),
         "inductor-like, runtime sizes + row mask": inductor_like(False, True),
         "inductor-like, 2048/8": inductor_like(True, False, 2048, 8),
         "inductor-like, 8192/16": inductor_like(True, False, 8192, 16),
+        # GELU: libdevice's erf against the writer's polynomial `_kw_gelu`
+        "writer row_prefetch/16, erf GELU": erf_gelu(writer("row_prefetch", num_warps=16)),
+        "writer row_prefetch/16, _kw_gelu": writer("row_prefetch", num_warps=16),
+        "writer row_prefetch/32, _kw_gelu": writer("row_prefetch", num_warps=32),
+        "writer row_registers STATIC/16, erf GELU": erf_gelu(writer("row_registers", STATIC=1, num_warps=16)),
+        "writer row_registers STATIC/16, _kw_gelu": writer("row_registers", STATIC=1, num_warps=16),
+        "writer row_registers STATIC/8, _kw_gelu": writer("row_registers", STATIC=1, num_warps=8),
+        "writer row_registers STATIC/32, _kw_gelu": writer("row_registers", STATIC=1, num_warps=32),
+        "writer row_registers/16, _kw_gelu": writer("row_registers", num_warps=16),
+        "DIAGNOSTIC, wrong output: row_prefetch/16 without GELU": without_gelu(
+            writer("row_prefetch", num_warps=16)
+        ),
+        "DIAGNOSTIC, wrong output: row_registers STATIC/16 without GELU": without_gelu(
+            writer("row_registers", STATIC=1, num_warps=16)
+        ),
     }
     rows = []
     tmp = tempfile.mkdtemp(prefix="norm-probe-")  # Triton reads a kernel's source from its file
