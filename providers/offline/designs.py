@@ -133,15 +133,16 @@ _ROW_DESIGNS = {
                   ("looped", "looped", "loop over the row in chunks, tile accumulators"),
                   ("split", "split", "rows split over many programs, partials combined by a second kernel"),
                   ("online", "online", "dependent statistics merged into one pass")],
+    # For softmax and norms two_pass comes second: on an H200 it was the fastest design for most of them.
     "softmax": [("row_registers", "registers", "whole row in registers: max, exp, sum from one load"),
+                ("two_pass", "looped", "a pass for the max, a pass for the sum, a pass to write"),
                 (PREFETCH_DESIGN, "registers", PREFETCH_ABOUT),
                 ("online", "online", "online softmax: running max and rescaled sum in one pass, then write"),
-                ("two_pass", "looped", "a pass for the max, a pass for the sum, a pass to write"),
                 ("split", "split", "few long rows: statistics from many programs' partials, then a parallel write")],
     "norm": [("row_registers", "registers", "whole row in registers: mean and variance from one load"),
+             ("two_pass", "looped", "a pass for the mean, a pass for the variance, a pass to write"),
              (PREFETCH_DESIGN, "registers", PREFETCH_ABOUT),
              ("welford", "online", "one pass of Welford per lane, lanes merged at the end (Chan), then write"),
-             ("two_pass", "looped", "a pass for the mean, a pass for the variance, a pass to write"),
              ("split", "split", "few long rows (batch norm): statistics from many programs, then a parallel write")],
     "loss": [("row_registers", "registers", "whole row in registers"),
              (PREFETCH_DESIGN, "registers", PREFETCH_ABOUT),
@@ -328,13 +329,22 @@ def default_config(design: Design, info: KernelInfo, tf32: bool = False) -> dict
                 # Longer rows would hold twice the registers per thread and lose occupancy: not measured.
                 cfg["PRELOAD"] = 1
             if design.name == PREFETCH_DESIGN:
-                # On an H200, layer norm + GELU over rows of 8192: 0.294 ms this way against 0.313 for one
-                # program per row (torch.compile 0.291); 32 warps keep the two rows' registers per thread low.
+                # On an H200, layer norm + GELU over rows of 8192 with libdevice's erf: 0.294 ms this way
+                # against 0.313 for one program per row (torch.compile 0.291). With the cheaper _kw_gelu
+                # the kernel is no longer compute-bound and one program per row wins (0.265 against 0.281).
+                # 32 warps keep the two rows' registers per thread low.
                 cfg.update({"num_warps": 32, "PERSIST": 1, "STATIC": 1})
             return cfg
         if design.mode == "split":
             return {"BLOCK_R": 4096, "WAVES": 4, "num_warps": 8}
-        return {"BLOCK_R": 4096, "BLOCK_M": 1, "num_warps": 8, "EVICT": 1}
+        looped: dict[str, Any] = {"BLOCK_R": 4096, "BLOCK_M": 1, "num_warps": 8, "EVICT": 1}
+        if _next_pow2(max(info.NR, 1)) >= 8192 and info.family != "scan":
+            # Long rows: 16 warps and sizes compiled in (the loops unroll). On an H200 (rows of 8192),
+            # two_pass went from 8 warps to this: layer norm+GELU 0.299 -> 0.258 ms, layer norm 0.157 ->
+            # 0.138, RMS norm 0.143 -> 0.133, L2 norm 0.138 -> 0.131, softmax 0.204 -> 0.153; welford
+            # 0.39-0.48 -> 0.36; a looped sum over rows of 16384 0.0745 -> 0.0727 (2048-wide chunks).
+            looped.update({"num_warps": 16, "STATIC": 1})
+        return looped
     if design.kind == "matmul":
         return _matmul_default(design, info, tf32)
     if design.mode == "grid_stride":

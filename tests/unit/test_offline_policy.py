@@ -3,12 +3,20 @@ choices it makes from them (no kernel runs here)."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
 
 from providers.offline.analysis import analyze_cached
-from providers.offline.designs import REGISTRY, config_space, default_config, default_design, kernel_info
+from providers.offline.designs import (
+    REGISTRY,
+    config_space,
+    default_config,
+    default_design,
+    find_design,
+    kernel_info,
+)
 from providers.offline.policy import (
     Context,
     choose,
@@ -174,12 +182,19 @@ def test_small_steps_on_whole_row_kernels_skip_configs_that_launch_the_same_kern
     assert {"PERSIST", "num_warps"} <= moved
 
 
-def test_a_large_step_from_one_program_per_row_goes_to_the_prefetching_persistent_design():
-    """Over the last dim the register design's large step is row_prefetch (persistent, next row fetched
-    during this one's work, sizes compiled in); over a middle dim there is no such design."""
+def test_a_large_step_from_one_program_per_row_goes_to_two_pass_for_norms_and_to_prefetch_for_reductions():
+    """Over the last dim the register design's large step is, for a norm, two_pass at 16 warps with sizes
+    compiled in (long rows); for a plain reduction, row_prefetch (persistent, next row fetched during this
+    one's work). Over a middle dim there is no prefetching design."""
     info = _info("11_layer_norm.py", "norm")
     assert default_design(info).name == "row_registers"
     parent = parse_meta("# kernelwright: family=norm design=row_registers config=TILE=4096,RMAX=16384")
+    large = choose(Context(kind="large_step", parent=parent), info, primary=True)
+    assert large.design.name == "two_pass"
+    assert {k: large.config[k] for k in ("STATIC", "num_warps")} == {"STATIC": 1, "num_warps": 16}
+
+    info = _info("05_sum_last_dim.py", "reduction")
+    parent = parse_meta("# kernelwright: family=reduction design=row_registers config=TILE=4096,RMAX=16384")
     large = choose(Context(kind="large_step", parent=parent), info, primary=True)
     assert large.design.name == "row_prefetch"
     assert {k: large.config[k] for k in ("PERSIST", "STATIC", "num_warps")} == {
@@ -190,6 +205,17 @@ def test_a_large_step_from_one_program_per_row_goes_to_the_prefetching_persisten
     middle = _info("06_mean_middle_dim.py", "reduction")
     assert middle.layout == "cols"
     assert "row_prefetch" not in {d.name for d in REGISTRY["reduction"] if d.applies(middle)}
+
+
+def test_looped_designs_over_long_rows_default_to_16_warps_and_static_sizes():
+    long_rows = _info("11_layer_norm.py", "norm")
+    assert long_rows.NR == 8192
+    for name in ("two_pass", "welford"):
+        cfg = default_config(find_design("norm", name), long_rows)
+        assert (cfg["num_warps"], cfg.get("STATIC")) == (16, 1), (name, cfg)
+    short_rows = dataclasses.replace(_info("09_softmax.py", "softmax"), NR=1000)
+    cfg = default_config(find_design("softmax", "two_pass"), short_rows)
+    assert cfg["num_warps"] == 8 and not cfg.get("STATIC")
 
 
 def test_static_programs_compile_sizes_and_strides_in_and_others_keep_them_as_arguments():
