@@ -197,6 +197,7 @@ def _grid_rows(info: KernelInfo) -> list[Variant]:
         Variant("row_registers", {"PERSIST": 1, "num_warps": 32, "STATIC": 1}),
         Variant("row_registers", {"PERSIST": 2, "num_warps": 32}),
         Variant("two_pass", {}),
+        Variant("two_pass", {"num_warps": 8, "STATIC": 0}),  # the default over long rows before run 16
         Variant("two_pass", {"BLOCK_R": 8192, "num_warps": 16}),
         Variant("two_pass", {"BLOCK_R": 2048, "num_warps": 8, "STATIC": 1}),
         Variant("two_pass", {"BLOCK_R": 4096, "num_warps": 16, "STATIC": 1}),
