@@ -65,16 +65,8 @@ class EvaluationLog:
 
     def find(self, run_id: str, node_id: str, phase: Phase, sha: str) -> EvalResult | None:
         """The logged result of this run's evaluation of this code for this node, if any."""
-        with self._lock:
-            for entry in self.entries():
-                if (
-                    entry.run_id == run_id
-                    and entry.node_id == node_id
-                    and entry.phase == phase
-                    and entry.code_sha256 == sha
-                ):
-                    return entry.result
-        return None
+        logged = self.find_program(run_id, node_id, phase, sha)
+        return logged[1] if logged is not None and logged[0] == node_id else None
 
     def find_program(
         self, run_id: str, node_id: str, phase: Phase, sha: str

@@ -253,14 +253,11 @@ def forbidden(ctx: Context, family: str, design: str, config: dict[str, Any]) ->
 
 def was_tried(ctx: Context, family: str, design: Design, space: dict[str, tuple[Any, ...]],
               config: dict[str, Any]) -> bool:  # fmt: skip
-    """Whether a program already written (<tried>) has this design and exactly this config: the same
-    keys with the same values (a key only one of them names counts as a difference)."""
-    for m in ctx.tried:
-        if m.family == family and m.design == design.name:
-            named = _coerce(space, m.config, {})
-            if all(_norm(config.get(k)) == _norm(named.get(k)) for k in set(config) | set(named)):
-                return True
-    return False
+    """Whether a program already written (<tried>) has this design and exactly this config."""
+    return any(
+        m.family == family and m.design == design.name and _identical(config, _coerce(space, m.config, {}))
+        for m in ctx.tried
+    )
 
 
 def design_forbidden(ctx: Context, family: str, design: str) -> bool:
@@ -333,6 +330,11 @@ def _allowed_config(ctx: Context, info: KernelInfo, design: Design, start: dict[
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     keys = set(a) & set(b)
     return bool(keys) and all(_norm(a[k]) == _norm(b[k]) for k in keys)
+
+
+def _identical(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """The same keys with the same values (compared as text): a key only one of them names differs."""
+    return all(_norm(a.get(k)) == _norm(b.get(k)) for k in set(a) | set(b))
 
 
 def neighbours(
@@ -450,10 +452,9 @@ def choose(ctx: Context, info: KernelInfo, primary: bool) -> Choice:
             if effect is not None and launch_effect(parent_design, info, n) == effect:
                 continue  # the same kernel launched the same way: nothing new to measure
             # a knob the parent's header does not name (a newer one) counts as moved when set
-            moved_any = any(_norm(n.get(k)) != _norm(base.get(k)) for k in set(n) | set(base))
             if (
                 not forbidden(ctx, info.family, parent_design.name, n)
-                and moved_any
+                and not _identical(n, base)
                 and not was_tried(ctx, info.family, parent_design, space, n)
             ):
                 moved = ", ".join(f"{k}={n[k]}" for k in n if _norm(n[k]) != _norm(base.get(k)))
