@@ -27,6 +27,9 @@ ErrorKind = Literal[
     "timeout",  # a stage ran past its time limit; the worker was killed
     "crash",  # the worker process died (segfault, abort, CUDA error, out of memory)
     "harness_error",  # the reference itself could not run; not the candidate's fault
+    "torch_fallback",  # runtime evidence: the output was computed by torch ops, not by the Triton kernels
+    "forbidden",  # did what the judge forbids at run time: threads, tensor subclasses, writing its inputs,
+    # switching off poisoning, tampering with the recorder or the timers, breaking the protocol
 ]
 
 PrecisionMode = Literal["strict", "tf32", "reduced"]

@@ -1,27 +1,30 @@
-"""Persistent, killable worker processes that evaluate candidates; the caller always gets an EvalResult.
+"""The pool of judge processes that evaluate candidates; the caller always gets an EvalResult.
 
-`WorkerPool` starts workers (`python -m hardware.worker`, one per GPU on CUDA, N on CPU with
-TRITON_INTERPRET=1) as fresh interpreters: each is its own process group, so a kill takes whatever the
-candidate started with it, and writes its output to a log file whose tail explains a crash.
+`WorkerPool` starts judges (`python -m hardware.judge`, one per GPU on CUDA, N on CPU with
+TRITON_INTERPRET=1) as fresh interpreters. A judge holds a task's references across jobs and starts a
+fresh, confined candidate process for every candidate (hardware.judge, hardware.forkserver,
+hardware.runner): candidate code never runs in a judge, and never in this process.
 
-Fresh interpreters rather than forks, as multiprocessing's "spawn" gives, but started through
-subprocess: each worker's environment is set without touching this process's os.environ (safe when
-several threads evaluate at once), its stdout/stderr go to its own log, and the parent's `__main__`
-(the CLI, a test runner, a graph server) is not re-imported in every worker.
+Judges are started from one long-lived thread of this module, so PR_SET_PDEATHSIG (set by the judge
+on itself) fires when this process exits, however it exits; each judge is its own process group and
+writes its output to a log file whose tail explains a crash. A judge's environment carries no secrets:
+API keys and tokens stay in this process.
 
-Time limits are the parent's job. A worker reports each stage it enters (compile, correctness,
-timing, baseline); the parent waits on the connection with the current stage's deadline and, when it
-passes, SIGKILLs the worker's process group and starts a replacement. A worker that dies (segfault,
-os.abort, a CUDA error, out of memory) is replaced the same way; only that worker, never the pool.
+Time limits: a judge reports each stage it enters (reference, compile, correctness, timing, baseline)
+and enforces the candidate stages' limits itself, by killing the candidate process. This side waits
+with the stage's deadline (plus a grace period for candidate stages) and, when it passes, SIGKILLs the
+judge's process group and starts a replacement: that covers a reference or a baseline that runs too
+long, and a judge that hangs. A judge that dies is replaced the same way; only that judge, never the pool.
 
 Thread-safe: `evaluate` may be called from several threads (LangGraph runs parallel branches in
-threads); each call checks out one idle worker. `evaluate_many` spreads jobs over all workers.
+threads); each call checks out one idle judge. `evaluate_many` spreads jobs over all judges.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import queue
 import re
 import shutil
 import signal
@@ -33,7 +36,7 @@ import threading
 import time
 import weakref
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from multiprocessing.connection import Connection
 from pathlib import Path
 from types import TracebackType
@@ -46,6 +49,11 @@ from tasks.task import Task
 
 _REPO_ROOT = str(Path(__file__).resolve().parent.parent)
 _LOG_TAIL_CHARS = 1500
+_GRACE_S = 30.0
+"""Extra time this side allows a candidate stage beyond its limit, which the judge enforces itself."""
+_CANDIDATE_STAGES = ("compile", "correctness", "timing")
+_SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH")
+_PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "no_proxy", "ftp_proxy")
 _job_ids = itertools.count(1)
 # The result's stage for a worker stage that ended in a timeout or crash ("reference" is the harness's).
 _RESULT_STAGE: dict[str, Stage] = {
@@ -94,12 +102,12 @@ class _Worker:
 
     @property
     def log_path(self) -> str:
-        return os.path.join(self.tmpdir, "worker.log")
+        return os.path.join(self.tmpdir, "judge.log")
 
     def start(self) -> None:
-        self.tmpdir = tempfile.mkdtemp(prefix=f"kw-worker{self.index}-")
+        self.tmpdir = tempfile.mkdtemp(prefix=f"kw-judge{self.index}-")
         parent_sock, child_sock = socket.socketpair()
-        env = dict(os.environ)
+        env = judge_env()
         env["PYTHONUNBUFFERED"] = "1"
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_REPO_ROOT, env.get("PYTHONPATH", "")) if p)
         if self.device == "cpu":
@@ -107,18 +115,20 @@ class _Worker:
         else:
             env.pop("TRITON_INTERPRET", None)
             env["CUDA_VISIBLE_DEVICES"] = str(self.gpu)
-        args = [sys.executable, "-m", "hardware.worker", str(child_sock.fileno()), self.device, self.tmpdir,
+        args = [sys.executable, "-m", "hardware.judge", str(child_sock.fileno()), self.device, self.tmpdir,
                 str(os.getpid())]  # fmt: skip
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                args,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                pass_fds=(child_sock.fileno(),),
-                start_new_session=True,  # own process group: a kill takes the candidate's children too
-                cwd=self.tmpdir,
+            self.proc = _spawn(
+                lambda: subprocess.Popen(
+                    args,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    pass_fds=(child_sock.fileno(),),
+                    start_new_session=True,  # own process group: a kill takes its fork server too
+                    cwd=self.tmpdir,
+                )
             )
         child_sock.close()
         self.conn = Connection(parent_sock.detach())
@@ -157,7 +167,7 @@ class _Worker:
             return ""
         # faulthandler's list of loaded extension modules says nothing about the candidate
         kept = [line for line in text.splitlines() if not line.startswith("Extension modules:")]
-        text = re.sub(re.escape(self.tmpdir) + r"/kw_candidate_\w+\.py", "candidate.py", "\n".join(kept))
+        text = re.sub(re.escape(self.tmpdir) + r"/cand-\w+/candidate\.py", "candidate.py", "\n".join(kept))
         return text.strip()[-_LOG_TAIL_CHARS:]
 
     def kill(self) -> int | None:
@@ -196,13 +206,50 @@ def _stop_all(workers: list[_Worker]) -> None:
 
 def _died(code: int | None) -> str:
     if code is None:
-        return "the worker died"
+        return "the judge died"
     if code < 0:
         try:
-            return f"the worker died from {signal.Signals(-code).name}"
+            return f"the judge died from {signal.Signals(-code).name}"
         except ValueError:
-            return f"the worker died from signal {-code}"
-    return f"the worker exited with status {code}"
+            return f"the judge died from signal {-code}"
+    return f"the judge exited with status {code}"
+
+
+def judge_env() -> dict[str, str]:
+    """This process's environment without secrets (anything named like a key, token, secret, password,
+    credential or auth) and without proxy settings: a judge needs neither, and runs task code."""
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if not any(m in k.upper() for m in _SECRET_MARKERS) and k.lower() not in _PROXY_VARS
+    }
+
+
+_spawn_requests: queue.Queue[tuple[Any, Future[Any]]] = queue.Queue()
+_spawner_lock = threading.Lock()
+_spawner: threading.Thread | None = None
+
+
+def _spawner_loop() -> None:
+    while True:
+        start, future = _spawn_requests.get()
+        try:
+            future.set_result(start())
+        except BaseException as exc:  # noqa: B036 - handed to the caller
+            future.set_exception(exc)
+
+
+def _spawn(start: Any) -> Any:
+    """Run `start` (a Popen) on the module's one long-lived thread: a judge's PR_SET_PDEATHSIG fires when
+    the thread that forked it exits, so forking from a short-lived pool thread would kill the judge."""
+    global _spawner
+    with _spawner_lock:
+        if _spawner is None or not _spawner.is_alive():
+            _spawner = threading.Thread(target=_spawner_loop, name="kernelwright-judge-spawner", daemon=True)
+            _spawner.start()
+    future: Future[Any] = Future()
+    _spawn_requests.put((start, future))
+    return future.result()
 
 
 class WorkerPool:
@@ -376,12 +423,12 @@ class WorkerPool:
                 if msg[0] == "stage":
                     stage = msg[2]
                     limit = cfg.stage_timeout(stage)
-                    deadline = time.monotonic() + limit
+                    deadline = time.monotonic() + limit + (_GRACE_S if stage in _CANDIDATE_STAGES else 0.0)
                 elif msg[0] == "partial":
                     partial = EvalResult.model_validate(msg[2])
                 elif msg[0] == "result":
                     result = EvalResult.model_validate(msg[2])
-                    if msg[3]:  # CUDA error or OOM: the worker's context cannot be trusted any more
+                    if msg[3]:  # CUDA error or OOM in the judge's own work: its context cannot be trusted
                         result.error = ((result.error or "") + "\n(worker restarted)")[-2000:]
                         worker.restart()
                     return result
@@ -393,7 +440,7 @@ class WorkerPool:
     ) -> EvalResult:
         log = worker.log_tail()
         worker.restart()
-        msg = f"the {stage} stage ran past its {limit:g} s limit; the worker was killed and restarted"
+        msg = f"the {stage} stage ran past its {limit:g} s limit; the judge was killed and restarted"
         if stage == "baseline" and partial is not None:
             # The candidate is verified and timed; only the torch.compile reference was too slow.
             partial.stage = "done"
@@ -407,9 +454,8 @@ class WorkerPool:
             return res
         res.stage = _RESULT_STAGE.get(stage, "compile")
         res.error_kind = "timeout"
-        res.error = (msg + (f"\nworker output:\n{log}" if log else ""))[-2000:]
-        if stage != "timing":
-            res.correct = False
+        res.error = (msg + (f"\njudge output:\n{log}" if log else ""))[-2000:]
+        res.correct = False  # a candidate that cannot be timed is not a result, even if it was verified
         return res
 
     def _on_crash(
@@ -423,7 +469,7 @@ class WorkerPool:
         res.stage = _RESULT_STAGE.get(stage, "compile")
         # Dying while computing the reference is the harness's (or the task's) problem, not the candidate's.
         res.error_kind = "harness_error" if stage == "reference" else "crash"
-        res.error = f"{_died(code)} during the {stage} stage; it was restarted\nworker output:\n{log}"[-2000:]
+        res.error = f"{_died(code)} during the {stage} stage; it was restarted\njudge output:\n{log}"[-2000:]
         return res
 
 

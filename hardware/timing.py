@@ -85,7 +85,7 @@ def bench_interleaved(
     import torch
 
     device = torch.cuda.current_device()
-    flush = torch.empty(_flush_bytes(device) // 4, dtype=torch.int32, device="cuda")
+    flush = torch.empty(flush_bytes(device) // 4, dtype=torch.int32, device="cuda")
     names = list(fns)
 
     def one_round(record: bool, starts: list[Any], ends: list[Any]) -> None:
@@ -120,7 +120,8 @@ def bench_interleaved(
     }
 
 
-def _flush_bytes(device: int) -> int:
+def flush_bytes(device: int = 0) -> int:
+    """Bytes of the buffer written before each timed call: four times the L2, at least 256 MiB."""
     import torch
 
     l2 = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 0)

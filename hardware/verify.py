@@ -1,8 +1,8 @@
 """Checking a candidate's outputs against the reference's: one tolerance table, one report format.
 
 Runs inside the evaluation worker (it imports torch, never triton). The checks, in order:
-1. structure: same number of outputs, tensors where the reference has tensors, same shape, dtype and
-   device (`shape_mismatch`);
+1. structure: the same nesting of tuples and lists (a tensor is not a one-element list), the same number
+   of outputs, tensors where the reference has tensors, same shape, dtype and device (`shape_mismatch`);
 2. values: |out - anchor| <= atol_eff + rtol * |anchor| (+ the reference-error allowance below)
    elementwise, NaN only where the reference has NaN, +-inf only where the reference has the same
    infinity (`mismatch`).
@@ -180,6 +180,24 @@ def flatten_outputs(value: Any) -> list[Any]:
     return [value]
 
 
+def structure_mismatch(out: Any, ref: Any, where: str = "output") -> str | None:
+    """Where the nesting of `out` differs from `ref`'s (a tensor is not a one-element list, a tuple not a
+    list), or None when both have the same containers and lengths all the way down."""
+    if isinstance(ref, list | tuple):
+        if type(out) is not type(ref):
+            return f"{where}: got {describe(out)}, expected a {type(ref).__name__} of {len(ref)}"
+        if len(out) != len(ref):
+            return f"{where}: got a {type(out).__name__} of {len(out)}, expected {len(ref)}"
+        for i, (o, r) in enumerate(zip(out, ref, strict=True)):
+            problem = structure_mismatch(o, r, f"{where}[{i}]")
+            if problem is not None:
+                return problem
+        return None
+    if isinstance(out, list | tuple):
+        return f"{where}: got a {type(out).__name__} of {len(out)}, expected {describe(ref)}"
+    return None
+
+
 def describe(value: Any) -> str:
     if isinstance(value, torch.Tensor):
         return f"tensor{list(value.shape)} {dtype_name(value.dtype)} on {value.device}"
@@ -345,6 +363,9 @@ def compare_outputs(
     `ref64` is the forward's result from a float64 run of the reference (same structure), or None; an
     output it has no matching tensor for is compared to the float32 reference alone, and a note says so.
     """
+    problem = structure_mismatch(out, ref)
+    if problem is not None:
+        return Comparison(ok=False, error_kind="shape_mismatch", report=problem)
     outs, refs = flatten_outputs(out), flatten_outputs(ref)
     refs64: list[Any] = [None] * len(refs)
     total = Comparison(ok=True)

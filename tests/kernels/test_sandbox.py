@@ -59,7 +59,7 @@ BATCH: dict[str, tuple[str, str | None, str]] = {
     "relu_calls_reference.py": ("parse", "static_check", "reference `Model`"),
     "relu_try_fallback.py": ("parse", "static_check", "try/except around a launch of relu_kernel"),
     "relu_compile_error.py": ("compile", "compile_error", "power of 2"),
-    "relu_no_launch.py": ("run", "static_check", "launched no Triton kernel"),
+    "relu_no_launch.py": ("run", "torch_fallback", "launched no Triton kernel"),
     "relu_runtime_error.py": ("run", "runtime_error", "view"),
 }
 
@@ -86,7 +86,7 @@ def test_candidate_outcome(batch, name):
 def test_correct_candidate_record(batch):
     res = batch["relu_ok.py"]
     assert res.trials == 3
-    assert res.shapes_checked == [[[5, 123, 77]]]
+    assert res.shapes_checked == [[[5, 123, 77]], [[3, 81, 51]]]  # get_small_inputs(), then sliced
     assert res.max_abs_error == 0.0
     assert res.tolerance is not None and res.tolerance.dtype == "float32" and res.tolerance.rtol == 1e-4
     assert res.kernel_launches == 1
@@ -106,7 +106,7 @@ def test_mismatch_report_locates_errors(batch):
 def test_state_dict_copied_from_reference(pool, scale_task):
     res = pool.evaluate(scale_task, source("scale_state_dict.py"))
     assert res.correct, res.error
-    assert "state_dict copied from the reference" in res.extra["notes"]
+    assert "parameters and buffers perturbed (seeded) and loaded into ModelNew" in res.extra["notes"]
 
 
 def test_infinite_loop_times_out(pool, relu_task):
@@ -117,11 +117,11 @@ def test_infinite_loop_times_out(pool, relu_task):
     assert time.perf_counter() - t0 < 20
 
 
-def test_abort_crashes_worker(pool, relu_task):
+def test_abort_crashes_the_candidate_process(pool, relu_task):
     res = pool.evaluate(relu_task, source("relu_abort.py"))
     assert (res.stage, res.error_kind) == ("compile", "crash"), res.error
     assert "SIGABRT" in res.error
-    assert 'candidate.py", line 21 in forward' in res.error  # faulthandler's stack, from the worker's log
+    assert 'candidate.py", line 21 in forward' in res.error  # faulthandler's stack, from the candidate's log
 
 
 def test_slow_reference_is_a_harness_error(pool):
@@ -135,7 +135,8 @@ def test_slow_reference_is_a_harness_error(pool):
 
 
 def test_pool_keeps_serving(pool, relu_task):
-    assert pool.restarts >= 3  # the hang, the abort and the slow reference each cost one worker
+    # A hang or an abort kills only that candidate's process; the slow reference costs its judge.
+    assert pool.restarts == 1
     results = pool.evaluate_many([(relu_task, source("relu_ok.py"))] * 2)
     assert all(r.correct for r in results), [r.error for r in results]
 
@@ -229,7 +230,7 @@ def tanh_sum_task():
 def test_long_reduction_is_checked_against_a_float64_reference(pool, tanh_sum_task):
     res = pool.evaluate(tanh_sum_task, TANH_SUM_CANDIDATE.replace("SCALE_VALUE", "1.0"))
     assert res.correct, res.error
-    assert res.extra["float64_reference"] == {"small": "used"}
+    assert res.extra["float64_reference"] == {"small": "used", "sliced": "used"}
     tol = res.tolerance
     assert tol is not None and tol.allowance_factor == 16.0
     assert tol.reference_error is not None and 1e-7 < tol.reference_error < 1e-4

@@ -1,0 +1,344 @@
+"""Runtime evidence of what a candidate's forward did, and the judge's reading of it.
+
+Two halves:
+- `Recorder` runs inside the candidate process, installed before the candidate is imported. During
+  one forward it records every aten op dispatched on the calling thread (a TorchDispatchMode) and
+  every Triton launch (a wrapper around the launchers): for an op, the storages it read and wrote
+  (from its schema: fresh outputs and arguments marked as written); for a launch, the tensors it was
+  given, and which of them it really changed (a fingerprint of each before and after the launch).
+  It also lists the storages that were there before forward (inputs, the model's and the module's
+  tensors). The report is plain JSON.
+- `analyse` runs in the judge. It follows each output back through the recorded writes: an output
+  must depend on a write by a Triton kernel (else the kernels were decoration: `torch_fallback`), must
+  not depend on storage that no recorded op produced and that was not there before forward (work done
+  out of sight, e.g. in a thread), and forward must not run every compute op the reference runs (the
+  reference's own computation with a kernel beside it). The torch ops that ran are reported.
+
+What this can prove and what it cannot is written in the README ("How a candidate is judged"); in
+short: it sees what runs on the forward's thread through PyTorch's dispatcher and Triton's launchers,
+and the judge also rejects candidates that leave threads or processes behind. A candidate that
+rewrites its own process's memory, or takes the recorder off and puts it back within forward, can
+hide work from it; on a GPU, the kernels the profiler saw are cross-checked against the record.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+MAX_EVENTS = 20000
+
+MOVEMENT_OPS = frozenset(
+    """copy_ _to_copy clone _copy_from _copy_from_and_resize contiguous to lift_fresh lift_fresh_copy
+    expand_copy permute_copy view_copy slice_copy select_copy transpose_copy t_copy unsqueeze_copy
+    squeeze_copy as_strided_copy detach_copy alias_copy _unsafe_view resize_ set_ _reshape_alias
+    index_select_backward""".split()
+)
+"""aten ops that move or reshape data without computing: followed for provenance, not counted as work."""
+CONSTANT_OPS = frozenset(
+    """empty empty_like empty_strided empty_permuted new_empty new_empty_strided zeros zeros_like ones
+    ones_like full full_like new_zeros new_ones new_full arange linspace logspace scalar_tensor
+    fill_ zero_ rand rand_like randn randn_like randint randint_like normal_ uniform_ random_ bernoulli_
+    eye tensor _local_scalar_dense item""".split()
+)
+"""aten ops that make values from nothing (or only from scalars): sources, not work."""
+
+
+def _op_name(func: Any) -> str:
+    return func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
+
+
+def _storage_key(t: torch.Tensor) -> int | None:
+    try:
+        ptr = t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):
+        return None
+    return int(ptr) if ptr else None
+
+
+def _tensors_in(value: Any, depth: int = 0) -> Iterator[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif depth < 4 and isinstance(value, list | tuple):
+        for v in value:
+            yield from _tensors_in(v, depth + 1)
+    elif depth < 4 and isinstance(value, dict):
+        for v in value.values():
+            yield from _tensors_in(v, depth + 1)
+
+
+def tensors_reachable(obj: Any, depth: int = 0, seen: set[int] | None = None) -> Iterator[torch.Tensor]:
+    """Tensors held by a module (parameters, buffers, attributes, containers of them), a few levels deep."""
+    seen = set() if seen is None else seen
+    if id(obj) in seen or depth > 6:
+        return
+    seen.add(id(obj))
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, torch.nn.Module):
+        yield from obj.parameters()
+        yield from obj.buffers()
+        for v in vars(obj).values():
+            yield from tensors_reachable(v, depth + 1, seen)
+    elif isinstance(obj, list | tuple | set):
+        for v in obj:
+            yield from tensors_reachable(v, depth + 1, seen)
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from tensors_reachable(v, depth + 1, seen)
+
+
+def fingerprint(t: torch.Tensor) -> tuple[int, int]:
+    """Two sums over the bytes of the tensor's whole storage: changed bytes change them (almost surely)."""
+    storage = t.untyped_storage()
+    n = storage.nbytes()
+    if n == 0:
+        return (0, 0)
+    flat = torch.empty(0, dtype=torch.uint8, device=t.device).set_(storage, 0, (n,))
+    words = flat[: n - n % 4].view(torch.int32) if n >= 4 else flat.to(torch.int32)
+    halves = flat[: n - n % 2].view(torch.int16) if n >= 2 else flat.to(torch.int16)
+    return int(words.sum(dtype=torch.int64)), int(halves.sum(dtype=torch.int64)) + int(
+        flat[n - n % 2 :].sum()
+    )
+
+
+@dataclass
+class Recorder:
+    """Records one forward's aten ops and Triton launches (see the module docstring)."""
+
+    sync: Any = None
+    """A function that waits for the device (GPU), so fingerprints after a launch see its writes."""
+    events: list[list[Any]] = field(default_factory=list)
+    truncated: bool = False
+    active: bool = False
+    depth: int = 0
+    launches: Counter[str] = field(default_factory=Counter)
+    mode: Any = None
+
+    def start(self) -> None:
+        self.events, self.truncated, self.launches = [], False, Counter()
+        self.active, self.depth = True, 0
+
+    def stop(self) -> None:
+        self.active = False
+
+    def _add(self, kind: str, name: str, reads: list[int], writes: list[int]) -> None:
+        if len(self.events) >= MAX_EVENTS:
+            self.truncated = True
+            return
+        self.events.append([kind, name, sorted(set(reads)), sorted(set(writes))])
+
+    def on_aten(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
+        if not self.active or self.depth:
+            return
+        schema = func._schema
+        reads = [k for t in _tensors_in((args, kwargs)) if (k := _storage_key(t)) is not None]
+        writes = []
+        written_args = {
+            a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write
+        }
+        if written_args:
+            for i, a in enumerate(schema.arguments):
+                if a.name in written_args:
+                    value = args[i] if i < len(args) else kwargs.get(a.name)
+                    writes.extend(k for t in _tensors_in(value) if (k := _storage_key(t)) is not None)
+        fresh = all(r.alias_info is None for r in schema.returns)
+        if fresh:
+            writes.extend(k for t in _tensors_in(out) if (k := _storage_key(t)) is not None)
+        if not writes:
+            return  # a view, a query, or an op that returns no tensor
+        self._add("aten", _op_name(func), reads, writes)
+
+    def wrap_launch(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], run: Any) -> Any:
+        """Run one Triton launch; when recording, note its tensors and which of them it changed."""
+        if not self.active or self.depth:
+            return run()
+        tensors = [t for t in _launch_tensors(args, kwargs)]
+        self.depth += 1
+        try:
+            before = [fingerprint(t) for t in tensors]
+            result = run()
+            if self.sync is not None:
+                self.sync()
+            after = [fingerprint(t) for t in tensors]
+        finally:
+            self.depth -= 1
+        keys = [_storage_key(t) for t in tensors]
+        reads = [k for k in keys if k is not None]
+        writes = [k for k, b, a in zip(keys, before, after, strict=True) if k is not None and b != a]
+        self.launches[name] += 1
+        self._add("triton", name, reads, writes)
+        return result
+
+
+def _launch_tensors(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[torch.Tensor]:
+    found: list[torch.Tensor] = []
+    for v in list(args) + list(kwargs.values()):
+        if isinstance(v, torch.Tensor):
+            found.append(v)
+        elif isinstance(getattr(v, "base", None), torch.Tensor):  # Triton's TensorDescriptor
+            found.append(v.base)
+    return found
+
+
+class RecordingMode(TorchDispatchMode):
+    """The dispatch mode that feeds a Recorder; every op runs as it would without it."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        super().__init__()
+        self.recorder = recorder
+
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
+    ) -> Any:
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        self.recorder.on_aten(func, args, kwargs, out)
+        return out
+
+
+def install_launch_hooks(recorder: Recorder) -> list[tuple[Any, Any]]:
+    """Route every Triton launch (JIT and interpreter) through the recorder; returns what was replaced.
+
+    `kernel[grid](...)`, `kernel.run(...)` and autotuned launches all go through `run`; a warm-up
+    (compile only) is not a launch.
+    """
+    from triton.runtime.jit import JITFunction
+
+    classes: list[Any] = [JITFunction]
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+
+        classes.append(InterpretedFunction)
+    except ImportError:
+        pass
+    replaced = []
+    for cls in classes:
+        original = cls.run
+
+        def run(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            if kwargs.get("warmup", False):
+                return _original(self, *args, **kwargs)
+            fn = getattr(self, "fn", None)
+            name = getattr(fn, "__name__", None) or getattr(self, "__name__", "kernel")
+            return recorder.wrap_launch(name, args, kwargs, lambda: _original(self, *args, **kwargs))
+
+        cls.run = run
+        replaced.append((cls, run))
+    return replaced
+
+
+def classify_op(name: str) -> str:
+    """'movement', 'constant' or 'compute' for an aten op packet name."""
+    if name in MOVEMENT_OPS:
+        return "movement"
+    if name in CONSTANT_OPS:
+        return "constant"
+    return "compute"
+
+
+def compute_ops(events: list[list[Any]]) -> Counter[str]:
+    """aten compute ops (not data movement, not constants) in recorded events, with counts."""
+    return Counter(e[1] for e in events if e[0] == "aten" and classify_op(e[1]) == "compute")
+
+
+@dataclass
+class Provenance:
+    """What the judge concludes from a recorded forward."""
+
+    ok: bool
+    error_kind: str | None = None
+    """"torch_fallback" or "forbidden" when not ok."""
+    reason: str = ""
+    torch_ops: list[str] = field(default_factory=list)
+    """Compute ops that ran through torch in forward, as "aten::mm x2"."""
+    triton_launches: int = 0
+    triton_writes: int = 0
+
+
+def analyse(report: dict[str, Any], reference_ops: set[str] | None = None) -> Provenance:
+    """Judge a Recorder report (as JSON from the candidate process): see the module docstring."""
+    events = report.get("events")
+    if not isinstance(events, list):
+        return Provenance(False, "forbidden", "the evidence report is malformed")
+    clean: list[tuple[str, str, list[int], list[int]]] = []
+    for e in events:
+        if (
+            not isinstance(e, list) or len(e) != 4 or e[0] not in ("aten", "triton") or not isinstance(e[1], str)
+            or not all(isinstance(x, list) and all(isinstance(k, int) for k in x) for x in e[2:])
+        ):  # fmt: skip
+            return Provenance(False, "forbidden", "the evidence report is malformed")
+        clean.append((e[0], e[1], e[2], e[3]))
+    before = {k for k in report.get("before", []) if isinstance(k, int)}
+    outputs = [k for k in report.get("outputs", []) if isinstance(k, int)]
+    ops = compute_ops([list(e) for e in clean])
+    torch_ops = [f"aten::{name} x{n}" for name, n in sorted(ops.items())]
+    launches = sum(1 for e in clean if e[0] == "triton")
+    triton_writes = sum(1 for e in clean if e[0] == "triton" and e[3])
+    base = {"torch_ops": torch_ops, "triton_launches": launches, "triton_writes": triton_writes}
+    if report.get("truncated"):
+        return Provenance(False, "forbidden", f"forward dispatched over {MAX_EVENTS} torch ops", **base)
+    if launches == 0:
+        return Provenance(False, "torch_fallback", "forward launched no Triton kernel", **base)
+    if reference_ops and reference_ops <= set(ops):
+        names = ", ".join(f"aten::{n}" for n in sorted(reference_ops))
+        return Provenance(
+            False,
+            "torch_fallback",
+            f"forward ran every compute op the reference runs ({names}) through torch: the Triton "
+            "kernels beside them are not doing the work",
+            **base,
+        )
+    writers: dict[int, list[int]] = {}
+    for i, (_, _, _, writes) in enumerate(clean):
+        for k in writes:
+            writers.setdefault(k, []).append(i)
+
+    def last_writer(key: int, before_index: int) -> int | None:
+        found = None
+        for i in writers.get(key, []):
+            if i < before_index:
+                found = i
+            else:
+                break
+        return found
+
+    for n, out in enumerate(outputs):
+        reaches_triton, unaccounted = False, set()
+        stack, seen = [(out, len(clean))], set()
+        while stack:
+            key, at = stack.pop()
+            w = last_writer(key, at)
+            if (key, w) in seen:
+                continue
+            seen.add((key, w))
+            if w is None:
+                if key not in before:
+                    unaccounted.add(key)
+                continue
+            kind, _, reads, _ = clean[w]
+            if kind == "triton":
+                reaches_triton = True
+            stack.extend((r, w) for r in reads)
+        if unaccounted:
+            return Provenance(
+                False,
+                "forbidden",
+                f"output {n} depends on memory that no recorded op wrote and that did not exist before "
+                "forward (work done out of the harness's sight, e.g. in another thread)",
+                **base,
+            )
+        if not reaches_triton:
+            return Provenance(
+                False,
+                "torch_fallback",
+                f"output {n} does not depend on anything a Triton kernel wrote: it was computed by torch "
+                f"({', '.join(torch_ops) or 'no compute op: an input or a parameter returned as it is'})",
+                **base,
+            )
+    return Provenance(True, **base)

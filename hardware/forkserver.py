@@ -1,0 +1,236 @@
+"""Starts one fresh, confined process per candidate, forked from a process that has imported torch.
+
+Started by the judge (hardware.judge) as `python -m hardware.forkserver FD DEVICE PARENT_PID` with the
+candidates' minimal environment; it imports torch, triton and the candidate-side harness once, never
+initialises CUDA, and then forks on request, so a candidate process starts in milliseconds with no
+state of any earlier candidate (a fork of a process that never ran one).
+
+Per candidate, three processes:
+- a keeper, forked from this server: it makes itself a subreaper, enters new PID, network and mount
+  namespaces where the OS allows (hardware.confine.enter_namespaces), forks the init and waits for it;
+  then it kills whatever was left behind and exits with the candidate's status (128 + signal when a
+  signal ended it);
+- an init: the first process of the new PID namespace (when there is one; every process in it dies
+  with it), which mounts the namespace's own /proc, forks the candidate process and reaps orphans;
+- the candidate process: confined (hardware.confine.confine_candidate), then serving the judge on its
+  own socket (hardware.runner).
+
+Every process here dies with its parent (PR_SET_PDEATHSIG): the judge, this server, the keeper, the
+candidate. The server is a subreaper too, so a process that escapes a keeper's tree ends up here and
+is killed with the next `kill`.
+
+Requests from the judge (JSON on the control channel; the candidate's socket travels beside `spawn`):
+- spawn {private_dir, memory_bytes, namespaces} -> spawned {pid}: the keeper's pid;
+- kill {pid} -> killed {status}: SIGKILL the keeper (and so the candidate's namespace), then every other
+  descendant of this server;
+- wait {pid, timeout} -> exited {status} | running: the keeper's exit status, once the candidate died.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import socket
+import sys
+import time
+import traceback
+
+from hardware.channel import Channel, ChannelClosed, ProtocolError, close_fds
+from hardware.confine import (
+    Confinement,
+    become_subreaper,
+    confine_candidate,
+    die_with_parent,
+    enter_namespaces,
+    kill_descendants,
+    private_proc,
+)
+
+
+def _vm_bytes() -> int:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _keeper(msg: dict, sock_fd: int, device: str) -> None:
+    """The keeper's life (see the module docstring); never returns."""
+    code = 70
+    try:
+        maxfd = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        os.closerange(3, sock_fd)  # the control channel and anything else the server holds
+        os.closerange(sock_fd + 1, max(sock_fd + 2, min(maxfd, 1 << 20)))
+        die_with_parent()
+        become_subreaper()
+        namespaces, problem = enter_namespaces() if msg.get("namespaces", True) else ([], "switched off")
+        private_dir = str(msg["private_dir"])
+        child = os.fork()
+        if child == 0:
+            _init(msg, sock_fd, device, private_dir, namespaces, problem)
+        os.close(sock_fd)
+        _, status = os.waitpid(child, 0)
+        if "pid" not in namespaces:
+            kill_descendants()
+        code = os.waitstatus_to_exitcode(status)  # the init's exit code carries the candidate's status
+        code = 128 - code if code < 0 else code
+    except BaseException:  # noqa: B036 - the keeper must exit, whatever happened
+        traceback.print_exc()
+    os._exit(code)
+
+
+def _init(
+    msg: dict, sock_fd: int, device: str, private_dir: str, namespaces: list[str], problem: str | None
+) -> None:
+    """The first process of the candidate's PID namespace (or a plain child without one): mounts the
+    namespace's /proc, forks the candidate process, reaps whatever is orphaned to it and exits with
+    the candidate's status. A PID namespace's first process ignores signals it has no handler for
+    (abort() would end in SIGSEGV), so the candidate runs as its child, with ordinary signals."""
+    code = 70
+    try:
+        die_with_parent()
+        if "mount" in namespaces:
+            problem_proc = private_proc()
+            if problem_proc:
+                problem = f"{problem}; {problem_proc}" if problem else problem_proc
+        child = os.fork()
+        if child == 0:
+            _candidate(msg, sock_fd, device, private_dir, namespaces, problem)
+        os.close(sock_fd)
+        while True:
+            pid, status = os.waitpid(-1, 0)
+            if pid == child:
+                code = os.waitstatus_to_exitcode(status)
+                code = 128 - code if code < 0 else min(code, 127)
+                break
+    except BaseException:  # noqa: B036
+        traceback.print_exc()
+    os._exit(code)
+
+
+def _candidate(
+    msg: dict, sock_fd: int, device: str, private_dir: str, namespaces: list[str], problem: str | None
+) -> None:
+    """The candidate process's start: confinement, then the runner; never returns."""
+    try:
+        die_with_parent()
+        os.chdir(private_dir)
+        env = msg.get("env") or {}
+        os.environ.clear()
+        os.environ.update({str(k): str(v) for k, v in env.items()})
+        os.environ.update(HOME=private_dir, TMPDIR=private_dir,
+                          TRITON_CACHE_DIR=os.path.join(private_dir, "triton-cache"))  # fmt: skip
+        _point_triton_at(private_dir)
+        memory = msg.get("memory_bytes")
+        limit = _vm_bytes() + int(memory) if memory and device == "cpu" else None
+        confinement = Confinement(memory_limit_bytes=limit, notes=[problem] if problem else [])
+        confine_candidate(confinement, private_dir=private_dir, namespaces=namespaces)
+        from hardware.runner import serve_candidate
+
+        serve_candidate(sock_fd, device, private_dir, confinement)
+    except BaseException:  # noqa: B036
+        traceback.print_exc()
+    os._exit(71)
+
+
+def _point_triton_at(private_dir: str) -> None:
+    """Triton reads its cache directory from the environment, but may have cached the value."""
+    try:
+        import triton
+
+        knobs = getattr(triton, "knobs", None)
+        if knobs is not None and hasattr(knobs, "cache"):
+            knobs.cache.dir = os.path.join(private_dir, "triton-cache")
+    except Exception:  # an older triton: the environment variable is enough
+        pass
+
+
+def _wait(pid: int, timeout: float) -> int | None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            got, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return None
+        if got == pid:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.005)
+
+
+def serve(chan: Channel, device: str) -> None:
+    chan.send({"op": "ready", "pid": os.getpid()})
+    keepers: set[int] = set()
+    while True:
+        try:
+            got = chan.recv()
+        except (ChannelClosed, ProtocolError):
+            break
+        if got is None:
+            continue
+        msg, fds = got
+        op = msg.get("op")
+        if op == "spawn":
+            if len(fds) != 1:
+                close_fds(fds)
+                chan.send({"op": "error", "error": "spawn needs exactly one socket"})
+                continue
+            pid = os.fork()
+            if pid == 0:
+                _keeper(msg, fds[0], device)
+            close_fds(fds)
+            keepers.add(pid)
+            chan.send({"op": "spawned", "pid": pid})
+        elif op == "kill":
+            pid = int(msg["pid"])
+            status = None
+            if pid in keepers:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                status = _wait(pid, 10.0)
+                keepers.discard(pid)
+            kill_descendants()
+            chan.send({"op": "killed", "status": status})
+        elif op == "wait":
+            pid = int(msg["pid"])
+            status = _wait(pid, float(msg.get("timeout", 5.0))) if pid in keepers else None
+            if status is not None:
+                keepers.discard(pid)
+            chan.send({"op": "exited", "status": status} if status is not None else {"op": "running"})
+        else:
+            close_fds(fds)
+            chan.send({"op": "error", "error": f"unknown request {op!r}"})
+    kill_descendants()
+
+
+def main(argv: list[str]) -> None:
+    fd, device, parent_pid = int(argv[0]), argv[1], int(argv[2])
+    die_with_parent()
+    if os.getppid() != parent_pid:  # the judge died before the line above took effect
+        os._exit(3)
+    become_subreaper()
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    # Everything a candidate process needs, imported once; CUDA is initialised only after the fork.
+    import numpy  # noqa: F401
+    import torch  # noqa: F401
+    import triton  # noqa: F401
+    import triton.language  # noqa: F401
+
+    import hardware.runner  # noqa: F401
+    from hardware.warmup import warm_up
+
+    warm_up(device)
+    serve(Channel(socket.socket(fileno=fd)), device)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

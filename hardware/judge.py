@@ -1,0 +1,1284 @@
+"""The judge: the process that owns the references and issues every verdict, and never imports a candidate.
+
+Started by `hardware.sandbox.WorkerPool` as `python -m hardware.judge FD DEVICE TMPDIR PARENT_PID`, one
+per GPU (N on CPU), and kept for many jobs so references stay warm. For each job it starts a fresh
+candidate process through its fork server (hardware.forkserver), confined, and drives it over a JSON
+channel (hardware.channel, hardware.runner): the candidate process gets the source, constructor
+arguments, the reference's perturbed parameters and each trial's inputs; the judge keeps the pristine
+inputs, the expected outputs, the tolerances and the timing checks, and reads back only sealed
+shared-memory tensors and JSON. A candidate process that dies, hangs, breaks the protocol or is done
+is killed with every process it started; the judge carries on with the next job.
+
+Protocol with the pool (multiprocessing.connection over a socketpair; both sides are trusted code):
+- judge -> pool: ("ready", info) once; per job ("stage", job_id, stage) at every stage change
+  (reference, compile, correctness, timing, baseline: see hardware.config.WorkerStage),
+  ("partial", job_id, result) once the candidate is verified and timed (so a slow torch.compile
+  baseline keeps the verdict), and ("result", job_id, result, restart) at the end; `restart` asks the
+  pool to replace the judge (a CUDA error or out-of-memory in the judge's own work).
+- pool -> judge: ("eval", job) or ("stop",).
+The judge enforces the candidate stages' time limits itself (it kills the candidate process); the pool
+keeps an outer limit for the judge's own work (the reference, the baseline) and as a safety net.
+
+Verification (hardware.verify has the tolerance table):
+- the reference `Model` is built from the task's init inputs with torch seeded, then its floating
+  parameters and buffers are perturbed (seeded), so a kernel that ignores a parameter whose default
+  value is neutral (a LayerNorm's weight and bias) fails; ModelNew is built with the same seed and
+  the reference's perturbed state_dict is loaded into it (it must hold every reference key, same
+  shapes);
+- shapes: the task's full inputs and its small ones on a GPU, the small ones on CPU, and always a
+  second shape: `get_small_inputs()` where defined, else the task at other sizes found by changing its
+  module-level size constants (tasks.resize); a task too large for the CPU interpreter is verified
+  there at such a size;
+- every trial uses fresh inputs from seed + trial; the model instance is kept across trials, so a
+  result cached from an earlier call fails a later one; inputs must be unchanged after forward (or
+  changed exactly as the reference changes them);
+- the output's structure must match the reference's exactly (a tensor is not a one-element list),
+  every tensor a plain torch.Tensor, same shape, dtype and device, then values within tolerance, NaN
+  and inf included; memory forward allocates reads as NaN unless written (the candidate side poisons
+  it and fails a candidate that switches the poisoning off);
+- runtime evidence (hardware.evidence) from one recorded forward: the output must come from Triton
+  kernels' writes, not from torch ops with kernels beside them, and nothing may run out of sight;
+- in strict precision, float32 outputs are also compared against a float64 run of the reference with
+  an allowance for the reference's own rounding error (hardware.verify).
+
+Timing (GPU): the candidate process times its calls with CUDA events (L2 flushed before each), the
+judge times the eager reference the same way, in alternating rounds; the judge then times a
+synchronised loop of candidate calls with its own wall clock and fails a candidate whose reported
+times are far below it; last, the timed inputs get new contents (a seed no trial used) and the
+answer must follow. The torch.compile'd reference is timed once per task in the judge, cached on disk.
+"""
+
+from __future__ import annotations
+
+import copy
+import faulthandler
+import hashlib
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any, NoReturn, get_args
+
+from hardware.channel import (
+    Channel,
+    ChannelClosed,
+    ProtocolError,
+    SharedTensor,
+    channel_pair,
+    check_sealed,
+    close_fds,
+    decode_value,
+    encode_value,
+    parse_description,
+    tensor_nbytes,
+)
+from hardware.config import EvalConfig
+from hardware.confine import die_with_parent, minimal_env
+from hardware.failures import classify_exception, tail
+from hardware.result import ErrorKind, EvalResult, Versions
+
+_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The float64 reference runs within this share of the reference stage's time limit (all its runs in one
+# job together). Before the first run its cost is estimated as the float32 run's time times
+# _FP64_COST_FACTOR (pessimistic: cuDNN float64 convolutions and CPU kernels are several times slower);
+# later runs use the measured time.
+_FP64_BUDGET_SHARE = 0.25
+_FP64_COST_FACTOR = 32.0
+_TASK_CACHE_SIZE = 3
+_RECHECK_SEED_OFFSET = 7919
+"""The post-timing re-check draws inputs from seed + this: a seed no verification trial uses."""
+_PERTURB_SEED_OFFSET = 104729
+CPU_PRIMARY_ELEMENTS = 250_000
+"""On CPU, a task without small inputs is verified at a size whose inputs hold at most this many elements."""
+CPU_SECOND_ELEMENTS = 40_000
+"""On CPU, the second (derived) shape's inputs hold at most this many elements."""
+_CANDIDATE_START_S = 60.0
+_CPU_MEMORY_BASE = 1 << 30
+_CPU_MEMORY_FACTOR = 8
+_ROUNDS = 10
+_WALL_SLACK_MS = 0.05
+_ERROR_KINDS = set(get_args(ErrorKind))
+
+
+class _Stop(Exception):
+    """Ends a job early; the result it carries is already filled in."""
+
+
+class _CandidateGone(Exception):
+    """The candidate process died, hung past its limit or broke the protocol."""
+
+    def __init__(self, kind: str, text: str) -> None:
+        super().__init__(text)
+        self.kind, self.text = kind, text
+
+
+# ------------------------------------------------------------------------------------------ processes
+class ForkServer:
+    """The judge's handle on its hardware.forkserver process (started lazily, restarted if it dies)."""
+
+    def __init__(self, device: str, gpu: str | None, tmpdir: str) -> None:
+        self.device, self.gpu, self.tmpdir = device, gpu, tmpdir
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.chan: Channel | None = None
+        self.lock = threading.Lock()
+
+    def _start(self) -> Channel:
+        chan, child = channel_pair()
+        env = minimal_env(self.device, home=self.tmpdir, gpu=self.gpu)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_REPO_ROOT, os.environ.get("PYTHONPATH", "")) if p)
+        log = open(os.path.join(self.tmpdir, "forkserver.log"), "ab")  # noqa: SIM115
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "hardware.forkserver", str(child.fileno()), self.device, str(os.getpid())],
+                env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                pass_fds=(child.fileno(),), cwd=self.tmpdir,
+            )  # fmt: skip
+        finally:
+            child.close()
+            log.close()
+        got = chan.recv(timeout=120.0)
+        if got is None or got[0].get("op") != "ready":
+            raise RuntimeError(f"the fork server did not start: {self._log_tail()}")
+        self.chan = chan
+        return chan
+
+    def _log_tail(self) -> str:
+        try:
+            with open(os.path.join(self.tmpdir, "forkserver.log"), "rb") as f:
+                return f.read()[-1500:].decode(errors="replace")
+        except OSError:
+            return ""
+
+    def _request(self, msg: dict[str, Any], fds: list[int] = (), timeout: float = 30.0) -> dict[str, Any]:  # type: ignore[assignment]
+        with self.lock:
+            if self.chan is None or self.proc is None or self.proc.poll() is not None:
+                self._start()
+            assert self.chan is not None
+            self.chan.send(msg, fds)
+            got = self.chan.recv(timeout=timeout)
+            if got is None:
+                raise RuntimeError(f"the fork server did not answer {msg.get('op')!r}")
+            close_fds(got[1])
+            return got[0]
+
+    def spawn(self, private_dir: str, memory_bytes: int | None) -> tuple[Channel, int]:
+        chan, child = channel_pair()
+        try:
+            reply = self._request({"op": "spawn", "private_dir": private_dir, "memory_bytes": memory_bytes,
+                                   "env": minimal_env(self.device, home=private_dir, gpu=self.gpu)},
+                                  [child.fileno()])  # fmt: skip
+        finally:
+            child.close()
+        if reply.get("op") != "spawned":
+            chan.close()
+            raise RuntimeError(f"the fork server could not start a candidate process: {reply}")
+        return chan, int(reply["pid"])
+
+    def kill(self, pid: int) -> int | None:
+        reply = self._request({"op": "kill", "pid": pid})
+        return reply.get("status")
+
+    def wait(self, pid: int, timeout: float) -> int | None:
+        reply = self._request({"op": "wait", "pid": pid, "timeout": timeout}, timeout=timeout + 10)
+        return reply.get("status") if reply.get("op") == "exited" else None
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+        if self.chan is not None:
+            self.chan.close()
+        self.proc, self.chan = None, None
+
+
+def _died(code: int | None) -> str:
+    if code is None:
+        return "the candidate process died"
+    if code > 128:
+        try:
+            return f"the candidate process died from {signal.Signals(code - 128).name}"
+        except ValueError:
+            return f"the candidate process died from signal {code - 128}"
+    return f"the candidate process exited with status {code}"
+
+
+class CandidateProcess:
+    """One confined candidate process, seen from the judge."""
+
+    def __init__(self, server: ForkServer, private_dir: str, memory_bytes: int | None) -> None:
+        self.server = server
+        self.private_dir = private_dir
+        self.chan, self.pid = server.spawn(private_dir, memory_bytes)
+        self.info: dict[str, Any] = {}
+        self.alive = True
+        self.limit_s: float | None = None
+        """The current stage's limit, for messages."""
+
+    def log_tail(self, limit: int = 1500) -> str:
+        try:
+            with open(os.path.join(self.private_dir, "output.log"), "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 4 * limit))
+                text = f.read().decode(errors="replace")
+        except OSError:
+            return ""
+        kept = [line for line in text.splitlines() if not line.startswith("Extension modules:")]
+        text = "\n".join(kept).replace(os.path.join(self.private_dir, "candidate.py"), "candidate.py")
+        return text.strip()[-limit:]
+
+    def _gone(self, stage: str) -> _CandidateGone:
+        status = self.server.wait(self.pid, 5.0)
+        self.alive = False
+        log = self.log_tail()
+        return _CandidateGone(
+            "crash", f"{_died(status)} during the {stage} stage" + (f"\noutput:\n{log}" if log else "")
+        )
+
+    def wait_ready(self, timeout: float) -> dict[str, Any]:
+        got = self.receive(timeout, "compile")
+        msg, fds = got
+        close_fds(fds)
+        if msg.get("op") != "ready":
+            raise _CandidateGone(
+                "forbidden", "the candidate process broke the judge's protocol before it started"
+            )
+        self.info = msg
+        return msg
+
+    def receive(self, timeout: float, stage: str) -> tuple[dict[str, Any], list[int]]:
+        try:
+            got = self.chan.recv(timeout=max(timeout, 0.0))
+        except ChannelClosed:
+            raise self._gone(stage) from None
+        except ProtocolError as exc:
+            raise _CandidateGone(
+                "forbidden", f"the candidate process broke the judge's protocol: {exc}"
+            ) from None
+        if got is None:
+            limit = f" {self.limit_s:g} s" if self.limit_s else ""
+            raise _CandidateGone("timeout", f"the {stage} stage ran past its{limit} limit; the candidate process "
+                                 "was killed")  # fmt: skip
+        return got
+
+    def request(self, msg: dict[str, Any], shared: list[SharedTensor], timeout: float, stage: str
+                ) -> tuple[dict[str, Any], list[int]]:  # fmt: skip
+        if shared:
+            msg = {**msg, "tensors": [s.description() for s in shared]}
+        try:
+            self.chan.send(msg, [s.fd for s in shared])
+        except (ChannelClosed, OSError):
+            raise self._gone(stage) from None
+        return self.receive(timeout, stage)
+
+    def close(self) -> None:
+        if self.alive:
+            try:
+                self.chan.send({"op": "exit"})
+            except (ChannelClosed, OSError, ProtocolError):
+                pass
+        try:
+            self.server.kill(self.pid)
+        except Exception as exc:  # the fork server itself is gone; it is restarted on next use
+            print(f"killing candidate process {self.pid} failed: {exc}", file=sys.stderr)
+            self.server.stop()
+        self.chan.close()
+        self.alive = False
+        shutil.rmtree(self.private_dir, ignore_errors=True)
+
+
+# ------------------------------------------------------------------------------------------ references
+@dataclass
+class _Shape:
+    """One input shape a candidate is verified on."""
+
+    label: str
+    """"full", "small" or "derived"; the key of the model built for it on both sides."""
+    module: Any
+    small: bool
+    """Use the module's get_small_inputs() / get_small_init_inputs()."""
+    note: str = ""
+    transform: Any = None
+    """Applied to the module's inputs (a sliced shape, for tasks whose sizes are not constants)."""
+
+
+@dataclass
+class _Sample:
+    """One trial's pristine inputs and the reference's outputs, float32 and (where used) float64."""
+
+    inputs: list[Any]
+    out: Any
+    inputs_after: list[Any] | None = None
+    """The inputs as the reference left them, when its forward changed them; None when it did not."""
+    out64: Any = None
+    fp64_status: str | None = None
+    """None: not tried; "used"; "not used: ..." (not applicable); "unavailable: ..." (it failed)."""
+
+
+@dataclass
+class _Reference:
+    """One shape of one task: the reference model (perturbed) and its cached samples per seed."""
+
+    shape: _Shape
+    init_inputs: list[Any]
+    model: Any
+    samples: dict[tuple[int, str], _Sample] = field(default_factory=dict)
+    fp64_s: float | None = None
+    fp64_failure: str | None = None
+
+
+@dataclass
+class _TaskState:
+    module: Any
+    name: str
+    digest: str
+    shapes: dict[tuple[bool, bool], list[_Shape]] = field(default_factory=dict)
+    """Per (device is CUDA, second shape wanted): the shapes verified, primary first."""
+    refs: dict[tuple[str, int], _Reference] = field(default_factory=dict)
+    reference_ops: set[str] | None = None
+    baseline_ms: dict[str, float | None] = field(default_factory=dict)
+
+
+def _slice_inputs(inputs: list[Any], plan: list[tuple[int, int]]) -> list[Any]:
+    """Each tensor input i narrowed to its first `size` elements along `dim` for (dim, size) in plan[i]."""
+    out = []
+    for t, cuts in zip(inputs, plan, strict=True):
+        if cuts and hasattr(t, "narrow"):
+            for dim, size in cuts:  # type: ignore[union-attr]
+                t = t.narrow(dim, 0, size)
+            t = t.contiguous()
+        out.append(t)
+    return out
+
+
+def _sliced(primary: _Shape, device: str) -> _Shape | None:
+    """A second shape for a task whose sizes are not module constants: its inputs sliced, every dim of
+    the tensors shaped like the first input, else their last dim, else their first; the first slicing
+    the reference accepts is kept."""
+    import torch
+
+    from tasks import task_inputs, task_model
+
+    try:
+        inputs = task_inputs(primary.module, small=primary.small, seed=0, device=device)
+        model = task_model(primary.module, small=primary.small, seed=0, device=device)
+    except Exception:
+        return None
+    tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
+    if not tensors or tensors[0].dim() == 0:
+        return None
+    lead = list(tensors[0].shape)
+
+    def cut(n: int) -> int:
+        return max(1, (2 * n) // 3 - (1 if (2 * n) // 3 % 2 == 0 and n > 3 else 0))
+
+    plans = []
+    plans.append([(d, cut(n)) for d, n in enumerate(lead) if n >= 2])
+    plans.append([(len(lead) - 1, cut(lead[-1]))] if lead[-1] >= 2 else [])
+    plans.append([(0, cut(lead[0]))] if lead[0] >= 2 else [])
+    for cuts in plans:
+        if not cuts:
+            continue
+        plan = [cuts if isinstance(t, torch.Tensor) and list(t.shape) == lead else [] for t in inputs]
+        try:
+            with torch.no_grad():
+                model(*_slice_inputs(inputs, plan))
+        except Exception:
+            continue
+        shape_text = "x".join(str(n) for n in _slice_inputs([tensors[0]], [cuts])[0].shape)
+        return _Shape("sliced", primary.module, primary.small, note=f"{primary.label} inputs sliced to {shape_text}",
+                      transform=lambda xs, plan=plan: _slice_inputs(xs, plan))  # fmt: skip
+    return None
+
+
+def perturb_(model: Any, seed: int) -> int:
+    """Perturb a model's floating parameters and buffers in place, deterministically; how many changed.
+
+    All-zero tensors (biases, running means) get small random values; tensors with no negative value
+    (norm weights, running variances) are scaled by exp(0.3 * N(0,1)), staying positive; the rest move by
+    a tenth of their spread. Integer buffers (num_batches_tracked) are left alone.
+    """
+    import torch
+
+    g = torch.Generator(device="cpu").manual_seed(seed + _PERTURB_SEED_OFFSET)
+    changed = 0
+    with torch.no_grad():
+        tensors = [t for _, t in model.named_parameters()] + [t for _, t in model.named_buffers()]
+        for t in tensors:
+            if not t.is_floating_point() or t.numel() == 0:
+                continue
+            noise = torch.randn(t.shape, generator=g, dtype=torch.float32).to(device=t.device, dtype=t.dtype)
+            if bool((t == 0).all()):
+                t.add_(0.1 * noise)
+            elif bool((t >= 0).all()):
+                t.mul_(torch.exp(0.3 * noise.clamp(-3, 3)))
+            else:
+                spread = float(t.float().std()) if t.numel() > 1 else float(t.abs().max())
+                t.add_((0.1 * (spread or 1.0)) * noise)
+            changed += 1
+    return changed
+
+
+def _tensors(value: Any) -> list[Any]:
+    import torch
+
+    from hardware.verify import flatten_outputs
+
+    return [v for v in flatten_outputs(value) if isinstance(v, torch.Tensor)]
+
+
+def _map_tensors(value: Any, fn: Any) -> Any:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if isinstance(value, list | tuple):
+        return type(value)(_map_tensors(v, fn) for v in value)
+    return value
+
+
+def _clone(value: Any) -> Any:
+    return _map_tensors(value, lambda t: t.clone())
+
+
+def _detach(value: Any) -> Any:
+    return _map_tensors(value, lambda t: t.detach())
+
+
+def _upcast(t: Any) -> Any:
+    import torch
+
+    if t.is_complex():
+        return t.to(torch.complex128, copy=True)
+    if t.is_floating_point():
+        return t.to(torch.float64, copy=True)
+    return t.clone()
+
+
+def _bitwise_equal(a: Any, b: Any) -> bool:
+    """Same shape, dtype and bytes (NaN payloads included)."""
+    import torch
+
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.numel() == 0:
+        return True
+    x, y = a.detach().contiguous().reshape(-1), b.detach().contiguous().to(a.device).reshape(-1)
+    if x.dtype.is_floating_point or x.dtype.is_complex:
+        x, y = x.view(torch.uint8), y.view(torch.uint8)
+    return bool(torch.equal(x, y))
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    import torch
+
+    from hardware.failures import exception_chain
+
+    return any(isinstance(e, torch.OutOfMemoryError) for e in exception_chain(exc))
+
+
+# ------------------------------------------------------------------------------------------ the judge
+class Judge:
+    """Runs jobs; holds the caches that make warm evaluation fast."""
+
+    def __init__(self, conn: Connection, device: str, tmpdir: str) -> None:
+        import torch
+        import triton
+
+        self.conn = conn
+        self.torch = torch
+        self.device = device
+        self.tmpdir = tmpdir
+        self.tasks: OrderedDict[str, _TaskState] = OrderedDict()
+        if device == "cuda":
+            torch.cuda.init()
+            self.device_name = torch.cuda.get_device_name(0)
+        else:
+            self.device_name = "cpu (Triton interpreter)"
+        self.interpret = os.environ.get("TRITON_INTERPRET") == "1"
+        self.versions = Versions(
+            torch=torch.__version__,
+            triton=triton.__version__,
+            python=sys.version.split()[0],
+            cuda=torch.version.cuda if device == "cuda" else None,
+        )
+        self.target, self.target_profile = self._detect_target()
+        gpu = os.environ.get("CUDA_VISIBLE_DEVICES") if device == "cuda" else None
+        self.forkserver = ForkServer(device, gpu, tmpdir)
+        self.forkserver._start()  # pay for the imports now, not in the first job
+        self._flush_buf: Any = None
+
+    def _detect_target(self) -> tuple[str, dict[str, Any] | None]:
+        fallback = "cpu-interpreter" if self.device == "cpu" else self.device_name
+        try:
+            from hardware.targets import detect_target
+
+            target = detect_target(self.device)
+        except Exception as exc:  # an unknown device must not stop evaluation; its name still identifies it
+            print(f"detect_target failed: {exc}", file=sys.stderr)
+            return fallback, None
+        return target.name, target.model_dump(mode="json")
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "pid": os.getpid(),
+            "device": self.device,
+            "device_name": self.device_name,
+            "target": self.target,
+            "target_profile": self.target_profile,
+            "versions": self.versions.model_dump(),
+            "interpret": self.interpret,
+        }
+
+    # ----------------------------------------------------------------- protocol with the pool
+    def serve(self) -> None:
+        self.conn.send(("ready", self.info()))
+        while True:
+            try:
+                msg = self.conn.recv()
+            except (EOFError, OSError):
+                return
+            if msg[0] == "stop":
+                return
+            if msg[0] == "eval":
+                job = msg[1]
+                result, restart = self.run_job(job)
+                self.conn.send(("result", job["job_id"], result.model_dump(mode="json"), restart))
+                if restart:
+                    return
+
+    def _stage(self, job_id: int, stage: str) -> None:
+        self.conn.send(("stage", job_id, stage))
+        self._stage_name = stage
+        self._stage_deadline = time.monotonic() + self._cfg.stage_timeout(stage)
+        if self._proc is not None:
+            self._proc.limit_s = self._cfg.stage_timeout(stage)
+
+    def _remaining(self) -> float:
+        return self._stage_deadline - time.monotonic()
+
+    # ----------------------------------------------------------------- one job
+    def run_job(self, job: dict[str, Any]) -> tuple[EvalResult, bool]:
+        cfg = EvalConfig.model_validate(job["config"])
+        self._cfg = cfg
+        res = EvalResult(stage="compile", precision=cfg.precision, device=self.device_name,
+                         target=self.target, versions=self.versions)  # fmt: skip
+        res.extra["notes"] = []
+        self._restart = False
+        self._proc: CandidateProcess | None = None
+        self._fp64_budget_s = cfg.stage_timeout("reference") * _FP64_BUDGET_SHARE
+        os.ftruncate(1, 0)  # the log holds this job's output only (stdout and stderr share it, O_APPEND)
+        try:
+            self._apply_precision(cfg.precision)
+            self._run(job, cfg, res)
+        except _Stop:
+            pass
+        except Exception as exc:
+            # A CUDA error in the judge's own work poisons its context: it must be replaced.
+            self._restart = classify_exception(exc) == "crash"
+            res.correct = False
+            res.error_kind = "harness_error"
+            res.error = tail(f"the harness failed: {traceback.format_exc()}")
+        finally:
+            if self._proc is not None:
+                res.extra["confinement"] = self._proc.info.get("confinement")
+                self._proc.close()
+                self._proc = None
+            if self.device == "cuda":
+                self.torch.cuda.empty_cache()
+        return res, self._restart
+
+    def _fail(self, res: EvalResult, stage: str, kind: str, error: str) -> NoReturn:
+        res.correct = False
+        res.stage = stage  # type: ignore[assignment]
+        res.error_kind = kind if kind in _ERROR_KINDS else "runtime_error"  # type: ignore[assignment]
+        res.error = tail(error)
+        raise _Stop
+
+    def _apply_precision(self, precision: str) -> None:
+        """TF32 for matmul and cuDNN conv only where the precision mode allows it, reference included."""
+        tf32 = precision != "strict"
+        self.torch.set_float32_matmul_precision("high" if tf32 else "highest")
+        self.torch.backends.cudnn.allow_tf32 = tf32
+
+    def _task(self, job: dict[str, Any]) -> _TaskState:
+        from tasks import exec_task_module
+
+        digest = hashlib.sha256(job["task_source"].encode()).hexdigest()[:16]
+        state = self.tasks.get(digest)
+        if state is None:
+            state = _TaskState(
+                exec_task_module(job["task_source"], job["task_name"]), job["task_name"], digest
+            )
+            state.module.__dict__["__kw_source__"] = job["task_source"]
+            self.tasks[digest] = state
+            while len(self.tasks) > _TASK_CACHE_SIZE:
+                self.tasks.popitem(last=False)
+        self.tasks.move_to_end(digest)
+        return state
+
+    def _shapes(self, task: _TaskState, cfg: EvalConfig) -> list[_Shape]:
+        """The shapes verified here: the primary one, then a second one (see the module docstring)."""
+        from tasks import exec_task_module, has_small_inputs
+        from tasks.resize import first_input_shapes, shrink
+
+        key = (self.device == "cuda", cfg.second_shape)
+        if key in task.shapes:
+            return task.shapes[key]
+        module, source = task.module, task.module.__dict__["__kw_source__"]
+        has_small = has_small_inputs(module)
+
+        def derived(budget: int, avoid: list[list[int]] | None) -> _Shape | None:
+            for b in (budget, budget // 4, budget * 4):
+                resized = shrink(source, f"{task.name}_resized", max(b, 16))
+                if resized is not None and resized.input_shapes != avoid:
+                    return _Shape("derived", exec_task_module(resized.source, f"{task.name}_resized"), False,
+                                  note=f"sizes {resized.description}")  # fmt: skip
+            return None
+
+        shapes: list[_Shape] = []
+        if self.device == "cuda":
+            shapes.append(_Shape("full", module, False))
+            full = first_input_shapes(module, small=False) or []
+            elements = sum(math.prod(s) for s in full)
+            second = _Shape("small", module, True) if has_small else derived(max(4096, elements // 8), full)
+        else:
+            if has_small:
+                shapes.append(_Shape("small", module, True))
+            else:
+                primary = derived(CPU_PRIMARY_ELEMENTS, None)
+                shapes.append(primary if primary is not None else _Shape("full", module, False))
+            first = first_input_shapes(shapes[0].module, small=shapes[0].small)
+            second = derived(CPU_SECOND_ELEMENTS, first)
+            if second is not None and shapes[0].label == "derived":
+                second.label = "derived2"
+        if second is None:
+            second = _sliced(shapes[0], self.device)
+        if cfg.second_shape and second is not None:
+            shapes.append(second)
+        task.shapes[key] = shapes
+        return shapes
+
+    def _reference(self, task: _TaskState, shape: _Shape, seed: int) -> _Reference:
+        from tasks import task_init_inputs, task_model
+
+        ref = task.refs.get((shape.label, seed))
+        if ref is None:
+            model = task_model(shape.module, small=shape.small, seed=seed, device=self.device)
+            perturb_(model, seed)
+            ref = _Reference(shape, task_init_inputs(shape.module, small=shape.small), model)
+            task.refs[(shape.label, seed)] = ref
+        return ref
+
+    def _sample(self, ref: _Reference, seed: int, precision: str, *, fp64: bool = True) -> _Sample:
+        """Pristine inputs and the reference outputs for one trial, computed once per judge."""
+        from hardware.verify import needs_float64_reference
+        from tasks import task_inputs
+
+        key = (seed, precision)
+        sample = ref.samples.get(key)
+        t32 = 0.0
+        if sample is None:
+            inputs = task_inputs(ref.shape.module, small=ref.shape.small, seed=seed, device=self.device)
+            if ref.shape.transform is not None:
+                inputs = ref.shape.transform(inputs)
+            args = _clone(inputs)
+            t0 = time.perf_counter()
+            with self.torch.no_grad():
+                out = ref.model(*args)
+            self._sync()
+            t32 = time.perf_counter() - t0
+            changed = any(
+                not _bitwise_equal(a, b) for a, b in zip(_tensors(args), _tensors(inputs), strict=True)
+            )
+            sample = ref.samples[key] = _Sample(inputs, _detach(out), inputs_after=args if changed else None)
+        if fp64 and sample.fp64_status is None:
+            if not needs_float64_reference(sample.out, precision):  # type: ignore[arg-type]
+                sample.fp64_status = (
+                    f"not used: TF32 is on for the reference in {precision} precision"
+                    if precision != "strict"
+                    else "not used: no float32 output"
+                )
+            else:
+                self._reference64(ref, sample, t32)
+        return sample
+
+    def _reference64(self, ref: _Reference, sample: _Sample, t32: float) -> None:
+        """Run a float64 copy of the reference model on upcast inputs; on failure say why, never raise."""
+        torch = self.torch
+        if ref.fp64_failure is not None:
+            sample.fp64_status = ref.fp64_failure
+            return
+        estimate = ref.fp64_s if ref.fp64_s is not None else t32 * _FP64_COST_FACTOR
+        if estimate > self._fp64_budget_s:
+            sample.fp64_status = (
+                f"unavailable: a float64 run would take ~{estimate:.3g} s, over its {self._fp64_budget_s:.3g} s "
+                "share of the reference time limit"
+            )
+            return
+        model64: Any = None
+        t0 = time.perf_counter()
+        try:
+            model64 = copy.deepcopy(ref.model).double()
+            with torch.no_grad():
+                out64 = model64(*_map_tensors(sample.inputs, _upcast))
+            self._sync()
+            sample.out64, sample.fp64_status = _detach(out64), "used"
+        except Exception as exc:
+            if _out_of_memory(exc):
+                sample.fp64_status = "unavailable: out of memory"
+                return
+            if classify_exception(exc) == "crash":
+                raise
+            first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+            sample.fp64_status = f"unavailable: {type(exc).__name__}: {first}"
+        finally:
+            del model64
+            if self.device == "cuda" and sample.fp64_status != "used":
+                torch.cuda.empty_cache()
+            spent = time.perf_counter() - t0
+            ref.fp64_s = spent
+            if sample.fp64_status != "used":
+                ref.fp64_failure = sample.fp64_status
+            self._fp64_budget_s = max(0.0, self._fp64_budget_s - spent)
+
+    def _reference_ops(self, task: _TaskState, ref: _Reference, sample: _Sample) -> set[str]:
+        """The compute ops the reference dispatches (recorded once per task, on its smallest shape)."""
+        from torch.utils._python_dispatch import _pop_mode, _push_mode
+
+        from hardware.evidence import Recorder, RecordingMode, compute_ops
+
+        if task.reference_ops is None:
+            rec = Recorder()
+            rec.start()
+            _push_mode(RecordingMode(rec))
+            try:
+                with self.torch.no_grad():
+                    ref.model(*_clone(sample.inputs))
+            finally:
+                _pop_mode()
+                rec.stop()
+            task.reference_ops = set(compute_ops(rec.events))
+        return task.reference_ops
+
+    def _sync(self) -> None:
+        if self.device == "cuda":
+            self.torch.cuda.synchronize()
+
+    # ----------------------------------------------------------------- the job's stages
+    def _run(self, job: dict[str, Any], cfg: EvalConfig, res: EvalResult) -> None:
+        job_id = job["job_id"]
+        res.torch_ops_remaining = list(job.get("torch_ops_remaining", []))
+        notes: list[str] = res.extra["notes"]
+        notes.append(
+            f"precision {cfg.precision}: TF32 {'on' if cfg.precision != 'strict' else 'off'} for matmul and "
+            "cuDNN conv, reference included"
+        )
+        # The reference first, under its own time limit: a slow reference is not the candidate's fault.
+        self._stage(job_id, "reference")
+        try:
+            task = self._task(job)
+            shapes = self._shapes(task, cfg)
+            refs = {s.label: self._reference(task, s, cfg.seed) for s in shapes}
+            for s in shapes:
+                for trial in range(cfg.trials):
+                    self._sample(refs[s.label], cfg.seed + trial, cfg.precision, fp64=cfg.reference_fp64)
+            smallest = refs[shapes[-1].label]
+            ref_ops = self._reference_ops(task, smallest, self._sample(smallest, cfg.seed, cfg.precision,
+                                                                       fp64=cfg.reference_fp64))  # fmt: skip
+        except Exception as exc:
+            self._restart = classify_exception(exc) == "crash"
+            self._fail(res, "compile", "harness_error", f"the reference could not run: {exc}")
+        origin = {"full": "get_inputs()", "small": "get_small_inputs()"}
+        for s in shapes:
+            notes.append(f"verified on {s.label} inputs ({s.note or origin.get(s.label, '')})")
+        if len(shapes) == 1:
+            notes.append("no second input shape: the task has no get_small_inputs() and its size constants "
+                         "could not be changed" if cfg.second_shape else "second shape switched off")  # fmt: skip
+        notes.append("parameters and buffers perturbed (seeded) and loaded into ModelNew")
+
+        self._stage(job_id, "compile")
+        footprint = max(self._footprint(refs[s.label], cfg) for s in shapes)
+        memory = _CPU_MEMORY_BASE + _CPU_MEMORY_FACTOR * footprint if self.device == "cpu" else None
+        private_dir = tempfile.mkdtemp(prefix="cand-", dir=self.tmpdir)
+        try:
+            self._proc = proc = CandidateProcess(self.forkserver, private_dir, memory)
+            proc.limit_s = cfg.stage_timeout("compile")
+        except Exception as exc:
+            shutil.rmtree(private_dir, ignore_errors=True)
+            self._fail(res, "compile", "harness_error", f"could not start a candidate process: {exc}")
+        try:
+            proc.wait_ready(min(self._remaining(), _CANDIDATE_START_S))
+            self._load(proc, job, shapes, refs, cfg, res)
+            self._verify(job_id, proc, shapes, refs, ref_ops, cfg, res)
+            if self.device != "cuda" or not cfg.time:
+                res.stage = "done"
+                res.timing_meaningful = False
+                res.timing_note = (
+                    "not timed: the Triton interpreter on CPU says nothing about GPU speed"
+                    if self.device != "cuda"
+                    else "not timed (time=False)"
+                )
+                return
+            self._time(job_id, proc, task, refs[shapes[0].label], cfg, res)
+        except _CandidateGone as gone:
+            stage = {"compile": "compile", "correctness": "correctness", "timing": "timing",
+                     "baseline": "timing"}.get(self._stage_name, "compile")  # fmt: skip
+            self._fail(res, stage, gone.kind, gone.text)
+
+    def _footprint(self, ref: _Reference, cfg: EvalConfig) -> int:
+        sample = ref.samples[(cfg.seed, cfg.precision)]
+        tensors = _tensors(sample.inputs) + _tensors(sample.out) + list(ref.model.state_dict().values())
+        return sum(t.numel() * t.element_size() for t in tensors)
+
+    def _load(self, proc: CandidateProcess, job: dict[str, Any], shapes: list[_Shape],
+              refs: dict[str, _Reference], cfg: EvalConfig, res: EvalResult) -> None:  # fmt: skip
+        tensors: list[Any] = []
+        models = []
+        for s in shapes:
+            ref = refs[s.label]
+            try:
+                init = encode_value(list(ref.init_inputs), tensors)
+            except TypeError as exc:
+                self._fail(
+                    res, "compile", "harness_error", f"the task's constructor arguments cannot be sent: {exc}"
+                )
+            state = []
+            for name, t in ref.model.state_dict().items():
+                tensors.append(t)
+                state.append([name, len(tensors) - 1])
+            models.append({"key": s.label, "init": init, "state": state})
+        shared = [SharedTensor.create(t, "kw-state") for t in tensors]
+        try:
+            reply, fds = proc.request({"op": "load", "source": job["candidate_source"], "seed": cfg.seed,
+                                       "models": models}, shared, self._remaining(), "compile")  # fmt: skip
+        finally:
+            for s in shared:
+                s.close()
+        close_fds(fds)
+        self._check_reply(reply, "loaded", res)
+
+    def _check_reply(self, reply: dict[str, Any], expected: str, res: EvalResult) -> None:
+        op = reply.get("op")
+        if op == "failed":
+            stage = reply.get("stage") if reply.get("stage") in ("parse", "compile", "run", "correctness",
+                                                                  "timing") else "run"  # fmt: skip
+            kind = str(reply.get("kind"))
+            if (
+                kind == "harness_error"
+            ):  # the candidate side cannot blame the harness on the candidate's behalf
+                kind = "runtime_error"
+            self._fail(res, str(stage), kind, str(reply.get("text", ""))[-2000:])
+        if op != expected:
+            self._fail(
+                res, "run", "forbidden", f"the candidate process answered {op!r} where {expected!r} was due"
+            )
+
+    def _call(self, proc: CandidateProcess, ref: _Reference, sample: _Sample, stage: str, res: EvalResult,
+              *, evidence: bool = False, keep: bool = False, refill: bool = False,
+              ) -> tuple[Any, dict[str, Any]]:  # fmt: skip
+        """One forward in the candidate process on `sample`'s inputs; (output, reply). Checks that the
+        inputs are unchanged (where the judge can see them) and the output is sealed and well formed."""
+        tensors: list[Any] = []
+        args = encode_value(list(sample.inputs), tensors)
+        shared = [SharedTensor.create(t, "kw-input") for t in tensors]
+        poison = [t.numel() * t.element_size() for t in _tensors(sample.out)]
+        try:
+            reply, fds = proc.request(
+                {"op": "call", "model": ref.shape.label, "args": args, "evidence": evidence, "stage": stage,
+                 "poison_bytes": poison, "keep": keep, "refill": refill},
+                shared, self._remaining(), stage,
+            )  # fmt: skip
+            try:
+                self._check_reply(reply, "called", res)
+                if self.device == "cpu":
+                    expected = sample.inputs_after if sample.inputs_after is not None else sample.inputs
+                    for i, (s, want) in enumerate(zip(shared, _tensors(expected), strict=True)):
+                        if not _bitwise_equal(s.tensor, want):
+                            self._fail(res, stage, "forbidden",
+                                       f"forward wrote into input {i}; inputs must be left as they were"
+                                       + (" (or changed exactly as the reference changes them)"
+                                          if sample.inputs_after is not None else ""))  # fmt: skip
+                out = self._rebuild(reply.get("structure"), fds, res)
+            finally:
+                close_fds(fds)
+        finally:
+            for s in shared:
+                s.close()
+        return out, reply
+
+    def _rebuild(self, structure: Any, fds: list[int], res: EvalResult) -> Any:
+        """The candidate's output from its JSON structure and sealed memfds, as the judge's own tensors."""
+        tensors: list[Any] = []
+        try:
+            descs = _tensor_descs(structure)
+            if len(descs) != len(fds):
+                raise ProtocolError(f"{len(fds)} output descriptors for {len(descs)} tensors")
+            for desc, fd in zip(descs, fds, strict=True):
+                shape, dtype = parse_description(desc)
+                check_sealed(fd, tensor_nbytes(shape, dtype))
+                st = SharedTensor(os.dup(fd), shape, dtype, writable=False)
+                device = self.device if desc.get("device") == self.device else str(desc.get("device"))
+                if device not in ("cpu", "cuda"):
+                    raise ProtocolError(f"output on unknown device {device!r}")
+                t = st.tensor.to(device, copy=True) if device != "cpu" else st.tensor.clone()
+                st.close()
+                tensors.append(t)
+            return decode_value(structure, tensors)
+        except ProtocolError as exc:
+            self._fail(
+                res, "correctness", "forbidden", f"the candidate process sent a malformed output: {exc}"
+            )
+
+    def _verify(self, job_id: int, proc: CandidateProcess, shapes: list[_Shape], refs: dict[str, _Reference],
+                ref_ops: set[str], cfg: EvalConfig, res: EvalResult) -> None:  # fmt: skip
+        from hardware.evidence import analyse
+        from hardware.verify import compare_outputs
+
+        first = True
+        max_abs = max_rel = 0.0
+        tolerances = []
+        for s_index, shape in enumerate(shapes):
+            ref = refs[shape.label]
+            for trial in range(cfg.trials):
+                seed = cfg.seed + trial
+                sample = self._sample(ref, seed, cfg.precision, fp64=cfg.reference_fp64)
+                if trial == 0:
+                    res.shapes_checked.append([list(t.shape) for t in _tensors(sample.inputs)])
+                evidence = s_index == 0 and trial == 1
+                out, reply = self._call(proc, ref, sample, "compile" if first else "correctness", res,
+                                        evidence=evidence)  # fmt: skip
+                if first:
+                    first = False
+                    res.stage = "correctness"
+                    self._stage(job_id, "correctness")
+                ref64 = sample.out64 if cfg.reference_fp64 else None
+                cmp = compare_outputs(
+                    out, sample.out, cfg.precision, rtol=cfg.rtol, atol=cfg.atol, ref64=ref64
+                )
+                if trial == 0:
+                    self._note_fp64(res, shape.label, sample if cfg.reference_fp64 else None, cmp.notes)
+                res.trials = max(res.trials, trial + 1)
+                if not cmp.ok:
+                    res.max_abs_error, res.max_rel_error = cmp.max_abs_error, cmp.max_rel_error
+                    res.mismatched = cmp.mismatched or None
+                    res.tolerance = cmp.tolerances[-1] if cmp.tolerances else None
+                    in_shapes = [list(t.shape) for t in _tensors(sample.inputs)]
+                    self._fail(res, "correctness", cmp.error_kind or "mismatch",
+                               f"{cmp.report}\n({shape.label} inputs {in_shapes}, trial {trial + 1}/{cfg.trials}, "
+                               f"seed {seed})")  # fmt: skip
+                if evidence:
+                    report = reply.get("evidence")
+                    prov = analyse(report if isinstance(report, dict) else {}, ref_ops)
+                    res.kernel_launches = prov.triton_launches
+                    res.torch_ops_remaining = prov.torch_ops
+                    res.extra["torch_ops_in_source"] = list(res.torch_ops_remaining)
+                    if not prov.ok:
+                        self._fail(res, "run", prov.error_kind or "torch_fallback", prov.reason)
+                    if self.device == "cuda" and isinstance(report, dict):
+                        self._check_kernels(report, res)
+                max_abs, max_rel = max(max_abs, cmp.max_abs_error), max(max_rel, cmp.max_rel_error)
+                tolerances.extend(cmp.tolerances)
+                del out
+        res.max_abs_error, res.max_rel_error = max_abs, max_rel
+        if tolerances:
+            # The loosest row applied (largest effective atol, allowance included) bounded the verdict.
+            res.tolerance = max(
+                tolerances,
+                key=lambda t: (
+                    t.rtol,
+                    t.atol * t.atol_scale + (t.allowance_factor or 0) * (t.reference_error or 0),
+                ),
+            )
+        res.correct = True
+
+    def _check_kernels(self, report: dict[str, Any], res: EvalResult) -> None:
+        """GPU: library kernels the profiler saw in one forward must have a recorded torch op behind them."""
+        kernels = report.get("kernels")
+        launch_names = report.get("launch_names") or {}
+        if not isinstance(kernels, dict) or "<profiler unavailable>" in kernels:
+            res.extra.setdefault("notes", []).append("GPU profiler unavailable: kernels not cross-checked")
+            return
+        library = {k: v for k, v in kernels.items()
+                   if isinstance(k, str) and k not in launch_names and not _is_transfer(k)}  # fmt: skip
+        aten_events = [e for e in report.get("events", []) if isinstance(e, list) and e and e[0] == "aten"]
+        res.extra["gpu_kernels"] = {"triton": sum(v for k, v in kernels.items() if k in launch_names),
+                                    "library": sum(library.values())}  # fmt: skip
+        if library and not aten_events:
+            names = ", ".join(sorted(library)[:4])
+            self._fail(res, "run", "forbidden", f"the GPU ran library kernels ({names}) that no recorded torch op "
+                       "launched: work was done out of the harness's sight")  # fmt: skip
+
+    def _note_fp64(
+        self, res: EvalResult, shape_label: str, sample: _Sample | None, cmp_notes: list[str]
+    ) -> None:
+        """Say, once per input shape, what the values were compared against and with what allowance."""
+        status = (sample and sample.fp64_status) or "not used: switched off (reference_fp64=False)"
+        res.extra.setdefault("float64_reference", {})[shape_label] = status
+        notes: list[str] = res.extra["notes"]
+        if status.startswith("unavailable"):
+            notes.append(
+                f"{shape_label} inputs: float64 reference {status}; compared against the float32 reference "
+                "alone (no reference-error allowance)"
+            )
+        notes.extend(f"{shape_label} inputs (trial 1): {n}" for n in cmp_notes)
+
+    # ----------------------------------------------------------------- timing (GPU)
+    def _flush(self) -> Any:
+        if self._flush_buf is None:
+            from hardware.timing import flush_bytes
+
+            self._flush_buf = self.torch.empty(flush_bytes(0) // 4, dtype=self.torch.int32, device="cuda")
+        return self._flush_buf
+
+    def _time_eager(self, ref: _Reference, args: list[Any], reps: int, warmup: int) -> list[float]:
+        torch = self.torch
+        flush = self._flush()
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+        with torch.no_grad():
+            for _ in range(warmup):
+                flush.zero_()
+                ref.model(*args)
+            torch.cuda.synchronize()
+            for i in range(reps):
+                flush.zero_()
+                starts[i].record()
+                ref.model(*args)
+                ends[i].record()
+            torch.cuda.synchronize()
+        return [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
+
+    def _time(self, job_id: int, proc: CandidateProcess, task: _TaskState, ref: _Reference, cfg: EvalConfig,
+              res: EvalResult) -> None:  # fmt: skip
+        from hardware.timing import flush_bytes, summarize
+        from hardware.verify import compare_outputs
+
+        res.stage = "timing"
+        self._stage(job_id, "timing")
+        sample = self._sample(ref, cfg.seed, cfg.precision, fp64=cfg.reference_fp64)
+        self._call(proc, ref, sample, "timing", res, keep=True)  # the timed inputs, kept on the device there
+        self._apply_precision(cfg.precision)
+        fb = flush_bytes(0)
+        label = ref.shape.label
+
+        def cand(reps: int, warmup: int) -> list[float]:
+            reply, fds = proc.request({"op": "time", "model": label, "reps": reps, "warmup": warmup,
+                                       "flush_bytes": fb}, [], self._remaining(), "timing")  # fmt: skip
+            close_fds(fds)
+            self._check_reply(reply, "timed", res)
+            samples = reply.get("samples")
+            if not (isinstance(samples, list) and len(samples) == reps
+                    and all(isinstance(x, float) and x >= 0 for x in samples)):  # fmt: skip
+                self._fail(res, "timing", "forbidden", "the candidate process sent malformed timings")
+            return samples
+
+        args_r = _clone(sample.inputs)
+        est_c = max(float(sorted(cand(5, 3))[2]), 1e-3)
+        est_e = max(float(sorted(self._time_eager(ref, args_r, 5, 3))[2]), 1e-3)
+        warm_c, warm_e = max(1, int(cfg.warmup_ms / est_c)), max(1, int(cfg.warmup_ms / est_e))
+        cand(1, min(warm_c, 200))
+        self._time_eager(ref, args_r, 1, min(warm_e, 200))
+        k = int(min(200, max(1, cfg.rep_ms / _ROUNDS / max(est_c, est_e))))
+        cand_samples: list[float] = []
+        eager_samples: list[float] = []
+        ratios: list[float] = []
+        for _ in range(_ROUNDS):
+            c = cand(k, 0)
+            e = self._time_eager(ref, args_r, k, 0)
+            cand_samples += c
+            eager_samples += e
+            ratios.append(float(sorted(e)[len(e) // 2] / max(sorted(c)[len(c) // 2], 1e-6)))
+        c_stats, e_stats = summarize(cand_samples), summarize(eager_samples)
+        self._wall_check(proc, label, fb, c_stats.median_ms, res)
+        # A candidate that remembers its answer per input tensor would look fast on the repeated calls
+        # above: give the timed tensors new contents (a seed no trial used) and check the answer follows.
+        other = self._sample(ref, cfg.seed + _RECHECK_SEED_OFFSET, cfg.precision, fp64=cfg.reference_fp64)
+        out, _ = self._call(proc, ref, other, "timing", res, refill=True)
+        ref64 = other.out64 if cfg.reference_fp64 else None
+        cmp = compare_outputs(out, other.out, cfg.precision, rtol=cfg.rtol, atol=cfg.atol, ref64=ref64)
+        if not cmp.ok:
+            self._fail(res, "timing", cmp.error_kind or "mismatch",
+                       "the timed input tensors, given new contents, produced a wrong answer (a result remembered "
+                       f"per input tensor?):\n{cmp.report}")  # fmt: skip
+        res.runtime_ms, res.runtime_ci_ms = c_stats.median_ms, c_stats.ci_ms
+        res.runtime_p20_ms, res.runtime_p80_ms = c_stats.p20_ms, c_stats.p80_ms
+        res.eager_ms = e_stats.median_ms
+        res.speedup_vs_eager, res.speedup_vs_eager_ci = paired_speedup_from_ratios(ratios)
+        res.timing_reps = c_stats.reps
+        res.timing_meaningful = True
+        res.extra["eager_ci_ms"] = list(e_stats.ci_ms)
+        res.timing_note = (
+            f"CUDA events, L2 flushed, {_ROUNDS} alternating rounds of {k} calls (candidate in its own "
+            f"process, eager in the judge), wall-clock cross-check passed, precision {cfg.precision}"
+        )
+        if cfg.compile_baseline:
+            self.conn.send(("partial", job_id, res.model_dump(mode="json")))
+            self._stage(job_id, "baseline")
+            res.compile_ms = self._compile_baseline(task, ref, sample.inputs, cfg)
+            if res.compile_ms:
+                res.speedup_vs_compile = res.compile_ms / res.runtime_ms
+            else:
+                res.timing_note += "; torch.compile baseline unavailable"
+        res.stage = "done"
+
+    def _wall_check(
+        self, proc: CandidateProcess, label: str, fb: int, median_ms: float, res: EvalResult
+    ) -> None:
+        """The candidate's CUDA-event times against the judge's wall clock over a synchronised loop."""
+        torch = self.torch
+        n = int(min(1000, max(3, 50.0 / max(median_ms, 1e-3))))
+
+        def loop(count: int) -> float:
+            t0 = time.perf_counter()
+            reply, fds = proc.request({"op": "loop", "model": label, "n": count, "flush_bytes": fb}, [],
+                                      self._remaining(), "timing")  # fmt: skip
+            elapsed = time.perf_counter() - t0
+            close_fds(fds)
+            self._check_reply(reply, "looped", res)
+            return elapsed * 1000.0
+
+        base = min(loop(0), loop(0))
+        total = loop(n)
+        flush = self._flush()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            flush.zero_()
+        torch.cuda.synchronize()
+        flush_ms = (time.perf_counter() - t0) * 1000.0 / n
+        per_call = max(0.0, (total - base) / n - flush_ms)
+        res.extra["wall_ms_per_call"] = per_call
+        if median_ms < per_call / 2 - _WALL_SLACK_MS:
+            self._fail(res, "timing", "forbidden",
+                       f"the candidate's CUDA-event times (median {median_ms:.4g} ms) disagree with the judge's "
+                       f"wall clock over a synchronised loop of {n} calls ({per_call:.4g} ms per call): timing "
+                       "was tampered with, or work ran outside the timed stream")  # fmt: skip
+
+    def _compile_baseline(
+        self, task: _TaskState, ref: _Reference, inputs: list[Any], cfg: EvalConfig
+    ) -> float | None:
+        """torch.compile'd reference time, once per (task, shapes, precision) per judge, cached on disk."""
+        from hardware.timing import BaselineCache, bench_interleaved, summarize
+
+        torch = self.torch
+        shapes = "x".join(str(list(t.shape)) for t in _tensors(inputs))
+        key = f"{task.digest}|{shapes}|{cfg.precision}|perturbed"
+        if key in task.baseline_ms:
+            return task.baseline_ms[key]
+        scope = f"{self.device_name}|torch {torch.__version__}|triton {self.versions.triton}"
+        cache = BaselineCache()
+        entry = cache.get(scope, key)
+        if entry is not None:
+            task.baseline_ms[key] = entry.get("compile_ms")
+            return task.baseline_ms[key]
+        import torch._dynamo
+        import torch._inductor.config as inductor_config
+
+        inductor_config.compile_threads = 1  # no compile subprocesses inside a judge that may be killed
+        args = _clone(inputs)
+        value: float | None
+        try:
+            compiled = torch.compile(ref.model)
+            with torch.no_grad():
+                compiled(*args)
+                torch.cuda.synchronize()
+                samples = bench_interleaved({"compiled": lambda: compiled(*args)}, warmup_ms=cfg.warmup_ms,
+                                            rep_ms=cfg.rep_ms)  # fmt: skip
+            value = summarize(samples["compiled"]).median_ms
+            cache.put(scope, key, {"compile_ms": value, "task": task.name, "time": time.time()})
+        except Exception as exc:  # the baseline failing is not the candidate's fault; the result says so
+            print(f"torch.compile baseline failed: {exc}", file=sys.stderr)
+            value = None
+        finally:
+            torch._dynamo.reset()
+        task.baseline_ms[key] = value
+        return value
+
+
+def paired_speedup_from_ratios(ratios: list[float]) -> tuple[float, tuple[float, float]]:
+    """Median of per-round eager/candidate ratios and its bootstrap interval."""
+    import numpy as np
+
+    from hardware.timing import bootstrap_median_ci
+
+    arr = np.asarray(ratios, dtype=np.float64)
+    return float(np.median(arr)), bootstrap_median_ci(arr)
+
+
+def _is_transfer(kernel: str) -> bool:
+    low = kernel.lower()
+    return "memcpy" in low or "memset" in low
+
+
+def _tensor_descs(structure: Any, depth: int = 0) -> list[dict[str, Any]]:
+    """The tensor entries of an encoded output structure, in index order; ProtocolError if inconsistent."""
+    found: list[dict[str, Any]] = []
+
+    def walk(v: Any, d: int) -> None:
+        if d > 16 or not isinstance(v, dict):
+            raise ProtocolError("malformed output structure")
+        if "T" in v:
+            found.append(v)
+        for tag in ("U", "L"):
+            if tag in v:
+                if not isinstance(v[tag], list):
+                    raise ProtocolError("malformed output structure")
+                for x in v[tag]:
+                    walk(x, d + 1)
+
+    walk(structure, depth)
+    if [d.get("T") for d in found] != list(range(len(found))):
+        raise ProtocolError("output tensors are not numbered in order")
+    return found
+
+
+def _watch_parent(parent_pid: int, tmpdir: str) -> None:
+    """Exit when the pool is gone (a second line of defence beside PR_SET_PDEATHSIG)."""
+    while True:
+        time.sleep(1.0)
+        if os.getppid() != parent_pid:
+            shutil.rmtree(tmpdir, ignore_errors=True)
+            os._exit(3)
+
+
+def main(argv: list[str]) -> None:
+    fd, device, tmpdir, parent_pid = int(argv[0]), argv[1], argv[2], int(argv[3])
+    die_with_parent()
+    if os.getppid() != parent_pid:
+        os._exit(3)
+    # A candidate cannot reach this process (it runs in its own sandbox), but if one signals it anyway
+    # the judge keeps going: only SIGKILL (from its pool) ends it.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(sig, signal.SIG_IGN)
+    conn = Connection(fd)
+    faulthandler.enable(file=sys.stderr, all_threads=False)
+    threading.Thread(target=_watch_parent, args=(parent_pid, tmpdir), daemon=True).start()
+    judge: Judge | None = None
+    try:
+        try:
+            judge = Judge(conn, device, tmpdir)
+        except Exception:
+            traceback.print_exc()
+            conn.send(("failed", traceback.format_exc()))
+            return
+        judge.serve()
+    except OSError:  # the pool closed its end: it is gone or done with this judge
+        pass
+    finally:
+        if judge is not None:
+            judge.forkserver.stop()
+        if os.getppid() != parent_pid:
+            shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,477 @@
+"""The candidate side of an evaluation: one confined process that imports one candidate and runs it.
+
+A fork of hardware.forkserver (which has already imported torch and triton) becomes this process,
+confines itself (hardware.confine), installs the evidence recorder (hardware.evidence), and only then
+imports the candidate. It holds nothing worth stealing: it is sent the candidate's source, the
+constructor arguments, the reference's (perturbed) parameters and each call's inputs, never an
+expected output, and it cannot issue a verdict: it answers the judge's requests with plain JSON and
+sealed shared-memory tensors (hardware.channel), which the judge checks for itself. It serves one
+candidate and is then killed with every process it started.
+
+Requests (JSON, from the judge) and answers:
+- load: write and import the candidate, build ModelNew for each set of constructor arguments with
+  torch seeded as for the reference, load the reference's state_dict into it -> loaded | failed;
+- call: run forward once on the given inputs (poisoned memory, optionally recorded as evidence),
+  check the output's structure and types, return each output tensor in a sealed memfd -> called |
+  failed;
+- time (GPU): warm-up, then timed calls with CUDA events and an L2 flush before each -> timed;
+- loop (GPU): n calls and a device-wide synchronize, for the judge's wall clock -> looped;
+- exit.
+
+Functions the harness relies on are captured before the candidate is imported, from C types whose
+attributes cannot be replaced where possible, so that a candidate patching torch's Python modules
+does not change what the harness measures. What it cannot prevent is listed in the README.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import importlib.util
+import os
+import sys
+import warnings
+from typing import Any, NoReturn
+
+from hardware.channel import (
+    Channel,
+    ChannelClosed,
+    ProtocolError,
+    SharedTensor,
+    close_fds,
+    decode_value,
+    describe_tensor,
+    parse_description,
+    tensor_to_memfd,
+)
+from hardware.confine import Confinement
+from hardware.evidence import Recorder, RecordingMode, install_launch_hooks, tensors_reachable
+from hardware.failures import classify_exception, format_exception, tail
+
+CANDIDATE_MODULE = "candidate"
+
+
+class _Failed(Exception):
+    """Ends a request with a failure the judge is told about."""
+
+    def __init__(self, stage: str, kind: str, text: str) -> None:
+        super().__init__(text)
+        self.stage, self.kind, self.text = stage, kind, tail(text)
+
+
+def _fail(stage: str, kind: str, text: str) -> NoReturn:
+    raise _Failed(stage, kind, text)
+
+
+class Runner:
+    """Serves one candidate's requests on `chan` (see the module docstring)."""
+
+    def __init__(self, chan: Channel, device: str, private_dir: str, confinement: Confinement) -> None:
+        import torch
+        import triton
+        from torch.utils import _python_dispatch
+
+        self.torch = torch
+        self.chan = chan
+        self.device = device
+        self.private_dir = private_dir
+        self.confinement = confinement
+        self.cuda = device == "cuda"
+        # Captured before any candidate code exists (see the module docstring).
+        self._frames = sys._current_frames
+        self._det_enabled = torch.are_deterministic_algorithms_enabled
+        self._set_det = torch.use_deterministic_algorithms
+        self._det_module = torch.utils.deterministic
+        self._stack_len = torch._C._len_torch_dispatch_stack
+        self._stack_at = torch._C._get_dispatch_stack_at
+        self._fn_stack_len = torch._C._len_torch_function_stack
+        self._push_mode = _python_dispatch._push_mode
+        self._pop_mode = _python_dispatch._pop_mode
+        self._zero = torch._C.TensorBase.zero_
+        self._no_grad = torch.no_grad
+        if self.cuda:
+            torch.cuda.init()
+            self._sync = torch._C._cuda_synchronize
+            self._event = torch._C._CudaEventBase
+            self._record = torch._C._CudaEventBase.record
+            self._elapsed = torch._C._CudaEventBase.elapsed_time
+            self._stream = torch.cuda.current_stream()
+            self._device_frees = lambda: int(torch.cuda.memory_stats().get("num_device_free", 0))
+            self.device_name = torch.cuda.get_device_name(0)
+        else:
+            self._sync = None
+            self.device_name = "cpu (Triton interpreter)"
+        self.recorder = Recorder(sync=self._sync)
+        self._hooks = install_launch_hooks(self.recorder)
+        self._threads_at_start = set(self._frames())
+        self.versions = {"torch": torch.__version__, "triton": triton.__version__,
+                         "python": sys.version.split()[0],
+                         "cuda": torch.version.cuda if self.cuda else None}  # fmt: skip
+        self.module: Any = None
+        self.path = os.path.join(private_dir, f"{CANDIDATE_MODULE}.py")
+        self.models: dict[str, Any] = {}
+        self.timing_args: dict[str, list[Any]] = {}
+        self._flush_buf: Any = None
+
+    # ------------------------------------------------------------------ protocol
+    def serve(self) -> None:
+        self.chan.send({"op": "ready", "pid": os.getpid(), "device_name": self.device_name,
+                        "versions": self.versions, "confinement": self.confinement.model_dump()})  # fmt: skip
+        while True:
+            try:
+                got = self.chan.recv()
+            except (ChannelClosed, ProtocolError):
+                return
+            if got is None:
+                continue
+            msg, fds = got
+            op = msg.get("op")
+            if op == "exit":
+                close_fds(fds)
+                return
+            out_fds: list[int] = []
+            try:
+                handler = {"load": self.load, "call": self.call, "time": self.time, "loop": self.loop}.get(op)
+                if handler is None:
+                    close_fds(fds)
+                    _fail("compile", "harness_error", f"unknown request {op!r}")
+                reply, out_fds = handler(msg, fds)
+            except _Failed as f:
+                reply = {"op": "failed", "stage": f.stage, "kind": f.kind, "text": f.text}
+            except Exception as exc:  # the harness's own fault, reported as such
+                import traceback
+
+                reply = {"op": "failed", "stage": "compile", "kind": "harness_error",
+                         "text": tail(f"the candidate-side harness failed: {traceback.format_exc()}")}  # fmt: skip
+                del exc
+            self.chan.send(reply, out_fds)
+            close_fds(out_fds)
+
+    def _shared(self, msg: dict[str, Any], fds: list[int], *, writable: bool) -> list[SharedTensor]:
+        descs = msg.get("tensors", [])
+        if not isinstance(descs, list) or len(descs) != len(fds):
+            close_fds(fds)
+            raise ProtocolError("tensor descriptions and descriptors do not match")
+        return [
+            SharedTensor(fd, *parse_description(d), writable=writable)
+            for d, fd in zip(descs, fds, strict=True)
+        ]
+
+    # ------------------------------------------------------------------ load
+    def load(self, msg: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
+        torch = self.torch
+        shared = self._shared(msg, fds, writable=False)
+        tensors = [s.tensor for s in shared]
+        with open(self.path, "w") as f:
+            f.write(msg["source"])
+        spec = importlib.util.spec_from_file_location(CANDIDATE_MODULE, self.path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[CANDIDATE_MODULE] = module  # triton and dataclasses look modules up by name
+        try:
+            spec.loader.exec_module(module)
+        except SyntaxError as exc:
+            _fail("parse", "syntax_error", format_exception(exc, self.path))
+        except BaseException as exc:  # noqa: B036 - SystemExit at import is a failed import too
+            kind = classify_exception(exc) if isinstance(exc, Exception) else "import_error"
+            _fail("compile", "import_error" if kind == "runtime_error" else kind,
+                  f"importing the candidate failed: {format_exception(exc, self.path)}")  # fmt: skip
+        self._check_threads("importing the candidate")
+        self.module = module
+        model_cls = getattr(module, "ModelNew", None)
+        if not isinstance(model_cls, type):
+            _fail("parse", "static_check", "the candidate defines no ModelNew class")
+        notes = []
+        for spec_m in msg["models"]:
+            init = decode_value(spec_m["init"], tensors)
+            state = {name: tensors[i] for name, i in spec_m["state"]}
+            torch.manual_seed(int(msg["seed"]))
+            try:
+                model = model_cls(*init)
+                if isinstance(model, torch.nn.Module):
+                    model = model.to(self.device)
+            except BaseException as exc:  # noqa: B036
+                kind = classify_exception(exc) if isinstance(exc, Exception) else "runtime_error"
+                _fail("compile", kind, f"ModelNew(*init_inputs) raised {format_exception(exc, self.path)}")
+            if not isinstance(model, torch.nn.Module):
+                _fail(
+                    "compile",
+                    "runtime_error",
+                    f"ModelNew(...) made a {type(model).__name__}, not an nn.Module",
+                )
+            if state:
+                own = model.state_dict()
+                missing = [n for n in state if n not in own]
+                wrong = [f"{n} {list(own[n].shape)} (reference {list(state[n].shape)})"
+                         for n in state if n in own and own[n].shape != state[n].shape]  # fmt: skip
+                if missing or wrong:
+                    _fail("compile", "runtime_error",
+                          "ModelNew must hold the reference's parameters and buffers under the same names and "
+                          "shapes; they are loaded into it (perturbed) after construction. "
+                          + (f"Missing: {', '.join(missing[:8])}. " if missing else "")
+                          + (f"Different shape: {', '.join(wrong[:8])}." if wrong else ""))  # fmt: skip
+                try:
+                    model.load_state_dict(state, strict=False)
+                except Exception as exc:
+                    _fail("compile", "runtime_error", f"loading the reference's state_dict into ModelNew failed: "
+                          f"{format_exception(exc, self.path)}")  # fmt: skip
+            self.models[str(spec_m["key"])] = model
+        for s in shared:
+            s.close()
+        return {"op": "loaded", "notes": notes}, []
+
+    # ------------------------------------------------------------------ call
+    def _device_args(self, key: str, msg: dict[str, Any], shared: list[SharedTensor]) -> list[Any]:
+        """Forward's arguments: on CPU the shared tensors themselves (so the judge sees any write to
+        them); on a GPU device copies, refilled in place when the request says so."""
+        host = [s.tensor for s in shared]
+        if not self.cuda:
+            return decode_value(msg["args"], host)
+        if msg.get("refill") and key in self.timing_args:
+            dev = self.timing_args[key]
+            for d, h in zip(dev, host, strict=True):
+                d.copy_(h)
+        else:
+            dev = [h.to(self.device) for h in host]
+            if msg.get("keep"):
+                self.timing_args[key] = dev
+        return decode_value(msg["args"], dev)
+
+    def call(self, msg: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
+        key = str(msg["model"])
+        model = self.models.get(key)
+        if model is None:
+            close_fds(fds)
+            raise ProtocolError(f"no model {key!r}")
+        shared = self._shared(msg, fds, writable=True)
+        args = self._device_args(key, msg, shared)
+        stage = str(msg.get("stage", "correctness"))
+        record = bool(msg.get("evidence"))
+        before_keys: set[int] = set()
+        if record:
+            before_keys = self._storages(args, model)
+        arg_prints = self._arg_prints(args) if self.cuda else None
+        self._poison([int(n) for n in msg.get("poison_bytes", [])])
+        out = self._forward(model, args, stage, record)
+        if arg_prints is not None and self._arg_prints(args) != arg_prints:
+            _fail(
+                "correctness",
+                "forbidden",
+                "forward wrote into its input tensors; inputs must be left as they were",
+            )
+        structure, tensors = self._encode_output(out)
+        report: dict[str, Any] = {"op": "called", "structure": structure,
+                                  "launches": sum(self.recorder.launches.values()) if record else None}  # fmt: skip
+        if record:
+            from hardware.evidence import _storage_key
+
+            report["evidence"] = {
+                "events": self.recorder.events,
+                "truncated": self.recorder.truncated,
+                "before": sorted(before_keys),
+                "outputs": [k for t in tensors if (k := _storage_key(t)) is not None],
+                "launch_names": dict(self.recorder.launches),
+            }
+            if self.cuda:
+                report["evidence"]["kernels"] = self._profile_kernels(model, args)
+        out_fds = []
+        try:
+            for t in tensors:
+                out_fds.append(tensor_to_memfd(t, "kw-output", seal=True))
+        except BaseException:
+            close_fds(out_fds)
+            raise
+        if self.cuda:  # on CPU forward may keep references to its inputs; the mapping stays with them
+            for s in shared:
+                s.close()
+        del out, tensors
+        return report, out_fds
+
+    def _storages(self, args: Any, model: Any) -> set[int]:
+        """Storages that exist before forward: its inputs, the model's tensors and the module's."""
+        from hardware.evidence import _storage_key, _tensors_in
+
+        found = list(_tensors_in(args)) + list(tensors_reachable(model))
+        if self.module is not None:
+            found += list(tensors_reachable(list(vars(self.module).values())))
+        return {k for t in found if (k := _storage_key(t)) is not None}
+
+    def _arg_prints(self, args: Any) -> list[tuple[int, int]]:
+        from hardware.evidence import _tensors_in, fingerprint
+
+        return [fingerprint(t) for t in _tensors_in(args)]
+
+    def _poison(self, nbytes: list[int]) -> None:
+        """Pre-fill the CUDA caching allocator with 0xFF bytes (NaN in every float format) in blocks the
+        size of the expected outputs, so output memory forward does not write reads as NaN."""
+        if not self.cuda:
+            return
+        torch = self.torch
+        blocks = []
+        for n in nbytes:
+            for _ in range(2):
+                blocks.append(torch.empty(max(n, 512), dtype=torch.uint8, device="cuda").fill_(255))
+        del blocks
+
+    def _forward(self, model: Any, args: list[Any], stage: str, record: bool) -> Any:
+        frees = self._device_frees() if self.cuda else 0
+        mode = RecordingMode(self.recorder) if record else None
+        tampered = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self._set_det(True, warn_only=True)
+            self._det_module.fill_uninitialized_memory = True
+            if record:
+                self.recorder.start()
+                self._push_mode(mode)
+            try:
+                with self._no_grad():
+                    out = model(*args)
+                if self._sync is not None:
+                    self._sync()
+            except BaseException as exc:  # noqa: B036 - SystemExit and KeyboardInterrupt are the candidate's too
+                kind = classify_exception(exc) if isinstance(exc, Exception) else "runtime_error"
+                where = (
+                    "compile" if kind == "compile_error" else ("run" if kind == "runtime_error" else stage)
+                )
+                _fail(where, kind, f"forward raised {format_exception(exc, self.path)}")
+            finally:
+                poison_on = self._det_enabled() and self._det_module.fill_uninitialized_memory is True
+                if record:
+                    self.recorder.stop()
+                    if self._stack_len() != 1 or self._stack_at(0) is not mode:
+                        tampered.append("the dispatch mode stack was changed")
+                while self._stack_len():
+                    self._pop_mode()
+                self._set_det(False)
+        if record and any(getattr(cls, "run", None) is not fn for cls, fn in self._hooks):
+            tampered.append("Triton's launcher was replaced")
+        if self._fn_stack_len():
+            tampered.append("a torch function mode was left on")
+        if tampered:
+            _fail(stage, "forbidden", "forward tampered with the harness's recorder: " + "; ".join(tampered))
+        if not poison_on:
+            _fail(stage, "forbidden", "forward switched off the harness's poisoning of fresh memory "
+                  "(torch.use_deterministic_algorithms / fill_uninitialized_memory)")  # fmt: skip
+        if self.cuda and self._device_frees() != frees:
+            _fail(stage, "forbidden", "forward released the CUDA caching allocator's memory (empty_cache), "
+                  "which holds the harness's poisoned blocks")  # fmt: skip
+        self._check_threads("forward")
+        return out
+
+    def _check_threads(self, when: str) -> None:
+        extra = set(self._frames()) - self._threads_at_start
+        if extra:
+            _fail("run", "forbidden", f"{when} left {len(extra)} thread(s) running; a candidate may not start "
+                  "threads (work in them is out of the harness's sight)")  # fmt: skip
+
+    def _encode_output(self, out: Any) -> tuple[Any, list[Any]]:
+        """The output's structure as JSON, and its tensors; exact torch.Tensor only."""
+        torch = self.torch
+        tensors: list[Any] = []
+
+        def enc(v: Any, depth: int) -> Any:
+            if depth > 8:
+                _fail("correctness", "shape_mismatch", "forward's output is nested too deeply")
+            if type(v) is torch.Tensor:
+                tensors.append(v.detach())
+                return {"T": len(tensors) - 1, **describe_tensor(v), "device": v.device.type}
+            if isinstance(v, torch.Tensor):
+                _fail("correctness", "forbidden", f"forward returned a {type(v).__module__}.{type(v).__qualname__}, "
+                      "a tensor subclass; outputs must be plain torch.Tensor")  # fmt: skip
+            if isinstance(v, bool | int | float | str | type(None)):
+                return {"V": v}
+            if type(v) is tuple:
+                return {"U": [enc(x, depth + 1) for x in v]}
+            if type(v) is list:
+                return {"L": [enc(x, depth + 1) for x in v]}
+            _fail("correctness", "shape_mismatch", f"forward returned a {type(v).__name__}, which is neither a "
+                  "tensor nor a tuple/list of them")  # fmt: skip
+
+        return enc(out, 0), tensors
+
+    def _profile_kernels(self, model: Any, args: list[Any]) -> dict[str, int]:
+        """GPU kernels one more forward ran, by name, as the CUDA profiler saw them (all threads)."""
+        torch = self.torch
+        from torch.profiler import ProfilerActivity, profile
+
+        counts: dict[str, int] = {}
+        try:
+            with profile(activities=[ProfilerActivity.CUDA]) as prof, self._no_grad():
+                model(*args)
+                self._sync()
+            for e in prof.events():
+                if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA:
+                    counts[e.name] = counts.get(e.name, 0) + 1
+        except Exception as exc:  # the profiler is a cross-check; its absence is reported, not fatal
+            counts = {"<profiler unavailable>": 1}
+            del exc
+        return counts
+
+    # ------------------------------------------------------------------ timing (GPU)
+    def _flush(self, nbytes: int) -> Any:
+        if self._flush_buf is None or self._flush_buf.numel() * 4 < nbytes:
+            self._flush_buf = self.torch.empty(nbytes // 4, dtype=self.torch.int32, device="cuda")
+        return self._flush_buf
+
+    def time(self, msg: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
+        """`reps` calls, each after an L2 flush, between CUDA events on the harness's stream."""
+        close_fds(fds)
+        key = str(msg["model"])
+        model, args = self.models[key], self.timing_args[key]
+        flush = self._flush(int(msg["flush_bytes"]))
+        warmup, reps = int(msg.get("warmup", 0)), int(msg["reps"])
+        starts = [self._event(enable_timing=True) for _ in range(reps)]
+        ends = [self._event(enable_timing=True) for _ in range(reps)]
+        with self._no_grad():
+            for _ in range(warmup):
+                self._zero(flush)
+                model(*args)
+            self._sync()
+            for i in range(reps):
+                self._zero(flush)
+                self._record(starts[i], self._stream)
+                model(*args)
+                self._record(ends[i], self._stream)
+            self._sync()
+        samples = [float(self._elapsed(s, e)) for s, e in zip(starts, ends, strict=True)]
+        if self._stack_len() or self._fn_stack_len():
+            _fail("timing", "forbidden", "forward left a dispatch or function mode on while being timed")
+        self._check_threads("timing")
+        return {"op": "timed", "samples": samples}, []
+
+    def loop(self, msg: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
+        """`n` flushed calls and a device-wide synchronize; the judge times the whole request."""
+        close_fds(fds)
+        key = str(msg["model"])
+        model, args = self.models[key], self.timing_args[key]
+        flush = self._flush(int(msg["flush_bytes"]))
+        with self._no_grad():
+            self._sync()
+            for _ in range(int(msg["n"])):
+                self._zero(flush)
+                model(*args)
+            self._sync()
+        return {"op": "looped"}, []
+
+
+def serve_candidate(sock_fd: int, device: str, private_dir: str, confinement: Confinement) -> None:
+    """Entry point in the forked candidate process, after confinement."""
+    import socket
+
+    log_fd = os.open(os.path.join(private_dir, "output.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    os.close(log_fd)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+    faulthandler.enable(file=sys.stderr, all_threads=False)
+    chan = Channel(socket.socket(fileno=sock_fd))
+    try:
+        Runner(chan, device, private_dir, confinement).serve()
+    except (ChannelClosed, OSError):
+        pass
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # Exit without running anything the candidate may have registered (atexit, finalizers).
+        os._exit(0)

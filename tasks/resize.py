@@ -1,0 +1,183 @@
+"""Other sizes of a task: the same program with its module-level size constants changed.
+
+KernelBench tasks keep their sizes in module-level constants (`batch_size = 4096`, `dim = 393216`) that
+`get_inputs()` and `get_init_inputs()` read. Changing those constants gives the same computation at
+another size, with the model's constructor arguments consistent with its inputs. The judge uses this
+to verify every candidate on a second input shape even when a task defines no `get_small_inputs()`,
+and to find a size the CPU interpreter can run when the task is too large for it.
+
+A changed size is kept only if the task still builds and runs at it on the meta device (shapes only,
+nothing allocated); constants whose change breaks the task (a divisibility, a kernel larger than its
+input) are left alone.
+"""
+
+from __future__ import annotations
+
+import ast
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from tasks.module import exec_task_module, task_inputs, task_model
+
+
+@dataclass(frozen=True)
+class SizeConstant:
+    name: str
+    value: int
+    start: tuple[int, int]
+    """(line, column) where the value's text begins; `end` where it ends (1-based lines)."""
+    end: tuple[int, int]
+
+
+def _int_value(node: ast.expr) -> int | None:
+    """The value of an int literal or of arithmetic on int literals (`1024 * 2`), else None."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.BinOp):
+        a, b = _int_value(node.left), _int_value(node.right)
+        if a is None or b is None:
+            return None
+        ops: dict[type, Callable[[int, int], int]] = {
+            ast.Add: lambda x, y: x + y,
+            ast.Sub: lambda x, y: x - y,
+            ast.Mult: lambda x, y: x * y,
+            ast.FloorDiv: lambda x, y: x // y if y else 0,
+            ast.Pow: lambda x, y: x**y if 0 <= y <= 64 else 0,
+        }
+        fn = ops.get(type(node.op))
+        return fn(a, b) if fn is not None else None
+    return None
+
+
+def size_constants(source: str) -> list[SizeConstant]:
+    """Module-level `NAME = <int>` (or int arithmetic) assignments with values >= 2, in source order."""
+    found = []
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign):  # `height = width = 128` is one constant, named by its first name
+            target, value = node.targets[0], node.value
+            if not all(isinstance(t, ast.Name) for t in node.targets):
+                continue
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        else:
+            continue
+        v = _int_value(value)
+        if isinstance(target, ast.Name) and v is not None and v >= 2 and value.end_lineno is not None:
+            found.append(SizeConstant(target.id, v, (value.lineno, value.col_offset),
+                                      (value.end_lineno, value.end_col_offset or 0)))  # fmt: skip
+    return found
+
+
+def with_sizes(source: str, values: dict[str, int]) -> str:
+    """`source` with the named constants' values replaced (other text, comments included, unchanged)."""
+    lines = source.splitlines(keepends=True)
+    # Replace from the end so earlier positions stay valid.
+    for c in sorted(size_constants(source), key=lambda c: c.start, reverse=True):
+        if c.name not in values or values[c.name] == c.value:
+            continue
+        (l0, c0), (l1, c1) = c.start, c.end
+        head, tail = lines[l0 - 1][:c0], lines[l1 - 1][c1:]
+        lines[l0 - 1 : l1] = [f"{head}{values[c.name]}{tail}"]
+    return "".join(lines)
+
+
+def _meta_run(module: types.ModuleType) -> list[list[int]] | None:
+    """Input shapes of one meta-device forward at the module's sizes, or None when it fails there."""
+    try:
+        with torch.device("meta"):
+            inputs = task_inputs(module, small=False, seed=0, device="meta")
+            model = task_model(module, small=False, seed=0, device="meta")
+            with torch.no_grad():
+                model(*inputs)
+    except Exception:
+        return None
+    return [list(t.shape) for t in inputs if isinstance(t, torch.Tensor)]
+
+
+def _elements(shapes: list[list[int]]) -> int:
+    total = 0
+    for s in shapes:
+        n = 1
+        for d in s:
+            n *= d
+        total += n
+    return total
+
+
+@dataclass
+class Resized:
+    """A size of a task found by `shrink`."""
+
+    source: str
+    sizes: dict[str, int]
+    """The constants that changed, with their new values."""
+    input_shapes: list[list[int]]
+
+    @property
+    def description(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.sizes.items())
+
+
+def shrink(source: str, name: str, max_elements: int, *, odd: bool = True) -> Resized | None:
+    """The task at a size whose tensor inputs hold at most `max_elements` elements in all, or None.
+
+    Halves the largest constant that still reduces the inputs and keeps the task valid (checked on the
+    meta device), until the inputs fit; then, with `odd`, tries odd values for the changed constants
+    (odd sizes find masking bugs that powers of two hide), keeping each only where the task stays valid.
+    """
+    constants = {c.name: c.value for c in size_constants(source)}
+    if not constants:
+        return None
+
+    def run(values: dict[str, int]) -> list[list[int]] | None:
+        try:
+            module = exec_task_module(with_sizes(source, values), name)
+        except Exception:
+            return None
+        return _meta_run(module)
+
+    values = dict(constants)
+    shapes = run(values)
+    if shapes is None:
+        return None
+    fixed: set[str] = set()
+    for _ in range(200):
+        if _elements(shapes) <= max_elements:
+            break
+        movable = [k for k in values if k not in fixed and values[k] >= 4]
+        if not movable:
+            return None
+        k = max(movable, key=lambda n: values[n])
+        trial = {**values, k: values[k] // 2}
+        got = run(trial)
+        if got is None or _elements(got) >= _elements(shapes):
+            fixed.add(k)  # breaks the task, or does not size its inputs
+            continue
+        values, shapes = trial, got
+    else:
+        return None
+    if _elements(shapes) > max_elements:
+        return None
+    if odd:
+        for k in [k for k in values if values[k] != constants[k] and values[k] % 2 == 0 and values[k] > 2]:
+            trial = {**values, k: values[k] - 1}
+            got = run(trial)
+            if got is not None and _elements(got) <= max_elements:
+                values, shapes = trial, got
+    changed = {k: v for k, v in values.items() if v != constants[k]}
+    return Resized(with_sizes(source, values), changed, shapes) if changed else None
+
+
+def first_input_shapes(module: types.ModuleType, *, small: bool) -> list[list[int]] | None:
+    """Input shapes of the task's own inputs (`get_small_inputs` with small=True), made on the meta
+    device so nothing is allocated; None when that fails."""
+    try:
+        with torch.device("meta"):
+            inputs: list[Any] = task_inputs(module, small=small, seed=0, device="meta")
+    except Exception:
+        return None
+    return [list(t.shape) for t in inputs if isinstance(t, torch.Tensor)]
