@@ -31,9 +31,9 @@ def classify_exception(exc: BaseException) -> str:
     import torch
 
     chain = exception_chain(exc)
-    if any(isinstance(e, torch.OutOfMemoryError | MemoryError) for e in chain):
-        return "crash"
     text = " ".join(f"{type(e).__name__}: {e}" for e in chain)
+    if any(isinstance(e, torch.OutOfMemoryError | MemoryError) for e in chain) or "can't allocate memory" in text:
+        return "crash"  # out of memory, on the device or (past the candidate's memory limit) on the host
     cuda_markers = ("CUDA error", "CUDA driver error", "illegal memory access", "device-side assert",
                     "Triton Error [CUDA]", "AcceleratorError", "cudaError", "unspecified launch failure")  # fmt: skip
     if any(m in text for m in cuda_markers):

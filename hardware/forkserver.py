@@ -120,6 +120,7 @@ def _candidate(
     try:
         die_with_parent()
         os.chdir(private_dir)
+        sys.argv = ["candidate"]  # the fork server's arguments name the judge; the candidate needs none
         env = msg.get("env") or {}
         os.environ.clear()
         os.environ.update({str(k): str(v) for k, v in env.items()})

@@ -107,6 +107,8 @@ _CPU_MEMORY_FACTOR = 8
 _ROUNDS = 10
 _WALL_SLACK_MS = 0.05
 _ERROR_KINDS = set(get_args(ErrorKind))
+PARAMETERS_NOTE = "parameters and buffers perturbed (seeded) and loaded into ModelNew"
+"""The note every result carries: the reference's state was perturbed and handed to the candidate."""
 
 
 class _Stop(Exception):
@@ -271,6 +273,11 @@ class CandidateProcess:
 
     def request(self, msg: dict[str, Any], shared: list[SharedTensor], timeout: float, stage: str
                 ) -> tuple[dict[str, Any], list[int]]:  # fmt: skip
+        """Send one request and read its one answer. Anything already waiting on the channel is an answer
+        nobody asked for: a frame written by candidate code (the runner answers each request once)."""
+        if self.chan.poll(0):
+            raise _CandidateGone("forbidden", "the candidate process sent an answer no request asked for (a "
+                                 "forged reply from candidate code?)")  # fmt: skip
         if shared:
             msg = {**msg, "tensors": [s.description() for s in shared]}
         try:
@@ -278,6 +285,15 @@ class CandidateProcess:
         except (ChannelClosed, OSError):
             raise self._gone(stage) from None
         return self.receive(timeout, stage)
+
+    def in_step(self, timeout: float) -> None:
+        """A last request: the runner must answer it, and nothing else may be waiting. A forged reply sent
+        by candidate code shifts every later answer by one, which this exposes."""
+        reply, fds = self.request({"op": "ping"}, [], timeout, "correctness")
+        close_fds(fds)
+        if reply.get("op") != "pong" or self.chan.poll(0.05):
+            raise _CandidateGone("forbidden", "the candidate process's answers are out of step with the judge's "
+                                 f"requests (got {reply.get('op')!r} for a ping): a forged reply from candidate code?")
 
     def close(self) -> None:
         if self.alive:
@@ -803,7 +819,7 @@ class Judge:
         if len(shapes) == 1:
             notes.append("no second input shape: the task has no get_small_inputs() and its size constants "
                          "could not be changed" if cfg.second_shape else "second shape switched off")  # fmt: skip
-        notes.append("parameters and buffers perturbed (seeded) and loaded into ModelNew")
+        notes.append(PARAMETERS_NOTE)
 
         self._stage(job_id, "compile")
         footprint = max(self._footprint(refs[s.label], cfg) for s in shapes)
@@ -820,6 +836,7 @@ class Judge:
             self._load(proc, job, shapes, refs, cfg, res)
             self._verify(job_id, proc, shapes, refs, ref_ops, cfg, res)
             if self.device != "cuda" or not cfg.time:
+                proc.in_step(max(self._remaining(), 5.0))
                 res.stage = "done"
                 res.timing_meaningful = False
                 res.timing_note = (
@@ -1099,6 +1116,7 @@ class Judge:
             ratios.append(float(sorted(e)[len(e) // 2] / max(sorted(c)[len(c) // 2], 1e-6)))
         c_stats, e_stats = summarize(cand_samples), summarize(eager_samples)
         self._wall_check(proc, label, fb, c_stats.median_ms, res)
+        proc.in_step(max(self._remaining(), 5.0))
         # A candidate that remembers its answer per input tensor would look fast on the repeated calls
         # above: give the timed tensors new contents (a seed no trial used) and check the answer follows.
         other = self._sample(ref, cfg.seed + _RECHECK_SEED_OFFSET, cfg.precision, fp64=cfg.reference_fp64)

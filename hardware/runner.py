@@ -128,6 +128,10 @@ class Runner:
             if op == "exit":
                 close_fds(fds)
                 return
+            if op == "ping":
+                close_fds(fds)
+                self.chan.send({"op": "pong"})
+                continue
             out_fds: list[int] = []
             try:
                 handler = {"load": self.load, "call": self.call, "time": self.time, "loop": self.loop}.get(op)
@@ -343,7 +347,7 @@ class Runner:
                 while self._stack_len():
                     self._pop_mode()
                 self._set_det(False)
-        if record and any(getattr(cls, "run", None) is not fn for cls, fn in self._hooks):
+        if any(getattr(cls, "run", None) is not fn for cls, fn in self._hooks):
             tampered.append("Triton's launcher was replaced")
         if self._fn_stack_len():
             tampered.append("a torch function mode was left on")

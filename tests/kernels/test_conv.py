@@ -2,7 +2,7 @@
 
 Each case is a tiny KernelBench-style task (odd sizes) written here; its program is generated for one
 design and layout and evaluated by hardware.WorkerPool under the Triton interpreter at strict fp32
-tolerance (three trials with fresh inputs, output poisoning, the reference's state_dict copied in).
+tolerance (three trials with fresh inputs, output poisoning, the reference's state_dict, perturbed, loaded into ModelNew).
 Norm layers get random affine parameters at construction, so a program that ignored them would fail.
 
 The default run covers every kind once (2-D/3-D/1-D, stride, padding, dilation, groups, depthwise,
@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from hardware import EvalConfig, EvalResult, WorkerPool
+from hardware.judge import PARAMETERS_NOTE
 from providers.offline.conv import (
     ConvConfig,
     analyze_conv_task,
@@ -553,7 +554,7 @@ def test_case_verifies(case_results, name):
     assert res.correct, f"{name}: {res.stage} {res.error_kind}: {res.error}"
     assert res.kernel_launches and res.kernel_launches >= 1
     assert not res.torch_ops_remaining, res.torch_ops_remaining
-    assert "state_dict copied from the reference" in res.extra.get("notes", [])
+    assert PARAMETERS_NOTE in res.extra.get("notes", [])
 
 
 def test_direct_cases_use_the_tiles_they_name():

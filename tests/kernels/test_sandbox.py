@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from hardware import EvalConfig, EvalResult, WorkerPool
+from hardware.judge import PARAMETERS_NOTE
 from tasks import load_task
 
 pytestmark = pytest.mark.kernels
@@ -106,7 +107,7 @@ def test_mismatch_report_locates_errors(batch):
 def test_state_dict_copied_from_reference(pool, scale_task):
     res = pool.evaluate(scale_task, source("scale_state_dict.py"))
     assert res.correct, res.error
-    assert "parameters and buffers perturbed (seeded) and loaded into ModelNew" in res.extra["notes"]
+    assert PARAMETERS_NOTE in res.extra["notes"]
 
 
 def test_infinite_loop_times_out(pool, relu_task):

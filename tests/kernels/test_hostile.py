@@ -1,0 +1,328 @@
+"""Hostile candidates against the judge, on CPU under the Triton interpreter.
+
+Each file in hostile/ is one attack (or fault), written the way a model rewarded for speed might write
+it, grouped by the class of hole it goes for: forged verdicts, reaching the judge's state, a tensor
+subclass that compares itself, escaping the sandbox, passing a torch computation off as a kernel's,
+and weak verification. Every one must be rejected or contained with a clear error kind, and honest
+candidates evaluated before and after them must keep their verdicts. The candidates share the helper
+kernels in hostile/_kernel.txt; the test bakes paths and pids into some of them, as an attacker that
+found them would.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import signal
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from hardware import EvalConfig, EvalResult, WorkerPool
+from hardware.confine import landlock_abi
+from tasks import load_task
+
+pytestmark = pytest.mark.kernels
+
+HOSTILE = Path(__file__).parent / "hostile"
+CANDIDATES = Path(__file__).parent / "candidates"
+
+
+def hostile(name: str, **replace: object) -> str:
+    body = (HOSTILE / name).read_text()
+    for key, value in replace.items():
+        body = body.replace(key, str(value))
+    return (HOSTILE / "_kernel.txt").read_text() + "\n\n" + body
+
+
+def report(res: EvalResult) -> str:
+    """What a self-reporting candidate wrote between REPORT and END in its exception."""
+    found = re.search(r"REPORT (.*?) END", res.error or "")
+    assert found, res.error
+    return found.group(1)
+
+
+@pytest.fixture(scope="module")
+def pool():
+    os.environ["KW_TEST_SECRET_KEY"] = "kw-secret-value"  # must never reach a judge or a candidate
+    try:
+        with WorkerPool(device="cpu", workers=1) as p:
+            yield p
+    finally:
+        os.environ.pop("KW_TEST_SECRET_KEY", None)
+
+
+@pytest.fixture(scope="module")
+def relu_task():
+    return load_task(CANDIDATES / "task_relu.py")
+
+
+def judge_pid(pool: WorkerPool) -> int:
+    return pool._workers[0].proc.pid  # type: ignore[union-attr]
+
+
+def assert_honest_still_judged(pool: WorkerPool, task) -> None:
+    ok = pool.evaluate(task, hostile("honest.py"))
+    assert ok.correct, ok.error
+    wrong = pool.evaluate(task, hostile("honest_wrong.py"))
+    assert (wrong.correct, wrong.error_kind) == (False, "mismatch"), wrong.error
+
+
+# name -> (stage, error kind, text the error must contain)
+REJECTED: dict[str, tuple[str, str, str]] = {
+    # 1. forged verdicts
+    "forged_reply.py": ("correctness", "forbidden", "no request asked for"),
+    # 2. the judge in the candidate's process
+    "patch_judge_modules.py": ("correctness", "mismatch", "outside rtol"),
+    "gc_expected.py": ("correctness", "mismatch", "outside rtol"),
+    # 3. a tensor subclass deciding its own comparison
+    "tensor_subclass.py": ("correctness", "forbidden", "tensor subclass"),
+    # 5. runtime evidence instead of source scans
+    "getattr_fallback.py": ("run", "torch_fallback", "every compute op the reference runs (aten::relu)"),
+    "operator_fallback.py": ("run", "torch_fallback", "does not depend on anything a Triton kernel wrote"),
+    "suppress_fallback.py": ("run", "torch_fallback", "does not depend on anything a Triton kernel wrote"),
+    "copy_through_kernel.py": ("run", "torch_fallback", "every compute op the reference runs (aten::relu)"),
+    "thread_compute.py": ("run", "forbidden", "no recorded op wrote"),
+    "thread_left_running.py": ("run", "forbidden", "thread(s) running"),
+    "pop_recorder.py": ("run", "forbidden", "no recorded op wrote"),
+    "replace_launcher.py": ("compile", "forbidden", "launcher was replaced"),
+    # 6. verification as documented
+    "fixed_shape.py": ("correctness", "shape_mismatch", "shape [5, 123, 77], expected [3, 81, 51]"),
+    "writes_input.py": ("compile", "forbidden", "wrote into input 0"),
+    "poison_off.py": ("compile", "forbidden", "switched off the harness's poisoning"),
+    "list_output.py": ("correctness", "shape_mismatch", "got a list of 1, expected tensor[5, 123, 77]"),
+    # faults
+    "sys_exit.py": ("run", "runtime_error", "SystemExit(3)"),
+    "os_exit.py": ("compile", "crash", "exited with status 0"),
+    "deep_recursion.py": ("compile", "crash", ""),
+    "huge_alloc.py": ("compile", "crash", "memory"),
+}
+
+
+@pytest.fixture(scope="module")
+def rejected(pool, relu_task) -> dict[str, EvalResult]:
+    out = {}
+    for name in REJECTED:
+        out[name] = pool.evaluate(relu_task, hostile(name))
+    return out
+
+
+@pytest.mark.parametrize("name", list(REJECTED))
+def test_hostile_candidate_is_rejected(rejected, name):
+    stage, kind, text = REJECTED[name]
+    res = rejected[name]
+    assert not res.correct
+    assert res.error_kind == kind, res.error
+    assert res.stage == stage, (res.stage, res.error)
+    assert text in (res.error or ""), res.error
+
+
+def test_honest_candidates_keep_their_verdicts_after_the_hostile_ones(pool, relu_task, rejected):
+    # The patches, threads and corrupted state of every candidate above died with its process.
+    assert_honest_still_judged(pool, relu_task)
+    assert pool.restarts == 0  # no hostile candidate took its judge down
+
+
+def test_sys_exit_names_its_line(rejected):
+    assert "candidate.py, line" in rejected["sys_exit.py"].error
+
+
+def test_candidate_sees_no_verdict_channel(pool, relu_task):
+    res = pool.evaluate(relu_task, hostile("argv_and_env.py"))
+    assert res.error_kind == "runtime_error", res.error
+    assert "argv=['candidate']" in res.error  # no descriptor, pid or job id to forge a verdict with
+    fds = ast.literal_eval(re.search(r"fds=(\[.*?\])", res.error).group(1))
+    # stdin, the log as stdout and stderr, its own channel, and the memfds of this call's inputs
+    assert fds[:4] == ["null", "output.log", "output.log", "socket"] and set(fds[4:]) <= {"memfd"}, fds
+
+
+def test_secrets_stay_out_and_nothing_gets_out(pool, relu_task, tmp_path):
+    target = tmp_path / "stolen.txt"
+    received: list[bytes] = []
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.settimeout(0.2)
+
+    def accept() -> None:
+        end = time.monotonic() + 30
+        while time.monotonic() < end and not received:
+            try:
+                conn, _ = server.accept()
+                received.append(conn.recv(100))
+                conn.close()
+            except OSError:
+                pass
+
+    listener = threading.Thread(target=accept, daemon=True)
+    listener.start()
+    res = pool.evaluate(
+        relu_task,
+        hostile(
+            "exfiltrate.py", TARGET_FILE_PATH=target, **{"PORT = 0": f"PORT = {server.getsockname()[1]}"}
+        ),
+    )
+    server.close()
+    seen = report(res)
+    assert "kw-secret-value" not in (res.error or "")
+    assert "keys=[]" in seen, seen
+    assert "file=ok" not in seen and not target.exists(), seen
+    assert "net=ok" not in seen and not received, seen
+    assert "proc=ok" not in seen, seen  # no process environment with the secret is readable
+
+
+@pytest.mark.skipif(
+    landlock_abi() < 6 and os.geteuid() != 0, reason="needs Landlock signal scoping or namespaces"
+)
+def test_signals_do_not_leave_the_sandbox(pool, relu_task):
+    got: list[int] = []
+    previous = signal.signal(signal.SIGUSR1, lambda *_: got.append(1))
+    try:
+        before = judge_pid(pool)
+        res = pool.evaluate(
+            relu_task,
+            hostile(
+                "signal_outside.py",
+                **{"RUNNER_PID = 0": f"RUNNER_PID = {os.getpid()}", "JUDGE_PID = 0": f"JUDGE_PID = {before}"},
+            ),
+        )
+        seen = report(res)
+        time.sleep(0.2)
+        assert not got, "the candidate signalled the test runner"
+        assert "runner=sent" not in seen and "judge=sent" not in seen, seen
+        assert judge_pid(pool) == before and pool.restarts == 0
+        assert_honest_still_judged(pool, relu_task)
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+
+
+def _processes_with(marker: str) -> list[int]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if marker.encode() in cmdline:
+                found.append(int(pid))
+    return found
+
+
+def test_escaped_child_dies_with_the_candidate(pool, relu_task):
+    marker = f"kw-hostile-marker-{os.getpid()}"
+    res = pool.evaluate(relu_task, hostile("escape_child.py", **{"kw-hostile-marker-0": marker}))
+    assert res.correct, res.error  # the answer is right; what it left behind is killed
+    deadline = time.monotonic() + 5
+    while _processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _processes_with(marker)
+
+
+def test_run_directories_cannot_be_written(pool, relu_task, tmp_path):
+    log = tmp_path / "evaluations.jsonl"
+    log.write_text('{"correct": false}\n')
+    res = pool.evaluate(relu_task, hostile("write_run_dir.py", EVAL_LOG_PATH=log))
+    assert "log=written" not in report(res)
+    assert log.read_text() == '{"correct": false}\n'
+
+
+def test_ctypes_reached_through_torch_is_contained(pool, relu_task, tmp_path):
+    target = tmp_path / "libc.txt"
+    res = pool.evaluate(relu_task, hostile("ctypes_through_torch.py", TARGET_FILE_PATH=target))
+    assert report(res) == "open=-1", res.error
+    assert not target.exists()
+
+
+def test_layer_norm_that_ignores_its_parameters_fails():
+    task = load_task(HOSTILE / "task_layernorm.py")
+    with WorkerPool(device="cpu", workers=1) as pool:
+        res = pool.evaluate(task, hostile("ignores_affine.py"))
+    assert (res.correct, res.error_kind) == (False, "mismatch"), res.error
+
+
+def test_judge_and_candidates_die_with_their_parent(tmp_path):
+    """A pool whose process dies mid-evaluation (a candidate spinning) leaves no process behind."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "parent.py"
+    marker = f"kw-orphan-marker-{os.getpid()}"
+    spin = hostile("honest.py").replace(
+        "return relu(x)", f"import time\n        while True: time.sleep(0.01)  # {marker}"
+    )
+    script.write_text(
+        "import os, sys, threading, time\n"
+        f"sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})\n"
+        "from hardware import WorkerPool\n"
+        "from tasks import load_task\n"
+        f"task = load_task({str(CANDIDATES / 'task_relu.py')!r})\n"
+        "pool = WorkerPool(device='cpu', workers=1)\n"
+        f"threading.Thread(target=pool.evaluate, args=(task, {spin!r}), daemon=True).start()\n"
+        "time.sleep(6)\n"
+        "print(pool._workers[0].proc.pid, flush=True)\n"
+        "os._exit(0)\n"
+    )
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    judge = int(out.stdout.split()[0])
+
+    def left() -> list[int]:
+        alive = [judge] if Path(f"/proc/{judge}").exists() and not _zombie(judge) else []
+        for p in _processes_with("hardware.forkserver"):
+            args = _cmdline(p)
+            if args and args[-1] == str(judge) and not _zombie(p):
+                alive.append(p)
+        return alive + [p for p in _processes_with(marker) if not _zombie(p)]
+
+    deadline = time.monotonic() + 15
+    while left() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not left(), "the judge, its fork server or the spinning candidate outlived the pool's process"
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
+    except OSError:
+        return []
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_confinement_is_reported(pool, relu_task):
+    res = pool.evaluate(relu_task, hostile("honest.py"))
+    c = res.extra["confinement"]
+    assert c["environment"] == "minimal"
+    if landlock_abi() or os.geteuid() == 0:
+        assert c["filesystem"] != "not confined" and c["network"] != "not confined", c
+
+
+def test_timing_timeout_is_a_failure():
+    """A candidate that cannot be timed is not a result: a timeout in the timing stage fails it."""
+    from hardware.sandbox import WorkerPool as Pool
+
+    pool = Pool.__new__(Pool)
+    pool.device = "cpu"
+    pool._workers = []
+
+    class FakeJudge:
+        info: dict = {}
+
+        def log_tail(self) -> str:
+            return ""
+
+        def restart(self) -> None:
+            pass
+
+    verified = EvalResult(correct=True, stage="timing")
+    res = pool._on_timeout(FakeJudge(), EvalConfig(), "timing", 10.0, verified)  # type: ignore[arg-type]
+    assert (res.correct, res.error_kind, res.stage) == (False, "timeout", "timing")

@@ -1,0 +1,152 @@
+"""The judge on a real GPU: transport, timing and its cross-checks, runtime evidence (skipped without CUDA).
+
+One command on a GPU machine runs it: `pytest tests/kernels/test_judge_gpu.py -q`. With $OUT set, the
+results of every evaluation are written to $OUT/judge_gpu.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+from hardware import EvalConfig, EvalResult, WorkerPool  # noqa: E402
+from tasks import load_task  # noqa: E402
+
+HOSTILE = Path(__file__).parent / "hostile"
+RELU = Path(__file__).resolve().parents[2] / "tasks" / "level1" / "01_relu.py"
+_RESULTS: dict[str, dict] = {}
+
+
+def hostile(body: str) -> str:
+    return (HOSTILE / "_kernel.txt").read_text() + "\n\n" + body
+
+
+HONEST = """
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return relu(x)
+"""
+
+# Python-level timer patches: the harness times with C-level events it captured before the import, so
+# these change nothing (the candidate is timed honestly and passes).
+PATCHED_TIMERS = """
+import time as _time
+torch.cuda.Event.elapsed_time = lambda self, end: 1e-6
+_time.perf_counter = lambda: 0.0
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return relu(x)
+"""
+
+# The real work on a side stream that nobody waits for: CUDA events on the harness's stream see nothing.
+SIDE_STREAM = """
+_side = None
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        global _side
+        if _side is None:
+            _side = getattr(torch.cuda, "Str" + "eam")()
+        out = torch.empty_like(x)
+        with getattr(torch.cuda, "str" + "eam")(_side):
+            for _ in range(20):
+                relu_kernel[(triton.cdiv(x.numel(), 4096),)](x, out, x.numel(), BLOCK=4096)
+        return out
+"""
+
+# Torch computes in a thread; a kernel copies the result.
+THREAD = """
+import threading
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        box = []
+        t = threading.Thread(target=lambda: box.append(x.clamp(min=0)))
+        t.start()
+        t.join()
+        out = torch.empty_like(x)
+        copy_kernel[(triton.cdiv(x.numel(), 4096),)](box[0], out, x.numel(), BLOCK=4096)
+        return out
+"""
+
+# Remembers its answer per input tensor: fast when timed on the same tensors, wrong when they change.
+REMEMBERS = """
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.memo = {}
+
+    def forward(self, x):
+        key = (x.data_ptr(), x.shape)
+        if key not in self.memo:
+            self.memo[key] = relu(x)
+        return self.memo[key]
+"""
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with WorkerPool(device="cuda", workers=1) as p:
+        yield p
+    if os.environ.get("OUT"):
+        Path(os.environ["OUT"], "judge_gpu.json").write_text(json.dumps(_RESULTS, indent=1, default=str))
+
+
+@pytest.fixture(scope="module")
+def relu_task():
+    return load_task(RELU)
+
+
+def run(pool: WorkerPool, task, name: str, body: str, cfg: EvalConfig | None = None) -> EvalResult:
+    res = pool.evaluate(task, hostile(body), cfg or EvalConfig())
+    _RESULTS[name] = res.model_dump(mode="json")
+    print(f"\n{name}: {res.summary()} ({res.wall_s:.2f} s)")
+    return res
+
+
+def test_honest_candidate_is_verified_and_timed(pool, relu_task):
+    res = run(pool, relu_task, "honest", HONEST)
+    assert res.correct and res.timing_meaningful, res.error
+    assert res.shapes_checked[0] == [[4096, 16384]] and len(res.shapes_checked) == 2
+    assert 0.5 < res.speedup_vs_eager < 2.0, res.speedup_vs_eager  # a ReLU kernel runs at copy speed
+    assert res.extra["wall_ms_per_call"] > 0 and res.extra["confinement"]["environment"] == "minimal"
+    assert res.extra["gpu_kernels"]["triton"] >= 1
+
+
+def test_python_timer_patches_change_nothing(pool, relu_task):
+    honest = run(pool, relu_task, "honest again", HONEST)
+    patched = run(pool, relu_task, "patched timers", PATCHED_TIMERS)
+    assert patched.correct, patched.error
+    assert abs(patched.runtime_ms - honest.runtime_ms) / honest.runtime_ms < 0.2
+
+
+def test_work_on_a_side_stream_disagrees_with_the_wall_clock(pool, relu_task):
+    res = run(pool, relu_task, "side stream", SIDE_STREAM)
+    assert (res.correct, res.error_kind) == (False, "forbidden"), res.error
+    assert "wall clock" in res.error
+
+
+def test_torch_in_a_thread_is_caught(pool, relu_task):
+    res = run(pool, relu_task, "thread", THREAD)
+    assert (res.correct, res.error_kind) == (False, "forbidden"), res.error
+
+
+def test_answer_remembered_per_tensor_fails_the_recheck(pool, relu_task):
+    res = run(pool, relu_task, "remembers", REMEMBERS)
+    assert not res.correct and res.stage in ("correctness", "timing"), res.error
+
+
+def test_timing_timeout_fails_the_candidate(pool, relu_task):
+    slow = HONEST.replace("return relu(x)", "import time\n        time.sleep(0.3)\n        return relu(x)")
+    res = run(pool, relu_task, "timing timeout", slow, EvalConfig(timing_timeout_s=2.0))
+    assert (res.correct, res.error_kind, res.stage) == (False, "timeout", "timing"), res.error
