@@ -10,7 +10,7 @@ with every EvalResult (`extra["confinement"]`), so a user can see what held on t
   the candidate, so every process it starts dies with it and it sees no other process; a network
   namespace with no interfaces up; a mount namespace with its own /proc;
 - Landlock (Linux 5.13+, no privileges needed): writes only beneath the private directory (and device
-  files), no TCP bind or connect (ABI 4+), no signals to processes outside the sandbox and no abstract
+  files and the process's own /proc entries), no TCP bind or connect (ABI 4+), no signals to processes outside the sandbox and no abstract
   Unix sockets outside it (ABI 6+);
 - read-only mounts, where a mount namespace exists but Landlock does not;
 - resource limits: address space on CPU (a multiple of the task's footprint plus a base), file size,
@@ -274,11 +274,15 @@ def confine_candidate(c: Confinement, *, private_dir: str, namespaces: list[str]
     namespace when "pid" is among them).
     """
     c.namespaces = list(namespaces)
-    writable = [private_dir, "/dev"]
+    # Device files for the GPU, and this process's own /proc entries: the CUDA driver names its threads
+    # through /proc/self/task/*/comm and fails to start without that (resolved now, to this process).
+    writable = [private_dir, "/dev", "/proc/self"]
     abi, problem = landlock(writable)
     c.landlock_abi = abi
     if abi:
-        c.filesystem = "landlock: writes only in the private directory and device files"
+        c.filesystem = (
+            "landlock: writes only in the private directory, device files and its own /proc entries"
+        )
     elif "mount" in namespaces:
         ro_problem = read_only_mounts([private_dir])
         c.filesystem = "read-only mounts except the private directory" + (
@@ -295,12 +299,25 @@ def confine_candidate(c: Confinement, *, private_dir: str, namespaces: list[str]
     elif "pid" in namespaces:
         c.signals = "own PID namespace: no other process is visible"
     no_new_privileges()
-    c.notes.extend(limit_resources(c.memory_limit_bytes))
+    c.notes.extend(limit_resources(None))
     return c
 
 
-def kill_descendants(pid: int | None = None) -> int:
-    """SIGKILL every descendant of `pid` (default: this process) until none is left; how many died.
+def vm_bytes() -> int:
+    """This process's virtual memory size (VmSize), 0 when unknown."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def kill_descendants(pid: int | None = None, spare: set[int] | None = None) -> int:
+    """SIGKILL every descendant of `pid` (default: this process), except the subtrees of `spare`, until
+    none is left; how many died.
 
     Descendants are found from /proc (parent links), repeatedly, so processes forked while the first
     ones die are caught too. With this process a subreaper, orphans re-parent here and stay found.
@@ -322,6 +339,8 @@ def kill_descendants(pid: int | None = None) -> int:
         found, stack = [], [root]
         while stack:
             for child in children.get(stack.pop(), []):
+                if spare and child in spare:
+                    continue  # this subtree stays (a candidate process forked ahead of need)
                 found.append(child)
                 stack.append(child)
         if not found:

@@ -32,7 +32,10 @@ def classify_exception(exc: BaseException) -> str:
 
     chain = exception_chain(exc)
     text = " ".join(f"{type(e).__name__}: {e}" for e in chain)
-    if any(isinstance(e, torch.OutOfMemoryError | MemoryError) for e in chain) or "can't allocate memory" in text:
+    if (
+        any(isinstance(e, torch.OutOfMemoryError | MemoryError) for e in chain)
+        or "can't allocate memory" in text
+    ):
         return "crash"  # out of memory, on the device or (past the candidate's memory limit) on the host
     cuda_markers = ("CUDA error", "CUDA driver error", "illegal memory access", "device-side assert",
                     "Triton Error [CUDA]", "AcceleratorError", "cudaError", "unspecified launch failure")  # fmt: skip

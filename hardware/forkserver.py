@@ -19,8 +19,15 @@ Every process here dies with its parent (PR_SET_PDEATHSIG): the judge, this serv
 candidate. The server is a subreaper too, so a process that escapes a keeper's tree ends up here and
 is killed with the next `kill`.
 
-Requests from the judge (JSON on the control channel; the candidate's socket travels beside `spawn`):
-- spawn {private_dir, memory_bytes, namespaces} -> spawned {pid}: the keeper's pid;
+Candidate processes are forked ahead of need (`standby` of them, on a GPU): each confines itself and
+initialises CUDA, Triton's driver and the profiler while the judge is busy with the previous candidate,
+then waits, holding nothing, until it is handed over.
+
+Requests from the judge (JSON on the control channel):
+- configure {env, root, standby, namespaces} -> configured: the candidates' environment, where their
+  private directories go, how many to keep forked ahead;
+- spawn -> spawned {pid, private_dir} with the judge's end of the candidate's socket beside it; `pid`
+  is the keeper's;
 - kill {pid} -> killed {status}: SIGKILL the keeper (and so the candidate's namespace), then every other
   descendant of this server;
 - wait {pid, timeout} -> exited {status} | running: the keeper's exit status, once the candidate died.
@@ -33,8 +40,10 @@ import resource
 import signal
 import socket
 import sys
+import tempfile
 import time
 import traceback
+from dataclasses import dataclass
 
 from hardware.channel import Channel, ChannelClosed, ProtocolError, close_fds
 from hardware.confine import (
@@ -46,17 +55,6 @@ from hardware.confine import (
     kill_descendants,
     private_proc,
 )
-
-
-def _vm_bytes() -> int:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmSize:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
 
 
 def _keeper(msg: dict, sock_fd: int, device: str) -> None:
@@ -126,10 +124,11 @@ def _candidate(
         os.environ.update({str(k): str(v) for k, v in env.items()})
         os.environ.update(HOME=private_dir, TMPDIR=private_dir,
                           TRITON_CACHE_DIR=os.path.join(private_dir, "triton-cache"))  # fmt: skip
+        tempfile.tempdir = (
+            private_dir  # the fork server's choice is cached in the module; this one is its own
+        )
         _point_triton_at(private_dir)
-        memory = msg.get("memory_bytes")
-        limit = _vm_bytes() + int(memory) if memory and device == "cpu" else None
-        confinement = Confinement(memory_limit_bytes=limit, notes=[problem] if problem else [])
+        confinement = Confinement(notes=[problem] if problem else [])
         confine_candidate(confinement, private_dir=private_dir, namespaces=namespaces)
         from hardware.runner import serve_candidate
 
@@ -165,9 +164,41 @@ def _wait(pid: int, timeout: float) -> int | None:
         time.sleep(0.005)
 
 
+@dataclass
+class _Standby:
+    """A candidate process forked ahead of need, warming up (CUDA, Triton, the profiler) until asked for."""
+
+    pid: int
+    """The keeper's pid."""
+    sock: socket.socket
+    """The judge's end of the candidate's channel."""
+    private_dir: str
+
+
+def _fork_candidate(device: str, settings: dict) -> _Standby:
+    private_dir = tempfile.mkdtemp(prefix="cand-", dir=settings["root"])
+    judge_end, candidate_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    pid = os.fork()
+    if pid == 0:
+        judge_end.close()
+        _keeper({"private_dir": private_dir, "env": settings["env"], "namespaces": settings.get("namespaces", True)},
+                candidate_end.fileno(), device)  # fmt: skip
+    candidate_end.close()
+    return _Standby(pid, judge_end, private_dir)
+
+
 def serve(chan: Channel, device: str) -> None:
     chan.send({"op": "ready", "pid": os.getpid()})
     keepers: set[int] = set()
+    standby: list[_Standby] = []
+    settings: dict = {}
+
+    def top_up() -> None:
+        while settings and len(standby) < int(settings.get("standby", 0)):
+            s = _fork_candidate(device, settings)
+            keepers.add(s.pid)
+            standby.append(s)
+
     while True:
         try:
             got = chan.recv()
@@ -176,18 +207,21 @@ def serve(chan: Channel, device: str) -> None:
         if got is None:
             continue
         msg, fds = got
+        close_fds(fds)
         op = msg.get("op")
-        if op == "spawn":
-            if len(fds) != 1:
-                close_fds(fds)
-                chan.send({"op": "error", "error": "spawn needs exactly one socket"})
+        if op == "configure":  # {env, root, standby, namespaces}: what every candidate process gets
+            settings = dict(msg)
+            top_up()
+            chan.send({"op": "configured"})
+        elif op == "spawn":
+            if not settings:
+                chan.send({"op": "error", "error": "spawn before configure"})
                 continue
-            pid = os.fork()
-            if pid == 0:
-                _keeper(msg, fds[0], device)
-            close_fds(fds)
-            keepers.add(pid)
-            chan.send({"op": "spawned", "pid": pid})
+            s = standby.pop(0) if standby else _fork_candidate(device, settings)
+            keepers.add(s.pid)
+            chan.send({"op": "spawned", "pid": s.pid, "private_dir": s.private_dir}, [s.sock.fileno()])
+            s.sock.close()
+            top_up()
         elif op == "kill":
             pid = int(msg["pid"])
             status = None
@@ -198,7 +232,7 @@ def serve(chan: Channel, device: str) -> None:
                     pass
                 status = _wait(pid, 10.0)
                 keepers.discard(pid)
-            kill_descendants()
+            kill_descendants(spare={s.pid for s in standby})
             chan.send({"op": "killed", "status": status})
         elif op == "wait":
             pid = int(msg["pid"])
@@ -207,7 +241,6 @@ def serve(chan: Channel, device: str) -> None:
                 keepers.discard(pid)
             chan.send({"op": "exited", "status": status} if status is not None else {"op": "running"})
         else:
-            close_fds(fds)
             chan.send({"op": "error", "error": f"unknown request {op!r}"})
     kill_descendants()
 

@@ -57,9 +57,9 @@ import math
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -102,6 +102,8 @@ CPU_PRIMARY_ELEMENTS = 250_000
 CPU_SECOND_ELEMENTS = 40_000
 """On CPU, the second (derived) shape's inputs hold at most this many elements."""
 _CANDIDATE_START_S = 60.0
+STANDBY_GPU = 2
+"""Candidate processes kept forked ahead of need on a GPU."""
 _CPU_MEMORY_BASE = 1 << 30
 _CPU_MEMORY_FACTOR = 8
 _ROUNDS = 10
@@ -129,6 +131,9 @@ class ForkServer:
 
     def __init__(self, device: str, gpu: str | None, tmpdir: str) -> None:
         self.device, self.gpu, self.tmpdir = device, gpu, tmpdir
+        # On a GPU a candidate process spends ~4 s starting CUDA, Triton and the profiler: keep two
+        # forked ahead. On CPU one starts in milliseconds.
+        self.standby = STANDBY_GPU if device == "cuda" else 0
         self.proc: subprocess.Popen[bytes] | None = None
         self.chan: Channel | None = None
         self.lock = threading.Lock()
@@ -150,6 +155,11 @@ class ForkServer:
         got = chan.recv(timeout=120.0)
         if got is None or got[0].get("op") != "ready":
             raise RuntimeError(f"the fork server did not start: {self._log_tail()}")
+        chan.send({"op": "configure", "root": self.tmpdir, "standby": self.standby,
+                   "env": minimal_env(self.device, home=self.tmpdir, gpu=self.gpu)})  # fmt: skip
+        got = chan.recv(timeout=30.0)
+        if got is None or got[0].get("op") != "configured":
+            raise RuntimeError(f"the fork server could not be configured: {self._log_tail()}")
         self.chan = chan
         return chan
 
@@ -160,37 +170,31 @@ class ForkServer:
         except OSError:
             return ""
 
-    def _request(self, msg: dict[str, Any], fds: list[int] = (), timeout: float = 30.0) -> dict[str, Any]:  # type: ignore[assignment]
+    def _request(self, msg: dict[str, Any], timeout: float = 30.0) -> tuple[dict[str, Any], list[int]]:
         with self.lock:
             if self.chan is None or self.proc is None or self.proc.poll() is not None:
                 self._start()
             assert self.chan is not None
-            self.chan.send(msg, fds)
+            self.chan.send(msg)
             got = self.chan.recv(timeout=timeout)
             if got is None:
                 raise RuntimeError(f"the fork server did not answer {msg.get('op')!r}")
-            close_fds(got[1])
-            return got[0]
+            return got
 
-    def spawn(self, private_dir: str, memory_bytes: int | None) -> tuple[Channel, int]:
-        chan, child = channel_pair()
-        try:
-            reply = self._request({"op": "spawn", "private_dir": private_dir, "memory_bytes": memory_bytes,
-                                   "env": minimal_env(self.device, home=private_dir, gpu=self.gpu)},
-                                  [child.fileno()])  # fmt: skip
-        finally:
-            child.close()
-        if reply.get("op") != "spawned":
-            chan.close()
+    def spawn(self) -> tuple[Channel, int, str]:
+        """A candidate process: (the judge's channel to it, its keeper's pid, its private directory)."""
+        reply, fds = self._request({"op": "spawn"})
+        if reply.get("op") != "spawned" or len(fds) != 1:
+            close_fds(fds)
             raise RuntimeError(f"the fork server could not start a candidate process: {reply}")
-        return chan, int(reply["pid"])
+        return Channel(socket.socket(fileno=fds[0])), int(reply["pid"]), str(reply["private_dir"])
 
     def kill(self, pid: int) -> int | None:
-        reply = self._request({"op": "kill", "pid": pid})
+        reply, _ = self._request({"op": "kill", "pid": pid})
         return reply.get("status")
 
     def wait(self, pid: int, timeout: float) -> int | None:
-        reply = self._request({"op": "wait", "pid": pid, "timeout": timeout}, timeout=timeout + 10)
+        reply, _ = self._request({"op": "wait", "pid": pid, "timeout": timeout}, timeout=timeout + 10)
         return reply.get("status") if reply.get("op") == "exited" else None
 
     def stop(self) -> None:
@@ -216,14 +220,16 @@ def _died(code: int | None) -> str:
 class CandidateProcess:
     """One confined candidate process, seen from the judge."""
 
-    def __init__(self, server: ForkServer, private_dir: str, memory_bytes: int | None) -> None:
+    def __init__(self, server: ForkServer) -> None:
         self.server = server
-        self.private_dir = private_dir
-        self.chan, self.pid = server.spawn(private_dir, memory_bytes)
+        t0 = time.perf_counter()
+        self.chan, self.pid, self.private_dir = server.spawn()
+        self.spent: dict[str, float] = {"spawn": time.perf_counter() - t0}
         self.info: dict[str, Any] = {}
         self.alive = True
         self.limit_s: float | None = None
         """The current stage's limit, for messages."""
+        """`spent`: seconds spent waiting on each kind of request (where an evaluation's time goes)."""
 
     def log_tail(self, limit: int = 1500) -> str:
         try:
@@ -246,7 +252,9 @@ class CandidateProcess:
         )
 
     def wait_ready(self, timeout: float) -> dict[str, Any]:
+        t0 = time.perf_counter()
         got = self.receive(timeout, "compile")
+        self.spent["ready"] = time.perf_counter() - t0
         msg, fds = got
         close_fds(fds)
         if msg.get("op") != "ready":
@@ -280,11 +288,16 @@ class CandidateProcess:
                                  "forged reply from candidate code?)")  # fmt: skip
         if shared:
             msg = {**msg, "tensors": [s.description() for s in shared]}
+        t0 = time.perf_counter()
         try:
             self.chan.send(msg, [s.fd for s in shared])
         except (ChannelClosed, OSError):
             raise self._gone(stage) from None
-        return self.receive(timeout, stage)
+        try:
+            return self.receive(timeout, stage)
+        finally:
+            op = str(msg.get("op"))
+            self.spent[op] = self.spent.get(op, 0.0) + time.perf_counter() - t0
 
     def in_step(self, timeout: float) -> None:
         """A last request: the runner must answer it, and nothing else may be waiting. A forged reply sent
@@ -292,8 +305,11 @@ class CandidateProcess:
         reply, fds = self.request({"op": "ping"}, [], timeout, "correctness")
         close_fds(fds)
         if reply.get("op") != "pong" or self.chan.poll(0.05):
-            raise _CandidateGone("forbidden", "the candidate process's answers are out of step with the judge's "
-                                 f"requests (got {reply.get('op')!r} for a ping): a forged reply from candidate code?")
+            raise _CandidateGone(
+                "forbidden",
+                "the candidate process's answers are out of step with the judge's "
+                f"requests (got {reply.get('op')!r} for a ping): a forged reply from candidate code?",
+            )
 
     def close(self) -> None:
         if self.alive:
@@ -590,6 +606,7 @@ class Judge:
         res.extra["notes"] = []
         self._restart = False
         self._proc: CandidateProcess | None = None
+        self._phases: dict[str, float] = {}
         self._fp64_budget_s = cfg.stage_timeout("reference") * _FP64_BUDGET_SHARE
         os.ftruncate(1, 0)  # the log holds this job's output only (stdout and stderr share it, O_APPEND)
         try:
@@ -606,8 +623,12 @@ class Judge:
         finally:
             if self._proc is not None:
                 res.extra["confinement"] = self._proc.info.get("confinement")
+                t0 = time.perf_counter()
                 self._proc.close()
+                self._phases.update({f"candidate {k}": v for k, v in self._proc.spent.items()})
+                self._phases["candidate close"] = time.perf_counter() - t0
                 self._proc = None
+            res.extra["phases_s"] = {k: round(v, 4) for k, v in self._phases.items()}
             if self.device == "cuda":
                 self.torch.cuda.empty_cache()
         return res, self._restart
@@ -800,6 +821,7 @@ class Judge:
         )
         # The reference first, under its own time limit: a slow reference is not the candidate's fault.
         self._stage(job_id, "reference")
+        t_ref = time.perf_counter()
         try:
             task = self._task(job)
             shapes = self._shapes(task, cfg)
@@ -821,19 +843,18 @@ class Judge:
                          "could not be changed" if cfg.second_shape else "second shape switched off")  # fmt: skip
         notes.append(PARAMETERS_NOTE)
 
+        self._phases["reference"] = time.perf_counter() - t_ref
         self._stage(job_id, "compile")
         footprint = max(self._footprint(refs[s.label], cfg) for s in shapes)
         memory = _CPU_MEMORY_BASE + _CPU_MEMORY_FACTOR * footprint if self.device == "cpu" else None
-        private_dir = tempfile.mkdtemp(prefix="cand-", dir=self.tmpdir)
         try:
-            self._proc = proc = CandidateProcess(self.forkserver, private_dir, memory)
+            self._proc = proc = CandidateProcess(self.forkserver)
             proc.limit_s = cfg.stage_timeout("compile")
         except Exception as exc:
-            shutil.rmtree(private_dir, ignore_errors=True)
             self._fail(res, "compile", "harness_error", f"could not start a candidate process: {exc}")
         try:
             proc.wait_ready(min(self._remaining(), _CANDIDATE_START_S))
-            self._load(proc, job, shapes, refs, cfg, res)
+            self._load(proc, job, shapes, refs, cfg, res, memory)
             self._verify(job_id, proc, shapes, refs, ref_ops, cfg, res)
             if self.device != "cuda" or not cfg.time:
                 proc.in_step(max(self._remaining(), 5.0))
@@ -856,8 +877,8 @@ class Judge:
         tensors = _tensors(sample.inputs) + _tensors(sample.out) + list(ref.model.state_dict().values())
         return sum(t.numel() * t.element_size() for t in tensors)
 
-    def _load(self, proc: CandidateProcess, job: dict[str, Any], shapes: list[_Shape],
-              refs: dict[str, _Reference], cfg: EvalConfig, res: EvalResult) -> None:  # fmt: skip
+    def _load(self, proc: CandidateProcess, job: dict[str, Any], shapes: list[_Shape], refs: dict[str, _Reference],
+              cfg: EvalConfig, res: EvalResult, memory_bytes: int | None) -> None:  # fmt: skip
         tensors: list[Any] = []
         models = []
         for s in shapes:
@@ -876,12 +897,15 @@ class Judge:
         shared = [SharedTensor.create(t, "kw-state") for t in tensors]
         try:
             reply, fds = proc.request({"op": "load", "source": job["candidate_source"], "seed": cfg.seed,
-                                       "models": models}, shared, self._remaining(), "compile")  # fmt: skip
+                                       "models": models, "memory_bytes": memory_bytes},
+                                      shared, self._remaining(), "compile")  # fmt: skip
         finally:
             for s in shared:
                 s.close()
         close_fds(fds)
         self._check_reply(reply, "loaded", res)
+        if isinstance(proc.info.get("confinement"), dict):
+            proc.info["confinement"]["memory_limit_bytes"] = reply.get("memory_limit_bytes")
 
     def _check_reply(self, reply: dict[str, Any], expected: str, res: EvalResult) -> None:
         op = reply.get("op")
@@ -1057,6 +1081,13 @@ class Judge:
         return self._flush_buf
 
     def _time_eager(self, ref: _Reference, args: list[Any], reps: int, warmup: int) -> list[float]:
+        t0 = time.perf_counter()
+        try:
+            return self._time_eager_calls(ref, args, reps, warmup)
+        finally:
+            self._phases["eager timing"] = self._phases.get("eager timing", 0.0) + time.perf_counter() - t0
+
+    def _time_eager_calls(self, ref: _Reference, args: list[Any], reps: int, warmup: int) -> list[float]:
         torch = self.torch
         flush = self._flush()
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
@@ -1141,7 +1172,9 @@ class Judge:
         if cfg.compile_baseline:
             self.conn.send(("partial", job_id, res.model_dump(mode="json")))
             self._stage(job_id, "baseline")
+            t0 = time.perf_counter()
             res.compile_ms = self._compile_baseline(task, ref, sample.inputs, cfg)
+            self._phases["torch.compile baseline"] = time.perf_counter() - t0
             if res.compile_ms:
                 res.speedup_vs_compile = res.compile_ms / res.runtime_ms
             else:

@@ -43,7 +43,7 @@ from hardware.channel import (
     parse_description,
     tensor_to_memfd,
 )
-from hardware.confine import Confinement
+from hardware.confine import Confinement, limit_resources, vm_bytes
 from hardware.evidence import Recorder, RecordingMode, install_launch_hooks, tensors_reachable
 from hardware.failures import classify_exception, format_exception, tail
 
@@ -102,6 +102,10 @@ class Runner:
             self.device_name = "cpu (Triton interpreter)"
         self.recorder = Recorder(sync=self._sync)
         self._hooks = install_launch_hooks(self.recorder)
+        if self.cuda:  # before any candidate exists (the process may be waiting as a standby)
+            from hardware.warmup import warm_up_device
+
+            warm_up_device()
         self._threads_at_start = set(self._frames())
         self.versions = {"torch": torch.__version__, "triton": triton.__version__,
                          "python": sys.version.split()[0],
@@ -165,6 +169,10 @@ class Runner:
         torch = self.torch
         shared = self._shared(msg, fds, writable=False)
         tensors = [s.tensor for s in shared]
+        limit = None
+        if msg.get("memory_bytes") and not self.cuda:  # a CUDA context needs far more address space
+            limit = vm_bytes() + int(msg["memory_bytes"])
+            self.confinement.notes.extend(limit_resources(limit))
         with open(self.path, "w") as f:
             f.write(msg["source"])
         spec = importlib.util.spec_from_file_location(CANDIDATE_MODULE, self.path)
@@ -221,7 +229,7 @@ class Runner:
             self.models[str(spec_m["key"])] = model
         for s in shared:
             s.close()
-        return {"op": "loaded", "notes": notes}, []
+        return {"op": "loaded", "notes": notes, "memory_limit_bytes": limit}, []
 
     # ------------------------------------------------------------------ call
     def _device_args(self, key: str, msg: dict[str, Any], shared: list[SharedTensor]) -> list[Any]:
@@ -470,12 +478,18 @@ def serve_candidate(sock_fd: int, device: str, private_dir: str, confinement: Co
     sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
     faulthandler.enable(file=sys.stderr, all_threads=False)
     chan = Channel(socket.socket(fileno=sock_fd))
+    code = 0
     try:
         Runner(chan, device, private_dir, confinement).serve()
-    except (ChannelClosed, OSError):
+    except (ChannelClosed, ConnectionError):
         pass
+    except BaseException:  # noqa: B036 - the harness's own failure: its traceback goes to the log
+        import traceback
+
+        traceback.print_exc()
+        code = 72
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
         # Exit without running anything the candidate may have registered (atexit, finalizers).
-        os._exit(0)
+        os._exit(code)

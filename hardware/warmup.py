@@ -31,3 +31,22 @@ def warm_up(device: str) -> None:
     if device == "cpu":  # the interpreter runs on CPU tensors; on a GPU a launch would initialise CUDA
         y = torch.empty_like(x)
         _copy_kernel[(1,)](x, y, 16, BLOCK=16)
+
+
+def warm_up_device() -> None:
+    """In a fresh candidate process on a GPU, before any candidate: Triton's driver and launcher, the
+    CUDA events the harness times with, and the profiler (its first session costs seconds)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    x = torch.arange(16, dtype=torch.float32, device="cuda")
+    y = torch.empty_like(x)
+    _copy_kernel[(1,)](x, y, 16, BLOCK=16)
+    start = torch._C._CudaEventBase(enable_timing=True)
+    start.record(torch.cuda.current_stream())
+    try:
+        with profile(activities=[ProfilerActivity.CUDA]):
+            _copy_kernel[(1,)](x, y, 16, BLOCK=16)
+            torch.cuda.synchronize()
+    except Exception:  # no profiler here: the judge is told when it asks for kernels
+        pass
+    torch.cuda.synchronize()

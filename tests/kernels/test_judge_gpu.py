@@ -37,8 +37,10 @@ class ModelNew(nn.Module):
 # these change nothing (the candidate is timed honestly and passes).
 PATCHED_TIMERS = """
 import time as _time
-torch.cuda.Event.elapsed_time = lambda self, end: 1e-6
-_time.perf_counter = lambda: 0.0
+
+_event, _clock = torch.cuda.Event, _time
+setattr(_event, "elapsed_time", lambda self, end: 1e-6)
+setattr(_clock, "perf_counter", lambda: 0.0)
 
 
 class ModelNew(nn.Module):

@@ -106,9 +106,11 @@ def test_small_errors_within_tolerance_pass():
         (
             (torch.zeros(3),),
             (torch.zeros(3), torch.zeros(3)),
-            "returned 1 output(s); the reference returns 2",
+            "got a tuple of 1, expected 2",
         ),
         (1.0, torch.zeros(3), "got float, expected tensor[3]"),
+        ([torch.zeros(3)], torch.zeros(3), "got a list of 1, expected tensor[3]"),
+        ([torch.zeros(3)], (torch.zeros(3),), "got list, expected a tuple of 1"),
     ],
 )
 def test_structure_is_checked_before_values(out, ref, text):
