@@ -230,6 +230,8 @@ class CandidateProcess:
         self.limit_s: float | None = None
         """The current stage's limit, for messages."""
         """`spent`: seconds spent waiting on each kind of request (where an evaluation's time goes)."""
+        self.attached: set[str] = set()
+        """Shapes whose device buffers this process has opened (CUDA IPC)."""
 
     def log_tail(self, limit: int = 1500) -> str:
         try:
@@ -365,6 +367,22 @@ class _Reference:
     samples: dict[tuple[int, str], _Sample] = field(default_factory=dict)
     fp64_s: float | None = None
     fp64_failure: str | None = None
+    exchange: _Exchange | None = None
+    """On a GPU with CUDA IPC: the device buffers lent to candidate processes for this shape."""
+
+
+@dataclass
+class _Exchange:
+    """Device buffers for one shape, exported to candidate processes (hardware.cuda_ipc)."""
+
+    inputs: list[Any]
+    outputs: list[Any]
+
+    def descriptions(self) -> dict[str, Any]:
+        return {
+            "inputs": [b.description() for b in self.inputs],
+            "outputs": [b.description() for b in self.outputs],
+        }
 
 
 @dataclass
@@ -547,6 +565,9 @@ class Judge:
         self.forkserver = ForkServer(device, gpu, tmpdir)
         self.forkserver._start()  # pay for the imports now, not in the first job
         self._flush_buf: Any = None
+        self.ipc_usable = device == "cuda"
+        """Lend device buffers to candidate processes through CUDA IPC (until it fails before it ever worked)."""
+        self.ipc_worked = False
 
     def _detect_target(self) -> tuple[str, dict[str, Any] | None]:
         fallback = "cpu-interpreter" if self.device == "cpu" else self.device_name
@@ -855,6 +876,10 @@ class Judge:
         try:
             proc.wait_ready(min(self._remaining(), _CANDIDATE_START_S))
             self._load(proc, job, shapes, refs, cfg, res, memory)
+            for shp in shapes:
+                self._attach(
+                    proc, refs[shp.label], self._sample(refs[shp.label], cfg.seed, cfg.precision), res
+                )
             self._verify(job_id, proc, shapes, refs, ref_ops, cfg, res)
             if self.device != "cuda" or not cfg.time:
                 proc.in_step(max(self._remaining(), 5.0))
@@ -930,31 +955,90 @@ class Judge:
         inputs are unchanged (where the judge can see them) and the output is sealed and well formed."""
         tensors: list[Any] = []
         args = encode_value(list(sample.inputs), tensors)
-        shared = [SharedTensor.create(t, "kw-input") for t in tensors]
+        exchange = ref.exchange if ref.shape.label in proc.attached else None
+        shared = [] if exchange is not None else [SharedTensor.create(t, "kw-input") for t in tensors]
+        if exchange is not None:  # the trial's pristine inputs into the lent buffers, on the device
+            for buf, t in zip(exchange.inputs, tensors, strict=True):
+                buf.tensor.copy_(t)
+            self._sync()
         poison = [t.numel() * t.element_size() for t in _tensors(sample.out)]
         try:
             reply, fds = proc.request(
                 {"op": "call", "model": ref.shape.label, "args": args, "evidence": evidence, "stage": stage,
-                 "poison_bytes": poison, "keep": keep, "refill": refill},
+                 "poison_bytes": poison, "keep": keep, "refill": refill, "exchange": exchange is not None},
                 shared, self._remaining(), stage,
             )  # fmt: skip
             try:
                 self._check_reply(reply, "called", res)
-                if self.device == "cpu":
+                seen = (
+                    [b.tensor for b in exchange.inputs]
+                    if exchange is not None
+                    else [x.tensor for x in shared]
+                )
+                if seen:
                     expected = sample.inputs_after if sample.inputs_after is not None else sample.inputs
-                    for i, (s, want) in enumerate(zip(shared, _tensors(expected), strict=True)):
-                        if not _bitwise_equal(s.tensor, want):
+                    for i, (got, want) in enumerate(zip(seen, _tensors(expected), strict=True)):
+                        if not _bitwise_equal(got, want):
                             self._fail(res, stage, "forbidden",
                                        f"forward wrote into input {i}; inputs must be left as they were"
                                        + (" (or changed exactly as the reference changes them)"
                                           if sample.inputs_after is not None else ""))  # fmt: skip
-                out = self._rebuild(reply.get("structure"), fds, res)
+                if exchange is not None and reply.get("exchanged") is True and not fds:
+                    out = self._from_exchange(reply.get("structure"), exchange, res)
+                else:
+                    out = self._rebuild(reply.get("structure"), fds, res)
             finally:
                 close_fds(fds)
         finally:
-            for s in shared:
-                s.close()
+            for x in shared:
+                x.close()
         return out, reply
+
+    def _from_exchange(self, structure: Any, exchange: _Exchange, res: EvalResult) -> Any:
+        """The candidate's output, copied at once out of the lent output buffers into the judge's memory."""
+        try:
+            descs = _tensor_descs(structure)
+            if len(descs) != len(exchange.outputs):
+                raise ProtocolError(f"{len(descs)} output tensors where {len(exchange.outputs)} were lent")
+            tensors = []
+            for desc, buf in zip(descs, exchange.outputs, strict=True):
+                shape, dtype = parse_description(desc)
+                if shape != buf.shape or dtype != buf.dtype or desc.get("device") != "cuda":
+                    raise ProtocolError("an output said to be in a lent buffer does not fit it")
+                tensors.append(buf.tensor.clone())
+            return decode_value(structure, tensors)
+        except ProtocolError as exc:
+            self._fail(
+                res, "correctness", "forbidden", f"the candidate process sent a malformed output: {exc}"
+            )
+
+    def _attach(self, proc: CandidateProcess, ref: _Reference, sample: _Sample, res: EvalResult) -> None:
+        """Lend this shape's device buffers to the candidate process (GPU with CUDA IPC); on failure the
+        calls go through host shared memory, and the judge stops trying IPC if it never worked here."""
+        if self.device != "cuda" or not self.ipc_usable:
+            return
+        try:
+            if ref.exchange is None:
+                from hardware.cuda_ipc import ExportedBuffer
+
+                ref.exchange = _Exchange(
+                    [ExportedBuffer(list(t.shape), t.dtype) for t in _tensors(sample.inputs)],
+                    [ExportedBuffer(list(t.shape), t.dtype) for t in _tensors(sample.out)],
+                )
+            reply, fds = proc.request({"op": "attach", "model": ref.shape.label, **ref.exchange.descriptions()}, [],
+                                      self._remaining(), "compile")  # fmt: skip
+            close_fds(fds)
+        except (RuntimeError, OSError) as exc:
+            self.ipc_usable = self.ipc_worked
+            res.extra["notes"].append(f"CUDA IPC unavailable ({exc}); tensors staged through host memory")
+            return
+        if reply.get("op") == "attached":
+            proc.attached.add(ref.shape.label)
+            self.ipc_worked = True
+        else:
+            self.ipc_usable = self.ipc_worked
+            res.extra["notes"].append(f"CUDA IPC refused in the candidate process ({str(reply.get('text'))[:200]}); "
+                                      "tensors staged through host memory")  # fmt: skip
 
     def _rebuild(self, structure: Any, fds: list[int], res: EvalResult) -> Any:
         """The candidate's output from its JSON structure and sealed memfds, as the judge's own tensors."""

@@ -114,6 +114,11 @@ class Runner:
         self.path = os.path.join(private_dir, f"{CANDIDATE_MODULE}.py")
         self.models: dict[str, Any] = {}
         self.timing_args: dict[str, list[Any]] = {}
+        """Per shape, forward's arguments as timed (kept by a call with keep=True)."""
+        self.staged: dict[str, list[Any]] = {}
+        """Per shape, the device copies of staged inputs that a refill overwrites in place."""
+        self.exchange: dict[str, dict[str, list[Any]]] = {}
+        """Per shape, the judge's device buffers this process opened (inputs, outputs)."""
         self._flush_buf: Any = None
 
     # ------------------------------------------------------------------ protocol
@@ -138,7 +143,9 @@ class Runner:
                 continue
             out_fds: list[int] = []
             try:
-                handler = {"load": self.load, "call": self.call, "time": self.time, "loop": self.loop}.get(op)
+                handlers = {"load": self.load, "attach": self.attach, "call": self.call, "time": self.time,
+                            "loop": self.loop}  # fmt: skip
+                handler = handlers.get(op)
                 if handler is None:
                     close_fds(fds)
                     _fail("compile", "harness_error", f"unknown request {op!r}")
@@ -231,21 +238,40 @@ class Runner:
             s.close()
         return {"op": "loaded", "notes": notes, "memory_limit_bytes": limit}, []
 
+    def attach(self, msg: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
+        """Open the judge's device buffers for one shape (hardware.cuda_ipc)."""
+        from hardware.cuda_ipc import open_buffer
+
+        close_fds(fds)
+        key = str(msg["model"])
+        opened = {}
+        for side in ("inputs", "outputs"):
+            opened[side] = [open_buffer(d, parse_description(d)[1]) for d in msg[side]]
+        self.exchange[key] = opened
+        return {"op": "attached"}, []
+
     # ------------------------------------------------------------------ call
     def _device_args(self, key: str, msg: dict[str, Any], shared: list[SharedTensor]) -> list[Any]:
-        """Forward's arguments: on CPU the shared tensors themselves (so the judge sees any write to
-        them); on a GPU device copies, refilled in place when the request says so."""
+        """Forward's arguments: on CPU the shared tensors themselves, on a GPU with lent buffers those
+        buffers (either way the judge sees any write to them); else device copies, refilled in place
+        when the request says so."""
+        if msg.get("exchange"):
+            lent = self.exchange[key]["inputs"]
+            if msg.get("keep"):
+                self.timing_args[key] = decode_value(msg["args"], lent)
+            return decode_value(msg["args"], lent)
         host = [s.tensor for s in shared]
         if not self.cuda:
             return decode_value(msg["args"], host)
-        if msg.get("refill") and key in self.timing_args:
-            dev = self.timing_args[key]
+        if msg.get("refill") and key in self.staged:
+            dev = self.staged[key]
             for d, h in zip(dev, host, strict=True):
                 d.copy_(h)
         else:
             dev = [h.to(self.device) for h in host]
             if msg.get("keep"):
-                self.timing_args[key] = dev
+                self.staged[key] = dev
+                self.timing_args[key] = decode_value(msg["args"], dev)
         return decode_value(msg["args"], dev)
 
     def call(self, msg: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
@@ -261,7 +287,7 @@ class Runner:
         before_keys: set[int] = set()
         if record:
             before_keys = self._storages(args, model)
-        arg_prints = self._arg_prints(args) if self.cuda else None
+        arg_prints = self._arg_prints(args) if self.cuda and not msg.get("exchange") else None
         self._poison([int(n) for n in msg.get("poison_bytes", [])])
         out = self._forward(model, args, stage, record)
         if arg_prints is not None and self._arg_prints(args) != arg_prints:
@@ -286,12 +312,26 @@ class Runner:
             if self.cuda:
                 report["evidence"]["kernels"] = self._profile_kernels(model, args)
         out_fds = []
-        try:
-            for t in tensors:
-                out_fds.append(tensor_to_memfd(t, "kw-output", seal=True))
-        except BaseException:
-            close_fds(out_fds)
-            raise
+        lent = self.exchange.get(key, {}).get("outputs") if msg.get("exchange") else None
+        if (
+            lent is not None
+            and len(lent) == len(tensors)
+            and all(
+                t.shape == b.shape and t.dtype == b.dtype and t.device.type == "cuda"
+                for t, b in zip(tensors, lent, strict=True)
+            )
+        ):
+            for t, b in zip(tensors, lent, strict=True):
+                b.copy_(t)
+            self._sync()
+            report["exchanged"] = True
+        else:
+            try:
+                for t in tensors:
+                    out_fds.append(tensor_to_memfd(t, "kw-output", seal=True))
+            except BaseException:
+                close_fds(out_fds)
+                raise
         if self.cuda:  # on CPU forward may keep references to its inputs; the mapping stays with them
             for s in shared:
                 s.close()
