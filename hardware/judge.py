@@ -281,8 +281,8 @@ class CandidateProcess:
                                  "was killed")  # fmt: skip
         return got
 
-    def request(self, msg: dict[str, Any], shared: list[SharedTensor], timeout: float, stage: str
-                ) -> tuple[dict[str, Any], list[int]]:  # fmt: skip
+    def request(self, msg: dict[str, Any], shared: list[SharedTensor], timeout: float, stage: str,
+                fds: list[int] | None = None) -> tuple[dict[str, Any], list[int]]:  # fmt: skip
         """Send one request and read its one answer. Anything already waiting on the channel is an answer
         nobody asked for: a frame written by candidate code (the runner answers each request once)."""
         if self.chan.poll(0):
@@ -292,7 +292,7 @@ class CandidateProcess:
             msg = {**msg, "tensors": [s.description() for s in shared]}
         t0 = time.perf_counter()
         try:
-            self.chan.send(msg, [s.fd for s in shared])
+            self.chan.send(msg, [s.fd for s in shared] + list(fds or []))
         except (ChannelClosed, OSError):
             raise self._gone(stage) from None
         try:
@@ -1025,8 +1025,9 @@ class Judge:
                     [ExportedBuffer(list(t.shape), t.dtype) for t in _tensors(sample.inputs)],
                     [ExportedBuffer(list(t.shape), t.dtype) for t in _tensors(sample.out)],
                 )
+            lent = [b.fd for b in ref.exchange.inputs + ref.exchange.outputs]
             reply, fds = proc.request({"op": "attach", "model": ref.shape.label, **ref.exchange.descriptions()}, [],
-                                      self._remaining(), "compile")  # fmt: skip
+                                      self._remaining(), "compile", fds=lent)  # fmt: skip
             close_fds(fds)
         except (RuntimeError, OSError) as exc:
             self.ipc_usable = self.ipc_worked
@@ -1037,7 +1038,7 @@ class Judge:
             self.ipc_worked = True
         else:
             self.ipc_usable = self.ipc_worked
-            res.extra["notes"].append(f"CUDA IPC refused in the candidate process ({str(reply.get('text'))[:200]}); "
+            res.extra["notes"].append(f"CUDA IPC refused in the candidate process ({str(reply.get('text'))[-600:]}); "
                                       "tensors staged through host memory")  # fmt: skip
 
     def _rebuild(self, structure: Any, fds: list[int], res: EvalResult) -> Any:

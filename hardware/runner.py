@@ -242,12 +242,14 @@ class Runner:
         """Open the judge's device buffers for one shape (hardware.cuda_ipc)."""
         from hardware.cuda_ipc import open_buffer
 
-        close_fds(fds)
         key = str(msg["model"])
-        opened = {}
-        for side in ("inputs", "outputs"):
-            opened[side] = [open_buffer(d, parse_description(d)[1]) for d in msg[side]]
-        self.exchange[key] = opened
+        descs = list(msg["inputs"]) + list(msg["outputs"])
+        if len(descs) != len(fds):
+            close_fds(fds)
+            raise ProtocolError("buffer descriptions and descriptors do not match")
+        opened = [open_buffer(d, fd, parse_description(d)[1]) for d, fd in zip(descs, fds, strict=True)]
+        n = len(msg["inputs"])
+        self.exchange[key] = {"inputs": opened[:n], "outputs": opened[n:]}
         return {"op": "attached"}, []
 
     # ------------------------------------------------------------------ call
