@@ -244,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         save()
 
     cold: dict[str, Any] = {}
-    for t, c in CASES:
+    for t, c in CASES if args.cold > 0 else []:
         cold_walls: list[float] = []
         last: dict[str, Any] = {}
         for _ in range(args.cold):

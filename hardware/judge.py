@@ -1105,8 +1105,8 @@ class Judge:
                     report = reply.get("evidence")
                     prov = analyse(report if isinstance(report, dict) else {}, ref_ops)
                     res.kernel_launches = prov.triton_launches
-                    res.torch_ops_remaining = prov.torch_ops
                     res.extra["torch_ops_in_source"] = list(res.torch_ops_remaining)
+                    res.torch_ops_remaining = prov.torch_ops  # what ran, which the source scan only guessed
                     if not prov.ok:
                         self._fail(res, "run", prov.error_kind or "torch_fallback", prov.reason)
                     if self.device == "cuda" and isinstance(report, dict):

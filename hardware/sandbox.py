@@ -55,7 +55,7 @@ _CANDIDATE_STAGES = ("compile", "correctness", "timing")
 _SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH")
 _PROXY_VARS = ("http_proxy", "https_proxy", "all_proxy", "no_proxy", "ftp_proxy")
 _job_ids = itertools.count(1)
-# The result's stage for a worker stage that ended in a timeout or crash ("reference" is the harness's).
+# The result's stage for a judge stage that ended in a timeout or crash ("reference" is the harness's).
 _RESULT_STAGE: dict[str, Stage] = {
     "reference": "compile",
     "compile": "compile",
@@ -85,12 +85,12 @@ def _gpu_count() -> int:
 
 
 class _Worker:
-    """One worker process, seen from the parent."""
+    """One judge process, seen from the pool (the pool's "workers" are judges)."""
 
     def __init__(self, index: int, device: str, gpu: str | None, start_timeout_s: float) -> None:
         self.index = index
         self.device = device
-        self.gpu = gpu  # the CUDA_VISIBLE_DEVICES entry this worker gets, on CUDA
+        self.gpu = gpu  # the CUDA_VISIBLE_DEVICES entry this judge gets, on CUDA
         self.start_timeout_s = start_timeout_s
         self.proc: subprocess.Popen[bytes] | None = None
         self.conn: Connection | None = None
@@ -111,7 +111,7 @@ class _Worker:
         env["PYTHONUNBUFFERED"] = "1"
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_REPO_ROOT, env.get("PYTHONPATH", "")) if p)
         if self.device == "cpu":
-            env["TRITON_INTERPRET"] = "1"  # must be set before the worker imports triton
+            env["TRITON_INTERPRET"] = "1"  # must be set before the judge imports triton
         else:
             env.pop("TRITON_INTERPRET", None)
             env["CUDA_VISIBLE_DEVICES"] = str(self.gpu)
@@ -136,7 +136,7 @@ class _Worker:
         self.started_at = time.monotonic()
 
     def wait_ready(self) -> str | None:
-        """None once the worker said it is ready; otherwise why it is not (and it is restarted)."""
+        """None once the judge said it is ready; otherwise why it is not (and it is restarted)."""
         if self.ready:
             return None
         assert self.conn is not None
@@ -147,11 +147,11 @@ class _Worker:
                 if msg[0] == "ready":
                     self.info, self.ready = msg[1], True
                     return None
-                problem = f"worker failed to start: {msg[1]}"
+                problem = f"the judge failed to start: {msg[1]}"
             else:
-                problem = f"worker did not start within {self.start_timeout_s:.0f} s"
+                problem = f"the judge did not start within {self.start_timeout_s:.0f} s"
         except (EOFError, OSError):
-            problem = "worker exited while starting"
+            problem = "the judge exited while starting"
         problem += f"\n{self.log_tail()}"
         self.restart()
         return problem
@@ -171,7 +171,7 @@ class _Worker:
         return text.strip()[-_LOG_TAIL_CHARS:]
 
     def kill(self) -> int | None:
-        """SIGKILL the worker's process group; returns its exit status."""
+        """SIGKILL the judge's process group (its fork server and candidates die with it); its exit status."""
         code = None
         if self.proc is not None:
             try:
@@ -194,7 +194,7 @@ class _Worker:
         self.start()
 
     def stop(self) -> None:
-        """Kill the worker and remove its directory; it holds nothing worth a graceful exit."""
+        """Kill the judge and remove its directory; it holds nothing worth a graceful exit."""
         self.kill()
         shutil.rmtree(self.tmpdir, ignore_errors=True)
 
@@ -253,7 +253,7 @@ def _spawn(start: Any) -> Any:
 
 
 class WorkerPool:
-    """A pool of evaluation workers on one device kind; use as a context manager or call close()."""
+    """A pool of judges on one device kind (one per GPU, N on CPU); a context manager, or call close()."""
 
     def __init__(
         self, device: str = "auto", workers: int | None = None, *, start_timeout_s: float = 300.0
@@ -272,7 +272,7 @@ class WorkerPool:
         self._idle = list(self._workers)
         self._cond = threading.Condition()
         self._closed = False
-        # Runs on close(), when the pool is collected, or at interpreter exit: no worker outlives its pool.
+        # Runs on close(), when the pool is collected, or at interpreter exit: no judge outlives its pool.
         self._finalizer = weakref.finalize(self, _stop_all, list(self._workers))
 
     # ----------------------------------------------------------------- public API
@@ -282,7 +282,8 @@ class WorkerPool:
 
     @property
     def restarts(self) -> int:
-        """How many times a worker was replaced (after a timeout, crash or failed start)."""
+        """How many times a judge was replaced (its own work timed out or crashed, or it failed to start);
+        a candidate that hangs or crashes costs only its own process, not a judge."""
         return sum(w.restarts for w in self._workers)
 
     def evaluate(
@@ -306,13 +307,13 @@ class WorkerPool:
     def evaluate_many(
         self, jobs: Iterable[tuple[Task | str | Path, str]], config: EvalConfig | None = None
     ) -> list[EvalResult]:
-        """Evaluate many (task, candidate_source) pairs concurrently over the workers, in input order."""
+        """Evaluate many (task, candidate_source) pairs concurrently over the judges, in input order."""
         jobs = list(jobs)
         with ThreadPoolExecutor(max_workers=max(1, min(self.size, len(jobs)))) as ex:
             return list(ex.map(lambda job: self.evaluate(job[0], job[1], config), jobs))
 
     def close(self) -> None:
-        """Stop every worker (a busy one is killed); idempotent."""
+        """Stop every judge (a busy one is killed); idempotent."""
         with self._cond:
             self._closed = True
             self._cond.notify_all()
@@ -335,7 +336,7 @@ class WorkerPool:
                 self._cond.wait()
             if self._closed:
                 raise RuntimeError("the worker pool is closed")
-            # Prefer a worker that has started (or said so) over one still starting after a restart.
+            # Prefer a judge that has started (or said so) over one still starting after a restart.
             started = [w for w in self._idle if w.ready or (w.conn is not None and w.conn.poll(0))]
             worker = started[-1] if started else self._idle[-1]
             self._idle.remove(worker)
@@ -347,7 +348,7 @@ class WorkerPool:
             self._cond.notify()
 
     def _base_result(self, cfg: EvalConfig, worker: _Worker | None = None) -> EvalResult:
-        """A result with the device, target and versions filled in, before or without a worker's verdict."""
+        """A result with the device, target and versions filled in, before or without a judge's verdict."""
         info = worker.info if worker is not None else next((w.info for w in self._workers if w.info), {})
         versions = Versions(**info["versions"]) if info.get("versions") else toolchain_versions()
         return EvalResult(
@@ -388,7 +389,10 @@ class WorkerPool:
             res = self._run_on(worker, job, cfg)
         finally:
             self._release(worker)
-        res.torch_ops_remaining = report.torch_ops_remaining
+        if not res.torch_ops_remaining and "torch_ops_in_source" not in res.extra:
+            res.torch_ops_remaining = (
+                report.torch_ops_remaining
+            )  # no recorded forward: the source scan's list
         _attach_roofline(res, task, worker.info.get("target_profile"))
         return res
 

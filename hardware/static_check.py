@@ -18,8 +18,9 @@ Reported, not rejected: torch ops that remain in the candidate (`torch.matmul`, 
 `a @ b`, calls of `nn` modules kept as attributes), as `torch_ops_remaining`. Allocation, views and
 layout (`empty`, `empty_like`, `view`, `reshape`, `contiguous`, `stride`, casts) are not counted.
 
-The worker repeats the one check that matters most at run time: a forward that launches no Triton
-kernel fails even when the source looks fine.
+These checks are cheap early rejections, never proof: source text can hide what it does (getattr,
+aliases, operators). The judge decides from what forward actually ran (hardware.evidence): a forward
+whose output no Triton kernel wrote fails as a torch fallback however its source looks.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ _FORBIDDEN_ATTRS = {
     "f_locals": "reads interpreter frames",
     "__globals__": "reads a function's globals",
     "__subclasses__": "walks class hierarchies",
+    "__import__": "imports modules at run time",
 }
 _STATE_SETTERS = {
     "torch.set_float32_matmul_precision",
