@@ -117,6 +117,10 @@ class _Stop(Exception):
     """Ends a job early; the result it carries is already filled in."""
 
 
+class _Unverifiable(Exception):
+    """The task itself cannot be verified (its reference is random): no candidate's fault."""
+
+
 class _CandidateGone(Exception):
     """The candidate process died, hung past its limit or broke the protocol."""
 
@@ -355,6 +359,8 @@ class _Sample:
     out64: Any = None
     fp64_status: str | None = None
     """None: not tried; "used"; "not used: ..." (not applicable); "unavailable: ..." (it failed)."""
+    buffers: dict[str, Any] = field(default_factory=dict)
+    """Every buffer of the reference after this forward (running stats updated in train mode)."""
 
 
 @dataclass
@@ -369,6 +375,22 @@ class _Reference:
     fp64_failure: str | None = None
     exchange: _Exchange | None = None
     """On a GPU with CUDA IPC: the device buffers lent to candidate processes for this shape."""
+    state0: dict[str, Any] = field(default_factory=dict)
+    """The perturbed state_dict every forward starts from (a train-mode forward updates running stats)."""
+    built_modes: dict[str, bool] = field(default_factory=dict)
+    """Each submodule's `training` flag as the task's constructor left it (a task may build a module in
+    eval mode on purpose)."""
+
+    def restore(self, mode: str) -> None:
+        """Put the model back in its starting state, in `mode`: "train" is the modes the constructor left
+        (train, unless the task chose otherwise for a module), "eval" is model.eval()."""
+        if self.state0:
+            self.model.load_state_dict(self.state0)
+        if mode == "eval":
+            self.model.eval()
+        else:
+            for name, module in self.model.named_modules():
+                module.training = self.built_modes.get(name, True)
 
 
 @dataclass
@@ -395,6 +417,12 @@ class _TaskState:
     refs: dict[tuple[str, int], _Reference] = field(default_factory=dict)
     reference_ops: set[str] | None = None
     baseline_ms: dict[str, float | None] = field(default_factory=dict)
+    modes: list[str] | None = None
+    """The modules' modes a candidate is verified in: ["train"], ["eval"] or ["train", "eval"]."""
+    modes_note: str = ""
+    stateful: bool = False
+    """Forward changes the reference's buffers (running stats): each call starts from the loaded state and
+    the candidate's buffers are compared after it."""
 
 
 def _slice_inputs(inputs: list[Any], plan: list[tuple[int, int]]) -> list[Any]:
@@ -733,31 +761,43 @@ class Judge:
             model = task_model(shape.module, small=shape.small, seed=seed, device=self.device)
             perturb_(model, seed)
             ref = _Reference(shape, task_init_inputs(shape.module, small=shape.small), model)
+            ref.state0 = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            ref.built_modes = {name: m.training for name, m in model.named_modules()}
             task.refs[(shape.label, seed)] = ref
         return ref
 
-    def _sample(self, ref: _Reference, seed: int, precision: str, *, fp64: bool = True) -> _Sample:
-        """Pristine inputs and the reference outputs for one trial, computed once per judge."""
-        from hardware.verify import needs_float64_reference
+    def _inputs(self, ref: _Reference, seed: int) -> list[Any]:
         from tasks import task_inputs
 
-        key = (seed, precision)
+        inputs = task_inputs(ref.shape.module, small=ref.shape.small, seed=seed, device=self.device)
+        return ref.shape.transform(inputs) if ref.shape.transform is not None else inputs
+
+    def _sample(
+        self, ref: _Reference, seed: int, precision: str, *, fp64: bool = True, mode: str = "train"
+    ) -> _Sample:
+        """Pristine inputs and the reference outputs for one trial in one mode, computed once per judge.
+        The forward starts from the reference's starting state, which is restored after it."""
+        from hardware.verify import needs_float64_reference
+
+        key = (seed, precision, mode)
         sample = ref.samples.get(key)
         t32 = 0.0
         if sample is None:
-            inputs = task_inputs(ref.shape.module, small=ref.shape.small, seed=seed, device=self.device)
-            if ref.shape.transform is not None:
-                inputs = ref.shape.transform(inputs)
+            inputs = self._inputs(ref, seed)
             args = _clone(inputs)
+            ref.restore(mode)
             t0 = time.perf_counter()
             with self.torch.no_grad():
                 out = ref.model(*args)
             self._sync()
             t32 = time.perf_counter() - t0
+            buffers = {k: v.detach().clone() for k, v in ref.model.named_buffers()}
+            ref.restore("train")
             changed = any(
                 not _bitwise_equal(a, b) for a, b in zip(_tensors(args), _tensors(inputs), strict=True)
             )
-            sample = ref.samples[key] = _Sample(inputs, _detach(out), inputs_after=args if changed else None)
+            sample = ref.samples[key] = _Sample(inputs, _detach(out), inputs_after=args if changed else None,
+                                                buffers=buffers)  # fmt: skip
         if fp64 and sample.fp64_status is None:
             if not needs_float64_reference(sample.out, precision):  # type: ignore[arg-type]
                 sample.fp64_status = (
@@ -766,10 +806,56 @@ class Judge:
                     else "not used: no float32 output"
                 )
             else:
-                self._reference64(ref, sample, t32)
+                self._reference64(ref, sample, t32, mode)
         return sample
 
-    def _reference64(self, ref: _Reference, sample: _Sample, t32: float) -> None:
+    def _modes(self, task: _TaskState, ref: _Reference, seed: int) -> None:
+        """Which modes to verify in, from four runs of the reference on the same inputs: train and eval,
+        each with two RNG seeds. Output that changes with the RNG seed in eval mode cannot be verified by
+        value (harness_error: the search stops); in train mode only (dropout), it is verified in eval mode
+        only; output that differs between train and eval, or buffers that forward updates, are verified in
+        both (buffers compared too)."""
+        from hardware.verify import compare_outputs
+
+        if task.modes is not None:
+            return
+        inputs = self._inputs(ref, seed)
+        runs: dict[tuple[str, int], tuple[Any, bool]] = {}
+        for mode in ("train", "eval"):
+            for rng in (1, 2):
+                ref.restore(mode)
+                self.torch.manual_seed(rng)
+                with self.torch.no_grad():
+                    out = _detach(ref.model(*_clone(inputs)))
+                self._sync()
+                updated = any(
+                    not _bitwise_equal(v, ref.state0[k])
+                    for k, v in ref.model.named_buffers()
+                    if k in ref.state0
+                )
+                runs[(mode, rng)] = (out, updated)
+        ref.restore("train")
+
+        def same(a: Any, b: Any) -> bool:  # the loosest row: nondeterministic kernels (atomics) still agree
+            return compare_outputs(a, b, "reduced").ok
+
+        task.stateful = runs[("train", 1)][1] or runs[("eval", 1)][1]
+        if not same(runs[("eval", 1)][0], runs[("eval", 2)][0]):
+            raise _Unverifiable(
+                "the reference's output changes with the random seed on the same inputs, in eval mode too "
+                "(random numbers drawn in forward): it cannot be verified by value"
+            )
+        if not same(runs[("train", 1)][0], runs[("train", 2)][0]):
+            task.modes = ["eval"]
+            task.modes_note = "the reference is random in train mode (dropout?): verified in eval mode only"
+        elif task.stateful or not same(runs[("train", 1)][0], runs[("eval", 1)][0]):
+            task.modes = ["train", "eval"]
+            task.modes_note = ("the reference behaves differently in train() and eval() or updates its buffers: "
+                               "trials alternate between the two modes and buffers are compared after forward")  # fmt: skip
+        else:
+            task.modes = ["train"]
+
+    def _reference64(self, ref: _Reference, sample: _Sample, t32: float, mode: str = "train") -> None:
         """Run a float64 copy of the reference model on upcast inputs; on failure say why, never raise."""
         torch = self.torch
         if ref.fp64_failure is not None:
@@ -785,7 +871,9 @@ class Judge:
         model64: Any = None
         t0 = time.perf_counter()
         try:
+            ref.restore(mode)
             model64 = copy.deepcopy(ref.model).double()
+            ref.restore("train")
             with torch.no_grad():
                 out64 = model64(*_map_tensors(sample.inputs, _upcast))
             self._sync()
@@ -824,6 +912,7 @@ class Judge:
             finally:
                 _pop_mode()
                 rec.stop()
+                ref.restore("train")
             task.reference_ops = set(compute_ops(rec.events))
         return task.reference_ops
 
@@ -847,12 +936,17 @@ class Judge:
             task = self._task(job)
             shapes = self._shapes(task, cfg)
             refs = {s.label: self._reference(task, s, cfg.seed) for s in shapes}
+            smallest = refs[shapes[-1].label]
+            self._modes(task, smallest, cfg.seed)
+            modes = task.modes or ["train"]
             for s in shapes:
                 for trial in range(cfg.trials):
-                    self._sample(refs[s.label], cfg.seed + trial, cfg.precision, fp64=cfg.reference_fp64)
-            smallest = refs[shapes[-1].label]
+                    self._sample(refs[s.label], cfg.seed + trial, cfg.precision, fp64=cfg.reference_fp64,
+                                 mode=modes[trial % len(modes)])  # fmt: skip
             ref_ops = self._reference_ops(task, smallest, self._sample(smallest, cfg.seed, cfg.precision,
-                                                                       fp64=cfg.reference_fp64))  # fmt: skip
+                                                                       fp64=cfg.reference_fp64, mode=modes[0]))  # fmt: skip
+        except _Unverifiable as exc:
+            self._fail(res, "compile", "harness_error", f"the task cannot be verified: {exc}")
         except Exception as exc:
             self._restart = classify_exception(exc) == "crash"
             self._fail(res, "compile", "harness_error", f"the reference could not run: {exc}")
@@ -863,6 +957,8 @@ class Judge:
             notes.append("no second input shape: the task has no get_small_inputs() and its size constants "
                          "could not be changed" if cfg.second_shape else "second shape switched off")  # fmt: skip
         notes.append(PARAMETERS_NOTE)
+        if task.modes_note:
+            notes.append(task.modes_note)
 
         self._phases["reference"] = time.perf_counter() - t_ref
         self._stage(job_id, "compile")
@@ -877,10 +973,9 @@ class Judge:
             proc.wait_ready(min(self._remaining(), _CANDIDATE_START_S))
             self._load(proc, job, shapes, refs, cfg, res, memory)
             for shp in shapes:
-                self._attach(
-                    proc, refs[shp.label], self._sample(refs[shp.label], cfg.seed, cfg.precision), res
-                )
-            self._verify(job_id, proc, shapes, refs, ref_ops, cfg, res)
+                first = self._sample(refs[shp.label], cfg.seed, cfg.precision, mode=modes[0])
+                self._attach(proc, refs[shp.label], first, res)
+            self._verify(job_id, proc, task, shapes, refs, ref_ops, cfg, res)
             if self.device != "cuda" or not cfg.time:
                 proc.in_step(max(self._remaining(), 5.0))
                 res.stage = "done"
@@ -898,7 +993,7 @@ class Judge:
             self._fail(res, stage, gone.kind, gone.text)
 
     def _footprint(self, ref: _Reference, cfg: EvalConfig) -> int:
-        sample = ref.samples[(cfg.seed, cfg.precision)]
+        sample = next(v for k, v in ref.samples.items() if k[:2] == (cfg.seed, cfg.precision))
         tensors = _tensors(sample.inputs) + _tensors(sample.out) + list(ref.model.state_dict().values())
         return sum(t.numel() * t.element_size() for t in tensors)
 
@@ -949,8 +1044,8 @@ class Judge:
             )
 
     def _call(self, proc: CandidateProcess, ref: _Reference, sample: _Sample, stage: str, res: EvalResult,
-              *, evidence: bool = False, keep: bool = False, refill: bool = False,
-              ) -> tuple[Any, dict[str, Any]]:  # fmt: skip
+              *, evidence: bool = False, keep: bool = False, refill: bool = False, mode: str = "train",
+              reset: bool = False) -> tuple[Any, dict[str, Any]]:  # fmt: skip
         """One forward in the candidate process on `sample`'s inputs; (output, reply). Checks that the
         inputs are unchanged (where the judge can see them) and the output is sealed and well formed."""
         tensors: list[Any] = []
@@ -965,7 +1060,8 @@ class Judge:
         try:
             reply, fds = proc.request(
                 {"op": "call", "model": ref.shape.label, "args": args, "evidence": evidence, "stage": stage,
-                 "poison_bytes": poison, "keep": keep, "refill": refill, "exchange": exchange is not None},
+                 "poison_bytes": poison, "keep": keep, "refill": refill, "exchange": exchange is not None,
+                 "mode": mode, "reset": reset, "buffers": sorted(sample.buffers) if reset else []},
                 shared, self._remaining(), stage,
             )  # fmt: skip
             try:
@@ -983,16 +1079,54 @@ class Judge:
                                        f"forward wrote into input {i}; inputs must be left as they were"
                                        + (" (or changed exactly as the reference changes them)"
                                           if sample.inputs_after is not None else ""))  # fmt: skip
-                if exchange is not None and reply.get("exchanged") is True and not fds:
+                state_descs = reply.get("state") or []
+                if not isinstance(state_descs, list) or len(state_descs) > len(fds):
+                    self._fail(res, stage, "forbidden", "the candidate process sent a malformed buffer list")
+                n_out = len(fds) - len(state_descs)
+                if exchange is not None and reply.get("exchanged") is True and n_out == 0:
                     out = self._from_exchange(reply.get("structure"), exchange, res)
                 else:
-                    out = self._rebuild(reply.get("structure"), fds, res)
+                    out = self._rebuild(reply.get("structure"), fds[:n_out], res)
+                if reset:
+                    self._check_buffers(state_descs, fds[n_out:], sample, mode, stage, res)
             finally:
                 close_fds(fds)
         finally:
             for x in shared:
                 x.close()
         return out, reply
+
+    def _check_buffers(self, descs: list[Any], fds: list[int], sample: _Sample, mode: str, stage: str,
+                       res: EvalResult) -> None:  # fmt: skip
+        """The candidate's buffers after forward (running stats) against the reference's, every one."""
+        from hardware.verify import compare_tensor
+
+        got: dict[str, Any] = {}
+        try:
+            for desc, fd in zip(descs, fds, strict=True):
+                shape, dtype = parse_description(desc)
+                check_sealed(fd, tensor_nbytes(shape, dtype))
+                st = SharedTensor(os.dup(fd), shape, dtype, writable=False)
+                got[str(desc.get("name"))] = st.tensor.clone()
+                st.close()
+        except ProtocolError as exc:
+            self._fail(res, stage, "forbidden", f"the candidate process sent malformed buffers: {exc}")
+        for name, want in sample.buffers.items():
+            have = got.get(name)
+            if have is None:
+                self._fail(
+                    res, "correctness", "shape_mismatch", f"ModelNew has no buffer {name} after forward"
+                )
+            have = have.to(want.device)
+            if have.shape != want.shape:
+                self._fail(res, "correctness", "shape_mismatch",
+                           f"buffer {name} has shape {list(have.shape)} after forward, expected {list(want.shape)}")  # fmt: skip
+            cmp = compare_tensor(have.to(want.dtype), want, "strict", label=f"buffer {name}")
+            if not cmp.ok:
+                self._fail(res, "correctness", "mismatch",
+                           f"after a {mode}-mode forward, {cmp.report}\n(the reference's forward updates its "
+                           "buffers in train mode, e.g. BatchNorm's running statistics; ModelNew must do the same, "
+                           "and must use them in eval mode)")  # fmt: skip
 
     def _from_exchange(self, structure: Any, exchange: _Exchange, res: EvalResult) -> Any:
         """The candidate's output, copied at once out of the lent output buffers into the judge's memory."""
@@ -1064,8 +1198,8 @@ class Judge:
                 res, "correctness", "forbidden", f"the candidate process sent a malformed output: {exc}"
             )
 
-    def _verify(self, job_id: int, proc: CandidateProcess, shapes: list[_Shape], refs: dict[str, _Reference],
-                ref_ops: set[str], cfg: EvalConfig, res: EvalResult) -> None:  # fmt: skip
+    def _verify(self, job_id: int, proc: CandidateProcess, task: _TaskState, shapes: list[_Shape],
+                refs: dict[str, _Reference], ref_ops: set[str], cfg: EvalConfig, res: EvalResult) -> None:  # fmt: skip
         from hardware.evidence import analyse
         from hardware.verify import compare_outputs
 
@@ -1076,12 +1210,14 @@ class Judge:
             ref = refs[shape.label]
             for trial in range(cfg.trials):
                 seed = cfg.seed + trial
-                sample = self._sample(ref, seed, cfg.precision, fp64=cfg.reference_fp64)
+                modes = task.modes or ["train"]
+                mode = modes[trial % len(modes)]
+                sample = self._sample(ref, seed, cfg.precision, fp64=cfg.reference_fp64, mode=mode)
                 if trial == 0:
                     res.shapes_checked.append([list(t.shape) for t in _tensors(sample.inputs)])
                 evidence = s_index == 0 and trial == 1
                 out, reply = self._call(proc, ref, sample, "compile" if first else "correctness", res,
-                                        evidence=evidence)  # fmt: skip
+                                        evidence=evidence, mode=mode, reset=task.stateful)  # fmt: skip
                 if first:
                     first = False
                     res.stage = "correctness"
@@ -1098,9 +1234,10 @@ class Judge:
                     res.mismatched = cmp.mismatched or None
                     res.tolerance = cmp.tolerances[-1] if cmp.tolerances else None
                     in_shapes = [list(t.shape) for t in _tensors(sample.inputs)]
+                    in_mode = f", {mode} mode" if len(modes) > 1 or mode != "train" else ""
                     self._fail(res, "correctness", cmp.error_kind or "mismatch",
                                f"{cmp.report}\n({shape.label} inputs {in_shapes}, trial {trial + 1}/{cfg.trials}, "
-                               f"seed {seed})")  # fmt: skip
+                               f"seed {seed}{in_mode})")  # fmt: skip
                 if evidence:
                     report = reply.get("evidence")
                     prov = analyse(report if isinstance(report, dict) else {}, ref_ops)
@@ -1197,8 +1334,10 @@ class Judge:
 
         res.stage = "timing"
         self._stage(job_id, "timing")
-        sample = self._sample(ref, cfg.seed, cfg.precision, fp64=cfg.reference_fp64)
-        self._call(proc, ref, sample, "timing", res, keep=True)  # the timed inputs, kept on the device there
+        mode = (task.modes or ["train"])[0]
+        sample = self._sample(ref, cfg.seed, cfg.precision, fp64=cfg.reference_fp64, mode=mode)
+        # The timed inputs, kept on the device there; the model stays in `mode` while it is timed.
+        self._call(proc, ref, sample, "timing", res, keep=True, mode=mode, reset=task.stateful)
         self._apply_precision(cfg.precision)
         fb = flush_bytes(0)
         label = ref.shape.label
@@ -1215,6 +1354,7 @@ class Judge:
             return samples
 
         args_r = _clone(sample.inputs)
+        ref.restore(mode)
         est_c = max(float(sorted(cand(5, 3))[2]), 1e-3)
         est_e = max(float(sorted(self._time_eager(ref, args_r, 5, 3))[2]), 1e-3)
         warm_c, warm_e = max(1, int(cfg.warmup_ms / est_c)), max(1, int(cfg.warmup_ms / est_e))
@@ -1230,13 +1370,16 @@ class Judge:
             cand_samples += c
             eager_samples += e
             ratios.append(float(sorted(e)[len(e) // 2] / max(sorted(c)[len(c) // 2], 1e-6)))
+        ref.restore("train")
         c_stats, e_stats = summarize(cand_samples), summarize(eager_samples)
         self._wall_check(proc, label, fb, c_stats.median_ms, res)
         proc.in_step(max(self._remaining(), 5.0))
         # A candidate that remembers its answer per input tensor would look fast on the repeated calls
         # above: give the timed tensors new contents (a seed no trial used) and check the answer follows.
-        other = self._sample(ref, cfg.seed + _RECHECK_SEED_OFFSET, cfg.precision, fp64=cfg.reference_fp64)
-        out, _ = self._call(proc, ref, other, "timing", res, refill=True)
+        other = self._sample(
+            ref, cfg.seed + _RECHECK_SEED_OFFSET, cfg.precision, fp64=cfg.reference_fp64, mode=mode
+        )
+        out, _ = self._call(proc, ref, other, "timing", res, refill=True, mode=mode, reset=task.stateful)
         ref64 = other.out64 if cfg.reference_fp64 else None
         cmp = compare_outputs(out, other.out, cfg.precision, rtol=cfg.rtol, atol=cfg.atol, ref64=ref64)
         if not cmp.ok:
@@ -1258,7 +1401,9 @@ class Judge:
             self.conn.send(("partial", job_id, res.model_dump(mode="json")))
             self._stage(job_id, "baseline")
             t0 = time.perf_counter()
+            ref.restore(mode)
             res.compile_ms = self._compile_baseline(task, ref, sample.inputs, cfg)
+            ref.restore("train")
             self._phases["torch.compile baseline"] = time.perf_counter() - t0
             if res.compile_ms:
                 res.speedup_vs_compile = res.compile_ms / res.runtime_ms

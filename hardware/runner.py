@@ -118,6 +118,9 @@ class Runner:
         self.staged: dict[str, list[Any]] = {}
         """Per shape, the device copies of staged inputs that a refill overwrites in place."""
         self.exchange: dict[str, dict[str, list[Any]]] = {}
+        self.initial_state: dict[str, dict[str, Any]] = {}
+        self.built_modes: dict[str, dict[str, bool]] = {}
+        """Per shape, each submodule's training flag as ModelNew's constructor left it ("train" mode)."""
         """Per shape, the judge's device buffers this process opened (inputs, outputs)."""
         self._flush_buf: Any = None
 
@@ -234,6 +237,11 @@ class Runner:
                     _fail("compile", "runtime_error", f"loading the reference's state_dict into ModelNew failed: "
                           f"{format_exception(exc, self.path)}")  # fmt: skip
             self.models[str(spec_m["key"])] = model
+            # What a call that asks for a reset starts from (forward may update running statistics).
+            self.initial_state[str(spec_m["key"])] = {
+                k: v.detach().clone() for k, v in model.state_dict().items()
+            }
+            self.built_modes[str(spec_m["key"])] = {name: m.training for name, m in model.named_modules()}
         for s in shared:
             s.close()
         return {"op": "loaded", "notes": notes, "memory_limit_bytes": limit}, []
@@ -284,6 +292,13 @@ class Runner:
             raise ProtocolError(f"no model {key!r}")
         shared = self._shared(msg, fds, writable=True)
         args = self._device_args(key, msg, shared)
+        if msg.get("reset"):
+            model.load_state_dict(self.initial_state[key], strict=False)
+        if msg.get("mode") == "eval":
+            model.eval()
+        else:
+            for name, module in model.named_modules():
+                module.training = self.built_modes[key].get(name, True)
         stage = str(msg.get("stage", "correctness"))
         record = bool(msg.get("evidence"))
         before_keys: set[int] = set()
@@ -314,6 +329,15 @@ class Runner:
             if self.cuda:
                 report["evidence"]["kernels"] = self._profile_kernels(model, args)
         out_fds = []
+        state_fds, state_descs = [], []
+        names = msg.get("buffers") or []
+        if names:
+            own = dict(model.named_buffers())
+            for name in names:
+                if name in own and type(own[name]) is self.torch.Tensor:
+                    state_descs.append({"name": name, **describe_tensor(own[name])})
+                    state_fds.append(tensor_to_memfd(own[name].detach(), "kw-buffer", seal=True))
+        report["state"] = state_descs
         lent = self.exchange.get(key, {}).get("outputs") if msg.get("exchange") else None
         if (
             lent is not None
@@ -332,13 +356,13 @@ class Runner:
                 for t in tensors:
                     out_fds.append(tensor_to_memfd(t, "kw-output", seal=True))
             except BaseException:
-                close_fds(out_fds)
+                close_fds(out_fds + state_fds)
                 raise
         if self.cuda:  # on CPU forward may keep references to its inputs; the mapping stays with them
             for s in shared:
                 s.close()
         del out, tensors
-        return report, out_fds
+        return report, out_fds + state_fds
 
     def _storages(self, args: Any, model: Any) -> set[int]:
         """Storages that exist before forward: its inputs, the model's tensors and the module's."""

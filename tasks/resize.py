@@ -85,27 +85,26 @@ def with_sizes(source: str, values: dict[str, int]) -> str:
     return "".join(lines)
 
 
-def _meta_run(module: types.ModuleType) -> list[list[int]] | None:
-    """Input shapes of one meta-device forward at the module's sizes, or None when it fails there."""
+def _meta_run(module: types.ModuleType) -> tuple[list[list[int]], int] | None:
+    """(input shapes, elements of inputs + outputs + parameters and buffers) of one meta-device forward
+    at the module's sizes, or None when it fails there."""
     try:
         with torch.device("meta"):
             inputs = task_inputs(module, small=False, seed=0, device="meta")
             model = task_model(module, small=False, seed=0, device="meta")
             with torch.no_grad():
-                model(*inputs)
+                out = model(*inputs)
     except Exception:
         return None
-    return [list(t.shape) for t in inputs if isinstance(t, torch.Tensor)]
+    outs = [out] if isinstance(out, torch.Tensor) else [t for t in _flat(out) if isinstance(t, torch.Tensor)]
+    tensors = [t for t in inputs if isinstance(t, torch.Tensor)] + outs + list(model.state_dict().values())
+    return [list(t.shape) for t in inputs if isinstance(t, torch.Tensor)], sum(t.numel() for t in tensors)
 
 
-def _elements(shapes: list[list[int]]) -> int:
-    total = 0
-    for s in shapes:
-        n = 1
-        for d in s:
-            n *= d
-        total += n
-    return total
+def _flat(value: Any) -> list[Any]:
+    if isinstance(value, list | tuple):
+        return [x for v in value for x in _flat(v)]
+    return [value]
 
 
 @dataclass
@@ -123,9 +122,10 @@ class Resized:
 
 
 def shrink(source: str, name: str, max_elements: int, *, odd: bool = True) -> Resized | None:
-    """The task at a size whose tensor inputs hold at most `max_elements` elements in all, or None.
+    """The task at a size whose inputs, outputs and parameters hold at most `max_elements` elements in
+    all, or None.
 
-    Halves the largest constant that still reduces the inputs and keeps the task valid (checked on the
+    Halves the largest constant that still shrinks those tensors and keeps the task valid (checked on the
     meta device), until the inputs fit; then, with `odd`, tries odd values for the changed constants
     (odd sizes find masking bugs that powers of two hide), keeping each only where the task stays valid.
     """
@@ -133,7 +133,7 @@ def shrink(source: str, name: str, max_elements: int, *, odd: bool = True) -> Re
     if not constants:
         return None
 
-    def run(values: dict[str, int]) -> list[list[int]] | None:
+    def run(values: dict[str, int]) -> tuple[list[list[int]], int] | None:
         try:
             module = exec_task_module(with_sizes(source, values), name)
         except Exception:
@@ -141,33 +141,34 @@ def shrink(source: str, name: str, max_elements: int, *, odd: bool = True) -> Re
         return _meta_run(module)
 
     values = dict(constants)
-    shapes = run(values)
-    if shapes is None:
+    got = run(values)
+    if got is None:
         return None
+    shapes, size = got
     fixed: set[str] = set()
     for _ in range(200):
-        if _elements(shapes) <= max_elements:
+        if size <= max_elements:
             break
         movable = [k for k in values if k not in fixed and values[k] >= 4]
         if not movable:
             return None
         k = max(movable, key=lambda n: values[n])
         trial = {**values, k: values[k] // 2}
-        got = run(trial)
-        if got is None or _elements(got) >= _elements(shapes):
-            fixed.add(k)  # breaks the task, or does not size its inputs
+        tried = run(trial)
+        if tried is None or tried[1] >= size:
+            fixed.add(k)  # breaks the task, or sizes none of its tensors
             continue
-        values, shapes = trial, got
+        values, (shapes, size) = trial, tried
     else:
         return None
-    if _elements(shapes) > max_elements:
+    if size > max_elements:
         return None
     if odd:
         for k in [k for k in values if values[k] != constants[k] and values[k] % 2 == 0 and values[k] > 2]:
             trial = {**values, k: values[k] - 1}
-            got = run(trial)
-            if got is not None and _elements(got) <= max_elements:
-                values, shapes = trial, got
+            tried = run(trial)
+            if tried is not None and tried[1] <= max_elements:
+                values, (shapes, size) = trial, tried
     changed = {k: v for k, v in values.items() if v != constants[k]}
     return Resized(with_sizes(source, values), changed, shapes) if changed else None
 

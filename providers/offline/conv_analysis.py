@@ -675,7 +675,10 @@ class _Analyzer:
             w_expr = f"self.{t}.weight" if mod.affine else None
             b_expr = f"self.{t}.bias" if mod.affine else None
             if mod.training or not mod.track_running_stats:
-                return self._norm(node, x, "batch", "None", f"self.{t}.eps", w_expr, b_expr)
+                # With running statistics, the program follows the module's mode: batch statistics and
+                # their update in train mode, the running statistics in eval mode (conv_codegen).
+                running = f"self.{t}" if mod.track_running_stats else None
+                return self._norm(node, x, "batch", "None", f"self.{t}.eps", w_expr, b_expr, running=running)
             return self._running_norm(node, x, t, mod.affine)
         if isinstance(mod, nn.LayerNorm):
             w_expr = f"self.{t}.weight" if mod.elementwise_affine else None
@@ -1130,14 +1133,19 @@ class _Analyzer:
 
     # ------------------------------------------------------------------ normalisation
     def _norm(
-        self, node: fx.Node, x: Any, kind: str, groups: str, eps: str, weight: str | None, bias: str | None
-    ) -> Any:
+        self, node: fx.Node, x: Any, kind: str, groups: str, eps: str, weight: str | None, bias: str | None,
+        running: str | None = None,
+    ) -> Any:  # fmt: skip
+        """`running`: the BatchNorm module (as an expression) whose running statistics the program keeps."""
         x = self._require_standard(x, f"{kind} norm")
         if x.cred:
             raise ConvUnsupported("a normalisation after a channel reduction")
         self.regions += 1
         self.region_src[self.regions] = x.op
-        op = self._new_op("norm", [x.op], attrs={"kind": kind, "groups": groups, "eps": eps})
+        attrs = {"kind": kind, "groups": groups, "eps": eps}
+        if running is not None:
+            attrs["running"] = running
+        op = self._new_op("norm", [x.op], attrs=attrs)
         v = self._chain_like(x, op, node, region=self.regions)
         for expr, fn in ((weight, "mul"), (bias, "add")):
             if expr is None:

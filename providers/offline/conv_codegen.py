@@ -192,6 +192,36 @@ _COMPARISONS = ("gt", "lt", "ge", "le", "eq", "ne")
 
 _JIT_HELPERS = """
 @triton.jit
+def _kw_bn_update_kernel(rm_ptr, rv_ptr, nbt_ptr, mean_ptr, rstd_ptr, C, momentum, eps, corr,
+                         CUMULATIVE: tl.constexpr, HAS_NBT: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    mask = offs < C
+    m = momentum
+    if HAS_NBT:
+        n = tl.load(nbt_ptr) + 1
+        tl.store(nbt_ptr, n)
+        if CUMULATIVE:
+            m = 1.0 / n.to(tl.float32)
+    mean = tl.load(mean_ptr + offs, mask=mask, other=0.0)
+    rstd = tl.load(rstd_ptr + offs, mask=mask, other=1.0)
+    var = (1.0 / (rstd * rstd) - eps) * corr
+    rm = tl.load(rm_ptr + offs, mask=mask, other=0.0)
+    rv = tl.load(rv_ptr + offs, mask=mask, other=0.0)
+    tl.store(rm_ptr + offs, (rm * (1.0 - m) + m * mean).to(rm_ptr.dtype.element_ty), mask=mask)
+    tl.store(rv_ptr + offs, (rv * (1.0 - m) + m * var).to(rv_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _kw_bn_eval_kernel(rm_ptr, rv_ptr, mean_ptr, rstd_ptr, C, eps, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    mask = offs < C
+    rm = tl.load(rm_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    rv = tl.load(rv_ptr + offs, mask=mask, other=1.0).to(tl.float32)
+    tl.store(mean_ptr + offs, rm, mask=mask)
+    tl.store(rstd_ptr + offs, 1.0 / tl.sqrt(rv + eps), mask=mask)
+
+
+@triton.jit
 def _kw_tanh(x):
     # tanh from exp: |x| large saturates to +-1 without overflow
     t = tl.exp(-2.0 * tl.abs(x))
@@ -269,6 +299,26 @@ def _kw_norm_stats(
 """
 
 _HOST_HELPERS = """
+def _kw_bn_running(bn, mean, rstd, count):
+    # BatchNorm's train-mode update of its running statistics (and batch count), from the batch
+    # statistics the kernels computed; the variance is kept unbiased, as BatchNorm keeps it
+    nbt = bn.num_batches_tracked
+    C = bn.running_mean.numel()
+    _kw_bn_update_kernel[(1,)](
+        bn.running_mean, bn.running_var, nbt if nbt is not None else mean, mean, rstd, C,
+        float(bn.momentum or 0.0), float(bn.eps), float(count) / max(float(count) - 1.0, 1.0),
+        CUMULATIVE=bn.momentum is None, HAS_NBT=nbt is not None, BLOCK=_kw_npow2(C),
+    )
+
+
+def _kw_bn_eval_stats(bn, C):
+    # eval mode: the running statistics normalise
+    mean = torch.empty((1, C), device=bn.running_mean.device, dtype=torch.float32)
+    rstd = torch.empty((1, C), device=bn.running_mean.device, dtype=torch.float32)
+    _kw_bn_eval_kernel[(1,)](bn.running_mean, bn.running_var, mean, rstd, C, float(bn.eps), BLOCK=_kw_npow2(C))
+    return mean, rstd
+
+
 def _kw_tup(v, n):
     if isinstance(v, int):
         return (int(v),) * n
@@ -1435,10 +1485,22 @@ class _Emitter:
         h(f"BC = min(64, _kw_npow2(CG{i}))")
         rows = f"TT{prev.index}" if per else f"N * TT{prev.index}"
         h(f"BT = max(1, min(2048 // BC, _kw_npow2({rows})))")
-        h(
+        launch = (
             f"_kw_norm_stats[(NB{i} * G{i},)](part{prev.index}, mean{i}, rstd{i}, TT{prev.index}, C{i}, CG{i}, "
             f"G{i}, N, float({norm.attrs['eps']}), PER_SAMPLE={per}, BLOCK_T=BT, BLOCK_C=BC)"
         )
+        bn = norm.attrs.get("running")
+        if bn is None:
+            h(launch)
+            return
+        # A BatchNorm with running statistics follows its module's mode, as PyTorch's does: in eval mode
+        # the running statistics normalise (the batch statistics pass above still runs, unused); in
+        # train mode the batch statistics do, and update the running ones.
+        h(f"if {bn}.training:")
+        h(f"    {launch}")
+        h(f"    _kw_bn_running({bn}, mean{i}, rstd{i}, N * math.prod(S{prev.index}))")
+        h("else:")
+        h(f"    mean{i}, rstd{i} = _kw_bn_eval_stats({bn}, C{i})")
 
     def _host_fold(self, h: Code, st: _Stage) -> None:
         """Stage i as the fold kernel (plan.fold): the reduced buffer from the statistics partials."""

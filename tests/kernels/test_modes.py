@@ -1,0 +1,68 @@
+"""Modes and state: train() and eval(), buffers that forward updates, and references that are random.
+
+A model with BatchNorm behaves differently in train and eval mode and updates its running statistics in
+train mode; the judge alternates trials between the modes and compares buffers after forward. A reference
+that is random only in train mode (dropout) is verified in eval mode; one random in every mode cannot be
+verified at all, which is the task's problem (harness_error), not the candidate's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hardware import WorkerPool
+from tasks import load_task
+
+pytestmark = pytest.mark.kernels
+
+MODES = Path(__file__).parent / "modes"
+
+
+def candidate(name: str) -> str:
+    return (MODES / "bn_common.txt").read_text() + "\n\n" + (MODES / name).read_text()
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with WorkerPool(device="cpu", workers=1) as p:
+        yield p
+
+
+def test_batchnorm_in_both_modes_with_its_running_statistics(pool):
+    res = pool.evaluate(load_task(MODES / "task_batchnorm.py"), candidate("bn_both_modes.py"))
+    assert res.correct, res.error
+    assert any("train() and eval()" in n for n in res.extra["notes"])
+
+
+def test_kernel_that_ignores_the_mode_and_the_running_statistics_fails(pool):
+    res = pool.evaluate(load_task(MODES / "task_batchnorm.py"), candidate("bn_batch_stats_only.py"))
+    assert (res.correct, res.error_kind) == (False, "mismatch"), res.error
+    assert "buffer bn.running_mean" in res.error and "train-mode forward" in res.error
+
+
+def test_kernel_that_skips_only_the_running_statistics_update_fails(pool):
+    src = candidate("bn_both_modes.py").replace("bn.running_mean.mul_(1 - bn.momentum).add_(bn.momentum * mean)", "pass")
+    res = pool.evaluate(load_task(MODES / "task_batchnorm.py"), src)
+    assert (res.correct, res.error_kind) == (False, "mismatch"), res.error
+    assert "buffer bn.running_mean" in res.error
+
+
+def test_kernel_that_uses_batch_statistics_in_eval_mode_fails(pool):
+    src = candidate("bn_both_modes.py").replace("if self.training:", "if True:")
+    res = pool.evaluate(load_task(MODES / "task_batchnorm.py"), src)
+    assert (res.correct, res.error_kind) == (False, "mismatch"), res.error
+    assert "eval mode" in res.error or "eval-mode" in res.error
+
+
+def test_dropout_reference_is_verified_in_eval_mode(pool):
+    res = pool.evaluate(load_task(MODES / "task_dropout.py"), candidate("relu_only.py"))
+    assert res.correct, res.error
+    assert any("verified in eval mode only" in n for n in res.extra["notes"])
+
+
+def test_random_reference_cannot_be_verified(pool):
+    res = pool.evaluate(load_task(MODES / "task_random.py"), candidate("relu_only.py"))
+    assert (res.correct, res.error_kind) == (False, "harness_error"), res.error
+    assert "cannot be verified" in res.error
