@@ -65,15 +65,31 @@ def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     return {"result": result, "cost": CostLedger(wall_s=delta)}
 
 
+# Where each node may route. The nodes say the same in their `Command[Literal[...]]` return types, but those
+# cannot be resolved here (the nodes name `Context` only for type checkers, as nodes/ may not import
+# graphs/), so LangGraph, and Studio which draws from it, would not see the routes. A test checks that
+# these match the return types.
+ROUTES: dict[str, tuple[str, ...]] = {
+    "planner": ("context", "finalize"),
+    "context": ("coder",),
+    "coder": ("compiler",),
+    "compiler": ("profiler", "reflector"),
+    "profiler": ("reflector",),
+    "reflector": ("planner",),
+}
+
 builder = StateGraph(State, input_schema=InputState, context_schema=Context)
-builder.add_node("planner", planner)
+builder.add_node("planner", planner, destinations=ROUTES["planner"])
 # Branch nodes take the Send payload (a Branch), not the state; input_schema=State keeps LangGraph
 # from adding the Branch's fields to the state's channels.
-builder.add_node("context", context, input_schema=State)  # type: ignore[call-overload]
-builder.add_node("coder", coder, input_schema=State)  # type: ignore[call-overload]
-builder.add_node("compiler", compiler, input_schema=State)  # type: ignore[call-overload]
-builder.add_node("profiler", profiler, input_schema=State)  # type: ignore[call-overload]
-builder.add_node("reflector", reflector, input_schema=State)  # type: ignore[call-overload]
+for _name, _node in (
+    ("context", context),
+    ("coder", coder),
+    ("compiler", compiler),
+    ("profiler", profiler),
+    ("reflector", reflector),
+):
+    builder.add_node(_name, _node, input_schema=State, destinations=ROUTES[_name])  # type: ignore[call-overload]
 builder.add_node("finalize", finalize)
 builder.add_edge(START, "planner")
 builder.add_edge("finalize", END)
