@@ -188,7 +188,7 @@ def run_optimize(
         default_name = (
             Path(graph_input["task_path"]).stem if "task_path" in graph_input else graph_input["task_name"]
         )
-        rd = Path(run_dir or ctx.run_dir or Path("runs") / f"{default_name}-{thread_id[:8]}")
+        rd = Path(run_dir or ctx.run_dir or ctx.default_run_dir(default_name, thread_id))
         rd.mkdir(parents=True, exist_ok=True)
         ctx = dataclasses.replace(ctx, run_dir=str(rd.resolve()))
         (rd / RUN_FILE).write_text(

@@ -221,6 +221,9 @@ class RunInfo(Record):
     run_dir: str
     task_name: str
     task_path: str | None = None
+    input_key: str = ""
+    """Which graph input started the run (see nodes.planner.input_key): another input on the same thread
+    starts a new run."""
     model: str
     device: str
     """Where candidates actually run: cpu or cuda."""
