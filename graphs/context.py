@@ -109,8 +109,9 @@ class Context:
     """Per-stage evaluation time limit; None for the harness defaults [KERNELWRIGHT_EVAL_TIMEOUT_S]."""
     llm_timeout_s: float = field(default_factory=_env("KERNELWRIGHT_LLM_TIMEOUT_S", 180.0, float))
     """Seconds one chat-model request may take before it is retried [KERNELWRIGHT_LLM_TIMEOUT_S]."""
-    llm_retries: int = field(default_factory=_env("KERNELWRIGHT_LLM_RETRIES", 4, int))
-    """Retries (with backoff) on timeouts, HTTP 429 and 5xx [KERNELWRIGHT_LLM_RETRIES]."""
+    llm_retry_s: float = field(default_factory=_env("KERNELWRIGHT_LLM_RETRY_S", 120.0, float))
+    """Seconds a model request failing with timeouts, dropped connections, HTTP 429 or 5xx is retried
+    (backoff honouring Retry-After) before the run stops, resumable [KERNELWRIGHT_LLM_RETRY_S]."""
     llm_rules: bool = field(default_factory=_env("KERNELWRIGHT_LLM_RULES", True, _flag))
     """Let an LLM draft the rule for a failure (structured output); off: rules from error signatures
     [KERNELWRIGHT_LLM_RULES]."""
@@ -129,6 +130,8 @@ class Context:
     def __post_init__(self) -> None:
         if self.budget < 0:
             raise ValueError(f"budget must be >= 0, got {self.budget}")
+        if self.llm_retry_s < 0:
+            raise ValueError(f"llm_retry_s must be >= 0, got {self.llm_retry_s}")
         if self.workers < 1:
             raise ValueError(f"workers must be >= 1, got {self.workers}")
         if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):
