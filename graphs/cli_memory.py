@@ -15,9 +15,7 @@ import argparse
 import json
 import sys
 import time
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from memory import Memory
@@ -86,6 +84,11 @@ def _run(args: argparse.Namespace, body: Any, on_damaged: Any = None) -> int:
         return 1
     try:
         return int(body(mem))
+    except MemoryDamagedError as exc:
+        if on_damaged is not None:
+            return int(on_damaged(exc))
+        print(f"kernelwright memory: {exc}", file=sys.stderr)
+        return 1
     except (MemoryImportError, MemoryLocationError) as exc:
         print(f"kernelwright memory: {exc}", file=sys.stderr)
         return 1
@@ -164,7 +167,9 @@ def _export(args: argparse.Namespace) -> int:
         if args.json:
             _print_json(rep.model_dump())
         else:
-            print(f"exported {rep.cases} cases, {rep.rules} rules, {rep.exposures} exposures to {rep.path}{salvaged}")
+            print(
+                f"exported {rep.cases} cases, {rep.rules} rules, {rep.exposures} exposures to {rep.path}{salvaged}"
+            )
         return 0
 
     def body(mem: Memory) -> int:

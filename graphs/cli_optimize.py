@@ -243,7 +243,7 @@ def check_output_folder(path: Path, what: str) -> None:
         raise UsageError(f"{what} {path}: cannot make it, {parent} is not writable")
 
 
-def check_memory_and_model(ctx: Context) -> None:
+def check_memory_and_model(ctx: Context, *, model: bool = True) -> None:
     """Open the memory (it must be usable and writable) and the model, before any folder is made."""
     from memory import MemoryLocationError
     from nodes import resources
@@ -259,7 +259,8 @@ def check_memory_and_model(ctx: Context) -> None:
             "give --memory a writable folder"
         )
     try:
-        resources.chat_model(ctx)
+        if model:
+            resources.chat_model(ctx)
     except ProviderError as exc:
         raise UsageError(str(exc)) from exc
 
@@ -288,7 +289,9 @@ def main(args: argparse.Namespace) -> int:
     try:
         return _main(args, out, say)
     except ProviderUnavailable as exc:
-        say(f"{exc}; the run is saved: continue it with kernelwright optimize --resume {exc.run_dir or 'RUN_DIR'}")
+        say(
+            f"{exc}; the run is saved: continue it with kernelwright optimize --resume {exc.run_dir or 'RUN_DIR'}"
+        )
         return EXIT_PROVIDER
     except (UsageError, TaskError, ProviderError, MemoryLocationError, ValueError, FileNotFoundError) as exc:
         say(str(exc))
@@ -312,7 +315,7 @@ def _main(args: argparse.Namespace, console: Console, say: Any) -> int:
         from graphs.context import Context
 
         ctx = context_from_args(args, Context.from_json(saved.context))
-        check_memory_and_model(ctx)
+        check_memory_and_model(ctx, model=False)  # run_optimize checks the model if work is left
         try:
             result = run_optimize(None, ctx, rd, resume=True, on_progress=ProgressPrinter(console))
         except ProviderUnavailable as exc:

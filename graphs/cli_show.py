@@ -57,7 +57,8 @@ def render_attempt(a: Any) -> str:
     c = a.candidate
     lines = [
         f"node {a.node_id} <- {a.parent}: {a.action} ({a.reason or 'no reason recorded'})",
-        f"status {a.status}" + (f", {a.result.error_kind}" if a.result.error_kind else "")
+        f"status {a.status}"
+        + (f", {a.result.error_kind}" if a.result.error_kind else "")
         + (f", {a.timing.speedup_vs_eager:.3f}x vs eager" if a.timing.speedup_vs_eager is not None else ""),
         f"kernel {c.meta or '(no # kernelwright: header) ' + c.design}",
         f"model calls {c.usage.llm_calls}, tokens {c.usage.tokens_in} in / {c.usage.tokens_out} out, "
@@ -78,8 +79,14 @@ def render_attempt(a: Any) -> str:
     if a.reflection.note:
         out += _section("reflection", a.reflection.note)
     if a.context is not None:
-        items = [f"{i.kind} {i.id} ({i.tier}): {i.text[:120]}" for i in a.context.injected if i.kind in ("rule", "case")]
-        out += _section(f"rules and cases in its prompt ({a.context.tokens_used} tokens)", "\n".join(items) or "(none)")
+        items = [
+            f"{i.kind} {i.id} ({i.tier}): {i.text[:120]}"
+            for i in a.context.injected
+            if i.kind in ("rule", "case")
+        ]
+        out += _section(
+            f"rules and cases in its prompt ({a.context.tokens_used} tokens)", "\n".join(items) or "(none)"
+        )
     return out
 
 

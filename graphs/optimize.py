@@ -235,7 +235,6 @@ def run_optimize(
             + "\n",
             encoding="utf-8",
         )
-    resources.chat_model(ctx)  # a missing key or unreachable server is an error now, not mid-run
     saver = open_checkpointer(rd)
     app = builder.compile(checkpointer=saver, name=GRAPH_NAME)
     config: RunnableConfig = {"configurable": {"thread_id": thread_id}, "recursion_limit": 100_000}
@@ -247,9 +246,13 @@ def run_optimize(
                 if on_progress is not None:
                     n = len(snapshot.values.get("attempts") or [])
                     on_progress(
-                        Progress(kind="finished", result=done, done=n, budget=ctx.budget, already_finished=True)
+                        Progress(
+                            kind="finished", result=done, done=n, budget=ctx.budget, already_finished=True
+                        )
                     )
                 return done
+        # a missing key or unreachable server is an error now, not mid-run (a finished run needs no model)
+        resources.chat_model(ctx)
         attempts: list[Attempt] = list(app.get_state(config).values.get("attempts") or []) if resume else []
         best: Attempt | None = None
         for a in attempts:

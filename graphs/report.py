@@ -249,7 +249,9 @@ def render_report(result: OptimizeResult, attempts: list[Attempt]) -> str:
             if cand.meta
             else f"<span class='muted'>no header; kernels:</span> <code>{escape(cand.design)}</code>"
         )
-        answer = cand.answer or (f"(not recorded; {cand.answer_chars} characters)" if cand.answer_chars else "")
+        answer = cand.answer or (
+            f"(not recorded; {cand.answer_chars} characters)" if cand.answer_chars else ""
+        )
         rows.append(
             f"<tr><td>{escape(a.node_id)}</td><td>{escape(a.parent)}</td><td>{escape(a.action)}</td>"
             f"<td style='color:{STATUS_COLOR.get(a.status, '#000')}'>{escape(a.status)}</td>"

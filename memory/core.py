@@ -243,7 +243,11 @@ def export_salvaged(location: str, path: str | os.PathLike[str]) -> TransferRepo
     from memory.damage import salvage_documents
 
     docs = salvage_documents(Path(location))
-    kinds = {CASES: ("case", Case), RULES: ("rule", Rule), EXPOSURES: ("exposure", Exposure)}
+    kinds: dict[str, tuple[str, type[MemoryRecord]]] = {
+        CASES: ("case", Case),
+        RULES: ("rule", Rule),
+        EXPOSURES: ("exposure", Exposure),
+    }
     report = TransferReport(path=os.fspath(path))
     tmp = Path(f"{os.fspath(path)}.tmp")
     with tmp.open("w", encoding="utf-8") as fh:

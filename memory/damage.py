@@ -75,7 +75,10 @@ def salvage_documents(path: Path) -> dict[str, list[str]]:
             return found
         for segment_id, collection in segments:
             try:
-                ids = [r[0] for r in conn.execute("SELECT id FROM embeddings WHERE segment_id = ?", (segment_id,))]
+                ids = [
+                    r[0]
+                    for r in conn.execute("SELECT id FROM embeddings WHERE segment_id = ?", (segment_id,))
+                ]
             except sqlite3.DatabaseError:
                 continue
             for rid in ids:

@@ -119,7 +119,9 @@ class ChromaStore:
                 try:
                     path.mkdir(parents=True, exist_ok=True)
                 except OSError as exc:
-                    raise MemoryLocationError(f"cannot make the memory folder {location}: {exc.strerror}") from exc
+                    raise MemoryLocationError(
+                        f"cannot make the memory folder {location}: {exc.strerror}"
+                    ) from exc
             self._generation = self._read_generation()
             self._connect()
 
@@ -143,10 +145,27 @@ class ChromaStore:
             self._client = client
         else:
             try:
-                self._client = chromadb.PersistentClient(path=self._snapshot or self.location, settings=_settings())
+                self._client = chromadb.PersistentClient(
+                    path=self._snapshot or self.location, settings=_settings()
+                )
             except Exception as exc:  # Chroma raises its own internal types for a database it cannot use
                 raise self._unusable(exc) from exc
         self._collections = {}
+
+    def _damaged(self, exc: Exception) -> MemoryDamagedError | None:
+        """For an error Chroma raised while reading or writing: the damage behind it, if any."""
+        if (
+            self.remote
+            or isinstance(exc, MemoryLocationError)
+            or not type(exc).__module__.startswith("chromadb")
+        ):
+            return None
+        problem = sqlite_problem(Path(self.location))
+        return (
+            MemoryDamagedError(damaged_message(Path(self.location), problem), self.location)
+            if problem
+            else None
+        )
 
     def _unusable(self, exc: Exception) -> MemoryLocationError:
         """What to raise when Chroma cannot open or read the folder: damaged, or why not."""
@@ -197,7 +216,13 @@ class ChromaStore:
         with self._thread_lock:
             if self._write_depth == 0:
                 self._refresh_if_stale()
-            yield
+            try:
+                yield
+            except Exception as exc:
+                damaged = self._damaged(exc)
+                if damaged is None:
+                    raise
+                raise damaged from exc
 
     @contextmanager
     def writing(self) -> Iterator[None]:

@@ -61,7 +61,9 @@ def coder(branch: Branch, runtime: Runtime[Context]) -> Command[Literal["compile
     model = resources.chat_model(ctx)
     messages = [SystemMessage(branch.prompt.system), HumanMessage(branch.prompt.user)]
     started = time.monotonic()
-    message = invoke_with_retry(lambda: model.invoke(messages), total_s=ctx.llm_retry_s, what=provider_name(ctx))
+    message = invoke_with_retry(
+        lambda: model.invoke(messages), total_s=ctx.llm_retry_s, what=provider_name(ctx)
+    )
     seconds = time.monotonic() - started
     tokens_in, tokens_out = usage_of(message)
     text = message_text(message)

@@ -166,7 +166,9 @@ def reflect_to_memory(
     if known is not None:
         return known, CostLedger()
     if status != "correct":
-        why = not_the_kernels_fault(branch.result, branch.candidate.code, not is_llm(resources.chat_model(ctx)))
+        why = not_the_kernels_fault(
+            branch.result, branch.candidate.code, not is_llm(resources.chat_model(ctx))
+        )
         if why is not None:
             reflection = Reflection(note=f"nothing learned: {why}")
             _journal_append(run.run_dir, run.run_id, job.node_id, reflection)

@@ -170,7 +170,9 @@ def test_a_new_task_on_a_used_thread_is_a_new_run(server, tmp_path):
     assert first["result"]["task"] == "01_relu" and second["result"]["task"] == "03_silu"
     assert first["result"]["run_id"] == thread and second["result"]["run_id"] != thread
     assert [a["node_id"] for a in second["attempts"]] == ["n1"]  # the old run's attempts are gone
-    assert "03_silu" in second["attempts"][0]["candidate"]["code"] or second["attempts"][0]["candidate"]["code"]
+    assert (
+        "03_silu" in second["attempts"][0]["candidate"]["code"] or second["attempts"][0]["candidate"]["code"]
+    )
     # the same task again on the finished thread: a new run too, not the stored answer
     third = client.runs.wait(thread, "optimize", input={"task_path": SILU}, context=context)
     assert third["result"]["task"] == "03_silu"
