@@ -2,6 +2,8 @@
 
 Each subcommand lives in its own module (graphs/cli_<name>.py) exposing `add_parser(subparsers)` that
 registers the subcommand with `set_defaults(func=...)`; `func(args) -> int` is the exit status.
+Those modules import nothing heavy (torch, LangGraph, Chroma, rich) at module level: `--help`, `--version`
+and argument errors answer before any of it loads.
 """
 
 from __future__ import annotations
@@ -9,15 +11,34 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import NoReturn
 
-SUBCOMMANDS = ("eval", "optimize", "memory")
+SUBCOMMANDS = ("optimize", "eval", "show", "memory")
+
+
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version("kernelwright")
+    except PackageNotFoundError:  # run from a source tree that was not installed
+        return "unknown (not installed)"
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Argument errors as one line (what was wrong, and where help is), exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="kernelwright",
         description="Turn PyTorch reference programs into fast, verified Triton kernels.",
     )
+    parser.add_argument("--version", action="version", version=f"kernelwright {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
         try:

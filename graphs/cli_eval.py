@@ -71,6 +71,9 @@ def run(args: argparse.Namespace) -> int:
     from hardware import EvalConfig, evaluate
     from tasks import TaskError, load_task
 
+    for flag, given in (("TASK", args.task), ("CANDIDATE", args.candidate)):
+        if Path(given).is_dir():
+            return _fail(f"{flag} {given} is a folder: eval takes one task file and one candidate file")
     candidate = Path(args.candidate)
     if not candidate.is_file():
         return _fail(f"candidate file not found: {candidate}")

@@ -3,6 +3,10 @@
 Every subcommand takes `--memory DIR_OR_URL` (default $KERNELWRIGHT_MEMORY, else ~/.kernelwright) and
 `--json` for machine-readable output. Exit status 0 on success, 1 when the memory cannot be used or
 an import file is invalid (the one-line reason goes to stderr), 2 for usage errors.
+
+A memory folder this process cannot write is read from a snapshot (stats, rules and export work; import
+and prune say it is read-only). A damaged folder is named as such with what can be recovered; `export`
+then writes every record SQLite can still read (memory/damage.py).
 """
 
 from __future__ import annotations
@@ -11,9 +15,10 @@ import argparse
 import json
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from memory import Memory, MemoryImportError, MemoryLocationError, installed_versions, open_memory
+if TYPE_CHECKING:
+    from memory import Memory
 
 
 def add_parser(subparsers: Any) -> None:
@@ -59,18 +64,32 @@ def add_parser(subparsers: Any) -> None:
 
 
 def _open(args: argparse.Namespace) -> Memory:
+    from memory import open_memory
+
     return open_memory(args.memory)
 
 
-def _run(args: argparse.Namespace, body: Any) -> int:
+def _run(args: argparse.Namespace, body: Any, on_damaged: Any = None) -> int:
+    from memory import MemoryDamagedError, MemoryImportError, MemoryLocationError
+
     try:
         mem = _open(args)
+    except MemoryDamagedError as exc:
+        if on_damaged is not None:
+            return int(on_damaged(exc))
+        print(f"kernelwright memory: {exc}", file=sys.stderr)
+        return 1
     except (MemoryLocationError, ValueError) as exc:
         print(f"kernelwright memory: {exc}", file=sys.stderr)
         return 1
     try:
         return int(body(mem))
-    except MemoryImportError as exc:
+    except MemoryDamagedError as exc:
+        if on_damaged is not None:
+            return int(on_damaged(exc))
+        print(f"kernelwright memory: {exc}", file=sys.stderr)
+        return 1
+    except (MemoryImportError, MemoryLocationError) as exc:
         print(f"kernelwright memory: {exc}", file=sys.stderr)
         return 1
     finally:
@@ -144,15 +163,28 @@ def _rules(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    def body(mem: Memory) -> int:
-        rep = mem.export_jsonl(args.file)
+    def report(rep: Any, salvaged: str = "") -> int:
         if args.json:
             _print_json(rep.model_dump())
         else:
-            print(f"exported {rep.cases} cases, {rep.rules} rules, {rep.exposures} exposures to {rep.path}")
+            print(
+                f"exported {rep.cases} cases, {rep.rules} rules, {rep.exposures} exposures to {rep.path}{salvaged}"
+            )
         return 0
 
-    return _run(args, body)
+    def body(mem: Memory) -> int:
+        return report(mem.export_jsonl(args.file))
+
+    def salvage(exc: Any) -> int:
+        from memory.core import export_salvaged
+
+        rep = export_salvaged(exc.path, args.file)
+        print(f"kernelwright memory: {exc}", file=sys.stderr)
+        if rep.cases + rep.rules + rep.exposures == 0:
+            return 1
+        return report(rep, " (salvaged from the damaged memory)")
+
+    return _run(args, body, on_damaged=salvage)
 
 
 def _import(args: argparse.Namespace) -> int:
@@ -168,6 +200,8 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _prune(args: argparse.Namespace) -> int:
+    from memory import installed_versions
+
     def body(mem: Memory) -> int:
         installed = None if args.keep_toolchain else installed_versions()
         rep = mem.rules.prune(installed=installed, min_samples=args.min_samples, dry_run=args.dry_run)

@@ -4,15 +4,24 @@
                           [--memory DIR] [--out DIR] [--workers N] [--resume RUN_DIR] [--allow-tf32]
                           [--seed N] [--json]
 
-PATH is a task file (KernelBench format) or a folder of them (every *.py, then a summary table). The
-run directory (--out DIR, else runs/<task>-<id>) gets kernel.py, result.json, report.html, the
-checkpoints and the evaluation log; for a folder, --out DIR gets one subfolder per task. An
-interrupted run continues with --resume RUN_DIR.
+PATH is a task file (KernelBench format) or a folder of them (every *.py not starting with "_"). The
+run directory (--out DIR, else <runs root>/<task>-<id>, the runs root being ~/.kernelwright/runs or
+$KERNELWRIGHT_RUNS) gets kernel.py, result.json, report.html, the checkpoints and the evaluation log.
+For a folder, --out DIR (else <runs root>/<folder>-<id>) gets one subfolder per task and summary.json
+and summary.txt. An interrupted run continues with --resume RUN_DIR.
 
-Progress is one line per finished candidate (node, action, result, best so far) on stderr when --json
-is given (stdout then holds only the JSON result), else on stdout. Exit status: 0 when the run(s)
-finished, whatever they found (the verdict says it plainly); 1 when a run failed; 2 for bad input
-(a task that does not load, a model that cannot be used).
+Everything is checked before anything starts: the flags, the output folder, the memory (it must be
+writable), the model, and every task (a folder's broken tasks are named at once and skipped).
+
+Progress is one line per finished candidate (node, action, design, result and, for a failure, the first
+line of its error, best so far) on stderr when --json is given (stdout then holds only the JSON
+result), else on stdout.
+
+Exit status: 0 when the run(s) finished, whatever they found (the verdict says it plainly); 1 when a
+run failed, or a task of a folder did not load; 2 for bad input (flags, a task that does not load, an
+output folder or memory that cannot be used, a model that cannot be used); 3 when the model provider
+kept failing past the retry time (KERNELWRIGHT_LLM_RETRY_S): the run is checkpointed, continue it with
+--resume RUN_DIR; 130 when interrupted.
 """
 
 from __future__ import annotations
@@ -20,51 +29,113 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import re
+import os
 import sys
+import textwrap
+import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.table import Table
+if TYPE_CHECKING:
+    from rich.console import Console
 
-from graphs.context import Context
-from graphs.optimize import Progress, run_optimize
-from nodes import resources
-from nodes.records import Attempt, OptimizeResult
-from providers.chat import ProviderError
-from tasks.errors import TaskError
+    from graphs.context import Context
+    from graphs.optimize import Progress
+    from nodes.records import Attempt, OptimizeResult
+
+PROG = "kernelwright optimize"
+EXIT_FAILED, EXIT_BAD_INPUT, EXIT_PROVIDER, EXIT_INTERRUPTED = 1, 2, 3, 130
+SUMMARY_JSON, SUMMARY_TEXT = "summary.json", "summary.txt"
+WIDTH = 80
+"""Printed summaries fit this many columns, also when piped."""
+
+
+class UsageError(ValueError):
+    """Bad input found before anything started; the message is one line."""
+
+
+def _int_at_least(low: int) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        return value
+
+    return parse
 
 
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "optimize",
         help="search for a verified, faster Triton kernel for a task file or a folder of tasks",
-        description="Search a tree of candidate Triton kernels for a KernelBench-format task.",
+        description="Search a tree of candidate Triton kernels for a KernelBench-format task. Flags not "
+        "given fall back to the KERNELWRIGHT_* environment variables, then to the defaults shown.",
+        epilog="Exit status: 0 finished (whatever was found), 1 a run failed or a task of a folder did "
+        "not load, 2 bad input, 3 the model provider kept failing (continue with --resume RUN_DIR), "
+        "130 interrupted.",
     )
     p.add_argument("path", nargs="?", help="task file or folder of task files (not needed with --resume)")
-    p.add_argument("--model", default=None, help="offline | openai:<model> | provider:model | served name")
-    p.add_argument("--base-url", default=None, help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
-    p.add_argument("--budget", type=int, default=None, help="candidate kernels to try (default 8)")
-    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default=None, help="where candidates run")
-    p.add_argument("--target", default=None, help="hardware profile to write for (default: detected)")
     p.add_argument(
-        "--memory", default=None, metavar="DIR_OR_URL", help="memory location (default ~/.kernelwright)"
+        "--model",
+        default=None,
+        help="offline | openai:<model> | provider:model | served name (default: offline; $KERNELWRIGHT_MODEL)",
     )
     p.add_argument(
-        "--out", default=None, metavar="DIR", help="run directory (folder PATH: one subfolder per task)"
+        "--base-url",
+        default=None,
+        help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 (default: none; $KERNELWRIGHT_BASE_URL)",
     )
-    p.add_argument("--workers", type=int, default=None, help="evaluation worker processes (default 1)")
-    p.add_argument("--fanout", type=int, default=None, help="expansions in flight (default: one per worker)")
+    p.add_argument(
+        "--budget",
+        type=_int_at_least(1),
+        default=None,
+        help="candidate kernels to try, at least 1 (default: 8; $KERNELWRIGHT_BUDGET)",
+    )
+    p.add_argument(
+        "--device",
+        choices=["auto", "cpu", "cuda"],
+        default=None,
+        help="where candidates run (default: auto, a GPU when there is one; $KERNELWRIGHT_DEVICE)",
+    )
+    p.add_argument(
+        "--target", default=None, help="hardware profile to write for (default: detected from --device)"
+    )
+    p.add_argument(
+        "--memory",
+        default=None,
+        metavar="DIR_OR_URL",
+        help="memory folder or Chroma server URL (default: ~/.kernelwright; $KERNELWRIGHT_MEMORY)",
+    )
+    p.add_argument(
+        "--out",
+        default=None,
+        metavar="DIR",
+        help="run directory; for a folder PATH, one subfolder per task "
+        "(default: ~/.kernelwright/runs/<task>-<id>; $KERNELWRIGHT_RUNS sets the runs root)",
+    )
+    p.add_argument(
+        "--workers", type=_int_at_least(1), default=None, help="evaluation worker processes (default: 1)"
+    )
+    p.add_argument(
+        "--fanout",
+        type=_int_at_least(0),
+        default=None,
+        help="expansions in flight (default: 0, one per worker)",
+    )
     p.add_argument("--resume", default=None, metavar="RUN_DIR", help="continue an interrupted run")
     p.add_argument("--allow-tf32", action="store_true", default=None, help="allow TF32 for fp32 matmul/conv")
-    p.add_argument("--seed", type=int, default=None, help="search and verification seed (default 0)")
+    p.add_argument("--seed", type=int, default=None, help="search and verification seed (default: 0)")
     p.add_argument("--json", action="store_true", help="print the result(s) as JSON on stdout")
     p.set_defaults(func=main, path_is_dir=False)
 
 
 def context_from_args(args: argparse.Namespace, base: Context | None = None) -> Context:
     """A Context from the flags given; flags not given keep `base` (or the env/defaults)."""
+    from graphs.context import Context
+
     ctx = base or Context()
     overrides = {
         "model": args.model,
@@ -81,6 +152,9 @@ def context_from_args(args: argparse.Namespace, base: Context | None = None) -> 
     return dataclasses.replace(ctx, **{k: v for k, v in overrides.items() if v is not None})
 
 
+# -- progress -------------------------------------------------------------------------------------------
+
+
 def _speed(a: Attempt | None) -> str:
     if a is None:
         return "none yet"
@@ -91,8 +165,17 @@ def _speed(a: Attempt | None) -> str:
     return f"{a.node_id} {s:.2f}x{tag}"
 
 
+REASON_CHARS = 100
+
+
+def failure_reason(a: Attempt) -> str:
+    """The first line of what stopped a candidate, shortened for a progress line."""
+    first = next((ln.strip() for ln in (a.result.error or "").splitlines() if ln.strip()), "")
+    return first if len(first) <= REASON_CHARS else first[: REASON_CHARS - 3] + "..."
+
+
 class ProgressPrinter:
-    """One line per finished candidate: node, action, result, best so far."""
+    """One line per finished candidate: node, action, design, result (and why it failed), best so far."""
 
     def __init__(self, console: Console, label: str = "") -> None:
         self.console = console
@@ -105,12 +188,14 @@ class ProgressPrinter:
             r = ev.run
             c.print(
                 f"{prefix}[bold]{r.task_name}[/]: model {r.model}, target {r.target}, device {r.device}, "
-                f"budget {ev.budget} -> {r.run_dir}"
+                f"budget {ev.budget} -> {r.run_dir}",
+                highlight=False,
             )
             if not r.timing_meaningful:
                 c.print(f"{prefix}[yellow]{r.timing_note}[/]")
         elif ev.kind == "attempt" and ev.attempt is not None:
             a = ev.attempt
+            reason = ""
             if a.status == "correct":
                 s = a.timing.speedup_vs_eager
                 plain = f"correct {s:.2f}x" if s is not None else "correct (untimed)"
@@ -118,114 +203,227 @@ class ProgressPrinter:
             else:
                 plain = f"{a.status} {a.result.error_kind or ''}".strip()
                 styled = f"[red]{plain}[/]"
-            design = re.search(r"design=(\S+)", a.candidate.meta or "")
+                reason = failure_reason(a)
             c.print(
                 f"{prefix}[{ev.done:>3}/{ev.budget}] {a.node_id:>4} <- {a.parent:<4} {a.action:<10} "
-                f"{(design.group(1) if design else '-')[:18]:<18} {styled}{' ' * max(1, 26 - len(plain))}"
-                f"best: {_speed(ev.best)}",
+                f"{a.candidate.label[:18]:<18} {styled}{' ' * max(1, 26 - len(plain))}"
+                f"best: {_speed(ev.best)}" + (f"  [dim]{_escape(reason)}[/]" if reason else ""),
                 highlight=False,
             )
         elif ev.kind == "finished" and ev.result is not None:
             res = ev.result
             style = "green" if res.correct and res.slower_than_eager is not True else "bold red"
-            c.print(f"{prefix}[{style}]{res.verdict}[/]")
+            earlier = "finished earlier, nothing left to do: " if ev.already_finished else ""
+            c.print(f"{prefix}{earlier}[{style}]{_escape(res.verdict)}[/]", highlight=False)
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+# -- checks before anything starts ----------------------------------------------------------------------
+
+
+def check_output_folder(path: Path, what: str) -> None:
+    """`path` is a writable folder, or can be made as one; else a one-line UsageError."""
+    if path.exists():
+        if not path.is_dir():
+            raise UsageError(f"{what} {path}: exists and is not a folder")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise UsageError(f"{what} {path}: the folder is not writable")
+        return
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise UsageError(f"{what} {path}: cannot make it, {parent} is not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"{what} {path}: cannot make it, {parent} is not writable")
+
+
+def check_memory_and_model(ctx: Context, *, model: bool = True) -> None:
+    """Open the memory (it must be usable and writable) and the model, before any folder is made."""
+    from memory import MemoryLocationError
+    from nodes import resources
+    from providers.chat import ProviderError
+
+    try:
+        mem = resources.open_shared_memory(ctx.memory)
+    except MemoryLocationError as exc:
+        raise UsageError(str(exc)) from exc
+    if mem.read_only:
+        raise UsageError(
+            f"memory at {mem.location} is read-only; optimize writes what it learns there: "
+            "give --memory a writable folder"
+        )
+    try:
+        if model:
+            resources.chat_model(ctx)
+    except ProviderError as exc:
+        raise UsageError(str(exc)) from exc
 
 
 def _task_files(path: Path) -> list[Path]:
     return sorted(p for p in path.glob("*.py") if not p.name.startswith("_"))
 
 
-def _print_paths(console: Console, result: OptimizeResult) -> None:
-    rd = Path(result.run_dir)
-    files = [rd / n for n in ("kernel.py", "result.json", "report.html") if (rd / n).exists()]
-    console.print("wrote: " + ", ".join(str(f) for f in files), highlight=False)
-
-
-def _summary_table(results: list[tuple[str, OptimizeResult | None, str]]) -> Table:
-    table = Table(title="kernelwright optimize: summary")
-    for col in ("task", "correct", "speedup vs eager", "vs torch.compile", "candidates", "verdict"):
-        table.add_column(col)
-    for name, res, err in results:
-        if res is None:
-            table.add_row(name, "error", "-", "-", "-", err)
-            continue
-        b = res.best
-        table.add_row(
-            name,
-            "yes" if res.correct else "no",
-            f"{b.speedup_vs_eager:.2f}x" if b and b.speedup_vs_eager is not None else "-",
-            f"{b.speedup_vs_compile:.2f}x" if b and b.speedup_vs_compile is not None else "-",
-            str(res.search.get("finished", "-")),
-            res.verdict,
-        )
-    return table
+# -- running --------------------------------------------------------------------------------------------
 
 
 def main(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from memory import MemoryLocationError
+    from nodes import resources
+    from providers.chat import ProviderError, ProviderUnavailable
+    from tasks.errors import TaskError
+
     out = Console(file=sys.stderr if args.json else sys.stdout, soft_wrap=True)
     err = Console(file=sys.stderr, soft_wrap=True)
+
+    def say(message: str) -> None:
+        err.print(f"{PROG}: {message}", highlight=False, markup=False)
+
     try:
-        return _main(args, out)
-    except (TaskError, ProviderError, ValueError, FileNotFoundError) as exc:
-        err.print(f"kernelwright optimize: {exc}", highlight=False, markup=False)
-        return 2
+        return _main(args, out, say)
+    except ProviderUnavailable as exc:
+        say(
+            f"{exc}; the run is saved: continue it with kernelwright optimize --resume {exc.run_dir or 'RUN_DIR'}"
+        )
+        return EXIT_PROVIDER
+    except (UsageError, TaskError, ProviderError, MemoryLocationError, ValueError, FileNotFoundError) as exc:
+        say(str(exc))
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
-        err.print("kernelwright optimize: interrupted; continue with --resume RUN_DIR", highlight=False)
-        return 130
+        say("interrupted; continue with --resume RUN_DIR")
+        return EXIT_INTERRUPTED
     finally:
         resources.close_all()
 
 
-def _main(args: argparse.Namespace, console: Console) -> int:
+def _main(args: argparse.Namespace, console: Console, say: Any) -> int:
+    from graphs.optimize import read_run_file, run_optimize
+    from providers.chat import ProviderUnavailable
+    from tasks.errors import TaskError
+    from tasks.loader import load_task
+
     if args.resume:
         rd = Path(args.resume)
-        base = None
-        if (rd / "run.json").is_file():
-            saved = json.loads((rd / "run.json").read_text(encoding="utf-8"))
-            base = Context.from_json(saved.get("context", {}))
-        ctx = context_from_args(args, base)
-        result = run_optimize(None, ctx, rd, resume=True, on_progress=ProgressPrinter(console))
-        return _finish(args, console, [(result.task, result, "")])
+        saved = read_run_file(rd)
+        from graphs.context import Context
+
+        ctx = context_from_args(args, Context.from_json(saved.context))
+        check_memory_and_model(ctx, model=False)  # run_optimize checks the model if work is left
+        try:
+            result = run_optimize(None, ctx, rd, resume=True, on_progress=ProgressPrinter(console))
+        except ProviderUnavailable as exc:
+            exc.run_dir = str(rd)
+            raise
+        return _finish(args, console, [(result.task, result, "")], None)
     if not args.path:
-        raise ValueError("give a task file or folder (or --resume RUN_DIR)")
+        raise UsageError("give a task file or folder (or --resume RUN_DIR)")
     path = Path(args.path)
     if not path.exists():
-        raise FileNotFoundError(f"{path}: no such task file or folder")
+        raise UsageError(f"{path}: no such task file or folder")
     ctx = context_from_args(args)
     if path.is_file():
-        from tasks.loader import load_task
-
+        run_dir = Path(args.out) if args.out else None
+        check_output_folder(run_dir or Path(ctx.runs_root).expanduser(), "--out" if run_dir else "runs root")
         load_task(path)  # a task that does not load is a one-line error before anything starts
-        result = run_optimize(path, ctx, args.out, on_progress=ProgressPrinter(console))
-        return _finish(args, console, [(path.stem, result, "")])
+        check_memory_and_model(ctx)
+        try:
+            result = run_optimize(path, ctx, run_dir, on_progress=ProgressPrinter(console))
+        except ProviderUnavailable as exc:
+            exc.run_dir = exc.run_dir or (str(run_dir) if run_dir else None)
+            raise
+        return _finish(args, console, [(path.stem, result, "")], None)
+
     args.path_is_dir = True
     files = _task_files(path)
     if not files:
-        raise ValueError(f"{path}: no task files (*.py)")
+        raise UsageError(f"{path}: no task files (*.py)")
+    out_root = Path(args.out) if args.out else ctx.default_run_dir(path.resolve().name, uuid.uuid4().hex)
+    check_output_folder(out_root, "--out" if args.out else "runs root")
+    # Every task loads before the first run starts: a broken one is named now, not when its turn comes.
+    loaded: list[Path] = []
     results: list[tuple[str, OptimizeResult | None, str]] = []
     for f in files:
-        run_dir = Path(args.out) / f.stem if args.out else None
+        try:
+            load_task(f)
+            loaded.append(f)
+        except TaskError as exc:
+            say(f"{f.stem}: {exc} (skipped)")
+            results.append((f.stem, None, str(exc)))
+    if not loaded:
+        raise UsageError(f"{path}: none of its {len(files)} task files loads")
+    check_memory_and_model(ctx)
+    for f in loaded:
         try:
             res = run_optimize(
-                f, ctx, run_dir, on_progress=ProgressPrinter(console, f.stem), close_pools=False
+                f, ctx, out_root / f.stem, on_progress=ProgressPrinter(console, f.stem), close_pools=False
             )
             results.append((f.stem, res, ""))
+        except ProviderUnavailable as exc:
+            exc.run_dir = exc.run_dir or str(out_root / f.stem)
+            raise
         except (TaskError, ValueError) as exc:
-            console.print(f"[red]{f.stem}: {exc}[/]", highlight=False)
+            say(f"{f.stem}: {exc}")
             results.append((f.stem, None, str(exc)))
-    return _finish(args, console, results)
+    order = {f.stem: i for i, f in enumerate(files)}
+    results.sort(key=lambda r: order[r[0]])
+    return _finish(args, console, results, out_root)
+
+
+def summary_text(results: list[tuple[str, OptimizeResult | None, str]]) -> str:
+    """The folder summary as plain text that reads at 80 columns: one row per task, its verdict below."""
+    name_w = min(34, max([4, *(len(n) for n, _, _ in results)]))
+    header = f"{'task':<{name_w}}  {'correct':<7}  {'vs eager':>8}  {'vs compile':>10}  {'tried':>5}"
+    lines = ["kernelwright optimize: summary", header, "-" * len(header)]
+    wrap = textwrap.TextWrapper(width=WIDTH, initial_indent="    ", subsequent_indent="    ")
+    for name, res, err in results:
+        shown = name if len(name) <= name_w else name[: name_w - 1] + "~"
+        if res is None:
+            lines.append(f"{shown:<{name_w}}  {'error':<7}  {'':>8}  {'':>10}  {'':>5}")
+            lines.extend(wrap.wrap(err or "the run did not finish"))
+            continue
+        b = res.best
+        eager = f"{b.speedup_vs_eager:.2f}x" if b and b.speedup_vs_eager is not None else ""
+        comp = f"{b.speedup_vs_compile:.2f}x" if b and b.speedup_vs_compile is not None else ""
+        tried = str(res.search.get("finished", ""))
+        lines.append(
+            f"{shown:<{name_w}}  {'yes' if res.correct else 'no':<7}  {eager:>8}  {comp:>10}  {tried:>5}"
+        )
+        lines.extend(wrap.wrap(res.verdict))
+    return "\n".join(lines) + "\n"
+
+
+def _print_paths(console: Console, result: OptimizeResult) -> None:
+    rd = Path(result.run_dir)
+    files = [rd / n for n in ("kernel.py", "result.json", "report.html") if (rd / n).exists()]
+    console.print("wrote: " + ", ".join(str(f) for f in files), highlight=False, markup=False)
 
 
 def _finish(
-    args: argparse.Namespace, console: Console, results: list[tuple[str, OptimizeResult | None, str]]
+    args: argparse.Namespace,
+    console: Console,
+    results: list[tuple[str, OptimizeResult | None, str]],
+    out_root: Path | None,
 ) -> int:
+    payload = [r.model_dump(mode="json") if r else {"task": n, "error": e} for n, r, e in results]
+    if out_root is not None:
+        out_root.mkdir(parents=True, exist_ok=True)
+        (out_root / SUMMARY_JSON).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+        (out_root / SUMMARY_TEXT).write_text(summary_text(results), encoding="utf-8")
     if args.json:
-        payload = [r.model_dump(mode="json") if r else {"task": n, "error": e} for n, r, e in results]
         print(json.dumps(payload[0] if len(payload) == 1 and not args.path_is_dir else payload, indent=2))
     else:
-        if len(results) > 1 or getattr(args, "path_is_dir", False):
-            console.print(_summary_table(results))
+        if out_root is not None:
+            console.print(summary_text(results), highlight=False, markup=False, end="")
         for _, r, _ in results:
             if r is not None:
                 _print_paths(console, r)
-    return 0 if all(r is not None for _, r, _ in results) else 1
+        if out_root is not None:
+            console.print(f"summary: {out_root / SUMMARY_JSON}, {out_root / SUMMARY_TEXT}", highlight=False)
+    return 0 if all(r is not None for _, r, _ in results) else EXIT_FAILED

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 from nodes.search import Budget, SearchConfig
@@ -29,6 +30,7 @@ def _env(name: str, default: Any, cast: Callable[[str], Any]) -> Callable[[], An
 
 
 _PYTHON_ONLY = ("chat_model", "timing_source")
+DEFAULT_RUNS_ROOT = "~/.kernelwright/runs"
 
 
 def _flag(raw: str) -> bool:
@@ -107,14 +109,18 @@ class Context:
     """Per-stage evaluation time limit; None for the harness defaults [KERNELWRIGHT_EVAL_TIMEOUT_S]."""
     llm_timeout_s: float = field(default_factory=_env("KERNELWRIGHT_LLM_TIMEOUT_S", 180.0, float))
     """Seconds one chat-model request may take before it is retried [KERNELWRIGHT_LLM_TIMEOUT_S]."""
-    llm_retries: int = field(default_factory=_env("KERNELWRIGHT_LLM_RETRIES", 4, int))
-    """Retries (with backoff) on timeouts, HTTP 429 and 5xx [KERNELWRIGHT_LLM_RETRIES]."""
+    llm_retry_s: float = field(default_factory=_env("KERNELWRIGHT_LLM_RETRY_S", 120.0, float))
+    """Seconds a model request failing with timeouts, dropped connections, HTTP 429 or 5xx is retried
+    (backoff honouring Retry-After) before the run stops, resumable [KERNELWRIGHT_LLM_RETRY_S]."""
     llm_rules: bool = field(default_factory=_env("KERNELWRIGHT_LLM_RULES", True, _flag))
     """Let an LLM draft the rule for a failure (structured output); off: rules from error signatures
     [KERNELWRIGHT_LLM_RULES]."""
     run_dir: str | None = field(default_factory=_env("KERNELWRIGHT_RUN_DIR", None, _opt_str))
-    """Where the run's outputs go; None: runs/<task>-<run id> under the working directory
-    [KERNELWRIGHT_RUN_DIR]."""
+    """Where the run's outputs go; None: <runs_root>/<task>-<run id> [KERNELWRIGHT_RUN_DIR]."""
+    runs_root: str = field(default_factory=_env("KERNELWRIGHT_RUNS", DEFAULT_RUNS_ROOT, str))
+    """Folder that holds the run directories of runs given no run_dir. The default lies outside any source
+    tree, so a `langgraph dev` watching the project does not reload when a run writes kernel.py
+    [KERNELWRIGHT_RUNS]."""
     chat_model: Any = None
     """An already-built LangChain chat model to use instead of `model` (Python API only, not serializable)."""
     timing_source: Any = None
@@ -124,6 +130,8 @@ class Context:
     def __post_init__(self) -> None:
         if self.budget < 0:
             raise ValueError(f"budget must be >= 0, got {self.budget}")
+        if self.llm_retry_s < 0:
+            raise ValueError(f"llm_retry_s must be >= 0, got {self.llm_retry_s}")
         if self.workers < 1:
             raise ValueError(f"workers must be >= 1, got {self.workers}")
         if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):
@@ -139,6 +147,10 @@ class Context:
     @property
     def precision(self) -> str:
         return "tf32" if self.allow_tf32 else "strict"
+
+    def default_run_dir(self, task_name: str, run_id: str) -> Path:
+        """Where a run without `run_dir` writes: <runs_root>/<task>-<first 8 characters of the run id>."""
+        return Path(self.runs_root).expanduser() / f"{task_name}-{run_id[:8]}"
 
     def search_config(self) -> SearchConfig:
         return SearchConfig(

@@ -33,11 +33,12 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from graphs.context import Context
 from graphs.report import write_report
 from graphs.state import CHECKPOINT_TYPES, InputState, State
+from memory.store import MemoryLocationError
 from nodes import resources
 from nodes.coder import coder
 from nodes.compiler import compiler
@@ -47,6 +48,7 @@ from nodes.planner import planner, wall_delta
 from nodes.profiler import profiler
 from nodes.records import Attempt, CostLedger, Job, OptimizeResult, RunInfo
 from nodes.reflector import reflector
+from providers.chat import ProviderUnavailable
 
 RUN_FILE = "run.json"
 CHECKPOINT_FILE = "checkpoints.sqlite"
@@ -65,15 +67,31 @@ def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     return {"result": result, "cost": CostLedger(wall_s=delta)}
 
 
+# Where each node may route. The nodes say the same in their `Command[Literal[...]]` return types, but those
+# cannot be resolved here (the nodes name `Context` only for type checkers, as nodes/ may not import
+# graphs/), so LangGraph, and Studio which draws from it, would not see the routes. A test checks that
+# these match the return types.
+ROUTES: dict[str, tuple[str, ...]] = {
+    "planner": ("context", "finalize"),
+    "context": ("coder",),
+    "coder": ("compiler",),
+    "compiler": ("profiler", "reflector"),
+    "profiler": ("reflector",),
+    "reflector": ("planner",),
+}
+
 builder = StateGraph(State, input_schema=InputState, context_schema=Context)
-builder.add_node("planner", planner)
+builder.add_node("planner", planner, destinations=ROUTES["planner"])
 # Branch nodes take the Send payload (a Branch), not the state; input_schema=State keeps LangGraph
 # from adding the Branch's fields to the state's channels.
-builder.add_node("context", context, input_schema=State)  # type: ignore[call-overload]
-builder.add_node("coder", coder, input_schema=State)  # type: ignore[call-overload]
-builder.add_node("compiler", compiler, input_schema=State)  # type: ignore[call-overload]
-builder.add_node("profiler", profiler, input_schema=State)  # type: ignore[call-overload]
-builder.add_node("reflector", reflector, input_schema=State)  # type: ignore[call-overload]
+for _name, _node in (
+    ("context", context),
+    ("coder", coder),
+    ("compiler", compiler),
+    ("profiler", profiler),
+    ("reflector", reflector),
+):
+    builder.add_node(_name, _node, input_schema=State, destinations=ROUTES[_name])  # type: ignore[call-overload]
 builder.add_node("finalize", finalize)
 builder.add_edge(START, "planner")
 builder.add_edge("finalize", END)
@@ -104,6 +122,21 @@ class RunFile(BaseModel):
     created_by: str = "kernelwright optimize"
 
 
+def read_run_file(run_dir: str | Path) -> RunFile:
+    """The run.json of a run directory; a ValueError with one line when it is missing or damaged."""
+    rd = Path(run_dir)
+    path = rd / RUN_FILE
+    if not rd.is_dir():
+        raise ValueError(f"{rd}: no such run directory")
+    if not path.is_file():
+        raise ValueError(f"{rd}: not a run directory (no {RUN_FILE})")
+    try:
+        return RunFile.model_validate_json(path.read_text(encoding="utf-8"))
+    except (ValidationError, UnicodeDecodeError) as exc:
+        detail = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+        raise ValueError(f"{path} is damaged, not a run file kernelwright wrote ({detail})") from exc
+
+
 class Progress(BaseModel):
     """One event of a run, for progress displays."""
 
@@ -116,6 +149,8 @@ class Progress(BaseModel):
     done: int = 0
     budget: int = 0
     result: OptimizeResult | None = None
+    already_finished: bool = False
+    """For "finished": the run had finished before this call (a resume with nothing left to do)."""
 
 
 def _better(a: Attempt, b: Attempt | None) -> bool:
@@ -134,6 +169,23 @@ def task_input(task: str | Path, name: str | None = None) -> dict[str, str]:
     if isinstance(task, Path) or ("\n" not in str(task) and Path(str(task)).suffix == ".py"):
         return {"task_path": str(Path(task).resolve())}
     return {"task_source": str(task), "task_name": name or "task"}
+
+
+def check_memory_writable(memory: Any) -> None:
+    if getattr(memory, "read_only", False):
+        raise MemoryLocationError(
+            f"memory at {memory.location} is read-only; a run writes what it learns there: "
+            "use a writable memory folder"
+        )
+
+
+def _naming_the_run(stream: Any, run_dir: Path) -> Any:
+    """The stream's chunks; a provider that stopped the run is named with the run to resume."""
+    try:
+        yield from stream
+    except ProviderUnavailable as exc:
+        exc.run_dir = exc.run_dir or str(run_dir)
+        raise
 
 
 def run_optimize(
@@ -156,9 +208,7 @@ def run_optimize(
         if run_dir is None:
             raise ValueError("resume needs the run directory")
         rd = Path(run_dir)
-        if not (rd / RUN_FILE).is_file():
-            raise FileNotFoundError(f"{rd}: not a run directory (no {RUN_FILE})")
-        saved = RunFile.model_validate_json((rd / RUN_FILE).read_text(encoding="utf-8"))
+        saved = read_run_file(rd)
         ctx = context or Context.from_json(saved.context)
         ctx = dataclasses.replace(ctx, run_dir=str(rd.resolve()))
         thread_id = saved.thread_id
@@ -172,7 +222,10 @@ def run_optimize(
         default_name = (
             Path(graph_input["task_path"]).stem if "task_path" in graph_input else graph_input["task_name"]
         )
-        rd = Path(run_dir or ctx.run_dir or Path("runs") / f"{default_name}-{thread_id[:8]}")
+        rd = Path(run_dir or ctx.run_dir or ctx.default_run_dir(default_name, thread_id))
+        # memory and model first: a run that cannot start leaves no half-made run directory behind
+        check_memory_writable(resources.open_shared_memory(ctx.memory))
+        resources.chat_model(ctx)
         rd.mkdir(parents=True, exist_ok=True)
         ctx = dataclasses.replace(ctx, run_dir=str(rd.resolve()))
         (rd / RUN_FILE).write_text(
@@ -182,7 +235,6 @@ def run_optimize(
             + "\n",
             encoding="utf-8",
         )
-    resources.chat_model(ctx)  # a missing key or unreachable server is an error now, not mid-run
     saver = open_checkpointer(rd)
     app = builder.compile(checkpointer=saver, name=GRAPH_NAME)
     config: RunnableConfig = {"configurable": {"thread_id": thread_id}, "recursion_limit": 100_000}
@@ -190,13 +242,24 @@ def run_optimize(
         if resume:
             snapshot = app.get_state(config)
             if snapshot.values.get("result") is not None and not snapshot.next:
-                return OptimizeResult.model_validate(snapshot.values["result"])
+                done = OptimizeResult.model_validate(snapshot.values["result"])
+                if on_progress is not None:
+                    n = len(snapshot.values.get("attempts") or [])
+                    on_progress(
+                        Progress(
+                            kind="finished", result=done, done=n, budget=ctx.budget, already_finished=True
+                        )
+                    )
+                return done
+        # a missing key or unreachable server is an error now, not mid-run (a finished run needs no model)
+        resources.chat_model(ctx)
         attempts: list[Attempt] = list(app.get_state(config).values.get("attempts") or []) if resume else []
         best: Attempt | None = None
         for a in attempts:
             if _better(a, best):
                 best = a
-        for chunk in app.stream(graph_input, config=config, context=ctx, stream_mode="updates"):
+        stream = app.stream(graph_input, config=config, context=ctx, stream_mode="updates")
+        for chunk in _naming_the_run(stream, rd):
             if on_progress is None:
                 continue
             for node, update in chunk.items():

@@ -2,8 +2,10 @@
 
 It draws the search tree (inline SVG: nodes by depth, coloured by outcome, edges by action), plots the
 speedup of every correct attempt and the best so far over the attempts (correctness over attempts when
-timing was not meaningful), lists the attempts, and shows the rules and cases the context manager
-injected into the prompts (and what it cut), with the rules this run learned.
+timing was not meaningful), lists the attempts (each with its full feedback, the model's answer and the
+program taken from it, collapsed), and shows the rules and cases the context manager injected into the
+prompts (and what it cut), with the rules this run learned. It links the run's kernel.py when there is
+one. A kernel without a `# kernelwright:` header is named by its Triton kernels.
 """
 
 from __future__ import annotations
@@ -38,8 +40,16 @@ pre{white-space:pre-wrap;margin:0} .muted{color:#868e96} .legend span{margin-rig
 """
 
 
-def _fmt(x: float | None, spec: str = ".2f", none: str = "-") -> str:
-    return none if x is None else format(x, spec)
+def _fmt(x: float | None, spec: str = ".2f", none: str = "-", unit: str = "") -> str:
+    """A number with its unit, or `none` alone (never "- ms")."""
+    return none if x is None else format(x, spec) + unit
+
+
+def _details(summary: str, body: str, *, pre: bool = True) -> str:
+    if not body.strip():
+        return ""
+    inner = f"<pre>{escape(body)}</pre>" if pre else escape(body)
+    return f"<details><summary>{escape(summary)}</summary>{inner}</details>"
 
 
 def _layout(nodes: list[dict[str, object]]) -> dict[str, tuple[float, int]]:
@@ -233,13 +243,32 @@ def render_report(result: OptimizeResult, attempts: list[Attempt]) -> str:
     rows = []
     for a in sorted(attempts, key=lambda a: a.seq):
         first = (a.feedback or "").splitlines()[0] if a.feedback else ""
+        cand = a.candidate
+        header = (
+            f"<code>{escape(cand.meta)}</code>"
+            if cand.meta
+            else f"<span class='muted'>no header; kernels:</span> <code>{escape(cand.design)}</code>"
+        )
+        answer = cand.answer or (
+            f"(not recorded; {cand.answer_chars} characters)" if cand.answer_chars else ""
+        )
         rows.append(
             f"<tr><td>{escape(a.node_id)}</td><td>{escape(a.parent)}</td><td>{escape(a.action)}</td>"
             f"<td style='color:{STATUS_COLOR.get(a.status, '#000')}'>{escape(a.status)}</td>"
             f"<td>{_fmt(a.timing.speedup_vs_eager, '.3f')}</td><td>{a.reward:.3f}</td>"
-            f"<td><code>{escape(a.candidate.meta or '')}</code></td><td><pre>{escape(first[:240])}</pre></td>"
-            f"<td>{escape('; '.join(a.reflection.rule_texts))}</td></tr>"
+            f"<td>{header}</td>"
+            f"<td><pre>{escape(first[:240])}</pre>{_details('full feedback', a.feedback or '')}"
+            f"{_details('model answer', answer)}"
+            f"{_details('program taken from the answer', cand.code or '(none: ' + (cand.error or 'no program') + ')')}</td>"
+            f"<td>{escape('; '.join(a.reflection.rule_texts))}"
+            f"{'<br><span class=muted>' + escape(a.reflection.note) + '</span>' if a.reflection.note else ''}</td></tr>"
         )
+    kernel = Path(result.run_dir) / "kernel.py"
+    kernel_link = (
+        f"<p>Best kernel: <a href='kernel.py'><code>kernel.py</code></a> ({escape(str(kernel))})</p>"
+        if result.best is not None
+        else "<p class='muted'>No kernel.py: no correct kernel was found.</p>"
+    )
     learned = "".join(f"<li>{escape(r)}</li>" for r in result.rules_learned) or "<li class='muted'>none</li>"
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>kernelwright: {escape(result.task)}</title>
@@ -249,12 +278,13 @@ def render_report(result: OptimizeResult, attempts: list[Attempt]) -> str:
  &middot; model {escape(result.model)} &middot; precision {escape(result.precision)} &middot; seed {result.seed}</div>
 <div class="verdict {klass}">{escape(result.verdict)}</div>
 <p>Stopped: {escape(result.stop_reason or "-")}. {escape(result.timing_note)}</p>
+{kernel_link}
 <table>
 <tr><th>best speedup vs eager</th><td>{_fmt(result.best.speedup_vs_eager if result.best else None, ".3f")}</td>
 <th>vs torch.compile</th><td>{_fmt(result.best.speedup_vs_compile if result.best else None, ".3f")}</td></tr>
 <tr><th>LLM calls</th><td>{c.llm_calls}</td><th>tokens in / out</th><td>{c.tokens_in} / {c.tokens_out}</td></tr>
 <tr><th>evaluations</th><td>{c.evaluations}</td><th>eval s / GPU s</th><td>{c.eval_s:.1f} / {c.gpu_s:.1f}</td></tr>
-<tr><th>wall s</th><td>{c.wall_s:.1f}</td><th>roofline floor</th><td>{_fmt(result.roofline_floor_ms, ".4g")} ms</td></tr>
+<tr><th>wall s</th><td>{c.wall_s:.1f}</td><th>roofline floor</th><td>{_fmt(result.roofline_floor_ms, ".4g", unit=" ms")}</td></tr>
 </table>
 <h2>Search tree</h2>{tree_svg(result)}
 <h2>Speedup over attempts</h2>{progress_svg(result, attempts)}

@@ -39,13 +39,16 @@ SearchNode = TreeNode
 
 
 class InputState(TypedDict, total=False):
-    """What a caller gives the graph: a task file path, or a task's source and a name for it."""
+    """What a caller gives the graph: a task file path, or a task's source and a name for it.
 
-    task_path: str
+    The planner clears these keys when it starts a run (the run keeps what they named); input given to
+    the thread later starts a new run (nodes/planner.py)."""
+
+    task_path: str | None
     """Path of a KernelBench-format task file."""
-    task_source: str
+    task_source: str | None
     """The task's source text (instead of task_path)."""
-    task_name: str
+    task_name: str | None
     """Name for a task given as source (default "task")."""
 
 
@@ -64,8 +67,8 @@ class State(InputState, total=False):
     """Running totals: LLM calls and tokens, evaluation and GPU seconds, wall time."""
     stop_reason: str
     """Why the planner stopped issuing expansions."""
-    result: OptimizeResult
-    """The final result (what result.json holds), set by finalize."""
+    result: OptimizeResult | None
+    """The final result (what result.json holds), set by finalize; None while a run is in progress."""
 
 
 # Types the checkpointer may revive from msgpack (an explicit allowlist instead of "anything").

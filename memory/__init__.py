@@ -23,7 +23,7 @@ from memory.records import (
     step_ratio,
 )
 from memory.rules import PruneReport, RankedRule, RuleBook, RuleEffect, RuleUpdate, judge_same_rule
-from memory.store import MemoryLocationError, resolve_location
+from memory.store import MemoryDamagedError, MemoryLocationError, resolve_location
 
 __all__ = [
     "OUTCOMES",
@@ -34,6 +34,7 @@ __all__ = [
     "HashingEmbedding",
     "KernelHeader",
     "Memory",
+    "MemoryDamagedError",
     "MemoryImportError",
     "MemoryLocationError",
     "MemoryStats",

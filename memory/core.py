@@ -65,6 +65,11 @@ class Memory:
         self._closed = False
 
     @property
+    def read_only(self) -> bool:
+        """Opened from a folder this process cannot write: reads work, writes raise MemoryLocationError."""
+        return self._store.read_only
+
+    @property
     def embedding(self) -> str:
         return self._store.embedder.describe()
 
@@ -230,3 +235,30 @@ def open_memory(
             raise ValueError(f"{ENV_RULE_THRESHOLD}={raw!r} is not an integer") from exc
     store = get_store(loc, make_embedder(embedding))
     return Memory(store, rule_threshold=rule_threshold)
+
+
+def export_salvaged(location: str, path: str | os.PathLike[str]) -> TransferReport:
+    """Write the records a damaged memory folder still holds (memory.damage.salvage_documents) as a JSONL
+    export that `import_jsonl` accepts; records that no longer parse are left out."""
+    from memory.damage import salvage_documents
+
+    docs = salvage_documents(Path(location))
+    kinds: dict[str, tuple[str, type[MemoryRecord]]] = {
+        CASES: ("case", Case),
+        RULES: ("rule", Rule),
+        EXPOSURES: ("exposure", Exposure),
+    }
+    report = TransferReport(path=os.fspath(path))
+    tmp = Path(f"{os.fspath(path)}.tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        for collection, (kind, cls) in kinds.items():
+            for doc in docs.get(collection, []):
+                try:
+                    rec = cls.from_json(doc)
+                except (ValidationError, ValueError):
+                    continue
+                data: dict[str, Any] = {"kind": kind, **rec.model_dump(mode="json")}
+                fh.write(json.dumps(data, sort_keys=True, separators=(",", ":")) + "\n")
+                setattr(report, f"{kind}s", getattr(report, f"{kind}s") + 1)
+    os.replace(tmp, path)
+    return report

@@ -14,6 +14,11 @@ failed). `ChromaStore` makes that safe:
 Reopening costs only when another process wrote in between. A Chroma server (`http://host:port`)
 serialises writes itself and needs neither lock nor generation.
 
+A folder this process cannot write (permissions, a read-only mount) is opened from a snapshot copied to
+a temporary folder: everything can be read, a write raises MemoryLocationError. A damaged folder (the
+database missing, truncated or overwritten) raises MemoryDamagedError naming what can be recovered
+(memory/damage.py), never an empty memory.
+
 Within a process all Memory objects on one folder share one store (Chroma shares one system per path,
 so a second client would not reload independently); a thread lock serialises access.
 """
@@ -22,6 +27,8 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
+import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,6 +41,7 @@ from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
 from chromadb.config import Settings
 
+from memory.damage import damaged_message, missing_database, sqlite_problem
 from memory.embedding import Embedder
 
 ENV_MEMORY = "KERNELWRIGHT_MEMORY"
@@ -45,6 +53,20 @@ STORE_SCHEMA = 1
 
 class MemoryLocationError(ValueError):
     """The memory location cannot be used (bad URL, unreachable server, not a folder, wrong embedding)."""
+
+
+class MemoryDamagedError(MemoryLocationError):
+    """The memory folder's database is missing, truncated or overwritten; the message says what can be
+    recovered (see memory/damage.py)."""
+
+    def __init__(self, message: str, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+def _writable(path: Path) -> bool:
+    db = path / "chroma.sqlite3"
+    return os.access(path, os.W_OK | os.X_OK) and (not db.exists() or os.access(db, os.W_OK))
 
 
 def resolve_location(location: str | os.PathLike[str] | None) -> str:
@@ -75,6 +97,9 @@ class ChromaStore:
         self._client: ClientAPI | None = None
         self._collections: dict[str, Collection] = {}
         self._generation = -1
+        self.read_only = False
+        """True for a folder this process cannot write: reads come from a snapshot, writes raise."""
+        self._snapshot: str | None = None
         self.epoch = 0
         """Counts reconnects, i.e. times another process's writes were picked up (see `cache_token`)."""
         if self.remote:
@@ -83,7 +108,20 @@ class ChromaStore:
             path = Path(location)
             if path.exists() and not path.is_dir():
                 raise MemoryLocationError(f"memory location {location} exists and is not a folder")
-            path.mkdir(parents=True, exist_ok=True)
+            missing = missing_database(path)
+            if missing:
+                raise MemoryDamagedError(missing, location)
+            if path.exists() and not _writable(path):
+                self.read_only = True
+                self._snapshot = tempfile.mkdtemp(prefix="kernelwright-memory-")
+                shutil.copytree(path, self._snapshot, dirs_exist_ok=True)
+            else:
+                try:
+                    path.mkdir(parents=True, exist_ok=True)
+                except OSError as exc:
+                    raise MemoryLocationError(
+                        f"cannot make the memory folder {location}: {exc.strerror}"
+                    ) from exc
             self._generation = self._read_generation()
             self._connect()
 
@@ -106,8 +144,36 @@ class ChromaStore:
                 ) from exc
             self._client = client
         else:
-            self._client = chromadb.PersistentClient(path=self.location, settings=_settings())
+            try:
+                self._client = chromadb.PersistentClient(
+                    path=self._snapshot or self.location, settings=_settings()
+                )
+            except Exception as exc:  # Chroma raises its own internal types for a database it cannot use
+                raise self._unusable(exc) from exc
         self._collections = {}
+
+    def _damaged(self, exc: Exception) -> MemoryDamagedError | None:
+        """For an error Chroma raised while reading or writing: the damage behind it, if any."""
+        if (
+            self.remote
+            or isinstance(exc, MemoryLocationError)
+            or not type(exc).__module__.startswith("chromadb")
+        ):
+            return None
+        problem = sqlite_problem(Path(self.location))
+        return (
+            MemoryDamagedError(damaged_message(Path(self.location), problem), self.location)
+            if problem
+            else None
+        )
+
+    def _unusable(self, exc: Exception) -> MemoryLocationError:
+        """What to raise when Chroma cannot open or read the folder: damaged, or why not."""
+        problem = sqlite_problem(Path(self.location))
+        if problem:
+            return MemoryDamagedError(damaged_message(Path(self.location), problem), self.location)
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return MemoryLocationError(f"cannot open the memory at {self.location}: {first}")
 
     def _reconnect(self) -> None:
         if self._client is not None:
@@ -127,7 +193,7 @@ class ChromaStore:
             return 0
 
     def _refresh_if_stale(self) -> None:
-        if self.remote:
+        if self.remote or self.read_only:
             return
         gen = self._read_generation()
         if gen != self._generation:
@@ -150,11 +216,19 @@ class ChromaStore:
         with self._thread_lock:
             if self._write_depth == 0:
                 self._refresh_if_stale()
-            yield
+            try:
+                yield
+            except Exception as exc:
+                damaged = self._damaged(exc)
+                if damaged is None:
+                    raise
+                raise damaged from exc
 
     @contextmanager
     def writing(self) -> Iterator[None]:
         """Exclusive across processes (local folder) and threads; re-entrant within one thread."""
+        if self.read_only:
+            raise MemoryLocationError(f"memory at {self.location} is read-only: cannot write to it")
         with self._thread_lock:
             outer = self._write_depth == 0
             if outer and not self.remote:
@@ -202,6 +276,10 @@ class ChromaStore:
                 )
             except ValueError as exc:
                 raise MemoryLocationError(f"memory at {self.location}: collection {name}: {exc}") from exc
+            except Exception as exc:  # a database Chroma opened but cannot read
+                if self.remote:
+                    raise
+                raise self._unusable(exc) from exc
             found = (col.metadata or {}).get("embedding")
             if found and found != self.embedder.describe():
                 raise MemoryLocationError(
@@ -232,6 +310,9 @@ class ChromaStore:
                 self._client = None
                 self._collections = {}
                 _STORES.pop(self.location, None)
+                if self._snapshot:
+                    shutil.rmtree(self._snapshot, ignore_errors=True)
+                    self._snapshot = None
 
 
 _STORES: dict[str, ChromaStore] = {}

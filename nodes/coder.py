@@ -1,8 +1,10 @@
 """The coder node: asks the chat model for one kernel and parses one ModelNew program from the answer.
 
 An answer without a usable program (no code block, no ModelNew) becomes a failed candidate with the
-reason, which the compiler turns into a parse-stage failure; it never stops the run. A provider error
-that survives the client's retries does stop the run, with the error; the checkpoint lets it resume.
+reason, which the compiler turns into a parse-stage failure; it never stops the run. The answer is kept
+with the candidate (report.html and `kernelwright show` print it). A provider that keeps failing with
+transient errors is retried for `Context.llm_retry_s` seconds (providers.invoke_with_retry); after that
+the run stops with `ProviderUnavailable`, and the checkpoint lets it resume.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from langgraph.types import Command, Send
 
 from nodes import resources
 from nodes.records import Branch, Candidate, CostLedger, Usage
-from providers.chat import parse_program, usage_of
+from providers.chat import invoke_with_retry, parse_program, usage_of
 from providers.protocol import message_text
 
 if TYPE_CHECKING:
@@ -44,13 +46,24 @@ def idea_of(answer: str) -> str:
     return ""
 
 
+def provider_name(ctx: Context) -> str:
+    """How a one-line error names the model: its spec, and the server for an OpenAI-compatible one."""
+    if ctx.chat_model is not None:
+        return f"the chat model {type(ctx.chat_model).__name__}"
+    return f"the model {ctx.model}" + (f" at {ctx.base_url}" if ctx.base_url else "")
+
+
 def coder(branch: Branch, runtime: Runtime[Context]) -> Command[Literal["compiler"]]:
     branch = Branch.model_validate(branch)
     if branch.prompt is None:
         raise ValueError(f"branch {branch.job.node_id} reached the coder without a prompt")
-    model = resources.chat_model(runtime.context)
+    ctx = runtime.context
+    model = resources.chat_model(ctx)
+    messages = [SystemMessage(branch.prompt.system), HumanMessage(branch.prompt.user)]
     started = time.monotonic()
-    message = model.invoke([SystemMessage(branch.prompt.system), HumanMessage(branch.prompt.user)])
+    message = invoke_with_retry(
+        lambda: model.invoke(messages), total_s=ctx.llm_retry_s, what=provider_name(ctx)
+    )
     seconds = time.monotonic() - started
     tokens_in, tokens_out = usage_of(message)
     text = message_text(message)
@@ -61,6 +74,7 @@ def coder(branch: Branch, runtime: Runtime[Context]) -> Command[Literal["compile
         error=error,
         meta=metadata_line(code),
         idea=idea_of(text),
+        answer=text,
         answer_chars=len(text),
         usage=Usage(llm_calls=1, tokens_in=tokens_in, tokens_out=tokens_out),
         seconds=round(seconds, 3),

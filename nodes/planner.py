@@ -1,5 +1,9 @@
 """The planner node: starts a run, rebuilds the search tree, decides what to expand next or to stop.
 
+A thread holds one run at a time. Input given to a thread whose run finished, or another task given to
+a thread whose run did not finish, starts a new run there (a new run id; the old run's jobs, attempts
+and costs are cleared from the state): a thread never answers a new task with an old result.
+
 On its first step it loads the task, fixes the target, device and timing policy, computes the roofline
 floor, opens the chat model (so a missing key or dead server stops the run before any work) and picks
 the run directory. Every step it rebuilds the tree from the state's jobs and attempts, asks the search
@@ -8,6 +12,7 @@ whether to stop, and otherwise fans out enough expansions (one LangGraph Send ea
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 import uuid
@@ -15,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from langgraph.runtime import Runtime
-from langgraph.types import Command, Send
+from langgraph.types import Command, Overwrite, Send
 
 from hardware.config import toolchain_versions
 from hardware.roofline import roofline_floor_ms
@@ -72,15 +77,41 @@ def load_input_task(state: dict[str, Any]) -> Task:
     raise ValueError("the graph input needs task_path (a task file) or task_source (its text)")
 
 
-def start_run(state: dict[str, Any], ctx: Context, thread_id: str | None) -> tuple[RunInfo, Task]:
+def input_key(state: dict[str, Any]) -> str:
+    """What the graph input names: the task file (resolved), or a digest of the task source and name."""
+    path = state.get("task_path")
+    if path:
+        return f"path:{Path(path).resolve()}"
+    source = state.get("task_source")
+    if source:
+        digest = hashlib.sha256(f"{state.get('task_name') or 'task'}\0{source}".encode()).hexdigest()
+        return f"source:{digest[:32]}"
+    return ""
+
+
+def is_new_input(state: dict[str, Any], run: RunInfo) -> bool:
+    """Whether the planner runs for new input on a thread that already holds a run.
+
+    After finalize nothing but new input reaches the planner, so a finished run means new input. While a
+    run is unfinished the planner runs after every branch; input naming another task is then new too
+    (the same task given again continues the run, as nothing tells the two apart). The planner clears
+    the input keys when it starts a run, so only input given since then is seen here."""
+    if state.get("result") is not None:
+        return True
+    return bool(run.input_key) and input_key(state) not in ("", run.input_key)
+
+
+def start_run(
+    state: dict[str, Any], ctx: Context, thread_id: str | None, *, reload_task: bool = False
+) -> tuple[RunInfo, Task]:
     """Everything fixed at the start of a run."""
-    task = state.get("task") or load_input_task(state)
+    task = (None if reload_task else state.get("task")) or load_input_task(state)
     device = resolve_device(ctx.device)
     target: Target = get_target(ctx.target) if ctx.target else detect_target(device)
     timing_meaningful = device.startswith("cuda")
     floor = roofline_floor_ms(task, target, "tf32" if ctx.allow_tf32 else "strict")
     run_id = thread_id or uuid.uuid4().hex
-    run_dir = ctx.run_dir or str(Path("runs") / f"{task.name}-{run_id[:8]}")
+    run_dir = ctx.run_dir or str(ctx.default_run_dir(task.name, run_id))
     Path(run_dir).mkdir(parents=True, exist_ok=True)
     resources.chat_model(ctx)  # a missing key or unreachable server fails here, before any work
     return (
@@ -89,6 +120,7 @@ def start_run(state: dict[str, Any], ctx: Context, thread_id: str | None) -> tup
             run_dir=str(Path(run_dir).resolve()),
             task_name=task.name,
             task_path=str(task.path) if task.path else None,
+            input_key=input_key(state),
             model=ctx.model if ctx.chat_model is None else type(ctx.chat_model).__name__,
             device=device,
             target=target.name,
@@ -155,18 +187,33 @@ def planner(state: Any, runtime: Runtime[Context]) -> Command[Literal["context",
     update: dict[str, Any] = {}
     run: RunInfo | None = state.get("run")
     task: Task | None = state.get("task")
-    if run is None or task is None:
-        run, task = start_run(
-            state, ctx, runtime.execution_info.thread_id if runtime.execution_info else None
-        )
-        update["run"] = run
-        update["task"] = task
-        reset_wall(run.run_id)
     jobs: list[Job] = list(state.get("jobs") or [])
     attempts: list[Attempt] = list(state.get("attempts") or [])
     cost: CostLedger = state.get("cost") or CostLedger()
+    fresh = run is not None and is_new_input(state, run)
+    if run is None or task is None or fresh:
+        thread_id = runtime.execution_info.thread_id if runtime.execution_info else None
+        # The thread's first run takes the thread's id; a later one on the same thread a new id, so its
+        # memory cases and run-directory journals never collide with the first run's.
+        run, task = start_run(state, ctx, None if fresh else thread_id, reload_task=fresh)
+        update["run"] = run
+        update["task"] = task
+        # The input is consumed: the next input on this thread sets only the keys it gives, and telling
+        # it from this one does not depend on keys left over from an earlier input.
+        update.update(task_path=None, task_source=None, task_name=None)
+        reset_wall(run.run_id)
+        if fresh:
+            jobs, attempts, cost = [], [], CostLedger()
+            update.update(
+                jobs=Overwrite([]),
+                attempts=Overwrite([]),
+                cost=Overwrite(CostLedger()),
+                stop_reason="",
+                result=None,
+            )
     delta = wall_delta(run.run_id)
-    update["cost"] = CostLedger(wall_s=delta)
+    if not fresh:
+        update["cost"] = CostLedger(wall_s=delta)
 
     tree = rebuild_tree(jobs, attempts, ctx)
     done = {a.node_id for a in attempts}
@@ -179,7 +226,8 @@ def planner(state: Any, runtime: Runtime[Context]) -> Command[Literal["context",
         if decisions:
             by_node = {a.node_id: a for a in attempts}
             new_jobs = [make_job(d, run.run_id, by_node) for d in decisions]
-            update["jobs"] = new_jobs
+            # a new run's first jobs replace the old run's in the same update that clears them
+            update["jobs"] = Overwrite(new_jobs) if fresh else new_jobs
             sends = [Send("context", Branch(job=j, task=task, run=run)) for j in new_jobs]
             return Command(update=update, goto=sends)
         if in_flight:

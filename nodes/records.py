@@ -7,6 +7,7 @@ written by an older version still load.
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -122,9 +123,31 @@ class Candidate(Record):
     meta: str | None = None
     idea: str = ""
     """What the model said it set out to do (the first line of prose around the code), if anything."""
+    answer: str = ""
+    """The model's whole answer, as it came (empty in runs recorded before it was kept)."""
     answer_chars: int = 0
     usage: Usage = Field(default_factory=Usage)
     seconds: float = 0.0
+
+    @property
+    def design(self) -> str:
+        """The design its `# kernelwright:` header names, else the names of its Triton kernels (a model
+        need not write the header), else "-"."""
+        found = re.search(r"design=(\S+)", self.meta or "")
+        if found:
+            return found.group(1)
+        names = kernel_names(self.code)
+        return ",".join(names) if names else "-"
+
+    @property
+    def label(self) -> str:
+        """Short form of `design` for one-line displays."""
+        return self.design
+
+
+def kernel_names(code: str | None) -> list[str]:
+    """Names of the `@triton.jit` (or autotuned) functions a program defines, in order."""
+    return re.findall(r"^@triton\.(?:jit|autotune)[^\n]*\n(?:@[^\n]*\n)*def\s+(\w+)", code or "", flags=re.M)
 
 
 class Timing(Record):
@@ -221,6 +244,9 @@ class RunInfo(Record):
     run_dir: str
     task_name: str
     task_path: str | None = None
+    input_key: str = ""
+    """Which graph input started the run (see nodes.planner.input_key): another input on the same thread
+    starts a new run."""
     model: str
     device: str
     """Where candidates actually run: cpu or cuda."""

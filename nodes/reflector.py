@@ -10,6 +10,11 @@ For every attempt it:
    normalised error signature, e.g. "You cannot use design=tiled with BLOCK=4096,num_warps=16 on
    NVIDIA H200: compile_error: out of resources ...".
 
+Nothing is learned from an attempt that says nothing about its kernel (`not_the_kernels_fault`): a
+timeout (on the CPU interpreter a large task alone can run past the limit), a failure of the evaluation
+machinery (harness_error, a worker killed from outside), or the offline writer having no program for
+the task. Such an attempt writes no case, no rule and no rule exposure; its reflection says why.
+
 Memory writes are made idempotent for resume: the case id is derived from the run and node, and a
 journal in the run directory (reflections.jsonl) records finished reflections, so a step re-run after a
 crash reuses what was written instead of writing it twice.
@@ -49,6 +54,23 @@ def classify(result: EvalResult) -> Status:
     if result.error_kind in ("mismatch", "shape_mismatch"):
         return "wrong"
     return "failed"
+
+
+def not_the_kernels_fault(result: EvalResult, code: str | None, offline_writer: bool) -> str | None:
+    """Why this failure teaches nothing about the kernel, or None when it does."""
+    kind = result.error_kind
+    if kind == "harness_error":
+        return "the evaluation machinery failed (harness_error), not the kernel"
+    if kind == "timeout":
+        return (
+            "a timeout says nothing certain about the kernel (under the CPU interpreter the task's size "
+            "alone can run past the limit)"
+        )
+    if kind == "crash" and "SIGKILL" in (result.error or ""):
+        return "the worker was killed from outside (SIGKILL: the machine ran out of memory, or an operator)"
+    if code is None and offline_writer:
+        return "the offline writer has no program for this task"
+    return None
 
 
 def case_id_for(run_id: str, node_id: str) -> str:
@@ -143,6 +165,14 @@ def reflect_to_memory(
     known = _journal_find(run.run_dir, run.run_id, job.node_id)
     if known is not None:
         return known, CostLedger()
+    if status != "correct":
+        why = not_the_kernels_fault(
+            branch.result, branch.candidate.code, not is_llm(resources.chat_model(ctx))
+        )
+        if why is not None:
+            reflection = Reflection(note=f"nothing learned: {why}")
+            _journal_append(run.run_dir, run.run_id, job.node_id, reflection)
+            return reflection, CostLedger()
     memory = resources.open_shared_memory(ctx.memory)
     cid = case_id_for(run.run_id, job.node_id)
     rule_ids_in_context = branch.context.rule_ids if branch.context else []

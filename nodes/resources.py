@@ -67,7 +67,6 @@ def chat_model(context: Any) -> BaseChatModel:
         context.model,
         context.base_url,
         context.llm_timeout_s,
-        context.llm_retries,
         context.seed if offline else None,
     )
     with _lock:
@@ -77,7 +76,9 @@ def chat_model(context: Any) -> BaseChatModel:
                 context.model,
                 base_url=context.base_url,
                 timeout=context.llm_timeout_s,
-                max_retries=context.llm_retries,
+                # the run retries for a total time itself (providers.invoke_with_retry), honouring
+                # Retry-After; the client's own count-based retries would only stretch that unevenly
+                max_retries=0,
                 **({"seed": context.seed} if offline else {}),
             )
             _models[key] = model

@@ -6,6 +6,8 @@ deterministic writer in providers/offline/.
 
 from providers.chat import (
     ProviderError,
+    ProviderUnavailable,
+    invoke_with_retry,
     is_llm,
     load_chat_model,
     parse_program,
@@ -16,6 +18,8 @@ from providers.chat import (
 
 __all__ = [
     "ProviderError",
+    "ProviderUnavailable",
+    "invoke_with_retry",
     "message_text",
     "is_llm",
     "load_chat_model",

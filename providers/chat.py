@@ -11,14 +11,20 @@ Specs:
 
 Problems are found at start, not halfway through a run: a missing key, a missing provider package or
 a server that does not answer raises `ProviderError` with one line saying what to do. There is never
-a silent fallback to the offline writer. Transient failures (timeouts, HTTP 429 and 5xx, dropped
-connections) are retried with exponential backoff by the OpenAI client (`max_retries`).
+a silent fallback to the offline writer. Transient failures (timeouts, HTTP 408/409/429 and 5xx,
+dropped connections) are retried with exponential backoff by the OpenAI client (`max_retries`) and,
+in a run, by `invoke_with_retry`: backoff that honours `Retry-After`, for a total time rather than a
+count, then one `ProviderUnavailable` line.
 """
 
 from __future__ import annotations
 
+import email.utils
 import os
-from typing import Any
+import random
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import httpx
 from langchain_core.language_models.chat_models import BaseChatModel
@@ -30,10 +36,111 @@ from providers.protocol import extract_code, message_text
 DEFAULT_TIMEOUT_S = 180.0
 DEFAULT_RETRIES = 4
 PROBE_TIMEOUT_S = 5.0
+DEFAULT_RETRY_S = 120.0
+MAX_BACKOFF_S = 30.0
+T = TypeVar("T")
 
 
 class ProviderError(RuntimeError):
     """A chat model cannot be used as configured; the message is one line that says why."""
+
+
+class ProviderUnavailable(ProviderError):
+    """The provider kept failing with transient errors for longer than the retry time allows.
+
+    `run_dir` is the run that stopped, when the caller knows it (for the `--resume` hint)."""
+
+    def __init__(self, message: str, run_dir: str | None = None) -> None:
+        super().__init__(message)
+        self.run_dir = run_dir
+
+
+def status_of(exc: BaseException) -> int | None:
+    """The HTTP status an SDK error carries (openai, httpx), if any."""
+    status = getattr(exc, "status_code", None)
+    if status is None:
+        status = getattr(getattr(exc, "response", None), "status_code", None)
+    return int(status) if isinstance(status, int) else None
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Worth retrying: timeouts, dropped connections, HTTP 408, 409, 429 and 5xx."""
+    status = status_of(exc)
+    if status is not None:
+        return status in (408, 409, 429) or status >= 500
+    if isinstance(exc, TimeoutError | ConnectionError | httpx.TransportError):
+        return True
+    # the openai SDK's APITimeoutError / APIConnectionError carry no status
+    return type(exc).__name__ in ("APITimeoutError", "APIConnectionError")
+
+
+def retry_after_s(exc: BaseException, now: float | None = None) -> float | None:
+    """Seconds the server asked to wait (`retry-after-ms`, or `Retry-After` in seconds or as a date)."""
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    if not headers:
+        return None
+    raw_ms = headers.get("retry-after-ms")
+    if raw_ms:
+        try:
+            return max(0.0, float(raw_ms) / 1000.0)
+        except ValueError:
+            pass
+    raw = headers.get("retry-after")
+    if not raw:
+        return None
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(raw).timestamp()
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when - (time.time() if now is None else now))
+
+
+def describe_failure(exc: BaseException) -> str:
+    """One line: the HTTP status and the first line of the message."""
+    status = status_of(exc)
+    first = (str(exc).strip().splitlines() or [""])[0][:200]
+    head = f"HTTP {status}" if status is not None else type(exc).__name__
+    return f"{head}: {first}" if first else head
+
+
+def invoke_with_retry(
+    call: Callable[[], T],
+    *,
+    total_s: float,
+    what: str,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> T:
+    """`call()`, retried on transient failures with exponential backoff (1, 2, 4 ... 30 s, jittered) or
+    the server's `Retry-After`, while the next try would start within `total_s` of the first.
+
+    Then `ProviderUnavailable` with one line naming `what`, the tries and the last error. A failure that
+    is not transient (a rejected request) becomes a `ProviderError` at once."""
+    started = clock()
+    tries = 0
+    while True:
+        tries += 1
+        try:
+            return call()
+        except Exception as exc:
+            if not is_transient(exc):
+                if status_of(exc) is not None or type(exc).__module__.startswith("openai"):
+                    raise ProviderError(f"{what} refused the request: {describe_failure(exc)}") from exc
+                raise
+            asked = retry_after_s(exc)
+            backoff = min(MAX_BACKOFF_S, 2.0 ** (tries - 1)) * random.uniform(0.5, 1.0)
+            delay = asked if asked is not None else backoff
+            elapsed = clock() - started
+            if elapsed + delay > total_s:
+                raise ProviderUnavailable(
+                    f"{what} kept failing for {elapsed:.0f} s ({tries} tries, retry time {total_s:g} s): "
+                    f"{describe_failure(exc)}"
+                ) from exc
+            sleep(delay)
 
 
 def resolve_base_url(base_url: str | None = None) -> str | None:

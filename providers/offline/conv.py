@@ -335,15 +335,19 @@ def analyze_conv_task(source: str, name: str = "task") -> ConvAnalysis:
     """Analyse a task file's source: the plan from its small inputs, sizes from its full ones.
 
     The task's own code runs here (reference code, as task loading does); the forward runs once on the
-    small CPU inputs, and the full-size model is built on the meta device only for its sizes.
+    small CPU inputs, and the full-size model is built on the meta device only for its sizes. A task
+    without small inputs is analysed on the meta device alone: its full-size inputs (gigabytes, for
+    some) are never made in this process.
     """
-    from tasks import TaskError, exec_task_module, task_inputs, task_model
+    from tasks import TaskError, exec_task_module, has_small_inputs, task_inputs, task_model
 
     try:
         module = exec_task_module(source, name)
-        with torch.random.fork_rng(devices=[]):
-            inputs = task_inputs(module, small=True, seed=0, device="cpu")
-            model = task_model(module, small=True, seed=0, device="cpu")
+        small = has_small_inputs(module)
+        device = "cpu" if small else "meta"
+        with torch.random.fork_rng(devices=[]), torch.device(device):
+            inputs = task_inputs(module, small=small, seed=0, device=device)
+            model = task_model(module, small=small, seed=0, device=device)
     except TaskError as exc:
         return ConvAnalysis(plan=None, reason=f"the task does not load: {exc}")
     analysis = explain_conv_model(model, inputs)

@@ -6,6 +6,7 @@
 Script items (consumed in order by plain chat requests):
   {"content": "..."}               a 200 answer
   {"status": 429} / {"status": 500} an error answer (ChatOpenAI retries these)
+  {"status": 429, "headers": {"Retry-After": "1"}}  an error answer with response headers
   {"sleep": 2.0, "content": "..."} answer after a delay (to test timeouts)
   a callable(request_json) -> one of the above
 Requests asking for structured output (`response_format` json_schema, or `tools`) are answered from
@@ -143,9 +144,13 @@ class FakeOpenAIServer:
             def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
                 pass
 
-            def _send(self, status: int, payload: dict[str, Any]) -> None:
+            def _send(
+                self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
+            ) -> None:
                 data = json.dumps(payload).encode()
                 self.send_response(status)
+                for key, value in (headers or {}).items():
+                    self.send_header(key, value)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
@@ -196,6 +201,7 @@ class FakeOpenAIServer:
                                 "type": "server_error",
                             }
                         },
+                        reply.get("headers"),
                     )
                     return
                 if "structured" in reply:

@@ -1,8 +1,13 @@
-"""`langgraph dev` serves the optimize graph from langgraph.json; a run through langgraph_sdk works.
+"""`langgraph dev` serves the optimize graph from langgraph.json, as Studio sees it, through langgraph_sdk.
 
-The server is started on a free loopback port with tracing, analytics, the browser and reloading off,
-and stopped (its whole process group) at the end. The run uses the offline writer on the bundled ReLU
-task with a budget of two candidates, memory and run directory in tmp.
+The server is started on a free loopback port with tracing, analytics and the browser off, HOME in tmp
+(so default run directories and memory land there), and stopped (its whole process group) at the end.
+Runs use the offline writer on bundled tasks with budgets of one or two candidates.
+
+- a run works, and the graph Studio draws has every route of the code;
+- a second task on a used thread starts a new run with that task's result, never the old one;
+- with reloading on (as `langgraph dev` runs by default), runs with default run directories do not make
+  the server reload, and a run queued behind another is not cancelled.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 LANGGRAPH = ROOT / ".venv" / "bin" / "langgraph"
 RELU = str(ROOT / "tasks" / "level1" / "01_relu.py")
+SILU = str(ROOT / "tasks" / "level1" / "03_silu.py")
+RELOAD_SIGNS = ("Reloading", "WatchFiles detected changes", "Shutting down")
 
 
 def free_port() -> int:
@@ -33,8 +40,7 @@ def free_port() -> int:
     return port
 
 
-@pytest.fixture
-def server(tmp_path):
+def start_server(tmp_path: Path, *, reload: bool):
     if not LANGGRAPH.exists():
         pytest.fail(f"{LANGGRAPH} not found: install the dev extras (langgraph-cli[inmem])")
     port = free_port()
@@ -45,13 +51,16 @@ def server(tmp_path):
         LANGGRAPH_CLI_NO_ANALYTICS="1",
         LANGSMITH_API_KEY="",
         BROWSER="true",
+        HOME=str(tmp_path / "home"),
     )
+    for var in ("KERNELWRIGHT_RUNS", "KERNELWRIGHT_RUN_DIR", "KERNELWRIGHT_MEMORY"):
+        env.pop(var, None)
     for var in ("OPENAI_BASE_URL", "KERNELWRIGHT_BASE_URL"):
         env.pop(var, None)
     log = (tmp_path / "langgraph-dev.log").open("w")
     proc = subprocess.Popen(
-        [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1", "--port", str(port),
-         "--config", str(ROOT / "langgraph.json")],
+        [str(LANGGRAPH), "dev", "--no-browser", *([] if reload else ["--no-reload"]), "--host", "127.0.0.1",
+         "--port", str(port), "--config", str(ROOT / "langgraph.json")],
         cwd=ROOT,
         env=env,
         stdout=log,
@@ -81,6 +90,20 @@ def server(tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=30)
         log.close()
+
+
+@pytest.fixture
+def server(tmp_path):
+    yield from start_server(tmp_path, reload=False)
+
+
+@pytest.fixture
+def reloading_server(tmp_path):
+    yield from start_server(tmp_path, reload=True)
+
+
+def server_log(tmp_path: Path) -> str:
+    return (tmp_path / "langgraph-dev.log").read_text()
 
 
 def test_run_the_graph_through_the_sdk(server, tmp_path):
@@ -120,3 +143,61 @@ def test_run_the_graph_through_the_sdk(server, tmp_path):
         assert (run_dir / "kernel.py").exists()
     state = client.threads.get_state(thread["thread_id"])
     assert state["next"] == []
+
+
+def test_studio_draws_every_route(server):
+    from langgraph_sdk import get_sync_client
+
+    from graphs.optimize import graph
+
+    client = get_sync_client(url=server, api_key=None)
+    assistant = client.assistants.search(graph_id="optimize")[0]
+    drawn = client.assistants.get_graph(assistant["assistant_id"])
+    edges = {(e["source"], e["target"]) for e in drawn["edges"]}
+    assert edges == {(e.source, e.target) for e in graph.get_graph().edges}
+    assert ("compiler", "profiler") in edges and ("reflector", "planner") in edges and len(edges) == 10
+
+
+def test_a_new_task_on_a_used_thread_is_a_new_run(server, tmp_path):
+    from langgraph_sdk import get_sync_client
+
+    client = get_sync_client(url=server, api_key=None, timeout=600)
+    thread = client.threads.create()["thread_id"]
+    context = {"model": "offline", "budget": 1, "device": "cpu", "memory": str(tmp_path / "memory")}
+    first = client.runs.wait(thread, "optimize", input={"task_path": RELU}, context=context)
+    second = client.runs.wait(thread, "optimize", input={"task_path": SILU}, context=context)
+    assert "__error__" not in first and "__error__" not in second, (first, second)
+    assert first["result"]["task"] == "01_relu" and second["result"]["task"] == "03_silu"
+    assert first["result"]["run_id"] == thread and second["result"]["run_id"] != thread
+    assert [a["node_id"] for a in second["attempts"]] == ["n1"]  # the old run's attempts are gone
+    assert (
+        "03_silu" in second["attempts"][0]["candidate"]["code"] or second["attempts"][0]["candidate"]["code"]
+    )
+    # the same task again on the finished thread: a new run too, not the stored answer
+    third = client.runs.wait(thread, "optimize", input={"task_path": SILU}, context=context)
+    assert third["result"]["task"] == "03_silu"
+    assert third["result"]["run_id"] not in (thread, second["result"]["run_id"])
+    assert Path(third["result"]["run_dir"]).is_relative_to(tmp_path / "home" / ".kernelwright" / "runs")
+
+
+def test_runs_with_default_directories_do_not_reload_the_server(reloading_server, tmp_path):
+    from langgraph_sdk import get_sync_client
+
+    client = get_sync_client(url=reloading_server, api_key=None, timeout=600)
+    context = {"model": "offline", "budget": 1, "device": "cpu", "memory": str(tmp_path / "memory")}
+    thread = client.threads.create()["thread_id"]
+    # two runs on one thread: the second waits in the queue while the first writes its kernel.py
+    first = client.runs.create(thread, "optimize", input={"task_path": RELU}, context=context)
+    second = client.runs.create(
+        thread, "optimize", input={"task_path": SILU}, context=context, multitask_strategy="enqueue"
+    )
+    client.runs.join(thread, first["run_id"])
+    values = client.runs.join(thread, second["run_id"])
+    runs = {r["run_id"]: r for r in client.runs.list(thread)}
+    assert runs[first["run_id"]]["status"] == "success" and runs[second["run_id"]]["status"] == "success"
+    assert values["result"]["task"] == "03_silu"
+    time.sleep(2)  # a reload would follow the last write within the watcher's debounce
+    log = server_log(tmp_path)
+    assert not [line for line in log.splitlines() if any(s in line for s in RELOAD_SIGNS)], log[-3000:]
+    kernels = sorted((tmp_path / "home" / ".kernelwright" / "runs").glob("*/kernel.py"))
+    assert [k.parent.name.split("-")[0] for k in kernels] == ["01_relu", "03_silu"]

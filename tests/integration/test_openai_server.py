@@ -7,6 +7,7 @@ answer show the retries; a closed port, a wrong key and an unknown model are cle
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from pathlib import Path
@@ -64,7 +65,7 @@ def test_a_whole_run_through_chat_openai(tmp_path):
             run_dir=str(tmp_path / "run"),
             llm_rules=True,
             llm_timeout_s=30,
-            llm_retries=1,
+            llm_retry_s=5,
             p_large=1.0,  # after the first kernel, a large step from it: the order of the script is fixed
         )
         app = builder.compile(checkpointer=InMemorySaver(serde=serializer()))
@@ -157,3 +158,45 @@ def test_unreachable_server_wrong_model_and_wrong_key_fail_at_start(tmp_path, mo
     assert code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "cannot reach the OpenAI-compatible server" in err[0]
+
+
+def test_retry_after_is_honoured_and_the_retry_time_is_a_total():
+    from providers.chat import ProviderUnavailable, invoke_with_retry
+
+    script = [{"status": 429, "headers": {"Retry-After": "1.5"}}, {"content": "after the wait"}]
+    with FakeOpenAIServer(script) as server:
+        model = load_chat_model("fake-coder", base_url=server.base_url, max_retries=0, timeout=10)
+        t0 = time.monotonic()
+        msg = invoke_with_retry(lambda: model.invoke("hi"), total_s=30, what="the model")
+        assert msg.content == "after the wait" and time.monotonic() - t0 >= 1.5
+    with FakeOpenAIServer([], default=lambda body: {"status": 500}) as server:
+        model = load_chat_model("fake-coder", base_url=server.base_url, max_retries=0, timeout=10)
+        t0 = time.monotonic()
+        with pytest.raises(ProviderUnavailable, match=r"kept failing for \d+ s \(\d+ tries.*HTTP 500"):
+            invoke_with_retry(lambda: model.invoke("hi"), total_s=4, what="the model")
+        waited = time.monotonic() - t0
+        tries = len(server.requests)
+    assert 1.0 <= waited <= 4.5 and 2 <= tries <= 5  # backed off (1, 2 s ...) within the total time
+
+
+def test_a_provider_that_keeps_failing_ends_in_one_line_and_a_resumable_run(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("KERNELWRIGHT_LLM_RETRY_S", "3")
+    out = tmp_path / "run"
+    with FakeOpenAIServer([], default=lambda body: {"status": 500}) as server:
+        args = ["optimize", RELU, "--model", "fake-coder", "--base-url", server.base_url, "--device", "cpu",
+                "--budget", "2", "--memory", str(tmp_path / "m"), "--out", str(out)]  # fmt: skip
+        t0 = time.monotonic()
+        code = cli_main(args)
+        took = time.monotonic() - t0
+        assert len(server.chat_requests) >= 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 3, err
+    assert len(err) == 1 and "kept failing" in err[0] and "HTTP 500" in err[0]
+    assert f"--resume {out}" in err[0] and took < 30
+    # the run is checkpointed: resuming against a server that answers finishes it
+    with FakeOpenAIServer([], default=lambda body: {"content": fenced(relu_kernel())}) as server:
+        saved = json.loads((out / "run.json").read_text())
+        saved["context"]["base_url"] = server.base_url
+        (out / "run.json").write_text(json.dumps(saved))
+        assert cli_main(["optimize", "--resume", str(out)]) == 0
+    assert json.loads((out / "result.json").read_text())["correct"] is True

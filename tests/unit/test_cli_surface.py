@@ -1,0 +1,235 @@
+"""The command line's surface: fast help, --version, defaults shown, one-line answers to bad input and
+damaged state, `show`, folder runs with a summary, and what a run writes about its failures.
+
+Runs use the offline writer on the bundled ReLU task at budget 1-2 (CPU, Triton interpreter); memory is a
+real Chroma folder in tmp. A read-only memory is a read-only bind mount in a private mount namespace
+(`unshare -m`, as root), since file modes do not stop root.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from graphs.cli import main as cli_main
+from graphs.context import Context
+from nodes import resources
+
+ROOT = Path(__file__).resolve().parents[2]
+KW = ROOT / ".venv" / "bin" / "kernelwright"
+RELU = ROOT / "tasks" / "level1" / "01_relu.py"
+
+
+@pytest.fixture(autouse=True)
+def _env(monkeypatch):
+    for var in ("OPENAI_BASE_URL", "KERNELWRIGHT_BASE_URL", "KERNELWRIGHT_MODEL", "KERNELWRIGHT_DEVICE"):
+        monkeypatch.delenv(var, raising=False)
+    yield
+    resources.close_all()
+
+
+def kw(*args: str, **kw_env: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **kw_env}
+    return subprocess.run([str(KW), *args], capture_output=True, text=True, env=env, timeout=300)
+
+
+def one_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    assert len(lines) == 1, text
+    return lines[0]
+
+
+def test_help_answers_in_under_a_second_and_version_and_defaults_are_shown():
+    best = min(_timed(["--help"]) for _ in range(3))
+    assert best < 1.0, f"kernelwright --help took {best:.2f} s"
+    assert min(_timed(["optimize", "--budget", "x"], rc=2) for _ in range(2)) < 1.0
+    assert kw("--version").stdout.strip() == "kernelwright 0.1.0"
+    text = " ".join(kw("optimize", "--help").stdout.split())
+    defaults = Context()
+    assert f"(default: {defaults.model};" in text and f"(default: {defaults.device}," in text
+    assert f"(default: {defaults.budget};" in text
+
+
+def _timed(args: list[str], rc: int = 0) -> float:
+    t0 = time.monotonic()
+    done = kw(*args)
+    assert done.returncode == rc, done.stderr
+    return time.monotonic() - t0
+
+
+def test_bad_input_is_one_line_and_nothing_is_made(tmp_path, capsys):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    cases = [
+        (["optimize", str(RELU), "--budget", "0"], "--budget: must be at least 1"),
+        (["optimize", str(RELU), "--out", str(a_file)], "exists and is not a folder"),
+        (["optimize", str(RELU), "--out", str(a_file / "run")], "is not a folder"),
+        (["optimize", "--resume", str(tmp_path / "nowhere")], "no such run directory"),
+        (["eval", str(ROOT / "tasks" / "level1"), str(a_file)], "is a folder: eval takes one task file"),
+    ]
+    for args, expected in cases:
+        try:
+            code = cli_main([*args, "--memory", str(tmp_path / "m")] if args[0] == "optimize" else args)
+        except SystemExit as exc:  # argparse's own errors
+            code = int(exc.code or 0)
+        assert code == 2, args
+        assert expected in one_line(capsys.readouterr().err), args
+    broken = tmp_path / "broken_run"
+    broken.mkdir()
+    (broken / "run.json").write_text('{"thread_id": "x", "inp')
+    assert cli_main(["optimize", "--resume", str(broken)]) == 2
+    assert "run.json is damaged" in one_line(capsys.readouterr().err)
+    assert not (tmp_path / "m").exists() or not any((tmp_path / "m").glob("*/run.json"))
+
+
+def test_damaged_memory_is_named_and_no_run_folder_is_left(tmp_path, capsys):
+    mem = tmp_path / "mem"
+    _memory_with_rules(mem, 30)
+    deleted = tmp_path / "deleted"
+    shutil.copytree(mem, deleted)
+    (deleted / "chroma.sqlite3").unlink()
+    assert cli_main(["memory", "stats", "--memory", str(deleted)]) == 1
+    line = one_line(capsys.readouterr().err)
+    assert "is damaged: chroma.sqlite3 is missing but 1 index folder(s) remain" in line
+    assert not (deleted / "chroma.sqlite3").exists()  # no empty memory made in its place
+    overwritten = tmp_path / "overwritten"
+    shutil.copytree(mem, overwritten)
+    (overwritten / "chroma.sqlite3").write_text("not a database\n")
+    out = tmp_path / "run"
+    assert cli_main(["optimize", str(RELU), "--memory", str(overwritten), "--out", str(out)]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert "is damaged: chroma.sqlite3 file is not a database" in line and "no record can be read" in line
+    assert not out.exists()
+    # a damaged page in the middle: the rows SQLite can still read are exported
+    scratched = tmp_path / "scratched"
+    shutil.copytree(mem, scratched)
+    db = scratched / "chroma.sqlite3"
+    data = bytearray(db.read_bytes())
+    data[len(data) // 2 : len(data) // 2 + 4096] = b"\xab" * 4096
+    db.write_bytes(bytes(data))
+    assert cli_main(["memory", "export", str(tmp_path / "saved.jsonl"), "--memory", str(scratched)]) == 0
+    captured = capsys.readouterr()
+    assert "is damaged" in captured.err and "salvaged" in captured.out
+    saved = int(captured.out.split(" rules")[0].rsplit(" ", 1)[1])
+    assert 0 < saved <= 30
+    assert (
+        cli_main(["memory", "import", str(tmp_path / "saved.jsonl"), "--memory", str(tmp_path / "new")]) == 0
+    )
+    assert f"imported 0 cases, {saved} rules" in capsys.readouterr().out
+
+
+def _memory_with_rules(path: Path, n: int) -> int:
+    from memory import RuleCandidate, open_memory
+
+    mem = open_memory(path)
+    try:
+        for i in range(n):
+            mem.rules.add(
+                RuleCandidate(
+                    text=f"You cannot use design=d{i} on cpu: compile_error number {i}",
+                    error_kind="compile_error",
+                    error="e",
+                    case_id=f"c{i}",
+                    op_families=["pointwise"],
+                    hardware="cpu",
+                )
+            )
+    finally:
+        mem.close()
+    return n
+
+
+def test_read_only_memory_can_be_read_but_not_run_into(tmp_path):
+    mem = tmp_path / "mem"
+    _memory_with_rules(mem, 2)
+    script = (
+        f"mount --bind {mem} {mem} && mount -o remount,bind,ro {mem} && "
+        f"{KW} memory stats --json --memory {mem} && "
+        f"{{ {KW} optimize {RELU} --memory {mem} --out {tmp_path / 'run'}; echo rc=$?; }}"
+    )
+    done = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    stats = json.loads(done.stdout[: done.stdout.rindex("}") + 1])
+    assert stats["rules"] == 2
+    assert "rc=2" in done.stdout and "is read-only" in one_line(done.stderr)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_run_shows_its_failures_resumes_with_a_verdict_and_show_prints_a_node(tmp_path, capsys):
+    from tests.fakes.chat import fenced
+    from tests.fakes.kernels import relu_kernel
+    from tests.fakes.openai_server import FakeOpenAIServer
+
+    answers = iter(["I would rather not write code today.", fenced(relu_kernel("served").replace(
+        "# kernelwright: family=pointwise design=served config=BLOCK=1024,num_warps=4\n", ""))])  # fmt: skip
+    out = tmp_path / "run"
+    with FakeOpenAIServer([], default=lambda body: {"content": next(answers)}) as server:
+        args = ["optimize", str(RELU), "--model", "fake-coder", "--base-url", server.base_url, "--budget", "2",
+                "--device", "cpu", "--memory", str(tmp_path / "m"), "--out", str(out)]  # fmt: skip
+        assert cli_main(args) == 0
+    printed = capsys.readouterr().out
+    first = next(ln for ln in printed.splitlines() if "n1 <-" in ln)
+    assert "failed static_check" in first and "no fenced ```python code block" in first
+    # the report: the answer, the full feedback, a link to kernel.py, the kernel named without a header
+    report = (out / "report.html").read_text()
+    assert "I would rather not write code today." in report and "<details><summary>full feedback" in report
+    assert "href='kernel.py'" in report and "no header; kernels:" in report and "- ms" not in report
+    # resuming the finished run says so and prints its verdict
+    assert cli_main(["optimize", "--resume", str(out)]) == 0
+    assert "finished earlier, nothing left to do: Found a correct Triton kernel" in capsys.readouterr().out
+    # show prints one node
+    assert cli_main(["show", str(out), "n1"]) == 0
+    shown = capsys.readouterr().out
+    assert "I would rather not write code today." in shown and "--- feedback" in shown
+    assert "no program taken from the answer" in shown
+    assert cli_main(["show", str(out), "n9"]) == 2
+    assert "has no node 'n9' (nodes: n1, n2)" in one_line(capsys.readouterr().err)
+
+
+def test_a_folder_loads_every_task_first_and_writes_a_readable_summary(tmp_path):
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    shutil.copy(RELU, suite / "01_relu_with_a_rather_long_name_for_the_summary_table.py")
+    (suite / "02_broken.py").write_text("import torch\n\ndef get_inputs():\n    return []\n")
+    suite_names = sorted(p.stem for p in suite.glob("*.py"))
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [str(KW), "optimize", str(suite), "--budget", "1", "--device", "cpu", "--memory", str(tmp_path / "m"),
+         "--out", str(out)],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "02_broken: " in done.stderr and "no Model class" in done.stderr and "(skipped)" in done.stderr
+    assert not (out / "02_broken").exists()
+    summary = json.loads((out / "summary.json").read_text())
+    assert [s["task"] for s in summary] == [suite_names[0], "02_broken"] and "error" in summary[1]
+    text = (out / "summary.txt").read_text()
+    assert text in done.stdout
+    assert all(len(line) <= 80 for line in text.splitlines()), text
+
+
+def test_nothing_is_learned_from_timeouts_or_infrastructure_failures():
+    from hardware.result import EvalResult
+    from nodes.reflector import not_the_kernels_fault
+
+    def res(kind: str, error: str = "") -> EvalResult:
+        return EvalResult(error_kind=kind, error=error)  # type: ignore[arg-type]
+
+    assert not_the_kernels_fault(res("timeout"), "code", offline_writer=True)
+    assert not_the_kernels_fault(res("harness_error"), "code", offline_writer=False)
+    assert not_the_kernels_fault(res("crash", "the worker died from SIGKILL during ..."), "code", False)
+    assert not_the_kernels_fault(res("static_check"), None, offline_writer=True)
+    assert not_the_kernels_fault(res("crash", "the worker died from SIGSEGV"), "code", False) is None
+    assert not_the_kernels_fault(res("compile_error"), "code", offline_writer=True) is None
+    assert not_the_kernels_fault(res("static_check"), None, offline_writer=False) is None
+
+
+if sys.platform != "linux":  # pragma: no cover - unshare and bind mounts are Linux
+    pytestmark = pytest.mark.skip("Linux only")

@@ -1,0 +1,77 @@
+"""One thread, several inputs: every new input starts a new run; a thread never answers with an old result.
+
+The graph runs with the real LangGraph SQLite checkpointer (as `kernelwright optimize` and a resumed
+run use it) and a scripted chat model; memory is a real Chroma folder in tmp.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from graphs.context import Context
+from graphs.optimize import builder, serializer
+from graphs.state import CHECKPOINT_TYPES
+from memory import open_memory
+from nodes import resources
+from tests.fakes.chat import ScriptedChatModel, fenced
+from tests.fakes.kernels import relu_kernel
+
+ROOT = Path(__file__).resolve().parents[2]
+RELU = str(ROOT / "tasks" / "level1" / "01_relu.py")
+SILU_SOURCE = (ROOT / "tasks" / "level1" / "03_silu.py").read_text()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_pools():
+    yield
+    resources.close_all()
+
+
+def test_each_input_on_a_thread_is_its_own_run(tmp_path):
+    # SiLU answered with a ReLU kernel is wrong: the second run's verdict must say so, not reuse ReLU's
+    model = ScriptedChatModel(script=[fenced(relu_kernel("ok"))], loop=True)
+    ctx = Context(
+        chat_model=model, budget=1, device="cpu", memory=str(tmp_path / "memory"), llm_rules=False,
+        runs_root=str(tmp_path / "runs"),
+    )  # fmt: skip
+    conn = sqlite3.connect(str(tmp_path / "checkpoints.sqlite"), check_same_thread=False)
+    app = builder.compile(checkpointer=SqliteSaver(conn, serde=serializer()))
+    config: Any = {"configurable": {"thread_id": "studio-thread"}}
+    try:
+        app.invoke({"task_path": RELU}, config=config, context=ctx)
+        first = app.get_state(config).values
+        app.invoke({"task_source": SILU_SOURCE, "task_name": "silu"}, config=config, context=ctx)
+        second = app.get_state(config).values
+        app.invoke({"task_source": SILU_SOURCE, "task_name": "silu"}, config=config, context=ctx)
+        third = app.get_state(config).values
+    finally:
+        conn.close()
+    assert first["result"].task == "01_relu" and first["result"].correct
+    assert first["result"].run_id == "studio-thread"
+    assert second["result"].task == "silu" and not second["result"].correct
+    assert second["run"].run_id not in ("studio-thread", third["run"].run_id)
+    # the new run's state holds only its own work
+    assert [a.node_id for a in second["attempts"]] == ["n1"] and len(second["jobs"]) == 1
+    assert second["cost"].llm_calls == 1 and second["cost"].evaluations == 1
+    assert second["attempts"][0].status == "wrong"
+    assert third["result"].task == "silu" and [a.node_id for a in third["attempts"]] == ["n1"]
+    # each run wrote its own directory and its own memory cases
+    dirs = {Path(s["run"].run_dir).name for s in (first, second, third)}
+    assert len(dirs) == 3 and all((tmp_path / "runs" / d / "result.json").is_file() for d in dirs)
+    mem = open_memory(ctx.memory)
+    try:
+        assert mem.cases.count() == 3
+    finally:
+        mem.close()
+
+
+def test_langgraph_json_registers_the_checkpointed_types():
+    config = json.loads((ROOT / "langgraph.json").read_text())
+    listed = {tuple(x) for x in config["checkpointer"]["serde"]["allowed_msgpack_modules"]}
+    assert listed == {(t.__module__, t.__name__) for t in CHECKPOINT_TYPES}
