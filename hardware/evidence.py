@@ -99,7 +99,7 @@ def fingerprint(t: torch.Tensor) -> tuple[int, int]:
     n = storage.nbytes()
     if n == 0:
         return (0, 0)
-    flat = torch.empty(0, dtype=torch.uint8, device=t.device).set_(storage, 0, (n,))
+    flat = torch.empty(0, dtype=torch.uint8, device=t.device).set_(storage, 0, (n,), (1,))
     words = flat[: n - n % 4].view(torch.int32) if n >= 4 else flat.to(torch.int32)
     halves = flat[: n - n % 2].view(torch.int16) if n >= 2 else flat.to(torch.int16)
     return int(words.sum(dtype=torch.int64)), int(halves.sum(dtype=torch.int64)) + int(
@@ -138,7 +138,7 @@ class Recorder:
             return
         schema = func._schema
         reads = [k for t in _tensors_in((args, kwargs)) if (k := _storage_key(t)) is not None]
-        writes = []
+        writes: list[int] = []
         written_args = {
             a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write
         }
@@ -226,7 +226,7 @@ def install_launch_hooks(recorder: Recorder) -> list[tuple[Any, Any]]:
                 return _original(self, *args, **kwargs)
             fn = getattr(self, "fn", None)
             name = getattr(fn, "__name__", None) or getattr(self, "__name__", "kernel")
-            return recorder.wrap_launch(name, args, kwargs, lambda: _original(self, *args, **kwargs))
+            return recorder.wrap_launch(str(name), args, kwargs, lambda: _original(self, *args, **kwargs))
 
         cls.run = run
         replaced.append((cls, run))
@@ -280,19 +280,23 @@ def analyse(report: dict[str, Any], reference_ops: set[str] | None = None) -> Pr
     torch_ops = [f"aten::{name} x{n}" for name, n in sorted(ops.items())]
     launches = sum(1 for e in clean if e[0] == "triton")
     triton_writes = sum(1 for e in clean if e[0] == "triton" and e[3])
-    base = {"torch_ops": torch_ops, "triton_launches": launches, "triton_writes": triton_writes}
+
+    def verdict(ok: bool, kind: str | None = None, reason: str = "") -> Provenance:
+        return Provenance(
+            ok, kind, reason, torch_ops=torch_ops, triton_launches=launches, triton_writes=triton_writes
+        )
+
     if report.get("truncated"):
-        return Provenance(False, "forbidden", f"forward dispatched over {MAX_EVENTS} torch ops", **base)
+        return verdict(False, "forbidden", f"forward dispatched over {MAX_EVENTS} torch ops")
     if launches == 0:
-        return Provenance(False, "torch_fallback", "forward launched no Triton kernel", **base)
+        return verdict(False, "torch_fallback", "forward launched no Triton kernel")
     if reference_ops and reference_ops <= set(ops):
         names = ", ".join(f"aten::{n}" for n in sorted(reference_ops))
-        return Provenance(
+        return verdict(
             False,
             "torch_fallback",
             f"forward ran every compute op the reference runs ({names}) through torch: the Triton "
             "kernels beside them are not doing the work",
-            **base,
         )
     writers: dict[int, list[int]] = {}
     for i, (_, _, _, writes) in enumerate(clean):
@@ -310,7 +314,8 @@ def analyse(report: dict[str, Any], reference_ops: set[str] | None = None) -> Pr
 
     for n, out in enumerate(outputs):
         reaches_triton, unaccounted = False, set()
-        stack, seen = [(out, len(clean))], set()
+        stack: list[tuple[int, int]] = [(out, len(clean))]
+        seen: set[tuple[int, int | None]] = set()
         while stack:
             key, at = stack.pop()
             w = last_writer(key, at)
@@ -326,19 +331,17 @@ def analyse(report: dict[str, Any], reference_ops: set[str] | None = None) -> Pr
                 reaches_triton = True
             stack.extend((r, w) for r in reads)
         if unaccounted:
-            return Provenance(
+            return verdict(
                 False,
                 "forbidden",
                 f"output {n} depends on memory that no recorded op wrote and that did not exist before "
                 "forward (work done out of the harness's sight, e.g. in another thread)",
-                **base,
             )
         if not reaches_triton:
-            return Provenance(
+            return verdict(
                 False,
                 "torch_fallback",
                 f"output {n} does not depend on anything a Triton kernel wrote: it was computed by torch "
                 f"({', '.join(torch_ops) or 'no compute op: an input or a parameter returned as it is'})",
-                **base,
             )
-    return Provenance(True, **base)
+    return verdict(True)

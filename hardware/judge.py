@@ -370,7 +370,8 @@ class _Reference:
     shape: _Shape
     init_inputs: list[Any]
     model: Any
-    samples: dict[tuple[int, str], _Sample] = field(default_factory=dict)
+    samples: dict[tuple[int, str, str], _Sample] = field(default_factory=dict)
+    """Per (seed, precision, mode)."""
     fp64_s: float | None = None
     fp64_failure: str | None = None
     exchange: _Exchange | None = None
@@ -425,12 +426,12 @@ class _TaskState:
     the candidate's buffers are compared after it."""
 
 
-def _slice_inputs(inputs: list[Any], plan: list[tuple[int, int]]) -> list[Any]:
+def _slice_inputs(inputs: list[Any], plan: list[list[tuple[int, int]]]) -> list[Any]:
     """Each tensor input i narrowed to its first `size` elements along `dim` for (dim, size) in plan[i]."""
     out = []
     for t, cuts in zip(inputs, plan, strict=True):
         if cuts and hasattr(t, "narrow"):
-            for dim, size in cuts:  # type: ignore[union-attr]
+            for dim, size in cuts:
                 t = t.narrow(dim, 0, size)
             t = t.contiguous()
         out.append(t)
@@ -458,7 +459,7 @@ def _sliced(primary: _Shape, device: str) -> _Shape | None:
     def cut(n: int) -> int:
         return max(1, (2 * n) // 3 - (1 if (2 * n) // 3 % 2 == 0 and n > 3 else 0))
 
-    plans = []
+    plans: list[list[tuple[int, int]]] = []
     plans.append([(d, cut(n)) for d, n in enumerate(lead) if n >= 2])
     plans.append([(len(lead) - 1, cut(lead[-1]))] if lead[-1] >= 2 else [])
     plans.append([(0, cut(lead[0]))] if lead[0] >= 2 else [])
@@ -1020,8 +1021,8 @@ class Judge:
                                        "models": models, "memory_bytes": memory_bytes},
                                       shared, self._remaining(), "compile")  # fmt: skip
         finally:
-            for s in shared:
-                s.close()
+            for lent in shared:
+                lent.close()
         close_fds(fds)
         self._check_reply(reply, "loaded", res)
         if isinstance(proc.info.get("confinement"), dict):

@@ -88,6 +88,7 @@ class Runner:
         self._pop_mode = _python_dispatch._pop_mode
         self._zero = torch._C.TensorBase.zero_
         self._no_grad = torch.no_grad
+        self._sync: Any = None
         if self.cuda:
             torch.cuda.init()
             self._sync = torch._C._cuda_synchronize
@@ -98,7 +99,6 @@ class Runner:
             self._device_frees = lambda: int(torch.cuda.memory_stats().get("num_device_free", 0))
             self.device_name = torch.cuda.get_device_name(0)
         else:
-            self._sync = None
             self.device_name = "cpu (Triton interpreter)"
         self.recorder = Recorder(sync=self._sync)
         self._hooks = install_launch_hooks(self.recorder)
@@ -148,7 +148,7 @@ class Runner:
             try:
                 handlers = {"load": self.load, "attach": self.attach, "call": self.call, "time": self.time,
                             "loop": self.loop}  # fmt: skip
-                handler = handlers.get(op)
+                handler = handlers.get(str(op))
                 if handler is None:
                     close_fds(fds)
                     _fail("compile", "harness_error", f"unknown request {op!r}")
@@ -202,7 +202,7 @@ class Runner:
         model_cls = getattr(module, "ModelNew", None)
         if not isinstance(model_cls, type):
             _fail("parse", "static_check", "the candidate defines no ModelNew class")
-        notes = []
+        notes: list[str] = []
         for spec_m in msg["models"]:
             init = decode_value(spec_m["init"], tensors)
             state = {name: tensors[i] for name, i in spec_m["state"]}
@@ -397,8 +397,8 @@ class Runner:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             self._set_det(True, warn_only=True)
-            self._det_module.fill_uninitialized_memory = True
-            if record:
+            self._det_module.fill_uninitialized_memory = True  # type: ignore[attr-defined]
+            if mode is not None:
                 self.recorder.start()
                 self._push_mode(mode)
             try:
@@ -413,7 +413,7 @@ class Runner:
                 )
                 _fail(where, kind, f"forward raised {format_exception(exc, self.path)}")
             finally:
-                poison_on = self._det_enabled() and self._det_module.fill_uninitialized_memory is True
+                poison_on = self._det_enabled() and self._det_module.fill_uninitialized_memory is True  # type: ignore[attr-defined]
                 if record:
                     self.recorder.stop()
                     if self._stack_len() != 1 or self._stack_at(0) is not mode:

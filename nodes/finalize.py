@@ -23,8 +23,18 @@ def tree_of(jobs: list[Job], attempts: list[Attempt], config: Any = None) -> Sea
     return SearchTree.replay([j.decision for j in jobs], outcomes, config)
 
 
-def verdict_for(best: BestKernel | None, n: int, run: RunInfo) -> tuple[str, bool | None]:
+def verdict_for(
+    best: BestKernel | None, n: int, run: RunInfo, stop_reason: str = ""
+) -> tuple[str, bool | None]:
     """(one plain sentence, slower than eager or None when unknown)."""
+    from nodes.planner import HARNESS_STOP
+
+    if best is None and stop_reason.startswith(HARNESS_STOP):
+        return (
+            f"Stopped after {n} candidate(s): {stop_reason}. No candidate was at fault; fix the task (or the "
+            "machine) and run again.",
+            None,
+        )
     if best is None:
         return (
             f"No correct kernel was found in {n} candidate(s); keep the reference PyTorch program.",
@@ -87,7 +97,7 @@ def build_result(state: dict[str, Any], config: Any = None) -> OptimizeResult:
             timing_origin=a.timing.origin,
         )
         tolerance = a.result.tolerance
-    verdict, slower = verdict_for(best, len(attempts), run)
+    verdict, slower = verdict_for(best, len(attempts), run, str(state.get("stop_reason") or ""))
     summary: dict[str, object] = dict(tree.summary())
     summary["nodes_detail"] = [
         {

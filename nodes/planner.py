@@ -181,6 +181,21 @@ def make_job(decision: Decision, run_id: str, by_node: dict[str, Attempt]) -> Jo
     )
 
 
+HARNESS_STOP = "the harness could not judge this task"
+"""The start of the stop reason when a harness failure ended the search (finalize names it in the verdict)."""
+
+
+def harness_stop(attempts: list[Attempt]) -> str | None:
+    """Why the search must stop at once: an evaluation failed for a reason that is not the candidate's
+    (the reference does not run, the task cannot be verified, the judge failed). Another candidate would
+    fail the same way, so spending the budget on "repairs" would only waste it."""
+    failed = next((a for a in attempts if a.result.error_kind == "harness_error"), None)
+    if failed is None:
+        return None
+    first = next((line.strip() for line in (failed.result.error or "").splitlines() if line.strip()), "")
+    return f"{HARNESS_STOP} ({failed.node_id}): {first[:300]}"
+
+
 def planner(state: Any, runtime: Runtime[Context]) -> Command[Literal["context", "finalize"]]:
     """Start the run on the first step; then stop, wait for branches in flight, or fan out new ones."""
     ctx = runtime.context
@@ -219,7 +234,7 @@ def planner(state: Any, runtime: Runtime[Context]) -> Command[Literal["context",
     done = {a.node_id for a in attempts}
     in_flight = [j for j in jobs if j.node_id not in done]
     spent = Spent(candidates=len(jobs), llm_calls=cost.llm_calls, wall_s=cost.wall_s + delta)
-    stop = tree.should_stop(ctx.search_budget(), spent)
+    stop = harness_stop(attempts) or tree.should_stop(ctx.search_budget(), spent)
     if stop is None:
         slots = min(ctx.k - len(in_flight), ctx.budget - len(jobs))
         decisions = tree.plan(slots) if slots > 0 else []

@@ -43,7 +43,9 @@ def test_kernel_that_ignores_the_mode_and_the_running_statistics_fails(pool):
 
 
 def test_kernel_that_skips_only_the_running_statistics_update_fails(pool):
-    src = candidate("bn_both_modes.py").replace("bn.running_mean.mul_(1 - bn.momentum).add_(bn.momentum * mean)", "pass")
+    src = candidate("bn_both_modes.py").replace(
+        "bn.running_mean.mul_(1 - bn.momentum).add_(bn.momentum * mean)", "pass"
+    )
     res = pool.evaluate(load_task(MODES / "task_batchnorm.py"), src)
     assert (res.correct, res.error_kind) == (False, "mismatch"), res.error
     assert "buffer bn.running_mean" in res.error

@@ -356,3 +356,23 @@ def test_small_steps_are_shown_the_programs_already_written_in_the_run(tmp_path)
     shown = [p for p in prompts if "<tried>" in p]
     assert small and len(shown) == sum(bool(j.tried) for j in jobs)
     assert all('<request kind="repair">' not in p for p in shown)
+
+
+def test_a_harness_failure_ends_the_search_at_once(tmp_path):
+    """A task the judge cannot verify (its reference draws random numbers in forward) fails its first
+    candidate with harness_error; the run stops there instead of spending its budget on repairs."""
+    task = tmp_path / "random_task.py"
+    task.write_text(
+        (Path(__file__).resolve().parents[1] / "kernels" / "modes" / "task_random.py").read_text()
+    )
+    model = ScriptedChatModel(script=[fenced(relu_kernel(f"k{i}")) for i in range(6)])
+    ctx = make_ctx(tmp_path, model, budget=6)
+    app = builder.compile(checkpointer=InMemorySaver(serde=serializer()))
+    config = {"configurable": {"thread_id": "h"}, "recursion_limit": 1000}
+    app.invoke({"task_path": str(task)}, config=config, context=ctx)
+    state = app.get_state(config).values
+    assert len(state["attempts"]) == 1, [a.result.error_kind for a in state["attempts"]]
+    assert state["attempts"][0].result.error_kind == "harness_error"
+    result: OptimizeResult = state["result"]
+    assert result.verdict.startswith("Stopped after 1 candidate(s): the harness could not judge this task")
+    assert "cannot be verified" in result.verdict
