@@ -59,7 +59,8 @@ the report.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -135,28 +136,26 @@ def _loosest_row(dtype: torch.dtype) -> tuple[float, float]:
     return max(r[0] for r in rows), max(r[1] for r in rows)
 
 
-def _nearest_rank(values: torch.Tensor, n: int, q: float) -> float:
-    """The q-quantile, by nearest rank, of the `n` selected values in a 1-d tensor of values >= 0 whose
-    other elements are 0: an observed value, the max when n <= 1/(1-q).
-
-    Taken as the k-th largest with k = n - ceil(q n) + 1 (small), which topk finds far faster than
-    kthvalue or a boolean-mask copy; the zeros stand in for unselected elements without changing it.
-    """
-    if n == 0:
-        return 0.0
-    rank = min(n, max(1, math.ceil(q * n - 1e-9)))
-    return float(values.topk(n - rank + 1).values[-1])
-
-
-def output_scale(ref: torch.Tensor) -> float:
-    """max(1, RMS of the finite values of `ref`): the factor atol is multiplied by."""
+def output_scale(ref: torch.Tensor, *, chunk: int = 1 << 22) -> float:
+    """max(1, RMS of the finite values of `ref`): the factor atol is multiplied by (summed in float64,
+    `chunk` elements at a time)."""
     if not (ref.is_floating_point() or ref.is_complex()) or ref.numel() == 0:
         return 1.0
-    values = ref.detach().to(torch.complex128 if ref.is_complex() else torch.float64).abs()
-    finite = values[torch.isfinite(values)]
-    if finite.numel() == 0:
+    flat = ref.detach().reshape(-1)
+    wide = torch.complex128 if ref.is_complex() else torch.float64
+    total, count = 0.0, 0
+    for start in range(0, flat.numel(), chunk):
+        values = flat[start : start + chunk].to(wide).abs()
+        finite = torch.isfinite(values)
+        total += float(
+            torch.where(finite, values, torch.zeros((), dtype=values.dtype, device=values.device))
+            .square()
+            .sum()
+        )
+        count += int(finite.sum())
+    if count == 0:
         return 1.0
-    return max(1.0, float(finite.square().mean().sqrt()))
+    return max(1.0, math.sqrt(total / count))
 
 
 class Comparison(BaseModel):
@@ -216,6 +215,53 @@ def _fmt(x: float) -> str:
     return f"{x:.6g}"
 
 
+CHUNK_ELEMENTS = 1 << 22
+"""Elements compared at a time: the comparison's float64 temporaries are bounded by a few chunks, not by
+the output (a 6.4 GB output would otherwise need tens of GB more while it is judged)."""
+
+
+@dataclass
+class _Pieces:
+    """Flat views of one output and its references, handed out a chunk at a time in float64."""
+
+    out: torch.Tensor
+    ref: torch.Tensor
+    ref64: torch.Tensor | None
+    wide: torch.dtype
+    chunk: int
+
+    def __iter__(self) -> Iterator[tuple[int, torch.Tensor, torch.Tensor, torch.Tensor | None]]:
+        n = self.ref.numel()
+        for start in range(0, n, self.chunk):
+            end = min(n, start + self.chunk)
+            a = self.out[start:end].to(self.wide)
+            b = self.ref[start:end].to(self.wide)
+            r = None
+            if self.ref64 is not None:
+                # Rounded to the output dtype: the best answer an output of that dtype can hold.
+                r = self.ref64[start:end].to(self.ref.device).to(self.ref.dtype).to(self.wide)
+            yield start, a, b, r
+
+
+def _real(t: torch.Tensor) -> torch.Tensor:
+    return t.real if t.is_complex() else t
+
+
+class _TopK:
+    """The k largest values seen so far over chunks (for a nearest-rank quantile of a large tensor)."""
+
+    def __init__(self, k: int) -> None:
+        self.k, self.values = k, torch.empty(0, dtype=torch.float64)
+
+    def add(self, chunk: torch.Tensor) -> None:
+        top = chunk.topk(min(self.k, chunk.numel())).values
+        both = torch.cat([self.values.to(top.device), top])
+        self.values = both.topk(min(self.k, both.numel())).values
+
+    def kth(self, k: int) -> float:
+        return float(self.values[k - 1]) if 0 < k <= self.values.numel() else 0.0
+
+
 def compare_tensor(
     out: torch.Tensor,
     ref: torch.Tensor,
@@ -226,49 +272,67 @@ def compare_tensor(
     label: str = "output",
     ref64: torch.Tensor | None = None,
     allowance_factor: float = ALLOWANCE_FACTOR,
+    chunk: int = CHUNK_ELEMENTS,
 ) -> Comparison:
     """Values of one output tensor against the reference tensor of the same shape and dtype.
 
     `ref64`, the same output from a float64 run of the reference, anchors the comparison and adds the
     reference-error allowance where `uses_float64_reference(ref.dtype, precision)`; it is ignored
     otherwise (see the module docstring). The report says how many elements fail, where (index) and by
-    how much, NaN/inf included, in the style of Liger's assert_verbose_allclose.
+    how much, NaN/inf included, in the style of Liger's assert_verbose_allclose. Works `chunk` elements
+    at a time: the same verdict and report for any chunk size.
     """
-    scale = output_scale(ref)
+    scale = output_scale(ref, chunk=chunk)
     tol = tolerance_for(ref.dtype, precision, rtol=rtol, atol=atol, scale=scale)
     atol_eff = tol.atol * scale
-    if ref.numel() == 0:
+    n = ref.numel()
+    if n == 0:
         return Comparison(ok=True, tolerances=[tol])
     wide = torch.complex128 if ref.is_complex() else torch.float64
-    a = out.detach().to(wide).reshape(-1)
-    b = ref.detach().to(wide).reshape(-1)
-    a_fin, b_fin = torch.isfinite(a), torch.isfinite(b)
-    both = a_fin & b_fin
-    zero = torch.zeros((), dtype=torch.float64, device=a.device)
     notes: list[str] = []
-    anchor, allowance, anchor_text = b, None, ""
+    anchor_text = ""
     use64 = ref64 is not None and uses_float64_reference(ref.dtype, precision)
-    if use64 and ref64 is not None and ref64.shape == ref.shape:
-        # Rounded to the output dtype: the best answer an output of that dtype can hold.
-        r = ref64.detach().to(ref.device).to(ref.dtype).to(wide).reshape(-1)
-        own = torch.where(b_fin & torch.isfinite(r), (b - r).abs(), zero)
-        own = own.real if own.is_complex() else own
-        loose_rtol, loose_atol = _loosest_row(ref.dtype)
-        rabs = r.abs().real if r.is_complex() else r.abs()
+    if use64 and ref64 is not None and ref64.shape != ref.shape:
+        notes.append(f"{label}: float64 reference has shape {list(ref64.shape)}; compared to float32 alone")
+        use64 = False
+    pieces = _Pieces(out.detach().reshape(-1), ref.detach().reshape(-1),
+                     ref64.detach().reshape(-1) if use64 and ref64 is not None else None, wide, chunk)  # fmt: skip
+    loose_rtol, loose_atol = _loosest_row(ref.dtype)
+
+    def anchored_of(b: torch.Tensor, r: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(the fp32 reference's own error, where the two references agree enough to anchor)."""
+        zero = torch.zeros((), dtype=torch.float64, device=b.device)
+        b_fin, r_fin = torch.isfinite(b), torch.isfinite(r)
+        own = _real(torch.where(b_fin & r_fin, (b - r).abs(), zero))
         # Beyond the loosest row the two runs are not the same computation (dtype-dependent code) or the
         # value is beyond fp32: judged against the fp32 reference as before, and left out of E.
-        anchored = b_fin & torch.isfinite(r) & (own <= loose_atol * scale + loose_rtol * rabs)
-        own_anchored = torch.where(anchored, own, zero)
-        err = _nearest_rank(own_anchored, int(anchored.sum()), REFERENCE_ERROR_QUANTILE)
-        anchor = torch.where(anchored, r, b)
-        allowance = torch.where(anchored, allowance_factor * torch.clamp(own, min=err), zero)
+        anchored = b_fin & r_fin & (own <= loose_atol * scale + loose_rtol * _real(r.abs()))
+        return own, anchored
+
+    err = 0.0
+    if use64:
+        # Pass 1: the reference's own error scale E over the anchored elements (a nearest-rank quantile).
+        n_anchored = n_off = 0
+        top = _TopK(n - math.ceil(REFERENCE_ERROR_QUANTILE * n - 1e-9) + 1)
+        worst_own, worst_own_at = -1.0, 0
+        for start, _, b, r in pieces:
+            assert r is not None
+            own, anchored = anchored_of(b, r)
+            own_anchored = torch.where(anchored, own, torch.zeros((), dtype=torch.float64, device=own.device))
+            n_anchored += int(anchored.sum())
+            n_off += int((torch.isfinite(b) & ~anchored).sum())
+            top.add(own_anchored)
+            i = int(torch.argmax(own_anchored))
+            if float(own_anchored[i]) > worst_own:
+                worst_own, worst_own_at = float(own_anchored[i]), start + i
+        if n_anchored:
+            rank = min(n_anchored, max(1, math.ceil(REFERENCE_ERROR_QUANTILE * n_anchored - 1e-9)))
+            err = top.kth(n_anchored - rank + 1)
         tol.reference_error, tol.allowance_factor = err, allowance_factor
-        n_off = int((b_fin & ~anchored).sum())
-        worst_own = int(torch.argmax(own_anchored))
         anchor_text = (
             f"reference error E {_fmt(err)} (the {REFERENCE_ERROR_QUANTILE:.1%} quantile of "
-            f"|float32 reference - float64 reference|; largest {_fmt(float(own_anchored[worst_own]))} at "
-            f"{_index(worst_own, list(ref.shape))}); allowance {allowance_factor:g} x max(E, the element's "
+            f"|float32 reference - float64 reference|; largest {_fmt(max(worst_own, 0.0))} at "
+            f"{_index(worst_own_at, list(ref.shape))}); allowance {allowance_factor:g} x max(E, the element's "
             f"own) >= {_fmt(allowance_factor * err)}"
             + (
                 f"; {n_off} elements judged against the float32 reference (references disagree)"
@@ -277,24 +341,49 @@ def compare_tensor(
             )
         )
         notes.append(f"{label}: float64-anchored; {anchor_text}")
-    elif use64 and ref64 is not None:
-        notes.append(f"{label}: float64 reference has shape {list(ref64.shape)}; compared to float32 alone")
-    diff = torch.where(both, (a - anchor).abs(), zero)
-    diff = diff.real if diff.is_complex() else diff
-    babs = anchor.abs().real if anchor.is_complex() else anchor.abs()
-    bound = atol_eff + tol.rtol * babs
-    if allowance is not None:
-        bound = bound + allowance
-    bad_finite = both & (diff > bound)
-    # Non-finite values: NaN must meet NaN, inf the same inf; anything else against them is a mismatch.
-    a_nan, b_nan = torch.isnan(a), torch.isnan(b)
-    same_special = (a_nan & b_nan) | (~a_nan & ~b_nan & ~a_fin & ~b_fin & (a == b))
-    bad_special = ~both & ~same_special
-    bad = bad_finite | bad_special
-    n_bad = int(bad.sum())
-    max_abs = float(diff.max()) if both.any() else 0.0
-    rel = diff / torch.clamp(babs, min=max(atol_eff, 1e-30))
-    max_rel = float(rel.max()) if both.any() else 0.0
+
+    # Pass 2: every element against its bound.
+    n_bad = n_special = nonfinite_out = 0
+    max_abs = max_rel = 0.0
+    any_both = False
+    worst: tuple[float, int, float, float, float] | None = None  # (diff, index, got, expected, fp32 ref)
+    first: list[tuple[int, float, float]] = []
+    for start, a, b, r in pieces:
+        zero = torch.zeros((), dtype=torch.float64, device=a.device)
+        a_fin, b_fin = torch.isfinite(a), torch.isfinite(b)
+        both = a_fin & b_fin
+        anchor, allowance = b, None
+        if r is not None:
+            own, anchored = anchored_of(b, r)
+            anchor = torch.where(anchored, r, b)
+            allowance = torch.where(anchored, allowance_factor * torch.clamp(own, min=err), zero)
+        diff = _real(torch.where(both, (a - anchor).abs(), zero))
+        babs = _real(anchor.abs())
+        bound = atol_eff + tol.rtol * babs
+        if allowance is not None:
+            bound = bound + allowance
+        bad_finite = both & (diff > bound)
+        # Non-finite values: NaN must meet NaN, inf the same inf; anything else against them is a mismatch.
+        a_nan, b_nan = torch.isnan(a), torch.isnan(b)
+        same_special = (a_nan & b_nan) | (~a_nan & ~b_nan & ~a_fin & ~b_fin & (a == b))
+        bad_special = ~both & ~same_special
+        bad = bad_finite | bad_special
+        n_bad += int(bad.sum())
+        n_special += int(bad_special.sum())
+        nonfinite_out += int((bad_special & b_fin).sum())
+        if bool(both.any()):
+            any_both = True
+            max_abs = max(max_abs, float(diff.max()))
+            max_rel = max(max_rel, float((diff / torch.clamp(babs, min=max(atol_eff, 1e-30))).max()))
+        if bool(bad_finite.any()):
+            i = int(torch.argmax(torch.where(bad_finite, diff, torch.zeros_like(diff))))
+            if worst is None or float(diff[i]) > worst[0]:
+                worst = (float(diff[i]), start + i, float(a[i].real), float(anchor[i].real), float(b[i].real))
+        if len(first) < _SHOW_MISMATCHES and bool(bad.any()):
+            for i in torch.nonzero(bad).reshape(-1)[: _SHOW_MISMATCHES - len(first)].tolist():
+                first.append((start + i, float(a[i].real), float(anchor[i].real)))
+    if not any_both:
+        max_abs = max_rel = 0.0
     if n_bad == 0:
         return Comparison(
             ok=True, max_abs_error=max_abs, max_rel_error=max_rel, tolerances=[tol], notes=notes
@@ -302,39 +391,28 @@ def compare_tensor(
 
     shape = list(ref.shape)
     lines = [
-        f"{label} {describe(ref)}: {n_bad} of {ref.numel()} elements "
-        f"({100.0 * n_bad / ref.numel():.3g}%) outside rtol={tol.rtol:g}, atol={tol.atol:g}"
+        f"{label} {describe(ref)}: {n_bad} of {n} elements ({100.0 * n_bad / n:.3g}%) outside "
+        f"rtol={tol.rtol:g}, atol={tol.atol:g}"
         + (f" x scale {scale:.4g}" if scale != 1.0 else "")
-        + (
-            f" + {allowance_factor:g} x reference error {_fmt(tol.reference_error)}"
-            if tol.reference_error is not None
-            else ""
-        )
+        + (f" + {allowance_factor:g} x reference error {_fmt(tol.reference_error)}" if tol.reference_error is not None else "")
         + f" ({tol.precision} precision)"
-    ]
-    if allowance is not None:
+    ]  # fmt: skip
+    if use64:
         lines.append(
             f"  expected = a float64 run of the reference, rounded to {dtype_name(ref.dtype)}; {anchor_text}"
         )
-    n_special = int(bad_special.sum())
     if n_special:
-        nonfinite_out = int((bad_special & b_fin).sum())
         lines.append(
             f"  {n_special} NaN/inf mismatches ({nonfinite_out} NaN/inf in the output where the reference "
             f"is finite; unwritten output memory reads as NaN)"
         )
-    if bool(bad_finite.any()):
-        worst = int(torch.argmax(torch.where(bad_finite, diff, torch.zeros_like(diff))))
-        also = f" (float32 reference {_fmt(float(b[worst].real))})" if allowance is not None else ""
+    if worst is not None:
+        also = f" (float32 reference {_fmt(worst[4])})" if use64 else ""
         lines.append(
-            f"  max abs error {_fmt(max_abs)} at {_index(worst, shape)}: got {_fmt(float(a[worst].real))}, "
-            f"expected {_fmt(float(anchor[worst].real))}{also}; max rel error {_fmt(max_rel)}"
+            f"  max abs error {_fmt(max_abs)} at {_index(worst[1], shape)}: got {_fmt(worst[2])}, "
+            f"expected {_fmt(worst[3])}{also}; max rel error {_fmt(max_rel)}"
         )
-    first = torch.nonzero(bad).reshape(-1)[:_SHOW_MISMATCHES].tolist()
-    shown = ", ".join(
-        f"{_index(i, shape)}: got {_fmt(float(a[i].real))} expected {_fmt(float(anchor[i].real))}"
-        for i in first
-    )
+    shown = ", ".join(f"{_index(i, shape)}: got {_fmt(got)} expected {_fmt(want)}" for i, got, want in first)
     lines.append(f"  first mismatches: {shown}")
     return Comparison(
         ok=False,

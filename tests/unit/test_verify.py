@@ -274,3 +274,30 @@ def test_float64_reference_with_another_structure_is_not_used():
     assert all(t.reference_error is None for t in cmp.tolerances)
     cmp = compare_outputs(torch.ones(3), torch.ones(3), ref64=torch.ones(4, dtype=torch.float64))
     assert cmp.ok and "float64 reference has shape [4]" in cmp.notes[0]
+
+
+@pytest.mark.parametrize("case", ["close", "wrong", "nan", "anchored", "anchored_wrong"])
+def test_chunked_comparison_gives_the_same_verdict_and_report(case):
+    """Large outputs are compared a chunk at a time; the verdict, counts and report do not depend on it."""
+    g = torch.Generator().manual_seed(3)
+    ref = torch.randn(37, 53, generator=g)
+    out = ref * (1 + 3e-5)
+    ref64 = None
+    if case == "wrong":
+        out = ref + 0.01 * torch.randn(37, 53, generator=g)
+    elif case == "nan":
+        out = out.clone()
+        out[5, 7:20] = float("nan")
+    elif case.startswith("anchored"):
+        x = torch.randn(37, 53, 256, generator=g)
+        ref64 = x.double().sum(-1).tanh()
+        ref = x.sum(-1).tanh()
+        out = ref.clone() if case == "anchored" else ref + 1e-3 * (torch.arange(ref.numel()).reshape(ref.shape) % 3)
+    whole = compare_tensor(out, ref, ref64=ref64)
+    for chunk in (7, 64, 1000):
+        part = compare_tensor(out, ref, ref64=ref64, chunk=chunk)
+        assert (part.ok, part.mismatched, part.report) == (whole.ok, whole.mismatched, whole.report)
+        assert part.max_abs_error == pytest.approx(whole.max_abs_error, rel=1e-12)
+        assert part.max_rel_error == pytest.approx(whole.max_rel_error, rel=1e-12)
+        assert part.tolerances[0].reference_error == whole.tolerances[0].reference_error
+    assert whole.ok == (case in ("close", "anchored"))
