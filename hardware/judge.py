@@ -83,6 +83,7 @@ from hardware.channel import (
 )
 from hardware.config import EvalConfig
 from hardware.confine import die_with_parent, minimal_env
+from hardware.evidence import fingerprint
 from hardware.failures import classify_exception, tail
 from hardware.result import ErrorKind, EvalResult, Versions
 
@@ -105,6 +106,8 @@ _CANDIDATE_START_S = 60.0
 STANDBY_GPU = 2
 """Candidate processes kept forked ahead of need on a GPU."""
 _CPU_MEMORY_BASE = 1 << 30
+LEAN_BYTES = 1 << 30
+"""Tasks whose own tensors take more than this are judged lean (see Judge._fits)."""
 _CPU_MEMORY_FACTOR = 8
 _ROUNDS = 10
 _WALL_SLACK_MS = 0.05
@@ -378,6 +381,8 @@ class _Reference:
     """On a GPU with CUDA IPC: the device buffers lent to candidate processes for this shape."""
     state0: dict[str, Any] = field(default_factory=dict)
     """The perturbed state_dict every forward starts from (a train-mode forward updates running stats)."""
+    lean: bool = False
+    """Hold one sample at a time (the task is large; see _TaskState.lean)."""
     built_modes: dict[str, bool] = field(default_factory=dict)
     """Each submodule's `training` flag as the task's constructor left it (a task may build a module in
     eval mode on purpose)."""
@@ -424,6 +429,10 @@ class _TaskState:
     stateful: bool = False
     """Forward changes the reference's buffers (running stats): each call starts from the loaded state and
     the candidate's buffers are compared after it."""
+    lean: bool = False
+    """A large task: one trial's inputs and outputs held at a time (recomputed per candidate), no float64
+    reference, no copies the judge can do without, other tasks' state dropped (see Judge._fits)."""
+    footprint_checked: bool = False
 
 
 def _slice_inputs(inputs: list[Any], plan: list[list[tuple[int, int]]]) -> list[Any]:
@@ -542,18 +551,20 @@ def _upcast(t: Any) -> Any:
     return t.clone()
 
 
-def _bitwise_equal(a: Any, b: Any) -> bool:
-    """Same shape, dtype and bytes (NaN payloads included)."""
+def _bitwise_equal(a: Any, b: Any, chunk: int = 1 << 26) -> bool:
+    """Same shape, dtype and bytes (NaN payloads included), compared a chunk of bytes at a time."""
     import torch
 
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
     if a.numel() == 0:
         return True
-    x, y = a.detach().contiguous().reshape(-1), b.detach().contiguous().to(a.device).reshape(-1)
-    if x.dtype.is_floating_point or x.dtype.is_complex:
+    x, y = a.detach().reshape(-1), b.detach().to(a.device).reshape(-1)
+    if not (x.is_contiguous() and y.is_contiguous()):
+        x, y = x.contiguous(), y.contiguous()
+    if x.dtype != torch.bool:
         x, y = x.view(torch.uint8), y.view(torch.uint8)
-    return bool(torch.equal(x, y))
+    return all(bool(torch.equal(x[i : i + chunk], y[i : i + chunk])) for i in range(0, x.numel(), chunk))
 
 
 def _out_of_memory(exc: BaseException) -> bool:
@@ -708,7 +719,7 @@ class Judge:
             state.module.__dict__["__kw_source__"] = job["task_source"]
             self.tasks[digest] = state
             while len(self.tasks) > _TASK_CACHE_SIZE:
-                self.tasks.popitem(last=False)
+                self._drop(self.tasks.popitem(last=False)[1])
         self.tasks.move_to_end(digest)
         return state
 
@@ -754,6 +765,51 @@ class Judge:
         task.shapes[key] = shapes
         return shapes
 
+    def _fits(self, task: _TaskState, shape: _Shape, res: EvalResult) -> None:
+        """On a GPU, before anything of a task is built: will judging it fit the free device memory?
+
+        Judging holds about 2x the inputs, 4x the outputs and 2x the parameters (pristine inputs and the
+        lent copy; expected output, lent buffer, the judge's copy and the candidate's own; the reference's
+        parameters and the candidate's), plus ~1 GiB of contexts and L2-flush buffers. A task whose own
+        footprint is over LEAN_BYTES is judged lean (one trial's tensors at a time, no float64 reference)
+        and the other tasks' state is dropped first. If it still does not fit: one harness_error that
+        says what it needs and what is free, instead of a string of out-of-memory failures.
+        """
+        from tasks.resize import footprint
+
+        if self.device != "cuda" or task.footprint_checked:
+            return
+        fp = footprint(shape.module, small=shape.small)
+        task.footprint_checked = True
+        if fp is None:
+            return
+        task.lean = fp.total > LEAN_BYTES
+        if task.lean:
+            for digest in [d for d in self.tasks if d != task.digest]:
+                self._drop(self.tasks.pop(digest))
+        need = 2 * fp.inputs + 4 * fp.outputs + 2 * fp.parameters + (1 << 30)
+        free, _ = self.torch.cuda.mem_get_info()
+        gib = 1 << 30
+        res.extra["memory"] = {"footprint_bytes": fp.total, "needed_bytes": need, "free_bytes": free,
+                               "lean": task.lean}  # fmt: skip
+        if need > free:
+            raise _Unverifiable(
+                f"judging it needs about {need / gib:.1f} GiB of device memory (inputs {fp.inputs / gib:.2f} GiB, "
+                f"outputs {fp.outputs / gib:.2f} GiB, parameters {fp.parameters / gib:.2f} GiB, about 2x, 4x and 2x "
+                f"of them) and {free / gib:.1f} GiB are free on this GPU: sizes at about "
+                f"{max(0.0, (free - gib) / max(need - gib, 1)):.0%} of the task's fit"
+            )
+
+    def _drop(self, task: _TaskState) -> None:
+        """Free a task's device state (references, samples, lent buffers)."""
+        for ref in task.refs.values():
+            if ref.exchange is not None:
+                for buf in ref.exchange.inputs + ref.exchange.outputs:
+                    buf.free()
+        task.refs.clear()
+        if self.device == "cuda":
+            self.torch.cuda.empty_cache()
+
     def _reference(self, task: _TaskState, shape: _Shape, seed: int) -> _Reference:
         from tasks import task_init_inputs, task_model
 
@@ -762,6 +818,7 @@ class Judge:
             model = task_model(shape.module, small=shape.small, seed=seed, device=self.device)
             perturb_(model, seed)
             ref = _Reference(shape, task_init_inputs(shape.module, small=shape.small), model)
+            ref.lean = task.lean
             ref.state0 = {k: v.detach().clone() for k, v in model.state_dict().items()}
             ref.built_modes = {name: m.training for name, m in model.named_modules()}
             task.refs[(shape.label, seed)] = ref
@@ -784,8 +841,13 @@ class Judge:
         sample = ref.samples.get(key)
         t32 = 0.0
         if sample is None:
+            if ref.lean:  # one trial's tensors at a time
+                ref.samples.clear()
+                self.torch.cuda.empty_cache() if self.device == "cuda" else None
             inputs = self._inputs(ref, seed)
-            args = _clone(inputs)
+            # A large task runs the reference on the inputs themselves and draws them again if it wrote them.
+            args = inputs if ref.lean else _clone(inputs)
+            before = [fingerprint(t) for t in _tensors(args)] if ref.lean else []
             ref.restore(mode)
             t0 = time.perf_counter()
             with self.torch.no_grad():
@@ -794,13 +856,22 @@ class Judge:
             t32 = time.perf_counter() - t0
             buffers = {k: v.detach().clone() for k, v in ref.model.named_buffers()}
             ref.restore("train")
-            changed = any(
-                not _bitwise_equal(a, b) for a, b in zip(_tensors(args), _tensors(inputs), strict=True)
-            )
+            if ref.lean:
+                changed = [fingerprint(t) for t in _tensors(args)] != before
+                if changed:
+                    inputs = self._inputs(ref, seed)
+            else:
+                changed = any(
+                    not _bitwise_equal(a, b) for a, b in zip(_tensors(args), _tensors(inputs), strict=True)
+                )
             sample = ref.samples[key] = _Sample(inputs, _detach(out), inputs_after=args if changed else None,
                                                 buffers=buffers)  # fmt: skip
         if fp64 and sample.fp64_status is None:
-            if not needs_float64_reference(sample.out, precision):  # type: ignore[arg-type]
+            if ref.lean:
+                sample.fp64_status = (
+                    "unavailable: the task is too large for a float64 run within the memory bound"
+                )
+            elif not needs_float64_reference(sample.out, precision):  # type: ignore[arg-type]
                 sample.fp64_status = (
                     f"not used: TF32 is on for the reference in {precision} precision"
                     if precision != "strict"
@@ -936,18 +1007,19 @@ class Judge:
         try:
             task = self._task(job)
             shapes = self._shapes(task, cfg)
+            self._fits(task, shapes[0], res)
             refs = {s.label: self._reference(task, s, cfg.seed) for s in shapes}
             smallest = refs[shapes[-1].label]
             self._modes(task, smallest, cfg.seed)
             modes = task.modes or ["train"]
             for s in shapes:
-                for trial in range(cfg.trials):
+                for trial in range(cfg.trials if not refs[s.label].lean else 0):  # a large task: on demand
                     self._sample(refs[s.label], cfg.seed + trial, cfg.precision, fp64=cfg.reference_fp64,
                                  mode=modes[trial % len(modes)])  # fmt: skip
             ref_ops = self._reference_ops(task, smallest, self._sample(smallest, cfg.seed, cfg.precision,
                                                                        fp64=cfg.reference_fp64, mode=modes[0]))  # fmt: skip
         except _Unverifiable as exc:
-            self._fail(res, "compile", "harness_error", f"the task cannot be verified: {exc}")
+            self._fail(res, "compile", "harness_error", f"the task cannot be judged here: {exc}")
         except Exception as exc:
             self._restart = classify_exception(exc) == "crash"
             self._fail(res, "compile", "harness_error", f"the reference could not run: {exc}")
@@ -1354,7 +1426,7 @@ class Judge:
                 self._fail(res, "timing", "forbidden", "the candidate process sent malformed timings")
             return samples
 
-        args_r = _clone(sample.inputs)
+        args_r = _clone(sample.inputs) if sample.inputs_after is not None else sample.inputs
         ref.restore(mode)
         est_c = max(float(sorted(cand(5, 3))[2]), 1e-3)
         est_e = max(float(sorted(self._time_eager(ref, args_r, 5, 3))[2]), 1e-3)

@@ -182,3 +182,34 @@ def first_input_shapes(module: types.ModuleType, *, small: bool) -> list[list[in
     except Exception:
         return None
     return [list(t.shape) for t in inputs if isinstance(t, torch.Tensor)]
+
+
+@dataclass
+class Footprint:
+    """Bytes of one forward's tensors at a size: what the task itself occupies on its device."""
+
+    inputs: int
+    outputs: int
+    parameters: int
+
+    @property
+    def total(self) -> int:
+        return self.inputs + self.outputs + self.parameters
+
+
+def footprint(module: types.ModuleType, *, small: bool = False) -> Footprint | None:
+    """The task's footprint from one forward on the meta device (nothing allocated); None when the task
+    cannot run there."""
+
+    def nbytes(ts: list[Any]) -> int:
+        return sum(t.numel() * t.element_size() for t in ts if isinstance(t, torch.Tensor))
+
+    try:
+        with torch.device("meta"):
+            inputs = task_inputs(module, small=small, seed=0, device="meta")
+            model = task_model(module, small=small, seed=0, device="meta")
+            with torch.no_grad():
+                out = model(*inputs)
+    except Exception:
+        return None
+    return Footprint(nbytes(list(inputs)), nbytes(_flat(out)), nbytes(list(model.state_dict().values())))
