@@ -433,6 +433,8 @@ class _TaskState:
     """A large task: one trial's inputs and outputs held at a time (recomputed per candidate), no float64
     reference, no copies the judge can do without, other tasks' state dropped (see Judge._fits)."""
     footprint_checked: bool = False
+    unfit: str | None = None
+    """Why the task does not fit this GPU, once found (every later job is told the same)."""
 
 
 def _slice_inputs(inputs: list[Any], plan: list[list[tuple[int, int]]]) -> list[Any]:
@@ -777,6 +779,8 @@ class Judge:
         """
         from tasks.resize import footprint
 
+        if task.unfit is not None:
+            raise _Unverifiable(task.unfit)
         if self.device != "cuda" or task.footprint_checked:
             return
         fp = footprint(shape.module, small=shape.small)
@@ -793,12 +797,13 @@ class Judge:
         res.extra["memory"] = {"footprint_bytes": fp.total, "needed_bytes": need, "free_bytes": free,
                                "lean": task.lean}  # fmt: skip
         if need > free:
-            raise _Unverifiable(
+            task.unfit = (
                 f"judging it needs about {need / gib:.1f} GiB of device memory (inputs {fp.inputs / gib:.2f} GiB, "
                 f"outputs {fp.outputs / gib:.2f} GiB, parameters {fp.parameters / gib:.2f} GiB, about 2x, 4x and 2x "
                 f"of them) and {free / gib:.1f} GiB are free on this GPU: sizes at about "
                 f"{max(0.0, (free - gib) / max(need - gib, 1)):.0%} of the task's fit"
             )
+            raise _Unverifiable(task.unfit)
 
     def _drop(self, task: _TaskState) -> None:
         """Free a task's device state (references, samples, lent buffers)."""
