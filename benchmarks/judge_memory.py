@@ -132,6 +132,8 @@ def main() -> int:
     sizes: dict[str, object] = {}
     report["sizes"] = sizes
     with WorkerPool(device="cuda", workers=1) as pool, tempfile.TemporaryDirectory() as tmp:
+        pool._workers[0].wait_ready()
+        time.sleep(15)  # the candidate processes forked ahead start CUDA meanwhile
         idle = int(torch.cuda.device_memory_used())
         report["pool_idle_bytes"] = idle - baseline
         for label in args.sizes.split(","):

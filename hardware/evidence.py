@@ -93,8 +93,12 @@ def tensors_reachable(obj: Any, depth: int = 0, seen: set[int] | None = None) ->
             yield from tensors_reachable(v, depth + 1, seen)
 
 
+_FINGERPRINT_CHUNK = 1 << 24
+
+
 def fingerprint(t: torch.Tensor) -> tuple[int, int]:
-    """Two sums over the bytes of the tensor's whole storage: changed bytes change them (almost surely)."""
+    """Two sums over the bytes of the tensor's whole storage: changed bytes change them (almost surely).
+    Summed a chunk at a time, so the int64 temporaries stay small whatever the tensor's size."""
     storage = t.untyped_storage()
     n = storage.nbytes()
     if n == 0:
@@ -102,9 +106,12 @@ def fingerprint(t: torch.Tensor) -> tuple[int, int]:
     flat = torch.empty(0, dtype=torch.uint8, device=t.device).set_(storage, 0, (n,), (1,))
     words = flat[: n - n % 4].view(torch.int32) if n >= 4 else flat.to(torch.int32)
     halves = flat[: n - n % 2].view(torch.int16) if n >= 2 else flat.to(torch.int16)
-    return int(words.sum(dtype=torch.int64)), int(halves.sum(dtype=torch.int64)) + int(
-        flat[n - n % 2 :].sum()
-    )
+
+    def total(x: torch.Tensor) -> int:
+        step = _FINGERPRINT_CHUNK
+        return sum(int(x[i : i + step].sum(dtype=torch.int64)) for i in range(0, x.numel(), step))
+
+    return total(words), total(halves) + int(flat[n - n % 2 :].sum())
 
 
 @dataclass

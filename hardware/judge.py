@@ -832,7 +832,9 @@ class Judge:
     def _inputs(self, ref: _Reference, seed: int) -> list[Any]:
         from tasks import task_inputs
 
-        inputs = task_inputs(ref.shape.module, small=ref.shape.small, seed=seed, device=self.device)
+        # A large task's inputs are drawn on the GPU itself (seconds on CPU at gigabytes).
+        inputs = task_inputs(ref.shape.module, small=ref.shape.small, seed=seed, device=self.device,
+                             on_device=ref.lean)  # fmt: skip
         return ref.shape.transform(inputs) if ref.shape.transform is not None else inputs
 
     def _sample(
@@ -1040,8 +1042,10 @@ class Judge:
 
         self._phases["reference"] = time.perf_counter() - t_ref
         self._stage(job_id, "compile")
-        footprint = max(self._footprint(refs[s.label], cfg) for s in shapes)
-        memory = _CPU_MEMORY_BASE + _CPU_MEMORY_FACTOR * footprint if self.device == "cpu" else None
+        memory = None
+        if self.device == "cpu":  # the candidate process's address-space limit
+            footprint = max(self._footprint(refs[s.label], cfg) for s in shapes)
+            memory = _CPU_MEMORY_BASE + _CPU_MEMORY_FACTOR * footprint
         try:
             self._proc = proc = CandidateProcess(self.forkserver)
             proc.limit_s = cfg.stage_timeout("compile")

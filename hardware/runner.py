@@ -384,10 +384,7 @@ class Runner:
         if not self.cuda:
             return
         torch = self.torch
-        blocks = []
-        for n in nbytes:
-            for _ in range(2):
-                blocks.append(torch.empty(max(n, 512), dtype=torch.uint8, device="cuda").fill_(255))
+        blocks = [torch.empty(max(n, 512), dtype=torch.uint8, device="cuda").fill_(255) for n in nbytes]
         del blocks
 
     def _forward(self, model: Any, args: list[Any], stage: str, record: bool) -> Any:

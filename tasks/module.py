@@ -73,15 +73,25 @@ def _to_device(value: Any, device: torch.device | str) -> Any:
 
 
 def task_inputs(
-    module: types.ModuleType, *, small: bool, seed: int, device: torch.device | str = "cpu"
+    module: types.ModuleType,
+    *,
+    small: bool,
+    seed: int,
+    device: torch.device | str = "cpu",
+    on_device: bool = False,
 ) -> list[Any]:
     """Forward inputs for one run: torch's RNG seeded with `seed`, tensors moved to `device`.
 
     `small=True` uses `get_small_inputs()` when the task defines it, else `get_inputs()`. Inputs are made
-    on the default device and then moved, so the same seed gives the same numbers on CPU and GPU.
+    on the default device and then moved, so the same seed gives the same numbers on CPU and GPU; with
+    `on_device` they are made on `device` itself (seeded as well, but other numbers than on CPU): for
+    large inputs, whose generation on CPU takes seconds.
     """
     torch.manual_seed(seed)
     fn_name = "get_small_inputs" if small and has_small_inputs(module) else "get_inputs"
+    if on_device:
+        with torch.device(device):
+            return [_to_device(v, device) for v in _call(module, fn_name)]
     return [_to_device(v, device) for v in _call(module, fn_name)]
 
 
