@@ -728,7 +728,7 @@ class Judge:
     def _shapes(self, task: _TaskState, cfg: EvalConfig) -> list[_Shape]:
         """The shapes verified here: the primary one, then a second one (see the module docstring)."""
         from tasks import exec_task_module, has_small_inputs
-        from tasks.resize import first_input_shapes, shrink
+        from tasks.resize import first_input_shapes, footprint, shrink
 
         key = (self.device == "cuda", cfg.second_shape)
         if key in task.shapes:
@@ -757,7 +757,10 @@ class Judge:
                 primary = derived(CPU_PRIMARY_ELEMENTS, None)
                 shapes.append(primary if primary is not None else _Shape("full", module, False))
             first = first_input_shapes(shapes[0].module, small=shapes[0].small)
-            second = derived(CPU_SECOND_ELEMENTS, first)
+            # The second shape is no larger than the first: under the interpreter it costs as much again.
+            own = footprint(shapes[0].module, small=shapes[0].small)
+            elements = own.total // 4 if own is not None else CPU_SECOND_ELEMENTS
+            second = derived(max(1024, min(CPU_SECOND_ELEMENTS, elements)), first)
             if second is not None and shapes[0].label == "derived":
                 second.label = "derived2"
         if second is None:

@@ -85,20 +85,31 @@ def with_sizes(source: str, values: dict[str, int]) -> str:
     return "".join(lines)
 
 
-def _meta_run(module: types.ModuleType) -> tuple[list[list[int]], int] | None:
-    """(input shapes, elements of inputs + outputs + parameters and buffers) of one meta-device forward
-    at the module's sizes, or None when it fails there."""
+def _meta_forward(module: types.ModuleType, small: bool) -> tuple[list[Any], list[Any], list[Any]] | None:
+    """(input tensors, output tensors, parameters and buffers) of one forward on the meta device at the
+    module's sizes (nothing allocated), or None when the task cannot run there."""
     try:
         with torch.device("meta"):
-            inputs = task_inputs(module, small=False, seed=0, device="meta")
-            model = task_model(module, small=False, seed=0, device="meta")
+            inputs = task_inputs(module, small=small, seed=0, device="meta")
+            model = task_model(module, small=small, seed=0, device="meta")
             with torch.no_grad():
                 out = model(*inputs)
     except Exception:
         return None
-    outs = [out] if isinstance(out, torch.Tensor) else [t for t in _flat(out) if isinstance(t, torch.Tensor)]
-    tensors = [t for t in inputs if isinstance(t, torch.Tensor)] + outs + list(model.state_dict().values())
-    return [list(t.shape) for t in inputs if isinstance(t, torch.Tensor)], sum(t.numel() for t in tensors)
+
+    def tensors(values: list[Any]) -> list[Any]:
+        return [t for t in values if isinstance(t, torch.Tensor)]
+
+    return tensors(list(inputs)), tensors(_flat(out)), list(model.state_dict().values())
+
+
+def _meta_run(module: types.ModuleType) -> tuple[list[list[int]], int] | None:
+    """(input shapes, elements of inputs + outputs + parameters and buffers) at the module's sizes."""
+    got = _meta_forward(module, small=False)
+    if got is None:
+        return None
+    inputs, outputs, state = got
+    return [list(t.shape) for t in inputs], sum(t.numel() for t in inputs + outputs + state)
 
 
 def _flat(value: Any) -> list[Any]:
@@ -200,16 +211,12 @@ class Footprint:
 def footprint(module: types.ModuleType, *, small: bool = False) -> Footprint | None:
     """The task's footprint from one forward on the meta device (nothing allocated); None when the task
     cannot run there."""
+    got = _meta_forward(module, small)
+    if got is None:
+        return None
+    inputs, outputs, state = got
 
     def nbytes(ts: list[Any]) -> int:
-        return sum(t.numel() * t.element_size() for t in ts if isinstance(t, torch.Tensor))
+        return sum(t.numel() * t.element_size() for t in ts)
 
-    try:
-        with torch.device("meta"):
-            inputs = task_inputs(module, small=small, seed=0, device="meta")
-            model = task_model(module, small=small, seed=0, device="meta")
-            with torch.no_grad():
-                out = model(*inputs)
-    except Exception:
-        return None
-    return Footprint(nbytes(list(inputs)), nbytes(_flat(out)), nbytes(list(model.state_dict().values())))
+    return Footprint(nbytes(inputs), nbytes(outputs), nbytes(state))

@@ -65,21 +65,8 @@ class ModelNew(nn.Module):
         return out
 """
 
-# Torch computes in a thread; a kernel copies the result.
-THREAD = """
-import threading
-
-
-class ModelNew(nn.Module):
-    def forward(self, x):
-        box = []
-        t = threading.Thread(target=lambda: box.append(x.clamp(min=0)))
-        t.start()
-        t.join()
-        out = torch.empty_like(x)
-        copy_kernel[(triton.cdiv(x.numel(), 4096),)](box[0], out, x.numel(), BLOCK=4096)
-        return out
-"""
+# Torch computes in a thread; a kernel copies the result (the CPU corpus's candidate, on the GPU).
+THREAD = (HOSTILE / "thread_compute.py").read_text()
 
 # Remembers its answer per input tensor: fast when timed on the same tensors, wrong when they change.
 REMEMBERS = """
