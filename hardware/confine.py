@@ -267,7 +267,23 @@ def limit_resources(memory_bytes: int | None) -> list[str]:
     return notes
 
 
-def confine_candidate(c: Confinement, *, private_dir: str, namespaces: list[str]) -> Confinement:
+CONFINE_LEVELS = ("full", "no-namespaces", "none")
+"""KERNELWRIGHT_CONFINE: "full" (default: namespaces and Landlock where the OS allows), "no-namespaces"
+(Landlock and limits only, for hosts where namespaces get in the way), "none" (environment, private
+directory and limits only; for debugging a harness problem, never for untrusted candidates)."""
+
+
+def confine_level() -> str:
+    """The confinement level asked for in KERNELWRIGHT_CONFINE; ValueError for an unknown one."""
+    level = os.environ.get("KERNELWRIGHT_CONFINE", "full").strip() or "full"
+    if level not in CONFINE_LEVELS:
+        raise ValueError(f"KERNELWRIGHT_CONFINE must be one of {', '.join(CONFINE_LEVELS)}, not {level!r}")
+    return level
+
+
+def confine_candidate(
+    c: Confinement, *, private_dir: str, namespaces: list[str], use_landlock: bool = True
+) -> Confinement:
     """The steps taken inside the candidate process itself, before the candidate is imported.
 
     `namespaces` are those its parent entered for it (this process is the first of the new PID
@@ -277,7 +293,7 @@ def confine_candidate(c: Confinement, *, private_dir: str, namespaces: list[str]
     # Device files for the GPU, and this process's own /proc entries: the CUDA driver names its threads
     # through /proc/self/task/*/comm and fails to start without that (resolved now, to this process).
     writable = [private_dir, "/dev", "/proc/self"]
-    abi, problem = landlock(writable)
+    abi, problem = landlock(writable) if use_landlock else (0, "Landlock switched off (KERNELWRIGHT_CONFINE)")
     c.landlock_abi = abi
     if abi:
         c.filesystem = (

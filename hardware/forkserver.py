@@ -24,8 +24,8 @@ initialises CUDA, Triton's driver and the profiler while the judge is busy with 
 then waits, holding nothing, until it is handed over.
 
 Requests from the judge (JSON on the control channel):
-- configure {env, root, standby, namespaces} -> configured: the candidates' environment, where their
-  private directories go, how many to keep forked ahead;
+- configure {env, root, standby, namespaces, landlock} -> configured: the candidates' environment, where
+  their private directories go, how many to keep forked ahead, which confinement steps to take;
 - spawn -> spawned {pid, private_dir} with the judge's end of the candidate's socket beside it; `pid`
   is the keeper's;
 - kill {pid} -> killed {status}: SIGKILL the keeper (and so the candidate's namespace), then every other
@@ -129,7 +129,8 @@ def _candidate(
         )
         _point_triton_at(private_dir)
         confinement = Confinement(notes=[problem] if problem else [])
-        confine_candidate(confinement, private_dir=private_dir, namespaces=namespaces)
+        confine_candidate(confinement, private_dir=private_dir, namespaces=namespaces,
+                          use_landlock=msg.get("landlock", True))  # fmt: skip
         from hardware.runner import serve_candidate
 
         serve_candidate(sock_fd, device, private_dir, confinement)
@@ -181,8 +182,8 @@ def _fork_candidate(device: str, settings: dict) -> _Standby:
     pid = os.fork()
     if pid == 0:
         judge_end.close()
-        _keeper({"private_dir": private_dir, "env": settings["env"], "namespaces": settings.get("namespaces", True)},
-                candidate_end.fileno(), device)  # fmt: skip
+        _keeper({"private_dir": private_dir, "env": settings["env"], "namespaces": settings.get("namespaces", True),
+                 "landlock": settings.get("landlock", True)}, candidate_end.fileno(), device)  # fmt: skip
     candidate_end.close()
     return _Standby(pid, judge_end, private_dir)
 

@@ -82,7 +82,7 @@ from hardware.channel import (
     tensor_nbytes,
 )
 from hardware.config import EvalConfig
-from hardware.confine import die_with_parent, minimal_env
+from hardware.confine import confine_level, die_with_parent, minimal_env
 from hardware.evidence import fingerprint
 from hardware.failures import classify_exception, tail
 from hardware.result import ErrorKind, EvalResult, Versions
@@ -162,8 +162,10 @@ class ForkServer:
         got = chan.recv(timeout=120.0)
         if got is None or got[0].get("op") != "ready":
             raise RuntimeError(f"the fork server did not start: {self._log_tail()}")
+        level = confine_level()
         chan.send({"op": "configure", "root": self.tmpdir, "standby": self.standby,
-                   "env": minimal_env(self.device, home=self.tmpdir, gpu=self.gpu)})  # fmt: skip
+                   "env": minimal_env(self.device, home=self.tmpdir, gpu=self.gpu),
+                   "namespaces": level == "full", "landlock": level != "none"})  # fmt: skip
         got = chan.recv(timeout=30.0)
         if got is None or got[0].get("op") != "configured":
             raise RuntimeError(f"the fork server could not be configured: {self._log_tail()}")

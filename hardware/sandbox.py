@@ -43,6 +43,7 @@ from types import TracebackType
 from typing import Any, Literal
 
 from hardware.config import EvalConfig, toolchain_versions
+from hardware.confine import confine_level
 from hardware.result import EvalResult, Stage, Versions
 from hardware.static_check import static_check
 from tasks.task import Task
@@ -259,6 +260,7 @@ class WorkerPool:
         self, device: str = "auto", workers: int | None = None, *, start_timeout_s: float = 300.0
     ) -> None:
         self.device = resolve_device(device)
+        confine_level()  # an unknown KERNELWRIGHT_CONFINE is a one-line error here, not in every judge
         if self.device == "cuda":
             gpus = _visible_gpus()
             if not gpus:

@@ -327,3 +327,24 @@ def test_timing_timeout_is_a_failure():
     verified = EvalResult(correct=True, stage="timing")
     res = pool._on_timeout(FakeJudge(), EvalConfig(), "timing", 10.0, verified)  # type: ignore[arg-type]
     assert (res.correct, res.error_kind, res.stage) == (False, "timeout", "timing")
+
+
+@pytest.mark.parametrize("level", ["no-namespaces", "none"])
+def test_confinement_can_be_lowered_and_says_so(relu_task, monkeypatch, level):
+    """Hosts where namespaces (or Landlock) get in the way: the harness still judges, and every result
+    says what was not confined."""
+    monkeypatch.setenv("KERNELWRIGHT_CONFINE", level)
+    with WorkerPool(device="cpu", workers=1) as p:
+        res = p.evaluate(relu_task, hostile("honest.py"))
+        wrong = p.evaluate(relu_task, hostile("honest_wrong.py"))
+    assert res.correct and not wrong.correct, (res.error, wrong.error)
+    c = res.extra["confinement"]
+    assert c["namespaces"] == [] and c["environment"] == "minimal"
+    if level == "none":
+        assert c["filesystem"] == "not confined" and c["landlock_abi"] == 0
+
+
+def test_unknown_confinement_level_is_one_line(monkeypatch):
+    monkeypatch.setenv("KERNELWRIGHT_CONFINE", "loose")
+    with pytest.raises(ValueError, match="KERNELWRIGHT_CONFINE must be one of full, no-namespaces, none"):
+        WorkerPool(device="cpu", workers=1)
