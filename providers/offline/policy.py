@@ -203,6 +203,10 @@ class Context:
     rng: random.Random = field(default_factory=random.Random)
 
 
+_IDS = re.compile(r'\bid="[^"]*"|\b(?:case|rule|exp)-\S+')
+"""Record ids in prompt text: `id="..."` attributes and case-/rule-/exp- names (random per run)."""
+
+
 def read_context(sections: dict[str, Section], seed: int, config_keys: set[str]) -> Context:
     req = sections.get("request")
     kind = (req.attrs.get("kind") if req else None) or "large_step"
@@ -218,7 +222,9 @@ def read_context(sections: dict[str, Section], seed: int, config_keys: set[str])
     h = hashlib.sha256()
     for tag in ("request", "task", "parent", "feedback", "rules", "experience", "designs", "target"):
         s = sections.get(tag)
-        h.update(f"<{tag}>{s.body if s else ''}".encode())
+        # Ids name a run's records (a case id carries its run's random id): the same task, seed and
+        # memory must give the same choices whatever the runs that wrote the memory were called.
+        h.update(f"<{tag}>{_IDS.sub('', s.body) if s else ''}".encode())
     rng = random.Random(f"{seed}:{h.hexdigest()}")
     return Context(
         kind=kind,

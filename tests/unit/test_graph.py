@@ -376,3 +376,31 @@ def test_a_harness_failure_ends_the_search_at_once(tmp_path):
     result: OptimizeResult = state["result"]
     assert result.verdict.startswith("Stopped after 1 candidate(s): the harness could not judge this task")
     assert "cannot be verified" in result.verdict
+
+
+@pytest.mark.slow
+def test_seeded_runs_on_the_same_memory_search_the_same_way(tmp_path):
+    """The same task, seed and memory give the same search: the offline writer's choices must not depend
+    on the random ids that runs give their records (they reach the prompt with the injected cases)."""
+    import shutil
+
+    from graphs.optimize import run_optimize
+
+    def ctx(memory: str) -> Context:
+        return Context(model="offline", budget=3, device="cpu", workers=1, fanout=0, memory=memory, seed=0,
+                       llm_rules=False)  # fmt: skip
+
+    run_optimize(
+        RELU, ctx(str(tmp_path / "m0")), tmp_path / "r0"
+    )  # fills the memory, its cases named after r0
+    searches = []
+    for i in (1, 2):
+        shutil.copytree(tmp_path / "m0", tmp_path / f"m{i}")
+        result = run_optimize(RELU, ctx(str(tmp_path / f"m{i}")), tmp_path / f"r{i}")
+        nodes = result.search["nodes_detail"]
+        searches.append(
+            (result.run_id, [(n["id"], n["parent"], n["action"], n.get("design")) for n in nodes])
+        )
+    (id1, search1), (id2, search2) = searches
+    assert id1 != id2
+    assert search1 == search2 and len(search1) >= 3

@@ -281,3 +281,24 @@ def test_a_large_step_leaves_the_designs_already_written_in_the_run():
     every = [parse_meta(f"# kernelwright: family=norm design={d.name} config=") for d in REGISTRY["norm"]]
     again = choose(Context(kind="large_step", tried=every, rng=random.Random(0)), info, primary=True)
     assert again.config != default_config(again.design, info)
+
+
+def test_choices_do_not_depend_on_the_ids_runs_give_their_records():
+    """Two prompts that differ only in record ids (a case id carries its run's random id) give the writer
+    the same random choices: the same task, seed and memory give the same search."""
+    from providers.offline.policy import read_context
+    from providers.protocol import parse_sections
+
+    def prompt(run: str) -> str:
+        return (
+            '<request kind="small_step"></request>\n<task name="t">x</task>\n'
+            f'<experience><case id="case-{run}-n1" outcome="effective" speedup="1.2">'
+            "# kernelwright: family=pointwise design=flat config=BLOCK=1024</case>"
+            f"rule-{run} seen</experience>"
+        )
+
+    a = read_context(parse_sections(prompt("0d3d63d973ad4a37")), 0, CONFIG_KEYS).rng
+    b = read_context(parse_sections(prompt("5bfaf5a334b1460f")), 0, CONFIG_KEYS).rng
+    c = read_context(parse_sections(prompt("5bfaf5a334b1460f")), 1, CONFIG_KEYS).rng
+    draws = [r.random() for r in (a, b, c)]
+    assert draws[0] == draws[1] != draws[2]

@@ -292,7 +292,11 @@ def test_chunked_comparison_gives_the_same_verdict_and_report(case):
         x = torch.randn(37, 53, 256, generator=g)
         ref64 = x.double().sum(-1).tanh()
         ref = x.sum(-1).tanh()
-        out = ref.clone() if case == "anchored" else ref + 1e-3 * (torch.arange(ref.numel()).reshape(ref.shape) % 3)
+        out = (
+            ref.clone()
+            if case == "anchored"
+            else ref + 1e-3 * (torch.arange(ref.numel()).reshape(ref.shape) % 3)
+        )
     whole = compare_tensor(out, ref, ref64=ref64)
     for chunk in (7, 64, 1000):
         part = compare_tensor(out, ref, ref64=ref64, chunk=chunk)
