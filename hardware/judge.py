@@ -452,9 +452,13 @@ def _slice_inputs(inputs: list[Any], plan: list[list[tuple[int, int]]]) -> list[
 
 
 def _sliced(primary: _Shape, device: str) -> _Shape | None:
-    """A second shape for a task whose sizes are not module constants: its inputs sliced, every dim of
-    the tensors shaped like the first input, else their last dim, else their first; the first slicing
-    the reference accepts is kept."""
+    """A second shape for a task whose sizes are not module constants: its inputs sliced.
+
+    A dim of the first input is cut to about 2/3 (never below 2: a size-1 dim would broadcast), and so
+    is the same dim of every other input of the same rank with the same size there, so sizes that must
+    agree still do (a contraction dim, a batch). Tried in turn: every dim, the last, the first; the
+    first slicing the reference runs on, with an output of the same rank, is kept.
+    """
     import torch
 
     from tasks import task_inputs, task_model
@@ -462,6 +466,8 @@ def _sliced(primary: _Shape, device: str) -> _Shape | None:
     try:
         inputs = task_inputs(primary.module, small=primary.small, seed=0, device=device)
         model = task_model(primary.module, small=primary.small, seed=0, device=device)
+        with torch.no_grad():
+            base = _tensors(model(*_clone(inputs)))
     except Exception:
         return None
     tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
@@ -470,22 +476,27 @@ def _sliced(primary: _Shape, device: str) -> _Shape | None:
     lead = list(tensors[0].shape)
 
     def cut(n: int) -> int:
-        return max(1, (2 * n) // 3 - (1 if (2 * n) // 3 % 2 == 0 and n > 3 else 0))
+        return max(2, (2 * n) // 3 - (1 if (2 * n) // 3 % 2 == 0 and n > 3 else 0))
 
-    plans: list[list[tuple[int, int]]] = []
-    plans.append([(d, cut(n)) for d, n in enumerate(lead) if n >= 2])
-    plans.append([(len(lead) - 1, cut(lead[-1]))] if lead[-1] >= 2 else [])
-    plans.append([(0, cut(lead[0]))] if lead[0] >= 2 else [])
-    for cuts in plans:
-        if not cuts:
+    candidates = [[d for d, n in enumerate(lead) if n >= 3], [len(lead) - 1], [0]]
+    for dims in candidates:
+        dims = [d for d in dims if lead[d] >= 3]
+        if not dims:
             continue
-        plan = [cuts if isinstance(t, torch.Tensor) and list(t.shape) == lead else [] for t in inputs]
+        plan = [
+            [(d, cut(lead[d])) for d in dims if t.dim() == len(lead) and t.shape[d] == lead[d]]
+            if isinstance(t, torch.Tensor) else []
+            for t in inputs
+        ]  # fmt: skip
         try:
             with torch.no_grad():
-                model(*_slice_inputs(inputs, plan))
+                out = _tensors(model(*_slice_inputs(inputs, plan)))
         except Exception:
             continue
-        shape_text = "x".join(str(n) for n in _slice_inputs([tensors[0]], [cuts])[0].shape)
+        if [o.dim() for o in out] != [o.dim() for o in base]:
+            continue
+        first = next(i for i, t in enumerate(inputs) if isinstance(t, torch.Tensor))
+        shape_text = "x".join(str(n) for n in _slice_inputs([inputs[first]], [plan[first]])[0].shape)
         return _Shape("sliced", primary.module, primary.small, note=f"{primary.label} inputs sliced to {shape_text}",
                       transform=lambda xs, plan=plan: _slice_inputs(xs, plan))  # fmt: skip
     return None

@@ -39,7 +39,7 @@ import ast
 from dataclasses import dataclass, field
 
 from providers.offline.conv_ir import SPATIAL, ConvConfig, ConvPlan, Op
-from providers.offline.emit import HELPERS, Code
+from providers.offline.emit import BN_RUNNING, HELPERS, Code
 
 DESIGNS = ("implicit_gemm", "implicit_gemm_flatk", "direct_depthwise")
 
@@ -192,26 +192,6 @@ _COMPARISONS = ("gt", "lt", "ge", "le", "eq", "ne")
 
 _JIT_HELPERS = """
 @triton.jit
-def _kw_bn_update_kernel(rm_ptr, rv_ptr, nbt_ptr, mean_ptr, rstd_ptr, C, momentum, eps, corr,
-                         CUMULATIVE: tl.constexpr, HAS_NBT: tl.constexpr, BLOCK: tl.constexpr):
-    offs = tl.arange(0, BLOCK)
-    mask = offs < C
-    m = momentum
-    if HAS_NBT:
-        n = tl.load(nbt_ptr) + 1
-        tl.store(nbt_ptr, n)
-        if CUMULATIVE:
-            m = 1.0 / n.to(tl.float32)
-    mean = tl.load(mean_ptr + offs, mask=mask, other=0.0)
-    rstd = tl.load(rstd_ptr + offs, mask=mask, other=1.0)
-    var = (1.0 / (rstd * rstd) - eps) * corr
-    rm = tl.load(rm_ptr + offs, mask=mask, other=0.0)
-    rv = tl.load(rv_ptr + offs, mask=mask, other=0.0)
-    tl.store(rm_ptr + offs, (rm * (1.0 - m) + m * mean).to(rm_ptr.dtype.element_ty), mask=mask)
-    tl.store(rv_ptr + offs, (rv * (1.0 - m) + m * var).to(rv_ptr.dtype.element_ty), mask=mask)
-
-
-@triton.jit
 def _kw_bn_eval_kernel(rm_ptr, rv_ptr, mean_ptr, rstd_ptr, C, eps, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     mask = offs < C
@@ -299,18 +279,6 @@ def _kw_norm_stats(
 """
 
 _HOST_HELPERS = """
-def _kw_bn_running(bn, mean, rstd, count):
-    # BatchNorm's train-mode update of its running statistics (and batch count), from the batch
-    # statistics the kernels computed; the variance is kept unbiased, as BatchNorm keeps it
-    nbt = bn.num_batches_tracked
-    C = bn.running_mean.numel()
-    _kw_bn_update_kernel[(1,)](
-        bn.running_mean, bn.running_var, nbt if nbt is not None else mean, mean, rstd, C,
-        float(bn.momentum or 0.0), float(bn.eps), float(count) / max(float(count) - 1.0, 1.0),
-        CUMULATIVE=bn.momentum is None, HAS_NBT=nbt is not None, BLOCK=_kw_npow2(C),
-    )
-
-
 def _kw_bn_eval_stats(bn, C):
     # eval mode: the running statistics normalise
     mean = torch.empty((1, C), device=bn.running_mean.device, dtype=torch.float32)
@@ -1360,6 +1328,8 @@ class _Emitter:
             parts.append(_NORM_STATS_KERNEL)
         parts += ["\n" + kt for kt in kernels]
         parts.append(_HOST_HELPERS)
+        if any(st.norm is not None and st.norm.attrs.get("running") for st in self.stages):
+            parts.append(BN_RUNNING)
         parts += reference.helpers
         parts.append(self._forward_function())
         parts.append(reference.model_new(self.plan.forward_args))

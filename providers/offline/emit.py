@@ -482,3 +482,39 @@ def py_expr(e: Any, symmap: dict[sympy.Symbol, str], true_div: bool = False) -> 
             return f"float({py_expr(e.args[0], symmap)})"
         return f"({py_expr(e.args[0], symmap)} / {py_expr(e.args[1], symmap)})"
     raise ValueError(f"cannot print size expression {e} ({name})")
+
+
+BN_RUNNING = """
+@triton.jit
+def _kw_bn_update_kernel(rm_ptr, rv_ptr, nbt_ptr, mean_ptr, rstd_ptr, C, momentum, eps, corr,
+                         CUMULATIVE: tl.constexpr, HAS_NBT: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    mask = offs < C
+    m = momentum
+    if HAS_NBT:
+        n = tl.load(nbt_ptr) + 1
+        tl.store(nbt_ptr, n)
+        if CUMULATIVE:
+            m = 1.0 / n.to(tl.float32)
+    mean = tl.load(mean_ptr + offs, mask=mask, other=0.0)
+    rstd = tl.load(rstd_ptr + offs, mask=mask, other=1.0)
+    var = (1.0 / (rstd * rstd) - eps) * corr
+    rm = tl.load(rm_ptr + offs, mask=mask, other=0.0)
+    rv = tl.load(rv_ptr + offs, mask=mask, other=0.0)
+    tl.store(rm_ptr + offs, (rm * (1.0 - m) + m * mean).to(rm_ptr.dtype.element_ty), mask=mask)
+    tl.store(rv_ptr + offs, (rv * (1.0 - m) + m * var).to(rv_ptr.dtype.element_ty), mask=mask)
+
+
+def _kw_bn_running(bn, mean, rstd, count):
+    # BatchNorm's train-mode update of its running statistics (and batch count), from the batch
+    # statistics the kernels computed; the variance is kept unbiased, as BatchNorm keeps it
+    nbt = bn.num_batches_tracked
+    C = bn.running_mean.numel()
+    _kw_bn_update_kernel[(1,)](
+        bn.running_mean, bn.running_var, nbt if nbt is not None else mean, mean.contiguous(), rstd.contiguous(),
+        C, float(bn.momentum or 0.0), float(bn.eps), float(count) / max(float(count) - 1.0, 1.0),
+        CUMULATIVE=bn.momentum is None, HAS_NBT=nbt is not None, BLOCK=triton.next_power_of_2(C),
+    )
+"""
+"""BatchNorm's running-statistics update in train mode, one Triton launch: shared by the generic and the
+convolution writers."""

@@ -16,7 +16,7 @@ import sympy
 import torch
 
 from providers.offline.analysis import AnalyzedTask
-from providers.offline.emit import HELPERS, RUNTIME, Code, ExprContext, py_expr
+from providers.offline.emit import BN_RUNNING, HELPERS, RUNTIME, Code, ExprContext, py_expr
 from providers.offline.emit_matmul import MatmulConfig, MatmulGen
 from providers.offline.emit_pointwise import PointwiseConfig, PointwiseGen
 from providers.offline.emit_rows import RowConfig, RowKernelGen
@@ -171,6 +171,12 @@ def emit_program(task: AnalyzedTask, sched: Schedule, configs: dict[int, KernelC
             args.append(glue.shape(shape_arg))
         names = ", ".join(glue.name(v) for v in k.outputs)
         body(f"{names}{',' if len(k.outputs) == 1 else ''} = _launch_{kname}({', '.join(args)})")
+    for upd in task.graph.bn_updates:
+        # Train mode: the running statistics follow the batch statistics the kernels computed.
+        module = _param_expr(upd["module"])
+        body(f"if {module}.training:")
+        body(f"    _kw_bn_running({module}, {glue.name(upd['mean'])}, {glue.name(upd['rstd'])}, "
+             f"{py_expr(upd['count'], glue.symmap)})")  # fmt: skip
     outs = [glue.name(v) for v in task.graph.outputs]
     kind = task.graph.output_kind
     if kind == "single":
@@ -197,6 +203,8 @@ def emit_program(task: AnalyzedTask, sched: Schedule, configs: dict[int, KernelC
         for line in h.splitlines():
             c(line)
     c(RUNTIME.rstrip("\n"))
+    if task.graph.bn_updates:
+        c(BN_RUNNING.rstrip("\n"))
     for name in sorted(ctx.helpers):
         c(HELPERS[name].rstrip("\n"))
     for src in kernel_srcs:

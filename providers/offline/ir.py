@@ -134,6 +134,11 @@ class Graph:
         self.sym_sources: dict[sympy.Symbol, tuple[Value, int]] = {}
         self.attr_sources: dict[sympy.Symbol, str] = {}
         """Symbols that stand for module attributes (Python read on `self`), e.g. "self.scale"."""
+        self.side_outputs: list[Value] = []
+        """Values the forward computes for its own use after the kernels, not returned (batch statistics)."""
+        self.bn_updates: list[dict[str, Any]] = []
+        """BatchNorm modules whose running statistics the forward updates in train mode: {"module": path,
+        "mean": Value, "rstd": Value, "count": sympy expr of the elements per channel}."""
         self.var_to_val = var_to_val
         self._ids = itertools.count()
 
@@ -183,7 +188,7 @@ class Graph:
     def prune(self) -> None:
         """Drop values nothing needs (the outputs are the roots)."""
         live: set[int] = set()
-        stack = list(self.outputs)
+        stack = list(self.outputs) + list(self.side_outputs)
         while stack:
             v = stack.pop()
             if v.id in live:

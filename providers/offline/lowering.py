@@ -1048,6 +1048,17 @@ def _group_norm(L: Lowerer, a: dict, target: Any) -> Any:
     return y
 
 
+def _running_module(rm: Any, rv: Any) -> str | None:
+    """The module path ("bn", "block.norm") whose running_mean and running_var these parameters are."""
+    if not (isinstance(rm, Value) and isinstance(rv, Value) and rm.kind == "param" and rv.kind == "param"):
+        return None
+    a, b = str(rm.attrs.get("name", "")), str(rv.attrs.get("name", ""))
+    if not (a.endswith(".running_mean") and b.endswith(".running_var")):
+        return None
+    path = a.removesuffix(".running_mean")
+    return path if path == b.removesuffix(".running_var") and path else None
+
+
 def _channel_view(L: Lowerer, p: Value, rank: int) -> Value:
     return L.reshape(p, (sympy.Integer(1), p.shape[0]) + (sympy.Integer(1),) * (rank - 2))
 
@@ -1068,8 +1079,29 @@ def _batch_norm(L: Lowerer, a: dict, target: Any) -> Any:
         if name == "_native_batch_norm_legit_no_training":
             use_batch = False
         dims = [0] + list(range(2, x.rank))
-    if use_batch:
-        # Running statistics are not updated: only the forward's output is reproduced.
+    module = _running_module(rm, rv) if use_batch and name != "instance_norm" else None
+    if module is not None:
+        # A BatchNorm module with running statistics follows its own mode at run time, as PyTorch's does:
+        # batch statistics in train mode (and the running ones updated from them after the kernels,
+        # emit_module), the running statistics in eval mode. `flag` is float(self.<module>.training).
+        assert rm is not None and rv is not None
+        _, mean_b, rstd_b = _normalize(L, x, dims, eps)
+        flag_sym = sympy.Symbol(f"kw_training_{module.replace('.', '_')}")
+        L.g.attr_sources[flag_sym] = f"float(self.{module}.training)"
+        flag = SymScalar(flag_sym, True)
+        mean_r = L.cast(_channel_view(L, rm, x.rank), torch.float32)
+        rstd_r = L.pw("rsqrt", L.pw("add", L.cast(_channel_view(L, rv, x.rank), torch.float32), eps))
+        mean = L.pw("add", mean_r, L.pw("mul", L.pw("sub", mean_b, mean_r), flag))
+        rstd = L.pw("add", rstd_r, L.pw("mul", L.pw("sub", rstd_b, rstd_r), flag))
+        xf = L.cast(x, torch.float32) if x.dtype != torch.float32 else x
+        y = L.pw("mul", L.pw("sub", xf, mean), rstd)
+        count = sympy.Integer(1)
+        for d in dims:
+            count = count * x.shape[d]
+        L.g.side_outputs += [mean_b, rstd_b]
+        L.g.bn_updates.append({"module": module, "mean": mean_b, "rstd": rstd_b, "count": count})
+    elif use_batch:
+        # No running statistics to keep (functional batch norm without them): the forward's output only.
         y, mean, rstd = _normalize(L, x, dims, eps)
     else:
         assert rm is not None and rv is not None

@@ -178,7 +178,7 @@ class _Scheduler:
             if v.kind in ("input", "param"):
                 continue
             getattr(self, f"_on_{v.kind}")(v)
-        for o in self.g.outputs:
+        for o in self.g.outputs + self.g.side_outputs:
             self.need(o)
         self._pointwise_kernels()
         for k in self.kernels:

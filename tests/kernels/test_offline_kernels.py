@@ -451,20 +451,9 @@ def test_unseen_kernelbench_style_tasks_verify(pool):
     _check(pool, _unseen_jobs(UNSEEN))
 
 
-# BatchNorm with running statistics outside a convolution: the judge verifies train and eval mode and the
-# running statistics after forward; the generic writer keeps neither yet (the convolution writer does).
-_GENERIC_BATCH_NORM = {"batch_norm_training": SLOW_UNSEEN.pop("batch_norm_training")}
-
-
 @pytest.mark.slow
 def test_more_unseen_tasks_verify(pool):
     _check(pool, _unseen_jobs(SLOW_UNSEEN))
-
-
-@pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="the generic writer's BatchNorm ignores running statistics and eval mode")
-def test_generic_batch_norm_keeps_running_statistics(pool):
-    _check(pool, _unseen_jobs(_GENERIC_BATCH_NORM))
 
 
 # ---- steps and learning ----------------------------------------------------------------------------
