@@ -4,7 +4,7 @@ import torch.nn as nn
 
 class Model(nn.Module):
     """C = A @ B with a tall, skinny A of shape (M, N) and a short, wide B of shape (N, M), N << M: an
-    outer-product-like matmul whose cost is writing the M x M output."""
+    outer-product-like matmul with a short inner dimension and a large M x M output."""
 
     def __init__(self):
         super().__init__()
@@ -14,7 +14,7 @@ class Model(nn.Module):
 
 
 # (32768 x 32) @ (32 x 32768) fp32 (the published size): 68.7 GFLOP; 4 MiB read per operand, 4 GiB
-# written, so it is bound by the output's writes, not by the FLOPs.
+# written. With K = 32 the output's writes take about as long as the FLOPs on an H200 in fp32.
 M = 32768
 N = 32
 

@@ -19,6 +19,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from hardware.roofline import roofline_floor_ms
 from tasks import (
     BUNDLED_SUITES,
     OP_FAMILIES,
@@ -145,6 +146,14 @@ def test_full_size_bytes_from_meta_shapes(published: dict[str, Task]) -> None:
     assert published["08_batch_norm_64x64x512x512"].min_bytes == 2 * 4_294_967_296 + 4 * 64 * 4 + 8
     # int64 targets at 8 bytes; the loss is one fp32 scalar.
     assert published["22_cross_entropy_32768x4096"].min_bytes == 537_133_056 + 4
+
+
+def test_published_sizes_are_gpu_scale(published: dict[str, Task]) -> None:
+    # The least time any kernel could take on an H200 is at least 0.1 ms for every task (the 256 MiB
+    # LayerNorm and the 512 MiB cross-entropy are the smallest), and milliseconds for most.
+    floors = {n: roofline_floor_ms(t, "nvidia-h200").floor_ms for n, t in published.items()}
+    assert all(f is not None and f >= 0.1 for f in floors.values()), floors
+    assert sum(f is not None and f >= 1.0 for f in floors.values()) >= 25, floors
 
 
 def test_matmul_flops_at_full_size(published: dict[str, Task]) -> None:
