@@ -42,13 +42,13 @@ def measure_task(name: str, run: Callable[[], dict[str, Any]]) -> dict[str, Any]
 
 
 def task_path(spec: str) -> Path:
-    """'level1/14' (or 'level1/14_matmul_square') -> the bundled task file; a one-line SystemExit for a
-    spec that names none."""
-    from tasks import bundled_suite_dir
+    """'level1/14' (or 'level1/14_matmul_square', 'published/06') -> the bundled task file; a one-line
+    SystemExit for a spec that names none."""
+    from tasks import BUNDLED_SUITES, bundled_suite_dir
 
     level, _, prefix = spec.strip().partition("/")
-    if level not in ("level1", "level2") or not prefix:
-        raise SystemExit(f"task {spec!r}: expected level1/NN or level2/NN")
+    if level not in BUNDLED_SUITES or not prefix:
+        raise SystemExit(f"task {spec!r}: expected level1/NN, level2/NN or published/NN")
     matches = sorted(bundled_suite_dir(level).glob(f"{prefix}*.py"))  # type: ignore[arg-type]
     if not matches:
         raise SystemExit(f"task {spec!r}: no bundled task file starts with {prefix!r}")

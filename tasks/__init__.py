@@ -2,11 +2,12 @@
 
 from tasks.analysis import OP_FAMILIES, TaskAnalysis, analyze_task, op_family, trace_forward
 from tasks.errors import TaskError
-from tasks.loader import bundled_suite_dir, load_suite, load_task, load_task_source
+from tasks.loader import BUNDLED_SUITES, bundled_suite_dir, load_suite, load_task, load_task_source
 from tasks.module import exec_task_module, has_small_inputs, task_init_inputs, task_inputs, task_model
 from tasks.task import Task, TaskSignature
 
 __all__ = [
+    "BUNDLED_SUITES",
     "OP_FAMILIES",
     "Task",
     "TaskAnalysis",

@@ -21,10 +21,15 @@ from tasks.task import Task
 _SUITES_ROOT = Path(__file__).resolve().parent
 
 
-def bundled_suite_dir(level: Literal["level1", "level2"]) -> Path:
-    """The folder of a suite shipped with kernelwright: "level1" (single ops) or "level2" (fused ops)."""
-    if level not in ("level1", "level2"):
-        raise TaskError(f"unknown bundled suite {level!r}; choose level1 or level2")
+BundledSuite = Literal["level1", "level2", "published"]
+BUNDLED_SUITES: tuple[BundledSuite, ...] = ("level1", "level2", "published")
+
+
+def bundled_suite_dir(level: BundledSuite) -> Path:
+    """The folder of a suite shipped with kernelwright: "level1" (single ops), "level2" (fused ops) or
+    "published" (single ops at the sizes of published benchmark runs, tensors of several GiB)."""
+    if level not in BUNDLED_SUITES:
+        raise TaskError(f"unknown bundled suite {level!r}; choose level1, level2 or published")
     return _SUITES_ROOT / level
 
 
