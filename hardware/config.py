@@ -52,7 +52,10 @@ class EvalConfig(BaseModel):
     timing_timeout_s: float | None = Field(default=None, gt=0)
     baseline_timeout_s: float | None = Field(default=None, gt=0)
     trials: int = Field(default=3, ge=3)
-    """Verification trials per input shape, each with fresh inputs from seed + trial."""
+    """Verification trials on the first input shape, each with fresh inputs from seed + trial."""
+    second_shape_trials: int = Field(default=1, ge=1)
+    """Trials on the second shape (a shape-specific bug shows on its first call; the cached-result check
+    and the train/eval alternation run on the first shape)."""
     seed: int = 0
     precision: PrecisionMode = "strict"
     """`strict`: fp32 outputs held to fp32 tolerance and TF32 off for the reference too; `tf32`

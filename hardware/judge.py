@@ -1036,7 +1036,8 @@ class Judge:
             self._modes(task, smallest, cfg.seed)
             modes = task.modes or ["train"]
             for s in shapes:
-                for trial in range(cfg.trials if not refs[s.label].lean else 0):  # a large task: on demand
+                n = cfg.trials if s is shapes[0] else min(cfg.trials, cfg.second_shape_trials)
+                for trial in range(n if not refs[s.label].lean else 0):  # a large task: on demand
                     self._sample(refs[s.label], cfg.seed + trial, cfg.precision, fp64=cfg.reference_fp64,
                                  mode=modes[trial % len(modes)])  # fmt: skip
             ref_ops = self._reference_ops(task, smallest, self._sample(smallest, cfg.seed, cfg.precision,
@@ -1306,7 +1307,8 @@ class Judge:
         tolerances = []
         for s_index, shape in enumerate(shapes):
             ref = refs[shape.label]
-            for trial in range(cfg.trials):
+            trials = cfg.trials if s_index == 0 else min(cfg.trials, cfg.second_shape_trials)
+            for trial in range(trials):
                 seed = cfg.seed + trial
                 modes = task.modes or ["train"]
                 mode = modes[trial % len(modes)]
@@ -1334,7 +1336,7 @@ class Judge:
                     in_shapes = [list(t.shape) for t in _tensors(sample.inputs)]
                     in_mode = f", {mode} mode" if len(modes) > 1 or mode != "train" else ""
                     self._fail(res, "correctness", cmp.error_kind or "mismatch",
-                               f"{cmp.report}\n({shape.label} inputs {in_shapes}, trial {trial + 1}/{cfg.trials}, "
+                               f"{cmp.report}\n({shape.label} inputs {in_shapes}, trial {trial + 1}/{trials}, "
                                f"seed {seed}{in_mode})")  # fmt: skip
                 if evidence:
                     report = reply.get("evidence")
