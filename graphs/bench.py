@@ -258,6 +258,9 @@ class Slot:
     device_name: str = ""
     restarts: int = 0
     closed: bool = False
+    ready: bool = False
+    stopped: bool = False
+    """Its worker ended and no other was started for it."""
 
     @property
     def log_name(self) -> str:
@@ -351,7 +354,7 @@ class Session:
             start_new_session=True,
         )
         log.close()
-        slot.proc, slot.current, slot.closed = proc, None, False
+        slot.proc, slot.current, slot.closed, slot.ready = proc, None, False, False
         threading.Thread(target=self._read, args=(slot, proc), daemon=True).start()
 
     def _read(self, slot: Slot, proc: subprocess.Popen[str]) -> None:
@@ -411,7 +414,7 @@ class Session:
             return
         kind = ev.get("event")
         if kind == "ready":
-            slot.device_name = str(ev.get("device_name") or "")
+            slot.device_name, slot.ready = str(ev.get("device_name") or ""), True
             self.assign(slot)
         elif kind == "started":
             slot.budget = int(ev.get("budget") or 0)
@@ -457,12 +460,13 @@ class Session:
             slot.current = None
             self.record(row)
             display.finished(row)
-        slot.proc = None
+        slot.proc, slot.stopped = None, True
         if self.todo and not self.provider_error:
             if slot.restarts < MAX_RESTARTS:
                 slot.restarts += 1
                 display.say(f"{slot.label}: its worker ended unexpectedly; starting another")
                 self.spawn(slot)
+                slot.stopped = False
             else:
                 display.say(f"{slot.label}: its worker keeps ending; no more tasks go to it (see its log)")
         display.refresh()
@@ -556,7 +560,8 @@ class Display:
             table.add_column(col)
         for sl in self.s.slots:
             if sl.current is None:
-                table.add_row(sl.label, "-" if sl.proc else "stopped", "", "", "")
+                state = "stopped" if sl.stopped else "idle" if sl.ready else "starting"
+                table.add_row(sl.label, state, "", "", "")
                 continue
             best = _speed(sl.best) if sl.best is not None else ("correct" if sl.best_correct else "-")
             table.add_row(

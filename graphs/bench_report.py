@@ -12,8 +12,10 @@ Definitions (the same in every file):
   speedup, and `n` says how many that is; `mean_fraction_of_floor` likewise (an arithmetic mean);
 - `fast_p` (KernelBench's metric): for each p in `P_GRID` (0 to 3 in steps of 0.05), the share of all
   finished tasks that are correct AND have a measured speedup greater than p; a failed, incorrect or
-  untimed task counts as not fast. Given against eager PyTorch and against torch.compile; null when no
-  task of the group has that speedup measured (on CPU, where timings are not meaningful);
+  untimed task counts as not fast. Given against eager PyTorch and against torch.compile; null where
+  nothing was timed (on CPU, where timings are not meaningful), and vs torch.compile also where none of
+  the group's timed tasks has that baseline; `measured_eager`/`measured_compile` say how many correct
+  tasks have the speedup measured;
 - a task's `family` is the heaviest op family its reference runs (conv over matmul over scan, loss,
   softmax, norm, pool, reduction, pointwise, other; `families` lists them all), from the loaded task's
   `signature.op_families`.
@@ -185,12 +187,15 @@ def _mean(values: Iterable[float]) -> Figure:
     return Figure(value=sum(xs) / len(xs), n=len(xs)) if xs else Figure()
 
 
-def fast_p_curve(rows: Sequence[TaskRow], key: Callable[[TaskRow], float | None]) -> list[float] | None:
-    """share of `rows` correct with key(row) > p, for each p of P_GRID; None when nothing is measured."""
-    measured = [s for r in rows if r.correct and (s := key(r)) is not None]
+def fast_p_curve(
+    rows: Sequence[TaskRow], key: Callable[[TaskRow], float | None], measured: bool
+) -> list[float] | None:
+    """Share of `rows` correct with key(row) > p, for each p of P_GRID; None when not `measured`."""
     if not measured or not rows:
         return None
-    return [sum(1 for s in measured if s > p) / len(rows) for p in P_GRID]
+    return [
+        sum(1 for r in rows if r.correct and (s := key(r)) is not None and s > p) / len(rows) for p in P_GRID
+    ]
 
 
 def aggregate(name: str, rows: Sequence[TaskRow]) -> Aggregate:
@@ -203,6 +208,11 @@ def aggregate(name: str, rows: Sequence[TaskRow]) -> Aggregate:
     def comp(r: TaskRow) -> float | None:
         return r.speedup_vs_compile
 
+    # Curves exist where timings mean something (not on CPU); vs torch.compile also needs its baseline,
+    # which some tasks lack: a group whose timed tasks all lack it has no compile curve, not a zero one.
+    meaningful = any(r.timing_meaningful for r in done)
+    n_eager = sum(1 for r in correct if eager(r) is not None)
+    n_comp = sum(1 for r in correct if comp(r) is not None)
     return Aggregate(
         name=name,
         tasks=len(done),
@@ -216,10 +226,10 @@ def aggregate(name: str, rows: Sequence[TaskRow]) -> Aggregate:
         geomean_vs_compile=geomean(s for r in correct if (s := comp(r)) is not None),
         mean_fraction_of_floor=_mean(f for r in correct if (f := r.fraction_of_floor) is not None),
         fast_p=FastP(
-            vs_eager=fast_p_curve(done, eager),
-            vs_compile=fast_p_curve(done, comp),
-            measured_eager=sum(1 for r in correct if eager(r) is not None),
-            measured_compile=sum(1 for r in correct if comp(r) is not None),
+            vs_eager=fast_p_curve(done, eager, meaningful),
+            vs_compile=fast_p_curve(done, comp, meaningful and not (n_eager and not n_comp)),
+            measured_eager=n_eager,
+            measured_compile=n_comp,
             tasks=len(done),
         ),
         evaluations=sum(r.evaluations for r in done),
