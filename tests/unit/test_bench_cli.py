@@ -5,7 +5,8 @@ The module's bench is interrupted (SIGINT) once its first two tasks are recorded
 tasks are not run again (their run directories are byte-for-byte unchanged and each has one row in
 tasks.jsonl), a task that cannot be judged (harness_error) or does not load stays recorded as such, and
 the three report files are written, the HTML rendering in headless Chromium. Slow tests kill the
-coordinator (SIGKILL) mid-task, kill a worker, and share the queue between two workers.
+coordinator (SIGKILL) mid-task, kill a worker, share the queue between two workers, and stop on a model
+provider that keeps failing.
 """
 
 from __future__ import annotations
@@ -371,3 +372,38 @@ def test_two_workers_share_the_queue(tmp_path):
     assert sorted(r["id"] for r in rows) == [f"suite/{i:02d}_t" for i in range(1, 5)]
     assert {r["worker"] for r in rows} == {"gpu 0", "gpu 1"} and all(r["status"] == "correct" for r in rows)
     assert json.loads((out / "suite.json").read_text())["bench"]["finished"] is True
+
+
+@pytest.mark.slow
+def test_a_failing_model_provider_stops_the_bench_resumably(tmp_path):
+    """The provider keeps failing: no new task starts, nothing is recorded as an outcome, exit status 3 names
+    the --resume; resumed once the provider answers, the task runs in its run directory."""
+    from tests.fakes.chat import fenced
+    from tests.fakes.kernels import relu_kernel
+    from tests.fakes.openai_server import FakeOpenAIServer
+
+    suite = make_suite(tmp_path / "suite", {"01_relu": "relu", "02_scale": "scale"})
+    out = tmp_path / "out"
+    answers = {"down": True}
+
+    def answer(body: dict) -> dict:
+        return {"status": 503} if answers["down"] else {"content": fenced(relu_kernel("served"))}
+
+    with FakeOpenAIServer([], default=answer) as server:
+        args = [str(suite), "--model", "fake-coder", "--base-url", server.base_url, "--budget", "1", "--device", "cpu",
+                "--memory", str(tmp_path / "m"), "--out", str(out)]  # fmt: skip
+        env = {**_env(), "KERNELWRIGHT_LLM_RETRY_S": "0"}
+        first = subprocess.run(
+            [str(KW), "bench", *args], capture_output=True, text=True, timeout=300, env=env
+        )
+        assert first.returncode == 3, first.stdout + first.stderr
+        assert f"continue with kernelwright bench --resume {out}" in first.stdout
+        assert (
+            ledger(out) == [] and json.loads((out / "suite.json").read_text())["bench"]["tasks_finished"] == 0
+        )
+        answers["down"] = False
+        done = run("--resume", str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = {r["id"]: r for r in ledger(out)}
+    assert rows["suite/01_relu"]["status"] == "correct" and rows["suite/01_relu"]["llm_calls"] >= 1
+    assert set(rows) == {"suite/01_relu", "suite/02_scale"}
