@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from graphs.bench_report import FINAL_STATUSES, TaskRow, build_suite, headline, write_suite
+from graphs.bench_report import FINAL_STATUSES, TaskRow, build_suite, duration, headline, write_suite
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -490,15 +490,6 @@ def _speed(s: float | None) -> str:
     return "-" if s is None else f"{s:.2f}x"
 
 
-def _duration(s: float) -> str:
-    s = max(0.0, s)
-    if s < 90:
-        return f"{s:.0f} s"
-    if s < 5400:
-        return f"{s / 60:.0f} min"
-    return f"{s / 3600:.1f} h"
-
-
 class Display:
     """Progress: one line per finished task (always); on a terminal also a live panel of the workers."""
 
@@ -536,7 +527,7 @@ class Display:
         if n == 0:
             return "time left: estimating"
         per_task = (time.monotonic() - self.s.started) / n
-        return f"~{_duration(per_task * (left + running * 0.5))} left"
+        return f"~{duration(per_task * (left + running * 0.5))} left"
 
     def best(self) -> str:
         timed = [r for r in self.s.ledger.values() if r.correct and r.speedup_vs_eager is not None]
@@ -569,7 +560,7 @@ class Display:
                 sl.current,
                 f"{sl.done}/{sl.budget}" if sl.budget else "",
                 best,
-                _duration(time.monotonic() - sl.task_started),
+                duration(time.monotonic() - sl.task_started),
             )
         return table
 

@@ -307,7 +307,8 @@ def _fig(f: Figure, spec: str = ".2f", suffix: str = "x") -> str:
     return "-" if f.value is None else f"{format(f.value, spec)}{suffix} (n={f.n})"
 
 
-def _secs(s: float) -> str:
+def duration(s: float) -> str:
+    """Seconds as a short duration: 42 s, 3.5 min, 2.1 h."""
     if s < 120:
         return f"{s:.0f} s"
     if s < 7200:
@@ -351,7 +352,7 @@ def markdown(suite: Suite) -> str:
         f"{headline(suite)}.",
         "",
         f"Settings: {_settings_line(b)}. Updated {b.get('updated_at', '-')}; "
-        f"elapsed {_secs(float(b.get('elapsed_s') or 0))}.",
+        f"elapsed {duration(float(b.get('elapsed_s') or 0))}.",
     ]
     if b.get("timing_note"):
         lines += ["", f"Note: {b['timing_note']}."]
@@ -368,7 +369,7 @@ def markdown(suite: Suite) -> str:
             f"| {a.name} | {a.tasks}/{a.total} | {a.correct} ({_pct(a.correct_share)}) | {a.failed} | "
             f"{_fig(a.geomean_vs_eager)} | {_fig(a.geomean_vs_compile)} | {' / '.join(_fast_cells(a, 'eager'))} | "
             f"{' / '.join(_fast_cells(a, 'compile'))} | {_fig(a.mean_fraction_of_floor, '.0%', '')} | "
-            f"{a.evaluations} | {_secs(a.wall_s)} | {_secs(a.gpu_s)} |"
+            f"{a.evaluations} | {duration(a.wall_s)} | {duration(a.gpu_s)} |"
         )
 
     lines += ["", "## Overall and per folder", "", head, sep, agg_line(suite.overall)]
@@ -559,7 +560,7 @@ def _agg_table(aggs: Sequence[Aggregate], first: str) -> str:
             f"<td class=num>{' / '.join(_fast_cells(a, 'eager'))}</td>"
             f"<td class=num>{' / '.join(_fast_cells(a, 'compile'))}</td>"
             f"<td class=num>{_fig(a.mean_fraction_of_floor, '.0%', '')}</td><td class=num>{a.evaluations}</td>"
-            f"<td class=num>{_secs(a.wall_s)}</td><td class=num>{_secs(a.gpu_s)}</td></tr>"
+            f"<td class=num>{duration(a.wall_s)}</td><td class=num>{duration(a.gpu_s)}</td></tr>"
         )
     return f"<table>{head}{''.join(rows)}</table>"
 
@@ -606,7 +607,7 @@ def render_html(suite: Suite) -> str:
 <style>{CSS}</style></head><body>
 <h1>kernelwright bench</h1>
 <div class="muted">{escape(_settings_line(b))}; updated {escape(str(b.get("updated_at", "-")))}, elapsed
-{_secs(float(b.get("elapsed_s") or 0))}</div>
+{duration(float(b.get("elapsed_s") or 0))}</div>
 <div class="headline" id="headline">{escape(headline(suite))}</div>
 {f"<p class='note'>Note: {escape(note)}.</p>" if note else ""}{partial}
 <div class="plots">

@@ -118,7 +118,8 @@ def main(args: argparse.Namespace) -> int:
         say(str(exc))
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
-        say("interrupted" + (f"; continue with {PROG} --resume {args.resume}" if args.resume else ""))
+        where = getattr(args, "bench_dir", None)
+        say("interrupted" + (f"; continue with {PROG} --resume {where}" if where else ""))
         return EXIT_INTERRUPTED
     finally:
         resources.close_all()
@@ -156,6 +157,7 @@ def _main(args: argparse.Namespace) -> int:
             )
         bench_dir = Path(args.resume).resolve()
         bench = read_bench_file(bench_dir)
+        args.bench_dir = bench_dir
         ctx = Context.from_json(bench.context)
         slots = plan_slots(args.gpus, ctx.device)
         ledger = read_ledger(bench_dir)
@@ -168,6 +170,10 @@ def _main(args: argparse.Namespace) -> int:
         raise UsageError("give one or more folders of tasks (or --resume DIR)")
     tasks = discover(args.paths)
     ctx = context_from_args(args)
+    if ctx.device.startswith("cuda:"):
+        raise UsageError(
+            f"device {ctx.device}: a bench picks its GPUs with --gpus; give --device cuda or auto"
+        )
     if ctx.memory and "://" not in ctx.memory:  # the workers, and a later --resume, may start elsewhere
         ctx.memory = str(Path(ctx.memory).expanduser().resolve())
     bench_dir = Path(args.out) if args.out else ctx.default_run_dir("bench", uuid.uuid4().hex)
@@ -179,5 +185,6 @@ def _main(args: argparse.Namespace) -> int:
     slots = plan_slots(args.gpus, ctx.device)
     check_memory_and_model(ctx)
     resources.close_all()
+    args.bench_dir = bench_dir.resolve()
     create(bench_dir.resolve(), args.paths, tasks, ctx)
     return run_bench(bench_dir.resolve(), slots, console, say)
