@@ -415,6 +415,7 @@ table{border-collapse:collapse;font-size:13px} td,th{border:1px solid #dee2e6;pa
 th{background:#f8f9fa} td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .st-correct{color:#2b8a3e} .st-incorrect,.st-error,.st-load_error{color:#c92a2a} .st-harness_error{color:#e67700}
 .st-pending{color:#868e96} .muted{color:#868e96} code{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px}
+td code{overflow-wrap:anywhere}
 """
 
 
@@ -595,6 +596,8 @@ def render_html(suite: Suite) -> str:
         f"<figure class='figure'>{fast_p_svg(a.fast_p, f'fastp-family-{i}', f'{a.name} ({a.tasks} tasks)', w=300, h=210, note=short_note)}</figure>"
         for i, a in enumerate(suite.families)
     )
+    if note:  # nothing timed: one line instead of a row of empty plots
+        family_plots = "<p class='muted'>Per-family fast_p curves need timings; there are none here.</p>"
     partial = (
         ""
         if b.get("finished")

@@ -243,6 +243,7 @@ def test_the_cpu_bench_report_renders_in_chromium(bench):
     assert "harness error" in dom and "load error" in dom
     plot = re.search(r'<svg[^>]*id="fastp-overall".*?</svg>', dom, re.S)
     assert plot and "not timed: CPU" in plot.group(0) and "curve-eager" not in plot.group(0)
+    assert "fastp-family-" not in dom and "Per-family fast_p curves need timings" in dom
     assert (
         'href="runs/suite/02_relu/report.html"' in dom and (out / "runs/suite/02_relu/report.html").is_file()
     )
