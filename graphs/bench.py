@@ -600,6 +600,10 @@ def create(bench_dir: Path, paths: Sequence[str], tasks: list[BenchTask], contex
     return bench
 
 
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def run_bench(bench_dir: Path, slots: list[Slot], console: Console, say: Callable[[str], None]) -> int:
     """Run every task of the bench in `bench_dir` without a final outcome; the exit status."""
     bench = read_bench_file(bench_dir)
@@ -629,6 +633,13 @@ def run_bench(bench_dir: Path, slots: list[Slot], console: Console, say: Callabl
         )
     code = EXIT_OK
     display = Display(session, console)
+    # SIGTERM (a scheduler, `timeout`, kill) stops the bench the way Ctrl-C does: workers stopped in order,
+    # the reports written, the --resume command printed.
+    previous = (
+        signal.signal(signal.SIGTERM, _interrupt)
+        if threading.current_thread() is threading.main_thread()
+        else None
+    )
     try:
         if todo:
             with display:
@@ -639,6 +650,8 @@ def run_bench(bench_dir: Path, slots: list[Slot], console: Console, say: Callabl
         session.stop_all()
         code = EXIT_INTERRUPTED
     finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
         session.sessions[-1]["ended_at"] = utc_now()
         session.save()
     rows = [session.ledger.get(t.id) for t in bench.tasks]

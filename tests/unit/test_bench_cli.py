@@ -1,7 +1,7 @@
 """`kernelwright bench` as a user runs it: real coordinator and worker processes, the offline writer at
 budget 1-3 on tiny tasks (CPU, Triton interpreter), a real Chroma memory in tmp.
 
-The module's bench is interrupted (SIGINT) once its first two tasks are recorded, then resumed: finished
+The module's bench is interrupted (SIGTERM) once its first two tasks are recorded, then resumed: finished
 tasks are not run again (their run directories are byte-for-byte unchanged and each has one row in
 tasks.jsonl), a task that cannot be judged (harness_error) or does not load stays recorded as such, and
 the three report files are written, the HTML rendering in headless Chromium. Slow tests kill the
@@ -143,7 +143,9 @@ def bench(tmp_path_factory):
                  log=tmp / "first.log")  # fmt: skip
     try:
         wait_for(lambda: len(ledger(out)) >= 2, 300, "two tasks were recorded", proc)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(
+            signal.SIGTERM
+        )  # as a scheduler or `timeout` stops it; Ctrl-C (SIGINT) takes the same path
         first_status = proc.wait(timeout=60)
     finally:
         if proc.poll() is None:
