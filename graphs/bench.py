@@ -19,7 +19,8 @@ where there is no GPU. Workers ask for tasks over a pipe as they become free (a 
 take about half the wall time) and stream their progress back as JSON lines; the coordinator is the
 only writer of tasks.jsonl and the reports. A worker dies with the coordinator (PR_SET_PDEATHSIG).
 
-Resuming (`--resume DIR`) skips every task with a final outcome (correct, incorrect, harness_error,
+Ctrl-C or SIGTERM stops a bench in order: the workers are stopped (their runs stay resumable), the reports
+are written and the --resume command is printed. Resuming (`--resume DIR`) skips every task with a final outcome (correct, incorrect, harness_error,
 load_error) and runs the others, continuing each from its run directory. A task whose run raised or whose
 worker died is recorded as `error` and is tried again by the next --resume, not within the same session.
 """

@@ -16,7 +16,8 @@ tasks are not run again, a task cut off mid-search continues from its run direct
 
 Exit status: 0 every task has a final outcome (whatever it is: correct, no kernel, harness error); 1 a
 task did not load, or a task has no final outcome (its run failed or its worker died: --resume runs it
-again); 2 bad input; 3 the model provider kept failing (continue with --resume DIR); 130 interrupted.
+again); 2 bad input; 3 the model provider kept failing (continue with --resume DIR); 130 stopped by Ctrl-C
+or SIGTERM (continue with --resume DIR).
 """
 
 from __future__ import annotations
