@@ -11,6 +11,7 @@ The bench folder (--out DIR) holds:
                      report.html, checkpoints, evaluation log), so a task cut off mid-search continues
                      where it stopped and no candidate is evaluated twice
     logs/<worker>.log      each worker's stderr
+    bench.lock       held (flock) by the process running the bench: one at a time
     suite.json, suite.md, suite.html   the report, rewritten after every finished task
 
 The coordinator (this module, in the `kernelwright bench` process) starts one worker process per selected
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
 
     from graphs.context import Context
 
-BENCH_FILE, LEDGER_FILE, SESSIONS_FILE = "bench.json", "tasks.jsonl", "sessions.json"
+BENCH_FILE, LEDGER_FILE, SESSIONS_FILE, LOCK_FILE = "bench.json", "tasks.jsonl", "sessions.json", "bench.lock"
 RUNS_DIR, LOGS_DIR = "runs", "logs"
 MAX_RESTARTS = 2
 """A worker that died is started again at most this many times per session (per GPU)."""
@@ -606,8 +607,30 @@ def _interrupt(signum: int, frame: Any) -> None:
 
 
 def run_bench(bench_dir: Path, slots: list[Slot], console: Console, say: Callable[[str], None]) -> int:
-    """Run every task of the bench in `bench_dir` without a final outcome; the exit status."""
+    """Run every task of the bench in `bench_dir` without a final outcome; the exit status.
+
+    One process at a time runs a bench folder: a second one (another --resume) is refused, since both would
+    run the same tasks and append to one ledger. The lock goes with the process, also when it is killed.
+    """
+    import fcntl
+
     bench = read_bench_file(bench_dir)
+    with open(bench_dir / LOCK_FILE, "a+", encoding="utf-8") as lock:
+        try:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "another process"
+            raise BenchError(f"{bench_dir} is being run by {holder}; wait for it, or stop it first") from None
+        lock.truncate(0)
+        lock.write(f"kernelwright bench (pid {os.getpid()})\n")
+        lock.flush()
+        return _run_bench(bench_dir, bench, slots, console, say)
+
+
+def _run_bench(
+    bench_dir: Path, bench: BenchFile, slots: list[Slot], console: Console, say: Callable[[str], None]
+) -> int:
     (bench_dir / LOGS_DIR).mkdir(parents=True, exist_ok=True)
     ledger = read_ledger(bench_dir)
     todo = [t.id for t in bench.tasks if (r := ledger.get(t.id)) is None or r.status not in FINAL_STATUSES]

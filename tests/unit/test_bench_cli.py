@@ -283,6 +283,27 @@ def test_bad_input_is_one_line_and_nothing_is_made(tmp_path, capsys):
     resources.close_all()
 
 
+def test_a_bench_folder_is_run_by_one_process_at_a_time(tmp_path, capsys):
+    import fcntl
+
+    from graphs.bench import create, discover
+    from graphs.context import Context
+
+    suite = make_suite(tmp_path / "suite", {"01_relu": "relu"})
+    out = tmp_path / "out"
+    create(out, [str(suite)], discover([str(suite)]), Context(model="offline", budget=1, device="cpu",
+                                                                   memory=str(tmp_path / "m")))  # fmt: skip
+    with open(out / "bench.lock", "a+") as held:  # as the bench running there holds it
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held.write("kernelwright bench (pid 4242)\n")
+        held.flush()
+        code = cli_main(["bench", "--resume", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "is being run by kernelwright bench (pid 4242)" in err[0], err
+    assert not (out / "tasks.jsonl").exists() and not (out / "runs").exists()
+    resources.close_all()
+
+
 # -- slow: crashes and several workers ---------------------------------------------------------------------
 
 
