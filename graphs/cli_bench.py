@@ -52,7 +52,7 @@ def add_parser(subparsers: Any) -> None:
         "not given fall back to the KERNELWRIGHT_* environment variables, then to the defaults shown.",
         epilog="Exit status: 0 every task has a final outcome, 1 a task did not load or has no final "
         "outcome (continue with --resume DIR), 2 bad input, 3 the model provider kept failing (continue "
-        "with --resume DIR), 130 interrupted.",
+        "with --resume DIR), 130 stopped by Ctrl-C or SIGTERM (continue with --resume DIR).",
     )
     p.add_argument("paths", nargs="*", metavar="PATH", help="folders of task files, or task files")
     p.add_argument(
