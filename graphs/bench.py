@@ -1,0 +1,705 @@
+"""`kernelwright bench`: optimize every task of one or more folders, one worker process per GPU.
+
+The bench folder (--out DIR) holds:
+
+    bench.json       what the bench is: the folders given, the task list (fixed when it starts), the
+                     settings (the optimize Context every task runs with)
+    tasks.jsonl      append-only: one TaskRow (graphs/bench_report.py) per task as it finishes, fsynced;
+                     a later line for the same task replaces an earlier one (an `error` retried)
+    sessions.json    start, end and elapsed seconds of each session (a start or a --resume)
+    runs/<suite>/<task>/   each task's own run directory (run_optimize: kernel.py, result.json,
+                     report.html, checkpoints, evaluation log), so a task cut off mid-search continues
+                     where it stopped and no candidate is evaluated twice
+    logs/<worker>.log      each worker's stderr
+    bench.lock       held (flock) by the process running the bench: one at a time
+    suite.json, suite.md, suite.html   the report, rewritten after every finished task
+
+The coordinator (this module, in the `kernelwright bench` process) starts one worker process per selected
+GPU (`python -m graphs.bench_worker`, with CUDA_VISIBLE_DEVICES set to that GPU alone), or one CPU worker
+where there is no GPU. Workers ask for tasks over a pipe as they become free (a shared queue: two GPUs
+take about half the wall time) and stream their progress back as JSON lines; the coordinator is the
+only writer of tasks.jsonl and the reports. A worker dies with the coordinator (PR_SET_PDEATHSIG).
+
+Ctrl-C or SIGTERM stops a bench in order: the workers are stopped (their runs stay resumable), the reports
+are written and the --resume command is printed. Resuming (`--resume DIR`) skips every task with a final outcome (correct, incorrect, harness_error,
+load_error) and runs the others, continuing each from its run directory. A task whose run raised or whose
+worker died is recorded as `error` and is tried again by the next --resume, not within the same session.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ValidationError
+
+from graphs.bench_report import FINAL_STATUSES, TaskRow, build_suite, duration, headline, write_suite
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from graphs.context import Context
+
+BENCH_FILE, LEDGER_FILE, SESSIONS_FILE, LOCK_FILE = "bench.json", "tasks.jsonl", "sessions.json", "bench.lock"
+RUNS_DIR, LOGS_DIR = "runs", "logs"
+MAX_RESTARTS = 2
+"""A worker that died is started again at most this many times per session (per GPU)."""
+STOP_GRACE_S = 10.0
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_PROVIDER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+class BenchError(ValueError):
+    """Bad input or a bench folder that cannot be used; the message is one line."""
+
+
+class BenchTask(BaseModel):
+    id: str
+    suite: str
+    name: str
+    path: str
+
+    def run_dir(self, bench_dir: Path) -> Path:
+        return bench_dir / RUNS_DIR / self.suite / self.name
+
+
+class BenchFile(BaseModel):
+    """bench.json."""
+
+    schema_version: int = 1
+    created_by: str = "kernelwright bench"
+    created_at: str
+    paths: list[str]
+    context: dict[str, Any]
+    tasks: list[BenchTask]
+
+
+def utc_now() -> str:
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+# -- tasks ------------------------------------------------------------------------------------------------------
+
+
+def _natural(name: str) -> tuple[int, str]:
+    """KernelBench numbers its files 1_..., 2_..., 10_...: order by that number, then by name."""
+    m = re.match(r"(\d+)", name)
+    return (int(m.group(1)) if m else sys.maxsize, name)
+
+
+def discover(paths: Sequence[str]) -> list[BenchTask]:
+    """The tasks of the folders (every *.py not starting with "_") and task files given, in order."""
+    tasks: list[BenchTask] = []
+    seen: set[Path] = set()
+    suites: dict[str, Path] = {}
+    for raw in paths:
+        p = Path(raw).expanduser()
+        if not p.exists():
+            raise BenchError(f"{raw}: no such folder or task file")
+        folder = p.resolve() if p.is_dir() else p.resolve().parent
+        if p.is_dir():
+            files = sorted(
+                (f for f in p.glob("*.py") if not f.name.startswith("_")), key=lambda f: _natural(f.stem)
+            )
+            if not files:
+                raise BenchError(f"{raw}: no task files (*.py) in this folder")
+        elif p.suffix == ".py":
+            files = [p]
+        else:
+            raise BenchError(f"{raw}: not a folder or a task file (*.py)")
+        # a suite is named by its folder; two different folders of one name get -2, -3, ...
+        suite, n = folder.name or "tasks", 1
+        while suites.get(suite, folder) != folder:
+            n += 1
+            suite = f"{folder.name}-{n}"
+        suites[suite] = folder
+        for f in files:
+            rf = f.resolve()
+            if rf in seen:
+                continue
+            seen.add(rf)
+            tasks.append(BenchTask(id=f"{suite}/{f.stem}", suite=suite, name=f.stem, path=str(rf)))
+    return tasks
+
+
+# -- the bench folder -----------------------------------------------------------------------------------------
+
+
+def read_bench_file(bench_dir: Path) -> BenchFile:
+    path = bench_dir / BENCH_FILE
+    if not bench_dir.is_dir():
+        raise BenchError(f"{bench_dir}: no such bench folder")
+    if not path.is_file():
+        raise BenchError(f"{bench_dir}: not a bench folder (no {BENCH_FILE})")
+    try:
+        return BenchFile.model_validate_json(path.read_text(encoding="utf-8"))
+    except (ValidationError, UnicodeDecodeError) as exc:
+        raise BenchError(f"{path} is damaged, not a file kernelwright bench wrote") from exc
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_ledger(bench_dir: Path) -> dict[str, TaskRow]:
+    """The latest row per task in tasks.jsonl; a line cut short by a crash is ignored."""
+    rows: dict[str, TaskRow] = {}
+    path = bench_dir / LEDGER_FILE
+    if not path.exists():
+        return rows
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = TaskRow.model_validate_json(line)
+        except ValidationError:
+            continue
+        rows[row.id] = row
+    return rows
+
+
+def append_ledger(bench_dir: Path, row: TaskRow) -> None:
+    with open(bench_dir / LEDGER_FILE, "a", encoding="utf-8") as f:
+        f.write(row.model_dump_json() + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def pending_row(t: BenchTask) -> TaskRow:
+    return TaskRow(id=t.id, suite=t.suite, task=t.name, path=t.path, run_dir=f"{RUNS_DIR}/{t.suite}/{t.name}")
+
+
+def settings_of(context: dict[str, Any]) -> dict[str, Any]:
+    keys = (
+        "model",
+        "base_url",
+        "budget",
+        "device",
+        "target",
+        "memory",
+        "seed",
+        "allow_tf32",
+        "roofline_stop",
+    )
+    s = {k: context.get(k) for k in keys}
+    s["precision"] = "tf32" if context.get("allow_tf32") else "strict"
+    return s
+
+
+def write_reports(
+    bench_dir: Path, bench: BenchFile, ledger: dict[str, TaskRow], extra: dict[str, Any]
+) -> Path:
+    rows = [ledger.get(t.id) or pending_row(t) for t in bench.tasks]
+    info = {
+        "out": str(bench_dir),
+        "paths": bench.paths,
+        "created_at": bench.created_at,
+        "updated_at": utc_now(),
+        "settings": settings_of(bench.context),
+        **extra,
+    }
+    write_suite(build_suite(rows, info), bench_dir)
+    return bench_dir / "suite.html"
+
+
+# -- GPUs -----------------------------------------------------------------------------------------------------
+
+
+def parse_gpus(text: str) -> list[int] | None:
+    """--gpus: "all" (None) or distinct indices "0,1"; a ValueError with one line otherwise."""
+    t = text.strip().lower()
+    if t == "all":
+        return None
+    parts = [x.strip() for x in t.split(",")]
+    if not parts or not all(x.isdigit() for x in parts):
+        raise ValueError(f"expected all or GPU indices such as 0,1; got {text!r}")
+    ids = [int(x) for x in parts]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"a GPU is named twice in {text!r}")
+    return ids
+
+
+def visible_gpus() -> list[str]:
+    """What each visible GPU is called in CUDA_VISIBLE_DEVICES, in torch's order (index i -> entry i)."""
+    import torch
+
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is not None and env.strip():
+        return [e.strip() for e in env.split(",") if e.strip()][:n]
+    return [str(i) for i in range(n)]
+
+
+@dataclass
+class Slot:
+    """One worker: its GPU (or the CPU) and the process serving it."""
+
+    label: str
+    """"gpu 0", "gpu 1", ... (torch's index on this machine) or "cpu"."""
+    visible: str
+    """CUDA_VISIBLE_DEVICES for the worker ("" for the CPU worker)."""
+    proc: subprocess.Popen[str] | None = None
+    current: str | None = None
+    task_started: float = 0.0
+    done: int = 0
+    budget: int = 0
+    best: float | None = None
+    best_correct: bool = False
+    device_name: str = ""
+    restarts: int = 0
+    closed: bool = False
+    ready: bool = False
+    stopped: bool = False
+    """Its worker ended and no other was started for it."""
+
+    @property
+    def log_name(self) -> str:
+        return self.label.replace(" ", "") + ".log"
+
+
+def plan_slots(gpus: list[int] | None, device: str) -> list[Slot]:
+    """The workers to start: one per selected GPU, or one CPU worker; a BenchError for a bad choice."""
+    if device == "cpu":
+        if gpus is not None:
+            raise BenchError("--gpus: the bench runs on the CPU (--device cpu); leave --gpus out")
+        return [Slot("cpu", "")]
+    visible = visible_gpus()
+    if not visible:
+        if device == "cuda" or device.startswith("cuda:"):
+            raise BenchError("--device cuda: no GPU is visible here")
+        if gpus is not None:
+            raise BenchError("--gpus: no GPU is visible here (without --gpus the bench runs one CPU worker)")
+        return [Slot("cpu", "")]
+    chosen = list(range(len(visible))) if gpus is None else gpus
+    for i in chosen:
+        if i >= len(visible):
+            raise BenchError(f"--gpus: there is no GPU {i}; {len(visible)} visible (0-{len(visible) - 1})")
+    return [Slot(f"gpu {i}", visible[i]) for i in chosen]
+
+
+# -- the coordinator ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Session:
+    bench_dir: Path
+    bench: BenchFile
+    slots: list[Slot]
+    console: Console
+    ledger: dict[str, TaskRow] = field(default_factory=dict)
+    events: queue.Queue[tuple[Slot, subprocess.Popen[str], dict[str, Any] | None]] = field(
+        default_factory=queue.Queue
+    )
+    todo: list[str] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+    finished_here: int = 0
+    provider_error: str = ""
+    sessions: list[dict[str, Any]] = field(default_factory=list)
+
+    # -- bookkeeping
+
+    def elapsed_total(self) -> float:
+        earlier = sum(float(s.get("elapsed_s") or 0) for s in self.sessions[:-1])
+        return earlier + (time.monotonic() - self.started)
+
+    def save(self) -> None:
+        self.sessions[-1].update(elapsed_s=round(time.monotonic() - self.started, 1), updated_at=utc_now())
+        write_json_atomic(self.bench_dir / SESSIONS_FILE, self.sessions)
+        workers = [{"worker": s.label, "device": s.device_name} for s in self.slots]
+        write_reports(
+            self.bench_dir, self.bench, self.ledger, {"elapsed_s": self.elapsed_total(), "workers": workers}
+        )
+
+    def record(self, row: TaskRow) -> None:
+        append_ledger(self.bench_dir, row)
+        self.ledger[row.id] = row
+        self.finished_here += 1
+        self.save()
+
+    # -- workers
+
+    def spawn(self, slot: Slot) -> None:
+        import graphs
+
+        root = str(Path(graphs.__file__).resolve().parent.parent)
+        env = dict(os.environ)
+        env.update(
+            CUDA_VISIBLE_DEVICES=slot.visible,
+            KERNELWRIGHT_BENCH_PARENT=str(os.getpid()),
+            KERNELWRIGHT_BENCH_WORKER=slot.label,
+            PYTHONUNBUFFERED="1",
+            PYTHONPATH=os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p),
+        )
+        log = open(self.bench_dir / LOGS_DIR / slot.log_name, "a", encoding="utf-8")  # noqa: SIM115
+        log.write(f"--- {utc_now()} worker {slot.label} starts (CUDA_VISIBLE_DEVICES={slot.visible!r})\n")
+        log.flush()
+        # its own session: Ctrl-C reaches the coordinator, which stops the workers in order
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "graphs.bench_worker", str(self.bench_dir)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+            env=env,
+            start_new_session=True,
+        )
+        log.close()
+        slot.proc, slot.current, slot.closed, slot.ready = proc, None, False, False
+        threading.Thread(target=self._read, args=(slot, proc), daemon=True).start()
+
+    def _read(self, slot: Slot, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(ev, dict):
+                self.events.put((slot, proc, ev))
+        self.events.put((slot, proc, None))
+
+    def assign(self, slot: Slot) -> None:
+        """Give a free worker the next task, or tell it there is none (it exits)."""
+        proc = slot.proc
+        if proc is None or proc.stdin is None or slot.closed:
+            return
+        if self.todo and not self.provider_error:
+            slot.current = self.todo.pop(0)
+            slot.task_started, slot.done, slot.best, slot.best_correct = time.monotonic(), 0, None, False
+            try:
+                proc.stdin.write(json.dumps({"run": slot.current}) + "\n")
+                proc.stdin.flush()
+                return
+            except OSError:  # it died; its end of stream follows and says so
+                return
+        slot.closed = True
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
+
+    def stop_all(self) -> None:
+        """Stop every worker (SIGTERM, then SIGKILL): their runs stay resumable in their run directories."""
+        procs = [s.proc for s in self.slots if s.proc is not None and s.proc.poll() is None]
+        for p in procs:
+            try:
+                os.kill(p.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + STOP_GRACE_S
+        for p in procs:
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+    def handle(
+        self, slot: Slot, proc: subprocess.Popen[str], ev: dict[str, Any] | None, display: Display
+    ) -> None:
+        if proc is not slot.proc:
+            return  # from a process replaced earlier
+        if ev is None:
+            self._worker_ended(slot, proc, display)
+            return
+        kind = ev.get("event")
+        if kind == "ready":
+            slot.device_name, slot.ready = str(ev.get("device_name") or ""), True
+            self.assign(slot)
+        elif kind == "started":
+            slot.budget = int(ev.get("budget") or 0)
+            slot.done = int(ev.get("done") or 0)
+        elif kind == "attempt":
+            slot.done, slot.budget = int(ev.get("done") or 0), int(ev.get("budget") or 0)
+            slot.best, slot.best_correct = ev.get("best"), bool(ev.get("best_correct"))
+        elif kind == "finished":
+            row = TaskRow.model_validate(ev["row"])
+            slot.current = None
+            self.record(row)
+            display.finished(row)
+            self.assign(slot)
+        elif kind == "provider":
+            self.provider_error = str(ev.get("error") or "the model provider kept failing")
+            display.say(f"{ev.get('task')}: {self.provider_error}; no new task is started")
+            slot.current = None
+            for s in self.slots:
+                if s.current is None:
+                    self.assign(s)
+        display.refresh()
+
+    def _worker_ended(self, slot: Slot, proc: subprocess.Popen[str], display: Display) -> None:
+        code = proc.wait()
+        slot.closed = True
+        if slot.current is not None:
+            how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+            tid = slot.current
+            t = next(t for t in self.bench.tasks if t.id == tid)
+            msg = (
+                f"the worker running it ({slot.label}) ended ({how}) before the task finished; "
+                f"see {LOGS_DIR}/{slot.log_name}; the next --resume continues it"
+            )
+            row = pending_row(t).model_copy(
+                update={
+                    "status": "error",
+                    "error": msg,
+                    "verdict": msg,
+                    "worker": slot.label,
+                    "finished_at": utc_now(),
+                }
+            )
+            slot.current = None
+            self.record(row)
+            display.finished(row)
+        slot.proc, slot.stopped = None, True
+        if self.todo and not self.provider_error:
+            if slot.restarts < MAX_RESTARTS:
+                slot.restarts += 1
+                display.say(f"{slot.label}: its worker ended unexpectedly; starting another")
+                self.spawn(slot)
+                slot.stopped = False
+            else:
+                display.say(f"{slot.label}: its worker keeps ending; no more tasks go to it (see its log)")
+        display.refresh()
+
+    def run(self, display: Display) -> None:
+        for slot in self.slots:
+            self.spawn(slot)
+        while any(s.proc is not None for s in self.slots):
+            try:
+                slot, proc, ev = self.events.get(timeout=0.5)
+            except queue.Empty:
+                display.refresh()
+                continue
+            self.handle(slot, proc, ev, display)
+
+
+# -- progress display -----------------------------------------------------------------------------------------
+
+
+def _speed(s: float | None) -> str:
+    return "-" if s is None else f"{s:.2f}x"
+
+
+class Display:
+    """Progress: one line per finished task (always); on a terminal also a live panel of the workers."""
+
+    def __init__(self, session: Session, console: Console) -> None:
+        self.s = session
+        self.console = console
+        self.live: Any = None
+        self.total = len(session.bench.tasks)
+
+    def __enter__(self) -> Display:
+        if self.console.is_terminal:
+            from rich.live import Live
+
+            self.live = Live(self._panel(), console=self.console, refresh_per_second=2, transient=True)
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live is not None:
+            self.live.__exit__(None, None, None)
+            self.live = None
+
+    def counts(self) -> tuple[int, int, int, int]:
+        rows = self.s.ledger.values()
+        done = sum(1 for r in rows if r.status in FINAL_STATUSES)
+        failed = sum(1 for r in rows if r.status in ("harness_error", "load_error", "error"))
+        running = sum(1 for sl in self.s.slots if sl.current is not None)
+        return done, running, failed, len(self.s.todo)
+
+    def eta(self) -> str:
+        n = self.s.finished_here
+        done, running, _, left = self.counts()
+        if left + running == 0:
+            return "0 s left"
+        if n == 0:
+            return "time left: estimating"
+        per_task = (time.monotonic() - self.s.started) / n
+        return f"~{duration(per_task * (left + running * 0.5))} left"
+
+    def best(self) -> str:
+        timed = [r for r in self.s.ledger.values() if r.correct and r.speedup_vs_eager is not None]
+        if not timed:
+            return ""
+        b = max(timed, key=lambda r: r.speedup_vs_eager or 0)
+        return f", best {_speed(b.speedup_vs_eager)} ({b.id})"
+
+    def status_line(self) -> str:
+        done, running, failed, left = self.counts()
+        return (
+            f"{done}/{self.total} done, {running} running, {failed} failed, {left} queued{self.best()}; "
+            f"{self.eta()}"
+        )
+
+    def _panel(self) -> Any:
+        from rich.table import Table
+
+        table = Table(title=f"kernelwright bench: {self.status_line()}", title_justify="left", expand=False)
+        for col in ("worker", "task", "candidates", "best", "for"):
+            table.add_column(col)
+        for sl in self.s.slots:
+            if sl.current is None:
+                state = "stopped" if sl.stopped else "idle" if sl.ready else "starting"
+                table.add_row(sl.label, state, "", "", "")
+                continue
+            best = _speed(sl.best) if sl.best is not None else ("correct" if sl.best_correct else "-")
+            table.add_row(
+                sl.label,
+                sl.current,
+                f"{sl.done}/{sl.budget}" if sl.budget else "",
+                best,
+                duration(time.monotonic() - sl.task_started),
+            )
+        return table
+
+    def refresh(self) -> None:
+        if self.live is not None:
+            self.live.update(self._panel())
+
+    def say(self, text: str) -> None:
+        self.console.print(text, highlight=False, markup=False)
+
+    def finished(self, row: TaskRow) -> None:
+        done, _, _, _ = self.counts()
+        if row.status == "correct":
+            what = f"correct, {_speed(row.speedup_vs_eager)} vs eager, {_speed(row.speedup_vs_compile)} vs compile"
+            if row.speedup_vs_eager is None:
+                what = "correct (untimed)"
+        else:
+            what = {"incorrect": "no correct kernel"}.get(row.status, row.status.replace("_", " "))
+        self.say(
+            f"[{done}/{self.total}] {row.id}: {what} ({row.evaluations} evaluations, {row.wall_s:.0f} s, "
+            f"{row.worker or '-'}) | {self.status_line()}"
+        )
+
+
+# -- entry ----------------------------------------------------------------------------------------------------
+
+
+def create(bench_dir: Path, paths: Sequence[str], tasks: list[BenchTask], context: Context) -> BenchFile:
+    bench_dir.mkdir(parents=True, exist_ok=True)
+    bench = BenchFile(
+        created_at=utc_now(),
+        paths=[str(Path(p).expanduser().resolve()) for p in paths],
+        context=context.to_json(),
+        tasks=tasks,
+    )
+    write_json_atomic(bench_dir / BENCH_FILE, bench.model_dump(mode="json"))
+    return bench
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def run_bench(bench_dir: Path, slots: list[Slot], console: Console, say: Callable[[str], None]) -> int:
+    """Run every task of the bench in `bench_dir` without a final outcome; the exit status.
+
+    One process at a time runs a bench folder: a second one (another --resume) is refused, since both would
+    run the same tasks and append to one ledger. The lock goes with the process, also when it is killed.
+    """
+    import fcntl
+
+    bench = read_bench_file(bench_dir)
+    with open(bench_dir / LOCK_FILE, "a+", encoding="utf-8") as lock:
+        try:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "another process"
+            raise BenchError(f"{bench_dir} is being run by {holder}; wait for it, or stop it first") from None
+        lock.truncate(0)
+        lock.write(f"kernelwright bench (pid {os.getpid()})\n")
+        lock.flush()
+        return _run_bench(bench_dir, bench, slots, console, say)
+
+
+def _run_bench(
+    bench_dir: Path, bench: BenchFile, slots: list[Slot], console: Console, say: Callable[[str], None]
+) -> int:
+    (bench_dir / LOGS_DIR).mkdir(parents=True, exist_ok=True)
+    ledger = read_ledger(bench_dir)
+    todo = [t.id for t in bench.tasks if (r := ledger.get(t.id)) is None or r.status not in FINAL_STATUSES]
+    earlier = []
+    if (bench_dir / SESSIONS_FILE).is_file():
+        try:
+            earlier = list(json.loads((bench_dir / SESSIONS_FILE).read_text(encoding="utf-8")))
+        except ValueError:
+            earlier = []
+    session = Session(bench_dir, bench, slots, console, ledger=ledger, todo=todo)
+    session.sessions = [
+        *earlier,
+        {"started_at": utc_now(), "workers": [s.label for s in slots], "elapsed_s": 0},
+    ]
+    n_done = len(bench.tasks) - len(todo)
+    workers = ", ".join(s.label for s in slots)
+    say(
+        f"kernelwright bench: {len(bench.tasks)} tasks, {n_done} finished earlier, {len(todo)} to run on "
+        f"{len(slots)} worker(s) ({workers}) -> {bench_dir}"
+    )
+    if todo and slots and slots[0].label == "cpu":
+        say(
+            "timings are not meaningful on the CPU (Triton interpreter): tasks are judged for correctness only"
+        )
+    code = EXIT_OK
+    display = Display(session, console)
+    # SIGTERM (a scheduler, `timeout`, kill) stops the bench the way Ctrl-C does: workers stopped in order,
+    # the reports written, the --resume command printed.
+    previous = (
+        signal.signal(signal.SIGTERM, _interrupt)
+        if threading.current_thread() is threading.main_thread()
+        else None
+    )
+    try:
+        if todo:
+            with display:
+                session.run(display)
+        else:
+            say("nothing left to do: every task has a final outcome")
+    except KeyboardInterrupt:
+        session.stop_all()
+        code = EXIT_INTERRUPTED
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        session.sessions[-1]["ended_at"] = utc_now()
+        session.save()
+    rows = [session.ledger.get(t.id) for t in bench.tasks]
+    suite = build_suite([r or pending_row(t) for r, t in zip(rows, bench.tasks, strict=True)], {})
+    say(f"bench: {headline(suite)}")
+    say(f"wrote: {bench_dir / 'suite.json'}, {bench_dir / 'suite.md'}, {bench_dir / 'suite.html'}")
+    unfinished = [
+        t.id for t, r in zip(bench.tasks, rows, strict=True) if r is None or r.status not in FINAL_STATUSES
+    ]
+    if code == EXIT_INTERRUPTED:
+        say(f"interrupted; continue with kernelwright bench --resume {bench_dir}")
+        return code
+    if session.provider_error:
+        say(f"stopped: {session.provider_error}; continue with kernelwright bench --resume {bench_dir}")
+        return EXIT_PROVIDER
+    load_errors = [r.id for r in rows if r is not None and r.status == "load_error"]
+    if load_errors:
+        say(
+            f"{len(load_errors)} task(s) did not load: {', '.join(load_errors[:5])}"
+            + (" ..." if len(load_errors) > 5 else "")
+        )
+    if unfinished:
+        say(
+            f"{len(unfinished)} task(s) without a final outcome ({', '.join(unfinished[:5])}"
+            f"{' ...' if len(unfinished) > 5 else ''}); continue with kernelwright bench --resume {bench_dir}"
+        )
+    return EXIT_FAILED if unfinished or load_errors else EXIT_OK
