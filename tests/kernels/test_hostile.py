@@ -345,7 +345,7 @@ def test_timing_timeout_is_a_failure():
     assert (res.correct, res.error_kind, res.stage) == (False, "timeout", "timing")
 
 
-@pytest.mark.parametrize("level", ["no-namespaces", "none"])
+@pytest.mark.parametrize("level", [pytest.param("no-namespaces", marks=pytest.mark.slow), "none"])
 def test_confinement_can_be_lowered_and_says_so(relu_task, monkeypatch, level):
     """Hosts where namespaces (or Landlock) get in the way: the harness still judges, and every result
     says what was not confined."""

@@ -640,7 +640,11 @@ def test_persistent_whole_row_programs_load_row_invariant_operands_once_per_prog
 
 @pytest.mark.parametrize(
     "level,name",
-    [("level2", "04_layernorm_gelu.py"), ("level1", "09_softmax.py"), ("level2", "07_sum_middle_tanh.py")],
+    [
+        pytest.param("level2", "04_layernorm_gelu.py", marks=pytest.mark.slow),  # 29 programs, ~35 s
+        ("level1", "09_softmax.py"),
+        ("level2", "07_sum_middle_tanh.py"),
+    ],
 )
 def test_every_program_of_the_row_design_grid_verifies(pool, level, name):
     """The sweep grid of a whole-row kernel (designs x warps, rows per program, persistent programs):
