@@ -24,6 +24,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -87,20 +88,46 @@ def parse_size(text: str) -> int:
 
 
 class PeakSampler:
-    """Peak of the GPU's memory in use (every process), sampled in a thread."""
+    """Peak of the GPU's memory in use (every process), and each process's own peak (NVML), sampled in a
+    thread: which process (the judge, the candidate, a standby) holds what."""
 
     def __init__(self) -> None:
         import torch
 
         self.read = torch.cuda.device_memory_used
         self.peak = 0
+        self.per_pid: dict[int, int] = {}
+        self._nvml: Any = None
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self._nvml = (pynvml, pynvml.nvmlDeviceGetHandleByIndex(0))
+        except Exception:  # per-process figures are a diagnosis; the total is the measurement
+            self._nvml = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         while not self._stop.is_set():
             self.peak = max(self.peak, int(self.read()))
+            if self._nvml is not None:
+                nvml, handle = self._nvml
+                for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle):
+                    used = int(p.usedGpuMemory or 0)
+                    self.per_pid[p.pid] = max(self.per_pid.get(p.pid, 0), used)
             time.sleep(0.002)
+
+    def processes(self) -> list[dict[str, object]]:
+        """Each process seen, biggest first, with the start of its command line."""
+        rows = []
+        for pid, peak in sorted(self.per_pid.items(), key=lambda kv: -kv[1]):
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:160]
+            except OSError:
+                cmd = "(gone)"
+            rows.append({"pid": pid, "peak_bytes": peak, "cmdline": cmd})
+        return rows
 
     def __enter__(self) -> PeakSampler:
         self._thread.start()
@@ -153,10 +180,14 @@ def main() -> int:
                     "peak_extra_bytes": sampler.peak - idle, "before_bytes": before - idle,
                     "runtime_ms": res.runtime_ms, "speedup_vs_eager": res.speedup_vs_eager,
                     "phases_s": res.extra.get("phases_s"), "memory": res.extra.get("memory"),
+                    "processes": sampler.processes(),
                 })  # fmt: skip
                 r = runs[-1]
                 print(f"{label} eval {i}: {res.summary()} | {res.wall_s:.2f} s | peak extra "
                       f"{r['peak_extra_bytes'] / footprint:.2f} x footprint", flush=True)  # fmt: skip
+                print(f"  phases {r['phases_s']}\n  memory {r['memory']}\n  processes "
+                      + "; ".join(f"{p['peak_bytes'] / footprint:.2f}x {p['cmdline'][:60]}"  # type: ignore[operator]
+                                  for p in r["processes"][:4]), flush=True)  # type: ignore[index]  # fmt: skip
             sizes[label] = {"footprint_bytes": footprint, "runs": runs,
                             "peak_over_footprint": max(r["peak_extra_bytes"] for r in runs) / footprint,  # type: ignore[type-var]
                             "warm_wall_s": min(r["wall_s"] for r in runs[1:]) if len(runs) > 1 else None}  # fmt: skip

@@ -236,6 +236,8 @@ class CandidateProcess:
         t0 = time.perf_counter()
         self.chan, self.pid, self.private_dir = server.spawn()
         self.spent: dict[str, float] = {"spawn": time.perf_counter() - t0}
+        self.peaks: dict[str, int] = {}
+        """Per request kind: the candidate process's peak allocated device memory, as it reports it."""
         self.info: dict[str, Any] = {}
         self.alive = True
         self.limit_s: float | None = None
@@ -306,11 +308,17 @@ class CandidateProcess:
             self.chan.send(msg, [s.fd for s in shared] + list(fds or []))
         except (ChannelClosed, OSError):
             raise self._gone(stage) from None
+        reply: dict[str, Any] = {}
         try:
-            return self.receive(timeout, stage)
+            reply, fds_in = self.receive(timeout, stage)
+            return reply, fds_in
         finally:
             op = str(msg.get("op"))
             self.spent[op] = self.spent.get(op, 0.0) + time.perf_counter() - t0
+            peak = reply.get("device_peak_bytes")
+            if isinstance(peak, int):  # as the candidate process says: for the memory report only
+                key = f"{op} {msg.get('stage', '')}{' evidence' if msg.get('evidence') else ''}".strip()
+                self.peaks[key] = max(self.peaks.get(key, 0), peak)
 
     def in_step(self, timeout: float) -> None:
         """A last request: the runner must answer it, and nothing else may be waiting. A forged reply sent
@@ -687,8 +695,11 @@ class Judge:
         self._restart = False
         self._proc: CandidateProcess | None = None
         self._phases: dict[str, float] = {}
+        self._peaks: dict[str, int] = {}
         self._fp64_budget_s = cfg.stage_timeout("reference") * _FP64_BUDGET_SHARE
         os.ftruncate(1, 0)  # the log holds this job's output only (stdout and stderr share it, O_APPEND)
+        if self.device == "cuda":
+            self.torch.cuda.reset_peak_memory_stats()
         try:
             self._apply_precision(cfg.precision)
             self._run(job, cfg, res)
@@ -706,10 +717,16 @@ class Judge:
                 t0 = time.perf_counter()
                 self._proc.close()
                 self._phases.update({f"candidate {k}": v for k, v in self._proc.spent.items()})
+                self._peaks = dict(self._proc.peaks)
                 self._phases["candidate close"] = time.perf_counter() - t0
                 self._proc = None
             res.extra["phases_s"] = {k: round(v, 4) for k, v in self._phases.items()}
-            if self.device == "cuda":
+            if self.device == "cuda":  # the judge's own share of the device memory this job needed
+                memory = res.extra.setdefault("memory", {})
+                memory["judge_peak_allocated_bytes"] = int(self.torch.cuda.max_memory_allocated())
+                memory["judge_peak_reserved_bytes"] = int(self.torch.cuda.max_memory_reserved())
+                if self._peaks:
+                    memory["candidate_reported_peak_allocated_bytes"] = dict(self._peaks)
                 self.torch.cuda.empty_cache()
         return res, self._restart
 
@@ -790,12 +807,13 @@ class Judge:
     def _fits(self, task: _TaskState, shape: _Shape, res: EvalResult) -> None:
         """On a GPU, before anything of a task is built: will judging it fit the free device memory?
 
-        Judging holds about 2x the inputs, 4x the outputs and 2x the parameters (pristine inputs and the
-        lent copy; expected output, lent buffer, the judge's copy and the candidate's own; the reference's
-        parameters and the candidate's), plus ~1 GiB of contexts and L2-flush buffers. A task whose own
-        footprint is over LEAN_BYTES is judged lean (one trial's tensors at a time, no float64 reference)
-        and the other tasks' state is dropped first. If it still does not fit: one harness_error that
-        says what it needs and what is free, instead of a string of out-of-memory failures.
+        A large task (own footprint over LEAN_BYTES) is judged lean: one trial's tensors at a time, no
+        float64 reference, the candidate's output compared where it lies in the lent buffer, and the other
+        tasks' state dropped first. It then holds about 2x the inputs, 3x the outputs and 2x the parameters
+        (pristine inputs and the lent copy; expected output, lent output buffer and the candidate's own; the
+        reference's parameters and the candidate's), plus ~1 GiB of contexts and L2-flush buffers:
+        benchmarks/judge_memory.py measures it. If that does not fit: one harness_error that says what it
+        needs and what is free, instead of a string of out-of-memory failures.
         """
         from tasks.resize import footprint
 
@@ -811,7 +829,7 @@ class Judge:
         if task.lean:
             for digest in [d for d in self.tasks if d != task.digest]:
                 self._drop(self.tasks.pop(digest))
-        need = 2 * fp.inputs + 4 * fp.outputs + 2 * fp.parameters + (1 << 30)
+        need = 2 * fp.inputs + 3 * fp.outputs + 2 * fp.parameters + (1 << 30)
         free, _ = self.torch.cuda.mem_get_info()
         gib = 1 << 30
         res.extra["memory"] = {"footprint_bytes": fp.total, "needed_bytes": need, "free_bytes": free,
@@ -819,7 +837,7 @@ class Judge:
         if need > free:
             task.unfit = (
                 f"judging it needs about {need / gib:.1f} GiB of device memory (inputs {fp.inputs / gib:.2f} GiB, "
-                f"outputs {fp.outputs / gib:.2f} GiB, parameters {fp.parameters / gib:.2f} GiB, about 2x, 4x and 2x "
+                f"outputs {fp.outputs / gib:.2f} GiB, parameters {fp.parameters / gib:.2f} GiB, about 2x, 3x and 2x "
                 f"of them) and {free / gib:.1f} GiB are free on this GPU: sizes at about "
                 f"{max(0.0, (free - gib) / max(need - gib, 1)):.0%} of the task's fit"
             )
@@ -843,7 +861,11 @@ class Judge:
             model = task_model(shape.module, small=shape.small, seed=seed, device=self.device)
             perturb_(model, seed)
             ref = _Reference(shape, task_init_inputs(shape.module, small=shape.small), model)
-            ref.lean = task.lean
+            if task.lean:  # a large task's small second shape still gets copies and a float64 reference
+                from tasks.resize import footprint
+
+                own = footprint(shape.module, small=shape.small)
+                ref.lean = own is None or own.total > LEAN_BYTES
             ref.state0 = {k: v.detach().clone() for k, v in model.state_dict().items()}
             ref.built_modes = {name: m.training for name, m in model.named_modules()}
             task.refs[(shape.label, seed)] = ref
@@ -1078,6 +1100,7 @@ class Judge:
             for shp in shapes:
                 first = self._sample(refs[shp.label], cfg.seed, cfg.precision, mode=modes[0])
                 self._attach(proc, refs[shp.label], first, res)
+            del first  # a large task holds one trial's tensors at a time (ref.samples), not two
             self._verify(job_id, proc, task, shapes, refs, ref_ops, cfg, res)
             if self.device != "cuda" or not cfg.time:
                 proc.in_step(max(self._remaining(), 5.0))
@@ -1187,7 +1210,7 @@ class Judge:
                     self._fail(res, stage, "forbidden", "the candidate process sent a malformed buffer list")
                 n_out = len(fds) - len(state_descs)
                 if exchange is not None and reply.get("exchanged") is True and n_out == 0:
-                    out = self._from_exchange(reply.get("structure"), exchange, res)
+                    out = self._from_exchange(reply.get("structure"), exchange, res, copy=not ref.lean)
                 else:
                     out = self._rebuild(reply.get("structure"), fds[:n_out], res)
                 if reset:
@@ -1231,8 +1254,13 @@ class Judge:
                            "buffers in train mode, e.g. BatchNorm's running statistics; ModelNew must do the same, "
                            "and must use them in eval mode)")  # fmt: skip
 
-    def _from_exchange(self, structure: Any, exchange: _Exchange, res: EvalResult) -> Any:
-        """The candidate's output, copied at once out of the lent output buffers into the judge's memory."""
+    def _from_exchange(
+        self, structure: Any, exchange: _Exchange, res: EvalResult, *, copy: bool = True
+    ) -> Any:
+        """The candidate's output, copied at once out of the lent output buffers into the judge's memory.
+        Without `copy` (a large task): the lent buffers themselves, which the comparison reads a chunk at a
+        time into its own float64 copies (hardware.verify._Pieces), so what is judged is still what the
+        buffer held when it was read, at no extra output-sized copy."""
         try:
             descs = _tensor_descs(structure)
             if len(descs) != len(exchange.outputs):
@@ -1242,7 +1270,7 @@ class Judge:
                 shape, dtype = parse_description(desc)
                 if shape != buf.shape or dtype != buf.dtype or desc.get("device") != "cuda":
                     raise ProtocolError("an output said to be in a lent buffer does not fit it")
-                tensors.append(buf.tensor.clone())
+                tensors.append(buf.tensor.clone() if copy else buf.tensor)
             return decode_value(structure, tensors)
         except ProtocolError as exc:
             self._fail(
@@ -1354,7 +1382,7 @@ class Judge:
                         self._check_kernels(report, res)
                 max_abs, max_rel = max(max_abs, cmp.max_abs_error), max(max_rel, cmp.max_rel_error)
                 tolerances.extend(cmp.tolerances)
-                del out
+                del out, sample  # before the next trial's are built (a large task holds one at a time)
         res.max_abs_error, res.max_rel_error = max_abs, max_rel
         if tolerances:
             # The loosest row applied (largest effective atol, allowance included) bounded the verdict.
@@ -1458,6 +1486,10 @@ class Judge:
             return samples
 
         args_r = _clone(sample.inputs) if sample.inputs_after is not None else sample.inputs
+        if ref.lean:  # a large task: the reference's output is not needed while timing; free it first
+            ref.samples.clear()
+            del sample
+            self.torch.cuda.empty_cache()  # and give back what verification left cached
         ref.restore(mode)
         est_c = max(float(sorted(cand(5, 3))[2]), 1e-3)
         est_e = max(float(sorted(self._time_eager(ref, args_r, 5, 3))[2]), 1e-3)
@@ -1478,6 +1510,9 @@ class Judge:
         c_stats, e_stats = summarize(cand_samples), summarize(eager_samples)
         self._wall_check(proc, label, fb, c_stats.median_ms, res)
         proc.in_step(max(self._remaining(), 5.0))
+        if ref.lean:  # one trial's tensors at a time: the timed inputs go before the re-check's are drawn
+            del args_r
+            self.torch.cuda.empty_cache()
         # A candidate that remembers its answer per input tensor would look fast on the repeated calls
         # above: give the timed tensors new contents (a seed no trial used) and check the answer follows.
         other = self._sample(
@@ -1506,7 +1541,14 @@ class Judge:
             self._stage(job_id, "baseline")
             t0 = time.perf_counter()
             ref.restore(mode)
-            res.compile_ms = self._compile_baseline(task, ref, sample.inputs, cfg)
+            inputs = other.inputs
+            if (
+                ref.lean
+            ):  # the compiled reference needs inputs only: its output takes the expected one's place
+                ref.samples.clear()
+                del other, out
+                self.torch.cuda.empty_cache()
+            res.compile_ms = self._compile_baseline(task, ref, inputs, cfg)
             ref.restore("train")
             self._phases["torch.compile baseline"] = time.perf_counter() - t0
             if res.compile_ms:
@@ -1569,7 +1611,7 @@ class Judge:
         import torch._inductor.config as inductor_config
 
         inductor_config.compile_threads = 1  # no compile subprocesses inside a judge that may be killed
-        args = _clone(inputs)
+        args = inputs if ref.lean else _clone(inputs)  # a large task's inputs are not used after this
         value: float | None
         try:
             compiled = torch.compile(ref.model)

@@ -234,7 +234,7 @@ class _Pieces:
         n = self.ref.numel()
         for start in range(0, n, self.chunk):
             end = min(n, start + self.chunk)
-            a = self.out[start:end].to(self.wide)
+            a = self.out[start:end].to(self.wide, copy=True)  # a private copy: `out` may be a lent buffer
             b = self.ref[start:end].to(self.wide)
             r = None
             if self.ref64 is not None:

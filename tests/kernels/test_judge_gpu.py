@@ -139,3 +139,16 @@ def test_timing_timeout_fails_the_candidate(pool, relu_task):
     slow = HONEST.replace("return relu(x)", "import time\n        time.sleep(0.3)\n        return relu(x)")
     res = run(pool, relu_task, "timing timeout", slow, EvalConfig(timing_timeout_s=2.0))
     assert (res.correct, res.error_kind, res.stage) == (False, "timeout", "timing"), res.error
+
+
+MODES = Path(__file__).parent / "modes"
+
+
+def test_batchnorm_in_both_modes_on_the_gpu(pool):
+    """Buffers after a train-mode forward are the ones compared, whatever else the judge runs (the
+    profiler's extra forward on the evidence trial must not count as a second update)."""
+    src = (MODES / "bn_common.txt").read_text() + "\n\n" + (MODES / "bn_both_modes.py").read_text()
+    res = pool.evaluate(load_task(MODES / "task_batchnorm.py"), src, EvalConfig())
+    _RESULTS["batchnorm both modes"] = res.model_dump(mode="json")
+    assert res.correct, res.error
+    assert any("train() and eval()" in n for n in res.extra["notes"])
