@@ -535,20 +535,45 @@ def pool():
         yield p
 
 
+QUICK = {
+    "conv2d_stride_pad_dilation", "conv2d_grouped_channel_sum", "depthwise_multiplier_scale", "conv1d_same_gelu",
+    "conv3d_groupnorm_silu", "conv_transpose2d_phases", "conv_transpose3d_maxpool_softmax", "conv2d_fp16_relu",
+    "depthwise_batchnorm_train_recompute", "depthwise_plane_multi_tile_store_reread",
+    "depthwise_flat_tiles_batchnorm_recompute", "conv3d_groupnorm_mean_fold", "conv2d_instancenorm_scale_sum_fold",
+    "conv3d_groupnorm_relu_mean_nofold",
+}  # fmt: skip
+"""One case per code path (each layout and design, transposed, fp16, the direct tiles, a fold and a no-fold)
+in the default suite; the other cases, variations of these, run with the slow tests."""
+
+
+class _CaseResults:
+    """Evaluates the cases on first use, all of the default suite's (or all of the slow ones) at once."""
+
+    def __init__(self, pool: WorkerPool) -> None:
+        self.pool, self.done = pool, {}
+
+    def __getitem__(self, name: str) -> EvalResult:
+        if name not in self.done:
+            group = [n for n in CASES if (n in QUICK) == (name in QUICK)]
+            jobs = []
+            for n in group:
+                source, design, change = CASES[n]
+                change = change if isinstance(change, dict) else {"LAYOUT": change}
+                jobs.append(
+                    (load_task_source(source, f"conv_case_{n}"), _program(source, design, **change, **SMALL))
+                )
+            self.done.update(zip(group, self.pool.evaluate_many(jobs, CONFIG), strict=True))
+        return self.done[name]
+
+
 @pytest.fixture(scope="module")
-def case_results(pool) -> dict[str, EvalResult]:
-    names = list(CASES)
-    jobs = []
-    for name in names:
-        source, design, change = CASES[name]
-        change = change if isinstance(change, dict) else {"LAYOUT": change}
-        jobs.append(
-            (load_task_source(source, f"conv_case_{name}"), _program(source, design, **change, **SMALL))
-        )
-    return dict(zip(names, pool.evaluate_many(jobs, CONFIG), strict=True))
+def case_results(pool) -> _CaseResults:
+    return _CaseResults(pool)
 
 
-@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize(
+    "name", [n if n in QUICK else pytest.param(n, marks=pytest.mark.slow) for n in CASES]
+)
 def test_case_verifies(case_results, name):
     res = case_results[name]
     assert res.correct, f"{name}: {res.stage} {res.error_kind}: {res.error}"
