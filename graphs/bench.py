@@ -189,6 +189,7 @@ def settings_of(context: dict[str, Any]) -> dict[str, Any]:
         "device",
         "target",
         "memory",
+        "rules",
         "seed",
         "allow_tf32",
         "roofline_stop",

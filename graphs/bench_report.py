@@ -329,13 +329,20 @@ def headline(suite: Suite) -> str:
     return ", ".join(parts)
 
 
+def _memory_setting(s: dict[str, Any]) -> str:
+    """How the bench used memory: off, or where its store was, and whether rules were on."""
+    where = s.get("memory") or "~/.kernelwright"
+    return str(where) if where == "off" else f"{where} (rules {'off' if s.get('rules') is False else 'on'})"
+
+
 def _settings_line(b: dict[str, Any]) -> str:
     s = b.get("settings", {})
     devices = ", ".join(b.get("devices") or []) or "-"
     v = b.get("versions") or {}
     return (
         f"model {s.get('model', '-')}, budget {s.get('budget', '-')} per task, seed {s.get('seed', '-')}, "
-        f"precision {s.get('precision', '-')}, device {devices}, workers {len(b.get('workers') or []) or '-'}, "
+        f"precision {s.get('precision', '-')}, memory {_memory_setting(s)}, device {devices}, "
+        f"workers {len(b.get('workers') or []) or '-'}, "
         f"torch {v.get('torch') or '-'}, triton {v.get('triton') or '-'}"
     )
 

@@ -1,8 +1,8 @@
 """`kernelwright bench PATH...`: optimize every task of one or more folders and report on the suite.
 
     kernelwright bench PATH... [--out DIR] [--gpus all|I,J,...] [--model SPEC] [--base-url URL]
-                       [--budget N] [--device auto|cpu|cuda] [--target NAME] [--memory DIR_OR_URL]
-                       [--allow-tf32] [--seed N]
+                       [--budget N] [--device auto|cpu|cuda] [--target NAME]
+                       [--memory DIR_OR_URL|off|fresh] [--rules on|off] [--allow-tf32] [--seed N]
     kernelwright bench --resume DIR [--gpus all|I,J,...]
 
 PATH is a folder of task files (every *.py not starting with "_"; a KernelBench checkout's level1/ or
@@ -92,7 +92,14 @@ def add_parser(subparsers: Any) -> None:
         "--memory",
         default=None,
         metavar="DIR_OR_URL",
-        help="memory folder or Chroma server URL, shared by the workers (default: ~/.kernelwright)",
+        help="memory folder or Chroma server URL, shared by the workers; off: none; fresh: an empty one "
+        "in the bench folder (default: ~/.kernelwright)",
+    )
+    p.add_argument(
+        "--rules",
+        choices=["on", "off"],
+        default=None,
+        help="inject and learn validity rules (default: on); off: cases only",
     )
     p.add_argument("--allow-tf32", action="store_true", default=None, help="allow TF32 for fp32 matmul/conv")
     p.add_argument("--seed", type=int, default=None, help="search and verification seed (default: 0)")
@@ -175,9 +182,13 @@ def _main(args: argparse.Namespace) -> int:
         raise UsageError(
             f"device {ctx.device}: a bench picks its GPUs with --gpus; give --device cuda or auto"
         )
-    if ctx.memory and "://" not in ctx.memory:  # the workers, and a later --resume, may start elsewhere
-        ctx.memory = str(Path(ctx.memory).expanduser().resolve())
     bench_dir = Path(args.out) if args.out else ctx.default_run_dir("bench", uuid.uuid4().hex)
+    if ctx.memory not in (None, resources.MEMORY_OFF, resources.MEMORY_FRESH) and "://" not in str(
+        ctx.memory
+    ):
+        ctx.memory = str(
+            Path(str(ctx.memory)).expanduser().resolve()
+        )  # workers, --resume may start elsewhere
     check_output_folder(bench_dir, "--out" if args.out else "runs root")
     if (bench_dir / BENCH_FILE).exists():
         raise UsageError(f"{bench_dir} already holds a bench: continue it with {PROG} --resume {bench_dir}")
@@ -186,6 +197,8 @@ def _main(args: argparse.Namespace) -> int:
     slots = plan_slots(args.gpus, ctx.device)
     check_memory_and_model(ctx)
     resources.close_all()
+    if ctx.memory == resources.MEMORY_FRESH:  # one empty store for the whole bench, shared by its workers
+        ctx.memory = str(bench_dir.resolve() / "memory")
     args.bench_dir = bench_dir.resolve()
     create(bench_dir.resolve(), args.paths, tasks, ctx)
     return run_bench(bench_dir.resolve(), slots, console, say)

@@ -1,8 +1,8 @@
 """`kernelwright optimize PATH`: search for a verified, faster Triton kernel for a task (or a folder).
 
     kernelwright optimize PATH [--model SPEC] [--base-url URL] [--budget N] [--device auto|cpu|cuda]
-                          [--memory DIR] [--out DIR] [--workers N] [--resume RUN_DIR] [--allow-tf32]
-                          [--seed N] [--json]
+                          [--memory DIR|URL|off|fresh] [--rules on|off] [--out DIR] [--workers N]
+                          [--resume RUN_DIR] [--allow-tf32] [--seed N] [--json]
 
 PATH is a task file (KernelBench format) or a folder of them (every *.py not starting with "_"). The
 run directory (--out DIR, else <runs root>/<task>-<id>, the runs root being ~/.kernelwright/runs or
@@ -107,7 +107,14 @@ def add_parser(subparsers: Any) -> None:
         "--memory",
         default=None,
         metavar="DIR_OR_URL",
-        help="memory folder or Chroma server URL (default: ~/.kernelwright; $KERNELWRIGHT_MEMORY)",
+        help="memory folder or Chroma server URL; off: none; fresh: an empty one in the run folder "
+        "(default: ~/.kernelwright; $KERNELWRIGHT_MEMORY)",
+    )
+    p.add_argument(
+        "--rules",
+        choices=["on", "off"],
+        default=None,
+        help="inject and learn validity rules (default: on; $KERNELWRIGHT_RULES); off: cases only",
     )
     p.add_argument(
         "--out",
@@ -148,6 +155,7 @@ def context_from_args(args: argparse.Namespace, base: Context | None = None) -> 
         "fanout": args.fanout,
         "allow_tf32": args.allow_tf32,
         "seed": args.seed,
+        "rules": None if getattr(args, "rules", None) is None else args.rules == "on",
     }
     return dataclasses.replace(ctx, **{k: v for k, v in overrides.items() if v is not None})
 
@@ -249,15 +257,16 @@ def check_memory_and_model(ctx: Context, *, model: bool = True) -> None:
     from nodes import resources
     from providers.chat import ProviderError
 
-    try:
-        mem = resources.open_shared_memory(ctx.memory)
-    except MemoryLocationError as exc:
-        raise UsageError(str(exc)) from exc
-    if mem.read_only:
-        raise UsageError(
-            f"memory at {mem.location} is read-only; optimize writes what it learns there: "
-            "give --memory a writable folder"
-        )
+    if ctx.memory not in (resources.MEMORY_OFF, resources.MEMORY_FRESH):  # fresh: made in the run folder
+        try:
+            mem = resources.open_shared_memory(ctx.memory)
+        except MemoryLocationError as exc:
+            raise UsageError(str(exc)) from exc
+        if mem.read_only:
+            raise UsageError(
+                f"memory at {mem.location} is read-only; optimize writes what it learns there: "
+                "give --memory a writable folder"
+            )
     try:
         if model:
             resources.chat_model(ctx)
@@ -305,6 +314,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _main(args: argparse.Namespace, console: Console, say: Any) -> int:
     from graphs.optimize import read_run_file, run_optimize
+    from nodes import resources
     from providers.chat import ProviderUnavailable
     from tasks.errors import TaskError
     from tasks.loader import load_task
@@ -359,6 +369,8 @@ def _main(args: argparse.Namespace, console: Console, say: Any) -> int:
     if not loaded:
         raise UsageError(f"{path}: none of its {len(files)} task files loads")
     check_memory_and_model(ctx)
+    if ctx.memory == resources.MEMORY_FRESH:  # one empty store for the folder's runs, so they learn together
+        ctx = dataclasses.replace(ctx, memory=str(out_root.resolve() / "memory"))
     for f in loaded:
         try:
             res = run_optimize(

@@ -77,7 +77,12 @@ class Context:
     target: str | None = field(default_factory=_env("KERNELWRIGHT_TARGET", None, _opt_str))
     """Hardware profile to write for (e.g. nvidia-h200); None detects it from `device` [KERNELWRIGHT_TARGET]."""
     memory: str | None = field(default_factory=_env("KERNELWRIGHT_MEMORY", None, _opt_str))
-    """Memory location (folder or Chroma server URL); None for ~/.kernelwright [KERNELWRIGHT_MEMORY]."""
+    """Memory location (folder or Chroma server URL); None for ~/.kernelwright; "off" for none (nothing
+    retrieved, nothing learned); "fresh" for an empty store in the run folder (`<run_dir>/memory`; a bench's
+    in its folder), which fills as the run goes [KERNELWRIGHT_MEMORY]."""
+    rules: bool = field(default_factory=_env("KERNELWRIGHT_RULES", True, _flag))
+    """Inject and learn "You cannot ..." rules; off: cases only, no rules read or written
+    [KERNELWRIGHT_RULES]."""
     allow_tf32: bool = field(default_factory=_env("KERNELWRIGHT_ALLOW_TF32", False, _flag))
     """Let fp32 matmul/conv use TF32 and check fp32 at TF32 tolerance [KERNELWRIGHT_ALLOW_TF32]."""
     seed: int = field(default_factory=_env("KERNELWRIGHT_SEED", 0, int))

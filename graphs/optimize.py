@@ -224,7 +224,8 @@ def run_optimize(
         )
         rd = Path(run_dir or ctx.run_dir or ctx.default_run_dir(default_name, thread_id))
         # memory and model first: a run that cannot start leaves no half-made run directory behind
-        check_memory_writable(resources.open_shared_memory(ctx.memory))
+        if ctx.memory not in (resources.MEMORY_OFF, resources.MEMORY_FRESH):  # fresh: made in the run folder
+            check_memory_writable(resources.open_shared_memory(ctx.memory))
         resources.chat_model(ctx)
         rd.mkdir(parents=True, exist_ok=True)
         ctx = dataclasses.replace(ctx, run_dir=str(rd.resolve()))

@@ -36,7 +36,7 @@ def context(branch: Branch, runtime: Runtime[Context]) -> Command[Literal["coder
     branch = Branch.model_validate(branch)
     ctx = runtime.context
     job = branch.job
-    memory = resources.open_shared_memory(ctx.memory)
+    memory = resources.run_memory(ctx, branch.run.run_dir)
     bundle = build_context(
         branch.task,
         job.action,
@@ -53,6 +53,7 @@ def context(branch: Branch, runtime: Runtime[Context]) -> Command[Literal["coder
         budget=ctx.context_tokens,
         exclude_case_ids=[job.parent_case_id] if job.parent_case_id else [],
         precision=ctx.precision,
+        rules=ctx.rules,
     )
     prompt = Prompt(system=SYSTEM_PROMPT, user=bundle.prompt)
     return Command(

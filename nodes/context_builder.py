@@ -331,6 +331,7 @@ def build_context(
     exclude_case_ids: Iterable[str] = (),
     counter: Callable[[str], int] | None = None,
     precision: str | None = None,
+    rules: bool = True,
 ) -> ContextBundle:
     """Build the coder's context for one step; see the module docstring.
 
@@ -338,7 +339,7 @@ def build_context(
     facts; `hardware` overrides its name for memory lookups. `versions` (toolchain) selects the rules
     that apply. `memory` None builds from the hot tier, designs and docs only. `precision` ("strict",
     "tf32" or "reduced": graphs.context.Context.precision) adds a `precision:` line to <target> saying
-    which fp32 dot/conv precisions a kernel may use.
+    which fp32 dot/conv precisions a kernel may use. `rules` False leaves the rule book out (cases stay).
     """
     if request_kind not in REQUEST_KINDS:
         raise ValueError(f"unknown request kind {request_kind!r}; known: {', '.join(REQUEST_KINDS)}")
@@ -409,14 +410,18 @@ def build_context(
     query = task.signature.key()
     fb_head = (feedback or "")[-400:]
     if memory is not None:
-        rules = memory.rules.relevant(
-            f"{query} || {error_kind or ''} || {fb_head}",
-            op_families=fams,
-            hardware=hw,
-            versions=versions,
-            k=caps.max_rules,
+        relevant = (
+            memory.rules.relevant(
+                f"{query} || {error_kind or ''} || {fb_head}",
+                op_families=fams,
+                hardware=hw,
+                versions=versions,
+                k=caps.max_rules,
+            )
+            if rules
+            else []
         )
-        for rr in rules:
+        for rr in relevant:
             cands.append(
                 _Candidate(
                     kind="rule",

@@ -173,7 +173,11 @@ def reflect_to_memory(
             reflection = Reflection(note=f"nothing learned: {why}")
             _journal_append(run.run_dir, run.run_id, job.node_id, reflection)
             return reflection, CostLedger()
-    memory = resources.open_shared_memory(ctx.memory)
+    memory = resources.run_memory(ctx, run.run_dir)
+    if memory is None:
+        reflection = Reflection(note="nothing learned: memory is off for this run")
+        _journal_append(run.run_dir, run.run_id, job.node_id, reflection)
+        return reflection, CostLedger()
     cid = case_id_for(run.run_id, job.node_id)
     rule_ids_in_context = branch.context.rule_ids if branch.context else []
     code = branch.candidate.code
@@ -206,9 +210,9 @@ def reflect_to_memory(
         case_id=cid,
         run_id=run.run_id,
     )
-    reflection = Reflection(case_id=cid)
+    reflection = Reflection(case_id=cid, note="" if ctx.rules else "no rule: rules are off for this run")
     cost = CostLedger()
-    if status != "correct":
+    if status != "correct" and ctx.rules:
         text: str | None = None
         note = ""
         source: Literal["llm", "signature"] = "signature"

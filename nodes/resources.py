@@ -57,6 +57,28 @@ def open_shared_memory(location: str | Path | None) -> Memory:
         return mem
 
 
+MEMORY_OFF = "off"
+"""`--memory off`: the run reads no rules or cases and writes none."""
+MEMORY_FRESH = "fresh"
+"""`--memory fresh`: an empty store in the run's folder, filled as the run goes."""
+
+
+def memory_location(memory: str | None, run_dir: str | Path | None) -> str | None:
+    """The store a run uses: `memory` as given (None: the default), MEMORY_OFF kept as is, MEMORY_FRESH as
+    `<run_dir>/memory`. A folder literally named off or fresh is given as ./off or ./fresh."""
+    if memory == MEMORY_FRESH:
+        if not run_dir:
+            raise ValueError("memory 'fresh' needs a run folder to put the store in")
+        return str(Path(run_dir) / "memory")
+    return memory
+
+
+def run_memory(context: Any, run_dir: str | Path | None) -> Memory | None:
+    """The shared Memory a run reads and writes, or None when its memory is off."""
+    location = memory_location(context.memory, run_dir)
+    return None if location == MEMORY_OFF else open_shared_memory(location)
+
+
 def chat_model(context: Any) -> BaseChatModel:
     """The chat model a Context asks for: its `chat_model` if given, else load_chat_model(model, ...)."""
     given = getattr(context, "chat_model", None)
@@ -102,17 +124,23 @@ def close_pools() -> None:
             pass
 
 
-def close_all() -> None:
-    """Shut down worker pools and drop cached memories and models."""
-    close_pools()
+def close_memories() -> None:
+    """Close and drop the cached memories (the pools stay up)."""
     with _lock:
         mems = list(_memories.values())
         _memories.clear()
-        _models.clear()
     for mem in mems:
         close = getattr(mem, "close", None)
         if callable(close):
             close()
+
+
+def close_all() -> None:
+    """Shut down worker pools and drop cached memories and models."""
+    close_pools()
+    close_memories()
+    with _lock:
+        _models.clear()
 
 
 atexit.register(close_pools)
