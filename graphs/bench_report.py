@@ -106,6 +106,8 @@ class TaskRow(BaseModel):
     design: str = ""
     """The best kernel's `# kernelwright:` line (family, design, config), or its Triton kernels' names."""
     evaluations: int = 0
+    evaluations_to_best: int | None = None
+    """The best kernel's place among the task's candidates, in the order they were made (1: the first)."""
     llm_calls: int = 0
     wall_s: float = 0.0
     """Seconds the task's search ran (summed over the processes that ran it)."""
@@ -171,6 +173,8 @@ class Aggregate(BaseModel):
     mean_fraction_of_floor: Figure = Field(default_factory=Figure)
     fast_p: FastP = Field(default_factory=FastP)
     evaluations: int = 0
+    evaluations_to_best: int = 0
+    """Summed over the tasks with a correct kernel: how many candidates each took to reach its best."""
     wall_s: float = 0.0
     gpu_s: float = 0.0
 
@@ -233,6 +237,7 @@ def aggregate(name: str, rows: Sequence[TaskRow]) -> Aggregate:
             tasks=len(done),
         ),
         evaluations=sum(r.evaluations for r in done),
+        evaluations_to_best=sum(r.evaluations_to_best or 0 for r in correct),
         wall_s=sum(r.wall_s for r in done),
         gpu_s=sum(r.gpu_s for r in done),
     )
@@ -367,7 +372,7 @@ def markdown(suite: Suite) -> str:
         lines += ["", f"Partial: continue with `kernelwright bench --resume {b.get('out', 'DIR')}`."]
     head = (
         "| group | finished | correct | failed | geomean vs eager | geomean vs compile | fast_0 / fast_1 / "
-        "fast_2 vs eager | fast_0 / fast_1 / fast_2 vs compile | % floor (mean) | evals | wall | GPU |"
+        "fast_2 vs eager | fast_0 / fast_1 / fast_2 vs compile | % floor (mean) | evals (to best) | wall | GPU |"
     )
     sep = "|---|---|---|---|---|---|---|---|---|---|---|---|"
 
@@ -376,7 +381,7 @@ def markdown(suite: Suite) -> str:
             f"| {a.name} | {a.tasks}/{a.total} | {a.correct} ({_pct(a.correct_share)}) | {a.failed} | "
             f"{_fig(a.geomean_vs_eager)} | {_fig(a.geomean_vs_compile)} | {' / '.join(_fast_cells(a, 'eager'))} | "
             f"{' / '.join(_fast_cells(a, 'compile'))} | {_fig(a.mean_fraction_of_floor, '.0%', '')} | "
-            f"{a.evaluations} | {duration(a.wall_s)} | {duration(a.gpu_s)} |"
+            f"{a.evaluations} ({a.evaluations_to_best}) | {duration(a.wall_s)} | {duration(a.gpu_s)} |"
         )
 
     lines += ["", "## Overall and per folder", "", head, sep, agg_line(suite.overall)]
@@ -396,7 +401,8 @@ def markdown(suite: Suite) -> str:
         "",
         "## Tasks",
         "",
-        "| task | family | status | vs eager | vs compile | % floor | design | evals | wall s | GPU s | verdict |",
+        "| task | family | status | vs eager | vs compile | % floor | design | evals (to best) | wall s | GPU s "
+        "| verdict |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in suite.tasks:
@@ -404,7 +410,7 @@ def markdown(suite: Suite) -> str:
         lines.append(
             f"| {r.id} | {r.family} | {STATUS_TEXT[r.status]} | {_x(r.speedup_vs_eager)} | "
             f"{_x(r.speedup_vs_compile)} | {_pct(r.fraction_of_floor)} | {r.design.replace('|', '/') or '-'} | "
-            f"{r.evaluations} | {r.wall_s:.0f} | {r.gpu_s:.0f} | {verdict} |"
+            f"{r.evaluations} ({r.evaluations_to_best or '-'}) | {r.wall_s:.0f} | {r.gpu_s:.0f} | {verdict} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -557,7 +563,7 @@ def _agg_table(aggs: Sequence[Aggregate], first: str) -> str:
     head = (
         f"<tr><th>{first}</th><th>finished</th><th>correct</th><th>failed</th><th>geomean vs eager</th>"
         "<th>geomean vs compile</th><th>fast_0 / 1 / 2 vs eager</th><th>fast_0 / 1 / 2 vs compile</th>"
-        "<th>% floor (mean)</th><th>evals</th><th>wall</th><th>GPU</th></tr>"
+        "<th>% floor (mean)</th><th>evals (to best)</th><th>wall</th><th>GPU</th></tr>"
     )
     rows = []
     for a in aggs:
@@ -567,7 +573,8 @@ def _agg_table(aggs: Sequence[Aggregate], first: str) -> str:
             f"<td class=num>{_fig(a.geomean_vs_eager)}</td><td class=num>{_fig(a.geomean_vs_compile)}</td>"
             f"<td class=num>{' / '.join(_fast_cells(a, 'eager'))}</td>"
             f"<td class=num>{' / '.join(_fast_cells(a, 'compile'))}</td>"
-            f"<td class=num>{_fig(a.mean_fraction_of_floor, '.0%', '')}</td><td class=num>{a.evaluations}</td>"
+            f"<td class=num>{_fig(a.mean_fraction_of_floor, '.0%', '')}</td>"
+            f"<td class=num>{a.evaluations} ({a.evaluations_to_best})</td>"
             f"<td class=num>{duration(a.wall_s)}</td><td class=num>{duration(a.gpu_s)}</td></tr>"
         )
     return f"<table>{head}{''.join(rows)}</table>"
@@ -576,7 +583,7 @@ def _agg_table(aggs: Sequence[Aggregate], first: str) -> str:
 def _task_table(rows: Sequence[TaskRow]) -> str:
     head = (
         "<tr><th>task</th><th>family</th><th>status</th><th>vs eager</th><th>vs compile</th><th>% floor</th>"
-        "<th>design</th><th>evals</th><th>wall s</th><th>GPU s</th><th>worker</th><th>verdict</th></tr>"
+        "<th>design</th><th>evals (to best)</th><th>wall s</th><th>GPU s</th><th>worker</th><th>verdict</th></tr>"
     )
     out = []
     for r in rows:
@@ -588,7 +595,8 @@ def _task_table(rows: Sequence[TaskRow]) -> str:
             f"<td class='st-{r.status}'>{STATUS_TEXT[r.status]}</td>"
             f"<td class=num>{_x(r.speedup_vs_eager)}</td><td class=num>{_x(r.speedup_vs_compile)}</td>"
             f"<td class=num>{_pct(r.fraction_of_floor)}</td><td><code>{escape(r.design or '-')}</code></td>"
-            f"<td class=num>{r.evaluations}</td><td class=num>{r.wall_s:.0f}</td><td class=num>{r.gpu_s:.0f}</td>"
+            f"<td class=num>{r.evaluations} ({r.evaluations_to_best or '-'})</td><td class=num>{r.wall_s:.0f}</td>"
+            f"<td class=num>{r.gpu_s:.0f}</td>"
             f"<td>{escape(r.worker or '-')}</td><td>{escape(r.verdict or r.error)}</td></tr>"
         )
     return f"<table id='tasks'>{head}{''.join(out)}</table>"

@@ -57,6 +57,29 @@ def design_of(code: str | None) -> str:
     return "kernels: " + ",".join(names) if names else ""
 
 
+def _load_error(row: TaskRow, exc: Exception) -> TaskRow:
+    """The row of a task that did not load (before its run, or when its run could not read it)."""
+    return row.model_copy(
+        update={
+            "status": "load_error",
+            "error": str(exc),
+            "verdict": f"the task did not load: {exc}",
+            "finished_at": utc_now(),
+        }
+    )
+
+
+def evaluations_to_best(search: dict[str, Any]) -> int | None:
+    """The best node's place among the search's candidates in the order they were made (n1, n2, ...)."""
+    best = search.get("best")
+    nodes = search.get("nodes_detail")
+    if not isinstance(best, str) or not isinstance(nodes, list):
+        return None
+    made = sorted((n["id"] for n in nodes if isinstance(n, dict) and n.get("action") and isinstance(n.get("id"), str)),
+                  key=lambda i: int(i[1:]) if i[1:].isdigit() else 0)  # fmt: skip
+    return made.index(best) + 1 if best in made else None
+
+
 def _resumable(run_dir: Path) -> bool:
     """The run directory holds a run that reached its first checkpoint (else it starts afresh)."""
     from graphs.optimize import RUN_FILE, open_checkpointer, read_run_file
@@ -92,14 +115,7 @@ def run_task(t: BenchTask, bench_dir: Path, ctx: Any, label: str, device_name: s
     try:
         task = load_task(t.path)
     except TaskError as exc:
-        return base.model_copy(
-            update={
-                "status": "load_error",
-                "error": str(exc),
-                "verdict": f"the task did not load: {exc}",
-                "finished_at": utc_now(),
-            }
-        )
+        return _load_error(base, exc)
     families = list(task.signature.op_families)
     base = base.model_copy(update={"families": families, "family": primary_family(families)})
     run_dir = t.run_dir(bench_dir)
@@ -127,14 +143,7 @@ def run_task(t: BenchTask, bench_dir: Path, ctx: Any, label: str, device_name: s
     except ProviderUnavailable:
         raise
     except TaskError as exc:
-        return base.model_copy(
-            update={
-                "status": "load_error",
-                "error": str(exc),
-                "verdict": f"the task did not load: {exc}",
-                "finished_at": utc_now(),
-            }
-        )
+        return _load_error(base, exc)
     except Exception as exc:  # one task must not end the bench: its error is its row, retried by --resume
         traceback.print_exc()
         first = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
@@ -170,6 +179,7 @@ def run_task(t: BenchTask, bench_dir: Path, ctx: Any, label: str, device_name: s
             "precision": res.precision,
             "design": design_of(best.code) if best else "",
             "evaluations": res.cost.evaluations,
+            "evaluations_to_best": evaluations_to_best(res.search),
             "llm_calls": res.cost.llm_calls,
             "wall_s": round(res.cost.wall_s, 2),
             "gpu_s": round(res.cost.gpu_s, 2),

@@ -233,6 +233,21 @@ def _context_tables(attempts: list[Attempt]) -> str:
     )
 
 
+def versus_parent(a: Attempt, attempts: list[Attempt]) -> str:
+    """A correct, timed attempt's speedup over its parent's ("1.20x, beat it"); the root is eager PyTorch."""
+    mine = a.timing.speedup_vs_eager if a.status == "correct" else None
+    if mine is None:
+        return "-"
+    parent = next((p for p in attempts if p.node_id == a.parent), None)
+    theirs = (
+        1.0 if parent is None else (parent.timing.speedup_vs_eager if parent.status == "correct" else None)
+    )
+    if not theirs:
+        return "parent had no speedup"
+    ratio = mine / theirs
+    return f"{ratio:.2f}x, {'beat it' if ratio > 1.0 else 'did not beat it'}"
+
+
 def render_report(result: OptimizeResult, attempts: list[Attempt]) -> str:
     c = result.cost
     klass = (
@@ -243,6 +258,8 @@ def render_report(result: OptimizeResult, attempts: list[Attempt]) -> str:
     rows = []
     for a in sorted(attempts, key=lambda a: a.seq):
         first = (a.feedback or "").splitlines()[0] if a.feedback else ""
+        in_context = ", ".join(f"{i.kind} {i.id}" for i in (a.context.injected if a.context else [])
+                               if i.kind in ("rule", "case")) or "-"  # fmt: skip
         cand = a.candidate
         header = (
             f"<code>{escape(cand.meta)}</code>"
@@ -255,13 +272,14 @@ def render_report(result: OptimizeResult, attempts: list[Attempt]) -> str:
         rows.append(
             f"<tr><td>{escape(a.node_id)}</td><td>{escape(a.parent)}</td><td>{escape(a.action)}</td>"
             f"<td style='color:{STATUS_COLOR.get(a.status, '#000')}'>{escape(a.status)}</td>"
-            f"<td>{_fmt(a.timing.speedup_vs_eager, '.3f')}</td><td>{a.reward:.3f}</td>"
-            f"<td>{header}</td>"
+            f"<td>{_fmt(a.timing.speedup_vs_eager, '.3f')}</td><td>{escape(versus_parent(a, attempts))}</td>"
+            f"<td>{a.reward:.3f}</td><td>{header}</td>"
             f"<td><pre>{escape(first[:240])}</pre>{_details('full feedback', a.feedback or '')}"
             f"{_details('model answer', answer)}"
             f"{_details('program taken from the answer', cand.code or '(none: ' + (cand.error or 'no program') + ')')}</td>"
             f"<td>{escape('; '.join(a.reflection.rule_texts))}"
-            f"{'<br><span class=muted>' + escape(a.reflection.note) + '</span>' if a.reflection.note else ''}</td></tr>"
+            f"{'<br><span class=muted>' + escape(a.reflection.note) + '</span>' if a.reflection.note else ''}</td>"
+            f"<td>{escape(in_context)}</td></tr>"
         )
     kernel = Path(result.run_dir) / "kernel.py"
     kernel_link = (
@@ -289,8 +307,8 @@ def render_report(result: OptimizeResult, attempts: list[Attempt]) -> str:
 <h2>Search tree</h2>{tree_svg(result)}
 <h2>Speedup over attempts</h2>{progress_svg(result, attempts)}
 <h2>Attempts</h2>
-<table><tr><th>node</th><th>parent</th><th>action</th><th>status</th><th>speedup</th><th>reward</th><th>kernel</th>
-<th>feedback</th><th>rule learned</th></tr>{"".join(rows)}</table>
+<table><tr><th>node</th><th>parent</th><th>action</th><th>status</th><th>speedup</th><th>vs parent</th><th>reward</th>
+<th>kernel</th><th>feedback</th><th>rule learned</th><th>rules and cases in its prompt</th></tr>{"".join(rows)}</table>
 <h2>Rules and cases in context</h2>{_context_tables(attempts)}
 <h2>Rules learned in this run</h2><ul>{learned}</ul>
 </body></html>

@@ -243,3 +243,17 @@ def test_json_and_markdown_hold_the_same_numbers(tmp_path):
         "| overall | 4/5 | 2 (50%) | 1 | 1.00x (n=2) | 1.50x (n=1) | 50% / 25% / 0% | 25% / 25% / 0% |" in md
     )
     assert "| level2/d | conv | harness error |" in md
+
+
+def test_evaluations_to_best_is_the_best_candidates_place_and_sums_over_correct_tasks():
+    from graphs.bench_report import aggregate
+    from graphs.bench_worker import evaluations_to_best
+
+    nodes = [{"id": "n0", "action": None}] + [{"id": f"n{i}", "action": "small_step"} for i in (1, 2, 10, 3)]
+    assert evaluations_to_best({"best": "n3", "nodes_detail": nodes}) == 3  # made n1, n2, n3, n10
+    assert evaluations_to_best({"best": "n10", "nodes_detail": nodes}) == 4
+    assert evaluations_to_best({"best": None, "nodes_detail": nodes}) is None
+    rows = [row("s/a", "correct", evaluations=5, evaluations_to_best=2),
+            row("s/b", "correct", evaluations=4, evaluations_to_best=4),
+            row("s/c", "incorrect", evaluations=6)]  # fmt: skip
+    assert aggregate("s", rows).evaluations_to_best == 6
