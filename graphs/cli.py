@@ -13,7 +13,7 @@ import importlib
 import sys
 from typing import NoReturn
 
-SUBCOMMANDS = ("optimize", "bench", "eval", "show", "memory")
+SUBCOMMANDS = ("optimize", "bench", "eval", "show", "memory", "tasks")
 
 
 def version() -> str:

@@ -1,0 +1,196 @@
+"""Tasks no one wrote by hand: seeded, random but valid chains of the operators kernelwright supports.
+
+`generate_tasks(count, seed)` returns `GeneratedTask`s, each a KernelBench-format source (Model,
+get_inputs, get_init_inputs) with `get_small_inputs` / `get_small_init_inputs` for the CPU interpreter.
+A chain is one head (a Linear layer, a matmul or batched matmul of two inputs, or a same-padded Conv2d),
+one to three pointwise ops, and an optional tail (a reduction, softmax, log-softmax, logsumexp or layer
+norm over the last dim; over channels after a convolution). Sizes are drawn per task from GPU-sized
+menus and small CPU ones; matmul heads are fp16 about a third of the time, everything else fp32.
+
+The same (count, seed) gives the same files byte for byte, and task i does not depend on `count`: these
+are the unseen tasks the learning measurements use (`kernelwright tasks generate`).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+HEADS = ("linear", "matmul", "bmm", "conv2d")
+
+POINTWISE: dict[str, str] = {
+    "relu": "torch.relu(x)",
+    "gelu": "F.gelu(x)",
+    "silu": "F.silu(x)",
+    "sigmoid": "torch.sigmoid(x)",
+    "tanh": "torch.tanh(x)",
+    "leaky_relu": "F.leaky_relu(x, negative_slope={slope})",
+    "hardswish": "F.hardswish(x)",
+    "scale": "x * {scale}",
+    "shift": "x + {shift}",
+    "clamp": "torch.clamp(x, min=-{bound}, max={bound})",
+}
+
+TAILS: dict[str, str] = {
+    "none": "",
+    "sum": "torch.sum(x, dim={dim}, keepdim=True)",
+    "mean": "torch.mean(x, dim={dim}, keepdim=True)",
+    "amax": "torch.amax(x, dim={dim}, keepdim=True)",
+    "softmax": "torch.softmax(x, dim={dim})",
+    "log_softmax": "torch.log_softmax(x, dim={dim})",
+    "logsumexp": "torch.logsumexp(x, dim={dim}, keepdim=True)",
+    "layer_norm": "F.layer_norm(x, (x.shape[-1],))",
+}
+
+_ROWS = (1024, 2048, 4096, 8192)
+_FEATURES = (512, 768, 1024, 2048, 4096)
+_SMALL_ROWS = (5, 7, 9)
+_SMALL_FEATURES = (37, 64, 96, 129)
+
+
+@dataclass(frozen=True)
+class GeneratedTask:
+    name: str
+    """File stem: <index>_<head>_<ops>_<tail>."""
+    source: str
+    chain: tuple[str, ...]
+    """head, pointwise ops, tail, in order."""
+
+
+def _rng(seed: int, index: int) -> random.Random:
+    return random.Random(f"kernelwright-tasks:{seed}:{index}")
+
+
+def _op(rng: random.Random, name: str) -> str:
+    return POINTWISE[name].format(
+        slope=rng.choice((0.01, 0.1, 0.2)),
+        scale=rng.choice((0.5, 1.5, 2.0, -0.75)),
+        shift=rng.choice((0.25, -0.5, 1.0)),
+        bound=rng.choice((0.5, 1.0, 3.0)),
+    )
+
+
+def generate_task(seed: int, index: int) -> GeneratedTask:
+    """Task `index` of the set drawn with `seed`."""
+    rng = _rng(seed, index)
+    head = rng.choice(HEADS)
+    ops = rng.sample(sorted(POINTWISE), rng.randint(1, 3))
+    tail = rng.choice(sorted(TAILS))
+    if head == "conv2d" and tail == "layer_norm":
+        tail = "softmax"  # a layer norm over the image width only: not a chain anyone writes
+    dtype = "float16" if head in ("matmul", "bmm") and rng.random() < 1 / 3 else "float32"
+    dim = 1 if head == "conv2d" else -1
+    body = [f"        x = {_op(rng, op)}" for op in ops]
+    if TAILS[tail]:
+        body.append(f"        x = {TAILS[tail].format(dim=dim)}")
+    chain = (head, *ops, tail)
+    name = f"{index:02d}_{'_'.join(c for c in chain if c != 'none')}"
+    describe = " -> ".join(c for c in chain if c != "none")
+    init_args, init_body, first, consts, inputs, small_inputs, init_list, small_init = _head(rng, head, dtype)
+    source = f'''import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    """Generated task (seed {seed}, #{index}): {describe}, {dtype}."""
+
+    def __init__(self{init_args}):
+        super().__init__()
+{init_body}
+    def forward(self, {first}
+{chr(10).join(body)}
+        return x
+
+
+{consts}
+
+
+def get_inputs():
+    return [{inputs}]
+
+
+def get_init_inputs():
+    return [{init_list}]
+
+
+def get_small_inputs():
+    return [{small_inputs}]
+
+
+def get_small_init_inputs():
+    return [{small_init}]
+'''
+    return GeneratedTask(name=name, source=source, chain=chain)
+
+
+def _head(rng: random.Random, head: str, dtype: str) -> tuple[str, str, str, str, str, str, str, str]:
+    """(init signature, init body, forward arguments + head line, size constants, inputs, small inputs,
+    init inputs, small init inputs) for one head."""
+    rows, feats = rng.choice(_ROWS), rng.choice(_FEATURES)
+    out = rng.choice(_FEATURES)
+    srows, sfeats, sout = rng.choice(_SMALL_ROWS), rng.choice(_SMALL_FEATURES), rng.choice(_SMALL_FEATURES)
+    dt = f", dtype=torch.{dtype}"
+    if head == "linear":
+        bias = rng.random() < 0.7
+        return (
+            ", in_features: int, out_features: int",
+            f"        self.linear = nn.Linear(in_features, out_features, bias={bias})\n",
+            "x: torch.Tensor) -> torch.Tensor:\n        x = self.linear(x)",
+            f"batch_size = {rows}\nin_features = {feats}\nout_features = {out}\n\n"
+            f"small_batch_size = {srows}\nsmall_in_features = {sfeats}\nsmall_out_features = {sout}",
+            "torch.randn(batch_size, in_features)",
+            "torch.randn(small_batch_size, small_in_features)",
+            "in_features, out_features",
+            "small_in_features, small_out_features",
+        )
+    if head == "matmul":
+        return (
+            "",
+            "        pass\n",
+            "a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:\n        x = a @ b",
+            f"M = {rows}\nK = {feats}\nN = {out}\n\nsmall_M = {srows}\nsmall_K = {sfeats}\nsmall_N = {sout}",
+            f"torch.randn(M, K{dt}), torch.randn(K, N{dt})",
+            f"torch.randn(small_M, small_K{dt}), torch.randn(small_K, small_N{dt})",
+            "",
+            "",
+        )
+    if head == "bmm":
+        batch, sbatch = rng.choice((4, 8, 16)), rng.choice((2, 3))
+        return (
+            "",
+            "        pass\n",
+            "a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:\n        x = torch.bmm(a, b)",
+            f"batch = {batch}\nM = {rows // 4}\nK = {feats // 2}\nN = {out // 2}\n\n"
+            f"small_batch = {sbatch}\nsmall_M = {srows}\nsmall_K = {sfeats}\nsmall_N = {sout}",
+            f"torch.randn(batch, M, K{dt}), torch.randn(batch, K, N{dt})",
+            f"torch.randn(small_batch, small_M, small_K{dt}), torch.randn(small_batch, small_K, small_N{dt})",
+            "",
+            "",
+        )
+    # conv2d: same padding, odd kernel
+    k = rng.choice((1, 3, 5))
+    cin, cout = rng.choice((16, 32, 64)), rng.choice((32, 64, 128))
+    side, sside = rng.choice((32, 64, 128)), rng.choice((6, 9, 11))
+    scin, scout = rng.choice((3, 4)), rng.choice((5, 8))
+    bias = rng.random() < 0.7
+    return (
+        ", in_channels: int, out_channels: int, kernel_size: int",
+        "        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size, padding=kernel_size // 2, "
+        f"bias={bias})\n",
+        "x: torch.Tensor) -> torch.Tensor:\n        x = self.conv(x)",
+        f"batch_size = {rng.choice((8, 16, 32))}\nin_channels = {cin}\nout_channels = {cout}\nkernel_size = {k}\n"
+        f"height = width = {side}\n\nsmall_batch_size = 2\nsmall_in_channels = {scin}\n"
+        f"small_out_channels = {scout}\nsmall_height = small_width = {sside}",
+        "torch.randn(batch_size, in_channels, height, width)",
+        "torch.randn(small_batch_size, small_in_channels, small_height, small_width)",
+        "in_channels, out_channels, kernel_size",
+        "small_in_channels, small_out_channels, kernel_size",
+    )
+
+
+def generate_tasks(count: int, seed: int = 0) -> list[GeneratedTask]:
+    """`count` tasks drawn with `seed` (task i is the same whatever `count` is)."""
+    if count < 1:
+        raise ValueError(f"count must be at least 1, got {count}")
+    return [generate_task(seed, i) for i in range(1, count + 1)]
