@@ -28,7 +28,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from graphs.cli_optimize import UsageError, _int_at_least
+from graphs.cli_optimize import UsageError, _int_at_least, add_rules_argument
 
 PROG = "kernelwright bench"
 SETTING_FLAGS = ("model", "base_url", "budget", "device", "target", "memory", "allow_tf32", "seed")
@@ -95,12 +95,7 @@ def add_parser(subparsers: Any) -> None:
         help="memory folder or Chroma server URL, shared by the workers; off: none; fresh: an empty one "
         "in the bench folder (default: ~/.kernelwright)",
     )
-    p.add_argument(
-        "--rules",
-        choices=["on", "off"],
-        default=None,
-        help="inject and learn validity rules (default: on); off: cases only",
-    )
+    add_rules_argument(p)
     p.add_argument("--allow-tf32", action="store_true", default=None, help="allow TF32 for fp32 matmul/conv")
     p.add_argument("--seed", type=int, default=None, help="search and verification seed (default: 0)")
     p.set_defaults(func=main, workers=None, fanout=None)  # one evaluation worker per GPU: timings stay clean

@@ -110,12 +110,7 @@ def add_parser(subparsers: Any) -> None:
         help="memory folder or Chroma server URL; off: none; fresh: an empty one in the run folder "
         "(default: ~/.kernelwright; $KERNELWRIGHT_MEMORY)",
     )
-    p.add_argument(
-        "--rules",
-        choices=["on", "off"],
-        default=None,
-        help="inject and learn validity rules (default: on; $KERNELWRIGHT_RULES); off: cases only",
-    )
+    add_rules_argument(p)
     p.add_argument(
         "--out",
         default=None,
@@ -137,6 +132,16 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--seed", type=int, default=None, help="search and verification seed (default: 0)")
     p.add_argument("--json", action="store_true", help="print the result(s) as JSON on stdout")
     p.set_defaults(func=main, path_is_dir=False)
+
+
+def add_rules_argument(p: argparse.ArgumentParser) -> None:
+    """`--rules on|off`, the same for optimize and bench (read by context_from_args)."""
+    p.add_argument(
+        "--rules",
+        choices=["on", "off"],
+        default=None,
+        help="inject and learn validity rules (default: on; $KERNELWRIGHT_RULES); off: cases only",
+    )
 
 
 def context_from_args(args: argparse.Namespace, base: Context | None = None) -> Context:
