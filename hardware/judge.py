@@ -843,6 +843,12 @@ class Judge:
             )
             raise _Unverifiable(task.unfit)
 
+    def _release_samples(self, ref: _Reference) -> None:
+        """A large task's samples (inputs and expected outputs) dropped, and the memory given back to the GPU
+        at once: the next tensors may be of other sizes, which the allocator's cached blocks would not fit."""
+        ref.samples.clear()
+        self.torch.cuda.empty_cache()
+
     def _drop(self, task: _TaskState) -> None:
         """Free a task's device state (references, samples, lent buffers)."""
         for ref in task.refs.values():
@@ -891,8 +897,7 @@ class Judge:
         t32 = 0.0
         if sample is None:
             if ref.lean:  # one trial's tensors at a time
-                ref.samples.clear()
-                self.torch.cuda.empty_cache() if self.device == "cuda" else None
+                self._release_samples(ref)
             inputs = self._inputs(ref, seed)
             # A large task runs the reference on the inputs themselves and draws them again if it wrote them.
             args = inputs if ref.lean else _clone(inputs)
@@ -1487,9 +1492,8 @@ class Judge:
 
         args_r = _clone(sample.inputs) if sample.inputs_after is not None else sample.inputs
         if ref.lean:  # a large task: the reference's output is not needed while timing; free it first
-            ref.samples.clear()
             del sample
-            self.torch.cuda.empty_cache()  # and give back what verification left cached
+            self._release_samples(ref)
         ref.restore(mode)
         est_c = max(float(sorted(cand(5, 3))[2]), 1e-3)
         est_e = max(float(sorted(self._time_eager(ref, args_r, 5, 3))[2]), 1e-3)
@@ -1542,12 +1546,10 @@ class Judge:
             t0 = time.perf_counter()
             ref.restore(mode)
             inputs = other.inputs
-            if (
-                ref.lean
-            ):  # the compiled reference needs inputs only: its output takes the expected one's place
-                ref.samples.clear()
+            # The compiled reference needs inputs only: a large task's expected output makes room for its own.
+            if ref.lean:
                 del other, out
-                self.torch.cuda.empty_cache()
+                self._release_samples(ref)
             res.compile_ms = self._compile_baseline(task, ref, inputs, cfg)
             ref.restore("train")
             self._phases["torch.compile baseline"] = time.perf_counter() - t0
