@@ -44,7 +44,15 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from graphs.bench_report import FINAL_STATUSES, TaskRow, build_suite, duration, headline, write_suite
+from graphs.bench_report import (
+    FINAL_STATUSES,
+    TaskRow,
+    build_suite,
+    duration,
+    headline,
+    write_suite,
+    write_text_atomic,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -150,9 +158,7 @@ def read_bench_file(bench_dir: Path) -> BenchFile:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(data, indent=2) + "\n")
 
 
 def read_ledger(bench_dir: Path) -> dict[str, TaskRow]:

@@ -649,7 +649,8 @@ number here, the whole fast_p grid and every candidate tried.</p>
 """
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_text_atomic(path: Path, text: str) -> None:
+    """Replace `path` whole: written beside it, then renamed over it (a crash leaves the old file)."""
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
@@ -659,7 +660,7 @@ def write_suite(suite: Suite, out_dir: str | Path) -> list[Path]:
     """suite.json, suite.md and suite.html in `out_dir`, each replaced whole (never half-written)."""
     out = Path(out_dir)
     paths = [out / SUITE_JSON, out / SUITE_MD, out / SUITE_HTML]
-    _write_atomic(paths[0], json.dumps(suite.model_dump(mode="json"), indent=2) + "\n")
-    _write_atomic(paths[1], markdown(suite))
-    _write_atomic(paths[2], render_html(suite))
+    write_text_atomic(paths[0], json.dumps(suite.model_dump(mode="json"), indent=2) + "\n")
+    write_text_atomic(paths[1], markdown(suite))
+    write_text_atomic(paths[2], render_html(suite))
     return paths
