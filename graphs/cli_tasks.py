@@ -37,7 +37,12 @@ def add_parser(subparsers: Any) -> None:
     g.add_argument("--count", type=int, default=30, help="how many tasks (default: 30)")
     g.add_argument("--seed", type=int, default=0, help="seed of the draw (default: 0)")
     g.set_defaults(func=generate)
-    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+    def no_action(args: argparse.Namespace) -> int:
+        p.print_help()
+        return 2
+
+    p.set_defaults(func=no_action)
 
 
 def generate(args: argparse.Namespace) -> int:

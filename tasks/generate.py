@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import NamedTuple
 
 HEADS = ("linear", "matmul", "bmm", "conv2d")
 
@@ -86,7 +87,7 @@ def generate_task(seed: int, index: int) -> GeneratedTask:
     chain = (head, *ops, tail)
     name = f"{index:02d}_{'_'.join(c for c in chain if c != 'none')}"
     describe = " -> ".join(c for c in chain if c != "none")
-    init_args, init_body, first, consts, inputs, small_inputs, init_list, small_init = _head(rng, head, dtype)
+    h = _head(rng, head, dtype)
     source = f'''import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -95,45 +96,60 @@ import torch.nn.functional as F
 class Model(nn.Module):
     """Generated task (seed {seed}, #{index}): {describe}, {dtype}."""
 
-    def __init__(self{init_args}):
+    def __init__(self{h.init_params}):
         super().__init__()
-{init_body}
-    def forward(self, {first}
+{h.init_body}
+    def forward(self, {h.forward_head}
 {chr(10).join(body)}
         return x
 
 
-{consts}
+{h.constants}
 
 
 def get_inputs():
-    return [{inputs}]
+    return [{h.inputs}]
 
 
 def get_init_inputs():
-    return [{init_list}]
+    return [{h.init_inputs}]
 
 
 def get_small_inputs():
-    return [{small_inputs}]
+    return [{h.small_inputs}]
 
 
 def get_small_init_inputs():
-    return [{small_init}]
+    return [{h.small_init_inputs}]
 '''
     return GeneratedTask(name=name, source=source, chain=chain)
 
 
-def _head(rng: random.Random, head: str, dtype: str) -> tuple[str, str, str, str, str, str, str, str]:
-    """(init signature, init body, forward arguments + head line, size constants, inputs, small inputs,
-    init inputs, small init inputs) for one head."""
+class _Head(NamedTuple):
+    """The source pieces of one head, in the order the task file uses them."""
+
+    init_params: str
+    """`__init__`'s parameters after self (with a leading comma), or empty."""
+    init_body: str
+    forward_head: str
+    """forward's parameters, the rest of its signature line and the head's own line."""
+    constants: str
+    """The module-level size constants, full and small."""
+    inputs: str
+    small_inputs: str
+    init_inputs: str
+    small_init_inputs: str
+
+
+def _head(rng: random.Random, head: str, dtype: str) -> _Head:
+    """The source pieces of one head, its sizes drawn from `rng`."""
     rows, feats = rng.choice(_ROWS), rng.choice(_FEATURES)
     out = rng.choice(_FEATURES)
     srows, sfeats, sout = rng.choice(_SMALL_ROWS), rng.choice(_SMALL_FEATURES), rng.choice(_SMALL_FEATURES)
     dt = f", dtype=torch.{dtype}"
     if head == "linear":
         bias = rng.random() < 0.7
-        return (
+        return _Head(
             ", in_features: int, out_features: int",
             f"        self.linear = nn.Linear(in_features, out_features, bias={bias})\n",
             "x: torch.Tensor) -> torch.Tensor:\n        x = self.linear(x)",
@@ -145,7 +161,7 @@ def _head(rng: random.Random, head: str, dtype: str) -> tuple[str, str, str, str
             "small_in_features, small_out_features",
         )
     if head == "matmul":
-        return (
+        return _Head(
             "",
             "        pass\n",
             "a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:\n        x = a @ b",
@@ -157,7 +173,7 @@ def _head(rng: random.Random, head: str, dtype: str) -> tuple[str, str, str, str
         )
     if head == "bmm":
         batch, sbatch = rng.choice((4, 8, 16)), rng.choice((2, 3))
-        return (
+        return _Head(
             "",
             "        pass\n",
             "a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:\n        x = torch.bmm(a, b)",
@@ -174,7 +190,7 @@ def _head(rng: random.Random, head: str, dtype: str) -> tuple[str, str, str, str
     side, sside = rng.choice((32, 64, 128)), rng.choice((6, 9, 11))
     scin, scout = rng.choice((3, 4)), rng.choice((5, 8))
     bias = rng.random() < 0.7
-    return (
+    return _Head(
         ", in_channels: int, out_channels: int, kernel_size: int",
         "        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size, padding=kernel_size // 2, "
         f"bias={bias})\n",
