@@ -1226,7 +1226,10 @@ class RowKernelGen:
             c(f"BLOCK_I = min({cfg.BLOCK_I}, triton.next_power_of_2(max(NI, 1)))")
             if cfg.mode == "registers":
                 c(f"single = npow * BLOCK_I <= {cfg.TILE * 2}")
-                c(f"BLOCK_R = npow if single else {cfg.BLOCK_R}")
+                # Not single: the reduced dim is walked in [BLOCK_R, BLOCK_I] tiles of at most TILE elements.
+                # BLOCK_R alone (1024 x 128 columns) made a register tile of 131072 elements that took
+                # Triton 191 s to compile for an H200 and then ran at 0.07x eager.
+                c(f"BLOCK_R = npow if single else max(1, min({cfg.BLOCK_R}, {cfg.TILE} // BLOCK_I))")
             else:
                 c(f"BLOCK_R = min({cfg.BLOCK_R}, npow)")
             c("grid = ((NK // max(NI, 1)) * triton.cdiv(NI, BLOCK_I),)")

@@ -302,3 +302,38 @@ def test_choices_do_not_depend_on_the_ids_runs_give_their_records():
     c = read_context(parse_sections(prompt("5bfaf5a334b1460f")), 1, CONFIG_KEYS).rng
     draws = [r.random() for r in (a, b, c)]
     assert draws[0] == draws[1] != draws[2]
+
+
+def test_a_registers_reduction_over_a_long_middle_dim_walks_it_in_tiles_of_at_most_TILE_elements(tmp_path):
+    """128 x 4096 x 4095 summed over the middle dim: the row does not fit one register tile, so the kernel
+    walks it; the tile it walks with must stay within TILE (1024 x 128 took 191 s to compile for an H200)."""
+    import torch
+
+    from providers.offline.variants import program_variant
+
+    source = (bundled_suite_dir("published") / "12_sum_middle_dim_128x4096x4095.py").read_text()
+    answer = program_variant(source, "sum_mid", "row_registers", {})
+    assert answer.code and answer.meta is not None
+    tile = answer.meta.config["TILE"]
+    import importlib.util
+
+    path = tmp_path / "candidate.py"
+    path.write_text(answer.code)
+    spec = importlib.util.spec_from_file_location("candidate_sum_mid", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    namespace = vars(module)
+    launches: list[dict] = []
+
+    class _Recorder:
+        def __getitem__(self, grid):
+            return lambda *args, **meta: launches.append(meta)
+
+    namespace["k0_reduction"] = _Recorder()
+    x = torch.empty(128, 4096, 4095, device="meta")
+    namespace["ModelNew"](1)(x)
+    (meta,) = launches
+    assert not meta["SINGLE"]
+    assert meta["BLOCK_R"] * meta["BLOCK_I"] <= tile, meta
+    assert meta["BLOCK_I"] == 128
