@@ -9,7 +9,7 @@ written by per-family generators (emit_rows.py, emit_matmul.py, emit_pointwise.p
 config chosen from the request and the context's rules and experience (designs.py, policy.py).
 
 Other families plug in two ways: designs for kernels this writer schedules go in `designs.REGISTRY`
-(the "conv" family has a slot there); writers of whole programs (Triton convolutions) register with
+(the "conv" family has a slot there); writers of whole programs (Triton convolutions, standalone pooling) register with
 `register_task_writer(family, fn)` and are asked first.
 """
 
@@ -18,11 +18,14 @@ from providers.offline.chat_model import OfflineKernelWriter, estimate_tokens
 from providers.offline.conv_writer import conv_task_writer
 from providers.offline.designs import REGISTRY, Design
 from providers.offline.policy import Context, forbidden, neighbours, parse_meta
+from providers.offline.pool_writer import pool_task_writer
 from providers.offline.writer import TaskWriter, WriterAnswer, register_task_writer, write_program
 
 # Convolutions are written in Triton (implicit GEMM) by their own whole-task writer, in turn with the
 # generic path's cuDNN + fused-epilogue programs; see conv_writer.takes_turn.
 register_task_writer("conv", conv_task_writer)
+# Standalone pooling (one nn.MaxPoolNd / AvgPoolNd module applied to the input) has a writer of its own.
+register_task_writer("pool", pool_task_writer)
 
 __all__ = [
     "REGISTRY",

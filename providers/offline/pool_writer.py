@@ -1,0 +1,378 @@
+"""Standalone max/avg pooling (1-D, 2-D, 3-D) as a whole-task writer for the offline writer.
+
+    from providers.offline import register_task_writer
+    from providers.offline.pool_writer import pool_task_writer
+    register_task_writer("pool", pool_task_writer)
+
+A task is taken when its forward is exactly one pooling module applied to its input:
+
+    self.pool = nn.MaxPool2d(...)        # or MaxPool1d/3d, AvgPool1d/2d/3d, in Model.__init__
+    def forward(self, x): return self.pool(x)
+
+and the traced task has that one op (no indices). Everything else passes (None), so a pooling that is
+part of a convolution's epilogue stays with the conv writer.
+
+The program keeps the task's constructor (ModelNew builds the same pooling module and reads its
+hyper-parameters at run time: kernel size, stride, padding, dilation, ceil_mode, count_include_pad,
+divisor_override), so one program serves any input size and any constructor arguments. Its kernel is
+output-parallel: each program instance computes BLOCK outputs of the flattened (batch..., out spatial)
+tensor and walks the window with compile-time loops; 1-D and 2-D pooling run as 3-D pooling with
+size-1 leading dims. Max pooling propagates NaN as PyTorch does; average pooling accumulates in fp32 (fp64
+for fp64 inputs) and divides as PyTorch does (padding counted or not, windows clipped by ceil_mode,
+divisor_override). Offsets are 64-bit only when a tensor has 2^31 elements or more.
+
+Designs and configs: one design, `flat`, with BLOCK (outputs per program) and num_warps. A large step
+takes the first preset config that is neither written in the run nor forbidden (an experience case of
+this family that was correct goes first); a small step moves one knob one step (seeded); a repair after
+a resource error halves BLOCK.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from functools import lru_cache
+from typing import Any
+
+FAMILY = "pool"
+DESIGN = "flat"
+
+CONFIG_SPACE: dict[str, tuple[int, ...]] = {"BLOCK": (128, 256, 512, 1024, 2048), "num_warps": (2, 4, 8)}
+DEFAULT_CONFIG: dict[str, int] = {"BLOCK": 1024, "num_warps": 4}
+# Large steps after the first, in order: a different balance of outputs per program and warps each time.
+PRESETS: tuple[dict[str, int], ...] = (
+    DEFAULT_CONFIG,
+    {"BLOCK": 512, "num_warps": 4},
+    {"BLOCK": 2048, "num_warps": 8},
+    {"BLOCK": 256, "num_warps": 2},
+)
+
+_POOL_CLASSES = {f"{kind}Pool{nd}d": (kind == "Max", nd) for kind in ("Max", "Avg") for nd in (1, 2, 3)}
+_POOL_OPS = {f"aten.{kind}_pool{nd}d.default" for kind in ("max", "avg") for nd in (1, 2, 3)}
+
+
+class PoolTask:
+    """What the writer needs of a pooling task: the module attribute, max or avg, and 1-3 dims."""
+
+    def __init__(self, attr: str, is_max: bool, nd: int) -> None:
+        self.attr, self.is_max, self.nd = attr, is_max, nd
+
+    def describe(self) -> str:
+        return f"{'max' if self.is_max else 'avg'} pooling over {self.nd} dim(s), module self.{self.attr}"
+
+
+def _pool_class(call: ast.expr) -> tuple[bool, int] | None:
+    """(is_max, nd) when `call` is nn.MaxPool2d(...), torch.nn.AvgPool1d(...) or the bare class name."""
+    if not isinstance(call, ast.Call):
+        return None
+    fn = call.func
+    name = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else None
+    return _POOL_CLASSES.get(name or "")
+
+
+def find_pool_task(source: str) -> PoolTask | None:
+    """The pooling module a task's forward returns applied to its input, or None for any other task."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
+    if model is None:
+        return None
+    methods = {n.name: n for n in model.body if isinstance(n, ast.FunctionDef)}
+    init, forward = methods.get("__init__"), methods.get("forward")
+    if init is None or forward is None:
+        return None
+    pools: dict[str, tuple[bool, int]] = {}
+    for node in ast.walk(init):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            kind = _pool_class(node.value)
+            if (
+                kind is not None
+                and isinstance(target, ast.Attribute)
+                and isinstance(target.value, ast.Name)
+                and target.value.id == "self"
+            ):
+                pools[target.attr] = kind
+    args = forward.args
+    if len(args.args) != 2 or args.vararg or args.kwarg or args.kwonlyargs:
+        return None
+    body = [s for s in forward.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    if len(body) != 1 or not isinstance(body[0], ast.Return):
+        return None
+    call = body[0].value
+    if not (
+        isinstance(call, ast.Call)
+        and len(call.args) == 1
+        and not call.keywords
+        and isinstance(call.args[0], ast.Name)
+        and call.args[0].id == args.args[1].arg
+        and isinstance(call.func, ast.Attribute)
+        and isinstance(call.func.value, ast.Name)
+        and call.func.value.id == "self"
+        and call.func.attr in pools
+    ):
+        return None
+    is_max, nd = pools[call.func.attr]
+    return PoolTask(call.func.attr, is_max, nd)
+
+
+@lru_cache(maxsize=64)
+def _analysis(digest: str, source: str, name: str) -> PoolTask | None:
+    """The task when its source has the pooling form and its trace is that one op (so no indices)."""
+    found = find_pool_task(source)
+    if found is None:
+        return None
+    from providers.offline.analysis import AnalysisError, analyze_cached
+    from providers.offline.schedule import schedule
+
+    try:
+        sched = schedule(analyze_cached(source, name).graph)
+    except (AnalysisError, ValueError):
+        return None
+    ops = {k.anchor.op for k in sched.kernels if k.anchor is not None}
+    expected = f"aten.{'max' if found.is_max else 'avg'}_pool{found.nd}d.default"
+    return found if ops == {expected} and expected in _POOL_OPS else None
+
+
+# ---- the program ------------------------------------------------------------------------------------
+
+_KERNEL = '''
+@triton.jit
+def _kw_pool_kernel(
+    x_ptr, y_ptr, total,
+    D, H, W, OD, OH, OW, DIVISOR,
+    KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
+    SD: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr,
+    PD: tl.constexpr, PH: tl.constexpr, PW: tl.constexpr,
+    DD: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
+    IS_MAX: tl.constexpr, COUNT_PAD: tl.constexpr, HAS_DIVISOR: tl.constexpr,
+    WIDE: tl.constexpr, F64: tl.constexpr, BLOCK: tl.constexpr,
+):
+    """BLOCK outputs of a (batch, OD, OH, OW) pooling per program; the window walked at compile time."""
+    if WIDE:
+        offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK).to(tl.int64)
+    else:
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    live = offs < total
+    ow = offs % OW
+    rest = offs // OW
+    oh = rest % OH
+    rest = rest // OH
+    od = rest % OD
+    n = rest // OD
+    d0 = od * SD - PD
+    h0 = oh * SH - PH
+    w0 = ow * SW - PW
+    base = n * D * H * W
+    acc_type = tl.float64 if F64 else tl.float32
+    if IS_MAX:
+        acc = tl.full([BLOCK], float("-inf"), acc_type)
+    else:
+        acc = tl.zeros([BLOCK], acc_type)
+    for kd in tl.static_range(KD):
+        di = d0 + kd * DD
+        d_ok = (di >= 0) & (di < D)
+        for kh in tl.static_range(KH):
+            hi = h0 + kh * DH
+            dh_ok = d_ok & (hi >= 0) & (hi < H)
+            row = (di * H + hi) * W
+            for kw in tl.static_range(KW):
+                wi = w0 + kw * DW
+                ok = live & dh_ok & (wi >= 0) & (wi < W)
+                if IS_MAX:
+                    v = tl.load(x_ptr + base + row + wi, mask=ok, other=float("-inf")).to(acc_type)
+                    # NaN wins, as in PyTorch: (v > acc) is false for NaN, (v != v) is not
+                    acc = tl.where((v > acc) | (v != v), v, acc)
+                else:
+                    v = tl.load(x_ptr + base + row + wi, mask=ok, other=0.0).to(acc_type)
+                    acc += v
+    if not IS_MAX:
+        if HAS_DIVISOR:
+            acc = acc / DIVISOR
+        else:
+            # PyTorch's divisor: the window clipped to the padded input, then (without count_include_pad)
+            # to the input itself
+            d1 = tl.minimum(d0 + KD, D + PD)
+            h1 = tl.minimum(h0 + KH, H + PH)
+            w1 = tl.minimum(w0 + KW, W + PW)
+            if COUNT_PAD:
+                count = (d1 - d0) * (h1 - h0) * (w1 - w0)
+            else:
+                count = (
+                    (tl.minimum(d1, D) - tl.maximum(d0, 0))
+                    * (tl.minimum(h1, H) - tl.maximum(h0, 0))
+                    * (tl.minimum(w1, W) - tl.maximum(w0, 0))
+                )
+            acc = acc / count.to(acc_type)
+    tl.store(y_ptr + offs, acc.to(y_ptr.dtype.element_ty), mask=live)
+'''
+
+_HOST = '''
+def _kw_tuple(value, nd):
+    if isinstance(value, int):
+        return [value] * nd
+    value = [int(v) for v in value]
+    return value * nd if len(value) == 1 else value
+
+
+def _kw_out_size(size, k, s, p, d, ceil_mode):
+    """PyTorch's pooling output size for one dim."""
+    span = size + 2 * p - d * (k - 1) - 1
+    out = (span + (s - 1 if ceil_mode else 0)) // s + 1
+    if ceil_mode and (out - 1) * s >= size + p:
+        out -= 1
+    return out
+
+
+def _kw_pool(x, pool, nd, is_max, block, num_warps):
+    if getattr(pool, "return_indices", False):
+        raise NotImplementedError("max pooling that returns indices")
+    kernel = _kw_tuple(pool.kernel_size, nd)
+    stride = _kw_tuple(pool.stride if pool.stride is not None else pool.kernel_size, nd)
+    padding = _kw_tuple(pool.padding, nd)
+    dilation = _kw_tuple(getattr(pool, "dilation", 1), nd)
+    ceil_mode = bool(pool.ceil_mode)
+    if x.dim() not in (nd + 1, nd + 2):
+        raise ValueError(f"expected a {nd + 1}-D or {nd + 2}-D input, got {tuple(x.shape)}")
+    lead = x.shape[: x.dim() - nd]
+    spatial = list(x.shape[x.dim() - nd:])
+    out_spatial = [
+        _kw_out_size(spatial[i], kernel[i], stride[i], padding[i], dilation[i], ceil_mode) for i in range(nd)
+    ]
+    pad = 3 - nd  # 1-D and 2-D pooling as 3-D pooling with size-1 dims in front
+    size3, out3 = [1] * pad + spatial, [1] * pad + out_spatial
+    k3, s3 = [1] * pad + kernel, [1] * pad + stride
+    p3, d3 = [0] * pad + padding, [1] * pad + dilation
+    x = x.contiguous()
+    y = torch.empty((*lead, *out_spatial), device=x.device, dtype=x.dtype)
+    total = y.numel()
+    if total == 0:
+        return y
+    divisor = getattr(pool, "divisor_override", None)
+    grid = (triton.cdiv(total, block),)
+    _kw_pool_kernel[grid](
+        x, y, total, *size3, *out3, int(divisor or 1),
+        *k3, *s3, *p3, *d3,
+        IS_MAX=is_max, COUNT_PAD=bool(getattr(pool, "count_include_pad", True)),
+        HAS_DIVISOR=bool(divisor), WIDE=max(x.numel(), total) >= 2**31 - 1,
+        F64=x.dtype == torch.float64, BLOCK=block, num_warps=num_warps,
+    )
+    return y
+'''
+
+
+def emit_pool_program(source: str, task: PoolTask, config: dict[str, int]) -> str:
+    """The candidate module: the task's constructor as ModelNew, the kernel, and its launcher."""
+    from providers.offline.conv_codegen import _ReferenceParts
+    from providers.offline.emit_module import ProgramMeta
+
+    reference = _ReferenceParts(source)
+    header = ProgramMeta(FAMILY, DESIGN, dict(config)).line()
+    doc = (
+        f'"""Generated by kernelwright\'s pooling writer: {task.describe()}, one Triton kernel that computes\n'
+        f'BLOCK={config["BLOCK"]} outputs per program and reads each window directly from the input."""\n'
+    )
+    forward = (
+        "\n\ndef _kw_forward(self, x):\n"
+        f"    return _kw_pool(x, self.{task.attr}, {task.nd}, {task.is_max}, "
+        f"{config['BLOCK']}, {config['num_warps']})\n"
+    )
+    parts = [
+        header,
+        doc,
+        "import torch",
+        "import torch.nn as nn",
+        "import triton",
+        "import triton.language as tl",
+    ]
+    parts += reference.imports
+    parts += reference.helpers
+    parts += [_KERNEL, _HOST, forward, reference.model_new(["x"])]
+    return "\n".join(parts)
+
+
+# ---- choosing a config ------------------------------------------------------------------------------
+
+
+def _as_config(pairs: dict[str, Any]) -> dict[str, int] | None:
+    try:
+        config = {k: int(float(str(pairs[k]))) for k in CONFIG_SPACE}
+    except (KeyError, ValueError):
+        return None
+    return config if all(config[k] in CONFIG_SPACE[k] for k in CONFIG_SPACE) else None
+
+
+def _choose(ctx: Any) -> tuple[dict[str, int], str] | None:
+    from providers.offline.policy import error_kind, forbidden, neighbours
+
+    def ok(config: dict[str, int]) -> bool:
+        return not forbidden(ctx, FAMILY, DESIGN, config)
+
+    def key(config: dict[str, int]) -> tuple[int, ...]:
+        return tuple(config[k] for k in CONFIG_SPACE)
+
+    written = {
+        key(c)
+        for m in [*ctx.tried, *ctx.listed]
+        if m.family == FAMILY and (c := _as_config(m.config)) is not None
+    }
+    parent = ctx.parent if ctx.parent is not None and ctx.parent.family == FAMILY else None
+    base = _as_config(parent.config) if parent is not None else None
+    if base is not None and ctx.kind == "repair":
+        if error_kind(ctx.feedback) in ("resources", "compile_error", "timeout") and base["BLOCK"] > 128:
+            smaller = {**base, "BLOCK": base["BLOCK"] // 2}
+            if ok(smaller):
+                return smaller, "repair: half the outputs per program"
+    if base is not None and ctx.kind == "small_step":
+        options = [c for c in neighbours(CONFIG_SPACE, base, ctx.rng) if ok(c)]
+        fresh = [c for c in options if key(c) not in written]
+        if fresh or options:
+            pick = (fresh or options)[0]
+            changed = ", ".join(f"{k}={pick[k]}" for k in CONFIG_SPACE if pick[k] != base[k])
+            return pick, f"small step: {changed}"
+    good = sorted(
+        (c for c in ctx.cases if c.good and c.meta is not None and c.meta.family == FAMILY),
+        key=lambda c: (not c.same_hardware, -(c.speedup or 0.0)),
+    )
+    for case in good:
+        config = _as_config(case.meta.config)
+        if config is not None and key(config) not in written and ok(config):
+            return config, "the config of a correct pooling case"
+    for config in PRESETS:
+        if key(config) not in written and ok(config):
+            return dict(config), "large step: the next preset config"
+    every = [dict(zip(CONFIG_SPACE, values, strict=True)) for values in _product(list(CONFIG_SPACE.values()))]
+    rest = [c for c in every if key(c) not in written and ok(c)]
+    if rest:
+        return rest[ctx.rng.randrange(len(rest))], "large step: a config not written yet"
+    allowed = [c for c in every if ok(c)]
+    return (allowed[0], "every config was written: the first allowed one") if allowed else None
+
+
+def _product(lists: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+    out: list[tuple[int, ...]] = [()]
+    for values in lists:
+        out = [(*prefix, v) for prefix in out for v in values]
+    return out
+
+
+def pool_task_writer(source: str, name: str, ctx: Any) -> Any:
+    """The offline writer's TaskWriter for standalone pooling: a WriterAnswer, or None to pass the task on."""
+    from providers.offline.emit_module import ProgramMeta
+    from providers.offline.policy import design_forbidden
+    from providers.offline.writer import WriterAnswer
+
+    task = _analysis(hashlib.sha256(source.encode()).hexdigest(), source, name)
+    if task is None:
+        return None
+    if design_forbidden(ctx, FAMILY, DESIGN):
+        return WriterAnswer(None, f"The pooling writer's only design ({DESIGN}) is forbidden by a rule.")
+    choice = _choose(ctx)
+    if choice is None:
+        return WriterAnswer(None, "Every config of the pooling writer is forbidden by a rule.")
+    config, why = choice
+    code = emit_pool_program(source, task, config)
+    explanation = f"Standalone {task.describe()} written in Triton ({DESIGN}, {why})."
+    return WriterAnswer(code, explanation, ProgramMeta(FAMILY, DESIGN, dict(config)))

@@ -1,0 +1,166 @@
+"""Standalone pooling from the offline writer: the published pooling tasks and unseen variants (ceil_mode,
+count_include_pad, divisor_override, tuple windows), verified by the real harness under the interpreter;
+the search's steps and rules change the config; NaN propagates as in PyTorch; other tasks are passed on."""
+
+from __future__ import annotations
+
+import importlib.util
+import textwrap
+
+import pytest
+import torch
+
+from hardware import EvalConfig, WorkerPool
+from providers.offline import parse_meta, write_program
+from providers.offline.pool_writer import find_pool_task, pool_task_writer
+from providers.protocol import render_section
+from tasks import bundled_suite_dir, load_task, load_task_source
+
+pytestmark = pytest.mark.kernels
+
+CFG = EvalConfig(device="cpu", time=False, timeout=240, trials=3)
+
+PUBLISHED = [
+    "26_max_pool1d_64x192x65536.py",
+    "27_max_pool2d_32x64x512x512.py",
+    "28_max_pool3d_16x32x128x128x256.py",
+    "29_avg_pool1d_64x192x65536.py",
+    "30_avg_pool2d_32x64x512x512.py",
+    "31_avg_pool3d_16x32x128x128x256.py",
+]
+
+
+def _source(pool_ctor: str, small_shape: tuple[int, ...], init: str = "[]") -> str:
+    return textwrap.dedent(
+        f"""
+        import torch
+        import torch.nn as nn
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.p = {pool_ctor}
+
+            def forward(self, x):
+                return self.p(x)
+
+        def get_inputs():
+            return [torch.randn{small_shape!r}]
+        def get_init_inputs():
+            return {init}
+        """
+    )
+
+
+UNSEEN = {
+    "max2d_ceil_tuple": _source(
+        "nn.MaxPool2d((2, 3), stride=(2, 2), padding=(1, 0), ceil_mode=True)", (2, 3, 9, 10)
+    ),
+    "max1d_default_stride": _source("nn.MaxPool1d(3)", (2, 4, 17)),
+    "max3d_dilated_ceil": _source("nn.MaxPool3d(2, stride=2, dilation=2, ceil_mode=True)", (1, 2, 7, 6, 9)),
+    "avg2d_exclude_pad_ceil": _source(
+        "nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True, count_include_pad=False)", (2, 3, 8, 11)
+    ),
+    "avg3d_divisor": _source(
+        "nn.AvgPool3d((2, 2, 3), stride=(1, 2, 2), padding=(1, 0, 1), divisor_override=5)", (1, 3, 5, 6, 7)
+    ),  # fmt: skip
+    # ceil_mode's last window reaches past the padding: PyTorch divides by the part inside the padded input
+    "avg2d_ceil_include_pad": _source("nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True)", (2, 3, 8, 11)),
+    "avg1d_padded": _source("nn.AvgPool1d(4, stride=3, padding=2)", (3, 2, 20)),
+}
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with WorkerPool(device="cpu", workers=2) as p:
+        yield p
+
+
+def _prompt(source: str, kind: str = "large_step", **sections: str) -> str:
+    parts = [
+        render_section("request", "Write a faster kernel.", kind=kind),
+        render_section("task", source, name="t"),
+    ]
+    parts += [render_section(tag, body) for tag, body in sections.items()]
+    return "\n\n".join(parts)
+
+
+def _check(pool: WorkerPool, jobs: list[tuple[str, object, str]]) -> None:
+    results = pool.evaluate_many([(task, code) for _, task, code in jobs], CFG)
+    bad = [
+        f"{label}: {r.summary()}\n{(r.error or '')[-800:]}"
+        for (label, _, _), r in zip(jobs, results, strict=True)
+        if not r.correct
+    ]
+    assert not bad, "\n\n".join(bad)
+
+
+def test_published_and_unseen_pooling_tasks_verify(pool):
+    jobs = []
+    for name in PUBLISHED:
+        task = load_task(bundled_suite_dir("published") / name)
+        answer = write_program(_prompt(task.source))
+        assert answer.code is not None and answer.meta is not None, f"{name}: {answer.explanation}"
+        assert answer.meta.family == "pool"
+        jobs.append((name, task, answer.code))
+    for name, source in UNSEEN.items():
+        answer = write_program(_prompt(source))
+        assert answer.code is not None, f"{name}: {answer.explanation}"
+        jobs.append((name, load_task_source(source, name), answer.code))
+    _check(pool, jobs)
+
+
+def test_small_steps_and_rules_change_the_config_and_the_programs_still_verify(pool):
+    task = load_task(bundled_suite_dir("published") / "30_avg_pool2d_32x64x512x512.py")
+    root = write_program(_prompt(task.source))
+    assert root.code is not None and root.meta is not None
+    step = write_program(_prompt(task.source, "small_step", parent=root.code))
+    assert step.code is not None and step.meta is not None
+    assert step.meta.config != root.meta.config
+    block = root.meta.config["BLOCK"]
+    ruled = write_program(_prompt(task.source, rules=f"- You cannot use design=flat with BLOCK={block}."))
+    assert ruled.code is not None and ruled.meta is not None
+    assert ruled.meta.config["BLOCK"] != block
+    header = parse_meta(ruled.code.splitlines()[0])
+    assert header is not None and header.family == "pool"
+    _check(pool, [("small step", task, step.code), ("under a rule", task, ruled.code)])
+
+
+def test_max_pooling_propagates_nan_and_handles_infinities(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # read when the module's kernel is decorated
+    source = UNSEEN["max2d_ceil_tuple"]
+    answer = write_program(_prompt(source))
+    assert answer.code is not None
+    path = tmp_path / "pool_candidate.py"
+    path.write_text(answer.code)
+    spec = importlib.util.spec_from_file_location("pool_candidate", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    x = torch.randn(2, 3, 9, 10)
+    x[0, 0, 0, 0] = float("nan")
+    x[1, 2, 4, 4] = float("inf")
+    x[1, 1, :, :] = float("-inf")
+    reference = torch.nn.MaxPool2d((2, 3), stride=(2, 2), padding=(1, 0), ceil_mode=True)
+    got, want = module.ModelNew()(x), reference(x)
+    assert got.shape == want.shape
+    assert torch.equal(got.isnan(), want.isnan()) and bool(got.isnan().any())
+    assert torch.allclose(got, want, equal_nan=True)
+
+
+def test_other_tasks_are_passed_on():
+    from providers.offline.policy import Context
+
+    with_indices = _source("nn.MaxPool2d(2, return_indices=True)", (1, 2, 4, 4)).replace(
+        "return self.p(x)", "return self.p(x)[0]"
+    )
+    followed = _source("nn.AvgPool1d(2)", (1, 2, 8)).replace(
+        "return self.p(x)", "return torch.relu(self.p(x))"
+    )
+    indices_only = _source("nn.MaxPool2d(2, return_indices=True)", (1, 2, 4, 4))
+    for source in (with_indices, followed, indices_only):
+        assert pool_task_writer(source, "t", Context()) is None
+    assert find_pool_task(UNSEEN["avg1d_padded"]) is not None
+    # a pooling in a convolution's epilogue stays with the convolution writer
+    conv = load_task(bundled_suite_dir("level2") / "21_conv3d_softmax_maxpool_maxpool.py")
+    assert pool_task_writer(conv.source, "t", Context()) is None
