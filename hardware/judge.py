@@ -395,6 +395,8 @@ class _Reference:
     """The perturbed state_dict every forward starts from (a train-mode forward updates running stats)."""
     lean: bool = False
     """Hold one sample at a time (the task is large; see _TaskState.lean)."""
+    lean_float64: bool = False
+    """A lean shape that still gets its float64 reference (see lean_float64_fits)."""
     built_modes: dict[str, bool] = field(default_factory=dict)
     """Each submodule's `training` flag as the task's constructor left it (a task may build a module in
     eval mode on purpose)."""
@@ -443,10 +445,29 @@ class _TaskState:
     the candidate's buffers are compared after it."""
     lean: bool = False
     """A large task: one trial's inputs and outputs held at a time (recomputed per candidate), no float64
-    reference, no copies the judge can do without, other tasks' state dropped (see Judge._fits)."""
+    reference unless it fits (lean_float64), no copies the judge can do without, other tasks' state dropped
+    (see Judge._fits)."""
+    lean_float64: bool = False
+    """A lean task whose float64 reference fits the memory bound (see lean_float64_fits)."""
     footprint_checked: bool = False
     unfit: str | None = None
     """Why the task does not fit this GPU, once found (every later job is told the same)."""
+
+
+def lean_float64_fits(fp: Any, free: int) -> bool:
+    """Whether a lean task (footprint `fp`, a tasks.resize.Footprint) still gets its float64 reference.
+
+    Long accumulations need it most: a fp32 matmul with K = 524288 (256 x 256 output) differs from the
+    fp32 reference by ~0.02, so against that reference alone an honest split-K kernel was rejected. A lean
+    task holds about 2x inputs + 3x outputs + 2x parameters while a candidate runs (Judge._fits); the float64
+    run needs 3x the footprint at its peak (the fp32 tensors, their float64 copies and the float64 output),
+    and its output (2x the outputs) is kept for the comparisons. Both stay within 3x the footprint when the
+    outputs are at most half of inputs + parameters: matmuls, reductions, norms' statistics; not elementwise
+    ops, whose fp32 reference is accurate anyway. And both must fit the free memory, with 1 GiB to spare.
+    """
+    held = 2 * fp.inputs + 5 * fp.outputs + 2 * fp.parameters
+    peak = max(3 * fp.total, held) + (1 << 30)
+    return 2 * fp.outputs <= fp.inputs + fp.parameters and peak <= free
 
 
 def _slice_inputs(inputs: list[Any], plan: list[list[tuple[int, int]]]) -> list[Any]:
@@ -808,7 +829,7 @@ class Judge:
         """On a GPU, before anything of a task is built: will judging it fit the free device memory?
 
         A large task (own footprint over LEAN_BYTES) is judged lean: one trial's tensors at a time, no
-        float64 reference, the candidate's output compared where it lies in the lent buffer, and the other
+        float64 reference unless lean_float64_fits, the candidate's output compared where it lies in the lent buffer, and the other
         tasks' state dropped first. It then holds about 2x the inputs, 3x the outputs and 2x the parameters
         (pristine inputs and the lent copy; expected output, lent output buffer and the candidate's own; the
         reference's parameters and the candidate's), plus ~1 GiB of contexts and L2-flush buffers:
@@ -832,8 +853,9 @@ class Judge:
         need = 2 * fp.inputs + 3 * fp.outputs + 2 * fp.parameters + (1 << 30)
         free, _ = self.torch.cuda.mem_get_info()
         gib = 1 << 30
+        task.lean_float64 = task.lean and lean_float64_fits(fp, free)
         res.extra["memory"] = {"footprint_bytes": fp.total, "needed_bytes": need, "free_bytes": free,
-                               "lean": task.lean}  # fmt: skip
+                               "lean": task.lean, "lean_float64": task.lean_float64}  # fmt: skip
         if need > free:
             task.unfit = (
                 f"judging it needs about {need / gib:.1f} GiB of device memory (inputs {fp.inputs / gib:.2f} GiB, "
@@ -872,6 +894,7 @@ class Judge:
 
                 own = footprint(shape.module, small=shape.small)
                 ref.lean = own is None or own.total > LEAN_BYTES
+                ref.lean_float64 = ref.lean and task.lean_float64
             ref.state0 = {k: v.detach().clone() for k, v in model.state_dict().items()}
             ref.built_modes = {name: m.training for name, m in model.named_modules()}
             task.refs[(shape.label, seed)] = ref
@@ -921,7 +944,7 @@ class Judge:
             sample = ref.samples[key] = _Sample(inputs, _detach(out), inputs_after=args if changed else None,
                                                 buffers=buffers)  # fmt: skip
         if fp64 and sample.fp64_status is None:
-            if ref.lean:
+            if ref.lean and not ref.lean_float64:
                 sample.fp64_status = (
                     "unavailable: the task is too large for a float64 run within the memory bound"
                 )

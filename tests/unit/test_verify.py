@@ -305,3 +305,19 @@ def test_chunked_comparison_gives_the_same_verdict_and_report(case):
         assert part.max_rel_error == pytest.approx(whole.max_rel_error, rel=1e-12)
         assert part.tolerances[0].reference_error == whole.tolerances[0].reference_error
     assert whole.ok == (case in ("close", "anchored"))
+
+
+def test_a_lean_task_keeps_its_float64_reference_only_when_it_fits_the_memory_bound():
+    from hardware.judge import lean_float64_fits
+    from tasks.resize import Footprint
+
+    gib = 1 << 30
+    # (256 x 524288) @ (524288 x 256) fp32: 1 GiB of inputs, a 256 KiB output: anchored in float64
+    long_k = Footprint(inputs=gib, outputs=256 << 10, parameters=0)
+    assert lean_float64_fits(long_k, free=140 * gib)
+    assert not lean_float64_fits(long_k, free=3 * gib)  # the float64 run's 3x would not fit
+    # an elementwise op at 6.4 GB: its float64 output alone would take the judge past 3x the footprint
+    relu = Footprint(inputs=6 * gib, outputs=6 * gib, parameters=0)
+    assert not lean_float64_fits(relu, free=140 * gib)
+    # a reduction over a middle dim (out = in / 4096) is anchored
+    assert lean_float64_fits(Footprint(inputs=8 * gib, outputs=2 * (1 << 20), parameters=0), free=140 * gib)
