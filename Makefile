@@ -32,9 +32,9 @@ test-all: install
 	$(PY) -m pytest -q
 
 lint: install
-	$(VENV)/bin/ruff check graphs nodes providers memory hardware tasks tests benchmarks
-	$(VENV)/bin/ruff format --check graphs nodes providers memory hardware tasks tests benchmarks
-	$(VENV)/bin/mypy graphs nodes providers memory hardware tasks
+	$(VENV)/bin/ruff check kernelwright/__init__.py graphs nodes providers memory hardware tasks tests benchmarks
+	$(VENV)/bin/ruff format --check kernelwright/__init__.py graphs nodes providers memory hardware tasks tests benchmarks
+	$(VENV)/bin/mypy -p kernelwright
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache

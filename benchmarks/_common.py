@@ -44,7 +44,7 @@ def measure_task(name: str, run: Callable[[], dict[str, Any]]) -> dict[str, Any]
 def task_path(spec: str) -> Path:
     """'level1/14' (or 'level1/14_matmul_square', 'published/06') -> the bundled task file; a one-line
     SystemExit for a spec that names none."""
-    from tasks import BUNDLED_SUITES, bundled_suite_dir
+    from kernelwright.tasks import BUNDLED_SUITES, bundled_suite_dir
 
     level, _, prefix = spec.strip().partition("/")
     if level not in BUNDLED_SUITES or not prefix:

@@ -36,9 +36,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from hardware.roofline import fraction_of_floor, roofline_floor_ms  # noqa: E402
-from hardware.targets import get_target, load_ceilings  # noqa: E402
-from tasks import bundled_suite_dir, exec_task_module, load_suite, task_inputs, task_model  # noqa: E402
+from kernelwright.hardware.roofline import fraction_of_floor, roofline_floor_ms  # noqa: E402
+from kernelwright.hardware.targets import get_target, load_ceilings  # noqa: E402
+from kernelwright.tasks import bundled_suite_dir, exec_task_module, load_suite, task_inputs, task_model  # noqa: E402
 
 
 def _error_text(exc: BaseException) -> str:

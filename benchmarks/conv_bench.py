@@ -52,10 +52,10 @@ if str(ROOT) not in sys.path:
 
 from _common import environment, measure_task  # noqa: E402
 
-from hardware import EvalConfig, EvalResult, WorkerPool  # noqa: E402
-from hardware.roofline import roofline_floor_ms  # noqa: E402
-from hardware.targets import detect_target, get_target, load_ceilings  # noqa: E402
-from providers.offline.conv import (  # noqa: E402
+from kernelwright.hardware import EvalConfig, EvalResult, WorkerPool  # noqa: E402
+from kernelwright.hardware.roofline import roofline_floor_ms  # noqa: E402
+from kernelwright.hardware.targets import detect_target, get_target, load_ceilings  # noqa: E402
+from kernelwright.providers.offline.conv import (  # noqa: E402
     ConvConfig,
     ConvPlan,
     analyze_conv_task,
@@ -63,8 +63,8 @@ from providers.offline.conv import (  # noqa: E402
     conv_designs,
     emit_conv_program,
 )
-from providers.offline.conv_codegen import DESIGNS  # noqa: E402
-from tasks import bundled_suite_dir, load_task  # noqa: E402
+from kernelwright.providers.offline.conv_codegen import DESIGNS  # noqa: E402
+from kernelwright.tasks import bundled_suite_dir, load_task  # noqa: E402
 
 EPILOGUE = "torch_conv+epilogue"
 
@@ -128,10 +128,10 @@ def candidate_jobs(
 def epilogue_program(source: str, name: str, precision: str) -> tuple[str, str] | None:
     """The offline writer's program that keeps the torch convolution and fuses what follows, with its
     config label; None when it writes none (or when its answer is one of the Triton conv designs)."""
-    from providers.offline.conv_codegen import DESIGNS
-    from providers.offline.policy import parse_meta
-    from providers.offline.writer import write_program
-    from providers.protocol import render_section
+    from kernelwright.providers.offline.conv_codegen import DESIGNS
+    from kernelwright.providers.offline.policy import parse_meta
+    from kernelwright.providers.offline.writer import write_program
+    from kernelwright.providers.protocol import render_section
 
     prompt = render_section("request", "Write the kernel.", kind="large_step") + "\n"
     prompt += render_section("task", source, name=name)

@@ -44,9 +44,9 @@ if str(ROOT) not in sys.path:
 
 from _common import environment, measure_task, task_path  # noqa: E402
 
-from hardware import EvalConfig, EvalResult, WorkerPool  # noqa: E402
-from providers.offline.variants import Variant, design_grid, program_variant  # noqa: E402
-from tasks import load_task  # noqa: E402
+from kernelwright.hardware import EvalConfig, EvalResult, WorkerPool  # noqa: E402
+from kernelwright.providers.offline.variants import Variant, design_grid, program_variant  # noqa: E402
+from kernelwright.tasks import load_task  # noqa: E402
 
 DEFAULT_TASKS = "level1/14,level1/15,level2/06,level2/12,level2/01"
 ROW_TASKS = "level2/04,level2/05,level1/09,level2/08"

@@ -15,7 +15,7 @@ from benchmarks/candidates/:
 - warm overhead: wall time per candidate in a warm worker, verification only and verification plus
   timing, with the same source ("repeat": Triton's compile cache hits) and with a fresh kernel source
   each time ("fresh": a nonce comment in the kernel body forces a Triton compile, like a new candidate);
-- cold overhead: a fresh Python process per candidate (`python -m graphs.cli eval ... --json`);
+- cold overhead: a fresh Python process per candidate (`python -m kernelwright.graphs.cli eval ... --json`);
 - timing repeatability: the same kernel timed twice in the same worker, relative difference of the
   candidate and eager medians and of the speedup;
 - candidates per GPU-minute: fresh candidates over the tasks, verification plus timing, one worker.
@@ -38,8 +38,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from hardware import EvalConfig, EvalResult, WorkerPool, resolve_device  # noqa: E402
-from tasks import load_task  # noqa: E402
+from kernelwright.hardware import EvalConfig, EvalResult, WorkerPool, resolve_device  # noqa: E402
+from kernelwright.tasks import load_task  # noqa: E402
 
 CANDIDATES = Path(__file__).resolve().parent / "candidates"
 # (task file under tasks/level1, candidate file under benchmarks/candidates)
@@ -89,7 +89,7 @@ def cold_run(task_path: Path, cand_path: Path, device: str, no_time: bool) -> tu
     cmd = [
         sys.executable,
         "-m",
-        "graphs.cli",
+        "kernelwright.graphs.cli",
         "eval",
         str(task_path),
         str(cand_path),

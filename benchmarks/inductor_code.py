@@ -19,7 +19,7 @@ if str(ROOT) not in sys.path:
 
 from _common import task_path  # noqa: E402
 
-from tasks import exec_task_module, load_task, task_inputs  # noqa: E402
+from kernelwright.tasks import exec_task_module, load_task, task_inputs  # noqa: E402
 
 
 def _picked_configs() -> list[str]:

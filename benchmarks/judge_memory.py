@@ -149,8 +149,8 @@ def main() -> int:
 
     import torch
 
-    from hardware import EvalConfig, WorkerPool
-    from tasks import load_task
+    from kernelwright.hardware import EvalConfig, WorkerPool
+    from kernelwright.tasks import load_task
 
     baseline = int(torch.cuda.device_memory_used())
     report: dict[str, object] = {"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),

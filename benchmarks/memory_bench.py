@@ -33,11 +33,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from hardware.result import Versions
-from memory import Case, Exposure, Rule, open_memory
-from memory.records import Evidence
-from nodes.context_builder import build_context, default_counter
-from tasks.task import Task, TaskSignature
+from kernelwright.hardware.result import Versions
+from kernelwright.memory import Case, Exposure, Rule, open_memory
+from kernelwright.memory.records import Evidence
+from kernelwright.nodes.context_builder import build_context, default_counter
+from kernelwright.tasks.task import Task, TaskSignature
 
 FAMILIES: dict[str, list[str]] = {
     "matmul": ["aten.mm", "aten.addmm", "aten.bmm"],

@@ -26,9 +26,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from graphs.cli import main as kernelwright  # noqa: E402
-from graphs.context import Context  # noqa: E402
-from tasks import bundled_suite_dir  # noqa: E402
+from kernelwright.graphs.cli import main as kernelwright  # noqa: E402
+from kernelwright.graphs.context import Context  # noqa: E402
+from kernelwright.tasks import bundled_suite_dir  # noqa: E402
 
 
 def bench_argv(args: argparse.Namespace) -> list[str]:

@@ -15,7 +15,7 @@ The bench folder (--out DIR) holds:
     suite.json, suite.md, suite.html   the report, rewritten after every finished task
 
 The coordinator (this module, in the `kernelwright bench` process) starts one worker process per selected
-GPU (`python -m graphs.bench_worker`, with CUDA_VISIBLE_DEVICES set to that GPU alone), or one CPU worker
+GPU (`python -m kernelwright.graphs.bench_worker`, with CUDA_VISIBLE_DEVICES set to that GPU alone), or one CPU worker
 where there is no GPU. Workers ask for tasks over a pipe as they become free (a shared queue: two GPUs
 take about half the wall time) and stream their progress back as JSON lines; the coordinator is the
 only writer of tasks.jsonl and the reports. A worker dies with the coordinator (PR_SET_PDEATHSIG).
@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from graphs.bench_report import (
+from kernelwright.graphs.bench_report import (
     FINAL_STATUSES,
     TaskRow,
     build_suite,
@@ -57,7 +57,7 @@ from graphs.bench_report import (
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from graphs.context import Context
+    from kernelwright.graphs.context import Context
 
 BENCH_FILE, LEDGER_FILE, SESSIONS_FILE, LOCK_FILE = "bench.json", "tasks.jsonl", "sessions.json", "bench.lock"
 RUNS_DIR, LOGS_DIR = "runs", "logs"
@@ -338,9 +338,8 @@ class Session:
     # -- workers
 
     def spawn(self, slot: Slot) -> None:
-        import graphs
+        from kernelwright import IMPORT_ROOT as root
 
-        root = str(Path(graphs.__file__).resolve().parent.parent)
         env = dict(os.environ)
         env.update(
             CUDA_VISIBLE_DEVICES=slot.visible,
@@ -354,7 +353,7 @@ class Session:
         log.flush()
         # its own session: Ctrl-C reaches the coordinator, which stops the workers in order
         proc = subprocess.Popen(
-            [sys.executable, "-m", "graphs.bench_worker", str(self.bench_dir)],
+            [sys.executable, "-m", "kernelwright.graphs.bench_worker", str(self.bench_dir)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=log,

@@ -1,6 +1,6 @@
 """One worker of `kernelwright bench`: runs the tasks the coordinator hands it, one at a time.
 
-    python -m graphs.bench_worker BENCH_DIR
+    python -m kernelwright.graphs.bench_worker BENCH_DIR
 
 Started by graphs/bench.py with CUDA_VISIBLE_DEVICES set to its one GPU (empty for the CPU worker). It
 reads task ids from stdin (one JSON line each, {"run": "<suite>/<task>"}; end of input: stop) and writes
@@ -23,8 +23,8 @@ import traceback
 from pathlib import Path
 from typing import IO, Any
 
-from graphs.bench import RUNS_DIR, BenchTask, read_bench_file, utc_now
-from graphs.bench_report import TaskRow, primary_family
+from kernelwright.graphs.bench import RUNS_DIR, BenchTask, read_bench_file, utc_now
+from kernelwright.graphs.bench_report import TaskRow, primary_family
 
 
 class Events:
@@ -39,7 +39,7 @@ class Events:
 def _die_with_parent() -> None:
     parent = int(os.environ.get("KERNELWRIGHT_BENCH_PARENT") or 0)
     if sys.platform == "linux":
-        from hardware.confine import die_with_parent
+        from kernelwright.hardware.confine import die_with_parent
 
         die_with_parent(signal.SIGKILL)
     if parent and os.getppid() != parent:  # the coordinator ended before the line above took effect
@@ -48,7 +48,7 @@ def _die_with_parent() -> None:
 
 def design_of(code: str | None) -> str:
     """The kernel's `# kernelwright:` line without its prefix, else the names of its Triton kernels."""
-    from nodes.records import kernel_names
+    from kernelwright.nodes.records import kernel_names
 
     first = (code or "").splitlines()[0] if code else ""
     if first.startswith("# kernelwright:"):
@@ -82,7 +82,7 @@ def evaluations_to_best(search: dict[str, Any]) -> int | None:
 
 def _resumable(run_dir: Path) -> bool:
     """The run directory holds a run that reached its first checkpoint (else it starts afresh)."""
-    from graphs.optimize import RUN_FILE, open_checkpointer, read_run_file
+    from kernelwright.graphs.optimize import RUN_FILE, open_checkpointer, read_run_file
 
     if not (run_dir / RUN_FILE).is_file():
         return False
@@ -98,10 +98,10 @@ def _resumable(run_dir: Path) -> bool:
 
 
 def run_task(t: BenchTask, bench_dir: Path, ctx: Any, label: str, device_name: str, emit: Events) -> TaskRow:
-    from graphs.optimize import Progress, run_optimize
-    from nodes.planner import HARNESS_STOP
-    from providers.chat import ProviderUnavailable
-    from tasks import TaskError, load_task
+    from kernelwright.graphs.optimize import Progress, run_optimize
+    from kernelwright.nodes.planner import HARNESS_STOP
+    from kernelwright.providers.chat import ProviderUnavailable
+    from kernelwright.tasks import TaskError, load_task
 
     base = TaskRow(
         id=t.id,
@@ -199,9 +199,9 @@ def main(argv: list[str]) -> int:
     os.dup2(2, 1)
     bench_dir = Path(argv[0])
     bench = read_bench_file(bench_dir)
-    from graphs.context import Context
-    from nodes import resources
-    from providers.chat import ProviderUnavailable
+    from kernelwright.graphs.context import Context
+    from kernelwright.nodes import resources
+    from kernelwright.providers.chat import ProviderUnavailable
 
     ctx = Context.from_json(bench.context)
     label = os.environ.get("KERNELWRIGHT_BENCH_WORKER", "cpu")

@@ -17,13 +17,9 @@ SUBCOMMANDS = ("optimize", "bench", "eval", "show", "memory", "tasks")
 
 
 def version() -> str:
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as dist_version
+    from kernelwright import __version__  # the one place it is written (pyproject.toml reads it there)
 
-    try:
-        return dist_version("kernelwright")
-    except PackageNotFoundError:  # run from a source tree that was not installed
-        return "unknown (not installed)"
+    return __version__
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -42,9 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
         try:
-            module = importlib.import_module(f"graphs.cli_{name}")
+            module = importlib.import_module(f"kernelwright.graphs.cli_{name}")
         except ModuleNotFoundError as exc:
-            if exc.name != f"graphs.cli_{name}":
+            if exc.name != f"kernelwright.graphs.cli_{name}":
                 raise
             continue
         module.add_parser(sub)

@@ -28,14 +28,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from graphs.cli_optimize import UsageError, _int_at_least, add_rules_argument
+from kernelwright.graphs.cli_optimize import UsageError, _int_at_least, add_rules_argument
 
 PROG = "kernelwright bench"
 SETTING_FLAGS = ("model", "base_url", "budget", "device", "target", "memory", "allow_tf32", "seed")
 
 
 def _gpus(text: str) -> list[int] | None:
-    from graphs.bench import parse_gpus
+    from kernelwright.graphs.bench import parse_gpus
 
     try:
         return parse_gpus(text)
@@ -104,11 +104,11 @@ def add_parser(subparsers: Any) -> None:
 def main(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from graphs.bench import EXIT_BAD_INPUT, EXIT_INTERRUPTED, BenchError
-    from memory import MemoryLocationError
-    from nodes import resources
-    from providers.chat import ProviderError
-    from tasks.errors import TaskError
+    from kernelwright.graphs.bench import EXIT_BAD_INPUT, EXIT_INTERRUPTED, BenchError
+    from kernelwright.memory import MemoryLocationError
+    from kernelwright.nodes import resources
+    from kernelwright.providers.chat import ProviderError
+    from kernelwright.tasks.errors import TaskError
 
     err = Console(file=sys.stderr, soft_wrap=True)
 
@@ -131,7 +131,7 @@ def main(args: argparse.Namespace) -> int:
 def _main(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from graphs.bench import (
+    from kernelwright.graphs.bench import (
         BENCH_FILE,
         FINAL_STATUSES,
         create,
@@ -141,9 +141,13 @@ def _main(args: argparse.Namespace) -> int:
         read_ledger,
         run_bench,
     )
-    from graphs.cli_optimize import check_memory_and_model, check_output_folder, context_from_args
-    from graphs.context import Context
-    from nodes import resources
+    from kernelwright.graphs.cli_optimize import (
+        check_memory_and_model,
+        check_output_folder,
+        context_from_args,
+    )
+    from kernelwright.graphs.context import Context
+    from kernelwright.nodes import resources
 
     console = Console(file=sys.stdout, soft_wrap=True)
 

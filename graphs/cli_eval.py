@@ -68,8 +68,8 @@ def _fail(message: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hardware import EvalConfig, evaluate
-    from tasks import TaskError, load_task
+    from kernelwright.hardware import EvalConfig, evaluate
+    from kernelwright.tasks import TaskError, load_task
 
     for flag, given in (("TASK", args.task), ("CANDIDATE", args.candidate)):
         if Path(given).is_dir():

@@ -18,7 +18,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from memory import Memory
+    from kernelwright.memory import Memory
 
 
 def add_parser(subparsers: Any) -> None:
@@ -64,13 +64,13 @@ def add_parser(subparsers: Any) -> None:
 
 
 def _open(args: argparse.Namespace) -> Memory:
-    from memory import open_memory
+    from kernelwright.memory import open_memory
 
     return open_memory(args.memory)
 
 
 def _run(args: argparse.Namespace, body: Any, on_damaged: Any = None) -> int:
-    from memory import MemoryDamagedError, MemoryImportError, MemoryLocationError
+    from kernelwright.memory import MemoryDamagedError, MemoryImportError, MemoryLocationError
 
     try:
         mem = _open(args)
@@ -176,7 +176,7 @@ def _export(args: argparse.Namespace) -> int:
         return report(mem.export_jsonl(args.file))
 
     def salvage(exc: Any) -> int:
-        from memory.core import export_salvaged
+        from kernelwright.memory.core import export_salvaged
 
         rep = export_salvaged(exc.path, args.file)
         print(f"kernelwright memory: {exc}", file=sys.stderr)
@@ -200,7 +200,7 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _prune(args: argparse.Namespace) -> int:
-    from memory import installed_versions
+    from kernelwright.memory import installed_versions
 
     def body(mem: Memory) -> int:
         installed = None if args.keep_toolchain else installed_versions()

@@ -39,9 +39,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from graphs.context import Context
-    from graphs.optimize import Progress
-    from nodes.records import Attempt, OptimizeResult
+    from kernelwright.graphs.context import Context
+    from kernelwright.graphs.optimize import Progress
+    from kernelwright.nodes.records import Attempt, OptimizeResult
 
 PROG = "kernelwright optimize"
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_PROVIDER, EXIT_INTERRUPTED = 1, 2, 3, 130
@@ -146,7 +146,7 @@ def add_rules_argument(p: argparse.ArgumentParser) -> None:
 
 def context_from_args(args: argparse.Namespace, base: Context | None = None) -> Context:
     """A Context from the flags given; flags not given keep `base` (or the env/defaults)."""
-    from graphs.context import Context
+    from kernelwright.graphs.context import Context
 
     ctx = base or Context()
     overrides = {
@@ -258,9 +258,9 @@ def check_output_folder(path: Path, what: str) -> None:
 
 def check_memory_and_model(ctx: Context, *, model: bool = True) -> None:
     """Open the memory (it must be usable and writable) and the model, before any folder is made."""
-    from memory import MemoryLocationError
-    from nodes import resources
-    from providers.chat import ProviderError
+    from kernelwright.memory import MemoryLocationError
+    from kernelwright.nodes import resources
+    from kernelwright.providers.chat import ProviderError
 
     if ctx.memory not in (resources.MEMORY_OFF, resources.MEMORY_FRESH):  # fresh: made in the run folder
         try:
@@ -289,10 +289,10 @@ def _task_files(path: Path) -> list[Path]:
 def main(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from memory import MemoryLocationError
-    from nodes import resources
-    from providers.chat import ProviderError, ProviderUnavailable
-    from tasks.errors import TaskError
+    from kernelwright.memory import MemoryLocationError
+    from kernelwright.nodes import resources
+    from kernelwright.providers.chat import ProviderError, ProviderUnavailable
+    from kernelwright.tasks.errors import TaskError
 
     out = Console(file=sys.stderr if args.json else sys.stdout, soft_wrap=True)
     err = Console(file=sys.stderr, soft_wrap=True)
@@ -318,16 +318,16 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _main(args: argparse.Namespace, console: Console, say: Any) -> int:
-    from graphs.optimize import read_run_file, run_optimize
-    from nodes import resources
-    from providers.chat import ProviderUnavailable
-    from tasks.errors import TaskError
-    from tasks.loader import load_task
+    from kernelwright.graphs.optimize import read_run_file, run_optimize
+    from kernelwright.nodes import resources
+    from kernelwright.providers.chat import ProviderUnavailable
+    from kernelwright.tasks.errors import TaskError
+    from kernelwright.tasks.loader import load_task
 
     if args.resume:
         rd = Path(args.resume)
         saved = read_run_file(rd)
-        from graphs.context import Context
+        from kernelwright.graphs.context import Context
 
         ctx = context_from_args(args, Context.from_json(saved.context))
         check_memory_and_model(ctx, model=False)  # run_optimize checks the model if work is left

@@ -46,8 +46,8 @@ def add_parser(subparsers: Any) -> None:
 
 
 def generate(args: argparse.Namespace) -> int:
-    from graphs.cli_optimize import UsageError, check_output_folder
-    from tasks.generate import generate_tasks
+    from kernelwright.graphs.cli_optimize import UsageError, check_output_folder
+    from kernelwright.tasks.generate import generate_tasks
 
     out = Path(args.out)
     try:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from nodes.search import Budget, SearchConfig
+from kernelwright.nodes.search import Budget, SearchConfig
 
 
 def _env(name: str, default: Any, cast: Callable[[str], Any]) -> Callable[[], Any]:

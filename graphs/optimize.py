@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import sqlite3
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
+import ormsgpack
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -35,20 +37,20 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, ValidationError
 
-from graphs.context import Context
-from graphs.report import write_report
-from graphs.state import CHECKPOINT_TYPES, InputState, State
-from memory.store import MemoryLocationError
-from nodes import resources
-from nodes.coder import coder
-from nodes.compiler import compiler
-from nodes.context import context
-from nodes.finalize import build_result, write_outputs
-from nodes.planner import planner, wall_delta
-from nodes.profiler import profiler
-from nodes.records import Attempt, CostLedger, Job, OptimizeResult, RunInfo
-from nodes.reflector import reflector
-from providers.chat import ProviderUnavailable
+from kernelwright.graphs.context import Context
+from kernelwright.graphs.report import write_report
+from kernelwright.graphs.state import CHECKPOINT_TYPES, InputState, State
+from kernelwright.memory.store import MemoryLocationError
+from kernelwright.nodes import resources
+from kernelwright.nodes.coder import coder
+from kernelwright.nodes.compiler import compiler
+from kernelwright.nodes.context import context
+from kernelwright.nodes.finalize import build_result, write_outputs
+from kernelwright.nodes.planner import planner, wall_delta
+from kernelwright.nodes.profiler import profiler
+from kernelwright.nodes.records import Attempt, CostLedger, Job, OptimizeResult, RunInfo
+from kernelwright.nodes.reflector import reflector
+from kernelwright.providers.chat import ProviderUnavailable
 
 RUN_FILE = "run.json"
 CHECKPOINT_FILE = "checkpoints.sqlite"
@@ -102,9 +104,37 @@ graph = builder.compile(name=GRAPH_NAME)
 # -- running with checkpoints -----------------------------------------------------------------------------
 
 
+_OLD_MODULE = re.compile(rb"(?<![\w.])(?:graphs|nodes|providers|memory|hardware|tasks)\.\w+")
+"""A module name from before kernelwright imported under one name (0.1: `nodes.records`, `tasks.task`)."""
+_OLD_PREFIXES = tuple(f"{name}." for name in ("graphs", "nodes", "providers", "memory", "hardware", "tasks"))
+_TYPE_EXTS = frozenset(range(6))
+"""langgraph's msgpack extension codes whose payload starts with (module, name, ...)."""
+
+
+def _renamed(payload: bytes, code: int | None = None) -> bytes:
+    """A msgpack payload with every record's 0.1 module name moved under kernelwright (nested ones too)."""
+    value = ormsgpack.unpackb(
+        payload, ext_hook=lambda c, d: ormsgpack.Ext(c, _renamed(d, c)), option=ormsgpack.OPT_NON_STR_KEYS
+    )
+    if code in _TYPE_EXTS and isinstance(value, list) and value and str(value[0]).startswith(_OLD_PREFIXES):
+        value = ["kernelwright." + value[0], *value[1:]]
+    return ormsgpack.packb(value, option=ormsgpack.OPT_NON_STR_KEYS)
+
+
+class _Serializer(JsonPlusSerializer):
+    """JsonPlusSerializer that also reads checkpoints written by kernelwright 0.1, whose records were
+    named `nodes.records.Job` and so on: they load as the same types, so such runs resume."""
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        kind, payload = data
+        if kind == "msgpack" and _OLD_MODULE.search(payload):
+            payload = _renamed(payload)
+        return super().loads_typed((kind, payload))
+
+
 def serializer() -> JsonPlusSerializer:
     """A serializer that revives exactly the state's record types from checkpoints."""
-    return JsonPlusSerializer(allowed_msgpack_modules=[(t.__module__, t.__name__) for t in CHECKPOINT_TYPES])
+    return _Serializer(allowed_msgpack_modules=[(t.__module__, t.__name__) for t in CHECKPOINT_TYPES])
 
 
 def open_checkpointer(run_dir: str | Path) -> SqliteSaver:

@@ -14,7 +14,7 @@ import math
 from html import escape
 from pathlib import Path
 
-from nodes.records import Attempt, ContextItem, OptimizeResult
+from kernelwright.nodes.records import Attempt, ContextItem, OptimizeResult
 
 STATUS_COLOR = {
     "root": "#9aa5b1",

@@ -12,8 +12,8 @@ from typing import Annotated
 
 from typing_extensions import TypedDict
 
-from hardware.result import EvalResult, Tolerance, Versions
-from nodes.records import (
+from kernelwright.hardware.result import EvalResult, Tolerance, Versions
+from kernelwright.nodes.records import (
     Attempt,
     BestKernel,
     Branch,
@@ -31,8 +31,8 @@ from nodes.records import (
     Usage,
     add_costs,
 )
-from nodes.search import Decision, Outcome, TreeNode
-from tasks.task import Task, TaskSignature
+from kernelwright.nodes.search import Decision, Outcome, TreeNode
+from kernelwright.tasks.task import Task, TaskSignature
 
 SearchNode = TreeNode
 """A node of the search tree (nodes/search.py)."""

@@ -2,12 +2,12 @@
 
 import importlib.util
 
-from hardware.config import EvalConfig, toolchain_versions
-from hardware.result import ErrorKind, EvalResult, PrecisionMode, Stage, Tolerance, Versions
-from hardware.roofline import RooflineFloor, fraction_of_floor, roofline_floor_ms
-from hardware.sandbox import WorkerPool, evaluate, resolve_device
-from hardware.static_check import StaticReport, static_check
-from hardware.targets import Target, detect_target, get_target, list_targets
+from kernelwright.hardware.config import EvalConfig, toolchain_versions
+from kernelwright.hardware.result import ErrorKind, EvalResult, PrecisionMode, Stage, Tolerance, Versions
+from kernelwright.hardware.roofline import RooflineFloor, fraction_of_floor, roofline_floor_ms
+from kernelwright.hardware.sandbox import WorkerPool, evaluate, resolve_device
+from kernelwright.hardware.static_check import StaticReport, static_check
+from kernelwright.hardware.targets import Target, detect_target, get_target, list_targets
 
 __all__ = [
     "ErrorKind",
@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 # Offline compile feedback is optional at this level: exported when its module is present.
-if importlib.util.find_spec("hardware.compile_feedback") is not None:
-    from hardware.compile_feedback import CompileReport, KernelCompileReport, compile_for_target
+if importlib.util.find_spec("kernelwright.hardware.compile_feedback") is not None:
+    from kernelwright.hardware.compile_feedback import CompileReport, KernelCompileReport, compile_for_target
 
     __all__ += ["CompileReport", "KernelCompileReport", "compile_for_target"]

@@ -45,9 +45,11 @@ if __name__ == "__main__":  # the subprocess side: hardware/ itself must not sha
 
 from pydantic import BaseModel, Field, computed_field  # noqa: E402
 
+from kernelwright import IMPORT_ROOT  # noqa: E402
+
 if TYPE_CHECKING:
-    from hardware.targets import Target
-    from tasks.task import Task
+    from kernelwright.hardware.targets import Target
+    from kernelwright.tasks.task import Task
 
 Shapes = Literal["auto", "small", "full"]
 CompileErrorKind = Literal[
@@ -60,7 +62,7 @@ CompileErrorKind = Literal[
     "crash",  # a subprocess died
 ]
 
-_REPO_ROOT = Path(__file__).resolve().parent.parent
+_REPO_ROOT = IMPORT_ROOT  # on the child's PYTHONPATH: `import kernelwright` works there
 _CANDIDATE_MODULE = "kw_candidate"
 _ERROR_TAIL = 3000
 
@@ -186,7 +188,7 @@ def compile_for_target(
     block sizes and integer specializations derived from tensor sizes match the real run; "small" runs
     the forward on the task's small CPU inputs in the interpreter; "auto" tries full, then small.
     """
-    from hardware.targets import get_target
+    from kernelwright.hardware.targets import get_target
 
     tgt = get_target(target)
     backend, arch, warp_size = tgt.gpu_target_spec()  # ValueError for cpu-interpreter
@@ -624,7 +626,7 @@ def _child_capture(job: Path) -> int:
         return 0
 
     try:
-        from tasks.module import exec_task_module, task_init_inputs, task_inputs
+        from kernelwright.tasks.module import exec_task_module, task_init_inputs, task_inputs
     except ImportError as exc:
         return fail("task_error", f"the tasks package is not importable: {exc}")
     seed = int(spec["seed"])

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from hardware.result import PrecisionMode, Versions
+from kernelwright.hardware.result import PrecisionMode, Versions
 
 DeviceChoice = Literal["auto", "cpu", "cuda"]
 WorkerStage = Literal["reference", "compile", "correctness", "timing", "baseline"]

@@ -1,6 +1,6 @@
 """Starts one fresh, confined process per candidate, forked from a process that has imported torch.
 
-Started by the judge (hardware.judge) as `python -m hardware.forkserver FD DEVICE PARENT_PID` with the
+Started by the judge (hardware.judge) as `python -m kernelwright.hardware.forkserver FD DEVICE PARENT_PID` with the
 candidates' minimal environment; it imports torch, triton and the candidate-side harness once, never
 initialises CUDA, and then forks on request, so a candidate process starts in milliseconds with no
 state of any earlier candidate (a fork of a process that never ran one).
@@ -45,8 +45,8 @@ import time
 import traceback
 from dataclasses import dataclass
 
-from hardware.channel import Channel, ChannelClosed, ProtocolError, close_fds
-from hardware.confine import (
+from kernelwright.hardware.channel import Channel, ChannelClosed, ProtocolError, close_fds
+from kernelwright.hardware.confine import (
     Confinement,
     become_subreaper,
     confine_candidate,
@@ -131,7 +131,7 @@ def _candidate(
         confinement = Confinement(notes=[problem] if problem else [])
         confine_candidate(confinement, private_dir=private_dir, namespaces=namespaces,
                           use_landlock=msg.get("landlock", True))  # fmt: skip
-        from hardware.runner import serve_candidate
+        from kernelwright.hardware.runner import serve_candidate
 
         serve_candidate(sock_fd, device, private_dir, confinement)
     except BaseException:  # noqa: B036
@@ -260,8 +260,8 @@ def main(argv: list[str]) -> None:
     import triton  # noqa: F401
     import triton.language  # noqa: F401
 
-    import hardware.runner  # noqa: F401
-    from hardware.warmup import warm_up
+    import kernelwright.hardware.runner  # noqa: F401
+    from kernelwright.hardware.warmup import warm_up
 
     warm_up(device)
     serve(Channel(socket.socket(fileno=fd)), device)

@@ -1,6 +1,6 @@
 """The judge: the process that owns the references and issues every verdict, and never imports a candidate.
 
-Started by `hardware.sandbox.WorkerPool` as `python -m hardware.judge FD DEVICE TMPDIR PARENT_PID`, one
+Started by `hardware.sandbox.WorkerPool` as `python -m kernelwright.hardware.judge FD DEVICE TMPDIR PARENT_PID`, one
 per GPU (N on CPU), and kept for many jobs so references stay warm. For each job it starts a fresh
 candidate process through its fork server (hardware.forkserver), confined, and drives it over a JSON
 channel (hardware.channel, hardware.runner): the candidate process gets the source, constructor
@@ -68,7 +68,8 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any, NoReturn, get_args
 
-from hardware.channel import (
+from kernelwright import IMPORT_ROOT
+from kernelwright.hardware.channel import (
     Channel,
     ChannelClosed,
     ProtocolError,
@@ -81,13 +82,13 @@ from hardware.channel import (
     parse_description,
     tensor_nbytes,
 )
-from hardware.config import EvalConfig
-from hardware.confine import confine_level, die_with_parent, minimal_env
-from hardware.evidence import fingerprint
-from hardware.failures import classify_exception, tail
-from hardware.result import ErrorKind, EvalResult, Versions
+from kernelwright.hardware.config import EvalConfig
+from kernelwright.hardware.confine import confine_level, die_with_parent, minimal_env
+from kernelwright.hardware.evidence import fingerprint
+from kernelwright.hardware.failures import classify_exception, tail
+from kernelwright.hardware.result import ErrorKind, EvalResult, Versions
 
-_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_REPO_ROOT = IMPORT_ROOT  # on the fork server's PYTHONPATH: `import kernelwright` works there
 # The float64 reference runs within this share of the reference stage's time limit (all its runs in one
 # job together). Before the first run its cost is estimated as the float32 run's time times
 # _FP64_COST_FACTOR (pessimistic: cuDNN float64 convolutions and CPU kernels are several times slower);
@@ -154,7 +155,7 @@ class ForkServer:
         log = open(os.path.join(self.tmpdir, "forkserver.log"), "ab")  # noqa: SIM115
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "hardware.forkserver", str(child.fileno()), self.device, str(os.getpid())],
+                [sys.executable, "-m", "kernelwright.hardware.forkserver", str(child.fileno()), self.device, str(os.getpid())],
                 env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 pass_fds=(child.fileno(),), cwd=self.tmpdir,
             )  # fmt: skip
@@ -492,7 +493,7 @@ def _sliced(primary: _Shape, device: str) -> _Shape | None:
     """
     import torch
 
-    from tasks import task_inputs, task_model
+    from kernelwright.tasks import task_inputs, task_model
 
     try:
         inputs = task_inputs(primary.module, small=primary.small, seed=0, device=device)
@@ -564,7 +565,7 @@ def perturb_(model: Any, seed: int) -> int:
 def _tensors(value: Any) -> list[Any]:
     import torch
 
-    from hardware.verify import flatten_outputs
+    from kernelwright.hardware.verify import flatten_outputs
 
     return [v for v in flatten_outputs(value) if isinstance(v, torch.Tensor)]
 
@@ -618,7 +619,7 @@ def _bitwise_equal(a: Any, b: Any, chunk: int = 1 << 26) -> bool:
 def _out_of_memory(exc: BaseException) -> bool:
     import torch
 
-    from hardware.failures import exception_chain
+    from kernelwright.hardware.failures import exception_chain
 
     return any(isinstance(e, torch.OutOfMemoryError) for e in exception_chain(exc))
 
@@ -660,7 +661,7 @@ class Judge:
     def _detect_target(self) -> tuple[str, dict[str, Any] | None]:
         fallback = "cpu-interpreter" if self.device == "cpu" else self.device_name
         try:
-            from hardware.targets import detect_target
+            from kernelwright.hardware.targets import detect_target
 
             target = detect_target(self.device)
         except Exception as exc:  # an unknown device must not stop evaluation; its name still identifies it
@@ -765,7 +766,7 @@ class Judge:
         self.torch.backends.cudnn.allow_tf32 = tf32
 
     def _task(self, job: dict[str, Any]) -> _TaskState:
-        from tasks import exec_task_module
+        from kernelwright.tasks import exec_task_module
 
         digest = hashlib.sha256(job["task_source"].encode()).hexdigest()[:16]
         state = self.tasks.get(digest)
@@ -782,8 +783,8 @@ class Judge:
 
     def _shapes(self, task: _TaskState, cfg: EvalConfig) -> list[_Shape]:
         """The shapes verified here: the primary one, then a second one (see the module docstring)."""
-        from tasks import exec_task_module, has_small_inputs
-        from tasks.resize import first_input_shapes, footprint, shrink
+        from kernelwright.tasks import exec_task_module, has_small_inputs
+        from kernelwright.tasks.resize import first_input_shapes, footprint, shrink
 
         key = (self.device == "cuda", cfg.second_shape)
         if key in task.shapes:
@@ -836,7 +837,7 @@ class Judge:
         benchmarks/judge_memory.py measures it. If that does not fit: one harness_error that says what it
         needs and what is free, instead of a string of out-of-memory failures.
         """
-        from tasks.resize import footprint
+        from kernelwright.tasks.resize import footprint
 
         if task.unfit is not None:
             raise _Unverifiable(task.unfit)
@@ -882,7 +883,7 @@ class Judge:
             self.torch.cuda.empty_cache()
 
     def _reference(self, task: _TaskState, shape: _Shape, seed: int) -> _Reference:
-        from tasks import task_init_inputs, task_model
+        from kernelwright.tasks import task_init_inputs, task_model
 
         ref = task.refs.get((shape.label, seed))
         if ref is None:
@@ -890,7 +891,7 @@ class Judge:
             perturb_(model, seed)
             ref = _Reference(shape, task_init_inputs(shape.module, small=shape.small), model)
             if task.lean:  # a large task's small second shape still gets copies and a float64 reference
-                from tasks.resize import footprint
+                from kernelwright.tasks.resize import footprint
 
                 own = footprint(shape.module, small=shape.small)
                 ref.lean = own is None or own.total > LEAN_BYTES
@@ -901,7 +902,7 @@ class Judge:
         return ref
 
     def _inputs(self, ref: _Reference, seed: int) -> list[Any]:
-        from tasks import task_inputs
+        from kernelwright.tasks import task_inputs
 
         # A large task's inputs are drawn on the GPU itself (seconds on CPU at gigabytes).
         inputs = task_inputs(ref.shape.module, small=ref.shape.small, seed=seed, device=self.device,
@@ -913,7 +914,7 @@ class Judge:
     ) -> _Sample:
         """Pristine inputs and the reference outputs for one trial in one mode, computed once per judge.
         The forward starts from the reference's starting state, which is restored after it."""
-        from hardware.verify import needs_float64_reference
+        from kernelwright.hardware.verify import needs_float64_reference
 
         key = (seed, precision, mode)
         sample = ref.samples.get(key)
@@ -964,7 +965,7 @@ class Judge:
         value (harness_error: the search stops); in train mode only (dropout), it is verified in eval mode
         only; output that differs between train and eval, or buffers that forward updates, are verified in
         both (buffers compared too)."""
-        from hardware.verify import compare_outputs
+        from kernelwright.hardware.verify import compare_outputs
 
         if task.modes is not None:
             return
@@ -1049,7 +1050,7 @@ class Judge:
         """The compute ops the reference dispatches (recorded once per task, on its smallest shape)."""
         from torch.utils._python_dispatch import _pop_mode, _push_mode
 
-        from hardware.evidence import Recorder, RecordingMode, compute_ops
+        from kernelwright.hardware.evidence import Recorder, RecordingMode, compute_ops
 
         if task.reference_ops is None:
             rec = Recorder()
@@ -1253,7 +1254,7 @@ class Judge:
     def _check_buffers(self, descs: list[Any], fds: list[int], sample: _Sample, mode: str, stage: str,
                        res: EvalResult) -> None:  # fmt: skip
         """The candidate's buffers after forward (running stats) against the reference's, every one."""
-        from hardware.verify import compare_tensor
+        from kernelwright.hardware.verify import compare_tensor
 
         got: dict[str, Any] = {}
         try:
@@ -1312,7 +1313,7 @@ class Judge:
             return
         try:
             if ref.exchange is None:
-                from hardware.cuda_ipc import ExportedBuffer
+                from kernelwright.hardware.cuda_ipc import ExportedBuffer
 
                 ref.exchange = _Exchange(
                     [ExportedBuffer(list(t.shape), t.dtype) for t in _tensors(sample.inputs)],
@@ -1359,8 +1360,8 @@ class Judge:
 
     def _verify(self, job_id: int, proc: CandidateProcess, task: _TaskState, shapes: list[_Shape],
                 refs: dict[str, _Reference], ref_ops: set[str], cfg: EvalConfig, res: EvalResult) -> None:  # fmt: skip
-        from hardware.evidence import analyse
-        from hardware.verify import compare_outputs
+        from kernelwright.hardware.evidence import analyse
+        from kernelwright.hardware.verify import compare_outputs
 
         first = True
         max_abs = max_rel = 0.0
@@ -1457,7 +1458,7 @@ class Judge:
     # ----------------------------------------------------------------- timing (GPU)
     def _flush(self) -> Any:
         if self._flush_buf is None:
-            from hardware.timing import flush_bytes
+            from kernelwright.hardware.timing import flush_bytes
 
             self._flush_buf = self.torch.empty(flush_bytes(0) // 4, dtype=self.torch.int32, device="cuda")
         return self._flush_buf
@@ -1489,8 +1490,8 @@ class Judge:
 
     def _time(self, job_id: int, proc: CandidateProcess, task: _TaskState, ref: _Reference, cfg: EvalConfig,
               res: EvalResult) -> None:  # fmt: skip
-        from hardware.timing import flush_bytes, summarize
-        from hardware.verify import compare_outputs
+        from kernelwright.hardware.timing import flush_bytes, summarize
+        from kernelwright.hardware.verify import compare_outputs
 
         res.stage = "timing"
         self._stage(job_id, "timing")
@@ -1619,7 +1620,7 @@ class Judge:
         self, task: _TaskState, ref: _Reference, inputs: list[Any], cfg: EvalConfig
     ) -> float | None:
         """torch.compile'd reference time, once per (task, shapes, precision) per judge, cached on disk."""
-        from hardware.timing import BaselineCache, bench_interleaved, summarize
+        from kernelwright.hardware.timing import BaselineCache, bench_interleaved, summarize
 
         torch = self.torch
         shapes = "x".join(str(list(t.shape)) for t in _tensors(inputs))
@@ -1660,7 +1661,7 @@ def paired_speedup_from_ratios(ratios: list[float]) -> tuple[float, tuple[float,
     """Median of per-round eager/candidate ratios and its bootstrap interval."""
     import numpy as np
 
-    from hardware.timing import bootstrap_median_ci
+    from kernelwright.hardware.timing import bootstrap_median_ci
 
     arr = np.asarray(ratios, dtype=np.float64)
     return float(np.median(arr)), bootstrap_median_ci(arr)

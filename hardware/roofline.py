@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field
 
-from hardware.targets import Target, get_target
+from kernelwright.hardware.targets import Target, get_target
 
 if TYPE_CHECKING:
-    from tasks.task import Task
+    from kernelwright.tasks.task import Task
 
 Precision = Literal["strict", "tf32", "reduced"]
 

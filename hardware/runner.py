@@ -32,7 +32,7 @@ import sys
 import warnings
 from typing import Any, NoReturn
 
-from hardware.channel import (
+from kernelwright.hardware.channel import (
     Channel,
     ChannelClosed,
     ProtocolError,
@@ -43,9 +43,9 @@ from hardware.channel import (
     parse_description,
     tensor_to_memfd,
 )
-from hardware.confine import Confinement, limit_resources, vm_bytes
-from hardware.evidence import Recorder, RecordingMode, install_launch_hooks, tensors_reachable
-from hardware.failures import classify_exception, format_exception, tail
+from kernelwright.hardware.confine import Confinement, limit_resources, vm_bytes
+from kernelwright.hardware.evidence import Recorder, RecordingMode, install_launch_hooks, tensors_reachable
+from kernelwright.hardware.failures import classify_exception, format_exception, tail
 
 CANDIDATE_MODULE = "candidate"
 
@@ -103,7 +103,7 @@ class Runner:
         self.recorder = Recorder(sync=self._sync)
         self._hooks = install_launch_hooks(self.recorder)
         if self.cuda:  # before any candidate exists (the process may be waiting as a standby)
-            from hardware.warmup import warm_up_device
+            from kernelwright.hardware.warmup import warm_up_device
 
             warm_up_device()
         self._threads_at_start = set(self._frames())
@@ -185,7 +185,9 @@ class Runner:
         tensors = [s.tensor for s in shared]
         limit = None
         if self.cuda:  # the L2-flush buffer first: taken later, it would be split off a cached output block
-            from hardware.timing import flush_bytes  # and the next output would need a second block
+            from kernelwright.hardware.timing import (
+                flush_bytes,  # and the next output would need a second block
+            )
 
             self._flush(flush_bytes(torch.cuda.current_device()))
         if msg.get("memory_bytes") and not self.cuda:  # a CUDA context needs far more address space
@@ -256,7 +258,7 @@ class Runner:
 
     def attach(self, msg: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
         """Open the judge's device buffers for one shape (hardware.cuda_ipc)."""
-        from hardware.cuda_ipc import open_buffer
+        from kernelwright.hardware.cuda_ipc import open_buffer
 
         key = str(msg["model"])
         descs = list(msg["inputs"]) + list(msg["outputs"])
@@ -325,7 +327,7 @@ class Runner:
         report: dict[str, Any] = {"op": "called", "structure": structure,
                                   "launches": sum(self.recorder.launches.values()) if record else None}  # fmt: skip
         if record:
-            from hardware.evidence import _storage_key
+            from kernelwright.hardware.evidence import _storage_key
 
             report["evidence"] = {
                 "events": self.recorder.events,
@@ -375,7 +377,7 @@ class Runner:
 
     def _storages(self, args: Any, model: Any) -> set[int]:
         """Storages that exist before forward: its inputs, the model's tensors and the module's."""
-        from hardware.evidence import _storage_key, _tensors_in
+        from kernelwright.hardware.evidence import _storage_key, _tensors_in
 
         found = list(_tensors_in(args)) + list(tensors_reachable(model))
         if self.module is not None:
@@ -383,7 +385,7 @@ class Runner:
         return {k for t in found if (k := _storage_key(t)) is not None}
 
     def _arg_prints(self, args: Any) -> list[tuple[int, int]]:
-        from hardware.evidence import _tensors_in, fingerprint
+        from kernelwright.hardware.evidence import _tensors_in, fingerprint
 
         return [fingerprint(t) for t in _tensors_in(args)]
 

@@ -1,6 +1,6 @@
 """The pool of judge processes that evaluate candidates; the caller always gets an EvalResult.
 
-`WorkerPool` starts judges (`python -m hardware.judge`, one per GPU on CUDA, N on CPU with
+`WorkerPool` starts judges (`python -m kernelwright.hardware.judge`, one per GPU on CUDA, N on CPU with
 TRITON_INTERPRET=1) as fresh interpreters. A judge holds a task's references across jobs and starts a
 fresh, confined candidate process for every candidate (hardware.judge, hardware.forkserver,
 hardware.runner): candidate code never runs in a judge, and never in this process.
@@ -42,13 +42,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
-from hardware.config import EvalConfig, toolchain_versions
-from hardware.confine import confine_level
-from hardware.result import EvalResult, Stage, Versions
-from hardware.static_check import static_check
-from tasks.task import Task
+from kernelwright import IMPORT_ROOT
+from kernelwright.hardware.config import EvalConfig, toolchain_versions
+from kernelwright.hardware.confine import confine_level
+from kernelwright.hardware.result import EvalResult, Stage, Versions
+from kernelwright.hardware.static_check import static_check
+from kernelwright.tasks.task import Task
 
-_REPO_ROOT = str(Path(__file__).resolve().parent.parent)
+_REPO_ROOT = IMPORT_ROOT  # on the judge's PYTHONPATH: `import kernelwright` works there
 _LOG_TAIL_CHARS = 1500
 _GRACE_S = 30.0
 """Extra time this side allows a candidate stage beyond its limit, which the judge enforces itself."""
@@ -116,7 +117,7 @@ class _Worker:
         else:
             env.pop("TRITON_INTERPRET", None)
             env["CUDA_VISIBLE_DEVICES"] = str(self.gpu)
-        args = [sys.executable, "-m", "hardware.judge", str(child_sock.fileno()), self.device, self.tmpdir,
+        args = [sys.executable, "-m", "kernelwright.hardware.judge", str(child_sock.fileno()), self.device, self.tmpdir,
                 str(os.getpid())]  # fmt: skip
         with open(self.log_path, "ab") as log:
             self.proc = _spawn(
@@ -362,7 +363,7 @@ class WorkerPool:
 
     def _evaluate(self, task: Task | str | Path, source: str, cfg: EvalConfig) -> EvalResult:
         if not isinstance(task, Task):
-            from tasks import load_task
+            from kernelwright.tasks import load_task
 
             task = load_task(task)
         if cfg.device not in ("auto", self.device):
@@ -493,8 +494,8 @@ def _attach_roofline(res: EvalResult, task: Task, profile: dict[str, Any] | None
     """roofline_floor_ms and fraction_of_floor for a timed result, from the worker's target profile."""
     if not res.timing_meaningful or not res.runtime_ms or not profile:
         return
-    from hardware.roofline import fraction_of_floor, roofline_floor_ms
-    from hardware.targets import Target
+    from kernelwright.hardware.roofline import fraction_of_floor, roofline_floor_ms
+    from kernelwright.hardware.targets import Target
 
     floor = roofline_floor_ms(task, Target.model_validate(profile), res.precision)
     res.roofline_floor_ms = floor.floor_ms

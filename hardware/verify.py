@@ -66,7 +66,7 @@ from typing import Any
 import torch
 from pydantic import BaseModel, Field
 
-from hardware.result import PrecisionMode, Tolerance
+from kernelwright.hardware.result import PrecisionMode, Tolerance
 
 # (rtol, atol) per dtype for each precision mode; see the module docstring.
 _STRICT: dict[torch.dtype, tuple[float, float]] = {

@@ -4,10 +4,10 @@
 Embeddings work offline (memory.embedding); nothing here downloads anything.
 """
 
-from memory.core import Memory, MemoryImportError, MemoryStats, TransferReport, open_memory
-from memory.embedding import HashingEmbedding, hash_embed, make_embedder, text_similarity
-from memory.graph import ExperienceGraph, RetrievedCase
-from memory.records import (
+from kernelwright.memory.core import Memory, MemoryImportError, MemoryStats, TransferReport, open_memory
+from kernelwright.memory.embedding import HashingEmbedding, hash_embed, make_embedder, text_similarity
+from kernelwright.memory.graph import ExperienceGraph, RetrievedCase
+from kernelwright.memory.records import (
     OUTCOMES,
     Case,
     Evidence,
@@ -22,8 +22,15 @@ from memory.records import (
     parse_kernel_header,
     step_ratio,
 )
-from memory.rules import PruneReport, RankedRule, RuleBook, RuleEffect, RuleUpdate, judge_same_rule
-from memory.store import MemoryDamagedError, MemoryLocationError, resolve_location
+from kernelwright.memory.rules import (
+    PruneReport,
+    RankedRule,
+    RuleBook,
+    RuleEffect,
+    RuleUpdate,
+    judge_same_rule,
+)
+from kernelwright.memory.store import MemoryDamagedError, MemoryLocationError, resolve_location
 
 __all__ = [
     "OUTCOMES",

@@ -21,11 +21,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from memory.embedding import make_embedder
-from memory.graph import CASES, ExperienceGraph
-from memory.records import OUTCOMES, Case, Exposure, MemoryRecord, Rule
-from memory.rules import DEFAULT_THRESHOLD, EXPOSURES, RULES, RuleBook
-from memory.store import ChromaStore, get_store, resolve_location
+from kernelwright.memory.embedding import make_embedder
+from kernelwright.memory.graph import CASES, ExperienceGraph
+from kernelwright.memory.records import OUTCOMES, Case, Exposure, MemoryRecord, Rule
+from kernelwright.memory.rules import DEFAULT_THRESHOLD, EXPOSURES, RULES, RuleBook
+from kernelwright.memory.store import ChromaStore, get_store, resolve_location
 
 ENV_RULE_THRESHOLD = "KERNELWRIGHT_RULE_THRESHOLD"
 RECORD_KINDS: dict[str, type[MemoryRecord]] = {"case": Case, "rule": Rule, "exposure": Exposure}
@@ -240,7 +240,7 @@ def open_memory(
 def export_salvaged(location: str, path: str | os.PathLike[str]) -> TransferReport:
     """Write the records a damaged memory folder still holds (memory.damage.salvage_documents) as a JSONL
     export that `import_jsonl` accepts; records that no longer parse are left out."""
-    from memory.damage import salvage_documents
+    from kernelwright.memory.damage import salvage_documents
 
     docs = salvage_documents(Path(location))
     kinds: dict[str, tuple[str, type[MemoryRecord]]] = {

@@ -13,7 +13,7 @@ from functools import lru_cache
 import numpy as np
 from pydantic import BaseModel, Field
 
-from memory.embedding import hash_embed
+from kernelwright.memory.embedding import hash_embed
 
 
 class DocSnippet(BaseModel):

@@ -31,15 +31,15 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from memory.records import (
+from kernelwright.memory.records import (
     DOWNSTREAM_CHILDREN,
     DOWNSTREAM_SELF,
     OUTCOME_RANK,
     Case,
     own_value,
 )
-from memory.store import ChromaStore
-from tasks.task import TaskSignature
+from kernelwright.memory.store import ChromaStore
+from kernelwright.tasks.task import TaskSignature
 
 CASES = "kw_cases"
 _MAX_LINEAGE = 10_000

@@ -20,8 +20,8 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from hardware.result import EvalResult, Versions
-from tasks.task import TaskSignature
+from kernelwright.hardware.result import EvalResult, Versions
+from kernelwright.tasks.task import TaskSignature
 
 CASE_SCHEMA = 1
 RULE_SCHEMA = 1

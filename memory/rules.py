@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from pydantic import BaseModel, Field
 
-from hardware.result import Versions
-from memory.embedding import text_similarity
-from memory.records import (
+from kernelwright.hardware.result import Versions
+from kernelwright.memory.embedding import text_similarity
+from kernelwright.memory.records import (
     MAX_EVIDENCE,
     MAX_EXCERPT,
     Evidence,
@@ -41,7 +41,7 @@ from memory.records import (
     error_signature,
     major_minor,
 )
-from memory.store import ChromaStore
+from kernelwright.memory.store import ChromaStore
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel

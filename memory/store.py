@@ -41,8 +41,8 @@ from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
 from chromadb.config import Settings
 
-from memory.damage import damaged_message, missing_database, sqlite_problem
-from memory.embedding import Embedder
+from kernelwright.memory.damage import damaged_message, missing_database, sqlite_problem
+from kernelwright.memory.embedding import Embedder
 
 ENV_MEMORY = "KERNELWRIGHT_MEMORY"
 DEFAULT_MEMORY_DIR = "~/.kernelwright"

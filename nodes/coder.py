@@ -17,13 +17,13 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Send
 
-from nodes import resources
-from nodes.records import Branch, Candidate, CostLedger, Usage
-from providers.chat import invoke_with_retry, parse_program, usage_of
-from providers.protocol import message_text
+from kernelwright.nodes import resources
+from kernelwright.nodes.records import Branch, Candidate, CostLedger, Usage
+from kernelwright.providers.chat import invoke_with_retry, parse_program, usage_of
+from kernelwright.providers.protocol import message_text
 
 if TYPE_CHECKING:
-    from graphs.context import Context
+    from kernelwright.graphs.context import Context
 
 META_PREFIX = "# kernelwright:"
 

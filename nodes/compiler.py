@@ -20,15 +20,15 @@ from typing import TYPE_CHECKING, Literal
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Send
 
-from hardware.config import EvalConfig
-from hardware.result import EvalResult
-from hardware.static_check import static_check
-from nodes import resources
-from nodes.evaluations import EvaluationEntry, EvaluationLog, Phase, code_sha
-from nodes.records import Branch, CostLedger, RunInfo
+from kernelwright.hardware.config import EvalConfig
+from kernelwright.hardware.result import EvalResult
+from kernelwright.hardware.static_check import static_check
+from kernelwright.nodes import resources
+from kernelwright.nodes.evaluations import EvaluationEntry, EvaluationLog, Phase, code_sha
+from kernelwright.nodes.records import Branch, CostLedger, RunInfo
 
 if TYPE_CHECKING:
-    from graphs.context import Context
+    from kernelwright.graphs.context import Context
 
 
 SAME_PROGRAM = "same_program_as"
@@ -109,7 +109,7 @@ def compile_for_gpu_target(branch: Branch, ctx: Context) -> EvalResult:
     architecture in subprocesses. A kernel that does not compile there is a compile_error, like on
     the device; for one that does, the per-kernel summary (registers, spills) joins the feedback.
     """
-    from hardware.compile_feedback import compile_for_target
+    from kernelwright.hardware.compile_feedback import compile_for_target
 
     assert branch.candidate is not None and branch.candidate.code is not None and branch.result is not None
     run = branch.run

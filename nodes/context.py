@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Literal
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Send
 
-from hardware.targets import Target, detect_target, get_target
-from nodes import resources
-from nodes.context_builder import build_context
-from nodes.prompts import SYSTEM_PROMPT, request_text
-from nodes.records import Branch, Prompt, RunInfo
+from kernelwright.hardware.targets import Target, detect_target, get_target
+from kernelwright.nodes import resources
+from kernelwright.nodes.context_builder import build_context
+from kernelwright.nodes.prompts import SYSTEM_PROMPT, request_text
+from kernelwright.nodes.records import Branch, Prompt, RunInfo
 
 if TYPE_CHECKING:
-    from graphs.context import Context
+    from kernelwright.graphs.context import Context
 
 
 def run_target(run: RunInfo) -> Target:

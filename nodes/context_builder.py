@@ -31,13 +31,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from hardware.result import Versions
-from memory import Memory
-from memory.docs import select_docs
-from memory.records import Case, capability_str
-from nodes.records import ContextItem, ContextRecord
-from providers.protocol import REQUEST_KINDS, render_section
-from tasks.task import Task
+from kernelwright.hardware.result import Versions
+from kernelwright.memory import Memory
+from kernelwright.memory.docs import select_docs
+from kernelwright.memory.records import Case, capability_str
+from kernelwright.nodes.records import ContextItem, ContextRecord
+from kernelwright.providers.protocol import REQUEST_KINDS, render_section
+from kernelwright.tasks.task import Task
 
 CHARS_PER_TOKEN = 3.5
 # (url tiktoken caches the file under, sha256 tiktoken expects). With a file whose hash differs,

@@ -18,8 +18,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from hardware.result import EvalResult
-from nodes.records import utc_now
+from kernelwright.hardware.result import EvalResult
+from kernelwright.nodes.records import utc_now
 
 Phase = Literal["verify", "time", "target_compile"]
 LOG_NAME = "evaluations.jsonl"

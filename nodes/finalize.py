@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from nodes.records import Attempt, BestKernel, CostLedger, Job, OptimizeResult, RunInfo
-from nodes.search import Outcome, SearchTree
+from kernelwright.nodes.records import Attempt, BestKernel, CostLedger, Job, OptimizeResult, RunInfo
+from kernelwright.nodes.search import Outcome, SearchTree
 
 KERNEL_FILE = "kernel.py"
 RESULT_FILE = "result.json"
@@ -27,7 +27,7 @@ def verdict_for(
     best: BestKernel | None, n: int, run: RunInfo, stop_reason: str = ""
 ) -> tuple[str, bool | None]:
     """(one plain sentence, slower than eager or None when unknown)."""
-    from nodes.planner import HARNESS_STOP
+    from kernelwright.nodes.planner import HARNESS_STOP
 
     if best is None and stop_reason.startswith(HARNESS_STOP):
         return (

@@ -22,17 +22,17 @@ from typing import TYPE_CHECKING, Any, Literal
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Overwrite, Send
 
-from hardware.config import toolchain_versions
-from hardware.roofline import roofline_floor_ms
-from hardware.targets import Target, detect_target, get_target
-from nodes import resources
-from nodes.records import Attempt, Branch, CostLedger, Design, Job, RunInfo
-from nodes.search import Decision, SearchTree, Spent
-from tasks.loader import load_task, load_task_source
-from tasks.task import Task
+from kernelwright.hardware.config import toolchain_versions
+from kernelwright.hardware.roofline import roofline_floor_ms
+from kernelwright.hardware.targets import Target, detect_target, get_target
+from kernelwright.nodes import resources
+from kernelwright.nodes.records import Attempt, Branch, CostLedger, Design, Job, RunInfo
+from kernelwright.nodes.search import Decision, SearchTree, Spent
+from kernelwright.tasks.loader import load_task, load_task_source
+from kernelwright.tasks.task import Task
 
 if TYPE_CHECKING:
-    from graphs.context import Context
+    from kernelwright.graphs.context import Context
 
 # Wall time is counted between planner steps of one process: a resumed run starts a new count, so the
 # time a run lay dead between a crash and its resume is not billed to it.

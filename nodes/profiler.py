@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any, Literal
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Send
 
-from hardware.roofline import fraction_of_floor
-from nodes.compiler import eval_cost, evaluate_logged
-from nodes.records import Branch, CostLedger, Timing
+from kernelwright.hardware.roofline import fraction_of_floor
+from kernelwright.nodes.compiler import eval_cost, evaluate_logged
+from kernelwright.nodes.records import Branch, CostLedger, Timing
 
 if TYPE_CHECKING:
-    from graphs.context import Context
+    from kernelwright.graphs.context import Context
 
 
 def profiler(branch: Branch, runtime: Runtime[Context]) -> Command[Literal["reflector"]]:

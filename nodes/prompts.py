@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from hardware.result import EvalResult
-from providers.protocol import render_section
+from kernelwright.hardware.result import EvalResult
+from kernelwright.providers.protocol import render_section
 
 SYSTEM_PROMPT = """\
 You write Triton kernels that replace PyTorch reference programs.

@@ -13,9 +13,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from hardware.result import EvalResult, Tolerance, Versions
-from nodes.search import Action, Decision, Outcome
-from tasks.task import Task
+from kernelwright.hardware.result import EvalResult, Tolerance, Versions
+from kernelwright.nodes.search import Action, Decision, Outcome
+from kernelwright.tasks.task import Task
 
 Status = Literal["correct", "wrong", "failed"]
 

@@ -32,15 +32,15 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from hardware.result import EvalResult
-from nodes import resources
-from nodes.prompts import RULE_SYSTEM_PROMPT, RuleDraft, render_feedback, rule_prompt
-from nodes.records import Attempt, Branch, CostLedger, Reflection, Status, Timing
-from nodes.search import reward_for
-from providers.chat import is_llm, usage_of
+from kernelwright.hardware.result import EvalResult
+from kernelwright.nodes import resources
+from kernelwright.nodes.prompts import RULE_SYSTEM_PROMPT, RuleDraft, render_feedback, rule_prompt
+from kernelwright.nodes.records import Attempt, Branch, CostLedger, Reflection, Status, Timing
+from kernelwright.nodes.search import reward_for
+from kernelwright.providers.chat import is_llm, usage_of
 
 if TYPE_CHECKING:
-    from graphs.context import Context
+    from kernelwright.graphs.context import Context
 
 JOURNAL = "reflections.jsonl"
 SIGNATURE_CHARS = 160
@@ -109,7 +109,7 @@ def _config_text(config: dict[str, str]) -> str:
 
 def signature_rule(code: str | None, result: EvalResult, target: str) -> str:
     """A rule from the kernel's metadata line and the normalised error, for when no LLM drafts one."""
-    from memory.records import error_signature, parse_kernel_header
+    from kernelwright.memory.records import error_signature, parse_kernel_header
 
     sig = error_signature(result.error_kind, result.error)
     if len(sig) > SIGNATURE_CHARS:  # the head names the error; the rest is detail the evidence keeps
@@ -132,7 +132,7 @@ def draft_rule(
     model: Any, code: str, feedback: str, target: str, op_families: list[str]
 ) -> tuple[str | None, int, int, str]:
     """(rule text or None, tokens in, tokens out, note) from an LLM's structured answer."""
-    from memory.records import check_rule_text
+    from kernelwright.memory.records import check_rule_text
 
     messages = [
         SystemMessage(RULE_SYSTEM_PROMPT),
@@ -158,7 +158,7 @@ def reflect_to_memory(
     branch: Branch, ctx: Context, status: Status, feedback: str, timing: Timing
 ) -> tuple[Reflection, CostLedger]:
     """Write the case, the rule exposure and (for a failure) the rule; returns what was written."""
-    from memory.records import Case, RuleCandidate
+    from kernelwright.memory.records import Case, RuleCandidate
 
     run, job, task = branch.run, branch.job, branch.task
     assert branch.result is not None and branch.candidate is not None

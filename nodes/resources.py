@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models.chat_models import BaseChatModel
 
-from providers.chat import load_chat_model
+from kernelwright.providers.chat import load_chat_model
 
 if TYPE_CHECKING:
-    from hardware import WorkerPool
-    from memory import Memory
+    from kernelwright.hardware import WorkerPool
+    from kernelwright.memory import Memory
 
 _lock = threading.RLock()
 _pools: dict[tuple[str, int], WorkerPool] = {}
@@ -29,7 +29,7 @@ _models: dict[tuple[Any, ...], BaseChatModel] = {}
 
 def worker_pool(device: str, workers: int) -> WorkerPool:
     """The shared evaluation pool for (device, workers), started on first use."""
-    from hardware import WorkerPool
+    from kernelwright.hardware import WorkerPool
 
     key = (device, int(workers))
     with _lock:
@@ -42,7 +42,7 @@ def worker_pool(device: str, workers: int) -> WorkerPool:
 
 def open_shared_memory(location: str | Path | None) -> Memory:
     """The shared Memory for a location (None: the default ~/.kernelwright)."""
-    from memory import open_memory
+    from kernelwright.memory import open_memory
 
     key = (
         str(Path(location).expanduser().resolve())

@@ -4,7 +4,7 @@ The prompt protocol shared with the context manager is in providers/protocol.py;
 deterministic writer in providers/offline/.
 """
 
-from providers.chat import (
+from kernelwright.providers.chat import (
     ProviderError,
     ProviderUnavailable,
     invoke_with_retry,

@@ -31,7 +31,7 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import SecretStr
 
-from providers.protocol import extract_code, message_text
+from kernelwright.providers.protocol import extract_code, message_text
 
 DEFAULT_TIMEOUT_S = 180.0
 DEFAULT_RETRIES = 4
@@ -197,7 +197,7 @@ def load_chat_model(
             "no model given: use --model offline, openai:<model>, provider:model or a served name"
         )
     if spec == "offline":
-        from providers.offline import OfflineKernelWriter
+        from kernelwright.providers.offline import OfflineKernelWriter
 
         return OfflineKernelWriter(seed=int(kwargs.get("seed", 0)))
     url = resolve_base_url(base_url)

@@ -1,10 +1,22 @@
 """kernelwright tasks: the KernelBench task format, its loader and analysis, and the bundled suites."""
 
-from tasks.analysis import OP_FAMILIES, TaskAnalysis, analyze_task, op_family, trace_forward
-from tasks.errors import TaskError
-from tasks.loader import BUNDLED_SUITES, bundled_suite_dir, load_suite, load_task, load_task_source
-from tasks.module import exec_task_module, has_small_inputs, task_init_inputs, task_inputs, task_model
-from tasks.task import Task, TaskSignature
+from kernelwright.tasks.analysis import OP_FAMILIES, TaskAnalysis, analyze_task, op_family, trace_forward
+from kernelwright.tasks.errors import TaskError
+from kernelwright.tasks.loader import (
+    BUNDLED_SUITES,
+    bundled_suite_dir,
+    load_suite,
+    load_task,
+    load_task_source,
+)
+from kernelwright.tasks.module import (
+    exec_task_module,
+    has_small_inputs,
+    task_init_inputs,
+    task_inputs,
+    task_model,
+)
+from kernelwright.tasks.task import Task, TaskSignature
 
 __all__ = [
     "BUNDLED_SUITES",

@@ -23,9 +23,9 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 
-from tasks.errors import TaskError, describe_exception
-from tasks.module import has_small_inputs, task_inputs, task_model
-from tasks.task import TaskSignature
+from kernelwright.tasks.errors import TaskError, describe_exception
+from kernelwright.tasks.module import has_small_inputs, task_inputs, task_model
+from kernelwright.tasks.task import TaskSignature
 
 OP_FAMILIES = ("matmul", "conv", "reduction", "softmax", "norm", "pointwise", "scan", "loss", "pool", "other")
 

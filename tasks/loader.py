@@ -13,10 +13,10 @@ from typing import Literal
 
 import torch
 
-from tasks.analysis import analyze_task
-from tasks.errors import TaskError
-from tasks.module import exec_task_module, has_small_inputs
-from tasks.task import Task
+from kernelwright.tasks.analysis import analyze_task
+from kernelwright.tasks.errors import TaskError
+from kernelwright.tasks.module import exec_task_module, has_small_inputs
+from kernelwright.tasks.task import Task
 
 _SUITES_ROOT = Path(__file__).resolve().parent
 

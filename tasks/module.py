@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from tasks.errors import TaskError, describe_exception
+from kernelwright.tasks.errors import TaskError, describe_exception
 
 
 def exec_task_module(source: str, name: str, *, filename: str | None = None) -> types.ModuleType:

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from tasks.module import exec_task_module, task_inputs, task_model
+from kernelwright.tasks.module import exec_task_module, task_inputs, task_model
 
 
 @dataclass(frozen=True)

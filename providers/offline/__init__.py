@@ -1,6 +1,6 @@
 """The built-in offline kernel writer: real Triton kernels for KernelBench-format tasks, no LLM.
 
-    from providers.offline import OfflineKernelWriter, write_program
+    from kernelwright.providers.offline import OfflineKernelWriter, write_program
     model = OfflineKernelWriter(seed=0)          # a LangChain chat model
     answer = write_program(prompt_text, seed=0)  # the same, as a function
 
@@ -13,13 +13,18 @@ Other families plug in two ways: designs for kernels this writer schedules go in
 `register_task_writer(family, fn)` and are asked first.
 """
 
-from providers.offline.analysis import AnalysisError, AnalyzedTask, analyze_source
-from providers.offline.chat_model import OfflineKernelWriter, estimate_tokens
-from providers.offline.conv_writer import conv_task_writer
-from providers.offline.designs import REGISTRY, Design
-from providers.offline.policy import Context, forbidden, neighbours, parse_meta
-from providers.offline.pool_writer import pool_task_writer
-from providers.offline.writer import TaskWriter, WriterAnswer, register_task_writer, write_program
+from kernelwright.providers.offline.analysis import AnalysisError, AnalyzedTask, analyze_source
+from kernelwright.providers.offline.chat_model import OfflineKernelWriter, estimate_tokens
+from kernelwright.providers.offline.conv_writer import conv_task_writer
+from kernelwright.providers.offline.designs import REGISTRY, Design
+from kernelwright.providers.offline.policy import Context, forbidden, neighbours, parse_meta
+from kernelwright.providers.offline.pool_writer import pool_task_writer
+from kernelwright.providers.offline.writer import (
+    TaskWriter,
+    WriterAnswer,
+    register_task_writer,
+    write_program,
+)
 
 # Convolutions are written in Triton (implicit GEMM) by their own whole-task writer, in turn with the
 # generic path's cuDNN + fused-epilogue programs; see conv_writer.takes_turn.

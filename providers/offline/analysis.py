@@ -28,9 +28,9 @@ from typing import Any, Literal
 
 import torch
 
-from providers.offline.ir import Graph
-from providers.offline.lowering import Lowerer, LoweringError
-from tasks import exec_task_module
+from kernelwright.providers.offline.ir import Graph
+from kernelwright.providers.offline.lowering import Lowerer, LoweringError
+from kernelwright.tasks import exec_task_module
 
 _TASK_FUNCS = {"get_inputs", "get_init_inputs", "get_small_inputs", "get_small_init_inputs"}
 
@@ -260,7 +260,7 @@ def _close(a: Any, b: Any) -> bool:
 
 
 def _op_is_opaque(target: Any) -> bool:
-    from providers.offline.lowering import _HANDLERS, _SAME_BINARY, _SAME_UNARY
+    from kernelwright.providers.offline.lowering import _HANDLERS, _SAME_BINARY, _SAME_UNARY
 
     name = target.overloadpacket.__name__.rstrip("_")
     return name not in _HANDLERS and name not in _SAME_UNARY and name not in _SAME_BINARY
@@ -287,7 +287,7 @@ def bind_hyperparameters(gm_full: Any, gm_small: Any, m_full: torch.nn.Module, m
     """
     import sympy
 
-    from providers.offline.ir import SymScalar
+    from kernelwright.providers.offline.ir import SymScalar
 
     a_nodes = [n for n in gm_full.graph.nodes if n.op == "call_function"]
     b_nodes = [n for n in gm_small.graph.nodes if n.op == "call_function"]

@@ -12,8 +12,8 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
-from providers.offline.writer import write_program
-from providers.protocol import message_text
+from kernelwright.providers.offline.writer import write_program
+from kernelwright.providers.protocol import message_text
 
 
 def estimate_tokens(text: str) -> int:

@@ -41,14 +41,14 @@ from typing import Any
 
 import torch
 
-from providers.offline.conv_analysis import (
+from kernelwright.providers.offline.conv_analysis import (
     ConvAnalysis,
     ConvUnsupported,
     analyze_conv_model,
     explain_conv_model,
 )
-from providers.offline.conv_codegen import DESIGNS, ConvEmitError, emit
-from providers.offline.conv_ir import ConvConfig, ConvPlan, ConvSpec
+from kernelwright.providers.offline.conv_codegen import DESIGNS, ConvEmitError, emit
+from kernelwright.providers.offline.conv_ir import ConvConfig, ConvPlan, ConvSpec
 
 __all__ = [
     "CONV_FAMILY",
@@ -339,7 +339,7 @@ def analyze_conv_task(source: str, name: str = "task") -> ConvAnalysis:
     without small inputs is analysed on the meta device alone: its full-size inputs (gigabytes, for
     some) are never made in this process.
     """
-    from tasks import TaskError, exec_task_module, has_small_inputs, task_inputs, task_model
+    from kernelwright.tasks import TaskError, exec_task_module, has_small_inputs, task_inputs, task_model
 
     try:
         module = exec_task_module(source, name)
@@ -361,7 +361,7 @@ def analyze_conv_task(source: str, name: str = "task") -> ConvAnalysis:
 
 def _full_spec(module: Any) -> ConvSpec | None:
     """The convolution's sizes at the task's full size, from a model built on the meta device."""
-    from tasks import task_inputs, task_model
+    from kernelwright.tasks import task_inputs, task_model
 
     try:
         with torch.random.fork_rng(devices=[]), torch.device("meta"):

@@ -34,7 +34,16 @@ import torch.fx as fx
 import torch.nn as nn
 from torch.fx.passes.shape_prop import ShapeProp
 
-from providers.offline.conv_ir import SPATIAL, Const, ConvPlan, ConvSpec, NormFold, Op, Operand, PoolPart
+from kernelwright.providers.offline.conv_ir import (
+    SPATIAL,
+    Const,
+    ConvPlan,
+    ConvSpec,
+    NormFold,
+    Op,
+    Operand,
+    PoolPart,
+)
 
 
 class ConvUnsupported(Exception):

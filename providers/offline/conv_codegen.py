@@ -38,8 +38,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from providers.offline.conv_ir import SPATIAL, ConvConfig, ConvPlan, Op
-from providers.offline.emit import BN_RUNNING, HELPERS, Code
+from kernelwright.providers.offline.conv_ir import SPATIAL, ConvConfig, ConvPlan, Op
+from kernelwright.providers.offline.emit import BN_RUNNING, HELPERS, Code
 
 DESIGNS = ("implicit_gemm", "implicit_gemm_flatk", "direct_depthwise")
 

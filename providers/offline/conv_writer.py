@@ -1,7 +1,7 @@
 """The conv family as a whole-task writer for the offline writer's plug-in point.
 
-    from providers.offline import register_task_writer
-    from providers.offline.conv_writer import conv_task_writer
+    from kernelwright.providers.offline import register_task_writer
+    from kernelwright.providers.offline.conv_writer import conv_task_writer
     register_task_writer("conv", conv_task_writer)
 
 `conv_task_writer(source, name, ctx)` answers tasks that analyse as one convolution plus fusable work
@@ -27,7 +27,7 @@ import re
 from functools import lru_cache
 from typing import Any
 
-from providers.offline.conv import (
+from kernelwright.providers.offline.conv import (
     ConvConfig,
     ConvEmitError,
     analyze_conv_task,
@@ -36,7 +36,7 @@ from providers.offline.conv import (
     conv_neighbours,
     emit_conv_program,
 )
-from providers.offline.conv_analysis import ConvAnalysis
+from kernelwright.providers.offline.conv_analysis import ConvAnalysis
 
 FAMILY = "conv"
 
@@ -108,9 +108,9 @@ def takes_turn(ctx: Any) -> bool:
 
 def conv_task_writer(source: str, name: str, ctx: Any) -> Any:
     """The offline writer's TaskWriter for convolutions: a WriterAnswer, or None to pass the task on."""
-    from providers.offline.emit_module import ProgramMeta
-    from providers.offline.policy import design_forbidden, error_kind, forbidden
-    from providers.offline.writer import WriterAnswer
+    from kernelwright.providers.offline.emit_module import ProgramMeta
+    from kernelwright.providers.offline.policy import design_forbidden, error_kind, forbidden
+    from kernelwright.providers.offline.writer import WriterAnswer
 
     if not takes_turn(ctx):
         return None

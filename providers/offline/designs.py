@@ -27,12 +27,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from providers.offline.emit import ExprContext
-from providers.offline.emit_matmul import MatmulConfig
-from providers.offline.emit_pointwise import PointwiseConfig
-from providers.offline.emit_rows import RowConfig, RowKernelGen, registers_rows_launch
-from providers.offline.emit_rows import next_pow2 as _next_pow2
-from providers.offline.schedule import Kernel, Schedule
+from kernelwright.providers.offline.emit import ExprContext
+from kernelwright.providers.offline.emit_matmul import MatmulConfig
+from kernelwright.providers.offline.emit_pointwise import PointwiseConfig
+from kernelwright.providers.offline.emit_rows import RowConfig, RowKernelGen, registers_rows_launch
+from kernelwright.providers.offline.emit_rows import next_pow2 as _next_pow2
+from kernelwright.providers.offline.schedule import Kernel, Schedule
 
 HOPPER_SMS = 132
 

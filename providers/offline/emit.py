@@ -16,7 +16,7 @@ from typing import Any
 import sympy
 import torch
 
-from providers.offline.ir import SymScalar
+from kernelwright.providers.offline.ir import SymScalar
 
 # ---- a code writer ---------------------------------------------------------------------------------
 

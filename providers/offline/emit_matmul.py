@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 import sympy
 import torch
 
-from providers.offline.emit import TL_DTYPE, Code, ExprContext, Operand, cat_of
-from providers.offline.emit_rows import RowKernelGen, RowPlanError, _Load
-from providers.offline.ir import SymScalar, Value, aligned, is_one
-from providers.offline.schedule import Kernel, Schedule, _shape_eq, _walk_values
+from kernelwright.providers.offline.emit import TL_DTYPE, Code, ExprContext, Operand, cat_of
+from kernelwright.providers.offline.emit_rows import RowKernelGen, RowPlanError, _Load
+from kernelwright.providers.offline.ir import SymScalar, Value, aligned, is_one
+from kernelwright.providers.offline.schedule import Kernel, Schedule, _shape_eq, _walk_values
 
 
 @dataclass

@@ -15,13 +15,13 @@ from typing import Any
 import sympy
 import torch
 
-from providers.offline.analysis import AnalyzedTask
-from providers.offline.emit import BN_RUNNING, HELPERS, RUNTIME, Code, ExprContext, py_expr
-from providers.offline.emit_matmul import MatmulConfig, MatmulGen
-from providers.offline.emit_pointwise import PointwiseConfig, PointwiseGen
-from providers.offline.emit_rows import RowConfig, RowKernelGen
-from providers.offline.ir import SymScalar, Value
-from providers.offline.schedule import Kernel, Schedule
+from kernelwright.providers.offline.analysis import AnalyzedTask
+from kernelwright.providers.offline.emit import BN_RUNNING, HELPERS, RUNTIME, Code, ExprContext, py_expr
+from kernelwright.providers.offline.emit_matmul import MatmulConfig, MatmulGen
+from kernelwright.providers.offline.emit_pointwise import PointwiseConfig, PointwiseGen
+from kernelwright.providers.offline.emit_rows import RowConfig, RowKernelGen
+from kernelwright.providers.offline.ir import SymScalar, Value
+from kernelwright.providers.offline.schedule import Kernel, Schedule
 
 KernelConfig = RowConfig | MatmulConfig | PointwiseConfig
 

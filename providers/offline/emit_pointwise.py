@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 import sympy
 
-from providers.offline.emit import Code, ExprContext, Operand
-from providers.offline.emit_rows import RowKernelGen
-from providers.offline.ir import SymScalar, Value, broadcast_shapes
-from providers.offline.schedule import Kernel, Schedule
+from kernelwright.providers.offline.emit import Code, ExprContext, Operand
+from kernelwright.providers.offline.emit_rows import RowKernelGen
+from kernelwright.providers.offline.ir import SymScalar, Value, broadcast_shapes
+from kernelwright.providers.offline.schedule import Kernel, Schedule
 
 
 @dataclass
@@ -107,14 +107,14 @@ class PointwiseGen(RowKernelGen):
             # Outputs are allocated contiguous: the flat index is the offset.
             off = "idx"
             text = val.text
-            from providers.offline.emit import TL_DTYPE, cat_of
+            from kernelwright.providers.offline.emit import TL_DTYPE, cat_of
 
             if cat_of(v.dtype) == "f" and str(v.dtype) != "torch.float32":
                 text = f"({text}).to({TL_DTYPE[v.dtype]})"
             c(f"tl.store({name} + {off}, {text}, mask=mask)")
 
     def _emit_load(self, c: Code, v: Value, cls: str) -> Operand:
-        from providers.offline.emit import cat_of
+        from kernelwright.providers.offline.emit import cat_of
 
         ld = self.loads[v.id]
         if not ld.groups:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import sympy
 import torch
 
-from providers.offline.emit import (
+from kernelwright.providers.offline.emit import (
     TL_DTYPE,
     Code,
     ExprContext,
@@ -38,8 +38,8 @@ from providers.offline.emit import (
     literal,
     pw_expr,
 )
-from providers.offline.ir import SymScalar, Value, aligned, is_one
-from providers.offline.schedule import Kernel, Schedule
+from kernelwright.providers.offline.ir import SymScalar, Value, aligned, is_one
+from kernelwright.providers.offline.schedule import Kernel, Schedule
 
 STAT_OPS = ("sum", "mean", "max", "min", "argmax", "argmin", "prod", "numel", "any", "all")
 
@@ -1120,7 +1120,7 @@ class RowKernelGen:
         tensors = [ld.value for ld in self.loads.values()] + list(self.shape_only.values())
         tnames = [ld.name for ld in self.loads.values()] + [f"shp{i}" for i in range(len(self.shape_only))]
         snames = [n for n, _ in self.syms.values()]
-        from providers.offline.ir import broadcast_shapes
+        from kernelwright.providers.offline.ir import broadcast_shapes
 
         self.shape_arg: tuple | None = None
         bshape0 = broadcast_shapes(*(t.shape for t in tensors)) if tensors else ()

@@ -22,7 +22,7 @@ import sympy
 import torch
 import torch.fx as fx
 
-from providers.offline.ir import (
+from kernelwright.providers.offline.ir import (
     Graph,
     Shape,
     SymScalar,

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from providers.offline.designs import (
+from kernelwright.providers.offline.designs import (
     DESIGN_NAMES,
     Design,
     KernelInfo,
@@ -35,7 +35,7 @@ from providers.offline.designs import (
     find_design,
     launch_effect,
 )
-from providers.protocol import Section
+from kernelwright.providers.protocol import Section
 
 # The program's first line; case bodies show it without the "#" ("design: kernelwright: family=...").
 META_RE = re.compile(r"(?:#\s*)?kernelwright:\s*family=(\S+)\s+design=(\S+)\s+config=(\S*)")

@@ -1,7 +1,7 @@
 """Standalone max/avg pooling (1-D, 2-D, 3-D) as a whole-task writer for the offline writer.
 
-    from providers.offline import register_task_writer
-    from providers.offline.pool_writer import pool_task_writer
+    from kernelwright.providers.offline import register_task_writer
+    from kernelwright.providers.offline.pool_writer import pool_task_writer
     register_task_writer("pool", pool_task_writer)
 
 A task is taken when its forward is exactly one pooling module applied to its input:
@@ -124,8 +124,8 @@ def _analysis(digest: str, source: str, name: str) -> PoolTask | None:
     found = find_pool_task(source)
     if found is None:
         return None
-    from providers.offline.analysis import AnalysisError, analyze_cached
-    from providers.offline.schedule import schedule
+    from kernelwright.providers.offline.analysis import AnalysisError, analyze_cached
+    from kernelwright.providers.offline.schedule import schedule
 
     try:
         sched = schedule(analyze_cached(source, name).graph)
@@ -265,8 +265,8 @@ def _kw_pool(x, pool, nd, is_max, block, num_warps):
 
 def emit_pool_program(source: str, task: PoolTask, config: dict[str, int]) -> str:
     """The candidate module: the task's constructor as ModelNew, the kernel, and its launcher."""
-    from providers.offline.conv_codegen import _ReferenceParts
-    from providers.offline.emit_module import ProgramMeta
+    from kernelwright.providers.offline.conv_codegen import _ReferenceParts
+    from kernelwright.providers.offline.emit_module import ProgramMeta
 
     reference = _ReferenceParts(source)
     header = ProgramMeta(FAMILY, DESIGN, dict(config)).line()
@@ -305,7 +305,7 @@ def _as_config(pairs: dict[str, Any]) -> dict[str, int] | None:
 
 
 def _choose(ctx: Any) -> tuple[dict[str, int], str] | None:
-    from providers.offline.policy import error_kind, forbidden, neighbours
+    from kernelwright.providers.offline.policy import error_kind, forbidden, neighbours
 
     def ok(config: dict[str, int]) -> bool:
         return not forbidden(ctx, FAMILY, DESIGN, config)
@@ -360,9 +360,9 @@ def _product(lists: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
 
 def pool_task_writer(source: str, name: str, ctx: Any) -> Any:
     """The offline writer's TaskWriter for standalone pooling: a WriterAnswer, or None to pass the task on."""
-    from providers.offline.emit_module import ProgramMeta
-    from providers.offline.policy import design_forbidden
-    from providers.offline.writer import WriterAnswer
+    from kernelwright.providers.offline.emit_module import ProgramMeta
+    from kernelwright.providers.offline.policy import design_forbidden
+    from kernelwright.providers.offline.writer import WriterAnswer
 
     task = _analysis(hashlib.sha256(source.encode()).hexdigest(), source, name)
     if task is None:

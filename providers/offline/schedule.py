@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import sympy
 
-from providers.offline.ir import Graph, Shape, Value, aligned, is_one
+from kernelwright.providers.offline.ir import Graph, Shape, Value, aligned, is_one
 
 ROW_FAMILIES = ("scan", "norm", "softmax", "loss", "reduction")
 _ORIGIN_FAMILY = {

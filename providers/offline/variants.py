@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from providers.offline.analysis import analyze_cached
-from providers.offline.designs import (
+from kernelwright.providers.offline.analysis import analyze_cached
+from kernelwright.providers.offline.designs import (
     KernelInfo,
     default_config,
     default_design,
@@ -27,10 +27,10 @@ from providers.offline.designs import (
     kernel_info,
     make_config,
 )
-from providers.offline.emit_matmul import fuse_dual_matmuls
-from providers.offline.emit_module import ProgramMeta, emit_program
-from providers.offline.schedule import Schedule, schedule
-from providers.offline.writer import WriterAnswer
+from kernelwright.providers.offline.emit_matmul import fuse_dual_matmuls
+from kernelwright.providers.offline.emit_module import ProgramMeta, emit_program
+from kernelwright.providers.offline.schedule import Schedule, schedule
+from kernelwright.providers.offline.writer import WriterAnswer
 
 
 @dataclass(frozen=True)

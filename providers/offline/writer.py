@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from providers.offline.analysis import AnalysisError, analyze_cached
-from providers.offline.designs import (
+from kernelwright.providers.offline.analysis import AnalysisError, analyze_cached
+from kernelwright.providers.offline.designs import (
     REGISTRY,
     KernelInfo,
     config_space,
@@ -26,12 +26,12 @@ from providers.offline.designs import (
     kernel_info,
     make_config,
 )
-from providers.offline.emit_matmul import fuse_dual_matmuls
-from providers.offline.emit_module import EmitError, ProgramMeta, emit_program
-from providers.offline.emit_rows import RowPlanError
-from providers.offline.policy import Choice, Context, choose, fuse_allowed, read_context
-from providers.offline.schedule import Schedule, schedule
-from providers.protocol import parse_sections
+from kernelwright.providers.offline.emit_matmul import fuse_dual_matmuls
+from kernelwright.providers.offline.emit_module import EmitError, ProgramMeta, emit_program
+from kernelwright.providers.offline.emit_rows import RowPlanError
+from kernelwright.providers.offline.policy import Choice, Context, choose, fuse_allowed, read_context
+from kernelwright.providers.offline.schedule import Schedule, schedule
+from kernelwright.providers.protocol import parse_sections
 
 CONFIG_KEYS = {
     "BLOCK", "BLOCK_M", "BLOCK_N", "BLOCK_K", "BLOCK_R", "BLOCK_I", "TILE", "RMAX", "num_warps", "num_stages",

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from hardware.result import Versions
-from memory import Case, RuleCandidate, open_memory
-from nodes.context_builder import build_context
-from providers.protocol import parse_sections
-from tasks.task import Task, TaskSignature
+from kernelwright.hardware.result import Versions
+from kernelwright.memory import Case, RuleCandidate, open_memory
+from kernelwright.nodes.context_builder import build_context
+from kernelwright.providers.protocol import parse_sections
+from kernelwright.tasks.task import Task, TaskSignature
 
 pytestmark = pytest.mark.integration
 

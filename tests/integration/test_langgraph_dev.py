@@ -148,7 +148,7 @@ def test_run_the_graph_through_the_sdk(server, tmp_path):
 def test_studio_draws_every_route(server):
     from langgraph_sdk import get_sync_client
 
-    from graphs.optimize import graph
+    from kernelwright.graphs.optimize import graph
 
     client = get_sync_client(url=server, api_key=None)
     assistant = client.assistants.search(graph_id="optimize")[0]

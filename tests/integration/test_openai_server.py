@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from graphs.cli import main as cli_main
-from graphs.context import Context
-from graphs.optimize import builder, run_optimize, serializer
-from memory import open_memory
-from nodes import resources
-from providers import ProviderError, load_chat_model
+from kernelwright.graphs.cli import main as cli_main
+from kernelwright.graphs.context import Context
+from kernelwright.graphs.optimize import builder, run_optimize, serializer
+from kernelwright.memory import open_memory
+from kernelwright.nodes import resources
+from kernelwright.providers import ProviderError, load_chat_model
 from tests.fakes.chat import fenced
 from tests.fakes.kernels import relu_compile_error, relu_kernel
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -161,7 +161,7 @@ def test_unreachable_server_wrong_model_and_wrong_key_fail_at_start(tmp_path, mo
 
 
 def test_retry_after_is_honoured_and_the_retry_time_is_a_total():
-    from providers.chat import ProviderUnavailable, invoke_with_retry
+    from kernelwright.providers.chat import ProviderUnavailable, invoke_with_retry
 
     script = [{"status": 429, "headers": {"Retry-After": "1.5"}}, {"content": "after the wait"}]
     with FakeOpenAIServer(script) as server:

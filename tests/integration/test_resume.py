@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from memory import open_memory
+from kernelwright.memory import open_memory
 from tests.fakes.chat import fenced
 from tests.fakes.kernels import relu_compile_error, relu_kernel
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -63,7 +63,7 @@ def test_kill_mid_run_then_resume(tmp_path):
     memory = tmp_path / "memory"
     with FakeOpenAIServer([], model="fake-coder", default=answer) as server:
         cmd = [
-            sys.executable, "-m", "graphs.cli", "optimize", RELU,
+            sys.executable, "-m", "kernelwright.graphs.cli", "optimize", RELU,
             "--model", "fake-coder", "--base-url", server.base_url,
             "--budget", str(BUDGET), "--device", "cpu", "--workers", "1",
             "--memory", str(memory), "--out", str(run_dir),
@@ -83,7 +83,7 @@ def test_kill_mid_run_then_resume(tmp_path):
         assert not (run_dir / "result.json").exists()
 
         resumed = subprocess.run(
-            [sys.executable, "-m", "graphs.cli", "optimize", "--resume", str(run_dir), "--json"],
+            [sys.executable, "-m", "kernelwright.graphs.cli", "optimize", "--resume", str(run_dir), "--json"],
             cwd=ROOT,
             env=_env(),
             capture_output=True,

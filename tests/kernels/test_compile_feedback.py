@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from hardware.compile_feedback import compile_for_target
-from tasks import bundled_suite_dir
-from tasks.task import Task
+from kernelwright.hardware.compile_feedback import compile_for_target
+from kernelwright.tasks import bundled_suite_dir
+from kernelwright.tasks.task import Task
 
 pytestmark = pytest.mark.kernels
 

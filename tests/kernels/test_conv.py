@@ -17,16 +17,16 @@ from pathlib import Path
 
 import pytest
 
-from hardware import EvalConfig, EvalResult, WorkerPool
-from hardware.judge import PARAMETERS_NOTE
-from providers.offline.conv import (
+from kernelwright.hardware import EvalConfig, EvalResult, WorkerPool
+from kernelwright.hardware.judge import PARAMETERS_NOTE
+from kernelwright.providers.offline.conv import (
     ConvConfig,
     analyze_conv_task,
     conv_designs,
     default_conv_config,
     emit_conv_program,
 )
-from tasks import bundled_suite_dir, load_task_source
+from kernelwright.tasks import bundled_suite_dir, load_task_source
 
 pytestmark = pytest.mark.kernels
 

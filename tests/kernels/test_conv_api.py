@@ -11,8 +11,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from hardware import static_check
-from providers.offline.conv import (
+from kernelwright.hardware import static_check
+from kernelwright.providers.offline.conv import (
     ConvConfig,
     ConvEmitError,
     analyze_conv_model,
@@ -25,7 +25,7 @@ from providers.offline.conv import (
     parse_conv_header,
     write_conv_program,
 )
-from tasks import bundled_suite_dir
+from kernelwright.tasks import bundled_suite_dir
 
 CONV_TASKS = [p for p in sorted(bundled_suite_dir("level2").glob("*.py")) if "conv" in p.name]
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import random
 
-from providers.offline.conv import parse_conv_header
-from providers.offline.conv_writer import config_from_pairs, conv_task_writer
-from providers.offline.policy import Context, Meta, parse_cases, parse_rules
-from tasks import bundled_suite_dir
+from kernelwright.providers.offline.conv import parse_conv_header
+from kernelwright.providers.offline.conv_writer import config_from_pairs, conv_task_writer
+from kernelwright.providers.offline.policy import Context, Meta, parse_cases, parse_rules
+from kernelwright.tasks import bundled_suite_dir
 
 LEVEL2 = bundled_suite_dir("level2")
 TASK = (LEVEL2 / "09_conv2d_bias_relu.py").read_text()

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from hardware import EvalConfig, EvalResult, WorkerPool
-from hardware.confine import landlock_abi
-from tasks import load_task
+from kernelwright.hardware import EvalConfig, EvalResult, WorkerPool
+from kernelwright.hardware.confine import landlock_abi
+from kernelwright.tasks import load_task
 
 pytestmark = pytest.mark.kernels
 
@@ -289,7 +289,7 @@ def test_judge_and_candidates_die_with_their_parent(tmp_path):
 
     def left() -> list[int]:
         alive = [judge] if Path(f"/proc/{judge}").exists() and not _zombie(judge) else []
-        for p in _processes_with("hardware.forkserver"):
+        for p in _processes_with("kernelwright.hardware.forkserver"):
             args = _cmdline(p)
             if args and args[-1] == str(judge) and not _zombie(p):
                 alive.append(p)
@@ -325,7 +325,7 @@ def test_confinement_is_reported(pool, relu_task):
 
 def test_timing_timeout_is_a_failure():
     """A candidate that cannot be timed is not a result: a timeout in the timing stage fails it."""
-    from hardware.sandbox import WorkerPool as Pool
+    from kernelwright.hardware.sandbox import WorkerPool as Pool
 
     pool = Pool.__new__(Pool)
     pool.device = "cpu"

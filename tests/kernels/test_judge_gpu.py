@@ -15,8 +15,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
-from hardware import EvalConfig, EvalResult, WorkerPool  # noqa: E402
-from tasks import load_task  # noqa: E402
+from kernelwright.hardware import EvalConfig, EvalResult, WorkerPool  # noqa: E402
+from kernelwright.tasks import load_task  # noqa: E402
 
 HOSTILE = Path(__file__).parent / "hostile"
 RELU = Path(__file__).resolve().parents[2] / "tasks" / "level1" / "01_relu.py"

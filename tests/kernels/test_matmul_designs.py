@@ -12,11 +12,11 @@ import textwrap
 
 import pytest
 
-from hardware import EvalConfig, WorkerPool
-from providers.offline import parse_meta, write_program
-from providers.offline.variants import design_grid, main_matmul_info, program_variant
-from providers.protocol import render_section
-from tasks import bundled_suite_dir, load_task, load_task_source
+from kernelwright.hardware import EvalConfig, WorkerPool
+from kernelwright.providers.offline import parse_meta, write_program
+from kernelwright.providers.offline.variants import design_grid, main_matmul_info, program_variant
+from kernelwright.providers.protocol import render_section
+from kernelwright.tasks import bundled_suite_dir, load_task, load_task_source
 
 pytestmark = pytest.mark.kernels
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from hardware import WorkerPool
-from tasks import load_task
+from kernelwright.hardware import WorkerPool
+from kernelwright.tasks import load_task
 
 pytestmark = pytest.mark.kernels
 

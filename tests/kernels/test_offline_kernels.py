@@ -11,10 +11,10 @@ import textwrap
 
 import pytest
 
-from hardware import EvalConfig, WorkerPool
-from providers.offline import parse_meta, write_program
-from providers.protocol import render_section
-from tasks import bundled_suite_dir, load_task, load_task_source
+from kernelwright.hardware import EvalConfig, WorkerPool
+from kernelwright.providers.offline import parse_meta, write_program
+from kernelwright.providers.protocol import render_section
+from kernelwright.tasks import bundled_suite_dir, load_task, load_task_source
 
 pytestmark = pytest.mark.kernels
 
@@ -539,7 +539,7 @@ CUDNN_BIAS_TASKS = [
 def test_a_kept_convolution_leaves_its_bias_to_the_triton_kernel(pool, monkeypatch):
     """The generic writer keeps a convolution as a torch call without its bias (PyTorch would add it in
     a separate pass over the output) and adds the bias in the Triton kernel that follows."""
-    from providers.offline import writer
+    from kernelwright.providers.offline import writer
 
     monkeypatch.setattr(writer, "_TASK_WRITERS", [])  # only the generic writer: cuDNN + Triton
     jobs = []
@@ -649,7 +649,7 @@ def test_persistent_whole_row_programs_load_row_invariant_operands_once_per_prog
 def test_every_program_of_the_row_design_grid_verifies(pool, level, name):
     """The sweep grid of a whole-row kernel (designs x warps, rows per program, persistent programs):
     each entry is a distinct program and matches the reference at small odd shapes."""
-    from providers.offline.variants import design_grid, program_variant
+    from kernelwright.providers.offline.variants import design_grid, program_variant
 
     task = _bundled(level, name)
     grid = design_grid(task.source, task.name)
@@ -719,7 +719,7 @@ def test_lane_wise_welford_is_exact_on_data_far_from_zero_with_ragged_chunks(poo
     """One-pass mean and variance keep a running mean and squared-deviation sum per lane and merge the
     lanes at the end; rows that are not a multiple of the chunk (1031, 523) leave lanes with fewer
     elements. Over rows (layer norm) and over a middle dim (a variance written out)."""
-    from providers.offline.variants import program_variant
+    from kernelwright.providers.offline.variants import program_variant
 
     task = _task(source, "offset_" + design)
     code = program_variant(task.source, task.name, design, cfg).code
@@ -733,7 +733,7 @@ import math, os, sys
 os.environ["TRITON_INTERPRET"] = "1"
 import torch, triton
 import triton.language as tl
-from providers.offline.emit import HELPERS
+from kernelwright.providers.offline.emit import HELPERS
 exec(compile(HELPERS["_kw_gelu"], "_kw_gelu.py", "exec"))
 
 

@@ -10,11 +10,11 @@ import textwrap
 import pytest
 import torch
 
-from hardware import EvalConfig, WorkerPool
-from providers.offline import parse_meta, write_program
-from providers.offline.pool_writer import find_pool_task, pool_task_writer
-from providers.protocol import render_section
-from tasks import bundled_suite_dir, load_task, load_task_source
+from kernelwright.hardware import EvalConfig, WorkerPool
+from kernelwright.providers.offline import parse_meta, write_program
+from kernelwright.providers.offline.pool_writer import find_pool_task, pool_task_writer
+from kernelwright.providers.protocol import render_section
+from kernelwright.tasks import bundled_suite_dir, load_task, load_task_source
 
 pytestmark = pytest.mark.kernels
 
@@ -149,7 +149,7 @@ def test_max_pooling_propagates_nan_and_handles_infinities(tmp_path, monkeypatch
 
 
 def test_other_tasks_are_passed_on():
-    from providers.offline.policy import Context
+    from kernelwright.providers.offline.policy import Context
 
     with_indices = _source("nn.MaxPool2d(2, return_indices=True)", (1, 2, 4, 4)).replace(
         "return self.p(x)", "return self.p(x)[0]"

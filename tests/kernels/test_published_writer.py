@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from hardware import EvalConfig, WorkerPool
-from providers.offline import write_program
-from providers.protocol import render_section
-from tasks import Task, bundled_suite_dir, load_task
+from kernelwright.hardware import EvalConfig, WorkerPool
+from kernelwright.providers.offline import write_program
+from kernelwright.providers.protocol import render_section
+from kernelwright.tasks import Task, bundled_suite_dir, load_task
 
 pytestmark = [pytest.mark.kernels, pytest.mark.slow]
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from hardware import EvalConfig, EvalResult, WorkerPool
-from hardware.judge import PARAMETERS_NOTE
-from tasks import load_task
+from kernelwright.hardware import EvalConfig, EvalResult, WorkerPool
+from kernelwright.hardware.judge import PARAMETERS_NOTE
+from kernelwright.tasks import load_task
 
 pytestmark = pytest.mark.kernels
 
@@ -127,7 +127,7 @@ def test_abort_crashes_the_candidate_process(pool, relu_task):
 
 def test_slow_reference_is_a_harness_error(pool):
     # load_task runs the forward to analyse the task, so this task is built by hand
-    from tasks import Task
+    from kernelwright.tasks import Task
 
     task = Task(name="task_slow_reference", source=source("task_slow_reference.py"), has_small_inputs=True)
     res = pool.evaluate(task, source("relu_ok.py"), EvalConfig(reference_timeout_s=2))
@@ -223,7 +223,7 @@ class ModelNew(nn.Module):
 
 @pytest.fixture(scope="module")
 def tanh_sum_task():
-    from tasks import load_task_source
+    from kernelwright.tasks import load_task_source
 
     return load_task_source(TANH_SUM_TASK, "task_tanh_sum")
 
@@ -307,7 +307,7 @@ class ModelNew(nn.Module):
 
 
 def test_float64_reference_failure_falls_back_and_says_so(pool):
-    from tasks import load_task_source
+    from kernelwright.tasks import load_task_source
 
     task = load_task_source(PLAIN_WEIGHT_TASK, "task_plain_weight")
     res = pool.evaluate(task, PLAIN_WEIGHT_CANDIDATE)

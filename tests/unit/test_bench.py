@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from graphs.bench import (
+from kernelwright.graphs.bench import (
     LEDGER_FILE,
     BenchError,
     append_ledger,
@@ -19,7 +19,7 @@ from graphs.bench import (
     plan_slots,
     read_ledger,
 )
-from graphs.bench_report import (
+from kernelwright.graphs.bench_report import (
     COMPILE_COLOR,
     EAGER_COLOR,
     P_GRID,
@@ -246,8 +246,8 @@ def test_json_and_markdown_hold_the_same_numbers(tmp_path):
 
 
 def test_evaluations_to_best_is_the_best_candidates_place_and_sums_over_correct_tasks():
-    from graphs.bench_report import aggregate
-    from graphs.bench_worker import evaluations_to_best
+    from kernelwright.graphs.bench_report import aggregate
+    from kernelwright.graphs.bench_worker import evaluations_to_best
 
     nodes = [{"id": "n0", "action": None}] + [{"id": f"n{i}", "action": "small_step"} for i in (1, 2, 10, 3)]
     assert evaluations_to_best({"best": "n3", "nodes_detail": nodes}) == 3  # made n1, n2, n3, n10

@@ -8,6 +8,7 @@ real Chroma folder in tmp. A read-only memory is a read-only bind mount in a pri
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import shutil
@@ -18,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from graphs.cli import main as cli_main
-from graphs.context import Context
-from nodes import resources
+import kernelwright
+from kernelwright.graphs.cli import main as cli_main
+from kernelwright.graphs.context import Context
+from kernelwright.nodes import resources
 
 ROOT = Path(__file__).resolve().parents[2]
 KW = ROOT / ".venv" / "bin" / "kernelwright"
@@ -50,7 +52,8 @@ def test_help_answers_in_under_a_second_and_version_and_defaults_are_shown():
     best = min(_timed(["--help"]) for _ in range(3))
     assert best < 1.0, f"kernelwright --help took {best:.2f} s"
     assert min(_timed(["optimize", "--budget", "x"], rc=2) for _ in range(2)) < 1.0
-    assert kw("--version").stdout.strip() == "kernelwright 0.1.0"
+    assert kw("--version").stdout.strip() == f"kernelwright {kernelwright.__version__}"
+    assert importlib.metadata.version("kernelwright") == kernelwright.__version__
     text = " ".join(kw("optimize", "--help").stdout.split())
     defaults = Context()
     assert f"(default: {defaults.model};" in text and f"(default: {defaults.device}," in text
@@ -126,7 +129,7 @@ def test_damaged_memory_is_named_and_no_run_folder_is_left(tmp_path, capsys):
 
 
 def _memory_with_rules(path: Path, n: int) -> int:
-    from memory import RuleCandidate, open_memory
+    from kernelwright.memory import RuleCandidate, open_memory
 
     mem = open_memory(path)
     try:
@@ -216,8 +219,8 @@ def test_a_folder_loads_every_task_first_and_writes_a_readable_summary(tmp_path)
 
 
 def test_nothing_is_learned_from_timeouts_or_infrastructure_failures():
-    from hardware.result import EvalResult
-    from nodes.reflector import not_the_kernels_fault
+    from kernelwright.hardware.result import EvalResult
+    from kernelwright.nodes.reflector import not_the_kernels_fault
 
     def res(kind: str, error: str = "") -> EvalResult:
         return EvalResult(error_kind=kind, error=error)  # type: ignore[arg-type]

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from hardware.result import Versions
-from memory import Case, RuleCandidate, open_memory
-from nodes.context_builder import (
+from kernelwright.hardware.result import Versions
+from kernelwright.memory import Case, RuleCandidate, open_memory
+from kernelwright.nodes.context_builder import (
     CHARS_PER_TOKEN,
     ContextBundle,
     TierCaps,
@@ -17,8 +17,8 @@ from nodes.context_builder import (
     build_context,
     tiktoken_cache_dir,
 )
-from providers.protocol import parse_sections
-from tasks.task import Task, TaskSignature
+from kernelwright.providers.protocol import parse_sections
+from kernelwright.tasks.task import Task, TaskSignature
 
 V = Versions(torch="2.13.0", triton="3.6.0")
 HW = "nvidia-h100"
@@ -218,7 +218,7 @@ def test_parent_case_is_not_shown_as_experience(mem) -> None:  # noqa: ANN001
 
 
 def test_target_object_and_unknown_hardware(mem) -> None:  # noqa: ANN001
-    from hardware.targets import get_target
+    from kernelwright.hardware.targets import get_target
 
     target = get_target("h100")
     b = build(mem, target=target)

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from graphs.context import Context
-from graphs.optimize import builder, serializer
-from hardware import EvalConfig
-from memory import open_memory
-from nodes import resources
-from nodes.records import OptimizeResult
+from kernelwright.graphs.context import Context
+from kernelwright.graphs.optimize import builder, serializer
+from kernelwright.hardware import EvalConfig
+from kernelwright.memory import open_memory
+from kernelwright.nodes import resources
+from kernelwright.nodes.records import OptimizeResult
 from tests.fakes.chat import ScriptedChatModel, fenced
 from tests.fakes.kernels import relu_compile_error, relu_kernel, relu_wrong
 
@@ -384,7 +384,7 @@ def test_seeded_runs_on_the_same_memory_search_the_same_way(tmp_path):
     on the random ids that runs give their records (they reach the prompt with the injected cases)."""
     import shutil
 
-    from graphs.optimize import run_optimize
+    from kernelwright.graphs.optimize import run_optimize
 
     def ctx(memory: str) -> Context:
         return Context(model="offline", budget=3, device="cpu", workers=1, fanout=0, memory=memory, seed=0,

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from graphs.cli import main as cli_main
-from nodes import resources
+from kernelwright.graphs.cli import main as cli_main
+from kernelwright.nodes import resources
 from tests.fakes.chat import fenced
 from tests.fakes.kernels import relu_compile_error, relu_kernel
 from tests.fakes.openai_server import FakeOpenAIServer

@@ -17,10 +17,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.constants import END, START
 from langgraph.types import Command, Send
 
-import graphs.context
-from graphs.context import Context
-from graphs.optimize import ROUTES, builder, graph, serializer
-from nodes import resources
+import kernelwright.graphs.context
+from kernelwright.graphs.context import Context
+from kernelwright.graphs.optimize import ROUTES, builder, graph, serializer
+from kernelwright.nodes import resources
 from tests.fakes.chat import ScriptedChatModel, fenced
 from tests.fakes.kernels import relu_compile_error, relu_kernel
 
@@ -42,9 +42,9 @@ def declared_edges() -> set[tuple[str, str]]:
     """Routes from each node's return annotation, resolved with the names a type checker sees."""
     edges = {(START, "planner"), ("finalize", END)}
     for name in BRANCH_NODES:
-        module = importlib.import_module(f"nodes.{name}")
+        module = importlib.import_module(f"kernelwright.nodes.{name}")
         fn = getattr(module, name)
-        hints = typing.get_type_hints(fn, {**vars(module), "Context": graphs.context.Context})
+        hints = typing.get_type_hints(fn, {**vars(module), "Context": kernelwright.graphs.context.Context})
         command = hints["return"]
         assert typing.get_origin(command) is Command, f"{name} does not return a Command"
         (targets,) = typing.get_args(command)
@@ -73,7 +73,7 @@ def test_every_route_a_run_takes_is_drawn_and_every_drawn_route_is_taken(tmp_pat
         return Recording
 
     for name in BRANCH_NODES:
-        monkeypatch.setattr(importlib.import_module(f"nodes.{name}"), "Command", recording(name))
+        monkeypatch.setattr(importlib.import_module(f"kernelwright.nodes.{name}"), "Command", recording(name))
     model = ScriptedChatModel(script=[fenced(relu_compile_error()), fenced(relu_kernel("ok"))])
     ctx = Context(
         chat_model=model,

@@ -17,9 +17,9 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 
-from graphs.context import Context  # noqa: E402
-from graphs.optimize import builder, serializer  # noqa: E402
-from nodes import resources  # noqa: E402
+from kernelwright.graphs.context import Context  # noqa: E402
+from kernelwright.graphs.optimize import builder, serializer  # noqa: E402
+from kernelwright.nodes import resources  # noqa: E402
 from tests.fakes.chat import ScriptedChatModel, fenced  # noqa: E402
 from tests.fakes.kernels import relu_kernel, relu_wrong  # noqa: E402
 

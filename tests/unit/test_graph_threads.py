@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from graphs.context import Context
-from graphs.optimize import builder, serializer
-from graphs.state import CHECKPOINT_TYPES
-from memory import open_memory
-from nodes import resources
+from kernelwright.graphs.context import Context
+from kernelwright.graphs.optimize import builder, serializer
+from kernelwright.graphs.state import CHECKPOINT_TYPES
+from kernelwright.memory import open_memory
+from kernelwright.nodes import resources
 from tests.fakes.chat import ScriptedChatModel, fenced
 from tests.fakes.kernels import relu_kernel
 
@@ -75,3 +75,43 @@ def test_langgraph_json_registers_the_checkpointed_types():
     config = json.loads((ROOT / "langgraph.json").read_text())
     listed = {tuple(x) for x in config["checkpointer"]["serde"]["allowed_msgpack_modules"]}
     assert listed == {(t.__module__, t.__name__) for t in CHECKPOINT_TYPES}
+
+
+def _as_written_by_0_1(payload: bytes, code: int | None = None) -> bytes:
+    """A msgpack checkpoint payload with kernelwright's module names as 0.1 wrote them (`nodes.records`)."""
+    import ormsgpack
+
+    value = ormsgpack.unpackb(
+        payload,
+        ext_hook=lambda c, d: ormsgpack.Ext(c, _as_written_by_0_1(d, c)),
+        option=ormsgpack.OPT_NON_STR_KEYS,
+    )
+    if code is not None and isinstance(value, list) and str(value[0]).startswith("kernelwright."):
+        value = [value[0].removeprefix("kernelwright."), *value[1:]]
+    return ormsgpack.packb(value, option=ormsgpack.OPT_NON_STR_KEYS)
+
+
+def test_checkpoints_written_before_the_kernelwright_namespace_still_load():
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    from kernelwright.nodes.records import CostLedger, RunInfo, Usage
+    from kernelwright.tasks import load_task
+
+    state = {
+        "run": RunInfo(
+            run_id="r", run_dir="/tmp/r", task_name="01_relu", model="offline", device="cpu", target="cpu"
+        ),  # fmt: skip
+        "task": load_task(ROOT / "tasks" / "level1" / "01_relu.py"),  # holds a TaskSignature: nested
+        "steps": [Usage(llm_calls=1, tokens_in=5), Usage(llm_calls=2)],
+        "cost": CostLedger(llm_calls=2, evaluations=1),
+    }
+    kind, payload = serializer().dumps_typed(state)
+    old = _as_written_by_0_1(payload)
+    assert b"kernelwright." not in old and b"nodes.records" in old and b"tasks.task" in old
+    loaded = serializer().loads_typed((kind, old))
+    assert loaded["run"] == state["run"] and loaded["cost"] == state["cost"]
+    assert loaded["steps"] == state["steps"] and loaded["task"] == state["task"]
+    assert type(loaded["task"].signature).__name__ == "TaskSignature"
+    # a serializer that knows only today's names does not revive them
+    plain = JsonPlusSerializer(allowed_msgpack_modules=[(t.__module__, t.__name__) for t in CHECKPOINT_TYPES])
+    assert not isinstance(plain.loads_typed((kind, old))["cost"], CostLedger)

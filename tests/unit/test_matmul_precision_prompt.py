@@ -7,16 +7,16 @@ import random
 
 import pytest
 
-from hardware.targets import get_target
-from nodes.context_builder import build_context, precision_line
-from providers.offline import parse_meta, write_program
-from providers.offline.conv_writer import conv_task_writer
-from providers.offline.designs import config_space, default_config, designs_for
-from providers.offline.policy import Context, choose, parse_rules, read_context, tf32_allowed
-from providers.offline.variants import main_matmul_info
-from providers.offline.writer import CONFIG_KEYS
-from providers.protocol import parse_sections
-from tasks import bundled_suite_dir, load_task
+from kernelwright.hardware.targets import get_target
+from kernelwright.nodes.context_builder import build_context, precision_line
+from kernelwright.providers.offline import parse_meta, write_program
+from kernelwright.providers.offline.conv_writer import conv_task_writer
+from kernelwright.providers.offline.designs import config_space, default_config, designs_for
+from kernelwright.providers.offline.policy import Context, choose, parse_rules, read_context, tf32_allowed
+from kernelwright.providers.offline.variants import main_matmul_info
+from kernelwright.providers.offline.writer import CONFIG_KEYS
+from kernelwright.providers.protocol import parse_sections
+from kernelwright.tasks import bundled_suite_dir, load_task
 
 
 def _task(level: str, prefix: str):

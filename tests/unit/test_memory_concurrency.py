@@ -18,11 +18,11 @@ import chromadb
 import pytest
 from chromadb.config import Settings
 
-from memory import Case, open_memory
-from memory.embedding import HashingEmbedding
-from memory.graph import CASES
-from memory.rules import EXPOSURES, RULES
-from tasks.task import TaskSignature
+from kernelwright.memory import Case, open_memory
+from kernelwright.memory.embedding import HashingEmbedding
+from kernelwright.memory.graph import CASES
+from kernelwright.memory.rules import EXPOSURES, RULES
+from kernelwright.tasks.task import TaskSignature
 
 N_CASES = 6
 N_SHARED_RULES = 4
@@ -31,9 +31,9 @@ N_OWN_RULES = 3
 WRITER = textwrap.dedent(
     """
     import os, sys, time
-    from hardware.result import Versions
-    from memory import Case, RuleCandidate, open_memory
-    from tasks.task import TaskSignature
+    from kernelwright.hardware.result import Versions
+    from kernelwright.memory import Case, RuleCandidate, open_memory
+    from kernelwright.tasks.task import TaskSignature
 
     loc, tag, root_id, n_cases, n_shared, n_own = sys.argv[1], sys.argv[2], sys.argv[3], *map(int, sys.argv[4:7])
     sig = TaskSignature(op_families=["matmul"], ops=["aten.mm"], input_shapes=[[5, 123]], input_dtypes=["float32"])

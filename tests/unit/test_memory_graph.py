@@ -8,9 +8,9 @@ import chromadb
 import pytest
 from chromadb.config import Settings
 
-from memory import Case, MemoryLocationError, open_memory, resolve_location
-from memory.graph import CASES
-from tasks.task import TaskSignature
+from kernelwright.memory import Case, MemoryLocationError, open_memory, resolve_location
+from kernelwright.memory.graph import CASES
+from kernelwright.tasks.task import TaskSignature
 
 MM = TaskSignature(
     op_families=["matmul"], ops=["aten.mm"], input_shapes=[[5, 123], [123, 77]], input_dtypes=["float32"]

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from graphs.cli_optimize import context_from_args
-from graphs.context import Context
-from graphs.optimize import builder, serializer
-from memory import RuleCandidate, open_memory
-from nodes import resources
+from kernelwright.graphs.cli_optimize import context_from_args
+from kernelwright.graphs.context import Context
+from kernelwright.graphs.optimize import builder, serializer
+from kernelwright.memory import RuleCandidate, open_memory
+from kernelwright.nodes import resources
 from tests.fakes.chat import ScriptedChatModel, fenced
 from tests.fakes.kernels import relu_compile_error, relu_kernel
 

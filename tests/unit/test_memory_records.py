@@ -8,9 +8,9 @@ import sys
 import numpy as np
 import pytest
 
-from hardware.result import EvalResult, Versions
-from memory.embedding import hash_embed, make_embedder, text_similarity
-from memory.records import (
+from kernelwright.hardware.result import EvalResult, Versions
+from kernelwright.memory.embedding import hash_embed, make_embedder, text_similarity
+from kernelwright.memory.records import (
     Case,
     Rule,
     RuleCandidate,
@@ -22,7 +22,7 @@ from memory.records import (
     parse_kernel_header,
     step_ratio,
 )
-from tasks.task import TaskSignature
+from kernelwright.tasks.task import TaskSignature
 
 SIG = TaskSignature(
     op_families=["matmul"], ops=["aten.mm"], input_shapes=[[5, 123], [123, 77]], input_dtypes=["float32"]

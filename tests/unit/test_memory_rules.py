@@ -12,9 +12,9 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import RunnableLambda
 
-from hardware.result import Versions
-from memory import RuleCandidate, open_memory
-from memory.rules import SameRule
+from kernelwright.hardware.result import Versions
+from kernelwright.memory import RuleCandidate, open_memory
+from kernelwright.memory.rules import SameRule
 
 V36 = Versions(torch="2.13.0", triton="3.6.0")
 V35 = Versions(torch="2.12.0", triton="3.5.1")

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from graphs.cli import main
-from hardware.result import Versions
-from memory import Case, MemoryImportError, RuleCandidate, open_memory
-from tasks.task import TaskSignature
+from kernelwright.graphs.cli import main
+from kernelwright.hardware.result import Versions
+from kernelwright.memory import Case, MemoryImportError, RuleCandidate, open_memory
+from kernelwright.tasks.task import TaskSignature
 
 MM = TaskSignature(
     op_families=["matmul"], ops=["aten.mm"], input_shapes=[[5, 123], [123, 77]], input_dtypes=["float32"]

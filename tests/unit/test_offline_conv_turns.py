@@ -3,9 +3,9 @@ Triton's implicit-GEMM convolution and cuDNN with the following work fused into 
 
 from __future__ import annotations
 
-from providers.offline import write_program
-from providers.protocol import render_section
-from tasks import bundled_suite_dir
+from kernelwright.providers.offline import write_program
+from kernelwright.providers.protocol import render_section
+from kernelwright.tasks import bundled_suite_dir
 
 TASK = (bundled_suite_dir("level2") / "09_conv2d_bias_relu.py").read_text()
 

@@ -37,8 +37,8 @@ def get_inputs():
 """
 DRIVER = """
 import resource, sys
-from providers.offline import write_program
-from providers.protocol import render_section
+from kernelwright.providers.offline import write_program
+from kernelwright.providers.protocol import render_section
 src = open(sys.argv[1]).read()
 prompt = render_section("request", "write it", kind="large_step") + "\\n" + render_section("task", src, name="big")
 answer = write_program(prompt)

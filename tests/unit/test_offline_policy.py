@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from providers.offline.analysis import analyze_cached
-from providers.offline.designs import (
+from kernelwright.providers.offline.analysis import analyze_cached
+from kernelwright.providers.offline.designs import (
     REGISTRY,
     config_space,
     default_config,
@@ -17,7 +17,7 @@ from providers.offline.designs import (
     find_design,
     kernel_info,
 )
-from providers.offline.policy import (
+from kernelwright.providers.offline.policy import (
     Context,
     choose,
     error_kind,
@@ -28,9 +28,9 @@ from providers.offline.policy import (
     parse_rules,
     tf32_allowed,
 )
-from providers.offline.schedule import schedule
-from providers.offline.writer import CONFIG_KEYS
-from tasks import bundled_suite_dir
+from kernelwright.providers.offline.schedule import schedule
+from kernelwright.providers.offline.writer import CONFIG_KEYS
+from kernelwright.tasks import bundled_suite_dir
 
 
 def _info(task_file: str, family: str):
@@ -163,7 +163,7 @@ def test_small_steps_on_whole_row_kernels_skip_configs_that_launch_the_same_kern
     """softmax over rows of 16384 at TILE=4096: TILE, RMAX (while the row stays in registers) and
     num_warps 16 vs auto do not change the launch; a small step must move something that does,
     including knobs the parent's header does not name (PERSIST)."""
-    from providers.offline.designs import launch_effect
+    from kernelwright.providers.offline.designs import launch_effect
 
     info = _info("09_softmax.py", "softmax")
     d = default_design(info)
@@ -219,7 +219,7 @@ def test_looped_designs_over_long_rows_default_to_16_warps_and_static_sizes():
 
 
 def test_static_programs_compile_sizes_and_strides_in_and_others_keep_them_as_arguments():
-    from providers.offline.variants import program_variant
+    from kernelwright.providers.offline.variants import program_variant
 
     source = (bundled_suite_dir("level1") / "11_layer_norm.py").read_text()
     static = program_variant(source, "ln", "row_registers", {"STATIC": 1}).code or ""
@@ -233,8 +233,8 @@ def test_static_programs_compile_sizes_and_strides_in_and_others_keep_them_as_ar
 def test_a_small_step_does_not_repeat_a_program_it_is_shown():
     """Two small steps from one parent with the same prompt would pick the same neighbour; with the first
     one's header in <tried> the second picks another, and the writer's prompt path reads <tried>."""
-    from providers.offline import write_program
-    from providers.protocol import render_section
+    from kernelwright.providers.offline import write_program
+    from kernelwright.providers.protocol import render_section
 
     info = _info("09_softmax.py", "softmax")
     parent = parse_meta("# kernelwright: family=softmax design=row_registers config=TILE=4096,RMAX=16384")
@@ -286,8 +286,8 @@ def test_a_large_step_leaves_the_designs_already_written_in_the_run():
 def test_choices_do_not_depend_on_the_ids_runs_give_their_records():
     """Two prompts that differ only in record ids (a case id carries its run's random id) give the writer
     the same random choices: the same task, seed and memory give the same search."""
-    from providers.offline.policy import read_context
-    from providers.protocol import parse_sections
+    from kernelwright.providers.offline.policy import read_context
+    from kernelwright.providers.protocol import parse_sections
 
     def prompt(run: str) -> str:
         return (
@@ -309,7 +309,7 @@ def test_a_registers_reduction_over_a_long_middle_dim_walks_it_in_tiles_of_at_mo
     walks it; the tile it walks with must stay within TILE (1024 x 128 took 191 s to compile for an H200)."""
     import torch
 
-    from providers.offline.variants import program_variant
+    from kernelwright.providers.offline.variants import program_variant
 
     source = (bundled_suite_dir("published") / "12_sum_middle_dim_128x4096x4095.py").read_text()
     answer = program_variant(source, "sum_mid", "row_registers", {})

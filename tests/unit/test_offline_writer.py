@@ -7,10 +7,10 @@ import ast
 
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from hardware import static_check
-from providers.offline import OfflineKernelWriter, parse_meta, write_program
-from providers.protocol import extract_code, render_section
-from tasks import bundled_suite_dir
+from kernelwright.hardware import static_check
+from kernelwright.providers.offline import OfflineKernelWriter, parse_meta, write_program
+from kernelwright.providers.protocol import extract_code, render_section
+from kernelwright.tasks import bundled_suite_dir
 
 
 def _prompt(source: str, kind: str = "large_step", **sections: str) -> str:
@@ -76,7 +76,7 @@ def test_untraceable_or_unwritable_tasks_get_a_reason_and_no_code():
         "    def forward(self, x):\n        return self.conv(x)\n"
         "def get_inputs():\n    return [torch.randn(2, 3, 16, 16)]\ndef get_init_inputs():\n    return []\n"
     )
-    from providers.offline import writer as writer_mod
+    from kernelwright.providers.offline import writer as writer_mod
 
     saved = list(writer_mod._TASK_WRITERS)
     try:
@@ -104,8 +104,8 @@ def test_target_allowing_tf32_unlocks_tf32_matmuls_only_then():
 
 
 def test_a_registered_task_writer_is_asked_first_and_gets_the_context():
-    from providers.offline import WriterAnswer, register_task_writer
-    from providers.offline import writer as writer_mod
+    from kernelwright.providers.offline import WriterAnswer, register_task_writer
+    from kernelwright.providers.offline import writer as writer_mod
 
     seen = []
 

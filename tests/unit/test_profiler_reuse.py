@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from graphs.context import Context
-from hardware.result import EvalResult
-from nodes.compiler import times_while_verifying
-from nodes.profiler import profiler
-from nodes.records import Branch, Candidate, Job, RunInfo
-from nodes.search import Decision
-from tasks import bundled_suite_dir, load_task
+from kernelwright.graphs.context import Context
+from kernelwright.hardware.result import EvalResult
+from kernelwright.nodes.compiler import times_while_verifying
+from kernelwright.nodes.profiler import profiler
+from kernelwright.nodes.records import Branch, Candidate, Job, RunInfo
+from kernelwright.nodes.search import Decision
+from kernelwright.tasks import bundled_suite_dir, load_task
 
 
 def _branch(tmp_path, *, run_timed: bool, result: EvalResult) -> Branch:

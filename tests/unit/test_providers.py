@@ -7,7 +7,7 @@ import socket
 import pytest
 from langchain_core.messages import AIMessage
 
-from providers import (
+from kernelwright.providers import (
     ProviderError,
     is_llm,
     load_chat_model,
@@ -76,7 +76,7 @@ def test_base_url_from_the_environment(monkeypatch):
 
 
 def test_offline_is_the_built_in_writer():
-    offline = pytest.importorskip("providers.offline")
+    offline = pytest.importorskip("kernelwright.providers.offline")
     if not hasattr(offline, "OfflineKernelWriter"):
         pytest.skip("the offline writer is not in this tree")
     model = load_chat_model("offline")

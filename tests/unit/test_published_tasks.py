@@ -19,8 +19,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from hardware.roofline import roofline_floor_ms
-from tasks import (
+from kernelwright.hardware.roofline import roofline_floor_ms
+from kernelwright.tasks import (
     BUNDLED_SUITES,
     OP_FAMILIES,
     Task,
@@ -107,7 +107,7 @@ def test_suite_is_registered_beside_level1_and_level2() -> None:
         bundled_suite_dir("level3")  # type: ignore[arg-type]
     # Installed packages carry the task files, as they do level1's and level2's.
     data = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
-    assert "published/*.py" in data["tasks"]
+    assert "published/*.py" in data["kernelwright.tasks"]
 
 
 def test_suite_has_exactly_the_published_tasks_in_order(published: dict[str, Task]) -> None:
@@ -286,7 +286,7 @@ _RSS_PROBE = textwrap.dedent(
     """
     import json
     import torch
-    from tasks import bundled_suite_dir, load_suite, load_task
+    from kernelwright.tasks import bundled_suite_dir, load_suite, load_task
 
     def status_mib(field):
         # VmHWM is this process's peak resident set; unlike getrusage's ru_maxrss it does not start from

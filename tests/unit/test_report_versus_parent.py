@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from graphs.report import render_report, versus_parent
-from hardware.result import EvalResult
-from nodes.records import (
+from kernelwright.graphs.report import render_report, versus_parent
+from kernelwright.hardware.result import EvalResult
+from kernelwright.nodes.records import (
     Attempt,
     Candidate,
     ContextItem,

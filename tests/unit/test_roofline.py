@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hardware.roofline import dtype_math_mode, fraction_of_floor, roofline_floor_ms
-from tasks.task import Task, TaskSignature
+from kernelwright.hardware.roofline import dtype_math_mode, fraction_of_floor, roofline_floor_ms
+from kernelwright.tasks.task import Task, TaskSignature
 
 N = 4096
 MM_FLOPS = 2.0 * N**3

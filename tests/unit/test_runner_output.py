@@ -12,7 +12,7 @@ import weakref
 import pytest
 import torch
 
-from hardware.runner import _Failed, encode_output
+from kernelwright.hardware.runner import _Failed, encode_output
 
 
 def test_structure_and_tensors_in_order():

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from nodes.search import (
+from kernelwright.nodes.search import (
     ROOT_ID,
     Budget,
     Decision,

@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from hardware.static_check import static_check
+from kernelwright.hardware.static_check import static_check
 
 HEADER = """
 import torch

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from hardware.targets import (
+from kernelwright.hardware.targets import (
     detect_target,
     generic_target_from_properties,
     get_target,

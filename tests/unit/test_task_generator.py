@@ -7,9 +7,9 @@ import json
 import pytest
 import torch
 
-from graphs.cli import main as cli_main
-from tasks import load_task
-from tasks.generate import HEADS, generate_task, generate_tasks
+from kernelwright.graphs.cli import main as cli_main
+from kernelwright.tasks import load_task
+from kernelwright.tasks.generate import HEADS, generate_task, generate_tasks
 
 
 def files(folder):
@@ -67,8 +67,8 @@ def test_bad_input_is_one_line_and_exit_status_2(tmp_path, capsys, args, message
 @pytest.mark.slow
 def test_the_offline_writer_finds_a_correct_kernel_for_generated_tasks(tmp_path):
     """Seed 3's first five (Linear, matmul, bmm, Conv2d heads; reductions, logsumexp): 5/5 on 2026-11-30."""
-    from graphs.context import Context
-    from graphs.optimize import run_optimize
+    from kernelwright.graphs.context import Context
+    from kernelwright.graphs.optimize import run_optimize
 
     ctx = Context(budget=2, device="cpu", memory="off", workers=1)
     for t in generate_tasks(5, 3):

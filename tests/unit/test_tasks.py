@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from hardware.roofline import roofline_floor_ms
-from tasks import (
+from kernelwright.hardware.roofline import roofline_floor_ms
+from kernelwright.tasks import (
     OP_FAMILIES,
     Task,
     TaskError,

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hardware.verify import ALLOWANCE_FACTOR, compare_outputs, compare_tensor, output_scale, tolerance_for
+from kernelwright.hardware.verify import (
+    ALLOWANCE_FACTOR,
+    compare_outputs,
+    compare_tensor,
+    output_scale,
+    tolerance_for,
+)
 
 
 def test_tolerance_table_rows():
@@ -308,8 +314,8 @@ def test_chunked_comparison_gives_the_same_verdict_and_report(case):
 
 
 def test_a_lean_task_keeps_its_float64_reference_only_when_it_fits_the_memory_bound():
-    from hardware.judge import lean_float64_fits
-    from tasks.resize import Footprint
+    from kernelwright.hardware.judge import lean_float64_fits
+    from kernelwright.tasks.resize import Footprint
 
     gib = 1 << 30
     # (256 x 524288) @ (524288 x 256) fp32: 1 GiB of inputs, a 256 KiB output: anchored in float64
