@@ -358,7 +358,14 @@ def build_context(
     hot: list[tuple[str, str, str]] = []  # (kind, section text, summary)
     req = (request_text or DEFAULT_REQUESTS[request_kind]).strip() + "\n" + ANSWER_FORMAT
     hot.append(("request", render_section("request", req, kind=request_kind), request_kind))
-    hot.append(("task", render_section("task", task.source, name=task.name), task.name))
+    # The signature lets a writer rank experience by similarity to this task (tasks/similarity.py).
+    hot.append(
+        (
+            "task",
+            render_section("task", task.source, name=task.name, signature=task.signature.key()),
+            task.name,
+        )
+    )
     if facts:
         hot.append(("target", render_section("target", facts), hw or "target"))
     if parent_code:

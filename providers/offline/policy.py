@@ -36,6 +36,8 @@ from kernelwright.providers.offline.designs import (
     launch_effect,
 )
 from kernelwright.providers.protocol import Section
+from kernelwright.tasks.similarity import NEAR, parse_case_line, parse_signature_key, signature_similarity
+from kernelwright.tasks.task import TaskSignature
 
 # The program's first line; case bodies show it without the "#" ("design: kernelwright: family=...").
 META_RE = re.compile(r"(?:#\s*)?kernelwright:\s*family=(\S+)\s+design=(\S+)\s+config=(\S*)")
@@ -132,6 +134,8 @@ class Case:
     same_hardware: bool
     meta: Meta | None
     body: str
+    signature: TaskSignature | None = None
+    """The case's task, from its "task: NAME (families; in shapes; dtypes)" line."""
 
     @property
     def good(self) -> bool:
@@ -151,7 +155,7 @@ def parse_cases(body: str | None) -> list[Case]:
         except ValueError:
             speedup = None
         out.append(Case(a.get("outcome", ""), speedup, a.get("same_hardware", "").lower() == "true",
-                        parse_meta(inner), inner))  # fmt: skip
+                        parse_meta(inner), inner, parse_case_line(inner)))  # fmt: skip
     return out
 
 
@@ -201,6 +205,19 @@ class Context:
     their designs (while another design is left)."""
     tf32: bool = False
     rng: random.Random = field(default_factory=random.Random)
+    signature: TaskSignature | None = None
+    """This task's signature (the <task> section's `signature` attribute), to rank cases by."""
+
+    def similarity(self, case: Case) -> float | None:
+        """How alike the case's task is to this one (tasks.similarity), or None when either is unknown."""
+        if self.signature is None or case.signature is None:
+            return None
+        return signature_similarity(self.signature, case.signature)
+
+    def near(self, case: Case) -> bool:
+        """A near case (similarity >= NEAR); when similarity is unknown every case counts as near."""
+        sim = self.similarity(case)
+        return sim is None or sim >= NEAR
 
 
 _IDS = re.compile(r'\bid="[^"]*"|\b(?:case|rule|exp)-\S+')
@@ -219,6 +236,8 @@ def read_context(sections: dict[str, Section], seed: int, config_keys: set[str])
         [m for m in (parse_meta(x) for x in re.split(r"<design\b", designs.body)) if m] if designs else []
     )
     tried = sections.get("tried")
+    task = sections.get("task")
+    signature = parse_signature_key(task.attrs.get("signature", "")) if task else None
     h = hashlib.sha256()
     for tag in ("request", "task", "parent", "feedback", "rules", "experience", "designs", "target"):
         s = sections.get(tag)
@@ -240,6 +259,7 @@ def read_context(sections: dict[str, Section], seed: int, config_keys: set[str])
             " ".join(f"{k}={v}" for k, v in (req.attrs.items() if req else [])),
         ),  # fmt: skip
         rng=rng,
+        signature=signature,
     )
 
 
@@ -382,9 +402,20 @@ def _shift(
     return c
 
 
+def ranked_cases(ctx: Context, cases: list[Case]) -> list[Case]:
+    """Good cases to start from, best first: near ones (tasks.similarity) before far ones, then same
+    hardware first, then the most similar, then the fastest. A case with no readable task line ranks as
+    near when the task's own signature is unknown too (an LLM-style prompt), else after the near ones."""
+
+    def key(c: Case) -> tuple[bool, bool, float, float]:
+        sim = ctx.similarity(c)
+        return (not ctx.near(c), not c.same_hardware, -(sim if sim is not None else 0.0), -(c.speedup or 0.0))
+
+    return sorted(cases, key=key)
+
+
 def _case_pick(ctx: Context, info: KernelInfo, options: list[Design]) -> Choice | None:
-    good = [c for c in ctx.cases if c.good and c.meta and c.meta.family == info.family]
-    good.sort(key=lambda c: (not c.same_hardware, -(c.speedup or 0.0)))
+    good = ranked_cases(ctx, [c for c in ctx.cases if c.good and c.meta and c.meta.family == info.family])
     for case in good:
         assert case.meta is not None
         d = next((x for x in options if x.name == case.meta.design), None)
@@ -395,22 +426,43 @@ def _case_pick(ctx: Context, info: KernelInfo, options: list[Design]) -> Choice 
         cfg2 = _allowed_config(ctx, info, d, cfg, _bad_configs(ctx, info, d))
         if cfg2 is not None:
             speed = f"{case.speedup:.2f}x" if case.speedup else "a win"
-            return Choice(d, cfg2, f"experience: {d.name} gave {speed} on a similar {info.family} task"
+            sim = ctx.similarity(case)
+            how = f"similarity {sim:.2f}" if sim is not None else "similarity unknown"
+            return Choice(d, cfg2, f"experience: {d.name} gave {speed} on a {info.family} task ({how})"
                           + ("" if case.same_hardware else " (other hardware)"))  # fmt: skip
     return None
 
 
+def _lost(c: Case) -> bool:
+    """A correct case no faster than its parent, on this hardware (outcome "ineffective"; "negative", a
+    clear loss, is already bad)."""
+    return c.outcome.lower() == "ineffective" and c.same_hardware
+
+
 def _bad_configs(ctx: Context, info: KernelInfo, d: Design) -> list[dict[str, Any]]:
+    """Configs of `d` that failed, or lost to their parent on this hardware, on near tasks: not written
+    again."""
     out = []
     for c in ctx.cases:
-        if c.bad and c.meta and c.meta.family == info.family and c.meta.design == d.name and c.meta.config:
+        if (
+            (c.bad or _lost(c))
+            and ctx.near(c)
+            and c.meta
+            and c.meta.family == info.family
+            and c.meta.design == d.name
+            and c.meta.config
+        ):
             out.append(_coerce(config_space(d, info, ctx.tf32), c.meta.config, {}))
     return [x for x in out if x]
 
 
 def _design_score(ctx: Context, info: KernelInfo, d: Design) -> int:
-    """Negative for designs that only ever failed in the experience shown."""
-    cases = [c for c in ctx.cases if c.meta and c.meta.family == info.family and c.meta.design == d.name]
+    """Negative for designs that only ever failed in the experience shown on near tasks."""
+    cases = [
+        c
+        for c in ctx.cases
+        if c.meta and c.meta.family == info.family and c.meta.design == d.name and ctx.near(c)
+    ]
     if cases and all(c.bad for c in cases):
         return -1
     return 0

@@ -22,9 +22,9 @@ for fp64 inputs) and divides as PyTorch does (padding counted or not, windows cl
 divisor_override). Offsets are 64-bit only when a tensor has 2^31 elements or more.
 
 Designs and configs: one design, `flat`, with BLOCK (outputs per program) and num_warps. A large step
-takes the first preset config that is neither written in the run nor forbidden (an experience case of
-this family that was correct goes first); a small step moves one knob one step (seeded); a repair after
-a resource error halves BLOCK.
+takes the first preset config that is neither written in the run nor forbidden (the config of a correct
+experience case of this family goes first, the nearest case first: policy.ranked_cases); a small step
+moves one knob one step (seeded); a repair after a resource error halves BLOCK.
 """
 
 from __future__ import annotations
@@ -305,7 +305,7 @@ def _as_config(pairs: dict[str, Any]) -> dict[str, int] | None:
 
 
 def _choose(ctx: Any) -> tuple[dict[str, int], str] | None:
-    from kernelwright.providers.offline.policy import error_kind, forbidden, neighbours
+    from kernelwright.providers.offline.policy import error_kind, forbidden, neighbours, ranked_cases
 
     def ok(config: dict[str, int]) -> bool:
         return not forbidden(ctx, FAMILY, DESIGN, config)
@@ -332,12 +332,11 @@ def _choose(ctx: Any) -> tuple[dict[str, int], str] | None:
             pick = (fresh or options)[0]
             changed = ", ".join(f"{k}={pick[k]}" for k in CONFIG_SPACE if pick[k] != base[k])
             return pick, f"small step: {changed}"
-    good = sorted(
-        (c for c in ctx.cases if c.good and c.meta is not None and c.meta.family == FAMILY),
-        key=lambda c: (not c.same_hardware, -(c.speedup or 0.0)),
+    good = ranked_cases(
+        ctx, [c for c in ctx.cases if c.good and c.meta is not None and c.meta.family == FAMILY]
     )
     for case in good:
-        config = _as_config(case.meta.config)
+        config = _as_config(case.meta.config) if case.meta is not None else None
         if config is not None and key(config) not in written and ok(config):
             return config, "the config of a correct pooling case"
     for config in PRESETS:

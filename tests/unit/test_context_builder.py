@@ -111,7 +111,10 @@ def test_all_tiers_render_in_protocol_sections(mem) -> None:  # noqa: ANN001
     sec = parse_sections(b.prompt)
     assert list(sec) == ["request", "task", "target", "parent", "feedback", "rules", "experience", "docs"]
     assert sec["request"].attrs == {"kind": "small_step"}
-    assert sec["task"].attrs == {"name": TASK.name} and "return a @ b" in sec["task"].body
+    assert (
+        sec["task"].attrs == {"name": TASK.name, "signature": TASK.signature.key()}
+        and "return a @ b" in sec["task"].body
+    )
     assert "compute_capability: 90" in sec["target"].body
     assert sec["parent"].body.startswith("# kernelwright: family=matmul design=tiled")
     # Rules: only the one over the threshold, one per line, "- You cannot ...".

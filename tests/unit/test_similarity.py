@@ -1,0 +1,101 @@
+"""The task similarity experience is ranked by (tasks/similarity.py), and the offline writer's use of it:
+a near case is started from before a faster far one, and only near cases' failures are avoided."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernelwright.providers.offline.analysis import analyze_cached
+from kernelwright.providers.offline.designs import kernel_info
+from kernelwright.providers.offline.policy import Context, choose, parse_cases
+from kernelwright.providers.offline.schedule import schedule
+from kernelwright.providers.protocol import parse_sections, render_section
+from kernelwright.tasks import bundled_suite_dir, load_task
+from kernelwright.tasks.similarity import (
+    NEAR,
+    parse_case_line,
+    parse_signature_key,
+    signature_similarity,
+)
+from kernelwright.tasks.task import TaskSignature
+
+
+def sig(fams: str, shapes: list[list[int]], dtype: str = "float32", ops: str = "") -> TaskSignature:
+    return TaskSignature(op_families=fams.split("+"), ops=ops.split(), input_shapes=shapes,
+                         input_dtypes=[dtype] * len(shapes))  # fmt: skip
+
+
+def test_the_measure_orders_what_a_design_transfers_across():
+    base = sig("softmax", [[4096, 8192]])
+    assert signature_similarity(base, base) == pytest.approx(1.0)
+    scales = [signature_similarity(base, sig("softmax", [[4096, 8192 // f]])) for f in (2, 16, 256, 4096)]
+    assert scales == sorted(scales, reverse=True) and scales[0] < 1.0
+    assert scales[1] >= NEAR > scales[2]  # 16x apart is near, 256x is not
+    other_dtype = signature_similarity(base, sig("softmax", [[4096, 8192]], "bfloat16"))
+    assert other_dtype >= NEAR
+    other_family = signature_similarity(base, sig("norm", [[4096, 8192]]))
+    assert other_family < NEAR and other_family < scales[2]
+    # symmetric; and what neither side knows does not count against them
+    other = sig("softmax+pointwise", [[64, 512], [512]], ops="aten._softmax aten.add")
+    assert signature_similarity(base, other) == pytest.approx(signature_similarity(other, base))
+    assert signature_similarity(TaskSignature(), base) == 0.0
+    assert signature_similarity(sig("norm", []), sig("norm", [])) == pytest.approx(1.0)
+
+
+def test_signatures_read_back_from_the_prompt_and_from_case_lines():
+    task = load_task(bundled_suite_dir("level1") / "09_softmax.py")
+    key = task.signature.key()
+    back = parse_signature_key(key)
+    assert back is not None and back.key() == key
+    prompt = render_section("task", task.source, name=task.name, signature=key)
+    assert parse_signature_key(parse_sections(prompt)["task"].attrs["signature"]) == back
+    line = parse_case_line("task: 12_rms (norm+pointwise; in 16x64x256;64; float32)\naction: large_step")
+    assert line == TaskSignature(op_families=["norm", "pointwise"], input_shapes=[[16, 64, 256], [64]],
+                                 input_dtypes=["float32"])  # fmt: skip
+    assert parse_signature_key("no signature here") is None and parse_case_line("task: x") is None
+
+
+def _case(outcome: str, speedup: str, shapes: str, design: str, config: str, fams: str = "reduction") -> str:
+    return (
+        f'<case outcome="{outcome}" speedup="{speedup}" same_hardware="true">\n'
+        f"task: t ({fams}; in {shapes}; float32)\n"
+        f"design: kernelwright: family=reduction design={design} config={config}\n</case>"
+    )
+
+
+def _sum_info():
+    task = load_task(bundled_suite_dir("level1") / "05_sum_last_dim.py")
+    analysed = analyze_cached(task.source, task.name)
+    sched = schedule(analysed.graph)
+    k = next(k for k in sched.triton_kernels() if k.family == "reduction")
+    return task, kernel_info(sched, k)
+
+
+def test_the_writer_starts_from_the_nearest_case_not_the_fastest():
+    task, info = _sum_info()
+    shapes = ";".join("x".join(map(str, s)) for s in task.signature.input_shapes)
+    tiny = ";".join("x".join(str(max(1, d // 64)) for d in s) for s in task.signature.input_shapes)
+    cases = parse_cases(
+        _case("effective", "3.00", tiny, "split", "BLOCK_R=1024,WAVES=2,num_warps=4")
+        + _case("effective", "1.40", shapes, "looped", "BLOCK_R=512,num_warps=8")
+    )
+    near = choose(Context(cases=cases, signature=task.signature), info, primary=True)
+    assert near.design.name == "looped" and near.config["BLOCK_R"] == 512, near.why
+    assert "similarity 1.00" in near.why
+    # without the task's signature (a prompt that does not carry it) the fastest case wins, as before
+    assert choose(Context(cases=cases), info, primary=True).design.name == "split"
+
+
+def test_only_failures_on_near_tasks_are_avoided():
+    task, info = _sum_info()
+    first = choose(Context(signature=task.signature), info, primary=True)
+    cfg = ",".join(f"{k}={v}" for k, v in first.config.items())
+    shapes = ";".join("x".join(map(str, s)) for s in task.signature.input_shapes)
+    far_shapes = ";".join("x".join(str(max(1, d // 256)) for d in s) for s in task.signature.input_shapes)
+    far = parse_cases(_case("failed", "n/a", far_shapes, first.design.name, cfg))
+    near = parse_cases(_case("failed", "n/a", shapes, first.design.name, cfg))
+    lost = parse_cases(_case("ineffective", "0.95", shapes, first.design.name, cfg))
+    assert choose(Context(cases=far, signature=task.signature), info, primary=True).config == first.config
+    for cases in (near, lost):
+        again = choose(Context(cases=cases, signature=task.signature), info, primary=True)
+        assert (again.design.name, again.config) != (first.design.name, first.config)
