@@ -358,6 +358,11 @@ def check_rule_text(text: str) -> str:
     return line
 
 
+_TARGET_LIMITS = re.compile(
+    r"out of resources?|outofresources|shared memory|shared_mem|\bregisters?\b|hardware limit", re.I
+)
+
+
 class Rule(MemoryRecord):
     """A validity rule: one sentence naming the smallest prohibited action, with its evidence."""
 
@@ -382,6 +387,15 @@ class Rule(MemoryRecord):
     @classmethod
     def _text(cls, v: str) -> str:
         return check_rule_text(v)
+
+    @property
+    def target_bound(self) -> bool:
+        """Whether the rule is about the target's limits (shared memory, registers, resources): such a rule
+        holds on the hardware it was seen on, not elsewhere (another GPU has other limits). Every other
+        validity rule (a wrong result, a crash, a construct the compiler rejects) holds on any target of
+        the same Triton version."""
+        text = " ".join([self.error_signature, *(e.excerpt for e in self.evidence)])
+        return bool(_TARGET_LIMITS.search(text))
 
     def embedding_text(self) -> str:
         return " || ".join(

@@ -347,7 +347,8 @@ class RuleBook:
         """Rules over the threshold that apply here, best first.
 
         Rules seen only with other Triton versions (major.minor) are left out: what a compiler rejected
-        may be accepted by another. Ranking: similarity to the query (task signature, feedback), plus
+        may be accepted by another. So are rules about another target's limits (Rule.target_bound): a
+        config that ran out of shared memory on one GPU may fit another's. Ranking: similarity to the query (task signature, feedback), plus
         a bonus for a shared op family, a rule seen on this hardware, and (logarithmically) its count.
         """
         threshold = self.threshold if min_count is None else min_count
@@ -365,6 +366,8 @@ class RuleBook:
         for rule, sim in zip(rules, sims.tolist(), strict=True):
             if mm and rule.triton_versions and mm not in rule.triton_versions:
                 continue
+            if hardware and rule.target_bound and rule.hardware and hardware not in rule.hardware:
+                continue  # a limit of another GPU (shared memory, registers) says nothing about this one
             score = sim + 0.05 * math.log2(max(1, rule.count))
             if fams & set(rule.op_families):
                 score += 0.15

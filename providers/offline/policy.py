@@ -415,7 +415,11 @@ def ranked_cases(ctx: Context, cases: list[Case]) -> list[Case]:
 
 
 def _case_pick(ctx: Context, info: KernelInfo, options: list[Design]) -> Choice | None:
-    good = ranked_cases(ctx, [c for c in ctx.cases if c.good and c.meta and c.meta.family == info.family])
+    """The design and config of the nearest winning case on this hardware: a speed learned on another
+    target is not advice here (its cases are shown for what compiles and is correct)."""
+    good = ranked_cases(
+        ctx, [c for c in ctx.cases if c.good and c.same_hardware and c.meta and c.meta.family == info.family]
+    )
     for case in good:
         assert case.meta is not None
         d = next((x for x in options if x.name == case.meta.design), None)
@@ -428,8 +432,7 @@ def _case_pick(ctx: Context, info: KernelInfo, options: list[Design]) -> Choice 
             speed = f"{case.speedup:.2f}x" if case.speedup else "a win"
             sim = ctx.similarity(case)
             how = f"similarity {sim:.2f}" if sim is not None else "similarity unknown"
-            return Choice(d, cfg2, f"experience: {d.name} gave {speed} on a {info.family} task ({how})"
-                          + ("" if case.same_hardware else " (other hardware)"))  # fmt: skip
+            return Choice(d, cfg2, f"experience: {d.name} gave {speed} on a {info.family} task ({how})")
     return None
 
 

@@ -333,7 +333,12 @@ def _choose(ctx: Any) -> tuple[dict[str, int], str] | None:
             changed = ", ".join(f"{k}={pick[k]}" for k in CONFIG_SPACE if pick[k] != base[k])
             return pick, f"small step: {changed}"
     good = ranked_cases(
-        ctx, [c for c in ctx.cases if c.good and c.meta is not None and c.meta.family == FAMILY]
+        ctx,
+        [
+            c
+            for c in ctx.cases
+            if c.good and c.same_hardware and c.meta is not None and c.meta.family == FAMILY
+        ],
     )
     for case in good:
         config = _as_config(case.meta.config) if case.meta is not None else None

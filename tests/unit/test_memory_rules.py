@@ -253,3 +253,31 @@ def test_effect_and_prune(mem) -> None:  # noqa: ANN001
     assert [r.id for r in mem.rules.all()] == [helps.id]
     # Not enough samples: nothing is judged.
     assert mem.rules.prune(installed=V36, min_samples=1000).removed == []
+
+
+def test_a_rule_about_a_targets_limits_stays_on_that_target_and_validity_rules_travel(mem) -> None:  # noqa: ANN001
+    for n in range(4):
+        mem.rules.add(dot_candidate(n, hardware="nvidia-h100"))  # the compiler rejects it anywhere
+        mem.rules.add(
+            RuleCandidate(
+                text="You cannot use BLOCK_K=256 with num_stages=4 in the matmul kernel",
+                error_kind="compile_error",
+                error=SMEM_ERR.format(n=262144 + n),
+                op_families=["matmul"],
+                hardware="nvidia-h100",
+                versions=V36,
+            )
+        )
+    limits = next(r for r in mem.rules.all() if "BLOCK_K=256" in r.text)
+    dot = next(r for r in mem.rules.all() if "tl.dot" in r.text)
+    assert limits.target_bound and not dot.target_bound
+    q = "matmul | aten.mm | in 4096x4096;4096x4096 | float32"
+
+    def texts(hardware: str) -> set[str]:
+        return {
+            r.rule.text
+            for r in mem.rules.relevant(q, op_families=["matmul"], hardware=hardware, versions=V36)
+        }
+
+    assert texts("nvidia-h100") == {limits.text, dot.text}
+    assert texts("nvidia-a100") == {dot.text}  # another GPU: its own shared memory, the same compiler

@@ -99,3 +99,15 @@ def test_only_failures_on_near_tasks_are_avoided():
     for cases in (near, lost):
         again = choose(Context(cases=cases, signature=task.signature), info, primary=True)
         assert (again.design.name, again.config) != (first.design.name, first.config)
+
+
+def test_a_speed_seen_on_another_target_does_not_steer_the_writer():
+    task, info = _sum_info()
+    shapes = ";".join("x".join(map(str, s)) for s in task.signature.input_shapes)
+    here = _case("effective", "1.40", shapes, "looped", "BLOCK_R=512,num_warps=8")
+    there = here.replace('same_hardware="true"', 'same_hardware="false"')
+    ctx = Context(cases=parse_cases(here), signature=task.signature)
+    assert choose(ctx, info, primary=True).design.name == "looped"
+    plain = choose(Context(signature=task.signature), info, primary=True)
+    other = choose(Context(cases=parse_cases(there), signature=task.signature), info, primary=True)
+    assert (other.design.name, other.config) == (plain.design.name, plain.config)
