@@ -154,7 +154,9 @@ def parse_cases(body: str | None) -> list[Case]:
             speedup = float(a["speedup"]) if a.get("speedup") not in (None, "", "None", "none") else None
         except ValueError:
             speedup = None
-        out.append(Case(a.get("outcome", ""), speedup, a.get("same_hardware", "").lower() == "true",
+        # Only a case marked as from other hardware is; "unknown" (no target named) counts as this one.
+        other = a.get("same_hardware", "").strip().lower() in ("false", "no", "0")
+        out.append(Case(a.get("outcome", ""), speedup, not other,
                         parse_meta(inner), inner, parse_case_line(inner)))  # fmt: skip
     return out
 
