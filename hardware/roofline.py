@@ -1,14 +1,15 @@
 """The roofline floor of a task: the least time any kernel could take on a target.
 
 A forward must move `task.min_bytes` through DRAM and do `task.flops` of math, so it takes at least
-max(bytes / bandwidth, flops / peak). The peak is the one of the math mode the baseline actually runs
-in, because the floor is what "fraction of the floor reached" is measured against:
+max(bytes / bandwidth, flops / peak). The peak is the one of the fastest math that keeps the precision
+asked for:
 
-- fp32 matmul under strict precision runs on CUDA cores (torch sets allow_tf32=False for matmul by
-  default), so the fp32 peak applies;
-- fp32 convolutions under strict precision run on CUDA cores too: the harness turns cuDNN's TF32 off
-  (PyTorch's default allows it for convolutions), so the fp32 peak applies; a caller timing cuDNN's
-  default math passes precision="tf32" (the floor's `note` says which);
+- fp32 matmuls and convolutions under strict precision: PyTorch runs them on CUDA cores (the fp32 peak;
+  the harness turns cuDNN's TF32 off), but split-precision tensor-core dots (3xTF32: three TF32 products
+  per fp32 one) keep fp32 accuracy, so a third of the TF32 peak bounds them where that is higher (on an
+  H200: 365.1 / 3 = 121.7 against 50.7 TFLOP/s measured). Under the CUDA-core peak alone the writer's
+  3xTF32 kernels reached 133-153% of "the floor", and the search's roofline stop ended at once;
+- a caller timing cuDNN's default math passes precision="tf32" (the floor's `note` says which);
 - fp16/bf16/fp8 inputs use their tensor-core peaks; `precision="tf32"` or `"reduced"` lets fp32
   matmul use the TF32 or bf16 tensor-core peak.
 
@@ -115,11 +116,15 @@ def select_math_mode(task: Task, target: Target, precision: Precision = "strict"
         elif precision == "tf32" and (is_conv or is_matmul):
             mode = "tf32"
             notes.append("tf32 precision: fp32 matmul/conv bounded by the TF32 tensor-core peak")
+        elif (is_conv or is_matmul) and _split_tf32_faster(target):
+            mode = "tf32x3"
+            notes.append("strict fp32 matmul/conv: 3xTF32 tensor-core dots keep fp32 accuracy; a third of the "
+                         "TF32 peak, above the CUDA cores' fp32 peak")  # fmt: skip
         elif is_conv:
             notes.append("strict fp32 convolution (cuDNN's TF32 off, as the harness runs it): fp32 peak")
         elif is_matmul:
             notes.append("strict fp32 matmul runs on CUDA cores: fp32 peak")
-    if target.meaningful_peaks and target.peak_flops(mode) is None:
+    if target.meaningful_peaks and mode_peak(target, mode) is None:
         # e.g. fp8 on A100 or fp64 on an Ada part: fall back to the nearest mode the part has.
         for alt in {"fp8": ["fp16", "bf16"], "fp64": ["fp32"], "tf32": ["fp32"], "bf16": ["fp16"]}.get(
             mode, []
@@ -133,6 +138,23 @@ def select_math_mode(task: Task, target: Target, precision: Precision = "strict"
                 notes.append(f"{target.name} lists no {mode} peak; fp32 used")
                 mode = "fp32"
     return mode, notes
+
+
+SPLIT_TF32 = 3
+"""TF32 tensor-core products per fp32 product in a 3xTF32 dot (hi*hi + hi*lo + lo*hi)."""
+
+
+def mode_peak(target: Target, mode: str, *, measured: bool = True) -> float | None:
+    """FLOP/s of a math mode on `target`; "tf32x3" (3xTF32) is the TF32 peak / SPLIT_TF32."""
+    if mode == "tf32x3":
+        tf32 = target.peak_flops("tf32", measured=measured)
+        return tf32 / SPLIT_TF32 if tf32 else None
+    return target.peak_flops(mode, measured=measured)
+
+
+def _split_tf32_faster(target: Target) -> bool:
+    fp32, split = mode_peak(target, "fp32"), mode_peak(target, "tf32x3")
+    return bool(split and (not fp32 or split > fp32))
 
 
 def roofline_floor_ms(
@@ -160,7 +182,7 @@ def roofline_floor_ms(
             note=f"{tgt.name} has no meaningful peaks",
         )
     mode, notes = select_math_mode(task, tgt, precision)
-    peak = tgt.peak_flops(mode, measured=measured)
+    peak = mode_peak(tgt, mode, measured=measured)
     bw = tgt.bandwidth_bytes_per_s(measured=measured)
     memory_ms = nbytes / bw * 1e3 if bw > 0 else 0.0
     compute_ms = flops / peak * 1e3 if peak else 0.0
@@ -182,7 +204,7 @@ def roofline_floor_ms(
         flops=flops,
         math_mode=mode,
         peak_used=peak,
-        peak_source=tgt.peak_source(mode, measured=measured),
+        peak_source=tgt.peak_source("tf32" if mode == "tf32x3" else mode, measured=measured),
         bandwidth_used=bw,
         bandwidth_source=tgt.bandwidth_source(measured=measured),
         precision=precision,

@@ -27,24 +27,28 @@ def test_pointwise_is_memory_bound_at_measured_copy_bandwidth():
     assert f.bytes == nbytes and f.flops == 0.0 and f.target == "nvidia-h200"
 
 
-def test_strict_fp32_matmul_uses_cuda_core_peak():
-    f = roofline_floor_ms(
-        make_task(["matmul"], ["torch.float32", "torch.float32"], MM_FLOPS, MM_BYTES), "h200"
-    )
-    assert f.math_mode == "fp32" and f.bound == "compute"
-    assert f.peak_used == pytest.approx(50.7e12) and f.peak_source == "measured"
-    assert f.compute_ms == pytest.approx(MM_FLOPS / 50.7e12 * 1e3, rel=1e-12)
+def test_strict_fp32_matmul_is_bounded_by_split_tf32_where_that_beats_the_cuda_cores():
+    task = make_task(["matmul"], ["torch.float32", "torch.float32"], MM_FLOPS, MM_BYTES)
+    f = roofline_floor_ms(task, "h200")
+    # 3xTF32 keeps fp32 accuracy: a third of the measured TF32 rate (121.7) beats the CUDA cores (50.7)
+    assert f.math_mode == "tf32x3" and f.bound == "compute"
+    assert f.peak_used == pytest.approx(365.1e12 / 3) and f.peak_source == "measured"
+    assert f.compute_ms == pytest.approx(MM_FLOPS / (365.1e12 / 3) * 1e3, rel=1e-12)
     assert f.memory_ms == pytest.approx(MM_BYTES / 4159e9 * 1e3, rel=1e-12)
     assert f.floor_ms == f.compute_ms
-    assert "CUDA cores" in f.note
+    assert "3xTF32" in f.note
+    # where a third of TF32 is below the fp32 peak (an RTX 4090: 82.6 / 3 < 82.6), the CUDA cores bound it
+    g = roofline_floor_ms(task, "nvidia-rtx-4090")
+    assert g.math_mode == "fp32" and g.peak_used == pytest.approx(82.6e12) and "CUDA cores" in g.note
 
 
-def test_fp32_conv_uses_the_peak_of_the_math_it_runs_in():
+def test_fp32_conv_uses_the_peak_of_the_fastest_math_at_its_precision():
     task = make_task(["conv", "pointwise"], ["float32"], MM_FLOPS, MM_BYTES)
-    strict = roofline_floor_ms(task, "h200")  # the harness turns cuDNN's TF32 off: CUDA cores
-    assert strict.math_mode == "fp32"
-    assert strict.peak_used == pytest.approx(50.7e12)
-    assert "cuDNN" in strict.note and "fp32 peak" in strict.note
+    strict = roofline_floor_ms(task, "h200")
+    assert strict.math_mode == "tf32x3" and strict.peak_used == pytest.approx(365.1e12 / 3)
+    assert "3xTF32" in strict.note
+    on_4090 = roofline_floor_ms(task, "nvidia-rtx-4090")  # cuDNN's TF32 off: CUDA cores
+    assert on_4090.math_mode == "fp32" and "cuDNN" in on_4090.note and "fp32 peak" in on_4090.note
     tf32 = roofline_floor_ms(task, "h200", "tf32")  # cuDNN's default math
     assert tf32.math_mode == "tf32"
     assert tf32.peak_used == pytest.approx(365.1e12)
@@ -53,7 +57,7 @@ def test_fp32_conv_uses_the_peak_of_the_math_it_runs_in():
 
 @pytest.mark.parametrize(
     "precision,mode,peak",
-    [("strict", "fp32", 50.7e12), ("tf32", "tf32", 365.1e12), ("reduced", "bf16", 734.3e12)],
+    [("strict", "tf32x3", 365.1e12 / 3), ("tf32", "tf32", 365.1e12), ("reduced", "bf16", 734.3e12)],
 )
 def test_precision_mode_changes_the_fp32_matmul_peak(precision, mode, peak):
     f = roofline_floor_ms(make_task(["matmul"], ["torch.float32"], MM_FLOPS, MM_BYTES), "h200", precision)
