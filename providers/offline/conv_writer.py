@@ -8,10 +8,10 @@
 (providers/offline/conv.py) and passes (None) on everything else. It reads the request from the
 writer's `Context` (providers/offline/policy.py) and decides like the other families:
 - large step: a design different from the parent's and from the representatives' (ctx.listed), the
-  designs ranked by structure (conv_designs); a design+config that won on this task or on a convolution
-  of the same class (depthwise / few / many input channels per group, read from the case program's
-  docstring) is tried first; designs of failed cases are avoided; when every design was written, a
-  config not written yet;
+  designs ranked by structure (conv_designs); a design+config that won on this hardware on this task or
+  on a convolution of the same class (depthwise / few / many input channels per group, read from the
+  case program's docstring), the nearest such task first (tasks.similarity), is tried first; designs of
+  failed cases are avoided; when every design was written, a config not written yet;
 - small step: a config one knob away from the parent's (conv_neighbours), chosen with the context's
   seeded RNG among those no rule forbids;
 - repair: by the feedback's error kind: resource errors shrink the tiles, a mismatch under DOT=tf32x3
@@ -252,12 +252,21 @@ def _large_step(
     if parent is not None:
         seen.append((parent.design, config_from_pairs(parent.config)))
     order = [d for d in designs if d not in tried] or designs
-    # a design and config that worked on a similar convolution, same hardware first
-    cases = sorted(
-        (c for c in getattr(ctx, "cases", []) if c.good and c.meta is not None and c.meta.family == FAMILY),
-        key=lambda c: (not c.same_hardware, -(c.speedup or 0.0)),
+    # a design and config that won on a convolution of the same class on this hardware, the nearest task
+    # first (policy.ranked_cases: tasks.similarity); a speed from other hardware is not advice here
+    from kernelwright.providers.offline.policy import ranked_cases
+
+    cases = ranked_cases(
+        ctx,
+        [
+            c
+            for c in getattr(ctx, "cases", [])
+            if c.good and c.same_hardware and c.meta is not None and c.meta.family == FAMILY
+        ],
     )
     for case in cases:
+        if case.meta is None:
+            continue
         design = case.meta.design
         if design not in order or not _similar(case, name, cls):
             continue

@@ -97,6 +97,18 @@ def test_experience_is_followed_on_a_large_step():
     assert design == "implicit_gemm_flatk" and config["BLOCK_M"] == 64 and config["LAYOUT"] == "nhwc"
 
 
+def test_a_speed_from_other_hardware_does_not_steer_a_large_step():
+    case = (
+        '<case outcome="effective" speedup="2.1" same_hardware="false">design: kernelwright: family=conv '
+        "design=implicit_gemm_flatk config=BLOCK_M=64,BLOCK_N=32,BLOCK_K=16,LAYOUT=nhwc\ncode:\n"
+        '"""Generated.\n\n    conv2d 64->128 k=[3, 3] s=[1, 1] p=[1, 1] d=[1, 1] g=1 float32\n"""</case>'
+    )
+    plain = _header(conv_task_writer(TASK, "09", _ctx()))
+    assert _header(conv_task_writer(TASK, "09", _ctx(cases=parse_cases(case)))) == plain
+    here = case.replace('same_hardware="false"', 'same_hardware="true"')
+    assert _header(conv_task_writer(TASK, "09", _ctx(cases=parse_cases(here)))) != plain
+
+
 def test_config_pairs_round_trip():
     cfg = config_from_pairs({"BLOCK_M": "32", "RECOMPUTE": "True", "LAYOUT": "nhwc", "bogus": "1"})
     assert cfg.BLOCK_M == 32 and cfg.RECOMPUTE is True and cfg.LAYOUT == "nhwc"
