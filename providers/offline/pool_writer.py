@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import itertools
 from functools import lru_cache
 from typing import Any
 
@@ -347,19 +348,14 @@ def _choose(ctx: Any) -> tuple[dict[str, int], str] | None:
     for config in PRESETS:
         if key(config) not in written and ok(config):
             return dict(config), "large step: the next preset config"
-    every = [dict(zip(CONFIG_SPACE, values, strict=True)) for values in _product(list(CONFIG_SPACE.values()))]
+    every = [
+        dict(zip(CONFIG_SPACE, values, strict=True)) for values in itertools.product(*CONFIG_SPACE.values())
+    ]
     rest = [c for c in every if key(c) not in written and ok(c)]
     if rest:
         return rest[ctx.rng.randrange(len(rest))], "large step: a config not written yet"
     allowed = [c for c in every if ok(c)]
     return (allowed[0], "every config was written: the first allowed one") if allowed else None
-
-
-def _product(lists: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
-    out: list[tuple[int, ...]] = [()]
-    for values in lists:
-        out = [(*prefix, v) for prefix in out for v in values]
-    return out
 
 
 def pool_task_writer(source: str, name: str, ctx: Any) -> Any:

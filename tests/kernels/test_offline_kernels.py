@@ -13,8 +13,9 @@ import pytest
 
 from kernelwright.hardware import EvalConfig, WorkerPool
 from kernelwright.providers.offline import parse_meta, write_program
-from kernelwright.providers.protocol import render_section
 from kernelwright.tasks import bundled_suite_dir, load_task, load_task_source
+from tests.fakes.writer import check_programs
+from tests.fakes.writer import writer_prompt as _prompt
 
 pytestmark = pytest.mark.kernels
 
@@ -27,34 +28,12 @@ def pool():
         yield p
 
 
-def _prompt(source: str, kind: str = "large_step", **sections: str) -> str:
-    parts = [
-        render_section("request", "Write a faster kernel.", kind=kind),
-        render_section("task", source, name="t"),
-    ]
-    parts += [render_section(tag, body) for tag, body in sections.items()]
-    return "\n\n".join(parts)
-
-
 def _task(source: str, name: str):
     return load_task_source(textwrap.dedent(source), name)
 
 
 def _check(pool: WorkerPool, jobs: list[tuple[str, object, str]]) -> None:
-    """Evaluate (label, task, program) jobs together; fail with every mismatch listed."""
-    results = pool.evaluate_many([(task, code) for _, task, code in jobs], CFG)
-    # A harness error is never the candidate's fault (e.g. CPython 3.11's ast is not thread-safe when the
-    # static checks of several jobs run at once): evaluate those once more, one at a time.
-    results = [
-        pool.evaluate(task, code, CFG) if r.error_kind == "harness_error" else r
-        for (_, task, code), r in zip(jobs, results, strict=True)
-    ]
-    bad = [
-        f"{label}: {r.summary()}\n{(r.error or '')[-800:]}"
-        for (label, _, _), r in zip(jobs, results, strict=True)
-        if not r.correct
-    ]
-    assert not bad, "\n\n".join(bad)
+    check_programs(pool, jobs, CFG)
 
 
 def _bundled(level: str, name: str):

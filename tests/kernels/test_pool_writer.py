@@ -4,7 +4,6 @@ the search's steps and rules change the config; NaN propagates as in PyTorch; ot
 
 from __future__ import annotations
 
-import importlib.util
 import textwrap
 
 import pytest
@@ -13,8 +12,9 @@ import torch
 from kernelwright.hardware import EvalConfig, WorkerPool
 from kernelwright.providers.offline import parse_meta, write_program
 from kernelwright.providers.offline.pool_writer import find_pool_task, pool_task_writer
-from kernelwright.providers.protocol import render_section
 from kernelwright.tasks import bundled_suite_dir, load_task, load_task_source
+from tests.fakes.writer import check_programs, import_program
+from tests.fakes.writer import writer_prompt as _prompt
 
 pytestmark = pytest.mark.kernels
 
@@ -76,23 +76,8 @@ def pool():
         yield p
 
 
-def _prompt(source: str, kind: str = "large_step", **sections: str) -> str:
-    parts = [
-        render_section("request", "Write a faster kernel.", kind=kind),
-        render_section("task", source, name="t"),
-    ]
-    parts += [render_section(tag, body) for tag, body in sections.items()]
-    return "\n\n".join(parts)
-
-
 def _check(pool: WorkerPool, jobs: list[tuple[str, object, str]]) -> None:
-    results = pool.evaluate_many([(task, code) for _, task, code in jobs], CFG)
-    bad = [
-        f"{label}: {r.summary()}\n{(r.error or '')[-800:]}"
-        for (label, _, _), r in zip(jobs, results, strict=True)
-        if not r.correct
-    ]
-    assert not bad, "\n\n".join(bad)
+    check_programs(pool, jobs, CFG)
 
 
 def test_published_and_unseen_pooling_tasks_verify(pool):
@@ -131,12 +116,7 @@ def test_max_pooling_propagates_nan_and_handles_infinities(tmp_path, monkeypatch
     source = UNSEEN["max2d_ceil_tuple"]
     answer = write_program(_prompt(source))
     assert answer.code is not None
-    path = tmp_path / "pool_candidate.py"
-    path.write_text(answer.code)
-    spec = importlib.util.spec_from_file_location("pool_candidate", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = import_program(answer.code, tmp_path / "pool_candidate.py")
     x = torch.randn(2, 3, 9, 10)
     x[0, 0, 0, 0] = float("nan")
     x[1, 2, 4, 4] = float("inf")

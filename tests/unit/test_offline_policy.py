@@ -315,15 +315,9 @@ def test_a_registers_reduction_over_a_long_middle_dim_walks_it_in_tiles_of_at_mo
     answer = program_variant(source, "sum_mid", "row_registers", {})
     assert answer.code and answer.meta is not None
     tile = answer.meta.config["TILE"]
-    import importlib.util
+    from tests.fakes.writer import import_program
 
-    path = tmp_path / "candidate.py"
-    path.write_text(answer.code)
-    spec = importlib.util.spec_from_file_location("candidate_sum_mid", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    namespace = vars(module)
+    namespace = vars(import_program(answer.code, tmp_path / "candidate_sum_mid.py"))
     launches: list[dict] = []
 
     class _Recorder:

@@ -9,17 +9,9 @@ from langchain_core.messages import HumanMessage, SystemMessage
 
 from kernelwright.hardware import static_check
 from kernelwright.providers.offline import OfflineKernelWriter, parse_meta, write_program
-from kernelwright.providers.protocol import extract_code, render_section
+from kernelwright.providers.protocol import extract_code
 from kernelwright.tasks import bundled_suite_dir
-
-
-def _prompt(source: str, kind: str = "large_step", **sections: str) -> str:
-    parts = [
-        render_section("request", "Write a faster kernel.", kind=kind),
-        render_section("task", source, name="t"),
-    ]
-    parts += [render_section(tag, body) for tag, body in sections.items()]
-    return "\n\n".join(parts)
+from tests.fakes.writer import writer_prompt as _prompt
 
 
 def _src(level: str, name: str) -> str:
