@@ -5,22 +5,27 @@
 # with a copy of the cold pass's store: same seed, same budget. Compare with benchmarks/warm_cold.py.
 #   PASS=cold BUDGET=4 bash benchmarks/warm_cold_device.sh
 #   PASS=warm COLD_TGZ=.cold.tgz BUDGET=4 bash benchmarks/warm_cold_device.sh
+#   PASS=cold RESUME_TGZ=.cold.tgz bash benchmarks/warm_cold_device.sh      # continue a pass cut short
 set -u
 OUT=${OUT:-warm-cold-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 KW="python3 -m kernelwright.graphs.cli"
 SUITES=${SUITES:-tasks/level1 tasks/level2}
 nvidia-smi -L > "$OUT/host.txt" 2>&1; uname -r >> "$OUT/host.txt"; git log -1 --format=%h >> "$OUT/host.txt" 2>/dev/null
+# A tarball of an unfinished pass (RESUME_TGZ) is continued with --resume; the warm pass needs the cold
+# one's folder (here already, or from COLD_TGZ).
+set -- $SUITES --budget "${BUDGET:-4}" --seed 0 --out "/tmp/kw-$PASS"
 case "${PASS:?cold or warm}" in
-  cold) mem=fresh ;;
-  warm) tar -xzf "${COLD_TGZ:?the cold pass tarball}" -C /tmp && rm -rf /tmp/kw-warm-memory \
-          && cp -r /tmp/kw-cold/memory /tmp/kw-warm-memory && mem=/tmp/kw-warm-memory ;;
+  cold) set -- "$@" --memory fresh ;;
+  warm) [ -d /tmp/kw-cold ] || tar -xzf "${COLD_TGZ:?the cold pass tarball}" -C /tmp
+        rm -rf /tmp/kw-warm-memory && cp -r /tmp/kw-cold/memory /tmp/kw-warm-memory
+        set -- "$@" --memory /tmp/kw-warm-memory ;;
 esac
+if [ -n "${RESUME_TGZ:-}" ]; then tar -xzf "$RESUME_TGZ" -C /tmp && set -- --resume "/tmp/kw-$PASS"; fi
 start=$(date +%s)
-timeout -s TERM -k 30 "${BENCH_S:-500}" $KW bench $SUITES --budget "${BUDGET:-4}" --seed 0 --memory "$mem" \
-  --out "/tmp/kw-$PASS" > "$OUT/bench-$PASS.log" 2>&1
-echo "exit $? after $(( $(date +%s) - start )) s" >> "$OUT/bench-$PASS.log"
-tail -3 "$OUT/bench-$PASS.log"
+timeout -s TERM -k 30 "${BENCH_S:-500}" $KW bench "$@" > "$OUT/bench-$PASS-$start.log" 2>&1
+echo "exit $? after $(( $(date +%s) - start )) s" >> "$OUT/bench-$PASS-$start.log"
+tail -3 "$OUT/bench-$PASS-$start.log"
 cp /tmp/kw-$PASS/suite.md "$OUT/suite-$PASS.md"; cp /tmp/kw-$PASS/tasks.jsonl "$OUT/tasks-$PASS.jsonl"
 cp /tmp/kw-$PASS/suite.json "$OUT/suite-$PASS.json"
 tar -czf "$OUT/$PASS.tgz" --exclude="kw-$PASS/runs" -C /tmp "kw-$PASS"
