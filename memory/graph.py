@@ -39,6 +39,7 @@ from kernelwright.memory.records import (
     own_value,
 )
 from kernelwright.memory.store import ChromaStore
+from kernelwright.tasks.similarity import NEAR, parse_signature_key, signature_similarity
 from kernelwright.tasks.task import TaskSignature
 
 CASES = "kw_cases"
@@ -52,7 +53,7 @@ FACETS_TTL_S = 30.0
 class Facets:
     """The filter and ranking fields of one case (a compact form of its metadata)."""
 
-    __slots__ = ("conf", "correct", "d", "fams", "hardware", "outcome", "run_id")
+    __slots__ = ("conf", "correct", "d", "fams", "hardware", "outcome", "run_id", "sig")
 
     def __init__(
         self,
@@ -63,9 +64,11 @@ class Facets:
         conf: float,
         run_id: str,
         fams: frozenset[str],
+        sig: str = "",
     ) -> None:
         self.hardware, self.outcome, self.correct = hardware, outcome, correct
         self.d, self.conf, self.run_id, self.fams = d, conf, run_id, fams
+        self.sig = sig  # the case's TaskSignature.key(); "" in a store written before it was kept
 
     @classmethod
     def of(cls, meta: Any) -> Facets:
@@ -77,6 +80,7 @@ class Facets:
             conf=float(meta.get("conf", 1.0)),
             run_id=str(meta.get("run_id", "")),
             fams=frozenset(k[4:] for k in meta if k.startswith("fam_")),
+            sig=str(meta.get("sig", "")),
         )
 
 
@@ -103,6 +107,7 @@ def case_metadata(case: Case) -> dict[str, Any]:
         "correct": case.correct,
         "d": float(case.downstream),
         "conf": float(case.confidence),
+        "sig": case.signature.key(),
     }
     if case.parent_id:
         meta["parent_id"] = case.parent_id
@@ -389,7 +394,9 @@ class ExperienceGraph:
 
         Filters: `op_families` (any in common), `hardware` (this one, or with `other_hardware` any but
         this one), `outcomes`, `correct_only`, `exclude_ids`, `exclude_run`, `min_similarity`.
-        Same-hardware results rank by outcome label, then d x confidence, then similarity;
+        Same-hardware results for a task signature rank cases of near tasks first (explicit similarity >=
+        tasks.similarity.NEAR, most similar first), then by outcome label, then d x confidence, then
+        embedding similarity;
         `other_hardware` results (feasibility, not speed) rank correct first, then by similarity.
 
         The filters are applied to the `pool` nearest cases, widened (x4 each time, up to `max_pool`)
@@ -437,7 +444,15 @@ class ExperienceGraph:
             if other_hardware:
                 hits.sort(key=lambda h: (not h[1].correct, -h[2]))
             else:
-                hits.sort(key=lambda h: (OUTCOME_RANK.get(h[1].outcome, 99), -h[1].d * h[1].conf, -h[2]))
+                near = self._near_tasks(query, hits) if isinstance(query, TaskSignature) else {}
+                hits.sort(
+                    key=lambda h: (
+                        -near.get(h[0], 0.0),
+                        OUTCOME_RANK.get(h[1].outcome, 99),
+                        -h[1].d * h[1].conf,
+                        -h[2],
+                    )
+                )
             top = hits[:k]
             cases = {c.id: c for c in self._fetch([h[0] for h in top])}
         return [
@@ -450,6 +465,26 @@ class ExperienceGraph:
             for cid, f, sim in top
             if cid in cases
         ]
+
+    def _near_tasks(
+        self, query: TaskSignature, hits: Sequence[tuple[str, Facets, float]]
+    ) -> dict[str, float]:
+        """Explicit task similarity (tasks.similarity) of each hit whose task is near the query's (>= NEAR).
+
+        Near cases rank first, the most similar task first (the task's own cases before a neighbour's),
+        then by outcome and d x confidence as the rest: a fast kernel of a merely related task does not
+        push out what won on this very task. A store written before signatures were kept in metadata
+        reads them from the records."""
+        sigs = {cid: parse_signature_key(f.sig) for cid, f, _ in hits if f.sig}
+        missing = [cid for cid, f, _ in hits if not f.sig]
+        if missing:
+            sigs.update({c.id: c.signature for c in self._fetch(missing)})
+        out = {}
+        for cid, sig in sigs.items():
+            sim = signature_similarity(query, sig) if sig is not None else 0.0
+            if sim >= NEAR:
+                out[cid] = round(sim, 6)
+        return out
 
     # -- filter facets cache ---------------------------------------------------------------------
 

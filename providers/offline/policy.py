@@ -429,7 +429,8 @@ def _case_pick(ctx: Context, info: KernelInfo, options: list[Design]) -> Choice 
             continue
         base = default_config(d, info, ctx.tf32)
         cfg = _coerce(config_space(d, info, ctx.tf32), case.meta.config, base)
-        cfg2 = _allowed_config(ctx, info, d, cfg, _bad_configs(ctx, info, d))
+        # Only what failed or lost on a task at least as near as this case's overrides its win.
+        cfg2 = _allowed_config(ctx, info, d, cfg, _bad_configs(ctx, info, d, at_least=ctx.similarity(case)))
         if cfg2 is not None:
             speed = f"{case.speedup:.2f}x" if case.speedup else "a win"
             sim = ctx.similarity(case)
@@ -444,14 +445,18 @@ def _lost(c: Case) -> bool:
     return c.outcome.lower() == "ineffective" and c.same_hardware
 
 
-def _bad_configs(ctx: Context, info: KernelInfo, d: Design) -> list[dict[str, Any]]:
-    """Configs of `d` that failed, or lost to their parent on this hardware, on near tasks: not written
-    again."""
+def _bad_configs(
+    ctx: Context, info: KernelInfo, d: Design, at_least: float | None = None
+) -> list[dict[str, Any]]:
+    """Configs of `d` that failed, or lost to their parent on this hardware, on near tasks (with
+    `at_least`, on tasks at least that similar): not written again."""
     out = []
     for c in ctx.cases:
+        sim = ctx.similarity(c)
         if (
             (c.bad or _lost(c))
             and ctx.near(c)
+            and (at_least is None or sim is None or sim >= at_least)
             and c.meta
             and c.meta.family == info.family
             and c.meta.design == d.name

@@ -202,3 +202,29 @@ def test_a_record_written_by_a_newer_version_still_loads(mem) -> None:  # noqa: 
         col.update(ids=[c.id], documents=[newer], embeddings=[[0.0] * 255 + [1.0]])
     assert mem.cases.get(c.id).speedup == pytest.approx(1.3)
     assert mem.cases.get(c.id).schema_version == 2
+
+
+def test_search_ranks_the_task_s_own_cases_before_a_faster_distant_one(mem) -> None:  # noqa: ANN001
+    """Near tasks first (tasks.similarity), most similar first: what won on this very task is not pushed
+    out by a fast kernel of a merely related one, whatever its outcome and downstream score."""
+    far = TaskSignature(
+        op_families=["matmul"], ops=["aten.bmm"], input_shapes=[[64, 512, 512], [64, 512, 512]],
+        input_dtypes=["bfloat16"],
+    )  # fmt: skip
+    fast_elsewhere = case(far, speedup=4.0, idea="fast on another matmul")
+    own_partial = case(speedup=1.02, idea="this task, partial")
+    own_root = case(speedup=1.3, idea="this task, root")
+    own_best = case(speedup=1.6, parent=own_root, idea="this task, best")
+    mem.cases.add_many([fast_elsewhere, own_partial, own_root, own_best])
+    got = [g.case.id for g in mem.cases.search(MM, op_families=["matmul"], hardware=HW, k=4)]
+    assert got[-1] == fast_elsewhere.id
+    assert set(got[:3]) == {own_partial.id, own_root.id, own_best.id}
+    assert got.index(own_partial.id) == 2  # among equally near cases the outcome label still decides
+    # A store written before the signature was kept in metadata reads it from the records.
+    with mem._store.writing():
+        mem._store.collection(CASES).update(ids=got, metadatas=[{"sig": ""}] * len(got))
+    mem.cases._facets.clear()
+    again = [g.case.id for g in mem.cases.search(MM, op_families=["matmul"], hardware=HW, k=4)]
+    assert again == got
+    # Free-text queries keep the outcome-first order: the 4x case (effective, largest d) first.
+    assert mem.cases.search("matmul", hardware=HW, k=1)[0].case.id == fast_elsewhere.id

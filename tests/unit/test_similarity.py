@@ -111,3 +111,21 @@ def test_a_speed_seen_on_another_target_does_not_steer_the_writer():
     plain = choose(Context(signature=task.signature), info, primary=True)
     other = choose(Context(cases=parse_cases(there), signature=task.signature), info, primary=True)
     assert (other.design.name, other.config) == (plain.design.name, plain.config)
+
+
+def test_a_loss_on_a_less_similar_task_does_not_override_a_win_on_this_one():
+    task, info = _sum_info()
+    shapes = ";".join("x".join(map(str, s)) for s in task.signature.input_shapes)
+    half = [[max(1, d // 2) for d in s] for s in task.signature.input_shapes]
+    other = TaskSignature(op_families=task.signature.op_families, ops=task.signature.ops,
+                          input_shapes=half, input_dtypes=task.signature.input_dtypes)  # fmt: skip
+    assert NEAR <= signature_similarity(task.signature, other) < 1.0  # near, but not this task
+    half_shapes = ";".join("x".join(map(str, s)) for s in half)
+    won = _case("effective", "1.40", shapes, "looped", "BLOCK_R=512,num_warps=8")
+    lost_nearby = _case("ineffective", "0.97", half_shapes, "looped", "BLOCK_R=512,num_warps=8")
+    got = choose(Context(cases=parse_cases(won + lost_nearby), signature=task.signature), info, primary=True)
+    assert (got.design.name, got.config["BLOCK_R"], got.config["num_warps"]) == ("looped", 512, 8), got.why
+    # The same loss on this very task does move it.
+    lost_here = _case("ineffective", "0.97", shapes, "looped", "BLOCK_R=512,num_warps=8")
+    moved = choose(Context(cases=parse_cases(won + lost_here), signature=task.signature), info, primary=True)
+    assert (moved.config["BLOCK_R"], moved.config["num_warps"]) != (512, 8)

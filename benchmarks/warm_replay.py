@@ -1,0 +1,82 @@
+"""Would a warm pass start from the cold pass's best kernel? An offline replay of the root step.
+
+    python benchmarks/warm_replay.py COLD_BENCH_DIR [--hardware nvidia-h200] [--json OUT]
+
+For every task the cold bench (`kernelwright bench ... --memory fresh`) finished correct, the root large
+step's prompt is built as the graph's context node builds it (nodes/context_builder.build_context, with
+the cold pass's memory, a copy of it, and the cold run's target) and answered by the offline writer.
+Counted: tasks whose first program is the cold pass's best kernel (same family, design and config), i.e.
+where a warm pass would reach the cold best at its first evaluation. Nothing is timed: this checks the
+mechanism (retrieval, then the writer's pick) on the recorded experience, without a GPU. The speed figure
+itself is benchmarks/warm_cold.py on two real passes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from kernelwright.hardware.result import Versions
+from kernelwright.hardware.targets import get_target
+from kernelwright.memory import open_memory
+from kernelwright.nodes.context_builder import build_context
+from kernelwright.nodes.prompts import request_text
+from kernelwright.providers.offline.writer import write_program
+from kernelwright.tasks import load_task
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from warm_cold import load_rows, runtimes  # noqa: E402
+
+
+def _header(design: str) -> str:
+    return design.removeprefix("# kernelwright:").strip()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("cold", type=Path)
+    ap.add_argument("--hardware", default="nvidia-h200")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    bench = json.loads((args.cold / "bench.json").read_text())
+    ctx = bench["context"]
+    target = get_target(args.hardware)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Path(tmp) / "memory"
+        shutil.copytree(args.cold / "memory", store)
+        memory = open_memory(str(store))
+        rows = []
+        for tid, row in load_rows(args.cold).items():
+            if not row.get("correct"):
+                continue
+            times = runtimes(row)
+            best_at = times.index(min(t for t in times if t is not None))
+            best = _header(row["attempts"][best_at]["design"])
+            task = load_task(row["path"] if Path(row["path"]).exists() else Path("tasks") / f"{tid}.py")
+            bundle = build_context(
+                task, "large_step", request_text=request_text("large_step"), target=target,
+                hardware=args.hardware, versions=Versions(torch="2.11.0", triton="3.6.0"), memory=memory,
+                budget=ctx.get("context_tokens") or 6000, precision="tf32" if ctx.get("allow_tf32") else "strict",
+            )  # fmt: skip
+            answer = write_program(bundle.prompt, seed=ctx.get("seed") or 0)
+            first = _header((answer.code or "").splitlines()[0] if answer.code else "")
+            rows.append({"task": tid, "cold_best_at": best_at + 1, "first_is_cold_best": first == best,
+                         "first": first, "cold_best": best})  # fmt: skip
+        memory.close()
+    hit = sum(r["first_is_cold_best"] for r in rows)
+    later = [r for r in rows if r["cold_best_at"] > 1]
+    hit_later = sum(r["first_is_cold_best"] for r in later)
+    print(f"{hit}/{len(rows)} tasks: the root program is the cold pass's best kernel "
+          f"({hit_later}/{len(later)} of those whose cold best came after evaluation 1)")  # fmt: skip
+    if args.json:
+        args.json.write_text(
+            json.dumps({"tasks": len(rows), "first_is_cold_best": hit, "rows": rows}, indent=1)
+        )
+
+
+if __name__ == "__main__":
+    main()
