@@ -108,7 +108,7 @@ class _TaskState:
     lean: bool = False
     """A large task: one trial's inputs and outputs held at a time (recomputed per candidate), no float64
     reference unless it fits (lean_float64), no copies the judge can do without, other tasks' state dropped
-    (see Judge._fits)."""
+    (see ReferenceSide._fits in hardware.judge_reference)."""
     lean_float64: bool = False
     """A lean task whose float64 reference fits the memory bound (see lean_float64_fits)."""
     footprint_checked: bool = False
