@@ -21,6 +21,9 @@ Requests (JSON, from the judge) and answers:
 Functions the harness relies on are captured before the candidate is imported, from C types whose
 attributes cannot be replaced where possible, so that a candidate patching torch's Python modules
 does not change what the harness measures. What it cannot prevent is listed in the README.
+
+Here: the protocol, loading the candidate and the call request; the guarded forward and its checks are
+in hardware.runner_guard, the timing requests in hardware.runner_timing.
 """
 
 from __future__ import annotations
@@ -29,8 +32,7 @@ import faulthandler
 import importlib.util
 import os
 import sys
-import warnings
-from typing import Any, NoReturn
+from typing import Any
 
 from kernelwright.hardware.channel import (
     Channel,
@@ -44,25 +46,15 @@ from kernelwright.hardware.channel import (
     tensor_to_memfd,
 )
 from kernelwright.hardware.confine import Confinement, limit_resources, vm_bytes
-from kernelwright.hardware.evidence import Recorder, RecordingMode, install_launch_hooks, tensors_reachable
+from kernelwright.hardware.evidence import Recorder, install_launch_hooks
 from kernelwright.hardware.failures import classify_exception, format_exception, tail
+from kernelwright.hardware.runner_guard import _fail, _Failed
+from kernelwright.hardware.runner_timing import TimedCalls
 
 CANDIDATE_MODULE = "candidate"
 
 
-class _Failed(Exception):
-    """Ends a request with a failure the judge is told about."""
-
-    def __init__(self, stage: str, kind: str, text: str) -> None:
-        super().__init__(text)
-        self.stage, self.kind, self.text = stage, kind, tail(text)
-
-
-def _fail(stage: str, kind: str, text: str) -> NoReturn:
-    raise _Failed(stage, kind, text)
-
-
-class Runner:
+class Runner(TimedCalls):
     """Serves one candidate's requests on `chan` (see the module docstring)."""
 
     def __init__(self, chan: Channel, device: str, private_dir: str, confinement: Confinement) -> None:
@@ -375,149 +367,10 @@ class Runner:
             report["evidence"]["kernels"] = self._profile_kernels(model, args)
         return report, out_fds + state_fds
 
-    def _storages(self, args: Any, model: Any) -> set[int]:
-        """Storages that exist before forward: its inputs, the model's tensors and the module's."""
-        from kernelwright.hardware.evidence import _storage_key, _tensors_in
-
-        found = list(_tensors_in(args)) + list(tensors_reachable(model))
-        if self.module is not None:
-            found += list(tensors_reachable(list(vars(self.module).values())))
-        return {k for t in found if (k := _storage_key(t)) is not None}
-
-    def _arg_prints(self, args: Any) -> list[tuple[int, int]]:
-        from kernelwright.hardware.evidence import _tensors_in, fingerprint
-
-        return [fingerprint(t) for t in _tensors_in(args)]
-
-    def _poison(self, nbytes: list[int]) -> None:
-        """Pre-fill the CUDA caching allocator with 0xFF bytes (NaN in every float format) in blocks the
-        size of the expected outputs, so output memory forward does not write reads as NaN."""
-        if not self.cuda:
-            return
-        torch = self.torch
-        blocks = [torch.empty(max(n, 512), dtype=torch.uint8, device="cuda").fill_(255) for n in nbytes]
-        del blocks
-
-    def _forward(self, model: Any, args: list[Any], stage: str, record: bool) -> Any:
-        frees = self._device_frees() if self.cuda else 0
-        mode = RecordingMode(self.recorder) if record else None
-        tampered = []
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            self._set_det(True, warn_only=True)
-            self._det_module.fill_uninitialized_memory = True  # type: ignore[attr-defined]
-            if mode is not None:
-                self.recorder.start()
-                self._push_mode(mode)
-            try:
-                with self._no_grad():
-                    out = model(*args)
-                if self._sync is not None:
-                    self._sync()
-            except BaseException as exc:  # noqa: B036 - SystemExit and KeyboardInterrupt are the candidate's too
-                kind = classify_exception(exc) if isinstance(exc, Exception) else "runtime_error"
-                where = (
-                    "compile" if kind == "compile_error" else ("run" if kind == "runtime_error" else stage)
-                )
-                _fail(where, kind, f"forward raised {format_exception(exc, self.path)}")
-            finally:
-                poison_on = self._det_enabled() and self._det_module.fill_uninitialized_memory is True  # type: ignore[attr-defined]
-                if record:
-                    self.recorder.stop()
-                    if self._stack_len() != 1 or self._stack_at(0) is not mode:
-                        tampered.append("the dispatch mode stack was changed")
-                while self._stack_len():
-                    self._pop_mode()
-                self._set_det(False)
-        if any(getattr(cls, "run", None) is not fn for cls, fn in self._hooks):
-            tampered.append("Triton's launcher was replaced")
-        if self._fn_stack_len():
-            tampered.append("a torch function mode was left on")
-        if tampered:
-            _fail(stage, "forbidden", "forward tampered with the harness's recorder: " + "; ".join(tampered))
-        if not poison_on:
-            _fail(stage, "forbidden", "forward switched off the harness's poisoning of fresh memory "
-                  "(torch.use_deterministic_algorithms / fill_uninitialized_memory)")  # fmt: skip
-        if self.cuda and self._device_frees() != frees:
-            _fail(stage, "forbidden", "forward released the CUDA caching allocator's memory (empty_cache), "
-                  "which holds the harness's poisoned blocks")  # fmt: skip
-        self._check_threads("forward")
-        return out
-
-    def _check_threads(self, when: str) -> None:
-        extra = set(self._frames()) - self._threads_at_start
-        if extra:
-            _fail("run", "forbidden", f"{when} left {len(extra)} thread(s) running; a candidate may not start "
-                  "threads (work in them is out of the harness's sight)")  # fmt: skip
-
     def _encode_output(self, out: Any) -> tuple[Any, list[Any]]:
         """The output's structure as JSON, and its tensors; exact torch.Tensor only."""
         tensors: list[Any] = []
         return encode_output(self.torch, out, tensors, 0), tensors
-
-    def _profile_kernels(self, model: Any, args: list[Any]) -> dict[str, int]:
-        """GPU kernels one more forward ran, by name, as the CUDA profiler saw them (all threads)."""
-        torch = self.torch
-        from torch.profiler import ProfilerActivity, profile
-
-        counts: dict[str, int] = {}
-        try:
-            with profile(activities=[ProfilerActivity.CUDA]) as prof, self._no_grad():
-                model(*args)
-                self._sync()
-            for e in prof.events():
-                if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA:
-                    counts[e.name] = counts.get(e.name, 0) + 1
-        except Exception as exc:  # the profiler is a cross-check; its absence is reported, not fatal
-            counts = {"<profiler unavailable>": 1}
-            del exc
-        return counts
-
-    # ------------------------------------------------------------------ timing (GPU)
-    def _flush(self, nbytes: int) -> Any:
-        if self._flush_buf is None or self._flush_buf.numel() * 4 < nbytes:
-            self._flush_buf = self.torch.empty(nbytes // 4, dtype=self.torch.int32, device="cuda")
-        return self._flush_buf
-
-    def time(self, msg: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
-        """`reps` calls, each after an L2 flush, between CUDA events on the harness's stream."""
-        close_fds(fds)
-        key = str(msg["model"])
-        model, args = self.models[key], self.timing_args[key]
-        flush = self._flush(int(msg["flush_bytes"]))
-        warmup, reps = int(msg.get("warmup", 0)), int(msg["reps"])
-        starts = [self._event(enable_timing=True) for _ in range(reps)]
-        ends = [self._event(enable_timing=True) for _ in range(reps)]
-        with self._no_grad():
-            for _ in range(warmup):
-                self._zero(flush)
-                model(*args)
-            self._sync()
-            for i in range(reps):
-                self._zero(flush)
-                self._record(starts[i], self._stream)
-                model(*args)
-                self._record(ends[i], self._stream)
-            self._sync()
-        samples = [float(self._elapsed(s, e)) for s, e in zip(starts, ends, strict=True)]
-        if self._stack_len() or self._fn_stack_len():
-            _fail("timing", "forbidden", "forward left a dispatch or function mode on while being timed")
-        self._check_threads("timing")
-        return {"op": "timed", "samples": samples}, []
-
-    def loop(self, msg: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
-        """`n` flushed calls and a device-wide synchronize; the judge times the whole request."""
-        close_fds(fds)
-        key = str(msg["model"])
-        model, args = self.models[key], self.timing_args[key]
-        flush = self._flush(int(msg["flush_bytes"]))
-        with self._no_grad():
-            self._sync()
-            for _ in range(int(msg["n"])):
-                self._zero(flush)
-                model(*args)
-            self._sync()
-        return {"op": "looped"}, []
 
 
 def encode_output(torch: Any, v: Any, tensors: list[Any], depth: int) -> Any:

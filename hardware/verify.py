@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -284,7 +284,6 @@ def compare_tensor(
     """
     scale = output_scale(ref, chunk=chunk)
     tol = tolerance_for(ref.dtype, precision, rtol=rtol, atol=atol, scale=scale)
-    atol_eff = tol.atol * scale
     n = ref.numel()
     if n == 0:
         return Comparison(ok=True, tolerances=[tol])
@@ -297,69 +296,120 @@ def compare_tensor(
         use64 = False
     pieces = _Pieces(out.detach().reshape(-1), ref.detach().reshape(-1),
                      ref64.detach().reshape(-1) if use64 and ref64 is not None else None, wide, chunk)  # fmt: skip
-    loose_rtol, loose_atol = _loosest_row(ref.dtype)
+    anchoring = _Anchoring(scale, *_loosest_row(ref.dtype))
 
-    def anchored_of(b: torch.Tensor, r: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    err = 0.0
+    if use64:
+        err, anchor_text = _reference_error(pieces, anchoring, list(ref.shape), allowance_factor)
+        tol.reference_error, tol.allowance_factor = err, allowance_factor
+        notes.append(f"{label}: float64-anchored; {anchor_text}")
+
+    tally = _tally(pieces, anchoring, tol.atol * scale, tol.rtol, err, allowance_factor)
+    if tally.n_bad == 0:
+        return Comparison(
+            ok=True, max_abs_error=tally.max_abs, max_rel_error=tally.max_rel, tolerances=[tol], notes=notes
+        )
+    return Comparison(
+        ok=False,
+        error_kind="mismatch",
+        report=_mismatch_report(
+            label, ref, tol, scale, allowance_factor, anchor_text if use64 else None, tally
+        ),
+        max_abs_error=tally.max_abs if math.isfinite(tally.max_abs) else 0.0,
+        max_rel_error=tally.max_rel if math.isfinite(tally.max_rel) else 0.0,
+        mismatched=tally.n_bad,
+        tolerances=[tol],
+        notes=notes,
+    )
+
+
+@dataclass
+class _Anchoring:
+    """Where a float64 reference may anchor the comparison: elements where the two references agree within
+    the dtype's loosest row. Beyond it the two runs are not the same computation (dtype-dependent code) or
+    the value is beyond fp32: judged against the fp32 reference, and left out of E."""
+
+    scale: float
+    loose_rtol: float
+    loose_atol: float
+
+    def of(self, b: torch.Tensor, r: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(the fp32 reference's own error, where the two references agree enough to anchor)."""
         zero = torch.zeros((), dtype=torch.float64, device=b.device)
         b_fin, r_fin = torch.isfinite(b), torch.isfinite(r)
         own = _real(torch.where(b_fin & r_fin, (b - r).abs(), zero))
-        # Beyond the loosest row the two runs are not the same computation (dtype-dependent code) or the
-        # value is beyond fp32: judged against the fp32 reference as before, and left out of E.
-        anchored = b_fin & r_fin & (own <= loose_atol * scale + loose_rtol * _real(r.abs()))
+        anchored = b_fin & r_fin & (own <= self.loose_atol * self.scale + self.loose_rtol * _real(r.abs()))
         return own, anchored
 
-    err = 0.0
-    if use64:
-        # Pass 1: the reference's own error scale E over the anchored elements (a nearest-rank quantile).
-        n_anchored = n_off = 0
-        top = _TopK(n - math.ceil(REFERENCE_ERROR_QUANTILE * n - 1e-9) + 1)
-        worst_own, worst_own_at = -1.0, 0
-        for start, _, b, r in pieces:
-            assert r is not None
-            own, anchored = anchored_of(b, r)
-            own_anchored = torch.where(anchored, own, torch.zeros((), dtype=torch.float64, device=own.device))
-            n_anchored += int(anchored.sum())
-            n_off += int((torch.isfinite(b) & ~anchored).sum())
-            top.add(own_anchored)
-            i = int(torch.argmax(own_anchored))
-            if float(own_anchored[i]) > worst_own:
-                worst_own, worst_own_at = float(own_anchored[i]), start + i
-        if n_anchored:
-            rank = min(n_anchored, max(1, math.ceil(REFERENCE_ERROR_QUANTILE * n_anchored - 1e-9)))
-            err = top.kth(n_anchored - rank + 1)
-        tol.reference_error, tol.allowance_factor = err, allowance_factor
-        anchor_text = (
-            f"reference error E {_fmt(err)} (the {REFERENCE_ERROR_QUANTILE:.1%} quantile of "
-            f"|float32 reference - float64 reference|; largest {_fmt(max(worst_own, 0.0))} at "
-            f"{_index(worst_own_at, list(ref.shape))}); allowance {allowance_factor:g} x max(E, the element's "
-            f"own) >= {_fmt(allowance_factor * err)}"
-            + (
-                f"; {n_off} elements judged against the float32 reference (references disagree)"
-                if n_off
-                else ""
-            )
-        )
-        notes.append(f"{label}: float64-anchored; {anchor_text}")
 
-    # Pass 2: every element against its bound.
-    n_bad = n_special = nonfinite_out = 0
-    max_abs = max_rel = 0.0
+def _reference_error(
+    pieces: _Pieces, anchoring: _Anchoring, shape: list[int], allowance_factor: float
+) -> tuple[float, str]:
+    """Pass 1 of compare_tensor: the reference's own error scale E over the anchored elements (a
+    nearest-rank quantile), and what the report says about it."""
+    n = pieces.ref.numel()
+    n_anchored = n_off = 0
+    top = _TopK(n - math.ceil(REFERENCE_ERROR_QUANTILE * n - 1e-9) + 1)
+    worst_own, worst_own_at = -1.0, 0
+    for start, _, b, r in pieces:
+        assert r is not None
+        own, anchored = anchoring.of(b, r)
+        own_anchored = torch.where(anchored, own, torch.zeros((), dtype=torch.float64, device=own.device))
+        n_anchored += int(anchored.sum())
+        n_off += int((torch.isfinite(b) & ~anchored).sum())
+        top.add(own_anchored)
+        i = int(torch.argmax(own_anchored))
+        if float(own_anchored[i]) > worst_own:
+            worst_own, worst_own_at = float(own_anchored[i]), start + i
+    err = 0.0
+    if n_anchored:
+        rank = min(n_anchored, max(1, math.ceil(REFERENCE_ERROR_QUANTILE * n_anchored - 1e-9)))
+        err = top.kth(n_anchored - rank + 1)
+    anchor_text = (
+        f"reference error E {_fmt(err)} (the {REFERENCE_ERROR_QUANTILE:.1%} quantile of "
+        f"|float32 reference - float64 reference|; largest {_fmt(max(worst_own, 0.0))} at "
+        f"{_index(worst_own_at, shape)}); allowance {allowance_factor:g} x max(E, the element's "
+        f"own) >= {_fmt(allowance_factor * err)}"
+        + (f"; {n_off} elements judged against the float32 reference (references disagree)" if n_off else "")
+    )
+    return err, anchor_text
+
+
+@dataclass
+class _Tally:
+    """What pass 2 of compare_tensor found."""
+
+    n_bad: int = 0
+    n_special: int = 0
+    """NaN/inf mismatches."""
+    nonfinite_out: int = 0
+    """NaN/inf in the output where the reference is finite."""
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    worst: tuple[float, int, float, float, float] | None = None
+    """(diff, index, got, expected, fp32 ref) of the largest finite mismatch."""
+    first: list[tuple[int, float, float]] = field(default_factory=list)
+    """(index, got, expected) of the first mismatches, up to _SHOW_MISMATCHES."""
+
+
+def _tally(
+    pieces: _Pieces, anchoring: _Anchoring, atol_eff: float, rtol: float, err: float, allowance_factor: float
+) -> _Tally:
+    """Pass 2 of compare_tensor: every element against its bound."""
+    t = _Tally()
     any_both = False
-    worst: tuple[float, int, float, float, float] | None = None  # (diff, index, got, expected, fp32 ref)
-    first: list[tuple[int, float, float]] = []
     for start, a, b, r in pieces:
         zero = torch.zeros((), dtype=torch.float64, device=a.device)
         a_fin, b_fin = torch.isfinite(a), torch.isfinite(b)
         both = a_fin & b_fin
         anchor, allowance = b, None
         if r is not None:
-            own, anchored = anchored_of(b, r)
+            own, anchored = anchoring.of(b, r)
             anchor = torch.where(anchored, r, b)
             allowance = torch.where(anchored, allowance_factor * torch.clamp(own, min=err), zero)
         diff = _real(torch.where(both, (a - anchor).abs(), zero))
         babs = _real(anchor.abs())
-        bound = atol_eff + tol.rtol * babs
+        bound = atol_eff + rtol * babs
         if allowance is not None:
             bound = bound + allowance
         bad_finite = both & (diff > bound)
@@ -368,62 +418,65 @@ def compare_tensor(
         same_special = (a_nan & b_nan) | (~a_nan & ~b_nan & ~a_fin & ~b_fin & (a == b))
         bad_special = ~both & ~same_special
         bad = bad_finite | bad_special
-        n_bad += int(bad.sum())
-        n_special += int(bad_special.sum())
-        nonfinite_out += int((bad_special & b_fin).sum())
+        t.n_bad += int(bad.sum())
+        t.n_special += int(bad_special.sum())
+        t.nonfinite_out += int((bad_special & b_fin).sum())
         if bool(both.any()):
             any_both = True
-            max_abs = max(max_abs, float(diff.max()))
-            max_rel = max(max_rel, float((diff / torch.clamp(babs, min=max(atol_eff, 1e-30))).max()))
+            t.max_abs = max(t.max_abs, float(diff.max()))
+            t.max_rel = max(t.max_rel, float((diff / torch.clamp(babs, min=max(atol_eff, 1e-30))).max()))
         if bool(bad_finite.any()):
             i = int(torch.argmax(torch.where(bad_finite, diff, torch.zeros_like(diff))))
-            if worst is None or float(diff[i]) > worst[0]:
-                worst = (float(diff[i]), start + i, float(a[i].real), float(anchor[i].real), float(b[i].real))
-        if len(first) < _SHOW_MISMATCHES and bool(bad.any()):
-            for i in torch.nonzero(bad).reshape(-1)[: _SHOW_MISMATCHES - len(first)].tolist():
-                first.append((start + i, float(a[i].real), float(anchor[i].real)))
+            if t.worst is None or float(diff[i]) > t.worst[0]:
+                t.worst = (
+                    float(diff[i]),
+                    start + i,
+                    float(a[i].real),
+                    float(anchor[i].real),
+                    float(b[i].real),
+                )
+        if len(t.first) < _SHOW_MISMATCHES and bool(bad.any()):
+            for i in torch.nonzero(bad).reshape(-1)[: _SHOW_MISMATCHES - len(t.first)].tolist():
+                t.first.append((start + i, float(a[i].real), float(anchor[i].real)))
     if not any_both:
-        max_abs = max_rel = 0.0
-    if n_bad == 0:
-        return Comparison(
-            ok=True, max_abs_error=max_abs, max_rel_error=max_rel, tolerances=[tol], notes=notes
-        )
+        t.max_abs = t.max_rel = 0.0
+    return t
 
+
+def _mismatch_report(
+    label: str, ref: torch.Tensor, tol: Tolerance, scale: float, allowance_factor: float,
+    anchor_text: str | None, t: _Tally,
+) -> str:  # fmt: skip
+    """The report of a failed compare_tensor: how many, where, by how much (`anchor_text`: float64-anchored)."""
+    n = ref.numel()
     shape = list(ref.shape)
     lines = [
-        f"{label} {describe(ref)}: {n_bad} of {n} elements ({100.0 * n_bad / n:.3g}%) outside "
+        f"{label} {describe(ref)}: {t.n_bad} of {n} elements ({100.0 * t.n_bad / n:.3g}%) outside "
         f"rtol={tol.rtol:g}, atol={tol.atol:g}"
         + (f" x scale {scale:.4g}" if scale != 1.0 else "")
         + (f" + {allowance_factor:g} x reference error {_fmt(tol.reference_error)}" if tol.reference_error is not None else "")
         + f" ({tol.precision} precision)"
     ]  # fmt: skip
-    if use64:
+    if anchor_text is not None:
         lines.append(
             f"  expected = a float64 run of the reference, rounded to {dtype_name(ref.dtype)}; {anchor_text}"
         )
-    if n_special:
+    if t.n_special:
         lines.append(
-            f"  {n_special} NaN/inf mismatches ({nonfinite_out} NaN/inf in the output where the reference "
+            f"  {t.n_special} NaN/inf mismatches ({t.nonfinite_out} NaN/inf in the output where the reference "
             f"is finite; unwritten output memory reads as NaN)"
         )
-    if worst is not None:
-        also = f" (float32 reference {_fmt(worst[4])})" if use64 else ""
+    if t.worst is not None:
+        also = f" (float32 reference {_fmt(t.worst[4])})" if anchor_text is not None else ""
         lines.append(
-            f"  max abs error {_fmt(max_abs)} at {_index(worst[1], shape)}: got {_fmt(worst[2])}, "
-            f"expected {_fmt(worst[3])}{also}; max rel error {_fmt(max_rel)}"
+            f"  max abs error {_fmt(t.max_abs)} at {_index(t.worst[1], shape)}: got {_fmt(t.worst[2])}, "
+            f"expected {_fmt(t.worst[3])}{also}; max rel error {_fmt(t.max_rel)}"
         )
-    shown = ", ".join(f"{_index(i, shape)}: got {_fmt(got)} expected {_fmt(want)}" for i, got, want in first)
-    lines.append(f"  first mismatches: {shown}")
-    return Comparison(
-        ok=False,
-        error_kind="mismatch",
-        report="\n".join(lines),
-        max_abs_error=max_abs if math.isfinite(max_abs) else 0.0,
-        max_rel_error=max_rel if math.isfinite(max_rel) else 0.0,
-        mismatched=n_bad,
-        tolerances=[tol],
-        notes=notes,
+    shown = ", ".join(
+        f"{_index(i, shape)}: got {_fmt(got)} expected {_fmt(want)}" for i, got, want in t.first
     )
+    lines.append(f"  first mismatches: {shown}")
+    return "\n".join(lines)
 
 
 def compare_outputs(

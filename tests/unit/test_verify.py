@@ -314,7 +314,7 @@ def test_chunked_comparison_gives_the_same_verdict_and_report(case):
 
 
 def test_a_lean_task_keeps_its_float64_reference_only_when_it_fits_the_memory_bound():
-    from kernelwright.hardware.judge import lean_float64_fits
+    from kernelwright.hardware.judge_inputs import lean_float64_fits
     from kernelwright.tasks.resize import Footprint
 
     gib = 1 << 30
@@ -327,3 +327,17 @@ def test_a_lean_task_keeps_its_float64_reference_only_when_it_fits_the_memory_bo
     assert not lean_float64_fits(relu, free=140 * gib)
     # a reduction over a middle dim (out = in / 4096) is anchored
     assert lean_float64_fits(Footprint(inputs=8 * gib, outputs=2 * (1 << 20), parameters=0), free=140 * gib)
+
+
+def test_the_judge_memory_bound_is_written_once():
+    """What the judge needs for a task (its fit check) and what lean_float64_fits adds to it share one
+    formula: 2x inputs, 3x outputs, 2x parameters, plus the contexts."""
+    from kernelwright.hardware.judge_inputs import CONTEXT_BYTES, held_bytes, lean_float64_fits, needed_bytes
+    from kernelwright.tasks.resize import Footprint
+
+    fp = Footprint(inputs=3 << 20, outputs=1 << 20, parameters=5 << 20)
+    assert held_bytes(fp) == 2 * fp.inputs + 3 * fp.outputs + 2 * fp.parameters
+    assert needed_bytes(fp) == held_bytes(fp) + CONTEXT_BYTES
+    # the float64 run keeps its output (2x the outputs) beside what judging holds
+    peak = max(3 * fp.total, held_bytes(fp) + 2 * fp.outputs) + CONTEXT_BYTES
+    assert lean_float64_fits(fp, free=peak) and not lean_float64_fits(fp, free=peak - 1)

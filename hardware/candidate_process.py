@@ -1,0 +1,259 @@
+"""The judge's side of candidate processes: its fork server and one confined candidate process.
+
+`ForkServer` starts and talks to hardware.forkserver, which forks confined candidate processes ahead of
+need; `CandidateProcess` is one of them seen from the judge: requests sent over its channel, one answer
+read per request (anything else waiting is a forged reply), and the process killed with everything it
+started when the job is done. Nothing here imports or runs candidate code.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+from kernelwright import IMPORT_ROOT
+from kernelwright.hardware.channel import (
+    Channel,
+    ChannelClosed,
+    ProtocolError,
+    SharedTensor,
+    channel_pair,
+    close_fds,
+)
+from kernelwright.hardware.confine import confine_level, minimal_env
+
+_REPO_ROOT = IMPORT_ROOT  # on the fork server's PYTHONPATH: `import kernelwright` works there
+
+STANDBY_GPU = 2
+"""Candidate processes kept forked ahead of need on a GPU."""
+
+STANDBY_CPU = 1
+"""On CPU one is forked ahead too: its ~70 ms of confinement and start-up overlap the previous candidate."""
+
+
+class _CandidateGone(Exception):
+    """The candidate process died, hung past its limit or broke the protocol."""
+
+    def __init__(self, kind: str, text: str) -> None:
+        super().__init__(text)
+        self.kind, self.text = kind, text
+
+
+class ForkServer:
+    """The judge's handle on its hardware.forkserver process (started lazily, restarted if it dies)."""
+
+    def __init__(self, device: str, gpu: str | None, tmpdir: str) -> None:
+        self.device, self.gpu, self.tmpdir = device, gpu, tmpdir
+        # On a GPU a candidate process spends ~4 s starting CUDA, Triton and the profiler: keep two
+        # forked ahead; on CPU one (it starts in tens of milliseconds).
+        self.standby = STANDBY_GPU if device == "cuda" else STANDBY_CPU
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.chan: Channel | None = None
+        self.lock = threading.Lock()
+
+    def _start(self) -> Channel:
+        chan, child = channel_pair()
+        env = minimal_env(self.device, home=self.tmpdir, gpu=self.gpu)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_REPO_ROOT, os.environ.get("PYTHONPATH", "")) if p)
+        log = open(os.path.join(self.tmpdir, "forkserver.log"), "ab")  # noqa: SIM115
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "kernelwright.hardware.forkserver", str(child.fileno()), self.device, str(os.getpid())],
+                env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                pass_fds=(child.fileno(),), cwd=self.tmpdir,
+            )  # fmt: skip
+        finally:
+            child.close()
+            log.close()
+        got = chan.recv(timeout=120.0)
+        if got is None or got[0].get("op") != "ready":
+            raise RuntimeError(f"the fork server did not start: {self._log_tail()}")
+        level = confine_level()
+        chan.send({"op": "configure", "root": self.tmpdir, "standby": self.standby,
+                   "env": minimal_env(self.device, home=self.tmpdir, gpu=self.gpu),
+                   "namespaces": level == "full", "landlock": level != "none"})  # fmt: skip
+        got = chan.recv(timeout=30.0)
+        if got is None or got[0].get("op") != "configured":
+            raise RuntimeError(f"the fork server could not be configured: {self._log_tail()}")
+        self.chan = chan
+        return chan
+
+    def _log_tail(self) -> str:
+        try:
+            with open(os.path.join(self.tmpdir, "forkserver.log"), "rb") as f:
+                return f.read()[-1500:].decode(errors="replace")
+        except OSError:
+            return ""
+
+    def _request(self, msg: dict[str, Any], timeout: float = 30.0) -> tuple[dict[str, Any], list[int]]:
+        with self.lock:
+            if self.chan is None or self.proc is None or self.proc.poll() is not None:
+                self._start()
+            assert self.chan is not None
+            self.chan.send(msg)
+            got = self.chan.recv(timeout=timeout)
+            if got is None:
+                raise RuntimeError(f"the fork server did not answer {msg.get('op')!r}")
+            return got
+
+    def spawn(self) -> tuple[Channel, int, str]:
+        """A candidate process: (the judge's channel to it, its keeper's pid, its private directory)."""
+        reply, fds = self._request({"op": "spawn"})
+        if reply.get("op") != "spawned" or len(fds) != 1:
+            close_fds(fds)
+            raise RuntimeError(f"the fork server could not start a candidate process: {reply}")
+        return Channel(socket.socket(fileno=fds[0])), int(reply["pid"]), str(reply["private_dir"])
+
+    def kill(self, pid: int) -> int | None:
+        reply, _ = self._request({"op": "kill", "pid": pid})
+        return reply.get("status")
+
+    def wait(self, pid: int, timeout: float) -> int | None:
+        reply, _ = self._request({"op": "wait", "pid": pid, "timeout": timeout}, timeout=timeout + 10)
+        return reply.get("status") if reply.get("op") == "exited" else None
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+        if self.chan is not None:
+            self.chan.close()
+        self.proc, self.chan = None, None
+
+
+def _died(code: int | None) -> str:
+    if code is None:
+        return "the candidate process died"
+    if code > 128:
+        try:
+            return f"the candidate process died from {signal.Signals(code - 128).name}"
+        except ValueError:
+            return f"the candidate process died from signal {code - 128}"
+    return f"the candidate process exited with status {code}"
+
+
+class CandidateProcess:
+    """One confined candidate process, seen from the judge."""
+
+    def __init__(self, server: ForkServer) -> None:
+        self.server = server
+        t0 = time.perf_counter()
+        self.chan, self.pid, self.private_dir = server.spawn()
+        self.spent: dict[str, float] = {"spawn": time.perf_counter() - t0}
+        self.peaks: dict[str, int] = {}
+        """Per request kind: the candidate process's peak allocated device memory, as it reports it."""
+        self.info: dict[str, Any] = {}
+        self.alive = True
+        self.limit_s: float | None = None
+        """The current stage's limit, for messages."""
+        """`spent`: seconds spent waiting on each kind of request (where an evaluation's time goes)."""
+        self.attached: set[str] = set()
+        """Shapes whose device buffers this process has opened (CUDA IPC)."""
+
+    def log_tail(self, limit: int = 1500) -> str:
+        try:
+            with open(os.path.join(self.private_dir, "output.log"), "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 4 * limit))
+                text = f.read().decode(errors="replace")
+        except OSError:
+            return ""
+        kept = [line for line in text.splitlines() if not line.startswith("Extension modules:")]
+        text = "\n".join(kept).replace(os.path.join(self.private_dir, "candidate.py"), "candidate.py")
+        return text.strip()[-limit:]
+
+    def _gone(self, stage: str) -> _CandidateGone:
+        status = self.server.wait(self.pid, 5.0)
+        self.alive = False
+        log = self.log_tail()
+        return _CandidateGone(
+            "crash", f"{_died(status)} during the {stage} stage" + (f"\noutput:\n{log}" if log else "")
+        )
+
+    def wait_ready(self, timeout: float) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        got = self.receive(timeout, "compile")
+        self.spent["ready"] = time.perf_counter() - t0
+        msg, fds = got
+        close_fds(fds)
+        if msg.get("op") != "ready":
+            raise _CandidateGone(
+                "forbidden", "the candidate process broke the judge's protocol before it started"
+            )
+        self.info = msg
+        return msg
+
+    def receive(self, timeout: float, stage: str) -> tuple[dict[str, Any], list[int]]:
+        try:
+            got = self.chan.recv(timeout=max(timeout, 0.0))
+        except ChannelClosed:
+            raise self._gone(stage) from None
+        except ProtocolError as exc:
+            raise _CandidateGone(
+                "forbidden", f"the candidate process broke the judge's protocol: {exc}"
+            ) from None
+        if got is None:
+            limit = f" {self.limit_s:g} s" if self.limit_s else ""
+            raise _CandidateGone("timeout", f"the {stage} stage ran past its{limit} limit; the candidate process "
+                                 "was killed")  # fmt: skip
+        return got
+
+    def request(self, msg: dict[str, Any], shared: list[SharedTensor], timeout: float, stage: str,
+                fds: list[int] | None = None) -> tuple[dict[str, Any], list[int]]:  # fmt: skip
+        """Send one request and read its one answer. Anything already waiting on the channel is an answer
+        nobody asked for: a frame written by candidate code (the runner answers each request once)."""
+        if self.chan.poll(0):
+            raise _CandidateGone("forbidden", "the candidate process sent an answer no request asked for (a "
+                                 "forged reply from candidate code?)")  # fmt: skip
+        if shared:
+            msg = {**msg, "tensors": [s.description() for s in shared]}
+        t0 = time.perf_counter()
+        try:
+            self.chan.send(msg, [s.fd for s in shared] + list(fds or []))
+        except (ChannelClosed, OSError):
+            raise self._gone(stage) from None
+        reply: dict[str, Any] = {}
+        try:
+            reply, fds_in = self.receive(timeout, stage)
+            return reply, fds_in
+        finally:
+            op = str(msg.get("op"))
+            self.spent[op] = self.spent.get(op, 0.0) + time.perf_counter() - t0
+            peak = reply.get("device_peak_bytes")
+            if isinstance(peak, int):  # as the candidate process says: for the memory report only
+                key = f"{op} {msg.get('stage', '')}{' evidence' if msg.get('evidence') else ''}".strip()
+                self.peaks[key] = max(self.peaks.get(key, 0), peak)
+
+    def in_step(self, timeout: float) -> None:
+        """A last request: the runner must answer it, and nothing else may be waiting. A forged reply sent
+        by candidate code shifts every later answer by one, which this exposes."""
+        reply, fds = self.request({"op": "ping"}, [], timeout, "correctness")
+        close_fds(fds)
+        if reply.get("op") != "pong" or self.chan.poll(0.05):
+            raise _CandidateGone(
+                "forbidden",
+                "the candidate process's answers are out of step with the judge's "
+                f"requests (got {reply.get('op')!r} for a ping): a forged reply from candidate code?",
+            )
+
+    def close(self) -> None:
+        if self.alive:
+            try:
+                self.chan.send({"op": "exit"})
+            except (ChannelClosed, OSError, ProtocolError):
+                pass
+        try:
+            self.server.kill(self.pid)
+        except Exception as exc:  # the fork server itself is gone; it is restarted on next use
+            print(f"killing candidate process {self.pid} failed: {exc}", file=sys.stderr)
+            self.server.stop()
+        self.chan.close()
+        self.alive = False
+        shutil.rmtree(self.private_dir, ignore_errors=True)

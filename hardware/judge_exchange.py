@@ -1,0 +1,246 @@
+"""The judge's calls into a candidate process, and what it reads back.
+
+Sends the candidate's source, constructor arguments and the reference's perturbed state (`_load`) and
+each trial's inputs (`_call`, through host shared memory or device buffers lent over CUDA IPC:
+`_attach`); reads back only sealed memfds or the lent buffers, checked against the declared structure
+(`_rebuild`, `_from_exchange`, `_tensor_descs`); checks that inputs were left as they were and that
+the buffers a forward updates match the reference's (`_check_buffers`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from kernelwright.hardware.candidate_process import CandidateProcess
+from kernelwright.hardware.channel import (
+    ProtocolError,
+    SharedTensor,
+    check_sealed,
+    close_fds,
+    decode_value,
+    encode_value,
+    parse_description,
+    tensor_nbytes,
+)
+from kernelwright.hardware.config import EvalConfig
+from kernelwright.hardware.judge_records import _Exchange, _Reference, _Sample, _Shape
+from kernelwright.hardware.judge_reference import ReferenceSide
+from kernelwright.hardware.judge_tensors import _bitwise_equal, _tensors
+from kernelwright.hardware.result import EvalResult
+
+
+class CandidateIO(ReferenceSide):
+    """Requests to the candidate process and the checks on what comes back (see the module docstring)."""
+
+    def _load(self, proc: CandidateProcess, job: dict[str, Any], shapes: list[_Shape], refs: dict[str, _Reference],
+              cfg: EvalConfig, res: EvalResult, memory_bytes: int | None) -> None:  # fmt: skip
+        tensors: list[Any] = []
+        models = []
+        for s in shapes:
+            ref = refs[s.label]
+            try:
+                init = encode_value(list(ref.init_inputs), tensors)
+            except TypeError as exc:
+                self._fail(
+                    res, "compile", "harness_error", f"the task's constructor arguments cannot be sent: {exc}"
+                )
+            state = []
+            for name, t in ref.model.state_dict().items():
+                tensors.append(t)
+                state.append([name, len(tensors) - 1])
+            models.append({"key": s.label, "init": init, "state": state})
+        shared = [SharedTensor.create(t, "kw-state") for t in tensors]
+        try:
+            reply, fds = proc.request({"op": "load", "source": job["candidate_source"], "seed": cfg.seed,
+                                       "models": models, "memory_bytes": memory_bytes},
+                                      shared, self._remaining(), "compile")  # fmt: skip
+        finally:
+            for lent in shared:
+                lent.close()
+        close_fds(fds)
+        self._check_reply(reply, "loaded", res)
+        if isinstance(proc.info.get("confinement"), dict):
+            proc.info["confinement"]["memory_limit_bytes"] = reply.get("memory_limit_bytes")
+
+    def _call(self, proc: CandidateProcess, ref: _Reference, sample: _Sample, stage: str, res: EvalResult,
+              *, evidence: bool = False, keep: bool = False, refill: bool = False, mode: str = "train",
+              reset: bool = False) -> tuple[Any, dict[str, Any]]:  # fmt: skip
+        """One forward in the candidate process on `sample`'s inputs; (output, reply). Checks that the
+        inputs are unchanged (where the judge can see them) and the output is sealed and well formed."""
+        tensors: list[Any] = []
+        args = encode_value(list(sample.inputs), tensors)
+        exchange = ref.exchange if ref.shape.label in proc.attached else None
+        shared = [] if exchange is not None else [SharedTensor.create(t, "kw-input") for t in tensors]
+        if exchange is not None:  # the trial's pristine inputs into the lent buffers, on the device
+            for buf, t in zip(exchange.inputs, tensors, strict=True):
+                buf.tensor.copy_(t)
+            self._sync()
+        poison = [t.numel() * t.element_size() for t in _tensors(sample.out)]
+        try:
+            reply, fds = proc.request(
+                {"op": "call", "model": ref.shape.label, "args": args, "evidence": evidence, "stage": stage,
+                 "poison_bytes": poison, "keep": keep, "refill": refill, "exchange": exchange is not None,
+                 "mode": mode, "reset": reset, "buffers": sorted(sample.buffers) if reset else []},
+                shared, self._remaining(), stage,
+            )  # fmt: skip
+            try:
+                self._check_reply(reply, "called", res)
+                seen = (
+                    [b.tensor for b in exchange.inputs]
+                    if exchange is not None
+                    else [x.tensor for x in shared]
+                )
+                if seen:
+                    expected = sample.inputs_after if sample.inputs_after is not None else sample.inputs
+                    for i, (got, want) in enumerate(zip(seen, _tensors(expected), strict=True)):
+                        if not _bitwise_equal(got, want):
+                            self._fail(res, stage, "forbidden",
+                                       f"forward wrote into input {i}; inputs must be left as they were"
+                                       + (" (or changed exactly as the reference changes them)"
+                                          if sample.inputs_after is not None else ""))  # fmt: skip
+                state_descs = reply.get("state") or []
+                if not isinstance(state_descs, list) or len(state_descs) > len(fds):
+                    self._fail(res, stage, "forbidden", "the candidate process sent a malformed buffer list")
+                n_out = len(fds) - len(state_descs)
+                if exchange is not None and reply.get("exchanged") is True and n_out == 0:
+                    out = self._from_exchange(reply.get("structure"), exchange, res, copy=not ref.lean)
+                else:
+                    out = self._rebuild(reply.get("structure"), fds[:n_out], res)
+                if reset:
+                    self._check_buffers(state_descs, fds[n_out:], sample, mode, stage, res)
+            finally:
+                close_fds(fds)
+        finally:
+            for x in shared:
+                x.close()
+        return out, reply
+
+    def _check_buffers(self, descs: list[Any], fds: list[int], sample: _Sample, mode: str, stage: str,
+                       res: EvalResult) -> None:  # fmt: skip
+        """The candidate's buffers after forward (running stats) against the reference's, every one."""
+        from kernelwright.hardware.verify import compare_tensor
+
+        got: dict[str, Any] = {}
+        try:
+            for desc, fd in zip(descs, fds, strict=True):
+                shape, dtype = parse_description(desc)
+                check_sealed(fd, tensor_nbytes(shape, dtype))
+                st = SharedTensor(os.dup(fd), shape, dtype, writable=False)
+                got[str(desc.get("name"))] = st.tensor.clone()
+                st.close()
+        except ProtocolError as exc:
+            self._fail(res, stage, "forbidden", f"the candidate process sent malformed buffers: {exc}")
+        for name, want in sample.buffers.items():
+            have = got.get(name)
+            if have is None:
+                self._fail(
+                    res, "correctness", "shape_mismatch", f"ModelNew has no buffer {name} after forward"
+                )
+            have = have.to(want.device)
+            if have.shape != want.shape:
+                self._fail(res, "correctness", "shape_mismatch",
+                           f"buffer {name} has shape {list(have.shape)} after forward, expected {list(want.shape)}")  # fmt: skip
+            cmp = compare_tensor(have.to(want.dtype), want, "strict", label=f"buffer {name}")
+            if not cmp.ok:
+                self._fail(res, "correctness", "mismatch",
+                           f"after a {mode}-mode forward, {cmp.report}\n(the reference's forward updates its "
+                           "buffers in train mode, e.g. BatchNorm's running statistics; ModelNew must do the same, "
+                           "and must use them in eval mode)")  # fmt: skip
+
+    def _from_exchange(
+        self, structure: Any, exchange: _Exchange, res: EvalResult, *, copy: bool = True
+    ) -> Any:
+        """The candidate's output, copied at once out of the lent output buffers into the judge's memory.
+        Without `copy` (a large task): the lent buffers themselves, which the comparison reads a chunk at a
+        time into its own float64 copies (hardware.verify._Pieces), so what is judged is still what the
+        buffer held when it was read, at no extra output-sized copy."""
+        try:
+            descs = _tensor_descs(structure)
+            if len(descs) != len(exchange.outputs):
+                raise ProtocolError(f"{len(descs)} output tensors where {len(exchange.outputs)} were lent")
+            tensors = []
+            for desc, buf in zip(descs, exchange.outputs, strict=True):
+                shape, dtype = parse_description(desc)
+                if shape != buf.shape or dtype != buf.dtype or desc.get("device") != "cuda":
+                    raise ProtocolError("an output said to be in a lent buffer does not fit it")
+                tensors.append(buf.tensor.clone() if copy else buf.tensor)
+            return decode_value(structure, tensors)
+        except ProtocolError as exc:
+            self._fail(
+                res, "correctness", "forbidden", f"the candidate process sent a malformed output: {exc}"
+            )
+
+    def _attach(self, proc: CandidateProcess, ref: _Reference, sample: _Sample, res: EvalResult) -> None:
+        """Lend this shape's device buffers to the candidate process (GPU with CUDA IPC); on failure the
+        calls go through host shared memory, and the judge stops trying IPC if it never worked here."""
+        if self.device != "cuda" or not self.ipc_usable:
+            return
+        try:
+            if ref.exchange is None:
+                from kernelwright.hardware.cuda_ipc import ExportedBuffer
+
+                ref.exchange = _Exchange(
+                    [ExportedBuffer(list(t.shape), t.dtype) for t in _tensors(sample.inputs)],
+                    [ExportedBuffer(list(t.shape), t.dtype) for t in _tensors(sample.out)],
+                )
+            lent = [b.fd for b in ref.exchange.inputs + ref.exchange.outputs]
+            reply, fds = proc.request({"op": "attach", "model": ref.shape.label, **ref.exchange.descriptions()}, [],
+                                      self._remaining(), "compile", fds=lent)  # fmt: skip
+            close_fds(fds)
+        except (RuntimeError, OSError) as exc:
+            self.ipc_usable = self.ipc_worked
+            res.extra["notes"].append(f"CUDA IPC unavailable ({exc}); tensors staged through host memory")
+            return
+        if reply.get("op") == "attached":
+            proc.attached.add(ref.shape.label)
+            self.ipc_worked = True
+        else:
+            self.ipc_usable = self.ipc_worked
+            res.extra["notes"].append(f"CUDA IPC refused in the candidate process ({str(reply.get('text'))[-600:]}); "
+                                      "tensors staged through host memory")  # fmt: skip
+
+    def _rebuild(self, structure: Any, fds: list[int], res: EvalResult) -> Any:
+        """The candidate's output from its JSON structure and sealed memfds, as the judge's own tensors."""
+        tensors: list[Any] = []
+        try:
+            descs = _tensor_descs(structure)
+            if len(descs) != len(fds):
+                raise ProtocolError(f"{len(fds)} output descriptors for {len(descs)} tensors")
+            for desc, fd in zip(descs, fds, strict=True):
+                shape, dtype = parse_description(desc)
+                check_sealed(fd, tensor_nbytes(shape, dtype))
+                st = SharedTensor(os.dup(fd), shape, dtype, writable=False)
+                device = self.device if desc.get("device") == self.device else str(desc.get("device"))
+                if device not in ("cpu", "cuda"):
+                    raise ProtocolError(f"output on unknown device {device!r}")
+                t = st.tensor.to(device, copy=True) if device != "cpu" else st.tensor.clone()
+                st.close()
+                tensors.append(t)
+            return decode_value(structure, tensors)
+        except ProtocolError as exc:
+            self._fail(
+                res, "correctness", "forbidden", f"the candidate process sent a malformed output: {exc}"
+            )
+
+
+def _tensor_descs(structure: Any, depth: int = 0) -> list[dict[str, Any]]:
+    """The tensor entries of an encoded output structure, in index order; ProtocolError if inconsistent."""
+    found: list[dict[str, Any]] = []
+
+    def walk(v: Any, d: int) -> None:
+        if d > 16 or not isinstance(v, dict):
+            raise ProtocolError("malformed output structure")
+        if "T" in v:
+            found.append(v)
+        for tag in ("U", "L"):
+            if tag in v:
+                if not isinstance(v[tag], list):
+                    raise ProtocolError("malformed output structure")
+                for x in v[tag]:
+                    walk(x, d + 1)
+
+    walk(structure, depth)
+    if [d.get("T") for d in found] != list(range(len(found))):
+        raise ProtocolError("output tensors are not numbered in order")
+    return found

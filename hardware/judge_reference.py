@@ -1,0 +1,292 @@
+"""The judge's reference side: the task loaded once per judge, its reference models built (perturbed) per
+shape, the pristine inputs and expected outputs per trial (float64 too, within a time share), the modes
+the task is verified in, the ops the reference dispatches, and whether judging the task fits the GPU.
+
+A large task is judged lean (see ReferenceSide._fits): one trial's tensors at a time.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import time
+from typing import Any
+
+from kernelwright.hardware.evidence import fingerprint
+from kernelwright.hardware.failures import classify_exception
+from kernelwright.hardware.judge_base import JudgeBase, _Unverifiable
+from kernelwright.hardware.judge_inputs import LEAN_BYTES, lean_float64_fits, needed_bytes, perturb_
+from kernelwright.hardware.judge_records import _Reference, _Sample, _Shape, _TaskState
+from kernelwright.hardware.judge_tensors import (
+    _bitwise_equal,
+    _clone,
+    _detach,
+    _map_tensors,
+    _out_of_memory,
+    _tensors,
+    _upcast,
+)
+from kernelwright.hardware.result import EvalResult
+
+# The float64 run's cost before it was measured: the float32 run's times this (see _FP64_BUDGET_SHARE in
+# hardware.judge).
+_FP64_COST_FACTOR = 32.0
+_TASK_CACHE_SIZE = 3
+
+
+class ReferenceSide(JudgeBase):
+    """The references and their samples, cached per task across jobs (see the module docstring)."""
+
+    def _task(self, job: dict[str, Any]) -> _TaskState:
+        from kernelwright.tasks import exec_task_module
+
+        digest = hashlib.sha256(job["task_source"].encode()).hexdigest()[:16]
+        state = self.tasks.get(digest)
+        if state is None:
+            state = _TaskState(
+                exec_task_module(job["task_source"], job["task_name"]), job["task_name"], digest
+            )
+            state.module.__dict__["__kw_source__"] = job["task_source"]
+            self.tasks[digest] = state
+            while len(self.tasks) > _TASK_CACHE_SIZE:
+                self._drop(self.tasks.popitem(last=False)[1])
+        self.tasks.move_to_end(digest)
+        return state
+
+    def _fits(self, task: _TaskState, shape: _Shape, res: EvalResult) -> None:
+        """On a GPU, before anything of a task is built: will judging it fit the free device memory?
+
+        A large task (own footprint over LEAN_BYTES) is judged lean: one trial's tensors at a time, no
+        float64 reference unless lean_float64_fits, the candidate's output compared where it lies in the lent buffer, and the other
+        tasks' state dropped first. It then needs needed_bytes (hardware.judge_inputs): about 2x the inputs, 3x the
+        outputs and 2x the parameters, plus ~1 GiB of contexts and L2-flush buffers. If that does not fit: one harness_error that says what it
+        needs and what is free, instead of a string of out-of-memory failures.
+        """
+        from kernelwright.tasks.resize import footprint
+
+        if task.unfit is not None:
+            raise _Unverifiable(task.unfit)
+        if self.device != "cuda" or task.footprint_checked:
+            return
+        fp = footprint(shape.module, small=shape.small)
+        task.footprint_checked = True
+        if fp is None:
+            return
+        task.lean = fp.total > LEAN_BYTES
+        if task.lean:
+            for digest in [d for d in self.tasks if d != task.digest]:
+                self._drop(self.tasks.pop(digest))
+        need = needed_bytes(fp)
+        free, _ = self.torch.cuda.mem_get_info()
+        gib = 1 << 30
+        task.lean_float64 = task.lean and lean_float64_fits(fp, free)
+        res.extra["memory"] = {"footprint_bytes": fp.total, "needed_bytes": need, "free_bytes": free,
+                               "lean": task.lean, "lean_float64": task.lean_float64}  # fmt: skip
+        if need > free:
+            task.unfit = (
+                f"judging it needs about {need / gib:.1f} GiB of device memory (inputs {fp.inputs / gib:.2f} GiB, "
+                f"outputs {fp.outputs / gib:.2f} GiB, parameters {fp.parameters / gib:.2f} GiB, about 2x, 3x and 2x "
+                f"of them) and {free / gib:.1f} GiB are free on this GPU: sizes at about "
+                f"{max(0.0, (free - gib) / max(need - gib, 1)):.0%} of the task's fit"
+            )
+            raise _Unverifiable(task.unfit)
+
+    def _release_samples(self, ref: _Reference) -> None:
+        """A large task's samples (inputs and expected outputs) dropped, and the memory given back to the GPU
+        at once: the next tensors may be of other sizes, which the allocator's cached blocks would not fit."""
+        ref.samples.clear()
+        self.torch.cuda.empty_cache()
+
+    def _drop(self, task: _TaskState) -> None:
+        """Free a task's device state (references, samples, lent buffers)."""
+        for ref in task.refs.values():
+            if ref.exchange is not None:
+                for buf in ref.exchange.inputs + ref.exchange.outputs:
+                    buf.free()
+        task.refs.clear()
+        if self.device == "cuda":
+            self.torch.cuda.empty_cache()
+
+    def _reference(self, task: _TaskState, shape: _Shape, seed: int) -> _Reference:
+        from kernelwright.tasks import task_init_inputs, task_model
+
+        ref = task.refs.get((shape.label, seed))
+        if ref is None:
+            model = task_model(shape.module, small=shape.small, seed=seed, device=self.device)
+            perturb_(model, seed)
+            ref = _Reference(shape, task_init_inputs(shape.module, small=shape.small), model)
+            if task.lean:  # a large task's small second shape still gets copies and a float64 reference
+                from kernelwright.tasks.resize import footprint
+
+                own = footprint(shape.module, small=shape.small)
+                ref.lean = own is None or own.total > LEAN_BYTES
+                ref.lean_float64 = ref.lean and task.lean_float64
+            ref.state0 = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            ref.built_modes = {name: m.training for name, m in model.named_modules()}
+            task.refs[(shape.label, seed)] = ref
+        return ref
+
+    def _inputs(self, ref: _Reference, seed: int) -> list[Any]:
+        from kernelwright.tasks import task_inputs
+
+        # A large task's inputs are drawn on the GPU itself (seconds on CPU at gigabytes).
+        inputs = task_inputs(ref.shape.module, small=ref.shape.small, seed=seed, device=self.device,
+                             on_device=ref.lean)  # fmt: skip
+        return ref.shape.transform(inputs) if ref.shape.transform is not None else inputs
+
+    def _sample(
+        self, ref: _Reference, seed: int, precision: str, *, fp64: bool = True, mode: str = "train"
+    ) -> _Sample:
+        """Pristine inputs and the reference outputs for one trial in one mode, computed once per judge.
+        The forward starts from the reference's starting state, which is restored after it."""
+        from kernelwright.hardware.verify import needs_float64_reference
+
+        key = (seed, precision, mode)
+        sample = ref.samples.get(key)
+        t32 = 0.0
+        if sample is None:
+            if ref.lean:  # one trial's tensors at a time
+                self._release_samples(ref)
+            inputs = self._inputs(ref, seed)
+            # A large task runs the reference on the inputs themselves and draws them again if it wrote them.
+            args = inputs if ref.lean else _clone(inputs)
+            before = [fingerprint(t) for t in _tensors(args)] if ref.lean else []
+            ref.restore(mode)
+            t0 = time.perf_counter()
+            with self.torch.no_grad():
+                out = ref.model(*args)
+            self._sync()
+            t32 = time.perf_counter() - t0
+            buffers = {k: v.detach().clone() for k, v in ref.model.named_buffers()}
+            ref.restore("train")
+            if ref.lean:
+                changed = [fingerprint(t) for t in _tensors(args)] != before
+                if changed:
+                    inputs = self._inputs(ref, seed)
+            else:
+                changed = any(
+                    not _bitwise_equal(a, b) for a, b in zip(_tensors(args), _tensors(inputs), strict=True)
+                )
+            sample = ref.samples[key] = _Sample(inputs, _detach(out), inputs_after=args if changed else None,
+                                                buffers=buffers)  # fmt: skip
+        if fp64 and sample.fp64_status is None:
+            if ref.lean and not ref.lean_float64:
+                sample.fp64_status = (
+                    "unavailable: the task is too large for a float64 run within the memory bound"
+                )
+            elif not needs_float64_reference(sample.out, precision):  # type: ignore[arg-type]
+                sample.fp64_status = (
+                    f"not used: TF32 is on for the reference in {precision} precision"
+                    if precision != "strict"
+                    else "not used: no float32 output"
+                )
+            else:
+                self._reference64(ref, sample, t32, mode)
+        return sample
+
+    def _modes(self, task: _TaskState, ref: _Reference, seed: int) -> None:
+        """Which modes to verify in, from four runs of the reference on the same inputs: train and eval,
+        each with two RNG seeds. Output that changes with the RNG seed in eval mode cannot be verified by
+        value (harness_error: the search stops); in train mode only (dropout), it is verified in eval mode
+        only; output that differs between train and eval, or buffers that forward updates, are verified in
+        both (buffers compared too)."""
+        from kernelwright.hardware.verify import compare_outputs
+
+        if task.modes is not None:
+            return
+        inputs = self._inputs(ref, seed)
+        runs: dict[tuple[str, int], tuple[Any, bool]] = {}
+        for mode in ("train", "eval"):
+            for rng in (1, 2):
+                ref.restore(mode)
+                self.torch.manual_seed(rng)
+                with self.torch.no_grad():
+                    out = _detach(ref.model(*_clone(inputs)))
+                self._sync()
+                updated = any(
+                    not _bitwise_equal(v, ref.state0[k])
+                    for k, v in ref.model.named_buffers()
+                    if k in ref.state0
+                )
+                runs[(mode, rng)] = (out, updated)
+        ref.restore("train")
+
+        def same(a: Any, b: Any) -> bool:  # the loosest row: nondeterministic kernels (atomics) still agree
+            return compare_outputs(a, b, "reduced").ok
+
+        task.stateful = runs[("train", 1)][1] or runs[("eval", 1)][1]
+        if not same(runs[("eval", 1)][0], runs[("eval", 2)][0]):
+            raise _Unverifiable(
+                "the reference's output changes with the random seed on the same inputs, in eval mode too "
+                "(random numbers drawn in forward): it cannot be verified by value"
+            )
+        if not same(runs[("train", 1)][0], runs[("train", 2)][0]):
+            task.modes = ["eval"]
+            task.modes_note = "the reference is random in train mode (dropout?): verified in eval mode only"
+        elif task.stateful or not same(runs[("train", 1)][0], runs[("eval", 1)][0]):
+            task.modes = ["train", "eval"]
+            task.modes_note = ("the reference behaves differently in train() and eval() or updates its buffers: "
+                               "trials alternate between the two modes and buffers are compared after forward")  # fmt: skip
+        else:
+            task.modes = ["train"]
+
+    def _reference64(self, ref: _Reference, sample: _Sample, t32: float, mode: str = "train") -> None:
+        """Run a float64 copy of the reference model on upcast inputs; on failure say why, never raise."""
+        torch = self.torch
+        if ref.fp64_failure is not None:
+            sample.fp64_status = ref.fp64_failure
+            return
+        estimate = ref.fp64_s if ref.fp64_s is not None else t32 * _FP64_COST_FACTOR
+        if estimate > self._fp64_budget_s:
+            sample.fp64_status = (
+                f"unavailable: a float64 run would take ~{estimate:.3g} s, over its {self._fp64_budget_s:.3g} s "
+                "share of the reference time limit"
+            )
+            return
+        model64: Any = None
+        t0 = time.perf_counter()
+        try:
+            ref.restore(mode)
+            model64 = copy.deepcopy(ref.model).double()
+            ref.restore("train")
+            with torch.no_grad():
+                out64 = model64(*_map_tensors(sample.inputs, _upcast))
+            self._sync()
+            sample.out64, sample.fp64_status = _detach(out64), "used"
+        except Exception as exc:
+            if _out_of_memory(exc):
+                sample.fp64_status = "unavailable: out of memory"
+                return
+            if classify_exception(exc) == "crash":
+                raise
+            first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+            sample.fp64_status = f"unavailable: {type(exc).__name__}: {first}"
+        finally:
+            del model64
+            if self.device == "cuda" and sample.fp64_status != "used":
+                torch.cuda.empty_cache()
+            spent = time.perf_counter() - t0
+            ref.fp64_s = spent
+            if sample.fp64_status != "used":
+                ref.fp64_failure = sample.fp64_status
+            self._fp64_budget_s = max(0.0, self._fp64_budget_s - spent)
+
+    def _reference_ops(self, task: _TaskState, ref: _Reference, sample: _Sample) -> set[str]:
+        """The compute ops the reference dispatches (recorded once per task, on its smallest shape)."""
+        from torch.utils._python_dispatch import _pop_mode, _push_mode
+
+        from kernelwright.hardware.evidence import Recorder, RecordingMode, compute_ops
+
+        if task.reference_ops is None:
+            rec = Recorder()
+            rec.start()
+            _push_mode(RecordingMode(rec))
+            try:
+                with self.torch.no_grad():
+                    ref.model(*_clone(sample.inputs))
+            finally:
+                _pop_mode()
+                rec.stop()
+                ref.restore("train")
+            task.reference_ops = set(compute_ops(rec.events))
+        return task.reference_ops

@@ -1,0 +1,239 @@
+"""The judge's timing stage (GPU): the candidate's CUDA-event times and the eager reference's in
+alternating rounds, the candidate's times checked against the judge's wall clock, the timed inputs
+given new contents and the answer re-checked, and the torch.compile'd reference timed once per task
+(cached on disk)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+from kernelwright.hardware.candidate_process import CandidateProcess
+from kernelwright.hardware.channel import close_fds
+from kernelwright.hardware.config import EvalConfig
+from kernelwright.hardware.judge_records import _Reference, _TaskState
+from kernelwright.hardware.judge_tensors import _clone, _tensors
+from kernelwright.hardware.judge_verification import Verification
+from kernelwright.hardware.result import EvalResult
+
+_RECHECK_SEED_OFFSET = 7919
+"""The post-timing re-check draws inputs from seed + this: a seed no verification trial uses."""
+
+_ROUNDS = 10
+
+_WALL_SLACK_MS = 0.05
+
+
+class Timing(Verification):
+    """The timing stage (see the module docstring)."""
+
+    def _flush(self) -> Any:
+        if self._flush_buf is None:
+            from kernelwright.hardware.timing import flush_bytes
+
+            self._flush_buf = self.torch.empty(flush_bytes(0) // 4, dtype=self.torch.int32, device="cuda")
+        return self._flush_buf
+
+    def _time_eager(self, ref: _Reference, args: list[Any], reps: int, warmup: int) -> list[float]:
+        t0 = time.perf_counter()
+        try:
+            return self._time_eager_calls(ref, args, reps, warmup)
+        finally:
+            self._phases["eager timing"] = self._phases.get("eager timing", 0.0) + time.perf_counter() - t0
+
+    def _time_eager_calls(self, ref: _Reference, args: list[Any], reps: int, warmup: int) -> list[float]:
+        torch = self.torch
+        flush = self._flush()
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+        with torch.no_grad():
+            for _ in range(warmup):
+                flush.zero_()
+                ref.model(*args)
+            torch.cuda.synchronize()
+            for i in range(reps):
+                flush.zero_()
+                starts[i].record()
+                ref.model(*args)
+                ends[i].record()
+            torch.cuda.synchronize()
+        return [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
+
+    def _time(self, job_id: int, proc: CandidateProcess, task: _TaskState, ref: _Reference, cfg: EvalConfig,
+              res: EvalResult) -> None:  # fmt: skip
+        from kernelwright.hardware.timing import flush_bytes, summarize
+        from kernelwright.hardware.verify import compare_outputs
+
+        res.stage = "timing"
+        self._stage(job_id, "timing")
+        mode = (task.modes or ["train"])[0]
+        sample = self._sample(ref, cfg.seed, cfg.precision, fp64=cfg.reference_fp64, mode=mode)
+        # The timed inputs, kept on the device there; the model stays in `mode` while it is timed.
+        self._call(proc, ref, sample, "timing", res, keep=True, mode=mode, reset=task.stateful)
+        self._apply_precision(cfg.precision)
+        fb = flush_bytes(0)
+        label = ref.shape.label
+
+        def cand(reps: int, warmup: int) -> list[float]:
+            reply, fds = proc.request({"op": "time", "model": label, "reps": reps, "warmup": warmup,
+                                       "flush_bytes": fb}, [], self._remaining(), "timing")  # fmt: skip
+            close_fds(fds)
+            self._check_reply(reply, "timed", res)
+            samples = reply.get("samples")
+            if not (isinstance(samples, list) and len(samples) == reps
+                    and all(isinstance(x, float) and x >= 0 for x in samples)):  # fmt: skip
+                self._fail(res, "timing", "forbidden", "the candidate process sent malformed timings")
+            return samples
+
+        args_r = _clone(sample.inputs) if sample.inputs_after is not None else sample.inputs
+        if ref.lean:  # a large task: the reference's output is not needed while timing; free it first
+            del sample
+            self._release_samples(ref)
+        ref.restore(mode)
+        est_c = max(float(sorted(cand(5, 3))[2]), 1e-3)
+        est_e = max(float(sorted(self._time_eager(ref, args_r, 5, 3))[2]), 1e-3)
+        warm_c, warm_e = max(1, int(cfg.warmup_ms / est_c)), max(1, int(cfg.warmup_ms / est_e))
+        cand(1, min(warm_c, 200))
+        self._time_eager(ref, args_r, 1, min(warm_e, 200))
+        k = int(min(200, max(1, cfg.rep_ms / _ROUNDS / max(est_c, est_e))))
+        cand_samples: list[float] = []
+        eager_samples: list[float] = []
+        ratios: list[float] = []
+        for _ in range(_ROUNDS):
+            c = cand(k, 0)
+            e = self._time_eager(ref, args_r, k, 0)
+            cand_samples += c
+            eager_samples += e
+            ratios.append(float(sorted(e)[len(e) // 2] / max(sorted(c)[len(c) // 2], 1e-6)))
+        ref.restore("train")
+        c_stats, e_stats = summarize(cand_samples), summarize(eager_samples)
+        self._wall_check(proc, label, fb, c_stats.median_ms, res)
+        proc.in_step(max(self._remaining(), 5.0))
+        if ref.lean:  # one trial's tensors at a time: the timed inputs go before the re-check's are drawn
+            del args_r
+            self.torch.cuda.empty_cache()
+        # A candidate that remembers its answer per input tensor would look fast on the repeated calls
+        # above: give the timed tensors new contents (a seed no trial used) and check the answer follows.
+        other = self._sample(
+            ref, cfg.seed + _RECHECK_SEED_OFFSET, cfg.precision, fp64=cfg.reference_fp64, mode=mode
+        )
+        out, _ = self._call(proc, ref, other, "timing", res, refill=True, mode=mode, reset=task.stateful)
+        ref64 = other.out64 if cfg.reference_fp64 else None
+        cmp = compare_outputs(out, other.out, cfg.precision, rtol=cfg.rtol, atol=cfg.atol, ref64=ref64)
+        if not cmp.ok:
+            self._fail(res, "timing", cmp.error_kind or "mismatch",
+                       "the timed input tensors, given new contents, produced a wrong answer (a result remembered "
+                       f"per input tensor?):\n{cmp.report}")  # fmt: skip
+        res.runtime_ms, res.runtime_ci_ms = c_stats.median_ms, c_stats.ci_ms
+        res.runtime_p20_ms, res.runtime_p80_ms = c_stats.p20_ms, c_stats.p80_ms
+        res.eager_ms = e_stats.median_ms
+        res.speedup_vs_eager, res.speedup_vs_eager_ci = paired_speedup_from_ratios(ratios)
+        res.timing_reps = c_stats.reps
+        res.timing_meaningful = True
+        res.extra["eager_ci_ms"] = list(e_stats.ci_ms)
+        res.timing_note = (
+            f"CUDA events, L2 flushed, {_ROUNDS} alternating rounds of {k} calls (candidate in its own "
+            f"process, eager in the judge), wall-clock cross-check passed, precision {cfg.precision}"
+        )
+        if cfg.compile_baseline:
+            self.conn.send(("partial", job_id, res.model_dump(mode="json")))
+            self._stage(job_id, "baseline")
+            t0 = time.perf_counter()
+            ref.restore(mode)
+            inputs = other.inputs
+            # The compiled reference needs inputs only: a large task's expected output makes room for its own.
+            if ref.lean:
+                del other, out
+                self._release_samples(ref)
+            res.compile_ms = self._compile_baseline(task, ref, inputs, cfg)
+            ref.restore("train")
+            self._phases["torch.compile baseline"] = time.perf_counter() - t0
+            if res.compile_ms:
+                res.speedup_vs_compile = res.compile_ms / res.runtime_ms
+            else:
+                res.timing_note += "; torch.compile baseline unavailable"
+        res.stage = "done"
+
+    def _wall_check(
+        self, proc: CandidateProcess, label: str, fb: int, median_ms: float, res: EvalResult
+    ) -> None:
+        """The candidate's CUDA-event times against the judge's wall clock over a synchronised loop."""
+        torch = self.torch
+        n = int(min(1000, max(3, 50.0 / max(median_ms, 1e-3))))
+
+        def loop(count: int) -> float:
+            t0 = time.perf_counter()
+            reply, fds = proc.request({"op": "loop", "model": label, "n": count, "flush_bytes": fb}, [],
+                                      self._remaining(), "timing")  # fmt: skip
+            elapsed = time.perf_counter() - t0
+            close_fds(fds)
+            self._check_reply(reply, "looped", res)
+            return elapsed * 1000.0
+
+        base = min(loop(0), loop(0))
+        total = loop(n)
+        flush = self._flush()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            flush.zero_()
+        torch.cuda.synchronize()
+        flush_ms = (time.perf_counter() - t0) * 1000.0 / n
+        per_call = max(0.0, (total - base) / n - flush_ms)
+        res.extra["wall_ms_per_call"] = per_call
+        if median_ms < per_call / 2 - _WALL_SLACK_MS:
+            self._fail(res, "timing", "forbidden",
+                       f"the candidate's CUDA-event times (median {median_ms:.4g} ms) disagree with the judge's "
+                       f"wall clock over a synchronised loop of {n} calls ({per_call:.4g} ms per call): timing "
+                       "was tampered with, or work ran outside the timed stream")  # fmt: skip
+
+    def _compile_baseline(
+        self, task: _TaskState, ref: _Reference, inputs: list[Any], cfg: EvalConfig
+    ) -> float | None:
+        """torch.compile'd reference time, once per (task, shapes, precision) per judge, cached on disk."""
+        from kernelwright.hardware.timing import BaselineCache, bench_interleaved, summarize
+
+        torch = self.torch
+        shapes = "x".join(str(list(t.shape)) for t in _tensors(inputs))
+        key = f"{task.digest}|{shapes}|{cfg.precision}|perturbed"
+        if key in task.baseline_ms:
+            return task.baseline_ms[key]
+        scope = f"{self.device_name}|torch {torch.__version__}|triton {self.versions.triton}"
+        cache = BaselineCache()
+        entry = cache.get(scope, key)
+        if entry is not None:
+            task.baseline_ms[key] = entry.get("compile_ms")
+            return task.baseline_ms[key]
+        import torch._dynamo
+        import torch._inductor.config as inductor_config
+
+        inductor_config.compile_threads = 1  # no compile subprocesses inside a judge that may be killed
+        args = inputs if ref.lean else _clone(inputs)  # a large task's inputs are not used after this
+        value: float | None
+        try:
+            compiled = torch.compile(ref.model)
+            with torch.no_grad():
+                compiled(*args)
+                torch.cuda.synchronize()
+                samples = bench_interleaved({"compiled": lambda: compiled(*args)}, warmup_ms=cfg.warmup_ms,
+                                            rep_ms=cfg.rep_ms)  # fmt: skip
+            value = summarize(samples["compiled"]).median_ms
+            cache.put(scope, key, {"compile_ms": value, "task": task.name, "time": time.time()})
+        except Exception as exc:  # the baseline failing is not the candidate's fault; the result says so
+            print(f"torch.compile baseline failed: {exc}", file=sys.stderr)
+            value = None
+        finally:
+            torch._dynamo.reset()
+        task.baseline_ms[key] = value
+        return value
+
+
+def paired_speedup_from_ratios(ratios: list[float]) -> tuple[float, tuple[float, float]]:
+    """Median of per-round eager/candidate ratios and its bootstrap interval."""
+    import numpy as np
+
+    from kernelwright.hardware.timing import bootstrap_median_ci
+
+    arr = np.asarray(ratios, dtype=np.float64)
+    return float(np.median(arr)), bootstrap_median_ci(arr)

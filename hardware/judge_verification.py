@@ -1,0 +1,120 @@
+"""The judge's verification stage: every trial on every shape compared with the reference (hardware.verify
+has the tolerance table), the runtime evidence of one forward analysed (hardware.evidence) and, on a GPU,
+the library kernels the profiler saw cross-checked against recorded torch ops."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kernelwright.hardware.candidate_process import CandidateProcess
+from kernelwright.hardware.config import EvalConfig
+from kernelwright.hardware.judge_exchange import CandidateIO
+from kernelwright.hardware.judge_records import _Reference, _Sample, _Shape, _TaskState
+from kernelwright.hardware.judge_tensors import _tensors
+from kernelwright.hardware.result import EvalResult
+
+
+class Verification(CandidateIO):
+    """The correctness stage (see the module docstring)."""
+
+    def _verify(self, job_id: int, proc: CandidateProcess, task: _TaskState, shapes: list[_Shape],
+                refs: dict[str, _Reference], ref_ops: set[str], cfg: EvalConfig, res: EvalResult) -> None:  # fmt: skip
+        from kernelwright.hardware.evidence import analyse
+        from kernelwright.hardware.verify import compare_outputs
+
+        first = True
+        max_abs = max_rel = 0.0
+        tolerances = []
+        for s_index, shape in enumerate(shapes):
+            ref = refs[shape.label]
+            trials = cfg.trials if s_index == 0 else min(cfg.trials, cfg.second_shape_trials)
+            for trial in range(trials):
+                seed = cfg.seed + trial
+                modes = task.modes or ["train"]
+                mode = modes[trial % len(modes)]
+                sample = self._sample(ref, seed, cfg.precision, fp64=cfg.reference_fp64, mode=mode)
+                if trial == 0:
+                    res.shapes_checked.append([list(t.shape) for t in _tensors(sample.inputs)])
+                evidence = s_index == 0 and trial == 1
+                out, reply = self._call(proc, ref, sample, "compile" if first else "correctness", res,
+                                        evidence=evidence, mode=mode, reset=task.stateful)  # fmt: skip
+                if first:
+                    first = False
+                    res.stage = "correctness"
+                    self._stage(job_id, "correctness")
+                ref64 = sample.out64 if cfg.reference_fp64 else None
+                cmp = compare_outputs(
+                    out, sample.out, cfg.precision, rtol=cfg.rtol, atol=cfg.atol, ref64=ref64
+                )
+                if trial == 0:
+                    self._note_fp64(res, shape.label, sample if cfg.reference_fp64 else None, cmp.notes)
+                res.trials = max(res.trials, trial + 1)
+                if not cmp.ok:
+                    res.max_abs_error, res.max_rel_error = cmp.max_abs_error, cmp.max_rel_error
+                    res.mismatched = cmp.mismatched or None
+                    res.tolerance = cmp.tolerances[-1] if cmp.tolerances else None
+                    in_shapes = [list(t.shape) for t in _tensors(sample.inputs)]
+                    in_mode = f", {mode} mode" if len(modes) > 1 or mode != "train" else ""
+                    self._fail(res, "correctness", cmp.error_kind or "mismatch",
+                               f"{cmp.report}\n({shape.label} inputs {in_shapes}, trial {trial + 1}/{trials}, "
+                               f"seed {seed}{in_mode})")  # fmt: skip
+                if evidence:
+                    report = reply.get("evidence")
+                    prov = analyse(report if isinstance(report, dict) else {}, ref_ops)
+                    res.kernel_launches = prov.triton_launches
+                    res.extra["torch_ops_in_source"] = list(res.torch_ops_remaining)
+                    res.torch_ops_remaining = prov.torch_ops  # what ran, which the source scan only guessed
+                    if not prov.ok:
+                        self._fail(res, "run", prov.error_kind or "torch_fallback", prov.reason)
+                    if self.device == "cuda" and isinstance(report, dict):
+                        self._check_kernels(report, res)
+                max_abs, max_rel = max(max_abs, cmp.max_abs_error), max(max_rel, cmp.max_rel_error)
+                tolerances.extend(cmp.tolerances)
+                del out, sample  # before the next trial's are built (a large task holds one at a time)
+        res.max_abs_error, res.max_rel_error = max_abs, max_rel
+        if tolerances:
+            # The loosest row applied (largest effective atol, allowance included) bounded the verdict.
+            res.tolerance = max(
+                tolerances,
+                key=lambda t: (
+                    t.rtol,
+                    t.atol * t.atol_scale + (t.allowance_factor or 0) * (t.reference_error or 0),
+                ),
+            )
+        res.correct = True
+
+    def _check_kernels(self, report: dict[str, Any], res: EvalResult) -> None:
+        """GPU: library kernels the profiler saw in one forward must have a recorded torch op behind them."""
+        kernels = report.get("kernels")
+        launch_names = report.get("launch_names") or {}
+        if not isinstance(kernels, dict) or "<profiler unavailable>" in kernels:
+            res.extra.setdefault("notes", []).append("GPU profiler unavailable: kernels not cross-checked")
+            return
+        library = {k: v for k, v in kernels.items()
+                   if isinstance(k, str) and k not in launch_names and not _is_transfer(k)}  # fmt: skip
+        aten_events = [e for e in report.get("events", []) if isinstance(e, list) and e and e[0] == "aten"]
+        res.extra["gpu_kernels"] = {"triton": sum(v for k, v in kernels.items() if k in launch_names),
+                                    "library": sum(library.values())}  # fmt: skip
+        if library and not aten_events:
+            names = ", ".join(sorted(library)[:4])
+            self._fail(res, "run", "forbidden", f"the GPU ran library kernels ({names}) that no recorded torch op "
+                       "launched: work was done out of the harness's sight")  # fmt: skip
+
+    def _note_fp64(
+        self, res: EvalResult, shape_label: str, sample: _Sample | None, cmp_notes: list[str]
+    ) -> None:
+        """Say, once per input shape, what the values were compared against and with what allowance."""
+        status = (sample and sample.fp64_status) or "not used: switched off (reference_fp64=False)"
+        res.extra.setdefault("float64_reference", {})[shape_label] = status
+        notes: list[str] = res.extra["notes"]
+        if status.startswith("unavailable"):
+            notes.append(
+                f"{shape_label} inputs: float64 reference {status}; compared against the float32 reference "
+                "alone (no reference-error allowance)"
+            )
+        notes.extend(f"{shape_label} inputs (trial 1): {n}" for n in cmp_notes)
+
+
+def _is_transfer(kernel: str) -> bool:
+    low = kernel.lower()
+    return "memcpy" in low or "memset" in low
