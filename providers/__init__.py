@@ -15,6 +15,7 @@ from kernelwright.providers.chat import (
     resolve_base_url,
     usage_of,
 )
+from kernelwright.providers.protocol import message_text
 
 __all__ = [
     "ProviderError",
