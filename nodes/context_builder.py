@@ -36,7 +36,7 @@ from kernelwright.memory import Memory
 from kernelwright.memory.docs import select_docs
 from kernelwright.memory.records import Case, capability_str
 from kernelwright.nodes.records import ContextItem, ContextRecord
-from kernelwright.providers.protocol import REQUEST_KINDS, render_section
+from kernelwright.providers.protocol import REQUEST_KINDS, header_line, render_section
 from kernelwright.tasks.task import Task
 
 CHARS_PER_TOKEN = 3.5
@@ -308,7 +308,7 @@ class _Candidate(BaseModel):
 def _design_outline(code: str) -> str:
     """A design reduced to its metadata line and a note of what was left out."""
     lines = code.strip().splitlines()
-    head = [ln for ln in lines[:3] if ln.startswith("# kernelwright:")][:1]
+    head = [ln for ln in lines[:3] if header_line(ln)][:1]
     return "\n".join([*head, f"# ({len(lines) - len(head)} lines of this kernel left out for room)"])
 
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kernelwright.hardware.result import EvalResult, Tolerance, Versions
 from kernelwright.nodes.search import Action, Decision, Outcome
+from kernelwright.providers.protocol import KernelHeader
 from kernelwright.tasks.task import Task
 
 Status = Literal["correct", "wrong", "failed"]
@@ -133,9 +134,9 @@ class Candidate(Record):
     def design(self) -> str:
         """The design its `# kernelwright:` header names, else the names of its Triton kernels (a model
         need not write the header), else "-"."""
-        found = re.search(r"design=(\S+)", self.meta or "")
-        if found:
-            return found.group(1)
+        header = KernelHeader.parse(self.meta)
+        if header is not None and header.design:
+            return header.design
         names = kernel_names(self.code)
         return ",".join(names) if names else "-"
 

@@ -38,6 +38,7 @@ from kernelwright.nodes.prompts import RULE_SYSTEM_PROMPT, RuleDraft, render_fee
 from kernelwright.nodes.records import Attempt, Branch, CostLedger, Reflection, Status, Timing
 from kernelwright.nodes.search import reward_for
 from kernelwright.providers.chat import is_llm, usage_of
+from kernelwright.providers.protocol import KernelHeader
 
 if TYPE_CHECKING:
     from kernelwright.graphs.context import Context
@@ -109,15 +110,15 @@ def _config_text(config: dict[str, str]) -> str:
 
 def signature_rule(code: str | None, result: EvalResult, target: str) -> str:
     """A rule from the kernel's metadata line and the normalised error, for when no LLM drafts one."""
-    from kernelwright.memory.records import error_signature, parse_kernel_header
+    from kernelwright.memory.records import error_signature
 
     sig = error_signature(result.error_kind, result.error)
     if len(sig) > SIGNATURE_CHARS:  # the head names the error; the rest is detail the evidence keeps
         sig = sig[:SIGNATURE_CHARS].rsplit(" ", 1)[0] + " ..."
     if code is None:
         return f"You cannot answer without exactly one fenced python block defining ModelNew ({sig})"
-    header = parse_kernel_header(code)
-    if header.design:
+    header = KernelHeader.parse(code)
+    if header is not None and header.design:
         what = f"use design={header.design}"
         if header.config:
             what += f" with {_config_text(header.config)}"

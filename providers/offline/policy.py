@@ -35,12 +35,10 @@ from kernelwright.providers.offline.designs import (
     find_design,
     launch_effect,
 )
-from kernelwright.providers.protocol import Section
+from kernelwright.providers.protocol import KernelHeader, Section
 from kernelwright.tasks.similarity import NEAR, parse_case_line, parse_signature_key, signature_similarity
 from kernelwright.tasks.task import TaskSignature
 
-# The program's first line; case bodies show it without the "#" ("design: kernelwright: family=...").
-META_RE = re.compile(r"(?:#\s*)?kernelwright:\s*family=(\S+)\s+design=(\S+)\s+config=(\S*)")
 _PAIR_RE = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*=\s*([A-Za-z0-9_.+\-]+)")
 _CASE_RE = re.compile(r"<case\b([^>]*)>(.*?)</case>", re.S)
 _ATTR_RE = re.compile(r'([a-z_]+)="([^"]*)"')
@@ -50,25 +48,11 @@ _GOOD = ("effective", "partial")
 _BAD = ("failed", "failure", "negative", "incorrect", "wrong", "error")
 
 
-@dataclass
-class Meta:
-    family: str
-    design: str
-    config: dict[str, str]
-
-
-def parse_meta(text: str | None) -> Meta | None:
-    if not text:
-        return None
-    m = META_RE.search(text)
-    if m is None:
-        return None
-    cfg: dict[str, str] = {}
-    for part in m.group(3).split(","):
-        if "=" in part:
-            k, v = part.split("=", 1)
-            cfg[k.strip()] = v.strip()
-    return Meta(m.group(1), m.group(2), cfg)
+def parse_meta(text: str | None) -> KernelHeader | None:
+    """The first header in `text` (providers.protocol.KernelHeader.find) when it names a family and a
+    design, the two the policy chooses by; else None."""
+    header = KernelHeader.find(text)
+    return header if header is not None and header.family and header.design else None
 
 
 @dataclass
@@ -132,7 +116,7 @@ class Case:
     outcome: str
     speedup: float | None
     same_hardware: bool
-    meta: Meta | None
+    meta: KernelHeader | None
     body: str
     signature: TaskSignature | None = None
     """The case's task, from its "task: NAME (families; in shapes; dtypes)" line."""
@@ -197,12 +181,12 @@ def _resources(feedback: str | None) -> bool:
 @dataclass
 class Context:
     kind: str = "large_step"
-    parent: Meta | None = None
+    parent: KernelHeader | None = None
     feedback: str = ""
     rules: list[Rule] = field(default_factory=list)
     cases: list[Case] = field(default_factory=list)
-    listed: list[Meta] = field(default_factory=list)
-    tried: list[Meta] = field(default_factory=list)
+    listed: list[KernelHeader] = field(default_factory=list)
+    tried: list[KernelHeader] = field(default_factory=list)
     """Programs already written in the run (<tried>): a small step skips their configs, a large step
     their designs (while another design is left)."""
     tf32: bool = False
@@ -587,7 +571,7 @@ def _first_allowed(ctx: Context, info: KernelInfo, order: list[Design], why: str
 _SIZE_KEYS = ("BLOCK", "BLOCK_M", "BLOCK_N", "BLOCK_K", "BLOCK_R", "BLOCK_I", "TILE", "RMAX", "num_stages")
 
 
-def _repair(ctx: Context, info: KernelInfo, d: Design, parent: Meta, order: list[Design]) -> Choice:
+def _repair(ctx: Context, info: KernelInfo, d: Design, parent: KernelHeader, order: list[Design]) -> Choice:
     kind = error_kind(ctx.feedback)
     space = config_space(d, info, ctx.tf32)
     base = _coerce(space, parent.config, default_config(d, info, ctx.tf32))
