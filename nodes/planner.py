@@ -26,7 +26,7 @@ from kernelwright.hardware.config import toolchain_versions
 from kernelwright.hardware.roofline import roofline_floor_ms
 from kernelwright.hardware.targets import Target, detect_target, get_target, resolve_device
 from kernelwright.nodes import resources
-from kernelwright.nodes.records import Attempt, Branch, CostLedger, Design, Job, RunInfo
+from kernelwright.nodes.records import Attempt, Branch, CostLedger, Job, RepresentativeDesign, RunInfo
 from kernelwright.nodes.search import Decision, SearchTree, Spent
 from kernelwright.tasks.loader import load_task, load_task_source
 from kernelwright.tasks.task import Task
@@ -144,7 +144,7 @@ def make_job(decision: Decision, run_id: str, by_node: dict[str, Attempt]) -> Jo
         a = by_node.get(nid)
         if a is not None and a.candidate.code:
             designs.append(
-                Design(
+                RepresentativeDesign(
                     node_id=nid,
                     code=a.candidate.code,
                     speedup=a.timing.speedup_vs_eager,

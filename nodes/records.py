@@ -29,7 +29,7 @@ class Record(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
-class Design(Record):
+class RepresentativeDesign(Record):
     """A representative kernel shown to a large step."""
 
     node_id: str
@@ -53,7 +53,7 @@ class Job(Record):
     parent_speedup: float | None = None
     parent_case_id: str | None = None
     """Memory case of the parent kernel, for the lineage edge."""
-    designs: list[Design] = Field(default_factory=list)
+    designs: list[RepresentativeDesign] = Field(default_factory=list)
     tried: list[str] = Field(default_factory=list)
     """Header lines of the programs already written in this run, oldest first (for small and large steps:
     a step should write something new)."""

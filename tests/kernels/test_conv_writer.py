@@ -6,7 +6,7 @@ import random
 
 from kernelwright.providers.offline.conv import parse_conv_header
 from kernelwright.providers.offline.conv_writer import config_from_pairs, conv_task_writer
-from kernelwright.providers.offline.policy import Context, parse_cases, parse_rules
+from kernelwright.providers.offline.policy import WriterContext, parse_cases, parse_rules
 from kernelwright.providers.protocol import KernelHeader
 from kernelwright.tasks import bundled_suite_dir
 
@@ -15,9 +15,9 @@ TASK = (LEVEL2 / "09_conv2d_bias_relu.py").read_text()
 KEYS = {"BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages"}
 
 
-def _ctx(**kw) -> Context:
+def _ctx(**kw) -> WriterContext:
     kw.setdefault("rng", random.Random(0))
-    return Context(**kw)
+    return WriterContext(**kw)
 
 
 def _header(answer) -> tuple[str, dict]:
