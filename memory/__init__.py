@@ -26,7 +26,6 @@ from kernelwright.memory.rules import (
     RuleBook,
     RuleEffect,
     RuleUpdate,
-    judge_same_rule,
 )
 from kernelwright.memory.store import MemoryDamagedError, MemoryLocationError, resolve_location
 
@@ -55,7 +54,6 @@ __all__ = [
     "error_signature",
     "hash_embed",
     "installed_versions",
-    "judge_same_rule",
     "make_embedder",
     "open_memory",
     "outcome_label",

@@ -8,7 +8,8 @@ import random
 import pytest
 
 from kernelwright.hardware.targets import get_target
-from kernelwright.nodes.context_builder import build_context, precision_line
+from kernelwright.nodes.context_builder import build_context
+from kernelwright.nodes.prompts import precision_line
 from kernelwright.providers.offline import parse_meta, write_program
 from kernelwright.providers.offline.conv_writer import conv_task_writer
 from kernelwright.providers.offline.designs import config_space, default_config, designs_for
