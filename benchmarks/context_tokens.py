@@ -24,7 +24,8 @@ sys.path.insert(0, str(REPO))
 
 from kernelwright.hardware.result import Versions  # noqa: E402
 from kernelwright.memory import open_memory  # noqa: E402
-from kernelwright.nodes.context_builder import TokenCounter, _case_body, _child, build_context  # noqa: E402
+from kernelwright.nodes.context_builder import TokenCounter, build_context  # noqa: E402
+from kernelwright.nodes.prompts import case_text, tagged  # noqa: E402
 from kernelwright.tasks import bundled_suite_dir, load_task  # noqa: E402
 
 
@@ -40,7 +41,7 @@ def main() -> None:
     versions = Versions(torch="2.11.0", triton="3.6.0")
     every_rule = "\n".join(f"- {r.text}" for r in memory.rules.all(min_count=1))
     every_case = "\n".join(
-        _child("case", _case_body(c, 10**9, False), id=c.id, outcome=c.outcome)
+        tagged("case", case_text(c, 10**9, False), id=c.id, outcome=c.outcome)
         for c in memory.cases.iter_all()
     )
     pasted_tail = f"<rules>\n{every_rule}\n</rules>\n<experience>\n{every_case}\n</experience>\n"

@@ -49,10 +49,11 @@ def _die_with_parent() -> None:
 def design_of(code: str | None) -> str:
     """The kernel's `# kernelwright:` line without its prefix, else the names of its Triton kernels."""
     from kernelwright.nodes.records import kernel_names
+    from kernelwright.providers.protocol import KernelHeader
 
-    first = (code or "").splitlines()[0] if code else ""
-    if first.startswith("# kernelwright:"):
-        return first.removeprefix("# kernelwright:").strip()
+    header = KernelHeader.parse(code)
+    if header is not None:
+        return header.body
     names = kernel_names(code)
     return "kernels: " + ",".join(names) if names else ""
 

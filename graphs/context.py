@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from kernelwright.hardware.targets import check_device
 from kernelwright.nodes.search import Budget, SearchConfig
 
 
@@ -73,7 +74,8 @@ class Context:
     budget_wall_s: float | None = field(default_factory=_env("KERNELWRIGHT_BUDGET_WALL_S", None, _opt_float))
     """Most wall-clock seconds of searching; None for no limit [KERNELWRIGHT_BUDGET_WALL_S]."""
     device: str = field(default_factory=_env("KERNELWRIGHT_DEVICE", "auto", str))
-    """Where candidates run: auto, cpu (Triton interpreter) or cuda [KERNELWRIGHT_DEVICE]."""
+    """Where candidates run: auto, cpu (Triton interpreter), cuda or cuda:N (hardware.targets.resolve_device)
+    [KERNELWRIGHT_DEVICE]."""
     target: str | None = field(default_factory=_env("KERNELWRIGHT_TARGET", None, _opt_str))
     """Hardware profile to write for (e.g. nvidia-h200); None detects it from `device` [KERNELWRIGHT_TARGET]."""
     memory: str | None = field(default_factory=_env("KERNELWRIGHT_MEMORY", None, _opt_str))
@@ -139,8 +141,7 @@ class Context:
             raise ValueError(f"llm_retry_s must be >= 0, got {self.llm_retry_s}")
         if self.workers < 1:
             raise ValueError(f"workers must be >= 1, got {self.workers}")
-        if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):
-            raise ValueError(f"device must be auto, cpu or cuda, got {self.device!r}")
+        check_device(self.device)
         if self.base_url is None:
             self.base_url = os.environ.get("OPENAI_BASE_URL") or None
 

@@ -111,23 +111,34 @@ _TYPE_EXTS = frozenset(range(6))
 """langgraph's msgpack extension codes whose payload starts with (module, name, ...)."""
 
 
+_RENAMED_TYPES = {("kernelwright.nodes.records", "Design"): "RepresentativeDesign"}
+"""Record classes renamed since they were written to checkpoints: (module, old name) -> new name."""
+_OLD_NAME = re.compile(rb"(?<![A-Za-z])Design(?![A-Za-z])")
+
+
 def _renamed(payload: bytes, code: int | None = None) -> bytes:
-    """A msgpack payload with every record's 0.1 module name moved under kernelwright (nested ones too)."""
+    """A msgpack payload with every record's 0.1 module name moved under kernelwright and every renamed
+    record class under its new name (nested ones too)."""
     value = ormsgpack.unpackb(
         payload, ext_hook=lambda c, d: ormsgpack.Ext(c, _renamed(d, c)), option=ormsgpack.OPT_NON_STR_KEYS
     )
-    if code in _TYPE_EXTS and isinstance(value, list) and value and str(value[0]).startswith(_OLD_PREFIXES):
-        value = ["kernelwright." + value[0], *value[1:]]
+    if code in _TYPE_EXTS and isinstance(value, list) and len(value) > 1:
+        if str(value[0]).startswith(_OLD_PREFIXES):
+            value = ["kernelwright." + value[0], *value[1:]]
+        new = _RENAMED_TYPES.get((str(value[0]), str(value[1])))
+        if new is not None:
+            value = [value[0], new, *value[2:]]
     return ormsgpack.packb(value, option=ormsgpack.OPT_NON_STR_KEYS)
 
 
 class _Serializer(JsonPlusSerializer):
     """JsonPlusSerializer that also reads checkpoints written by kernelwright 0.1, whose records were
-    named `nodes.records.Job` and so on: they load as the same types, so such runs resume."""
+    named `nodes.records.Job` and so on, and records whose class was renamed since (`Design`): they load
+    as the same types, so such runs resume."""
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         kind, payload = data
-        if kind == "msgpack" and _OLD_MODULE.search(payload):
+        if kind == "msgpack" and (_OLD_MODULE.search(payload) or _OLD_NAME.search(payload)):
             payload = _renamed(payload)
         return super().loads_typed((kind, payload))
 

@@ -5,9 +5,9 @@ import importlib.util
 from kernelwright.hardware.config import EvalConfig, toolchain_versions
 from kernelwright.hardware.result import ErrorKind, EvalResult, PrecisionMode, Stage, Tolerance, Versions
 from kernelwright.hardware.roofline import RooflineFloor, fraction_of_floor, roofline_floor_ms
-from kernelwright.hardware.sandbox import WorkerPool, evaluate, resolve_device
+from kernelwright.hardware.sandbox import WorkerPool, evaluate
 from kernelwright.hardware.static_check import StaticReport, static_check
-from kernelwright.hardware.targets import Target, detect_target, get_target, list_targets
+from kernelwright.hardware.targets import Target, detect_target, get_target, list_targets, resolve_device
 
 __all__ = [
     "ErrorKind",

@@ -47,6 +47,7 @@ from kernelwright.hardware.config import EvalConfig, toolchain_versions
 from kernelwright.hardware.confine import confine_level
 from kernelwright.hardware.result import EvalResult, Stage, Versions
 from kernelwright.hardware.static_check import static_check
+from kernelwright.hardware.targets import resolve_device
 from kernelwright.tasks.task import Task
 
 _REPO_ROOT = IMPORT_ROOT  # on the judge's PYTHONPATH: `import kernelwright` works there
@@ -65,19 +66,6 @@ _RESULT_STAGE: dict[str, Stage] = {
     "timing": "timing",
     "baseline": "timing",
 }
-
-
-def resolve_device(device: str) -> Literal["cpu", "cuda"]:
-    """The device "auto" means here: "cuda" when torch sees a GPU, else "cpu"."""
-    if device not in ("auto", "cpu", "cuda"):
-        raise ValueError(f"device must be auto, cpu or cuda, not {device!r}")
-    if device == "cpu":
-        return "cpu"
-    if device == "cuda":
-        return "cuda"
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def _gpu_count() -> int:
@@ -260,7 +248,10 @@ class WorkerPool:
     def __init__(
         self, device: str = "auto", workers: int | None = None, *, start_timeout_s: float = 300.0
     ) -> None:
-        self.device = resolve_device(device)
+        resolved = resolve_device(device)
+        if resolved not in ("cpu", "cuda"):  # a pool spreads over every visible GPU
+            raise ValueError(f"a worker pool runs on auto, cpu or cuda (all visible GPUs), not {device!r}")
+        self.device: Literal["cpu", "cuda"] = "cuda" if resolved == "cuda" else "cpu"
         confine_level()  # an unknown KERNELWRIGHT_CONFINE is a one-line error here, not in every judge
         if self.device == "cuda":
             gpus = _visible_gpus()

@@ -354,6 +354,33 @@ def generic_target_from_properties(props: Any, capability: tuple[int, int]) -> T
     )
 
 
+DEVICE_RE = re.compile(r"auto|cpu|cuda(?::\d+)?")
+"""The device values kernelwright accepts everywhere (Context.device, --device, WorkerPool, detect_target)."""
+
+
+def check_device(device: str) -> str:
+    """`device` itself when it is one of auto, cpu, cuda or cuda:N; else ValueError."""
+    if not isinstance(device, str) or not DEVICE_RE.fullmatch(device):
+        raise ValueError(f"unknown device {device!r}; expected auto, cpu, cuda or cuda:N")
+    return device
+
+
+def resolve_device(device: str) -> str:
+    """The device a value names: the one resolver for `Context.device`, `--device` and `WorkerPool`.
+
+    Accepted: "auto" (a CUDA GPU when torch sees one, else the CPU), "cpu" (the Triton interpreter),
+    "cuda" (the current GPU) and "cuda:N" (GPU N). "auto" resolves to "cuda" or "cpu" ("cpu" without
+    torch); every other accepted value comes back as given. Anything else raises ValueError.
+    """
+    if check_device(device) != "auto":
+        return device
+    try:
+        import torch
+    except ImportError:  # a planner-only install may lack torch; nothing can run kernels then
+        return "cpu"
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def detect_target(device: str = "auto") -> Target:
     """The target for `device` ("auto", "cpu", "cuda" or "cuda:N").
 
@@ -361,10 +388,8 @@ def detect_target(device: str = "auto") -> Target:
     GPU a generic profile (flagged `generic`); without CUDA, "auto" gives `cpu-interpreter` and "cuda"
     raises ValueError.
     """
-    if device == "cpu":
+    if check_device(device) == "cpu":
         return get_target("cpu-interpreter")
-    if not (device == "auto" or device == "cuda" or device.startswith("cuda:")):
-        raise ValueError(f"unknown device {device!r}; expected auto, cpu, cuda or cuda:N")
     try:
         import torch
     except ImportError:  # a planner-only install may lack torch; nothing can run kernels then

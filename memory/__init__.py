@@ -12,14 +12,12 @@ from kernelwright.memory.records import (
     Case,
     Evidence,
     Exposure,
-    KernelHeader,
     Outcome,
     Rule,
     RuleCandidate,
     error_signature,
     installed_versions,
     outcome_label,
-    parse_kernel_header,
     step_ratio,
 )
 from kernelwright.memory.rules import (
@@ -28,7 +26,6 @@ from kernelwright.memory.rules import (
     RuleBook,
     RuleEffect,
     RuleUpdate,
-    judge_same_rule,
 )
 from kernelwright.memory.store import MemoryDamagedError, MemoryLocationError, resolve_location
 
@@ -39,7 +36,6 @@ __all__ = [
     "ExperienceGraph",
     "Exposure",
     "HashingEmbedding",
-    "KernelHeader",
     "Memory",
     "MemoryDamagedError",
     "MemoryImportError",
@@ -58,11 +54,9 @@ __all__ = [
     "error_signature",
     "hash_embed",
     "installed_versions",
-    "judge_same_rule",
     "make_embedder",
     "open_memory",
     "outcome_label",
-    "parse_kernel_header",
     "resolve_location",
     "step_ratio",
     "text_similarity",

@@ -4,9 +4,9 @@ Every record has a `schema_version` and ignores unknown keys when loaded, so mem
 or older version still loads. Records travel as JSON (`to_json` / `from_dict`); the store keeps that
 JSON whole and adds flat, scalar filter fields beside it (Chroma metadata takes only scalars).
 
-Also here: the outcome label of an attempt from its step ratio (KOPE), the parse of the
-`# kernelwright: family=<f> design=<d> config=<k=v,...>` line generated kernels start with, and the
-normalisation of error messages into signatures that rule merging compares.
+Also here: the outcome label of an attempt from its step ratio (KOPE) and the normalisation of error
+messages into signatures that rule merging compares. A case's header fields come from
+`providers.protocol.KernelHeader`, the one reader of the `# kernelwright:` line.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from kernelwright.hardware.result import EvalResult, Versions
+from kernelwright.providers.protocol import KernelHeader
 from kernelwright.tasks.task import TaskSignature
 
 CASE_SCHEMA = 1
@@ -65,47 +66,6 @@ class MemoryRecord(BaseModel):
     @classmethod
     def from_json(cls, text: str) -> Self:
         return cls.model_validate(json.loads(text))
-
-
-# --- kernel metadata line ----------------------------------------------------------------------------
-
-_HEADER_RE = re.compile(r"^\s*#\s*kernelwright:\s*(?P<body>.*)$")
-_HEADER_KEY_RE = re.compile(r"(family|design|config)=")
-
-
-class KernelHeader(BaseModel):
-    """The parsed `# kernelwright: family=<f> design=<d> config=<k=v,...>` line."""
-
-    line: str = ""
-    family: str = ""
-    design: str = ""
-    config: dict[str, str] = Field(default_factory=dict)
-
-
-def parse_kernel_header(code: str | None) -> KernelHeader:
-    """Parse the metadata comment on the first non-empty line of a kernel; empty header when absent."""
-    for raw in (code or "").splitlines():
-        if not raw.strip():
-            continue
-        m = _HEADER_RE.match(raw)
-        if not m:
-            return KernelHeader()
-        body = m.group("body").strip()
-        fields: dict[str, str] = {}
-        marks = list(_HEADER_KEY_RE.finditer(body))
-        for i, mk in enumerate(marks):
-            end = marks[i + 1].start() if i + 1 < len(marks) else len(body)
-            fields[mk.group(1)] = body[mk.end() : end].strip()
-        config: dict[str, str] = {}
-        for part in fields.get("config", "").split(","):
-            if "=" in part:
-                k, v = part.split("=", 1)
-                if k.strip():
-                    config[k.strip()] = v.strip()
-        return KernelHeader(
-            line=raw.strip(), family=fields.get("family", ""), design=fields.get("design", ""), config=config
-        )
-    return KernelHeader()
 
 
 # --- outcome labels ----------------------------------------------------------------------------------
@@ -275,7 +235,7 @@ class Case(MemoryRecord):
         if parent is not None and parent_speedup is None:
             parent_speedup = parent.speedup
         r = step_ratio(correct, speedup, parent_speedup)
-        header = parse_kernel_header(code)
+        header = KernelHeader.parse(code) or KernelHeader()
         if versions is None:
             versions = result.versions if result is not None else Versions()
         if not feedback and result is not None:

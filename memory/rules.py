@@ -4,8 +4,9 @@ AdaExplore turns each failed attempt into one rule and injects rules seen often 
 prompt. Here rules are kept with their evidence and the hardware and toolchain they were seen on, are
 retrieved by relevance instead of pasted whole, and carry a measured effect:
 
-- Merging. A new candidate is compared with its nearest existing rules. With a chat model given as
-  `judge`, the model decides whether two rules prohibit the same action. Without one, the normalised
+- Merging. A new candidate is compared with its nearest existing rules. With a `judge` given (a
+  callable (rule A, rule B) -> same?, e.g. nodes.reflector's chat-model judge; memory holds no prompt
+  text), it decides whether two rules prohibit the same action. Without one, the normalised
   error signatures decide (see `records.error_signature`), with a check that the rule texts are not
   unrelated. A duplicate raises the existing rule's count and adds its evidence.
 - Injection. Only rules with count >= the threshold (default 3) are offered to the context manager.
@@ -23,8 +24,8 @@ import math
 import re
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -43,9 +44,6 @@ from kernelwright.memory.records import (
 )
 from kernelwright.memory.store import ChromaStore
 
-if TYPE_CHECKING:
-    from langchain_core.language_models import BaseChatModel
-
 RULES = "kw_rules"
 EXPOSURES = "kw_exposures"
 DEFAULT_THRESHOLD = 3
@@ -56,6 +54,10 @@ TEXT_RELATED = 0.3
 TEXT_SAME = 0.88
 JUDGE_MIN_SIMILARITY = 0.2
 _MIN_SIGNATURE_WORDS = 3
+
+RuleJudge = Callable[[str, str], bool]
+"""Whether two rule texts prohibit the same action (a reworded duplicate); may raise, and then the
+signatures decide."""
 
 
 class RuleUpdate(BaseModel):
@@ -109,42 +111,6 @@ class PruneReport(BaseModel):
     removed: list[PrunedRule] = Field(default_factory=list)
     kept: int = 0
     dry_run: bool = False
-
-
-class SameRule(BaseModel):
-    """The judge's answer."""
-
-    same: bool = Field(description="true when both rules prohibit the same action for the same reason")
-
-
-def _judge_prompt(a: str, b: str) -> str:
-    return (
-        "Two validity rules for writing Triton GPU kernels are given. Do they prohibit the same action "
-        "(a reworded duplicate), rather than two different actions?\n"
-        f"Rule A: {a}\nRule B: {b}\nAnswer yes or no."
-    )
-
-
-def judge_same_rule(judge: BaseChatModel, a: str, b: str) -> bool:
-    """Ask a chat model whether two rules are duplicates: structured output when the model supports it,
-    else the first yes/no word of its answer."""
-    prompt = _judge_prompt(a, b)
-    try:
-        structured = judge.with_structured_output(SameRule)
-    except NotImplementedError:
-        structured = None
-    if structured is not None:
-        out: Any = structured.invoke(prompt)
-        if isinstance(out, SameRule):
-            return out.same
-        if isinstance(out, dict) and "same" in out:
-            return bool(out["same"])
-    msg = judge.invoke(prompt)
-    text = msg.content if isinstance(msg.content, str) else str(msg.content)
-    m = re.search(r"\b(yes|no)\b", text.lower())
-    if not m:
-        raise ValueError(f"rule judge answered neither yes nor no: {text[:80]!r}")
-    return m.group(1) == "yes"
 
 
 def _informative(signature: str) -> bool:
@@ -213,7 +179,7 @@ class RuleBook:
 
     # -- adding ----------------------------------------------------------------------------------
 
-    def add(self, candidate: RuleCandidate, *, judge: BaseChatModel | None = None) -> RuleUpdate:
+    def add(self, candidate: RuleCandidate, *, judge: RuleJudge | None = None) -> RuleUpdate:
         """Merge a rule candidate into the book: a duplicate raises a count, anything else is new."""
         sig = error_signature(candidate.error_kind, candidate.error)
         mm = major_minor(candidate.versions.triton)
@@ -257,7 +223,7 @@ class RuleBook:
         return RuleUpdate(rule=rule, merged=match is not None, matched_by=how, note=note)
 
     def _find_duplicate(
-        self, cand: RuleCandidate, sig: str, judge: BaseChatModel | None
+        self, cand: RuleCandidate, sig: str, judge: RuleJudge | None
     ) -> tuple[Rule | None, str, str]:
         col = self._rules()
         total = col.count()
@@ -281,7 +247,7 @@ class RuleBook:
         if judge is not None:
             try:
                 for rule, sim in ordered:
-                    if sim >= JUDGE_MIN_SIMILARITY and judge_same_rule(judge, cand.text, rule.text):
+                    if sim >= JUDGE_MIN_SIMILARITY and judge(cand.text, rule.text):
                         return rule, "judge", ""
                 return None, "", ""
             except Exception as exc:  # a model/provider failure must not lose the rule; fall back, say so

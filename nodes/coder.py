@@ -20,20 +20,10 @@ from langgraph.types import Command, Send
 from kernelwright.nodes import resources
 from kernelwright.nodes.records import Branch, Candidate, CostLedger, Usage
 from kernelwright.providers.chat import invoke_with_retry, parse_program, usage_of
-from kernelwright.providers.protocol import message_text
+from kernelwright.providers.protocol import header_line, message_text
 
 if TYPE_CHECKING:
     from kernelwright.graphs.context import Context
-
-META_PREFIX = "# kernelwright:"
-
-
-def metadata_line(code: str | None) -> str | None:
-    """The kernel's `# kernelwright: ...` line, when its first non-empty line is one."""
-    for line in (code or "").splitlines():
-        if line.strip():
-            return line.strip() if line.strip().startswith(META_PREFIX) else None
-    return None
 
 
 def idea_of(answer: str) -> str:
@@ -72,7 +62,7 @@ def coder(branch: Branch, runtime: Runtime[Context]) -> Command[Literal["compile
         node_id=branch.job.node_id,
         code=code,
         error=error,
-        meta=metadata_line(code),
+        meta=header_line(code),
         idea=idea_of(text),
         answer=text,
         answer_chars=len(text),

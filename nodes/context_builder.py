@@ -13,6 +13,9 @@ Each warm and cold kind has its own cap, and everything fits the total budget: o
 added best first while they fit, and what does not fit is recorded as cut, with the reason. The result
 says what was injected and cut, with token counts, for the graph state and the run report.
 
+The words of every section (request, answer format, precision line, how a rule, a case and a cut design
+read) are nodes/prompts.py's; this module decides what goes in.
+
 Tokens are counted with tiktoken when its encoding file is already in the local cache (tiktoken would
 otherwise download it, which fails offline and is not allowed at run time); otherwise with the
 estimate ceil(characters / 3.5), which over-counts typical code and English slightly, so a prompt
@@ -35,8 +38,18 @@ from kernelwright.hardware.result import Versions
 from kernelwright.memory import Memory
 from kernelwright.memory.docs import select_docs
 from kernelwright.memory.records import Case, capability_str
+from kernelwright.nodes.prompts import (
+    case_text,
+    design_outline,
+    doc_line,
+    fmt_speedup,
+    precision_line,
+    render_request,
+    rule_line,
+    tagged,
+)
 from kernelwright.nodes.records import ContextItem, ContextRecord
-from kernelwright.providers.protocol import REQUEST_KINDS, render_section
+from kernelwright.providers.protocol import REQUEST_KINDS, header_line, render_section
 from kernelwright.tasks.task import Task
 
 CHARS_PER_TOKEN = 3.5
@@ -52,17 +65,6 @@ _TIKTOKEN_BLOBS = {
         "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
     ),
 }
-
-DEFAULT_REQUESTS = {
-    "large_step": "Write a new ModelNew that computes exactly what Model computes, with its work done in "
-    "Triton kernels. Take a design of your own or from <designs>, different from the parent's.",
-    "small_step": "Improve the parent kernel with one focused change (tiling, block sizes, fusion, memory "
-    "access, launch configuration) that should make it faster while keeping it correct.",
-    "repair": "The parent kernel failed as <feedback> describes. Fix that failure with the smallest change "
-    "that makes it correct; keep the rest of the kernel.",
-}
-ANSWER_FORMAT = "Answer with one ```python block holding the complete module that defines ModelNew."
-
 
 # --- token counting ----------------------------------------------------------------------------------
 
@@ -183,20 +185,6 @@ class ContextBundle(BaseModel):
 # --- rendering ---------------------------------------------------------------------------------------
 
 
-def _child(tag: str, body: str, **attrs: Any) -> str:
-    """A tagged element inside a section, in the same form render_section uses."""
-    attr = "".join(f' {k}="{_attr(v)}"' for k, v in attrs.items())
-    return f"<{tag}{attr}>\n{body.strip()}\n</{tag}>"
-
-
-def _attr(v: Any) -> str:
-    return str(v).replace('"', "'").replace("\n", " ")
-
-
-def _fmt_speedup(x: float | None) -> str:
-    return f"{x:.2f}" if x is not None else "n/a"
-
-
 def target_facts(target: Mapping[str, Any] | BaseModel | Any | None) -> tuple[str, str, str]:
     """(rendered facts, hardware name, compute capability) from a Target-like object or a mapping."""
     if target is None:
@@ -220,55 +208,6 @@ def target_facts(target: Mapping[str, Any] | BaseModel | Any | None) -> tuple[st
             if key not in skip and isinstance(val, str | int | float) and val not in ("", None):
                 lines.append(f"{key}: {val}")
     return "\n".join(lines), name, cc
-
-
-PRECISION_LINES = {
-    "strict": "precision: strict (fp32 outputs checked at fp32 tolerance; no TF32: fp32 tl.dot must use "
-    'input_precision="ieee" or "tf32x3")',
-    "tf32": "precision: tf32 (TF32 allowed for fp32 matmuls and convolutions: tl.dot may use "
-    'input_precision="tf32"; fp32 outputs checked at TF32 tolerance)',
-    "reduced": "precision: reduced (TF32 allowed for fp32 matmuls and convolutions; fp32 outputs checked "
-    "at a bf16/fp16-level tolerance)",
-}
-
-
-def precision_line(precision: str) -> str:
-    """The <target> line that states the precision mode the kernel is checked at."""
-    try:
-        return PRECISION_LINES[precision]
-    except KeyError:
-        raise ValueError(f"unknown precision {precision!r}; known: {', '.join(PRECISION_LINES)}") from None
-
-
-def _cut_code(code: str, max_chars: int) -> str:
-    if len(code) <= max_chars:
-        return code.rstrip()
-    head = code[:max_chars]
-    head = head[: head.rfind("\n")] if "\n" in head else head
-    return f"{head.rstrip()}\n# ... ({len(code) - len(head)} more characters not shown)"
-
-
-def _case_body(case: Case, code_chars: int, cross: bool) -> str:
-    sig = case.signature
-    shapes = ";".join("x".join(map(str, s)) for s in sig.input_shapes)
-    meta = [
-        f"task: {case.task_name or '?'} ({'+'.join(sig.op_families) or '?'}; in {shapes or '?'};"
-        f" {','.join(sorted(set(sig.input_dtypes))) or '?'})",
-        f"action: {case.action or '?'}; idea: {case.idea or '-'}",
-    ]
-    if case.kernel_header:
-        meta.append(f"design: {case.kernel_header.removeprefix('#').strip()}")
-    if case.step_ratio is not None and case.correct:
-        meta.append(f"step ratio vs parent: {case.step_ratio:.2f}")
-    if not case.correct:
-        meta.append(f"failed: {case.error_kind or '?'}: {(case.feedback or '').strip()[-300:]}")
-    if cross:
-        meta.append(
-            f"correct on {case.hardware or 'other hardware'}; shown for what compiles and is correct, "
-            "its speed does not carry over to this hardware"
-        )
-    code = _cut_code(case.code, code_chars) if case.code else "(no code)"
-    return "\n".join(meta) + "\ncode:\n" + code
 
 
 def _design_parts(design: Any, index: int) -> tuple[str, str, float | None]:
@@ -305,11 +244,8 @@ class _Candidate(BaseModel):
     """A shorter form to inject when the full text does not fit (e.g. a design's header line only)."""
 
 
-def _design_outline(code: str) -> str:
-    """A design reduced to its metadata line and a note of what was left out."""
-    lines = code.strip().splitlines()
-    head = [ln for ln in lines[:3] if ln.startswith("# kernelwright:")][:1]
-    return "\n".join([*head, f"# ({len(lines) - len(head)} lines of this kernel left out for room)"])
+Hot = list[tuple[str, str, str]]
+"""The hot tier: (kind, section text, summary) per section, in protocol order."""
 
 
 def build_context(
@@ -340,6 +276,7 @@ def build_context(
     that apply. `memory` None builds from the hot tier, designs and docs only. `precision` ("strict",
     "tf32" or "reduced": graphs.context.Context.precision) adds a `precision:` line to <target> saying
     which fp32 dot/conv precisions a kernel may use. `rules` False leaves the rule book out (cases stay).
+    `request_text` replaces the kind's own request (nodes/prompts.py REQUEST_TEXT).
     """
     if request_kind not in REQUEST_KINDS:
         raise ValueError(f"unknown request kind {request_kind!r}; known: {', '.join(REQUEST_KINDS)}")
@@ -347,140 +284,218 @@ def build_context(
         raise ValueError(f"token budget must be positive, got {budget}")
     caps = caps or TierCaps()
     count = counter or default_counter()
-    counter_name = getattr(count, "name", "custom")
     facts, target_name, _cc = target_facts(target)
     if precision:
         facts = "\n".join(x for x in (facts, precision_line(precision)) if x)
     hw = hardware or target_name
     fams = list(task.signature.op_families)
+    cut: list[ContextItem] = []
 
-    # Hot tier.
-    hot: list[tuple[str, str, str]] = []  # (kind, section text, summary)
-    req = (request_text or DEFAULT_REQUESTS[request_kind]).strip() + "\n" + ANSWER_FORMAT
-    hot.append(("request", render_section("request", req, kind=request_kind), request_kind))
-    # The signature lets a writer rank experience by similarity to this task (tasks/similarity.py).
-    hot.append(
-        (
-            "task",
-            render_section("task", task.source, name=task.name, signature=task.signature.key()),
-            task.name,
-        )
+    hot = _hot_tier(
+        task, request_kind, request_text, facts, hw, parent_code, feedback, tried, caps, count, cut
     )
+    injected = [
+        ContextItem(kind=kind, tier="hot", tokens=count(text), text=summary) for kind, text, summary in hot
+    ]
+    hot_tokens = sum(i.tokens for i in injected)
+
+    # Warm and cold candidates, best first within each kind.
+    query = task.signature.key()
+    fb_tail = (feedback or "")[-400:]
+    cands = _design_candidates(designs if request_kind == "large_step" else [], caps)
+    if memory is not None:
+        if rules:
+            cands += _rule_candidates(
+                memory, f"{query} || {error_kind or ''} || {fb_tail}", fams, hw, versions, caps
+            )
+        cands += _experience_candidates(memory, task, fams, hw, list(exclude_case_ids), caps)
+    cands += _doc_candidates(f"{query} {error_kind or ''} {fb_tail}", [*fams, error_kind or ""], caps)
+
+    chosen = _fit(cands, budget - hot_tokens, budget, caps, count, cut)
+    prompt, total = _trim_to_budget(hot, chosen, hw, budget, count, cut)
+
+    injected += [
+        ContextItem(kind=c.kind, id=c.id, tier=c.tier, tokens=c.tokens, text=c.summary) for c in chosen
+    ]
+    tiers: dict[str, int] = {}
+    for item in injected:
+        tiers[item.tier] = tiers.get(item.tier, 0) + item.tokens
+    return ContextBundle(
+        prompt=prompt,
+        injected=injected,
+        cut=cut,
+        tokens_used=total,
+        budget=budget,
+        token_counter=getattr(count, "name", "custom"),
+        over_budget=total > budget,
+        tier_tokens=tiers,
+    )
+
+
+def _hot_tier(
+    task: Task,
+    kind: str,
+    request_text: str | None,
+    facts: str,
+    hw: str,
+    parent_code: str | None,
+    feedback: str | None,
+    tried: Sequence[str],
+    caps: TierCaps,
+    count: Callable[[str], int],
+    cut: list[ContextItem],
+) -> Hot:
+    """Request, task, target, parent, feedback (cut to its cap) and tried: always in, never cut."""
+    hot: Hot = [("request", render_request(kind, request_text), kind)]
+    # The signature lets a writer rank experience by similarity to this task (tasks/similarity.py).
+    task_section = render_section("task", task.source, name=task.name, signature=task.signature.key())
+    hot.append(("task", task_section, task.name))
     if facts:
         hot.append(("target", render_section("target", facts), hw or "target"))
     if parent_code:
         hot.append(("parent", render_section("parent", parent_code), "parent kernel"))
-    cut: list[ContextItem] = []
     if feedback:
-        fb = feedback.strip()
-        if count(fb) > caps.feedback:
-            lines = fb.splitlines()
-            # Keep the first line (what failed) and as much of the tail (where the error is) as fits.
-            keep_head = lines[0] if len(lines) > 1 else ""
-            tail = fb[-int(caps.feedback * CHARS_PER_TOKEN) :]
-            while tail and count(f"{keep_head}\n[...]\n{tail}") > caps.feedback:
-                tail = tail[len(tail) // 8 or 1 :]
-            cut.append(
-                ContextItem(
-                    kind="feedback",
-                    tier="hot",
-                    tokens=count(fb) - count(tail),
-                    text="middle of the feedback",
-                    reason=f"feedback cap {caps.feedback}",
-                )
-            )
-            fb = f"{keep_head}\n[...]\n{tail}" if keep_head else f"[...]\n{tail}"
+        fb = _capped_feedback(feedback.strip(), caps.feedback, count, cut)
         hot.append(("feedback", render_section("feedback", fb), (fb.splitlines() or [""])[0][:120]))
-
-    if tried and request_kind in ("small_step", "large_step"):
+    if tried and kind in ("small_step", "large_step"):
         lines = list(dict.fromkeys(t.strip() for t in tried if t.strip()))[-caps.max_tried :]
         hot.append(
             ("tried", render_section("tried", "\n".join(lines)), f"{len(lines)} program(s) already written")
         )
+    return hot
 
-    injected: list[ContextItem] = []
-    for kind, text, summary in hot:
-        injected.append(ContextItem(kind=kind, tier="hot", tokens=count(text), text=summary))
-    hot_tokens = sum(i.tokens for i in injected)
 
-    # Warm and cold candidates, best first within each kind.
-    cands: list[_Candidate] = []
-    for i, design in enumerate(designs[: caps.max_designs] if request_kind == "large_step" else []):
+def _capped_feedback(fb: str, cap: int, count: Callable[[str], int], cut: list[ContextItem]) -> str:
+    """The feedback within `cap` tokens: its first line (what failed) and as much of the tail (where the
+    error is) as fits; the cut is recorded."""
+    if count(fb) <= cap:
+        return fb
+    lines = fb.splitlines()
+    keep_head = lines[0] if len(lines) > 1 else ""
+    tail = fb[-int(cap * CHARS_PER_TOKEN) :]
+    while tail and count(f"{keep_head}\n[...]\n{tail}") > cap:
+        tail = tail[len(tail) // 8 or 1 :]
+    cut.append(
+        ContextItem(
+            kind="feedback",
+            tier="hot",
+            tokens=count(fb) - count(tail),
+            text="middle of the feedback",
+            reason=f"feedback cap {cap}",
+        )
+    )
+    return f"{keep_head}\n[...]\n{tail}" if keep_head else f"[...]\n{tail}"
+
+
+def _design_candidates(designs: Sequence[Any], caps: TierCaps) -> list[_Candidate]:
+    """The representative designs of a large step, each with its outline as the short form."""
+    out = []
+    for i, design in enumerate(designs[: caps.max_designs]):
         did, code, speedup = _design_parts(design, i)
-        body = _child("design", code, id=did, speedup=_fmt_speedup(speedup))
-        short = _child("design", _design_outline(code), id=did, speedup=_fmt_speedup(speedup))
-        cands.append(
+        lines = code.strip().splitlines()
+        header = next((ln for ln in lines[:3] if header_line(ln)), None)
+        body = tagged("design", code, id=did, speedup=fmt_speedup(speedup))
+        short = tagged("design", design_outline(header, len(lines)), id=did, speedup=fmt_speedup(speedup))
+        out.append(
             _Candidate(
                 kind="design", id=did, tier="warm", cap_key="designs", text=body, summary=did, short=short
             )
         )
-    query = task.signature.key()
-    fb_head = (feedback or "")[-400:]
-    if memory is not None:
-        relevant = (
-            memory.rules.relevant(
-                f"{query} || {error_kind or ''} || {fb_head}",
-                op_families=fams,
-                hardware=hw,
-                versions=versions,
-                k=caps.max_rules,
-            )
-            if rules
-            else []
+    return out
+
+
+def _rule_candidates(
+    memory: Memory, query: str, fams: list[str], hw: str, versions: Versions | None, caps: TierCaps
+) -> list[_Candidate]:
+    """Rules at or over the injection threshold that apply to this task, hardware and toolchain."""
+    relevant = memory.rules.relevant(
+        query, op_families=fams, hardware=hw, versions=versions, k=caps.max_rules
+    )
+    return [
+        _Candidate(
+            kind="rule",
+            id=rr.rule.id,
+            tier="warm",
+            cap_key="rules",
+            text=rule_line(rr.rule.text),
+            summary=rr.rule.text,
         )
-        for rr in relevant:
-            cands.append(
-                _Candidate(
-                    kind="rule",
-                    id=rr.rule.id,
-                    tier="warm",
-                    cap_key="rules",
-                    text=f"- {rr.rule.text}",
-                    summary=rr.rule.text,
-                )
-            )
-        excluded = list(exclude_case_ids)
-        same = memory.cases.search(
+        for rr in relevant
+    ]
+
+
+def _experience_candidates(
+    memory: Memory, task: Task, fams: list[str], hw: str, excluded: list[str], caps: TierCaps
+) -> list[_Candidate]:
+    """Ranked cases of similar tasks on this hardware (warm), then correct ones from other hardware (cold)."""
+    same = memory.cases.search(
+        task.signature,
+        op_families=fams or None,
+        hardware=hw or None,
+        exclude_ids=excluded,
+        min_similarity=caps.min_case_similarity,
+        k=caps.max_cases,
+    )
+    out = [_case_candidate(rc.case, hw, cross=False, tier="warm", cap_key="cases", caps=caps) for rc in same]
+    if hw and caps.max_cross_cases > 0:
+        cross = memory.cases.search(
             task.signature,
             op_families=fams or None,
-            hardware=hw or None,
+            hardware=hw,
+            other_hardware=True,
+            correct_only=True,
             exclude_ids=excluded,
             min_similarity=caps.min_case_similarity,
-            k=caps.max_cases,
+            k=caps.max_cross_cases,
         )
-        for rc in same:
-            cands.append(_case_candidate(rc.case, hw, cross=False, tier="warm", cap_key="cases", caps=caps))
-        if hw and caps.max_cross_cases > 0:
-            cross = memory.cases.search(
-                task.signature,
-                op_families=fams or None,
-                hardware=hw,
-                other_hardware=True,
-                correct_only=True,
-                exclude_ids=excluded,
-                min_similarity=caps.min_case_similarity,
-                k=caps.max_cross_cases,
-            )
-            for rc in cross:
-                cands.append(
-                    _case_candidate(rc.case, hw, cross=True, tier="cold", cap_key="cross_cases", caps=caps)
-                )
-    for doc, _score in select_docs(
-        f"{query} {error_kind or ''} {fb_head}", tags=[*fams, error_kind or ""], k=caps.max_docs
-    ):
-        cands.append(
-            _Candidate(
-                kind="doc",
-                id=doc.id,
-                tier="cold",
-                cap_key="docs",
-                text=f"- {doc.title}: {doc.text}",
-                summary=doc.title,
-            )
-        )
+        out += [
+            _case_candidate(rc.case, hw, cross=True, tier="cold", cap_key="cross_cases", caps=caps)
+            for rc in cross
+        ]
+    return out
 
-    # Fill: each kind within its cap, everything within the budget (hot first, never cut).
-    room = budget - hot_tokens
+
+def _case_candidate(
+    case: Case, hw: str, *, cross: bool, tier: str, cap_key: str, caps: TierCaps
+) -> _Candidate:
+    same = "unknown" if not hw else ("true" if case.hardware == hw else "false")
+    text = tagged(
+        "case",
+        case_text(case, caps.case_code_chars, cross),
+        id=case.id,
+        outcome=case.outcome,
+        speedup=fmt_speedup(case.speedup),
+        hardware=case.hardware or "unknown",
+        same_hardware=same,
+    )
+    return _Candidate(kind="case", id=case.id, tier=tier, cap_key=cap_key, text=text, summary=case.summary())
+
+
+def _doc_candidates(query: str, tags: list[str], caps: TierCaps) -> list[_Candidate]:
+    """Short Triton notes (memory/docs.py) for the task's families and the parent's error."""
+    return [
+        _Candidate(
+            kind="doc",
+            id=doc.id,
+            tier="cold",
+            cap_key="docs",
+            text=doc_line(doc.title, doc.text),
+            summary=doc.title,
+        )
+        for doc, _score in select_docs(query, tags=tags, k=caps.max_docs)
+    ]
+
+
+def _fit(
+    cands: list[_Candidate],
+    room: int,
+    budget: int,
+    caps: TierCaps,
+    count: Callable[[str], int],
+    cut: list[ContextItem],
+) -> list[_Candidate]:
+    """Candidates in order, each kind within its cap and all within `room` tokens; a design that does not
+    fit whole goes in as its outline; what is left out is recorded in `cut` with the reason."""
     used_by_cap: dict[str, int] = {}
     chosen: list[_Candidate] = []
 
@@ -517,8 +532,19 @@ def build_context(
         chosen.append(c)
         used_by_cap[c.cap_key] = used_by_cap.get(c.cap_key, 0) + c.tokens
         room -= c.tokens
+    return chosen
 
-    # Section wrappers cost tokens too: drop the least important chosen items until the whole fits.
+
+def _trim_to_budget(
+    hot: Hot,
+    chosen: list[_Candidate],
+    hw: str,
+    budget: int,
+    count: Callable[[str], int],
+    cut: list[ContextItem],
+) -> tuple[str, int]:
+    """The assembled prompt and its tokens. Section wrappers cost tokens too: the least important chosen
+    items are dropped (from the end of `chosen`, in place) until the whole fits."""
     prompt = _assemble(hot, chosen, hw)
     total = count(prompt)
     while total > budget and chosen:
@@ -535,41 +561,10 @@ def build_context(
         )
         prompt = _assemble(hot, chosen, hw)
         total = count(prompt)
-
-    for c in chosen:
-        injected.append(ContextItem(kind=c.kind, id=c.id, tier=c.tier, tokens=c.tokens, text=c.summary))
-    tiers: dict[str, int] = {}
-    for item in injected:
-        tiers[item.tier] = tiers.get(item.tier, 0) + item.tokens
-    return ContextBundle(
-        prompt=prompt,
-        injected=injected,
-        cut=cut,
-        tokens_used=total,
-        budget=budget,
-        token_counter=counter_name,
-        over_budget=total > budget,
-        tier_tokens=tiers,
-    )
+    return prompt, total
 
 
-def _case_candidate(
-    case: Case, hw: str, *, cross: bool, tier: str, cap_key: str, caps: TierCaps
-) -> _Candidate:
-    same = "unknown" if not hw else ("true" if case.hardware == hw else "false")
-    text = _child(
-        "case",
-        _case_body(case, caps.case_code_chars, cross),
-        id=case.id,
-        outcome=case.outcome,
-        speedup=_fmt_speedup(case.speedup),
-        hardware=case.hardware or "unknown",
-        same_hardware=same,
-    )
-    return _Candidate(kind="case", id=case.id, tier=tier, cap_key=cap_key, text=text, summary=case.summary())
-
-
-def _assemble(hot: list[tuple[str, str, str]], chosen: list[_Candidate], hw: str) -> str:
+def _assemble(hot: Hot, chosen: list[_Candidate], hw: str) -> str:
     """Sections in protocol order: request, task, target, parent, feedback, designs, rules, experience, docs."""
     parts = [text for _, text, _ in hot]
     designs = [c.text for c in chosen if c.kind == "design"]

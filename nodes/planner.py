@@ -24,9 +24,9 @@ from langgraph.types import Command, Overwrite, Send
 
 from kernelwright.hardware.config import toolchain_versions
 from kernelwright.hardware.roofline import roofline_floor_ms
-from kernelwright.hardware.targets import Target, detect_target, get_target
+from kernelwright.hardware.targets import Target, detect_target, get_target, resolve_device
 from kernelwright.nodes import resources
-from kernelwright.nodes.records import Attempt, Branch, CostLedger, Design, Job, RunInfo
+from kernelwright.nodes.records import Attempt, Branch, CostLedger, Job, RepresentativeDesign, RunInfo
 from kernelwright.nodes.search import Decision, SearchTree, Spent
 from kernelwright.tasks.loader import load_task, load_task_source
 from kernelwright.tasks.task import Task
@@ -52,18 +52,6 @@ def wall_delta(run_id: str) -> float:
         last = _ticks.get(run_id)
         _ticks[run_id] = now
     return 0.0 if last is None else max(0.0, now - last)
-
-
-def resolve_device(device: str) -> str:
-    """auto -> cuda when a CUDA device is present, else cpu."""
-    if device != "auto":
-        return device
-    try:
-        import torch
-
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    except ImportError:
-        return "cpu"
 
 
 def load_input_task(state: dict[str, Any]) -> Task:
@@ -156,7 +144,7 @@ def make_job(decision: Decision, run_id: str, by_node: dict[str, Attempt]) -> Jo
         a = by_node.get(nid)
         if a is not None and a.candidate.code:
             designs.append(
-                Design(
+                RepresentativeDesign(
                     node_id=nid,
                     code=a.candidate.code,
                     speedup=a.timing.speedup_vs_eager,

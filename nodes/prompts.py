@@ -1,16 +1,24 @@
-"""Every prompt the optimize graph sends, in one place.
+"""Every prompt text kernelwright sends to a chat model, in one place.
 
 The coder's user message is built by the context manager (nodes/context_builder.py) from XML-tagged
-sections (providers/protocol.py); this module supplies the system prompt, the wording of each request
-kind, the feedback text shown for an evaluated kernel, and the reflector's rule-drafting prompt.
+sections (providers/protocol.py); this module supplies the words: the system prompt, the request of
+each kind and the answer format, the precision line of <target>, how a rule, a case (<experience>) and a
+cut design read, the feedback text shown for an evaluated kernel, the reflector's rule-drafting prompt
+and the prompt that asks a judge whether two rules are the same (memory's RuleBook takes the judge as a
+plain callable, so memory/ holds no prompt text and does not import nodes/).
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
 from kernelwright.hardware.result import EvalResult
 from kernelwright.providers.protocol import render_section
+
+if TYPE_CHECKING:
+    from kernelwright.memory.records import Case
 
 SYSTEM_PROMPT = """\
 You write Triton kernels that replace PyTorch reference programs.
@@ -54,6 +62,10 @@ REQUEST_TEXT = {
 }
 
 
+ANSWER_FORMAT = "Answer with one ```python block holding the complete module that defines ModelNew."
+"""The last line of every <request> section."""
+
+
 def request_text(kind: str) -> str:
     """The instruction for one request kind (large_step, small_step or repair)."""
     try:
@@ -62,9 +74,94 @@ def request_text(kind: str) -> str:
         raise ValueError(f"unknown request kind {kind!r}; known: {', '.join(REQUEST_TEXT)}") from None
 
 
-def render_request(kind: str) -> str:
-    """The `<request kind=...>` section."""
-    return render_section("request", request_text(kind), kind=kind)
+def render_request(kind: str, text: str | None = None) -> str:
+    """The `<request kind=...>` section: the request (`text`, else the kind's own) and the answer format."""
+    body = (text or request_text(kind)).strip() + "\n" + ANSWER_FORMAT
+    return render_section("request", body, kind=kind)
+
+
+PRECISION_LINES = {
+    "strict": "precision: strict (fp32 outputs checked at fp32 tolerance; no TF32: fp32 tl.dot must use "
+    'input_precision="ieee" or "tf32x3")',
+    "tf32": "precision: tf32 (TF32 allowed for fp32 matmuls and convolutions: tl.dot may use "
+    'input_precision="tf32"; fp32 outputs checked at TF32 tolerance)',
+    "reduced": "precision: reduced (TF32 allowed for fp32 matmuls and convolutions; fp32 outputs checked "
+    "at a bf16/fp16-level tolerance)",
+}
+
+
+def precision_line(precision: str) -> str:
+    """The <target> line that states the precision mode the kernel is checked at."""
+    try:
+        return PRECISION_LINES[precision]
+    except KeyError:
+        raise ValueError(f"unknown precision {precision!r}; known: {', '.join(PRECISION_LINES)}") from None
+
+
+# --- how context items read (<designs>, <rules>, <experience>) -----------------------------------------
+
+
+def tagged(tag: str, body: str, **attrs: Any) -> str:
+    """A tagged element inside a section (<design>, <case>), in the same form render_section uses."""
+    attr = "".join(f' {k}="{_attr(v)}"' for k, v in attrs.items())
+    return f"<{tag}{attr}>\n{body.strip()}\n</{tag}>"
+
+
+def _attr(v: Any) -> str:
+    return str(v).replace('"', "'").replace("\n", " ")
+
+
+def fmt_speedup(x: float | None) -> str:
+    return f"{x:.2f}" if x is not None else "n/a"
+
+
+def rule_line(text: str) -> str:
+    """One rule as <rules> lists it."""
+    return f"- {text}"
+
+
+def doc_line(title: str, text: str) -> str:
+    """One documentation note as <docs> lists it."""
+    return f"- {title}: {text}"
+
+
+def design_outline(header: str | None, code_lines: int) -> str:
+    """A design cut to its header line (when it has one) for room."""
+    head = [header] if header else []
+    return "\n".join([*head, f"# ({code_lines - len(head)} lines of this kernel left out for room)"])
+
+
+def cut_code(code: str, max_chars: int) -> str:
+    """Code cut to about `max_chars` at a line end, saying how much was left out."""
+    if len(code) <= max_chars:
+        return code.rstrip()
+    head = code[:max_chars]
+    head = head[: head.rfind("\n")] if "\n" in head else head
+    return f"{head.rstrip()}\n# ... ({len(code) - len(head)} more characters not shown)"
+
+
+def case_text(case: Case, code_chars: int, cross: bool) -> str:
+    """The body of one <case>: the task, the action, the design, how it went, and its code."""
+    sig = case.signature
+    shapes = ";".join("x".join(map(str, s)) for s in sig.input_shapes)
+    meta = [
+        f"task: {case.task_name or '?'} ({'+'.join(sig.op_families) or '?'}; in {shapes or '?'};"
+        f" {','.join(sorted(set(sig.input_dtypes))) or '?'})",
+        f"action: {case.action or '?'}; idea: {case.idea or '-'}",
+    ]
+    if case.kernel_header:
+        meta.append(f"design: {case.kernel_header.removeprefix('#').strip()}")
+    if case.step_ratio is not None and case.correct:
+        meta.append(f"step ratio vs parent: {case.step_ratio:.2f}")
+    if not case.correct:
+        meta.append(f"failed: {case.error_kind or '?'}: {(case.feedback or '').strip()[-300:]}")
+    if cross:
+        meta.append(
+            f"correct on {case.hardware or 'other hardware'}; shown for what compiles and is correct, "
+            "its speed does not carry over to this hardware"
+        )
+    code = cut_code(case.code, code_chars) if case.code else "(no code)"
+    return "\n".join(meta) + "\ncode:\n" + code
 
 
 def _fmt(x: float | None, spec: str = ".3g") -> str:
@@ -139,4 +236,19 @@ def rule_prompt(*, code: str, feedback: str, target: str, op_families: list[str]
         f"<kernel>\n{code.strip()[:6000]}\n</kernel>\n"
         f"<failure>\n{feedback.strip()[:3000]}\n</failure>\n"
         'Write the one rule ("You cannot ...") this failure teaches.'
+    )
+
+
+class SameRule(BaseModel):
+    """The rule judge's answer."""
+
+    same: bool = Field(description="true when both rules prohibit the same action for the same reason")
+
+
+def same_rule_prompt(a: str, b: str) -> str:
+    """The question put to a judge: are two rules one rule reworded?"""
+    return (
+        "Two validity rules for writing Triton GPU kernels are given. Do they prohibit the same action "
+        "(a reworded duplicate), rather than two different actions?\n"
+        f"Rule A: {a}\nRule B: {b}\nAnswer yes or no."
     )

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kernelwright.hardware.result import EvalResult, Tolerance, Versions
 from kernelwright.nodes.search import Action, Decision, Outcome
+from kernelwright.providers.protocol import KernelHeader
 from kernelwright.tasks.task import Task
 
 Status = Literal["correct", "wrong", "failed"]
@@ -28,7 +29,7 @@ class Record(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
-class Design(Record):
+class RepresentativeDesign(Record):
     """A representative kernel shown to a large step."""
 
     node_id: str
@@ -52,7 +53,7 @@ class Job(Record):
     parent_speedup: float | None = None
     parent_case_id: str | None = None
     """Memory case of the parent kernel, for the lineage edge."""
-    designs: list[Design] = Field(default_factory=list)
+    designs: list[RepresentativeDesign] = Field(default_factory=list)
     tried: list[str] = Field(default_factory=list)
     """Header lines of the programs already written in this run, oldest first (for small and large steps:
     a step should write something new)."""
@@ -133,9 +134,9 @@ class Candidate(Record):
     def design(self) -> str:
         """The design its `# kernelwright:` header names, else the names of its Triton kernels (a model
         need not write the header), else "-"."""
-        found = re.search(r"design=(\S+)", self.meta or "")
-        if found:
-            return found.group(1)
+        header = KernelHeader.parse(self.meta)
+        if header is not None and header.design:
+            return header.design
         names = kernel_names(self.code)
         return ",".join(names) if names else "-"
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -34,12 +35,22 @@ from langgraph.types import Command
 
 from kernelwright.hardware.result import EvalResult
 from kernelwright.nodes import resources
-from kernelwright.nodes.prompts import RULE_SYSTEM_PROMPT, RuleDraft, render_feedback, rule_prompt
+from kernelwright.nodes.prompts import (
+    RULE_SYSTEM_PROMPT,
+    RuleDraft,
+    SameRule,
+    render_feedback,
+    rule_prompt,
+    same_rule_prompt,
+)
 from kernelwright.nodes.records import Attempt, Branch, CostLedger, Reflection, Status, Timing
 from kernelwright.nodes.search import reward_for
 from kernelwright.providers.chat import is_llm, usage_of
+from kernelwright.providers.protocol import KernelHeader
 
 if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+
     from kernelwright.graphs.context import Context
 
 JOURNAL = "reflections.jsonl"
@@ -107,17 +118,39 @@ def _config_text(config: dict[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in config.items())
 
 
+def judge_same_rule(judge: BaseChatModel, a: str, b: str) -> bool:
+    """Ask a chat model whether two rules are duplicates (the RuleBook's `judge`): structured output
+    when the model supports it, else the first yes/no word of its answer."""
+    prompt = same_rule_prompt(a, b)
+    try:
+        structured = judge.with_structured_output(SameRule)
+    except NotImplementedError:
+        structured = None
+    if structured is not None:
+        out: Any = structured.invoke(prompt)
+        if isinstance(out, SameRule):
+            return out.same
+        if isinstance(out, dict) and "same" in out:
+            return bool(out["same"])
+    msg = judge.invoke(prompt)
+    text = msg.content if isinstance(msg.content, str) else str(msg.content)
+    m = re.search(r"\b(yes|no)\b", text.lower())
+    if not m:
+        raise ValueError(f"rule judge answered neither yes nor no: {text[:80]!r}")
+    return m.group(1) == "yes"
+
+
 def signature_rule(code: str | None, result: EvalResult, target: str) -> str:
     """A rule from the kernel's metadata line and the normalised error, for when no LLM drafts one."""
-    from kernelwright.memory.records import error_signature, parse_kernel_header
+    from kernelwright.memory.records import error_signature
 
     sig = error_signature(result.error_kind, result.error)
     if len(sig) > SIGNATURE_CHARS:  # the head names the error; the rest is detail the evidence keeps
         sig = sig[:SIGNATURE_CHARS].rsplit(" ", 1)[0] + " ..."
     if code is None:
         return f"You cannot answer without exactly one fenced python block defining ModelNew ({sig})"
-    header = parse_kernel_header(code)
-    if header.design:
+    header = KernelHeader.parse(code)
+    if header is not None and header.design:
         what = f"use design={header.design}"
         if header.config:
             what += f" with {_config_text(header.config)}"
@@ -226,7 +259,7 @@ def reflect_to_memory(
         if text is None:
             text = signature_rule(code, branch.result, run.target_display or run.target)
         # With an LLM configured, it also judges whether the rule repeats one already in the book.
-        judge = model if ctx.llm_rules and is_llm(model) else None
+        judge = (lambda a, b: judge_same_rule(model, a, b)) if ctx.llm_rules and is_llm(model) else None
         update = memory.rules.add(
             RuleCandidate(
                 text=text,

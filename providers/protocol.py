@@ -15,12 +15,14 @@ Sections (each optional except `task` and `request`):
   <rules>one validity rule per line, "- You cannot ..."</rules>
   <experience>ranked cases, each in a <case outcome=".." speedup=".." hardware="..">…</case></experience>
   <docs>documentation snippets</docs>
-The answer is one fenced ```python block holding a complete module that defines ModelNew.
+The answer is one fenced ```python block holding a complete module that defines ModelNew, whose first
+line is its header (`KernelHeader`): `# kernelwright: family=<f> design=<d> config=<k=v,...>`.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,3 +87,91 @@ def message_text(message: Any) -> str:
         elif isinstance(block, dict) and block.get("type") == "text":
             parts.append(str(block.get("text", "")))
     return "".join(parts)
+
+
+# --- the kernel header ---------------------------------------------------------------------------------
+
+HEADER_PREFIX = "# kernelwright:"
+# The one grammar: the marker ("#" optional: case bodies quote a header as "design: kernelwright: ..."),
+# then `family=`, `design=` and `config=` fields in any order, each optional. family and design are one
+# word; config runs to the next field or the line's end, "k=v" pairs split on commas.
+_MARK_RE = re.compile(r"(?:#[ \t]*)?\bkernelwright:[ \t]*(?P<body>[^\n]*)")
+_FIELD_RE = re.compile(r"(?<!\S)(family|design|config)=")
+
+
+@dataclass
+class KernelHeader:
+    """A kernel's first line, `# kernelwright: family=<f> design=<d> config=<k=v,...>`: what it is.
+
+    Written by `render()` (the offline writer's programs; an LLM is asked for the same line) and read by
+    `parse` (a program's header) or `find` (the first header anywhere in a prompt section); no other
+    code writes or reads the line. A missing field parses as "" (config as {}).
+    """
+
+    family: str = ""
+    design: str = ""
+    config: dict[str, str] = field(default_factory=dict)
+    line: str = field(default="", compare=False)
+    """The line as written (stripped), for a parsed header; "" for one made here."""
+
+    @classmethod
+    def of(cls, family: str, design: str, config: Mapping[str, Any]) -> KernelHeader:
+        """A header for a program being written; config values are shown as f"{value}" renders them."""
+        return cls(family, design, {str(k): f"{v}" for k, v in config.items()})
+
+    def render(self) -> str:
+        """The header line: `# kernelwright: family=F design=D config=K=V,...` (no newline)."""
+        cfg = ",".join(f"{k}={v}" for k, v in self.config.items())
+        return f"{HEADER_PREFIX} family={self.family} design={self.design} config={cfg}"
+
+    @property
+    def body(self) -> str:
+        """The fields as written, without the marker ("family=.. design=.. config=.."); rendered when
+        the header was not parsed."""
+        m = _MARK_RE.search(self.line or self.render())
+        return m.group("body").strip() if m else ""
+
+    @classmethod
+    def parse(cls, text: str | None) -> KernelHeader | None:
+        """The header of a program: its first non-empty line when that is a `# kernelwright:` line that
+        names at least one field (leading whitespace allowed); else None."""
+        line = header_line(text)
+        return _fields(line, _MARK_RE.match(line)) if line else None
+
+    @classmethod
+    def find(cls, text: str | None) -> KernelHeader | None:
+        """The first header anywhere in `text` (a parent, a design, a case body, a <tried> line), with
+        or without its "#"; None when there is none."""
+        for m in _MARK_RE.finditer(text or ""):
+            if _FIELD_RE.search(m.group("body")):
+                return _fields(m.group(0).strip(), m)
+        return None
+
+
+def header_line(text: str | None) -> str | None:
+    """A program's header line as written (stripped): its first non-empty line, when that is a
+    `# kernelwright:` line naming at least one field; else None."""
+    for raw in (text or "").splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        m = _MARK_RE.match(line)
+        ok = m is not None and line.startswith("#") and _FIELD_RE.search(m.group("body")) is not None
+        return line if ok else None
+    return None
+
+
+def _fields(line: str, m: re.Match[str] | None) -> KernelHeader:
+    body = m.group("body").strip() if m else ""
+    values: dict[str, str] = {}
+    marks = list(_FIELD_RE.finditer(body))
+    for i, mk in enumerate(marks):
+        end = marks[i + 1].start() if i + 1 < len(marks) else len(body)
+        values.setdefault(mk.group(1), body[mk.end() : end].strip())
+    config: dict[str, str] = {}
+    for part in values.get("config", "").split(","):
+        key, eq, value = part.partition("=")
+        if eq and key.strip():
+            config[key.strip()] = value.strip()
+    word = {k: (values.get(k, "").split() or [""])[0] for k in ("family", "design")}
+    return KernelHeader(word["family"], word["design"], config, line)

@@ -17,7 +17,7 @@ from kernelwright.providers.offline.analysis import AnalysisError, AnalyzedTask,
 from kernelwright.providers.offline.chat_model import OfflineKernelWriter, estimate_tokens
 from kernelwright.providers.offline.conv_writer import conv_task_writer
 from kernelwright.providers.offline.designs import REGISTRY, Design
-from kernelwright.providers.offline.policy import Context, forbidden, neighbours, parse_meta
+from kernelwright.providers.offline.policy import WriterContext, forbidden, neighbours, parse_meta
 from kernelwright.providers.offline.pool_writer import pool_task_writer
 from kernelwright.providers.offline.writer import (
     TaskWriter,
@@ -34,7 +34,7 @@ register_task_writer("pool", pool_task_writer)
 
 __all__ = [
     "REGISTRY",
-    "Context",
+    "WriterContext",
     "TaskWriter",
     "forbidden",
     "neighbours",

@@ -36,7 +36,6 @@ multiply in their own type with fp32 accumulation.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import torch
@@ -49,6 +48,7 @@ from kernelwright.providers.offline.conv_analysis import (
 )
 from kernelwright.providers.offline.conv_codegen import DESIGNS, ConvEmitError, emit
 from kernelwright.providers.offline.conv_ir import ConvConfig, ConvPlan, ConvSpec
+from kernelwright.providers.protocol import KernelHeader
 
 __all__ = [
     "CONV_FAMILY",
@@ -311,22 +311,16 @@ def emit_conv_program(
     return emit(plan, source, design, config, precision)
 
 
-_HEADER = re.compile(r"^#\s*kernelwright:\s*family=conv\s+design=(\S+)\s+config=(\S*)", re.M)
-
-
 def parse_conv_header(text: str) -> tuple[str, ConvConfig] | None:
     """(design, config) from a program's `# kernelwright: family=conv ...` line, or None."""
-    m = _HEADER.search(text)
-    if not m:
+    header = KernelHeader.parse(text)
+    if header is None or header.family != "conv":
         return None
     values: dict[str, Any] = {}
-    for item in m.group(2).split(","):
-        if "=" not in item:
-            continue
-        key, value = item.split("=", 1)
+    for key, value in header.config.items():
         values[key] = int(value) if value.lstrip("-").isdigit() else value
     try:
-        return m.group(1), ConvConfig(**values)
+        return header.design, ConvConfig(**values)
     except Exception:
         return None
 

@@ -6,7 +6,7 @@
 
 `conv_task_writer(source, name, ctx)` answers tasks that analyse as one convolution plus fusable work
 (providers/offline/conv.py) and passes (None) on everything else. It reads the request from the
-writer's `Context` (providers/offline/policy.py) and decides like the other families:
+writer's `WriterContext` (providers/offline/policy.py) and decides like the other families:
 - large step: a design different from the parent's and from the representatives' (ctx.listed), the
   designs ranked by structure (conv_designs); a design+config that won on this hardware on this task or
   on a convolution of the same class (depthwise / few / many input channels per group, read from the

@@ -22,6 +22,7 @@ from kernelwright.providers.offline.emit_pointwise import PointwiseConfig, Point
 from kernelwright.providers.offline.emit_rows import RowConfig, RowKernelGen
 from kernelwright.providers.offline.ir import SymScalar, Value
 from kernelwright.providers.offline.schedule import Kernel, Schedule
+from kernelwright.providers.protocol import KernelHeader
 
 KernelConfig = RowConfig | MatmulConfig | PointwiseConfig
 
@@ -33,8 +34,7 @@ class ProgramMeta:
     config: dict[str, Any]
 
     def line(self) -> str:
-        cfg = ",".join(f"{k}={v}" for k, v in self.config.items())
-        return f"# kernelwright: family={self.family} design={self.design} config={cfg}"
+        return KernelHeader.of(self.family, self.design, self.config).render()
 
 
 class EmitError(ValueError):

@@ -35,12 +35,10 @@ from kernelwright.providers.offline.designs import (
     find_design,
     launch_effect,
 )
-from kernelwright.providers.protocol import Section
+from kernelwright.providers.protocol import KernelHeader, Section
 from kernelwright.tasks.similarity import NEAR, parse_case_line, parse_signature_key, signature_similarity
 from kernelwright.tasks.task import TaskSignature
 
-# The program's first line; case bodies show it without the "#" ("design: kernelwright: family=...").
-META_RE = re.compile(r"(?:#\s*)?kernelwright:\s*family=(\S+)\s+design=(\S+)\s+config=(\S*)")
 _PAIR_RE = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*=\s*([A-Za-z0-9_.+\-]+)")
 _CASE_RE = re.compile(r"<case\b([^>]*)>(.*?)</case>", re.S)
 _ATTR_RE = re.compile(r'([a-z_]+)="([^"]*)"')
@@ -50,29 +48,15 @@ _GOOD = ("effective", "partial")
 _BAD = ("failed", "failure", "negative", "incorrect", "wrong", "error")
 
 
-@dataclass
-class Meta:
-    family: str
-    design: str
-    config: dict[str, str]
-
-
-def parse_meta(text: str | None) -> Meta | None:
-    if not text:
-        return None
-    m = META_RE.search(text)
-    if m is None:
-        return None
-    cfg: dict[str, str] = {}
-    for part in m.group(3).split(","):
-        if "=" in part:
-            k, v = part.split("=", 1)
-            cfg[k.strip()] = v.strip()
-    return Meta(m.group(1), m.group(2), cfg)
+def parse_meta(text: str | None) -> KernelHeader | None:
+    """The first header in `text` (providers.protocol.KernelHeader.find) when it names a family and a
+    design, the two the policy chooses by; else None."""
+    header = KernelHeader.find(text)
+    return header if header is not None and header.family and header.design else None
 
 
 @dataclass
-class Rule:
+class PromptRule:
     text: str
     design: str | None = None
     family: str | None = None
@@ -103,15 +87,15 @@ def _norm(v: Any) -> str:
         return s
 
 
-def parse_rules(body: str | None, config_keys: set[str]) -> list[Rule]:
-    out: list[Rule] = []
+def parse_rules(body: str | None, config_keys: set[str]) -> list[PromptRule]:
+    out: list[PromptRule] = []
     for line in (body or "").splitlines():
         line = line.strip()
         if not line.startswith(("-", "*")):
             continue
         text = line.lstrip("-* ").strip()
         norm = re.sub(r"split[- ]k\b", "split_k", text, flags=re.I)
-        rule = Rule(text)
+        rule = PromptRule(text)
         for k, v in _PAIR_RE.findall(norm.replace("config=", " ")):
             if k == "design":
                 rule.design = v
@@ -128,11 +112,11 @@ def parse_rules(body: str | None, config_keys: set[str]) -> list[Rule]:
 
 
 @dataclass
-class Case:
+class PromptCase:
     outcome: str
     speedup: float | None
     same_hardware: bool
-    meta: Meta | None
+    meta: KernelHeader | None
     body: str
     signature: TaskSignature | None = None
     """The case's task, from its "task: NAME (families; in shapes; dtypes)" line."""
@@ -146,7 +130,7 @@ class Case:
         return any(b in self.outcome.lower() for b in _BAD)
 
 
-def parse_cases(body: str | None) -> list[Case]:
+def parse_cases(body: str | None) -> list[PromptCase]:
     out = []
     for attrs, inner in _CASE_RE.findall(body or ""):
         a = dict(_ATTR_RE.findall(attrs))
@@ -156,7 +140,7 @@ def parse_cases(body: str | None) -> list[Case]:
             speedup = None
         # Only a case marked as from other hardware is; "unknown" (no target named) counts as this one.
         other = a.get("same_hardware", "").strip().lower() in ("false", "no", "0")
-        out.append(Case(a.get("outcome", ""), speedup, not other,
+        out.append(PromptCase(a.get("outcome", ""), speedup, not other,
                         parse_meta(inner), inner, parse_case_line(inner)))  # fmt: skip
     return out
 
@@ -195,14 +179,14 @@ def _resources(feedback: str | None) -> bool:
 
 
 @dataclass
-class Context:
+class WriterContext:
     kind: str = "large_step"
-    parent: Meta | None = None
+    parent: KernelHeader | None = None
     feedback: str = ""
-    rules: list[Rule] = field(default_factory=list)
-    cases: list[Case] = field(default_factory=list)
-    listed: list[Meta] = field(default_factory=list)
-    tried: list[Meta] = field(default_factory=list)
+    rules: list[PromptRule] = field(default_factory=list)
+    cases: list[PromptCase] = field(default_factory=list)
+    listed: list[KernelHeader] = field(default_factory=list)
+    tried: list[KernelHeader] = field(default_factory=list)
     """Programs already written in the run (<tried>): a small step skips their configs, a large step
     their designs (while another design is left)."""
     tf32: bool = False
@@ -210,13 +194,13 @@ class Context:
     signature: TaskSignature | None = None
     """This task's signature (the <task> section's `signature` attribute), to rank cases by."""
 
-    def similarity(self, case: Case) -> float | None:
+    def similarity(self, case: PromptCase) -> float | None:
         """How alike the case's task is to this one (tasks.similarity), or None when either is unknown."""
         if self.signature is None or case.signature is None:
             return None
         return signature_similarity(self.signature, case.signature)
 
-    def near(self, case: Case) -> bool:
+    def near(self, case: PromptCase) -> bool:
         """A near case (similarity >= NEAR); when similarity is unknown every case counts as near."""
         sim = self.similarity(case)
         return sim is None or sim >= NEAR
@@ -226,7 +210,7 @@ _IDS = re.compile(r'\bid="[^"]*"|\b(?:case|rule|exp)-\S+')
 """Record ids in prompt text: `id="..."` attributes and case-/rule-/exp- names (random per run)."""
 
 
-def read_context(sections: dict[str, Section], seed: int, config_keys: set[str]) -> Context:
+def read_context(sections: dict[str, Section], seed: int, config_keys: set[str]) -> WriterContext:
     req = sections.get("request")
     kind = (req.attrs.get("kind") if req else None) or "large_step"
     if kind not in ("large_step", "small_step", "repair"):
@@ -247,7 +231,7 @@ def read_context(sections: dict[str, Section], seed: int, config_keys: set[str])
         # memory must give the same choices whatever the runs that wrote the memory were called.
         h.update(f"<{tag}>{_IDS.sub('', s.body) if s else ''}".encode())
     rng = random.Random(f"{seed}:{h.hexdigest()}")
-    return Context(
+    return WriterContext(
         kind=kind,
         parent=parse_meta(parent.body if parent else None),
         feedback=fb.body if fb else "",
@@ -275,11 +259,11 @@ class Choice:
     why: str
 
 
-def forbidden(ctx: Context, family: str, design: str, config: dict[str, Any]) -> bool:
+def forbidden(ctx: WriterContext, family: str, design: str, config: dict[str, Any]) -> bool:
     return any(r.forbids(family, design, config) for r in ctx.rules)
 
 
-def was_tried(ctx: Context, family: str, design: Design, space: dict[str, tuple[Any, ...]],
+def was_tried(ctx: WriterContext, family: str, design: Design, space: dict[str, tuple[Any, ...]],
               config: dict[str, Any]) -> bool:  # fmt: skip
     """Whether a program already written (<tried>) has this design and exactly this config."""
     return any(
@@ -288,7 +272,7 @@ def was_tried(ctx: Context, family: str, design: Design, space: dict[str, tuple[
     )
 
 
-def design_forbidden(ctx: Context, family: str, design: str) -> bool:
+def design_forbidden(ctx: WriterContext, family: str, design: str) -> bool:
     """A rule forbids every config of the design (it names the design and no KEY=VALUE pair)."""
     return any(r.forbids(family, design, {}) and not r.pairs for r in ctx.rules)
 
@@ -296,7 +280,7 @@ def design_forbidden(ctx: Context, family: str, design: str) -> bool:
 DUAL_DESIGNS = ("dual", "dual_persistent")
 
 
-def fuse_allowed(ctx: Context) -> bool:
+def fuse_allowed(ctx: WriterContext) -> bool:
     """Whether matmuls sharing A are merged into one dual kernel in this program.
 
     Both forms are in the search space and the search measures them: on an H200 (strict fp32, SwiGLU
@@ -332,7 +316,7 @@ def _coerce(
     return out
 
 
-def _allowed_config(ctx: Context, info: KernelInfo, design: Design, start: dict[str, Any],
+def _allowed_config(ctx: WriterContext, info: KernelInfo, design: Design, start: dict[str, Any],
                     avoid: list[dict[str, Any]] | None = None) -> dict[str, Any] | None:  # fmt: skip
     """`start` if allowed, else the nearest allowed config (one, then two knobs away)."""
     space = config_space(design, info, ctx.tf32)
@@ -404,19 +388,19 @@ def _shift(
     return c
 
 
-def ranked_cases(ctx: Context, cases: list[Case]) -> list[Case]:
+def ranked_cases(ctx: WriterContext, cases: list[PromptCase]) -> list[PromptCase]:
     """Good cases to start from, best first: near ones (tasks.similarity) before far ones, then same
     hardware first, then the most similar, then the fastest. A case with no readable task line ranks as
     near when the task's own signature is unknown too (an LLM-style prompt), else after the near ones."""
 
-    def key(c: Case) -> tuple[bool, bool, float, float]:
+    def key(c: PromptCase) -> tuple[bool, bool, float, float]:
         sim = ctx.similarity(c)
         return (not ctx.near(c), not c.same_hardware, -(sim if sim is not None else 0.0), -(c.speedup or 0.0))
 
     return sorted(cases, key=key)
 
 
-def _case_pick(ctx: Context, info: KernelInfo, options: list[Design]) -> Choice | None:
+def _case_pick(ctx: WriterContext, info: KernelInfo, options: list[Design]) -> Choice | None:
     """The design and config of the nearest winning case on this hardware: a speed learned on another
     target is not advice here (its cases are shown for what compiles and is correct)."""
     good = ranked_cases(
@@ -439,14 +423,14 @@ def _case_pick(ctx: Context, info: KernelInfo, options: list[Design]) -> Choice 
     return None
 
 
-def _lost(c: Case) -> bool:
+def _lost(c: PromptCase) -> bool:
     """A correct case no faster than its parent, on this hardware (outcome "ineffective"; "negative", a
     clear loss, is already bad)."""
     return c.outcome.lower() == "ineffective" and c.same_hardware
 
 
 def _bad_configs(
-    ctx: Context, info: KernelInfo, d: Design, at_least: float | None = None
+    ctx: WriterContext, info: KernelInfo, d: Design, at_least: float | None = None
 ) -> list[dict[str, Any]]:
     """Configs of `d` that failed, or lost to their parent on this hardware, on near tasks (with
     `at_least`, on tasks at least that similar): not written again."""
@@ -466,7 +450,7 @@ def _bad_configs(
     return [x for x in out if x]
 
 
-def _design_score(ctx: Context, info: KernelInfo, d: Design) -> int:
+def _design_score(ctx: WriterContext, info: KernelInfo, d: Design) -> int:
     """Negative for designs that only ever failed in the experience shown on near tasks."""
     cases = [
         c
@@ -478,7 +462,7 @@ def _design_score(ctx: Context, info: KernelInfo, d: Design) -> int:
     return 0
 
 
-def choose(ctx: Context, info: KernelInfo, primary: bool) -> Choice:
+def choose(ctx: WriterContext, info: KernelInfo, primary: bool) -> Choice:
     """The design and config for one kernel under the request and context."""
     options = [d for d in designs_for(info) if not design_forbidden(ctx, info.family, d.name)]
     if not options:
@@ -580,7 +564,7 @@ def choose(ctx: Context, info: KernelInfo, primary: bool) -> Choice:
     return Choice(parent_design, cfg, f"only {parent_design.name} applies: a distant config")
 
 
-def _first_allowed(ctx: Context, info: KernelInfo, order: list[Design], why: str) -> Choice:
+def _first_allowed(ctx: WriterContext, info: KernelInfo, order: list[Design], why: str) -> Choice:
     for d in order:
         cfg = _allowed_config(ctx, info, d, default_config(d, info, ctx.tf32), _bad_configs(ctx, info, d))
         if cfg is not None:
@@ -592,7 +576,9 @@ def _first_allowed(ctx: Context, info: KernelInfo, order: list[Design], why: str
 _SIZE_KEYS = ("BLOCK", "BLOCK_M", "BLOCK_N", "BLOCK_K", "BLOCK_R", "BLOCK_I", "TILE", "RMAX", "num_stages")
 
 
-def _repair(ctx: Context, info: KernelInfo, d: Design, parent: Meta, order: list[Design]) -> Choice:
+def _repair(
+    ctx: WriterContext, info: KernelInfo, d: Design, parent: KernelHeader, order: list[Design]
+) -> Choice:
     kind = error_kind(ctx.feedback)
     space = config_space(d, info, ctx.tf32)
     base = _coerce(space, parent.config, default_config(d, info, ctx.tf32))

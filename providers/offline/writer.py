@@ -29,7 +29,7 @@ from kernelwright.providers.offline.designs import (
 from kernelwright.providers.offline.emit_matmul import fuse_dual_matmuls
 from kernelwright.providers.offline.emit_module import EmitError, ProgramMeta, emit_program
 from kernelwright.providers.offline.emit_rows import RowPlanError
-from kernelwright.providers.offline.policy import Choice, Context, choose, fuse_allowed, read_context
+from kernelwright.providers.offline.policy import Choice, WriterContext, choose, fuse_allowed, read_context
 from kernelwright.providers.offline.schedule import Schedule, schedule
 from kernelwright.providers.protocol import parse_sections
 
@@ -53,7 +53,7 @@ class WriterAnswer:
         return f"{self.explanation}\n\n```python\n{self.code.rstrip()}\n```\n"
 
 
-TaskWriter = Callable[[str, str, Context], "WriterAnswer | None"]
+TaskWriter = Callable[[str, str, WriterContext], "WriterAnswer | None"]
 """A writer for whole tasks of one family: (task source, task name, context) -> answer, or None to pass."""
 
 _TASK_WRITERS: list[tuple[str, TaskWriter]] = []
@@ -118,7 +118,7 @@ def write_program(prompt: str, seed: int = 0) -> WriterAnswer:
 
 
 def _emit(
-    analysed: Any, sched: Schedule, ctx: Context, infos: dict[int, KernelInfo], primary: int
+    analysed: Any, sched: Schedule, ctx: WriterContext, infos: dict[int, KernelInfo], primary: int
 ) -> WriterAnswer:
     choices = {kid: choose(ctx, info, kid == primary) for kid, info in infos.items()}
     for attempt in range(2):
@@ -149,7 +149,7 @@ def _emit(
 
 
 def _explain(analysed: Any, sched: Schedule, infos: dict[int, KernelInfo], choices: dict[int, Choice],
-             primary: int, ctx: Context) -> str:  # fmt: skip
+             primary: int, ctx: WriterContext) -> str:  # fmt: skip
     main = choices[primary]
     n = len(choices)
     torch_ops = sorted({k.anchor.op.split(".")[1] if k.anchor.op.startswith("aten.") else k.anchor.op

@@ -6,7 +6,8 @@ import random
 
 from kernelwright.providers.offline.conv import parse_conv_header
 from kernelwright.providers.offline.conv_writer import config_from_pairs, conv_task_writer
-from kernelwright.providers.offline.policy import Context, Meta, parse_cases, parse_rules
+from kernelwright.providers.offline.policy import WriterContext, parse_cases, parse_rules
+from kernelwright.providers.protocol import KernelHeader
 from kernelwright.tasks import bundled_suite_dir
 
 LEVEL2 = bundled_suite_dir("level2")
@@ -14,9 +15,9 @@ TASK = (LEVEL2 / "09_conv2d_bias_relu.py").read_text()
 KEYS = {"BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages"}
 
 
-def _ctx(**kw) -> Context:
+def _ctx(**kw) -> WriterContext:
     kw.setdefault("rng", random.Random(0))
-    return Context(**kw)
+    return WriterContext(**kw)
 
 
 def _header(answer) -> tuple[str, dict]:
@@ -41,7 +42,7 @@ def test_first_answer_is_the_preferred_design_in_strict_precision():
 
 def test_small_step_changes_one_knob_and_is_seeded():
     first = conv_task_writer(TASK, "09", _ctx())
-    parent = Meta("conv", first.meta.design, {k: str(v) for k, v in first.meta.config.items()})
+    parent = KernelHeader("conv", first.meta.design, {k: str(v) for k, v in first.meta.config.items()})
     answers = [
         conv_task_writer(TASK, "09", _ctx(kind="small_step", parent=parent, rng=random.Random(s)))
         for s in range(6)
@@ -56,10 +57,10 @@ def test_small_step_changes_one_knob_and_is_seeded():
 
 
 def test_large_step_moves_to_another_design():
-    parent = Meta("conv", "implicit_gemm", {})
+    parent = KernelHeader("conv", "implicit_gemm", {})
     # until a cuDNN + fused-epilogue program has been tried, that approach gets the large step
     assert conv_task_writer(TASK, "09", _ctx(kind="large_step", parent=parent)) is None
-    cudnn = Meta("pointwise", "flat", {})
+    cudnn = KernelHeader("pointwise", "flat", {})
     ctx = _ctx(kind="large_step", parent=parent, listed=[parent, cudnn])
     design, _ = _header(conv_task_writer(TASK, "09", ctx))
     assert design == "implicit_gemm_flatk"
@@ -75,7 +76,7 @@ def test_rules_forbid_designs_and_knobs():
 
 
 def test_repairs_follow_the_error():
-    parent = Meta(
+    parent = KernelHeader(
         "conv", "implicit_gemm", {"BLOCK_M": "128", "BLOCK_N": "128", "DOT": "tf32x3", "num_stages": "3"}
     )
     answer = conv_task_writer(TASK, "09", _ctx(kind="repair", parent=parent, feedback="error_kind: mismatch"))
@@ -135,11 +136,16 @@ def test_depthwise_root_large_steps_write_direct_depthwise_despite_other_experie
     first = conv_task_writer(DEPTHWISE, "24_conv2d_depthwise_batchnorm_relu6", _ctx(cases=cases))
     design, config = _header(first)
     assert design == "direct_depthwise" and config["RECOMPUTE"] is False  # stored first
-    listed = [Meta("conv", design, {k: str(v) for k, v in config.items()}), Meta("pointwise", "flat", {})]
+    listed = [
+        KernelHeader("conv", design, {k: str(v) for k, v in config.items()}),
+        KernelHeader("pointwise", "flat", {}),
+    ]
     second = conv_task_writer(DEPTHWISE, "24", _ctx(cases=cases, listed=listed))
     assert _header(second)[0] == "implicit_gemm_flatk"
     # a large step from the cuDNN program (parent of another family) comes back to direct_depthwise
-    back = conv_task_writer(DEPTHWISE, "24", _ctx(kind="large_step", parent=Meta("pointwise", "flat", {})))
+    back = conv_task_writer(
+        DEPTHWISE, "24", _ctx(kind="large_step", parent=KernelHeader("pointwise", "flat", {}))
+    )
     assert _header(back)[0] == "direct_depthwise"
 
 
@@ -157,10 +163,12 @@ def test_root_large_steps_do_not_repeat_a_written_program():
     listed = []
     seen = set()
     for _ in range(5):
-        answer = conv_task_writer(DEPTHWISE, "24", _ctx(listed=[*listed, Meta("pointwise", "flat", {})]))
+        answer = conv_task_writer(
+            DEPTHWISE, "24", _ctx(listed=[*listed, KernelHeader("pointwise", "flat", {})])
+        )
         design, config = _header(answer)
         key = (design, tuple(sorted(config.items())))
         assert key not in seen
         seen.add(key)
-        listed.append(Meta("conv", design, {k: str(v) for k, v in config.items()}))
+        listed.append(KernelHeader("conv", design, {k: str(v) for k, v in config.items()}))
     assert {k[0] for k in seen} == {"direct_depthwise", "implicit_gemm_flatk", "implicit_gemm"}

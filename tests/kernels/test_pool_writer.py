@@ -129,7 +129,7 @@ def test_max_pooling_propagates_nan_and_handles_infinities(tmp_path, monkeypatch
 
 
 def test_other_tasks_are_passed_on():
-    from kernelwright.providers.offline.policy import Context
+    from kernelwright.providers.offline.policy import WriterContext
 
     with_indices = _source("nn.MaxPool2d(2, return_indices=True)", (1, 2, 4, 4)).replace(
         "return self.p(x)", "return self.p(x)[0]"
@@ -139,8 +139,8 @@ def test_other_tasks_are_passed_on():
     )
     indices_only = _source("nn.MaxPool2d(2, return_indices=True)", (1, 2, 4, 4))
     for source in (with_indices, followed, indices_only):
-        assert pool_task_writer(source, "t", Context()) is None
+        assert pool_task_writer(source, "t", WriterContext()) is None
     assert find_pool_task(UNSEEN["avg1d_padded"]) is not None
     # a pooling in a convolution's epilogue stays with the convolution writer
     conv = load_task(bundled_suite_dir("level2") / "21_conv3d_softmax_maxpool_maxpool.py")
-    assert pool_task_writer(conv.source, "t", Context()) is None
+    assert pool_task_writer(conv.source, "t", WriterContext()) is None

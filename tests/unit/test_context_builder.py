@@ -17,6 +17,7 @@ from kernelwright.nodes.context_builder import (
     build_context,
     tiktoken_cache_dir,
 )
+from kernelwright.nodes.prompts import ANSWER_FORMAT, REQUEST_TEXT, render_request, request_text
 from kernelwright.providers.protocol import parse_sections
 from kernelwright.tasks.task import Task, TaskSignature
 
@@ -207,6 +208,13 @@ def test_without_memory_and_for_each_request_kind() -> None:
     repair = build_context(TASK, "repair", parent_code=PARENT, feedback="boom", designs=designs, budget=4000)
     assert "designs" not in parse_sections(repair.prompt)  # designs are for large steps
     assert "smallest change" in parse_sections(repair.prompt)["request"].body
+    # One request text per kind (nodes/prompts.py), whether or not the caller passes it, as the graph does.
+    for kind in REQUEST_TEXT:
+        body = parse_sections(build_context(TASK, kind, memory=None).prompt)["request"].body
+        assert body == f"{REQUEST_TEXT[kind]}\n{ANSWER_FORMAT}"
+        assert build_context(TASK, kind, memory=None, request_text=request_text(kind)).prompt.startswith(
+            render_request(kind)
+        )
     with pytest.raises(ValueError, match="unknown request kind"):
         build_context(TASK, "rewrite")
     with pytest.raises(ValueError, match="budget"):

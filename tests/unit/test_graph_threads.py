@@ -88,13 +88,15 @@ def _as_written_by_0_1(payload: bytes, code: int | None = None) -> bytes:
     )
     if code is not None and isinstance(value, list) and str(value[0]).startswith("kernelwright."):
         value = [value[0].removeprefix("kernelwright."), *value[1:]]
+        if value[1] == "RepresentativeDesign":  # its name before 0.2
+            value = [value[0], "Design", *value[2:]]
     return ormsgpack.packb(value, option=ormsgpack.OPT_NON_STR_KEYS)
 
 
 def test_checkpoints_written_before_the_kernelwright_namespace_still_load():
     from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-    from kernelwright.nodes.records import CostLedger, RunInfo, Usage
+    from kernelwright.nodes.records import CostLedger, RepresentativeDesign, RunInfo, Usage
     from kernelwright.tasks import load_task
 
     state = {
@@ -104,14 +106,19 @@ def test_checkpoints_written_before_the_kernelwright_namespace_still_load():
         "task": load_task(ROOT / "tasks" / "level1" / "01_relu.py"),  # holds a TaskSignature: nested
         "steps": [Usage(llm_calls=1, tokens_in=5), Usage(llm_calls=2)],
         "cost": CostLedger(llm_calls=2, evaluations=1),
+        "designs": [
+            RepresentativeDesign(node_id="n1", code="# kernelwright: family=pointwise design=flat\n")
+        ],
     }
     kind, payload = serializer().dumps_typed(state)
     old = _as_written_by_0_1(payload)
     assert b"kernelwright." not in old and b"nodes.records" in old and b"tasks.task" in old
+    assert b"RepresentativeDesign" not in old
     loaded = serializer().loads_typed((kind, old))
     assert loaded["run"] == state["run"] and loaded["cost"] == state["cost"]
     assert loaded["steps"] == state["steps"] and loaded["task"] == state["task"]
     assert type(loaded["task"].signature).__name__ == "TaskSignature"
+    assert loaded["designs"] == state["designs"] and isinstance(loaded["designs"][0], RepresentativeDesign)
     # a serializer that knows only today's names does not revive them
     plain = JsonPlusSerializer(allowed_msgpack_modules=[(t.__module__, t.__name__) for t in CHECKPOINT_TYPES])
     assert not isinstance(plain.loads_typed((kind, old))["cost"], CostLedger)

@@ -8,11 +8,18 @@ import random
 import pytest
 
 from kernelwright.hardware.targets import get_target
-from kernelwright.nodes.context_builder import build_context, precision_line
+from kernelwright.nodes.context_builder import build_context
+from kernelwright.nodes.prompts import precision_line
 from kernelwright.providers.offline import parse_meta, write_program
 from kernelwright.providers.offline.conv_writer import conv_task_writer
 from kernelwright.providers.offline.designs import config_space, default_config, designs_for
-from kernelwright.providers.offline.policy import Context, choose, parse_rules, read_context, tf32_allowed
+from kernelwright.providers.offline.policy import (
+    WriterContext,
+    choose,
+    parse_rules,
+    read_context,
+    tf32_allowed,
+)
 from kernelwright.providers.offline.variants import main_matmul_info
 from kernelwright.providers.offline.writer import CONFIG_KEYS
 from kernelwright.providers.protocol import parse_sections
@@ -56,7 +63,9 @@ def test_strict_steps_never_reach_plain_tf32():
         parent = parse_meta(write_program(_prompt(task, "strict"), seed=seed).code)
         for kind in ("small_step", "large_step", "repair"):
             ch = choose(
-                Context(kind=kind, parent=parent, rng=random.Random(seed), feedback="mismatch"), info, True
+                WriterContext(kind=kind, parent=parent, rng=random.Random(seed), feedback="mismatch"),
+                info,
+                True,
             )
             assert ch.config.get("PREC") != "tf32", (kind, ch)
 
@@ -96,8 +105,8 @@ def test_small_step_from_ieee_goes_to_kmajor_tf32x3_and_a_rule_can_stop_it():
         "# kernelwright: family=matmul design=grouped config=BLOCK_M=128,BLOCK_N=128,BLOCK_K=16,GROUP_M=8,"
         "num_warps=8,num_stages=3,PREC=ieee,KMAJOR=0"
     )
-    step = choose(Context(kind="small_step", parent=parent), info, True)
+    step = choose(WriterContext(kind="small_step", parent=parent), info, True)
     assert (step.config["PREC"], step.config["KMAJOR"], step.config["BLOCK_K"]) == ("tf32x3", 1, 32)
     rules = parse_rules("- You cannot use design=grouped with PREC=tf32x3 and KMAJOR=1 here", CONFIG_KEYS)
-    step2 = choose(Context(kind="small_step", parent=parent, rules=rules), info, True)
+    step2 = choose(WriterContext(kind="small_step", parent=parent, rules=rules), info, True)
     assert not (step2.config["PREC"] == "tf32x3" and step2.config["KMAJOR"] == 1)

@@ -19,7 +19,6 @@ from kernelwright.memory.records import (
     error_signature,
     major_minor,
     outcome_label,
-    parse_kernel_header,
     step_ratio,
 )
 from kernelwright.tasks.task import TaskSignature
@@ -57,20 +56,6 @@ def test_failed_and_unmeasured_attempts() -> None:
     # A parent without a speedup (failed, or unmeasured) is compared with the reference (speedup 1).
     assert step_ratio(True, 1.5, None) == pytest.approx(1.5)
     assert step_ratio(True, 1.5, 0.0) == pytest.approx(1.5)
-
-
-def test_kernel_header_is_parsed_into_fields() -> None:
-    code = "\n# kernelwright: family=matmul design=tiled_gemm config=BLOCK_M=64, BLOCK_N=32,GROUP_M=8\nimport triton\n"
-    h = parse_kernel_header(code)
-    assert h.family == "matmul"
-    assert h.design == "tiled_gemm"
-    assert h.config == {"BLOCK_M": "64", "BLOCK_N": "32", "GROUP_M": "8"}
-    assert h.line.startswith("# kernelwright:")
-    # Only the first non-empty line counts; a header further down is not the kernel's metadata.
-    assert parse_kernel_header("import triton\n# kernelwright: family=x design=y\n").design == ""
-    assert parse_kernel_header(None).line == ""
-    partial = parse_kernel_header("# kernelwright: design=rowwise_softmax")
-    assert (partial.family, partial.design, partial.config) == ("", "rowwise_softmax", {})
 
 
 def test_case_from_attempt_fills_labels_header_and_confidence() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,8 @@ from langchain_core.runnables import RunnableLambda
 
 from kernelwright.hardware.result import Versions
 from kernelwright.memory import RuleCandidate, open_memory
-from kernelwright.memory.rules import SameRule
+from kernelwright.nodes.prompts import SameRule
+from kernelwright.nodes.reflector import judge_same_rule
 
 V36 = Versions(torch="2.13.0", triton="3.6.0")
 V35 = Versions(torch="2.12.0", triton="3.5.1")
@@ -139,7 +141,9 @@ def test_judge_decides_when_given(mem) -> None:  # noqa: ANN001
     a = mem.rules.add(dot_candidate(1))
     # The judge says "no" even though the error signatures match: the judge wins.
     no = JudgeModel(decide=lambda prompt: False)
-    b = mem.rules.add(dot_candidate(2, text="You cannot use tl.dot on fp8 inputs"), judge=no)
+    b = mem.rules.add(
+        dot_candidate(2, text="You cannot use tl.dot on fp8 inputs"), judge=partial(judge_same_rule, no)
+    )
     assert not b.merged and no.calls
     # A structured judge merges rules whose errors differ.
     yes = StructuredJudge(decide=lambda prompt: prompt.count("grid") >= 2)  # both rules are about grids
@@ -150,7 +154,7 @@ def test_judge_decides_when_given(mem) -> None:  # noqa: ANN001
             error="ValueError: grid is empty",
             versions=V36,
         ),
-        judge=yes,
+        judge=partial(judge_same_rule, yes),
     )
     assert not c.merged
     d = mem.rules.add(
@@ -160,12 +164,12 @@ def test_judge_decides_when_given(mem) -> None:  # noqa: ANN001
             error="RuntimeError: invalid grid",
             versions=V36,
         ),
-        judge=yes,
+        judge=partial(judge_same_rule, yes),
     )
     assert d.merged and d.matched_by == "judge" and d.rule.id == c.rule.id
     # A failing judge falls back to the signatures and says so.
     broken = JudgeModel(decide=lambda prompt: True, fail=True)
-    e = mem.rules.add(dot_candidate(5), judge=broken)
+    e = mem.rules.add(dot_candidate(5), judge=partial(judge_same_rule, broken))
     assert e.merged and e.rule.id == a.rule.id and "judge failed" in e.note
 
 

@@ -18,7 +18,7 @@ from kernelwright.providers.offline.designs import (
     kernel_info,
 )
 from kernelwright.providers.offline.policy import (
-    Context,
+    WriterContext,
     choose,
     error_kind,
     forbidden,
@@ -66,7 +66,7 @@ def test_rules_forbid_matching_designs_and_configs():
         CONFIG_KEYS,
     )
     assert len(rules) == 3
-    ctx = Context(rules=rules)
+    ctx = WriterContext(rules=rules)
     assert forbidden(ctx, "matmul", "grouped", {"BLOCK_M": 256, "num_stages": 5, "BLOCK_N": 64})
     assert not forbidden(ctx, "matmul", "grouped", {"BLOCK_M": 256, "num_stages": 3})
     assert not forbidden(ctx, "matmul", "split_k", {"BLOCK_M": 256, "num_stages": 5})
@@ -117,14 +117,14 @@ def test_every_family_has_two_designs_and_a_conv_slot():
 
 def test_large_step_leaves_the_parents_design_and_small_step_keeps_it():
     info = _info("09_softmax.py", "softmax")
-    first = choose(Context(kind="large_step"), info, primary=True)
+    first = choose(WriterContext(kind="large_step"), info, primary=True)
     assert first.design is default_design(info)
     parent = parse_meta(
         f"# kernelwright: family=softmax design={first.design.name} config=TILE=4096,RMAX=16384"
     )
-    large = choose(Context(kind="large_step", parent=parent), info, primary=True)
+    large = choose(WriterContext(kind="large_step", parent=parent), info, primary=True)
     assert large.design.name != first.design.name
-    small = choose(Context(kind="small_step", parent=parent, rng=random.Random(3)), info, primary=True)
+    small = choose(WriterContext(kind="small_step", parent=parent, rng=random.Random(3)), info, primary=True)
     assert small.design.name == first.design.name
     assert small.config != {"TILE": 4096, "RMAX": 16384, "num_warps": 0}
 
@@ -133,12 +133,12 @@ def test_a_rule_and_a_case_steer_the_choice():
     info = _info("09_softmax.py", "softmax")
     default = default_design(info).name
     rules = parse_rules(f"- You cannot use design={default} on rows this long", CONFIG_KEYS)
-    assert choose(Context(rules=rules), info, primary=True).design.name != default
+    assert choose(WriterContext(rules=rules), info, primary=True).design.name != default
     cases = parse_cases(
         '<case outcome="effective" speedup="2.10" same_hardware="true">'
         "design: kernelwright: family=softmax design=two_pass config=BLOCK_R=512,BLOCK_M=2,num_warps=4</case>"
     )
-    pick = choose(Context(cases=cases), info, primary=True)
+    pick = choose(WriterContext(cases=cases), info, primary=True)
     assert pick.design.name == "two_pass" and pick.config["BLOCK_R"] == 512 and pick.config["BLOCK_M"] == 2
 
 
@@ -148,11 +148,13 @@ def test_repair_shrinks_blocks_and_restores_strict_precision():
         "# kernelwright: family=matmul design=grouped config=BLOCK_M=256,BLOCK_N=256,BLOCK_K=64,GROUP_M=8,"
         "num_warps=8,num_stages=5,PREC=tf32x3"
     )
-    fix = choose(Context(kind="repair", parent=parent, feedback="compile_error: OutOfResources: shared memory"),
+    fix = choose(WriterContext(kind="repair", parent=parent, feedback="compile_error: OutOfResources: shared memory"),
                  info, primary=True)  # fmt: skip
     assert fix.design.name == "grouped" and fix.config["BLOCK_M"] < 256 and fix.config["num_stages"] < 5
     fix2 = choose(
-        Context(kind="repair", parent=parent, feedback="mismatch: max abs error 3e-3"), info, primary=True
+        WriterContext(kind="repair", parent=parent, feedback="mismatch: max abs error 3e-3"),
+        info,
+        primary=True,
     )
     assert fix2.config["PREC"] == "ieee"
     space = config_space(fix2.design, info)
@@ -175,7 +177,9 @@ def test_small_steps_on_whole_row_kernels_skip_configs_that_launch_the_same_kern
     )
     moved = set()
     for seed in range(12):
-        small = choose(Context(kind="small_step", parent=parent, rng=random.Random(seed)), info, primary=True)
+        small = choose(
+            WriterContext(kind="small_step", parent=parent, rng=random.Random(seed)), info, primary=True
+        )
         assert small.design is d
         assert launch_effect(d, info, small.config) != launch_effect(d, info, base), small.config
         moved |= {k for k in small.config if str(small.config[k]) != str(base.get(k, 0))}
@@ -189,13 +193,13 @@ def test_a_large_step_from_one_program_per_row_goes_to_two_pass_for_norms_and_to
     info = _info("11_layer_norm.py", "norm")
     assert default_design(info).name == "row_registers"
     parent = parse_meta("# kernelwright: family=norm design=row_registers config=TILE=4096,RMAX=16384")
-    large = choose(Context(kind="large_step", parent=parent), info, primary=True)
+    large = choose(WriterContext(kind="large_step", parent=parent), info, primary=True)
     assert large.design.name == "two_pass"
     assert {k: large.config[k] for k in ("STATIC", "num_warps")} == {"STATIC": 1, "num_warps": 16}
 
     info = _info("05_sum_last_dim.py", "reduction")
     parent = parse_meta("# kernelwright: family=reduction design=row_registers config=TILE=4096,RMAX=16384")
-    large = choose(Context(kind="large_step", parent=parent), info, primary=True)
+    large = choose(WriterContext(kind="large_step", parent=parent), info, primary=True)
     assert large.design.name == "row_prefetch"
     assert {k: large.config[k] for k in ("PERSIST", "STATIC", "num_warps")} == {
         "PERSIST": 1,
@@ -238,11 +242,11 @@ def test_a_small_step_does_not_repeat_a_program_it_is_shown():
 
     info = _info("09_softmax.py", "softmax")
     parent = parse_meta("# kernelwright: family=softmax design=row_registers config=TILE=4096,RMAX=16384")
-    first = choose(Context(kind="small_step", parent=parent, rng=random.Random(3)), info, primary=True)
+    first = choose(WriterContext(kind="small_step", parent=parent, rng=random.Random(3)), info, primary=True)
     header = "# kernelwright: family=softmax design=row_registers config=" + ",".join(
         f"{k}={v}" for k, v in first.config.items()
     )
-    ctx = Context(kind="small_step", parent=parent, rng=random.Random(3), tried=[parse_meta(header)])
+    ctx = WriterContext(kind="small_step", parent=parent, rng=random.Random(3), tried=[parse_meta(header)])
     second = choose(ctx, info, primary=True)
     assert second.design.name == "row_registers" and second.config != first.config
 
@@ -275,11 +279,11 @@ def test_a_large_step_leaves_the_designs_already_written_in_the_run():
         parse_meta(f"# kernelwright: family=norm design={d} config=")
         for d in ("row_registers", "row_prefetch")
     ]
-    root_large = choose(Context(kind="large_step", tried=written), info, primary=True)
+    root_large = choose(WriterContext(kind="large_step", tried=written), info, primary=True)
     assert root_large.design.name not in ("row_registers", "row_prefetch")
     # every design written at its default config: a config of one that has not been written yet
     every = [parse_meta(f"# kernelwright: family=norm design={d.name} config=") for d in REGISTRY["norm"]]
-    again = choose(Context(kind="large_step", tried=every, rng=random.Random(0)), info, primary=True)
+    again = choose(WriterContext(kind="large_step", tried=every, rng=random.Random(0)), info, primary=True)
     assert again.config != default_config(again.design, info)
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from kernelwright.providers.offline.analysis import analyze_cached
 from kernelwright.providers.offline.designs import kernel_info
-from kernelwright.providers.offline.policy import Context, choose, parse_cases
+from kernelwright.providers.offline.policy import WriterContext, choose, parse_cases
 from kernelwright.providers.offline.schedule import schedule
 from kernelwright.providers.protocol import parse_sections, render_section
 from kernelwright.tasks import bundled_suite_dir, load_task
@@ -79,25 +79,27 @@ def test_the_writer_starts_from_the_nearest_case_not_the_fastest():
         _case("effective", "3.00", tiny, "split", "BLOCK_R=1024,WAVES=2,num_warps=4")
         + _case("effective", "1.40", shapes, "looped", "BLOCK_R=512,num_warps=8")
     )
-    near = choose(Context(cases=cases, signature=task.signature), info, primary=True)
+    near = choose(WriterContext(cases=cases, signature=task.signature), info, primary=True)
     assert near.design.name == "looped" and near.config["BLOCK_R"] == 512, near.why
     assert "similarity 1.00" in near.why
     # without the task's signature (a prompt that does not carry it) the fastest case wins, as before
-    assert choose(Context(cases=cases), info, primary=True).design.name == "split"
+    assert choose(WriterContext(cases=cases), info, primary=True).design.name == "split"
 
 
 def test_only_failures_on_near_tasks_are_avoided():
     task, info = _sum_info()
-    first = choose(Context(signature=task.signature), info, primary=True)
+    first = choose(WriterContext(signature=task.signature), info, primary=True)
     cfg = ",".join(f"{k}={v}" for k, v in first.config.items())
     shapes = ";".join("x".join(map(str, s)) for s in task.signature.input_shapes)
     far_shapes = ";".join("x".join(str(max(1, d // 256)) for d in s) for s in task.signature.input_shapes)
     far = parse_cases(_case("failed", "n/a", far_shapes, first.design.name, cfg))
     near = parse_cases(_case("failed", "n/a", shapes, first.design.name, cfg))
     lost = parse_cases(_case("ineffective", "0.95", shapes, first.design.name, cfg))
-    assert choose(Context(cases=far, signature=task.signature), info, primary=True).config == first.config
+    assert (
+        choose(WriterContext(cases=far, signature=task.signature), info, primary=True).config == first.config
+    )
     for cases in (near, lost):
-        again = choose(Context(cases=cases, signature=task.signature), info, primary=True)
+        again = choose(WriterContext(cases=cases, signature=task.signature), info, primary=True)
         assert (again.design.name, again.config) != (first.design.name, first.config)
 
 
@@ -106,10 +108,10 @@ def test_a_speed_seen_on_another_target_does_not_steer_the_writer():
     shapes = ";".join("x".join(map(str, s)) for s in task.signature.input_shapes)
     here = _case("effective", "1.40", shapes, "looped", "BLOCK_R=512,num_warps=8")
     there = here.replace('same_hardware="true"', 'same_hardware="false"')
-    ctx = Context(cases=parse_cases(here), signature=task.signature)
+    ctx = WriterContext(cases=parse_cases(here), signature=task.signature)
     assert choose(ctx, info, primary=True).design.name == "looped"
-    plain = choose(Context(signature=task.signature), info, primary=True)
-    other = choose(Context(cases=parse_cases(there), signature=task.signature), info, primary=True)
+    plain = choose(WriterContext(signature=task.signature), info, primary=True)
+    other = choose(WriterContext(cases=parse_cases(there), signature=task.signature), info, primary=True)
     assert (other.design.name, other.config) == (plain.design.name, plain.config)
 
 
@@ -123,9 +125,13 @@ def test_a_loss_on_a_less_similar_task_does_not_override_a_win_on_this_one():
     half_shapes = ";".join("x".join(map(str, s)) for s in half)
     won = _case("effective", "1.40", shapes, "looped", "BLOCK_R=512,num_warps=8")
     lost_nearby = _case("ineffective", "0.97", half_shapes, "looped", "BLOCK_R=512,num_warps=8")
-    got = choose(Context(cases=parse_cases(won + lost_nearby), signature=task.signature), info, primary=True)
+    got = choose(
+        WriterContext(cases=parse_cases(won + lost_nearby), signature=task.signature), info, primary=True
+    )
     assert (got.design.name, got.config["BLOCK_R"], got.config["num_warps"]) == ("looped", 512, 8), got.why
     # The same loss on this very task does move it.
     lost_here = _case("ineffective", "0.97", shapes, "looped", "BLOCK_R=512,num_warps=8")
-    moved = choose(Context(cases=parse_cases(won + lost_here), signature=task.signature), info, primary=True)
+    moved = choose(
+        WriterContext(cases=parse_cases(won + lost_here), signature=task.signature), info, primary=True
+    )
     assert (moved.config["BLOCK_R"], moved.config["num_warps"]) != (512, 8)

@@ -106,6 +106,25 @@ def test_detect_target_on_cpu_gives_interpreter():
         detect_target("tpu")
 
 
+def test_one_device_resolver_for_context_planner_and_worker_pool():
+    import torch
+
+    from kernelwright.graphs.context import Context
+    from kernelwright.hardware import WorkerPool
+    from kernelwright.hardware.targets import resolve_device
+
+    auto = "cuda" if torch.cuda.is_available() else "cpu"
+    assert [resolve_device(d) for d in ("auto", "cpu", "cuda", "cuda:1")] == [auto, "cpu", "cuda", "cuda:1"]
+    for bad in ("tpu", "gpu", "cuda:", "cuda:x", "CPU", ""):
+        with pytest.raises(ValueError, match="unknown device"):
+            resolve_device(bad)
+        with pytest.raises(ValueError, match="unknown device"):
+            Context(device=bad)
+    assert Context(device="cuda:1").device == "cuda:1"
+    with pytest.raises(ValueError, match="worker pool"):
+        WorkerPool("cuda:1")
+
+
 @pytest.mark.parametrize(
     "device_name,cc,expected",
     [
