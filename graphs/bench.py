@@ -57,7 +57,7 @@ from kernelwright.graphs.bench_report import (
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from kernelwright.graphs.context import Context
+    from kernelwright.nodes.run_context import Context
 
 BENCH_FILE, LEDGER_FILE, SESSIONS_FILE, LOCK_FILE = "bench.json", "tasks.jsonl", "sessions.json", "bench.lock"
 RUNS_DIR, LOGS_DIR = "runs", "logs"

@@ -199,8 +199,8 @@ def main(argv: list[str]) -> int:
     os.dup2(2, 1)
     bench_dir = Path(argv[0])
     bench = read_bench_file(bench_dir)
-    from kernelwright.graphs.context import Context
     from kernelwright.nodes import resources
+    from kernelwright.nodes.run_context import Context
     from kernelwright.providers.chat import ProviderUnavailable
 
     ctx = Context.from_json(bench.context)

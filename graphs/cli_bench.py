@@ -146,8 +146,8 @@ def _main(args: argparse.Namespace) -> int:
         check_output_folder,
         context_from_args,
     )
-    from kernelwright.graphs.context import Context
     from kernelwright.nodes import resources
+    from kernelwright.nodes.run_context import Context
 
     console = Console(file=sys.stdout, soft_wrap=True)
 

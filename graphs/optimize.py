@@ -37,9 +37,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, ValidationError
 
-from kernelwright.graphs.context import Context
 from kernelwright.graphs.report import write_report
-from kernelwright.graphs.state import CHECKPOINT_TYPES, InputState, State
 from kernelwright.memory.store import MemoryLocationError
 from kernelwright.nodes import resources
 from kernelwright.nodes.coder import coder
@@ -50,6 +48,8 @@ from kernelwright.nodes.planner import planner, wall_delta
 from kernelwright.nodes.profiler import profiler
 from kernelwright.nodes.records import Attempt, CostLedger, Job, OptimizeResult, RunInfo
 from kernelwright.nodes.reflector import reflector
+from kernelwright.nodes.run_context import Context
+from kernelwright.nodes.state import CHECKPOINT_TYPES, InputState, State
 from kernelwright.providers.chat import ProviderUnavailable
 
 RUN_FILE = "run.json"
@@ -69,10 +69,9 @@ def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     return {"result": result, "cost": CostLedger(wall_s=delta)}
 
 
-# Where each node may route. The nodes say the same in their `Command[Literal[...]]` return types, but those
-# cannot be resolved here (the nodes name `Context` only for type checkers, as nodes/ may not import
-# graphs/), so LangGraph, and Studio which draws from it, would not see the routes. A test checks that
-# these match the return types.
+# Where each node may route, in one place. The nodes say the same in their `Command[Literal[...]]` return
+# types (a test checks that these match them); naming the routes here keeps what LangGraph, and Studio
+# which draws from it, see independent of resolving those annotations.
 ROUTES: dict[str, tuple[str, ...]] = {
     "planner": ("context", "finalize"),
     "context": ("coder",),

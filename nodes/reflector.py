@@ -26,7 +26,7 @@ import json
 import os
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
@@ -36,11 +36,9 @@ from kernelwright.hardware.result import EvalResult
 from kernelwright.nodes import resources
 from kernelwright.nodes.prompts import RULE_SYSTEM_PROMPT, RuleDraft, render_feedback, rule_prompt
 from kernelwright.nodes.records import Attempt, Branch, CostLedger, Reflection, Status, Timing
+from kernelwright.nodes.run_context import Context
 from kernelwright.nodes.search import reward_for
 from kernelwright.providers.chat import is_llm, usage_of
-
-if TYPE_CHECKING:
-    from kernelwright.graphs.context import Context
 
 JOURNAL = "reflections.jsonl"
 SIGNATURE_CHARS = 160
