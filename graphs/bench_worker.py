@@ -23,7 +23,7 @@ import traceback
 from pathlib import Path
 from typing import IO, Any
 
-from kernelwright.graphs.bench import RUNS_DIR, BenchTask, read_bench_file, utc_now
+from kernelwright.graphs.bench_folder import RUNS_DIR, BenchTask, read_bench_file, utc_now
 from kernelwright.graphs.bench_report import TaskRow, primary_family
 
 
