@@ -1,6 +1,7 @@
 """kernelwright's graphs and their public entry points.
 
-`graphs.optimize` holds the optimize graph (`builder`, `graph`, `run_optimize`); `graphs.context` its
-runtime `Context`; `graphs.state` its `State` and records. Import those modules directly: this package
+`graphs.optimize` holds the optimize graph (`builder`, `graph`, `run_optimize`); its runtime `Context`
+and its `State` live below the nodes (nodes/run_context.py, nodes/state.py; `graphs.context` and
+`graphs.state` re-export them under their old names). Import those modules directly: this package
 imports nothing eagerly, so `kernelwright --help` stays fast.
 """

@@ -1,18 +1,10 @@
-"""`kernelwright bench`: optimize every task of one or more folders, one worker process per GPU.
+"""The coordinator of `kernelwright bench`: optimize every task of one or more folders, one worker
+process per GPU.
 
-The bench folder (--out DIR) holds:
-
-    bench.json       what the bench is: the folders given, the task list (fixed when it starts), the
-                     settings (the optimize Context every task runs with)
-    tasks.jsonl      append-only: one TaskRow (graphs/bench_report.py) per task as it finishes, fsynced;
-                     a later line for the same task replaces an earlier one (an `error` retried)
-    sessions.json    start, end and elapsed seconds of each session (a start or a --resume)
-    runs/<suite>/<task>/   each task's own run directory (run_optimize: kernel.py, result.json,
-                     report.html, checkpoints, evaluation log), so a task cut off mid-search continues
-                     where it stopped and no candidate is evaluated twice
-    logs/<worker>.log      each worker's stderr
-    bench.lock       held (flock) by the process running the bench: one at a time
-    suite.json, suite.md, suite.html   the report, rewritten after every finished task
+The bench folder (--out DIR: bench.json, the tasks.jsonl ledger, each task's run directory, the worker
+logs, the lock and the suite report) is read and written by graphs/bench_folder.py; the live progress
+display is graphs/bench_display.py; the report's data and files are graphs/bench_report.py and
+graphs/bench_render.py.
 
 The coordinator (this module, in the `kernelwright bench` process) starts one worker process per selected
 GPU (`python -m kernelwright.graphs.bench_worker`, with CUDA_VISIBLE_DEVICES set to that GPU alone), or one CPU worker
@@ -31,195 +23,41 @@ from __future__ import annotations
 import json
 import os
 import queue
-import re
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ValidationError
-
-from kernelwright.graphs.bench_report import (
-    FINAL_STATUSES,
-    TaskRow,
-    build_suite,
-    duration,
-    headline,
-    write_suite,
-    write_text_atomic,
+from kernelwright.graphs.bench_display import Display
+from kernelwright.graphs.bench_folder import (
+    LOCK_FILE,
+    LOGS_DIR,
+    SESSIONS_FILE,
+    BenchError,
+    BenchFile,
+    append_ledger,
+    pending_row,
+    read_bench_file,
+    read_ledger,
+    utc_now,
+    write_json_atomic,
+    write_reports,
 )
+from kernelwright.graphs.bench_render import headline
+from kernelwright.graphs.bench_report import FINAL_STATUSES, TaskRow, build_suite
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from kernelwright.graphs.context import Context
-
-BENCH_FILE, LEDGER_FILE, SESSIONS_FILE, LOCK_FILE = "bench.json", "tasks.jsonl", "sessions.json", "bench.lock"
-RUNS_DIR, LOGS_DIR = "runs", "logs"
 MAX_RESTARTS = 2
 """A worker that died is started again at most this many times per session (per GPU)."""
 STOP_GRACE_S = 10.0
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_PROVIDER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-
-
-class BenchError(ValueError):
-    """Bad input or a bench folder that cannot be used; the message is one line."""
-
-
-class BenchTask(BaseModel):
-    id: str
-    suite: str
-    name: str
-    path: str
-
-    def run_dir(self, bench_dir: Path) -> Path:
-        return bench_dir / RUNS_DIR / self.suite / self.name
-
-
-class BenchFile(BaseModel):
-    """bench.json."""
-
-    schema_version: int = 1
-    created_by: str = "kernelwright bench"
-    created_at: str
-    paths: list[str]
-    context: dict[str, Any]
-    tasks: list[BenchTask]
-
-
-def utc_now() -> str:
-    from datetime import UTC, datetime
-
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-# -- tasks ------------------------------------------------------------------------------------------------------
-
-
-def _natural(name: str) -> tuple[int, str]:
-    """KernelBench numbers its files 1_..., 2_..., 10_...: order by that number, then by name."""
-    m = re.match(r"(\d+)", name)
-    return (int(m.group(1)) if m else sys.maxsize, name)
-
-
-def discover(paths: Sequence[str]) -> list[BenchTask]:
-    """The tasks of the folders (every *.py not starting with "_") and task files given, in order."""
-    tasks: list[BenchTask] = []
-    seen: set[Path] = set()
-    suites: dict[str, Path] = {}
-    for raw in paths:
-        p = Path(raw).expanduser()
-        if not p.exists():
-            raise BenchError(f"{raw}: no such folder or task file")
-        folder = p.resolve() if p.is_dir() else p.resolve().parent
-        if p.is_dir():
-            files = sorted(
-                (f for f in p.glob("*.py") if not f.name.startswith("_")), key=lambda f: _natural(f.stem)
-            )
-            if not files:
-                raise BenchError(f"{raw}: no task files (*.py) in this folder")
-        elif p.suffix == ".py":
-            files = [p]
-        else:
-            raise BenchError(f"{raw}: not a folder or a task file (*.py)")
-        # a suite is named by its folder; two different folders of one name get -2, -3, ...
-        suite, n = folder.name or "tasks", 1
-        while suites.get(suite, folder) != folder:
-            n += 1
-            suite = f"{folder.name}-{n}"
-        suites[suite] = folder
-        for f in files:
-            rf = f.resolve()
-            if rf in seen:
-                continue
-            seen.add(rf)
-            tasks.append(BenchTask(id=f"{suite}/{f.stem}", suite=suite, name=f.stem, path=str(rf)))
-    return tasks
-
-
-# -- the bench folder -----------------------------------------------------------------------------------------
-
-
-def read_bench_file(bench_dir: Path) -> BenchFile:
-    path = bench_dir / BENCH_FILE
-    if not bench_dir.is_dir():
-        raise BenchError(f"{bench_dir}: no such bench folder")
-    if not path.is_file():
-        raise BenchError(f"{bench_dir}: not a bench folder (no {BENCH_FILE})")
-    try:
-        return BenchFile.model_validate_json(path.read_text(encoding="utf-8"))
-    except (ValidationError, UnicodeDecodeError) as exc:
-        raise BenchError(f"{path} is damaged, not a file kernelwright bench wrote") from exc
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    write_text_atomic(path, json.dumps(data, indent=2) + "\n")
-
-
-def read_ledger(bench_dir: Path) -> dict[str, TaskRow]:
-    """The latest row per task in tasks.jsonl; a line cut short by a crash is ignored."""
-    rows: dict[str, TaskRow] = {}
-    path = bench_dir / LEDGER_FILE
-    if not path.exists():
-        return rows
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            row = TaskRow.model_validate_json(line)
-        except ValidationError:
-            continue
-        rows[row.id] = row
-    return rows
-
-
-def append_ledger(bench_dir: Path, row: TaskRow) -> None:
-    with open(bench_dir / LEDGER_FILE, "a", encoding="utf-8") as f:
-        f.write(row.model_dump_json() + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def pending_row(t: BenchTask) -> TaskRow:
-    return TaskRow(id=t.id, suite=t.suite, task=t.name, path=t.path, run_dir=f"{RUNS_DIR}/{t.suite}/{t.name}")
-
-
-def settings_of(context: dict[str, Any]) -> dict[str, Any]:
-    keys = (
-        "model",
-        "base_url",
-        "budget",
-        "device",
-        "target",
-        "memory",
-        "rules",
-        "seed",
-        "allow_tf32",
-        "roofline_stop",
-    )
-    s = {k: context.get(k) for k in keys}
-    s["precision"] = "tf32" if context.get("allow_tf32") else "strict"
-    return s
-
-
-def write_reports(
-    bench_dir: Path, bench: BenchFile, ledger: dict[str, TaskRow], extra: dict[str, Any]
-) -> Path:
-    rows = [ledger.get(t.id) or pending_row(t) for t in bench.tasks]
-    info = {
-        "out": str(bench_dir),
-        "paths": bench.paths,
-        "created_at": bench.created_at,
-        "updated_at": utc_now(),
-        "settings": settings_of(bench.context),
-        **extra,
-    }
-    write_suite(build_suite(rows, info), bench_dir)
-    return bench_dir / "suite.html"
-
 
 # -- GPUs -----------------------------------------------------------------------------------------------------
 
@@ -491,121 +329,7 @@ class Session:
             self.handle(slot, proc, ev, display)
 
 
-# -- progress display -----------------------------------------------------------------------------------------
-
-
-def _speed(s: float | None) -> str:
-    return "-" if s is None else f"{s:.2f}x"
-
-
-class Display:
-    """Progress: one line per finished task (always); on a terminal also a live panel of the workers."""
-
-    def __init__(self, session: Session, console: Console) -> None:
-        self.s = session
-        self.console = console
-        self.live: Any = None
-        self.total = len(session.bench.tasks)
-
-    def __enter__(self) -> Display:
-        if self.console.is_terminal:
-            from rich.live import Live
-
-            self.live = Live(self._panel(), console=self.console, refresh_per_second=2, transient=True)
-            self.live.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.live is not None:
-            self.live.__exit__(None, None, None)
-            self.live = None
-
-    def counts(self) -> tuple[int, int, int, int]:
-        rows = self.s.ledger.values()
-        done = sum(1 for r in rows if r.status in FINAL_STATUSES)
-        failed = sum(1 for r in rows if r.status in ("harness_error", "load_error", "error"))
-        running = sum(1 for sl in self.s.slots if sl.current is not None)
-        return done, running, failed, len(self.s.todo)
-
-    def eta(self) -> str:
-        n = self.s.finished_here
-        done, running, _, left = self.counts()
-        if left + running == 0:
-            return "0 s left"
-        if n == 0:
-            return "time left: estimating"
-        per_task = (time.monotonic() - self.s.started) / n
-        return f"~{duration(per_task * (left + running * 0.5))} left"
-
-    def best(self) -> str:
-        timed = [r for r in self.s.ledger.values() if r.correct and r.speedup_vs_eager is not None]
-        if not timed:
-            return ""
-        b = max(timed, key=lambda r: r.speedup_vs_eager or 0)
-        return f", best {_speed(b.speedup_vs_eager)} ({b.id})"
-
-    def status_line(self) -> str:
-        done, running, failed, left = self.counts()
-        return (
-            f"{done}/{self.total} done, {running} running, {failed} failed, {left} queued{self.best()}; "
-            f"{self.eta()}"
-        )
-
-    def _panel(self) -> Any:
-        from rich.table import Table
-
-        table = Table(title=f"kernelwright bench: {self.status_line()}", title_justify="left", expand=False)
-        for col in ("worker", "task", "candidates", "best", "for"):
-            table.add_column(col)
-        for sl in self.s.slots:
-            if sl.current is None:
-                state = "stopped" if sl.stopped else "idle" if sl.ready else "starting"
-                table.add_row(sl.label, state, "", "", "")
-                continue
-            best = _speed(sl.best) if sl.best is not None else ("correct" if sl.best_correct else "-")
-            table.add_row(
-                sl.label,
-                sl.current,
-                f"{sl.done}/{sl.budget}" if sl.budget else "",
-                best,
-                duration(time.monotonic() - sl.task_started),
-            )
-        return table
-
-    def refresh(self) -> None:
-        if self.live is not None:
-            self.live.update(self._panel())
-
-    def say(self, text: str) -> None:
-        self.console.print(text, highlight=False, markup=False)
-
-    def finished(self, row: TaskRow) -> None:
-        done, _, _, _ = self.counts()
-        if row.status == "correct":
-            what = f"correct, {_speed(row.speedup_vs_eager)} vs eager, {_speed(row.speedup_vs_compile)} vs compile"
-            if row.speedup_vs_eager is None:
-                what = "correct (untimed)"
-        else:
-            what = {"incorrect": "no correct kernel"}.get(row.status, row.status.replace("_", " "))
-        self.say(
-            f"[{done}/{self.total}] {row.id}: {what} ({row.evaluations} evaluations, {row.wall_s:.0f} s, "
-            f"{row.worker or '-'}) | {self.status_line()}"
-        )
-
-
 # -- entry ----------------------------------------------------------------------------------------------------
-
-
-def create(bench_dir: Path, paths: Sequence[str], tasks: list[BenchTask], context: Context) -> BenchFile:
-    bench_dir.mkdir(parents=True, exist_ok=True)
-    bench = BenchFile(
-        created_at=utc_now(),
-        paths=[str(Path(p).expanduser().resolve()) for p in paths],
-        context=context.to_json(),
-        tasks=tasks,
-    )
-    write_json_atomic(bench_dir / BENCH_FILE, bench.model_dump(mode="json"))
-    return bench
 
 
 def _interrupt(signum: int, frame: Any) -> None:

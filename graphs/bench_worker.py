@@ -23,7 +23,7 @@ import traceback
 from pathlib import Path
 from typing import IO, Any
 
-from kernelwright.graphs.bench import RUNS_DIR, BenchTask, read_bench_file, utc_now
+from kernelwright.graphs.bench_folder import RUNS_DIR, BenchTask, read_bench_file, utc_now
 from kernelwright.graphs.bench_report import TaskRow, primary_family
 
 
@@ -200,8 +200,8 @@ def main(argv: list[str]) -> int:
     os.dup2(2, 1)
     bench_dir = Path(argv[0])
     bench = read_bench_file(bench_dir)
-    from kernelwright.graphs.context import Context
     from kernelwright.nodes import resources
+    from kernelwright.nodes.run_context import Context
     from kernelwright.providers.chat import ProviderUnavailable
 
     ctx = Context.from_json(bench.context)

@@ -10,7 +10,7 @@ level2/ works as given) or a task file. One worker process per selected GPU (def
 GPU) takes tasks from a shared queue; without a GPU one CPU worker runs them under the Triton
 interpreter, where timings are not meaningful (and are reported as not measured). The bench folder
 (--out DIR, else <runs root>/bench-<id>) gets one run directory per task, tasks.jsonl (a row per
-finished task, written as it finishes) and suite.json, suite.md and suite.html (see graphs/bench.py and
+finished task, written as it finishes) and suite.json, suite.md and suite.html (see graphs/bench_folder.py and
 graphs/bench_report.py for what they hold). An interrupted bench continues with --resume DIR: finished
 tasks are not run again, a task cut off mid-search continues from its run directory.
 
@@ -104,7 +104,8 @@ def add_parser(subparsers: Any) -> None:
 def main(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from kernelwright.graphs.bench import EXIT_BAD_INPUT, EXIT_INTERRUPTED, BenchError
+    from kernelwright.graphs.bench import EXIT_BAD_INPUT, EXIT_INTERRUPTED
+    from kernelwright.graphs.bench_folder import BenchError
     from kernelwright.memory import MemoryLocationError
     from kernelwright.nodes import resources
     from kernelwright.providers.chat import ProviderError
@@ -131,23 +132,16 @@ def main(args: argparse.Namespace) -> int:
 def _main(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from kernelwright.graphs.bench import (
-        BENCH_FILE,
-        FINAL_STATUSES,
-        create,
-        discover,
-        plan_slots,
-        read_bench_file,
-        read_ledger,
-        run_bench,
-    )
+    from kernelwright.graphs.bench import plan_slots, run_bench
+    from kernelwright.graphs.bench_folder import BENCH_FILE, create, discover, read_bench_file, read_ledger
+    from kernelwright.graphs.bench_report import FINAL_STATUSES
     from kernelwright.graphs.cli_optimize import (
         check_memory_and_model,
         check_output_folder,
         context_from_args,
     )
-    from kernelwright.graphs.context import Context
     from kernelwright.nodes import resources
+    from kernelwright.nodes.run_context import Context
 
     console = Console(file=sys.stdout, soft_wrap=True)
 

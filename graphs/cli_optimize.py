@@ -39,9 +39,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from kernelwright.graphs.context import Context
     from kernelwright.graphs.optimize import Progress
     from kernelwright.nodes.records import Attempt, OptimizeResult
+    from kernelwright.nodes.run_context import Context
 
 PROG = "kernelwright optimize"
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_PROVIDER, EXIT_INTERRUPTED = 1, 2, 3, 130
@@ -146,7 +146,7 @@ def add_rules_argument(p: argparse.ArgumentParser) -> None:
 
 def context_from_args(args: argparse.Namespace, base: Context | None = None) -> Context:
     """A Context from the flags given; flags not given keep `base` (or the env/defaults)."""
-    from kernelwright.graphs.context import Context
+    from kernelwright.nodes.run_context import Context
 
     ctx = base or Context()
     overrides = {
@@ -327,7 +327,7 @@ def _main(args: argparse.Namespace, console: Console, say: Any) -> int:
     if args.resume:
         rd = Path(args.resume)
         saved = read_run_file(rd)
-        from kernelwright.graphs.context import Context
+        from kernelwright.nodes.run_context import Context
 
         ctx = context_from_args(args, Context.from_json(saved.context))
         check_memory_and_model(ctx, model=False)  # run_optimize checks the model if work is left

@@ -34,45 +34,30 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
-from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, ValidationError
 
-from kernelwright.graphs.context import Context
-from kernelwright.graphs.report import write_report
-from kernelwright.graphs.state import CHECKPOINT_TYPES, InputState, State
 from kernelwright.memory.store import MemoryLocationError
 from kernelwright.nodes import resources
 from kernelwright.nodes.coder import coder
 from kernelwright.nodes.compiler import compiler
 from kernelwright.nodes.context import context
-from kernelwright.nodes.finalize import build_result, write_outputs
-from kernelwright.nodes.planner import planner, wall_delta
+from kernelwright.nodes.finalize import finalize
+from kernelwright.nodes.planner import planner
 from kernelwright.nodes.profiler import profiler
-from kernelwright.nodes.records import Attempt, CostLedger, Job, OptimizeResult, RunInfo
+from kernelwright.nodes.records import Attempt, Job, OptimizeResult, RunInfo
 from kernelwright.nodes.reflector import reflector
+from kernelwright.nodes.run_context import Context
+from kernelwright.nodes.state import CHECKPOINT_TYPES, InputState, State
 from kernelwright.providers.chat import ProviderUnavailable
 
 RUN_FILE = "run.json"
 CHECKPOINT_FILE = "checkpoints.sqlite"
-REPORT_FILE = "report.html"
 GRAPH_NAME = "kernelwright-optimize"
 
 
-def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Write kernel.py, result.json and report.html to the run directory; put the result in the state."""
-    run = state["run"]
-    delta = wall_delta(run.run_id)
-    cost = (state.get("cost") or CostLedger()) + CostLedger(wall_s=delta)
-    result = build_result({**state, "cost": cost}, runtime.context.search_config())
-    write_outputs(result, run.run_dir)
-    write_report(result, list(state.get("attempts") or []), Path(run.run_dir) / REPORT_FILE)
-    return {"result": result, "cost": CostLedger(wall_s=delta)}
-
-
-# Where each node may route. The nodes say the same in their `Command[Literal[...]]` return types, but those
-# cannot be resolved here (the nodes name `Context` only for type checkers, as nodes/ may not import
-# graphs/), so LangGraph, and Studio which draws from it, would not see the routes. A test checks that
-# these match the return types.
+# Where each node may route, in one place. The nodes say the same in their `Command[Literal[...]]` return
+# types (a test checks that these match them); naming the routes here keeps what LangGraph, and Studio
+# which draws from it, see independent of resolving those annotations.
 ROUTES: dict[str, tuple[str, ...]] = {
     "planner": ("context", "finalize"),
     "context": ("coder",),

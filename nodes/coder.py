@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import time
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
@@ -19,11 +19,9 @@ from langgraph.types import Command, Send
 
 from kernelwright.nodes import resources
 from kernelwright.nodes.records import Branch, Candidate, CostLedger, Usage
+from kernelwright.nodes.run_context import Context
 from kernelwright.providers.chat import invoke_with_retry, parse_program, usage_of
 from kernelwright.providers.protocol import header_line, message_text
-
-if TYPE_CHECKING:
-    from kernelwright.graphs.context import Context
 
 
 def idea_of(answer: str) -> str:

@@ -15,7 +15,7 @@ after a crash reuses the logged result instead of evaluating the same code again
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Send
@@ -26,10 +26,7 @@ from kernelwright.hardware.static_check import static_check
 from kernelwright.nodes import resources
 from kernelwright.nodes.evaluations import EvaluationEntry, EvaluationLog, Phase, code_sha
 from kernelwright.nodes.records import Branch, CostLedger, RunInfo
-
-if TYPE_CHECKING:
-    from kernelwright.graphs.context import Context
-
+from kernelwright.nodes.run_context import Context
 
 SAME_PROGRAM = "same_program_as"
 """EvalResult.extra key: the node whose evaluation of the identical program was reused."""

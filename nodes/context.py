@@ -9,7 +9,7 @@ with the branch and ends up in the attempt's record and the report.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Send
@@ -19,9 +19,7 @@ from kernelwright.nodes import resources
 from kernelwright.nodes.context_builder import build_context
 from kernelwright.nodes.prompts import SYSTEM_PROMPT, request_text
 from kernelwright.nodes.records import Branch, Prompt, RunInfo
-
-if TYPE_CHECKING:
-    from kernelwright.graphs.context import Context
+from kernelwright.nodes.run_context import Context
 
 
 def run_target(run: RunInfo) -> Target:

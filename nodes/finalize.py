@@ -1,4 +1,5 @@
-"""What a finished run hands back: the best kernel, result.json, and the plain verdict.
+"""The finalize node: what a finished run hands back (the best kernel, result.json, report.html, and
+the plain verdict).
 
 The best kernel is the fastest correct one (with no meaningful timing, the first correct one). The
 verdict says plainly when nothing correct was found, when the best kernel is slower than eager
@@ -11,12 +12,19 @@ import json
 from pathlib import Path
 from typing import Any
 
+from langgraph.runtime import Runtime
+
+from kernelwright.nodes.planner import wall_delta
 from kernelwright.nodes.records import Attempt, BestKernel, CostLedger, Job, OptimizeResult, RunInfo
+from kernelwright.nodes.report import write_report
+from kernelwright.nodes.run_context import Context
 from kernelwright.nodes.search import Outcome, SearchTree
+from kernelwright.nodes.state import State
 from kernelwright.providers.protocol import KernelHeader, header_line
 
 KERNEL_FILE = "kernel.py"
 RESULT_FILE = "result.json"
+REPORT_FILE = "report.html"
 
 
 def tree_of(jobs: list[Job], attempts: list[Attempt], config: Any = None) -> SearchTree:
@@ -177,3 +185,14 @@ def write_outputs(result: OptimizeResult, out_dir: str | Path) -> list[Path]:
     path.write_text(json.dumps(result.model_dump(mode="json"), indent=2) + "\n", encoding="utf-8")
     written.append(path)
     return written
+
+
+def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Write kernel.py, result.json and report.html to the run directory; put the result in the state."""
+    run = state["run"]
+    delta = wall_delta(run.run_id)
+    cost = (state.get("cost") or CostLedger()) + CostLedger(wall_s=delta)
+    result = build_result({**state, "cost": cost}, runtime.context.search_config())
+    write_outputs(result, run.run_dir)
+    write_report(result, list(state.get("attempts") or []), Path(run.run_dir) / REPORT_FILE)
+    return {"result": result, "cost": CostLedger(wall_s=delta)}

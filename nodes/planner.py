@@ -17,7 +17,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Overwrite, Send
@@ -27,12 +27,10 @@ from kernelwright.hardware.roofline import roofline_floor_ms
 from kernelwright.hardware.targets import Target, detect_target, get_target, resolve_device
 from kernelwright.nodes import resources
 from kernelwright.nodes.records import Attempt, Branch, CostLedger, Job, RepresentativeDesign, RunInfo
+from kernelwright.nodes.run_context import Context
 from kernelwright.nodes.search import Decision, SearchTree, Spent
 from kernelwright.tasks.loader import load_task, load_task_source
 from kernelwright.tasks.task import Task
-
-if TYPE_CHECKING:
-    from kernelwright.graphs.context import Context
 
 # Wall time is counted between planner steps of one process: a resumed run starts a new count, so the
 # time a run lay dead between a crash and its resume is not billed to it.

@@ -13,7 +13,7 @@ and the result is marked `origin="test"`, so tests of "the fastest correct kerne
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Send
@@ -21,9 +21,7 @@ from langgraph.types import Command, Send
 from kernelwright.hardware.roofline import fraction_of_floor
 from kernelwright.nodes.compiler import eval_cost, evaluate_logged
 from kernelwright.nodes.records import Branch, CostLedger, Timing
-
-if TYPE_CHECKING:
-    from kernelwright.graphs.context import Context
+from kernelwright.nodes.run_context import Context
 
 
 def profiler(branch: Branch, runtime: Runtime[Context]) -> Command[Literal["reflector"]]:

@@ -44,6 +44,7 @@ from kernelwright.nodes.prompts import (
     same_rule_prompt,
 )
 from kernelwright.nodes.records import Attempt, Branch, CostLedger, Reflection, Status, Timing
+from kernelwright.nodes.run_context import Context
 from kernelwright.nodes.search import reward_for
 from kernelwright.providers.chat import is_llm, usage_of
 from kernelwright.providers.protocol import KernelHeader
@@ -51,7 +52,6 @@ from kernelwright.providers.protocol import KernelHeader
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
-    from kernelwright.graphs.context import Context
 
 JOURNAL = "reflections.jsonl"
 SIGNATURE_CHARS = 160

@@ -10,24 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from kernelwright.graphs.bench import (
-    LEDGER_FILE,
-    BenchError,
-    append_ledger,
-    discover,
-    parse_gpus,
-    plan_slots,
-    read_ledger,
-)
-from kernelwright.graphs.bench_report import (
-    COMPILE_COLOR,
-    EAGER_COLOR,
-    P_GRID,
-    TaskRow,
-    build_suite,
-    primary_family,
-    write_suite,
-)
+from kernelwright.graphs.bench import parse_gpus, plan_slots
+from kernelwright.graphs.bench_folder import LEDGER_FILE, BenchError, append_ledger, discover, read_ledger
+from kernelwright.graphs.bench_render import COMPILE_COLOR, EAGER_COLOR, write_suite
+from kernelwright.graphs.bench_report import P_GRID, TaskRow, build_suite, primary_family
 from tests import browser
 
 TIMED = {"timing_meaningful": True}

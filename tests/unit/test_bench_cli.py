@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelwright.graphs.bench import LEDGER_FILE
+from kernelwright.graphs.bench_folder import LEDGER_FILE
 from kernelwright.graphs.cli import main as cli_main
 from kernelwright.nodes import resources
 from tests import browser
@@ -286,7 +286,7 @@ def test_bad_input_is_one_line_and_nothing_is_made(tmp_path, capsys):
 def test_a_bench_folder_is_run_by_one_process_at_a_time(tmp_path, capsys):
     import fcntl
 
-    from kernelwright.graphs.bench import create, discover
+    from kernelwright.graphs.bench_folder import create, discover
     from kernelwright.graphs.context import Context
 
     suite = make_suite(tmp_path / "suite", {"01_relu": "relu"})
@@ -380,7 +380,8 @@ def test_two_workers_share_the_queue(tmp_path):
     once, both workers get work."""
     from rich.console import Console
 
-    from kernelwright.graphs.bench import Slot, create, discover, run_bench
+    from kernelwright.graphs.bench import Slot, run_bench
+    from kernelwright.graphs.bench_folder import create, discover
     from kernelwright.graphs.context import Context
 
     suite = make_suite(tmp_path / "suite", {f"{i:02d}_t": "relu" if i % 2 else "scale" for i in range(1, 5)})

@@ -17,7 +17,6 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.constants import END, START
 from langgraph.types import Command, Send
 
-import kernelwright.graphs.context
 from kernelwright.graphs.context import Context
 from kernelwright.graphs.optimize import ROUTES, builder, graph, serializer
 from kernelwright.nodes import resources
@@ -39,12 +38,12 @@ def drawn_edges() -> set[tuple[str, str]]:
 
 
 def declared_edges() -> set[tuple[str, str]]:
-    """Routes from each node's return annotation, resolved with the names a type checker sees."""
+    """Routes from each node's return annotation, resolved with the names its module imports."""
     edges = {(START, "planner"), ("finalize", END)}
     for name in BRANCH_NODES:
         module = importlib.import_module(f"kernelwright.nodes.{name}")
         fn = getattr(module, name)
-        hints = typing.get_type_hints(fn, {**vars(module), "Context": kernelwright.graphs.context.Context})
+        hints = typing.get_type_hints(fn)
         command = hints["return"]
         assert typing.get_origin(command) is Command, f"{name} does not return a Command"
         (targets,) = typing.get_args(command)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from kernelwright.graphs.report import render_report, versus_parent
 from kernelwright.hardware.result import EvalResult
 from kernelwright.nodes.records import (
     Attempt,
@@ -12,6 +11,7 @@ from kernelwright.nodes.records import (
     OptimizeResult,
     Timing,
 )
+from kernelwright.nodes.report import render_report, versus_parent
 
 
 def attempt(node: str, parent: str, speedup: float | None, status: str = "correct", **kw) -> Attempt:

@@ -1,4 +1,5 @@
-"""report.html for one optimize run: one self-contained page, no scripts, no network.
+"""report.html for one optimize run, written by the finalize node (nodes/finalize.py): one self-contained
+page, no scripts, no network.
 
 It draws the search tree (inline SVG: nodes by depth, coloured by outcome, edges by action), plots the
 speedup of every correct attempt and the best so far over the attempts (correctness over attempts when

@@ -1,0 +1,67 @@
+"""Dependencies point one way: graphs -> nodes -> (providers, memory, hardware, tasks).
+
+nodes/ shares the run's types (Context, State, records) with graphs/ from below, so no module of nodes/
+names graphs/, not even for a type checker; and importing every nodes module loads no graphs module.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+LOWER = ("providers", "memory", "hardware", "tasks")
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module an `import` or `from ... import` in the file names (nested and TYPE_CHECKING ones too)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names |= {f"{node.module}.{a.name}" for a in node.names}
+    return names
+
+
+def offending(folders: tuple[str, ...], forbidden: tuple[str, ...]) -> list[str]:
+    bad = []
+    for folder in folders:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for name in sorted(imported_modules(path)):
+                if any(name == f or name.startswith(f + ".") for f in forbidden):
+                    bad.append(f"{path.relative_to(ROOT)} imports {name}")
+    return bad
+
+
+def test_nodes_never_import_graphs():
+    assert offending(("nodes",), ("kernelwright.graphs",)) == []
+
+
+def test_the_lower_layers_import_neither_nodes_nor_graphs():
+    assert offending(LOWER, ("kernelwright.graphs", "kernelwright.nodes")) == []
+
+
+def test_importing_every_node_module_loads_no_graphs_module():
+    modules = sorted(
+        f"kernelwright.nodes.{p.stem}" for p in (ROOT / "nodes").glob("*.py") if p.stem != "__init__"
+    )
+    script = (
+        "import importlib, json, sys\n"
+        f"for m in {modules!r}: importlib.import_module(m)\n"
+        "print(json.dumps(sorted(n for n in sys.modules if n.startswith('kernelwright.graphs'))))\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
