@@ -13,7 +13,7 @@ take about half the wall time) and stream their progress back as JSON lines; the
 only writer of tasks.jsonl and the reports. A worker dies with the coordinator (PR_SET_PDEATHSIG).
 
 Ctrl-C or SIGTERM stops a bench in order: the workers are stopped (their runs stay resumable), the reports
-are written and the --resume command is printed. Resuming (`--resume DIR`) skips every task with a final outcome (correct, incorrect, harness_error,
+are written and the --resume command is printed. Resuming (`--resume DIR`) skips every task with a final outcome (correct, incorrect, unsupported, harness_error,
 load_error) and runs the others, continuing each from its run directory. A task whose run raised or whose
 worker died is recorded as `error` and is tried again by the next --resume, not within the same session.
 """

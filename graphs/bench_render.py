@@ -20,6 +20,7 @@ SUITE_JSON, SUITE_MD, SUITE_HTML = "suite.json", "suite.md", "suite.html"
 STATUS_TEXT = {
     "correct": "correct",
     "incorrect": "no kernel",
+    "unsupported": "unsupported",
     "harness_error": "harness error",
     "load_error": "load error",
     "error": "error",
@@ -161,7 +162,7 @@ h1{font-size:22px;margin-bottom:4px} h2{font-size:17px;margin-top:28px;border-bo
 .figure{margin:0} .figure figcaption{font-size:13px;color:#495057;max-width:470px}
 table{border-collapse:collapse;font-size:13px} td,th{border:1px solid #dee2e6;padding:4px 8px;text-align:left;vertical-align:top}
 th{background:#f8f9fa} td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
-.st-correct{color:#2b8a3e} .st-incorrect,.st-error,.st-load_error{color:#c92a2a} .st-harness_error{color:#e67700}
+.st-correct{color:#2b8a3e} .st-incorrect,.st-error,.st-load_error{color:#c92a2a} .st-unsupported{color:#868e96} .st-harness_error{color:#e67700}
 .st-pending{color:#868e96} .muted{color:#868e96} code{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px}
 td code{overflow-wrap:anywhere}
 """

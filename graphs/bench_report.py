@@ -31,8 +31,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 SCHEMA_VERSION = 1
 
-Status = Literal["correct", "incorrect", "harness_error", "load_error", "error", "pending"]
-FINAL_STATUSES: frozenset[str] = frozenset({"correct", "incorrect", "harness_error", "load_error"})
+Status = Literal["correct", "incorrect", "unsupported", "harness_error", "load_error", "error", "pending"]
+FINAL_STATUSES: frozenset[str] = frozenset(
+    {"correct", "incorrect", "unsupported", "harness_error", "load_error"}
+)
 """Outcomes a resumed bench does not run again. An `error` (the run raised, or its worker died) is
 recorded too, and run again (continued from its run directory) by the next --resume."""
 FAILED_STATUSES: frozenset[str] = frozenset({"harness_error", "load_error", "error"})

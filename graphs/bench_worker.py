@@ -100,7 +100,7 @@ def _resumable(run_dir: Path) -> bool:
 
 def run_task(t: BenchTask, bench_dir: Path, ctx: Any, label: str, device_name: str, emit: Events) -> TaskRow:
     from kernelwright.graphs.optimize import Progress, run_optimize
-    from kernelwright.nodes.planner import HARNESS_STOP
+    from kernelwright.nodes.planner import HARNESS_STOP, UNSUPPORTED_STOP
     from kernelwright.providers.chat import ProviderUnavailable
     from kernelwright.tasks import TaskError, load_task
 
@@ -157,6 +157,8 @@ def run_task(t: BenchTask, bench_dir: Path, ctx: Any, label: str, device_name: s
         status = "correct"
     elif res.stop_reason.startswith(HARNESS_STOP):
         status = "harness_error"
+    elif res.stop_reason.startswith(UNSUPPORTED_STOP):
+        status = "unsupported"
     else:
         status = "incorrect"
     nodes = res.search.get("nodes_detail", [])

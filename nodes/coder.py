@@ -56,6 +56,7 @@ def coder(branch: Branch, runtime: Runtime[Context]) -> Command[Literal["compile
     tokens_in, tokens_out = usage_of(message)
     text = message_text(message)
     code, error = parse_program(message)
+    unsupported = (getattr(message, "response_metadata", None) or {}).get("unsupported")
     candidate = Candidate(
         node_id=branch.job.node_id,
         code=code,
@@ -66,6 +67,7 @@ def coder(branch: Branch, runtime: Runtime[Context]) -> Command[Literal["compile
         answer_chars=len(text),
         usage=Usage(llm_calls=1, tokens_in=tokens_in, tokens_out=tokens_out),
         seconds=round(seconds, 3),
+        unsupported=unsupported if isinstance(unsupported, str) and unsupported else None,
     )
     return Command(
         update={"cost": CostLedger(llm_calls=1, tokens_in=tokens_in, tokens_out=tokens_out)},

@@ -36,8 +36,11 @@ def verdict_for(
     best: BestKernel | None, n: int, run: RunInfo, stop_reason: str = ""
 ) -> tuple[str, bool | None]:
     """(one plain sentence, slower than eager or None when unknown)."""
-    from kernelwright.nodes.planner import HARNESS_STOP
+    from kernelwright.nodes.planner import HARNESS_STOP, UNSUPPORTED_STOP
 
+    if best is None and stop_reason.startswith(UNSUPPORTED_STOP):
+        why = stop_reason.split(": ", 1)[-1]
+        return f"Unsupported: {why}. Stopped after {n} step(s); keep the reference PyTorch program.", None
     if best is None and stop_reason.startswith(HARNESS_STOP):
         return (
             f"Stopped after {n} candidate(s): {stop_reason}. No candidate was at fault; fix the task (or the "

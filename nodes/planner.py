@@ -182,6 +182,19 @@ def harness_stop(attempts: list[Attempt]) -> str | None:
     return f"{HARNESS_STOP} ({failed.node_id}): {first[:300]}"
 
 
+UNSUPPORTED_STOP = "the writer has no design for this task"
+"""The start of the stop reason when the writer said it cannot write the task at all."""
+
+
+def unsupported_stop(attempts: list[Attempt]) -> str | None:
+    """Why the search must stop at once: the writer said that it has no design for this task (an
+    operator or dtype it does not express), which no other step changes. No candidate is spent on it."""
+    said = next((a for a in attempts if a.candidate.unsupported), None)
+    if said is None:
+        return None
+    return f"{UNSUPPORTED_STOP} ({said.node_id}): {said.candidate.unsupported}"
+
+
 def planner(state: Any, runtime: Runtime[Context]) -> Command[Literal["context", "finalize"]]:
     """Start the run on the first step; then stop, wait for branches in flight, or fan out new ones."""
     ctx = runtime.context
@@ -220,7 +233,9 @@ def planner(state: Any, runtime: Runtime[Context]) -> Command[Literal["context",
     done = {a.node_id for a in attempts}
     in_flight = [j for j in jobs if j.node_id not in done]
     spent = Spent(candidates=len(jobs), llm_calls=cost.llm_calls, wall_s=cost.wall_s + delta)
-    stop = harness_stop(attempts) or tree.should_stop(ctx.search_budget(), spent)
+    stop = (
+        harness_stop(attempts) or unsupported_stop(attempts) or tree.should_stop(ctx.search_budget(), spent)
+    )
     if stop is None:
         slots = min(ctx.k - len(in_flight), ctx.budget - len(jobs))
         decisions = tree.plan(slots) if slots > 0 else []

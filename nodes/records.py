@@ -129,6 +129,9 @@ class Candidate(Record):
     answer_chars: int = 0
     usage: Usage = Field(default_factory=Usage)
     seconds: float = 0.0
+    unsupported: str | None = None
+    """The writer's statement that it cannot write this task at all (an operator or dtype it has no
+    design for), as it gave it; the run stops after this step (nodes/planner.py unsupported_stop)."""
 
     @property
     def design(self) -> str:

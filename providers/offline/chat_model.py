@@ -61,6 +61,8 @@ class OfflineKernelWriter(BaseChatModel):
             "token_usage_estimated": "characters / 4",
             "wrote_program": answer.code is not None,
         }
+        if answer.unsupported:
+            meta["unsupported"] = answer.unsupported
         if answer.meta is not None:
             meta.update(family=answer.meta.family, design=answer.meta.design, config=answer.meta.config)
         message = AIMessage(content=text, usage_metadata=usage, response_metadata=meta)  # type: ignore[arg-type]

@@ -45,6 +45,9 @@ class WriterAnswer:
     explanation: str
     meta: ProgramMeta | None = None
     kernels: list[dict[str, Any]] = field(default_factory=list)
+    unsupported: str | None = None
+    """Set when the task itself is beyond this writer (an operator or dtype it has no design for), not
+    this step: the graph then stops the run at once (nodes/planner.py unsupported_stop)."""
 
     @property
     def text(self) -> str:
@@ -71,8 +74,14 @@ def register_task_writer(family: str, writer: TaskWriter) -> None:
     _TASK_WRITERS.append((family, writer))
 
 
-def _no_program(reason: str) -> WriterAnswer:
-    return WriterAnswer(None, f"The offline writer cannot write this task: {reason}")
+def _no_program(reason: str, *, task_level: bool = True) -> WriterAnswer:
+    """No program. `task_level`: the reason holds for every step of this task (an unsupported operator),
+    so the run may as well stop; else it is this step's (a config whose code generation failed)."""
+    return WriterAnswer(
+        None,
+        f"The offline writer cannot write this task: {reason}",
+        unsupported=reason if task_level else None,
+    )
 
 
 def _full_config(choice: Choice, info: KernelInfo, tf32: bool) -> dict[str, Any]:
@@ -89,7 +98,7 @@ def write_program(prompt: str, seed: int = 0) -> WriterAnswer:
     sections = parse_sections(prompt)
     task = sections.get("task")
     if task is None or not task.body.strip():
-        return _no_program("the prompt has no <task> section with the reference program")
+        return _no_program("the prompt has no <task> section with the reference program", task_level=False)
     name = task.attrs.get("name", "task")
     if _TASK_WRITERS:
         ctx0 = read_context(sections, seed, CONFIG_KEYS)
@@ -140,7 +149,7 @@ def _emit(
             return WriterAnswer(code, explanation, meta, records)
         except (EmitError, RowPlanError, ValueError, KeyError) as exc:
             if attempt == 1:
-                return _no_program(f"code generation failed: {exc}")
+                return _no_program(f"code generation failed: {exc}", task_level=False)
             # The chosen designs cannot be written for this task: fall back to each kernel's default.
             for kid, info in infos.items():
                 d = default_design(info)

@@ -404,3 +404,41 @@ def test_seeded_runs_on_the_same_memory_search_the_same_way(tmp_path):
     (id1, search1), (id2, search2) = searches
     assert id1 != id2
     assert search1 == search2 and len(search1) >= 3
+
+
+SORT_TASK = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.sort(x, dim=-1).values
+
+
+def get_inputs():
+    return [torch.randn(5, 33)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_task_the_writer_cannot_express_stops_after_one_step_and_says_why(tmp_path):
+    """The offline writer has no design for a sort: the run ends after the first step with a verdict that
+    names the operator, spends no more candidates on it and learns no rule from it."""
+    from kernelwright.graphs.optimize import run_optimize
+    from kernelwright.nodes.planner import UNSUPPORTED_STOP
+
+    task = tmp_path / "sort_last_dim.py"
+    task.write_text(SORT_TASK)
+    memory = tmp_path / "memory"
+    ctx = Context(model="offline", budget=4, device="cpu", workers=1, fanout=0, memory=str(memory))
+    result = run_optimize(str(task), ctx, tmp_path / "run")
+    assert not result.correct
+    assert result.stop_reason.startswith(UNSUPPORTED_STOP), result.stop_reason
+    assert result.verdict.startswith("Unsupported:") and "aten.sort" in result.verdict, result.verdict
+    assert result.cost.evaluations <= 1 and result.cost.llm_calls == 1
+    with open_memory(memory) as m:
+        assert m.rules.all() == []
