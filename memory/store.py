@@ -11,8 +11,11 @@ failed). `ChromaStore` makes that safe:
   reloads the index from disk and replays the write log, so it sees (and never overwrites) what other
   processes wrote.
 
-Reopening costs only when another process wrote in between. A Chroma server (`http://host:port`)
-serialises writes itself and needs neither lock nor generation.
+Reopening costs only when another process wrote in between. A Chroma server (`http://host:port`) keeps
+one index for all its clients, so it needs no generation; but it runs each request on its own, and a
+client's read-modify-write (a rule's count, the downstream scores of a case's ancestors) would interleave
+with another's and lose updates (measured: four writers raising one rule's count 24 times left it at 17).
+So a write also holds a lock on the server, taken by creating a collection (`_lock_server`).
 
 A folder this process cannot write (permissions, a read-only mount) is opened from a snapshot copied to
 a temporary folder: everything can be read, a write raises MemoryLocationError. A damaged folder (the
@@ -28,8 +31,10 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import socket
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -47,6 +52,10 @@ from kernelwright.memory.embedding import Embedder
 ENV_MEMORY = "KERNELWRIGHT_MEMORY"
 DEFAULT_MEMORY_DIR = "~/.kernelwright"
 LOCK_FILE = ".kernelwright.lock"
+SERVER_LOCK = "kernelwright_write_lock"
+"""On a Chroma server, the collection that exists while one client writes (ChromaStore._lock_server)."""
+SERVER_LOCK_STALE_S = 120.0
+"""A server lock older than this is taken to be left by a client that died mid-write, and broken."""
 GENERATION_FILE = ".kernelwright.generation"
 STORE_SCHEMA = 1
 
@@ -236,11 +245,15 @@ class ChromaStore:
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 self._lock_fd = fd
                 self._refresh_if_stale()
+            elif outer:
+                self._lock_server()
             self._write_depth += 1
             try:
                 yield
             finally:
                 self._write_depth -= 1
+                if outer and self.remote:
+                    self._unlock_server()
                 if outer and self._lock_fd is not None:
                     try:
                         self._bump_generation()
@@ -248,6 +261,38 @@ class ChromaStore:
                         fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
                         os.close(self._lock_fd)
                         self._lock_fd = None
+
+    def _lock_server(self) -> None:
+        """Exclusive across every client of a Chroma server: creating a collection is the server's one
+        atomic test-and-set (a second create of one name fails), so the lock is a collection that exists
+        while a client writes. Without it, two clients' read-modify-writes (a rule's count, a case's
+        ancestors' scores) interleave and lose updates. A lock older than SERVER_LOCK_STALE_S (its holder
+        died mid-write) is broken."""
+        client = self.client
+        holder = f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
+        wait = 0.005
+        while True:
+            try:
+                client.create_collection(SERVER_LOCK, metadata={"holder": holder, "at": time.time()})
+                return
+            except Exception as exc:  # the HTTP client raises the server's "already exists" as several types
+                if "exist" not in str(exc).lower():
+                    raise
+            try:
+                at = float((client.get_collection(SERVER_LOCK).metadata or {}).get("at", 0.0))
+                if time.time() - at > SERVER_LOCK_STALE_S:
+                    client.delete_collection(SERVER_LOCK)
+                    continue
+            except Exception:  # released (or broken by another client) in between: try again at once
+                continue
+            time.sleep(wait)
+            wait = min(wait * 2, 0.2)
+
+    def _unlock_server(self) -> None:
+        try:
+            self.client.delete_collection(SERVER_LOCK)
+        except Exception:  # broken as stale by another client: nothing left to release
+            pass
 
     def cache_token(self) -> int | None:
         """Changes whenever any process wrote to this memory; None for a server (no such signal).

@@ -143,3 +143,73 @@ def test_memory_over_http(chroma_server: str, tmp_path: Path) -> None:
         local.import_jsonl(exported)
         local.export_jsonl(tmp_path / "local.jsonl")
     assert exported.read_bytes() == (tmp_path / "local.jsonl").read_bytes()
+
+
+SERVER_WRITER = """
+import os, sys, time
+from kernelwright.hardware.result import Versions
+from kernelwright.memory import Case, RuleCandidate, open_memory
+from kernelwright.tasks.task import TaskSignature
+
+url, sync, tag, root_id, n = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+sig = TaskSignature(op_families=["matmul"], ops=["aten.mm"], input_shapes=[[5, 123]], input_dtypes=["float32"])
+v = Versions(triton="3.6.0", torch="2.13.0")
+mem = open_memory(url)
+root = mem.cases.get(root_id)
+open(os.path.join(sync, tag + ".ready"), "w").close()
+while not os.path.exists(os.path.join(sync, "go")):
+    time.sleep(0.01)
+prev = root
+for i in range(n):
+    parent = root if i % 2 == 0 else prev
+    c = Case.from_attempt(signature=sig, code=f"# {tag} {i}", correct=True, speedup=1.0 + i / 100,
+                          parent=parent, hardware="h", run_id=tag)
+    mem.cases.add(c)
+    prev = c if i % 2 else prev
+    # every writer learns the same rule at every step: its count must end at writers x steps
+    mem.rules.add(RuleCandidate(text="You cannot use recursion inside a kernel (shared)", error_kind="compile_error",
+                                error="UnsupportedLanguageConstruct: recursion", versions=v, case_id=c.id))
+    mem.rules.record_rule_exposure([], failed=i % 3 == 0, op_families=["matmul"], run_id=tag)
+mem.close()
+print("done", tag)
+"""
+
+
+def test_concurrent_writers_on_one_server_lose_nothing(chroma_server: str, tmp_path: Path) -> None:
+    """Four processes write cases, rules and exposures to one `chroma run` at once; afterwards every case,
+    every rule observation (counts) and every exposure is there, once."""
+    writers, n = 4, 6
+    with open_memory(chroma_server) as m:
+        root = m.cases.add(
+            Case.from_attempt(signature=SIG, code="root", correct=True, speedup=1.0, hardware="h")
+        )
+    script = tmp_path / "writer.py"
+    script.write_text(SERVER_WRITER)
+    sync = tmp_path / "sync"
+    sync.mkdir()
+    tags = [f"w{i}" for i in range(writers)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), chroma_server, str(sync), tag, root.id, str(n)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for tag in tags
+    ]
+    deadline = time.time() + 120
+    while not all((sync / f"{t}.ready").exists() for t in tags):
+        assert time.time() < deadline and all(p.poll() is None for p in procs), "a writer did not start"
+        time.sleep(0.02)
+    (sync / "go").touch()
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-2000:]
+        assert out.startswith("done")
+    with open_memory(chroma_server) as m:
+        assert m.cases.count() == 1 + writers * n
+        assert m.rules.exposure_count() == writers * n
+        rules = m.rules.all()
+        shared = [r for r in rules if "(shared)" in r.text]
+        assert len(shared) == 1, [r.text for r in shared]
+        assert shared[0].count == writers * n
