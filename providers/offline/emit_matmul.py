@@ -30,8 +30,9 @@ import sympy
 import torch
 
 from kernelwright.providers.offline.emit import TL_DTYPE, Code, ExprContext, Operand, cat_of
-from kernelwright.providers.offline.emit_rows import RowKernelGen, RowPlanError, _Load
 from kernelwright.providers.offline.ir import SymScalar, Value, aligned, is_one
+from kernelwright.providers.offline.kernel_gen import KernelGen
+from kernelwright.providers.offline.kernel_plan import RowPlanError, _Load
 from kernelwright.providers.offline.schedule import Kernel, Schedule, _shape_eq, _walk_values
 
 
@@ -52,11 +53,15 @@ class MatmulConfig:
         return dict(self.__dict__)
 
 
-class MatmulGen(RowKernelGen):
+class MatmulGen(KernelGen):
+    """Generates the tiled `tl.dot` kernel(s) of one matmul kernel, its epilogue and its launcher."""
+
+    cfg: MatmulConfig
     const_shape = "[1, 1]"
 
     def __init__(self, sched: Schedule, k: Kernel, cfg: MatmulConfig, ctx: ExprContext) -> None:
-        self.mcfg = cfg
+        self.cfg = cfg
+        self.ctx = ctx
         assert k.anchor is not None
         self.anchor = k.anchor
         self.A, self.B = k.anchor.args
@@ -64,13 +69,10 @@ class MatmulGen(RowKernelGen):
         self.extra = list(getattr(k, "extra_anchors", ()))
         self.Bs = [self.B] + [x.args[1] for x in self.extra]
         self.bp = "bcdefgh"[: len(self.Bs)]
-        super().__init__(sched, k, cfg, ctx)  # type: ignore[arg-type]
+        super().__init__(sched, k)
         self.layout = "matmul"
         self.full_outputs = list(k.outputs)
-        self.row_outputs = []
-
-    def vclass(self, v: Value) -> str:
-        return "full"
+        self.row_outputs: list[Value] = []
 
     def _collect(self) -> None:
         seen: set[int] = set()
@@ -179,7 +181,7 @@ class MatmulGen(RowKernelGen):
                 acc = self._acc(j)
                 c(f"{p} = tl.load({p}_ptrs, mask=kmask[:, None], other=0.0)")
                 if self.A.dtype == torch.float32 and B.dtype == torch.float32:
-                    c(f'{acc} = tl.dot(a, {p}, {acc}, input_precision="{self.mcfg.PREC}")')
+                    c(f'{acc} = tl.dot(a, {p}, {acc}, input_precision="{self.cfg.PREC}")')
                 else:
                     c(f"{acc} = tl.dot(a, {p}, {acc})")
             c("a_ptrs += BLOCK_K * sak")
@@ -264,7 +266,7 @@ class MatmulGen(RowKernelGen):
             "GROUP_M: tl.constexpr",
         ]
         c = Code()
-        mode = self.mcfg.mode
+        mode = self.cfg.mode
         b_ptrs = [f"{p}_ptr" for p in self.bp]
         if mode == "split_k" and self.extra:
             raise RowPlanError("split_k is not written for dual matmuls")
@@ -315,7 +317,7 @@ class MatmulGen(RowKernelGen):
     def launcher_source(
         self, name: str, symmap: dict[sympy.Symbol, str]
     ) -> tuple[str, list[Value], list[SymScalar]]:
-        cfg = self.mcfg
+        cfg = self.cfg
         c = Code()
         tensors = [self.A, *self.Bs] + [ld.value for ld in self.loads.values()]
         loads = [ld.name for ld in self.loads.values()]

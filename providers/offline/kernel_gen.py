@@ -53,6 +53,8 @@ class KernelGen(KernelPlan):
     """Code-writing helpers over a kernel plan; subclasses set `cfg` and `ctx` and write the kernel."""
 
     const_shape = "[1, 1]"
+    launch_device = False
+    """The launcher takes the device as an argument after the scalars (pointwise: it may read no tensor)."""
     cfg: Any
     ctx: ExprContext
     kname: str
@@ -73,7 +75,7 @@ class KernelGen(KernelPlan):
         self.kname = name
         self.const_sizes: set[str] = set()
         ksrc = self.kernel_source(name)
-        if getattr(self.cfg, "STATIC", 0):  # the matmul and pointwise subclasses have configs without it
+        if getattr(self.cfg, "STATIC", 0):  # matmul and pointwise configs have no STATIC
             # The row length, the group sizes and every stride: address arithmetic and masks fold.
             self.const_sizes |= set(re.findall(r"^    (NR|G\d+|\w+_s\d+),$", ksrc, flags=re.M))
         ksrc = constexpr_sizes(ksrc, self.const_sizes)
