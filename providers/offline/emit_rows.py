@@ -48,7 +48,8 @@ from kernelwright.providers.offline.schedule import Kernel, Schedule
 
 
 class RowKernelGen(RowPlan, KernelGen):
-    """Generates the @triton.jit kernel(s) and the launcher of one row kernel."""
+    """Generates the @triton.jit kernel(s) and the launcher of one row kernel: a RowPlan (the facts)
+    with the code helpers every generator shares (KernelGen)."""
 
     cfg: RowConfig
     scalar_groups: set[int]

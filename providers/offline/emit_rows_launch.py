@@ -14,16 +14,10 @@ from kernelwright.providers.offline.emit import Code
 from kernelwright.providers.offline.emit_rows_split import split_sizes
 from kernelwright.providers.offline.ir import SymScalar, Value, broadcast_shapes, is_one
 from kernelwright.providers.offline.kernel_plan import RowPlanError
-from kernelwright.providers.offline.row_plan import _AUTO_WARPS, _AUTO_WARPS_MAX
+from kernelwright.providers.offline.row_plan import _auto_warps_expr
 
 if TYPE_CHECKING:
     from kernelwright.providers.offline.emit_rows import RowKernelGen
-
-
-def _auto_warps_expr(tile: str) -> str:
-    """The rule above as the Python expression an emitted launcher evaluates."""
-    (b0, w0), (b1, w1) = _AUTO_WARPS
-    return f"{w0} if {tile} < {b0} else ({w1} if {tile} < {b1} else {_AUTO_WARPS_MAX})"
 
 
 def launcher_source(
@@ -95,6 +89,7 @@ def launcher_source(
 
 
 def out_shape(gen: RowKernelGen, v: Value) -> str:
+    """The launcher's expression for output `v`'s shape."""
     if gen.vclass(v) == "full":
         return "shape"
     # A per-row value: its dims are the kept dims in order, with size-1 dims where it has them.
@@ -116,6 +111,7 @@ def out_shape(gen: RowKernelGen, v: Value) -> str:
 
 
 def launch_plain(gen: RowKernelGen, c: Code, args: list[str]) -> None:
+    """Block sizes, grid and warps for one kernel over the rows (every design but split), then the launch."""
     cfg = gen.cfg
     c("npow = triton.next_power_of_2(max(NR, 1))")
     if gen.layout == "rows":
@@ -163,6 +159,7 @@ def launch_plain(gen: RowKernelGen, c: Code, args: list[str]) -> None:
 def launch_split(
     gen: RowKernelGen, c: Code, args: list[str], outs: list[str], snames: list[str], strides: list[str]
 ) -> None:
+    """The split design's buffers and its partial, combine and apply launches, level by level."""
     cfg = gen.cfg
     dev = args[0]
     c(f"BLOCK_R = min({cfg.BLOCK_R}, triton.next_power_of_2(max(NR, 1)))")

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 
 def looped_body(gen: RowKernelGen, c: Code, online: bool) -> None:
+    """One pass per level of statistics (levels merged where `online`), then the writing pass."""
     gen.single = False
     merges = gen.merges() if online else {}
     merged_into: dict[int, list[tuple[Value, str, Value | None]]] = {}
@@ -53,6 +54,7 @@ def looped_body(gen: RowKernelGen, c: Code, online: bool) -> None:
 
 
 def scans_needed(gen: RowKernelGen, targets: list[Value]) -> list[Value]:
+    """The scans `targets` read (not through a statistic), in id order: each needs a running carry."""
     out: list[Value] = []
     seen: set[int] = set()
     stack = list(targets)
@@ -91,6 +93,7 @@ def row_prereqs(gen: RowKernelGen, c: Code, targets: list[Value]) -> None:
 
 
 def stat_pass(gen: RowKernelGen, c: Code, group: list[Value], merged_into: dict) -> None:
+    """One loop over the row accumulating the statistics of `group` (and those merged into them)."""
     gen.evict = "evict_last" if gen.cfg.EVICT and gen.full_outputs else None
     row_prereqs(gen, c, group)
     ax = gen.AX

@@ -135,16 +135,19 @@ def split_sources(gen: RowKernelGen, name: str) -> str:
 
 
 def split_sizes(gen: RowKernelGen) -> list[str]:
+    """The size parameters of the split kernels."""
     return ["NK", "NR"] + (["NI"] if gen.layout == "cols" else [])
 
 
 def split_meta(gen: RowKernelGen) -> list[str]:
+    """The block-size meta-parameters of the split kernels (by layout)."""
     if gen.layout == "rows":
         return ["BLOCK_M: tl.constexpr", "BLOCK_R: tl.constexpr"]
     return ["BLOCK_R: tl.constexpr", "BLOCK_I: tl.constexpr"]
 
 
 def accumulate(gen: RowKernelGen, c: Code, st: Value) -> None:
+    """Fold this chunk's masked values into statistic `st`'s tile accumulator."""
     m = gen._masked(c, st, gen.full_memo)
     a = f"a{st.id}"
     if st.op in ("sum", "mean"):

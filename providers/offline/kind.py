@@ -57,7 +57,7 @@ class KernelInfo:
     fp32_dot: bool = True
     itemsize: int = 4
     dual: bool = False
-    """A dual matmul kernel (several products sharing A, one epilogue): see emit_matmul.DualKernel."""
+    """A dual matmul kernel (several products sharing A, one epilogue): see matmul_fusion.DualKernel."""
     b_kmajor: bool = False
     """B was K-contiguous while tracing (nn.Linear's W.T): KMAJOR costs no copy."""
     sm_count: int = DEFAULT_SM_COUNT

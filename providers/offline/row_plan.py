@@ -59,7 +59,7 @@ def next_pow2(n: int) -> int:
 
 def registers_rows_launch(cfg: RowConfig, nk: int, nr: int) -> tuple[bool, int, int, int]:
     """(single, BLOCK_R, BLOCK_M, num_warps) that a whole-row-in-registers launcher over rows computes for
-    NK rows of NR elements: the same arithmetic as the code `_launch_plain` emits, for callers that
+    NK rows of NR elements: the same arithmetic as the code `emit_rows_launch.launch_plain` emits, for callers that
     reason about configs without running them."""
     npow = next_pow2(max(nr, 1))
     single = npow <= cfg.RMAX

@@ -26,9 +26,9 @@ from kernelwright.providers.offline.designs import (
     kernel_info,
     make_config,
 )
-from kernelwright.providers.offline.emit_matmul import fuse_dual_matmuls
 from kernelwright.providers.offline.emit_module import EmitError, ProgramMeta, emit_program
 from kernelwright.providers.offline.emit_rows import RowPlanError
+from kernelwright.providers.offline.matmul_fusion import fuse_dual_matmuls
 from kernelwright.providers.offline.policy import Choice, Context, choose, fuse_allowed, read_context
 from kernelwright.providers.offline.schedule import Schedule, schedule
 from kernelwright.providers.protocol import parse_sections
