@@ -16,11 +16,13 @@ import sympy
 import torch
 
 from kernelwright.providers.offline.analysis import AnalyzedTask
+from kernelwright.providers.offline.designs import KINDS
 from kernelwright.providers.offline.emit import BN_RUNNING, HELPERS, RUNTIME, Code, ExprContext, py_expr
-from kernelwright.providers.offline.emit_matmul import MatmulConfig, MatmulGen
-from kernelwright.providers.offline.emit_pointwise import PointwiseConfig, PointwiseGen
-from kernelwright.providers.offline.emit_rows import RowConfig, RowKernelGen
+from kernelwright.providers.offline.emit_matmul import MatmulConfig
+from kernelwright.providers.offline.emit_pointwise import PointwiseConfig
+from kernelwright.providers.offline.emit_rows import RowConfig
 from kernelwright.providers.offline.ir import SymScalar, Value
+from kernelwright.providers.offline.kernel_gen import KernelGen
 from kernelwright.providers.offline.schedule import Kernel, Schedule
 from kernelwright.providers.protocol import KernelHeader
 
@@ -130,15 +132,10 @@ class _Glue:
         raise EmitError(f"no glue for {v.kind} {v.op}")
 
 
-def _generator(sched: Schedule, k: Kernel, cfg: KernelConfig, ctx: ExprContext) -> RowKernelGen:
-    if k.kind == "rows":
-        assert isinstance(cfg, RowConfig)
-        return RowKernelGen(sched, k, cfg, ctx)
-    if k.kind == "matmul":
-        assert isinstance(cfg, MatmulConfig)
-        return MatmulGen(sched, k, cfg, ctx)
-    assert isinstance(cfg, PointwiseConfig)
-    return PointwiseGen(sched, k, cfg, ctx)
+def _generator(sched: Schedule, k: Kernel, cfg: KernelConfig, ctx: ExprContext) -> KernelGen:
+    kind = KINDS[k.kind]
+    assert isinstance(cfg, kind.config)
+    return kind.generator(sched, k, cfg, ctx)
 
 
 def emit_program(task: AnalyzedTask, sched: Schedule, configs: dict[int, KernelConfig], meta: ProgramMeta,
@@ -163,7 +160,7 @@ def emit_program(task: AnalyzedTask, sched: Schedule, configs: dict[int, KernelC
         kernel_srcs.append(ksrc)
         launcher_srcs.append(lsrc)
         args = [glue.name(t) for t in tensors] + [py_expr(s, glue.symmap) for s in syms]
-        if isinstance(gen, PointwiseGen) and not isinstance(gen, MatmulGen):
+        if gen.launch_device:
             dev = glue.name(tensors[0]) + ".device" if tensors else f"{glue.first_tensor}.device"
             args.append(dev)
         shape_arg = getattr(gen, "shape_arg", None)

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import sympy
 
 from kernelwright.providers.offline.emit import Code, ExprContext, Operand
-from kernelwright.providers.offline.emit_rows import RowKernelGen
 from kernelwright.providers.offline.ir import SymScalar, Value, broadcast_shapes
+from kernelwright.providers.offline.kernel_gen import KernelGen
 from kernelwright.providers.offline.schedule import Kernel, Schedule
 
 
@@ -31,25 +31,22 @@ class PointwiseConfig:
         return dict(self.__dict__)
 
 
-class PointwiseGen(RowKernelGen):
+class PointwiseGen(KernelGen):
+    """Generates the flat-index kernel of one pointwise kernel and its launcher."""
+
+    cfg: PointwiseConfig
     const_shape = "[1]"
+    launch_device = True
 
     def __init__(self, sched: Schedule, k: Kernel, cfg: PointwiseConfig, ctx: ExprContext) -> None:
-        self.pcfg = cfg
-        super().__init__(sched, k, cfg, ctx)  # type: ignore[arg-type]
+        self.cfg = cfg
+        self.ctx = ctx
+        super().__init__(sched, k)
         for ld in self.loads.values():
             ld.row = False
         self.layout = "flat"
         self.full_outputs = list(k.outputs)
-        self.row_outputs = []
-
-    def vclass(self, v: Value) -> str:
-        return "full"
-
-    def is_load(self, v: Value) -> bool:
-        if getattr(self, "k", None) is not None and v in self.k.outputs and v.id in self.owned:
-            return False
-        return super().is_load(v)
+        self.row_outputs: list[Value] = []
 
     def kernel_source(self, name: str) -> str:
         c = Code()
@@ -61,7 +58,7 @@ class PointwiseGen(RowKernelGen):
         for ld in self.loads.values():
             if not self.dense(ld):
                 params += self.load_strides(ld)
-        if self.pcfg.mode == "grid_stride":
+        if self.cfg.mode == "grid_stride":
             params += ["ITERS"]  # a runtime loop bound: no unrolling, no recompiling per size
         params += ["BLOCK: tl.constexpr"]
         c.jit_def(name, params)
@@ -69,7 +66,7 @@ class PointwiseGen(RowKernelGen):
             self.row_memo = {}
             self.stat_names = {}
             self.single = True
-            if self.pcfg.mode == "grid_stride":
+            if self.cfg.mode == "grid_stride":
                 c("for it in range(ITERS):")
                 with c.indent():
                     c("idx = (it * tl.num_programs(0) + tl.program_id(0)) * BLOCK + tl.arange(0, BLOCK)")
@@ -130,7 +127,7 @@ class PointwiseGen(RowKernelGen):
     def launcher_source(
         self, name: str, symmap: dict[sympy.Symbol, str]
     ) -> tuple[str, list[Value], list[SymScalar]]:
-        cfg = self.pcfg
+        cfg = self.cfg
         c = Code()
         tensors = [ld.value for ld in self.loads.values()]
         tnames = [ld.name for ld in self.loads.values()]

@@ -11,7 +11,8 @@ From the prompt sections (providers/protocol.py) this module reads
   config that won on a task of the same family (same hardware preferred) is tried first; design+config
   pairs of failed or negative cases are avoided;
 - the target: whether TF32 is allowed for fp32 matmuls (`tf32_allowed`: a `precision: tf32` line, as
-  the context builder writes under --allow-tf32, or words to that effect; `precision: strict` never).
+  the context builder writes under --allow-tf32, or words to that effect; `precision: strict` never),
+  and its SM count (`sm_count: N`, 132 when not named).
 
 Every choice is deterministic for a given prompt and seed.
 """
@@ -25,7 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernelwright.providers.offline.designs import (
+    DEFAULT_SM_COUNT,
     DESIGN_NAMES,
+    KINDS,
     Design,
     KernelInfo,
     config_space,
@@ -34,6 +37,7 @@ from kernelwright.providers.offline.designs import (
     designs_for,
     find_design,
     launch_effect,
+    target_sm_count,
 )
 from kernelwright.providers.protocol import KernelHeader, Section
 from kernelwright.tasks.similarity import NEAR, parse_case_line, parse_signature_key, signature_similarity
@@ -190,6 +194,8 @@ class WriterContext:
     """Programs already written in the run (<tried>): a small step skips their configs, a large step
     their designs (while another design is left)."""
     tf32: bool = False
+    sm_count: int = DEFAULT_SM_COUNT
+    """The target's SM count (<target> `sm_count: N`); defaults decide how many programs fill the GPU."""
     rng: random.Random = field(default_factory=random.Random)
     signature: TaskSignature | None = None
     """This task's signature (the <task> section's `signature` attribute), to rank cases by."""
@@ -244,6 +250,7 @@ def read_context(sections: dict[str, Section], seed: int, config_keys: set[str])
             req.body if req else None,
             " ".join(f"{k}={v}" for k, v in (req.attrs.items() if req else [])),
         ),  # fmt: skip
+        sm_count=target_sm_count(sections["target"].body if "target" in sections else None),
         rng=rng,
         signature=signature,
     )
@@ -605,7 +612,7 @@ def _repair(
             two_pass = next((x for x in order if x.mode in ("looped", "registers")), None)
             if two_pass is not None:
                 return _first_allowed(ctx, info, [two_pass], "repair (mismatch): two-pass statistics")
-    simplest = {"rows": "registers", "matmul": "grouped", "pointwise": "flat"}.get(info.kind)
+    simplest = KINDS[info.kind].simplest_mode
     alt = [x for x in order if x.mode == simplest] + [x for x in order if x.mode != simplest]
     return _first_allowed(
         ctx, info, alt, f"repair ({kind or 'unknown error'}): the simplest known-good design"

@@ -27,8 +27,8 @@ from kernelwright.providers.offline.designs import (
     kernel_info,
     make_config,
 )
-from kernelwright.providers.offline.emit_matmul import fuse_dual_matmuls
 from kernelwright.providers.offline.emit_module import ProgramMeta, emit_program
+from kernelwright.providers.offline.matmul_fusion import fuse_dual_matmuls
 from kernelwright.providers.offline.schedule import Schedule, schedule
 from kernelwright.providers.offline.writer import WriterAnswer
 

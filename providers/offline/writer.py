@@ -26,9 +26,9 @@ from kernelwright.providers.offline.designs import (
     kernel_info,
     make_config,
 )
-from kernelwright.providers.offline.emit_matmul import fuse_dual_matmuls
 from kernelwright.providers.offline.emit_module import EmitError, ProgramMeta, emit_program
 from kernelwright.providers.offline.emit_rows import RowPlanError
+from kernelwright.providers.offline.matmul_fusion import fuse_dual_matmuls
 from kernelwright.providers.offline.policy import Choice, WriterContext, choose, fuse_allowed, read_context
 from kernelwright.providers.offline.schedule import Schedule, schedule
 from kernelwright.providers.protocol import parse_sections
@@ -121,7 +121,7 @@ def write_program(prompt: str, seed: int = 0) -> WriterAnswer:
     if not kernels:
         ops = ", ".join(sorted({k.anchor.op for k in sched.kernels if k.anchor is not None}))
         return _no_program(f"nothing in it is work this writer expresses in Triton (only {ops})")
-    infos = {k.id: kernel_info(sched, k) for k in kernels}
+    infos = {k.id: kernel_info(sched, k, ctx.sm_count) for k in kernels}
     primary = max(kernels, key=lambda k: (infos[k.id].cost, -k.id))
     return _emit(analysed, sched, ctx, infos, primary.id)
 

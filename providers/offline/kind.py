@@ -1,0 +1,125 @@
+"""The interface every kind of Triton kernel the writer schedules (rows, matmul, pointwise) provides.
+
+A `KernelKind` says, for the kernels of its kind: which facts a design choice looks at (`facts`, filled
+into a `KernelInfo` without building a generator), which designs it has per family (`designs`), a
+design's default and space of configs, and the generator that writes the code. Kinds register
+themselves in `KINDS` (kind_rows.py, kind_matmul.py, kind_pointwise.py); designs.py dispatches through
+it, so adding a kind is one module and one import there.
+
+Target facts: `KernelInfo.sm_count` is the target's SM count (the prompt's <target> section carries
+`sm_count: N`); `DEFAULT_SM_COUNT` (132, an H100/H200) when no target names it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kernelwright.providers.offline.emit import ExprContext
+from kernelwright.providers.offline.schedule import Kernel, Schedule
+
+if TYPE_CHECKING:
+    from kernelwright.providers.offline.kernel_gen import KernelGen
+
+DEFAULT_SM_COUNT = 132
+"""SMs of the GPU the defaults aim at (H100/H200) when the prompt's target does not say."""
+
+
+def target_sm_count(target: str | None) -> int:
+    """The SM count a <target> section names (`sm_count: N`, as nodes/context_builder.target_facts
+    writes it), or DEFAULT_SM_COUNT when it names none."""
+    m = re.search(r"\bsm_count\s*[:=]\s*(\d+)", target or "")
+    n = int(m.group(1)) if m else 0
+    return n if n > 0 else DEFAULT_SM_COUNT
+
+
+@dataclass
+class KernelInfo:
+    """What a design choice looks at: the kernel's kind and the sizes seen while tracing."""
+
+    kernel: Kernel
+    kind: str  # rows | matmul | pointwise
+    family: str
+    layout: str = ""  # rows | cols (row kernels)
+    NK: int = 1
+    NR: int = 1
+    NI: int = 1
+    split_ok: bool = False
+    merges: bool = False
+    has_scan: bool = False
+    M: int = 1
+    N: int = 1
+    K: int = 1
+    NB: int = 1
+    numel: int = 1
+    fp32_dot: bool = True
+    itemsize: int = 4
+    dual: bool = False
+    """A dual matmul kernel (several products sharing A, one epilogue): see matmul_fusion.DualKernel."""
+    b_kmajor: bool = False
+    """B was K-contiguous while tracing (nn.Linear's W.T): KMAJOR costs no copy."""
+    sm_count: int = DEFAULT_SM_COUNT
+    """The target's SM count: how many programs fill the GPU."""
+
+    @property
+    def cost(self) -> float:
+        """A rough work estimate: which kernel of a program is its main one."""
+        return KINDS[self.kind].cost(self)
+
+
+@dataclass(frozen=True)
+class Design:
+    name: str
+    family: str
+    kind: str
+    mode: str
+    space: dict[str, tuple[Any, ...]]
+    applies: Callable[[KernelInfo], bool] = field(default=lambda info: True, compare=False)
+    """Whether the design can be written for a kernel of its kind (designs_for checks the kind)."""
+    about: str = ""
+
+
+@dataclass(frozen=True)
+class KernelKind:
+    """One kind of kernel: its facts, designs, defaults and generator."""
+
+    name: str
+    config: type
+    """The config dataclass of its designs, built as `config(mode=design.mode)`."""
+    designs: Callable[[], dict[str, list[Design]]]
+    """Its designs by family, in the order a family's defaults and neighbours read them."""
+    facts: Callable[[Schedule, Kernel, KernelInfo], None]
+    """Fill the kind's fields of a KernelInfo (sizes from the traced hints)."""
+    cost: Callable[[KernelInfo], float]
+    default_design: Callable[[KernelInfo, dict[str, Design]], Design]
+    """The default among the applicable designs (given by mode, the first design of each mode)."""
+    default_config: Callable[[Design, KernelInfo, bool], dict[str, Any]]
+    """(design, info, tf32 allowed) -> the default config values."""
+    config_space: Callable[[Design, KernelInfo, bool], dict[str, tuple[Any, ...]]]
+    generator: Callable[[Schedule, Kernel, Any, ExprContext], KernelGen]
+    simplest_mode: str
+    """The design mode a repair falls back to: the one known to compile and be correct."""
+    launch_effect: Callable[[Design, KernelInfo, dict[str, Any]], tuple[Any, ...] | None] = field(
+        default=lambda design, info, values: None
+    )
+    """What a config launches with on the traced sizes, where modelled (see designs.launch_effect)."""
+
+
+KINDS: dict[str, KernelKind] = {}
+
+
+def register_kind(kind: KernelKind) -> KernelKind:
+    """Add (or replace) a kind; designs.py imports the kind modules, which call this."""
+    KINDS[kind.name] = kind
+    return kind
+
+
+def make_config(design: Design, values: dict[str, Any]) -> Any:
+    """The design's config object with `values` set (keys the config does not have are ignored)."""
+    cfg = KINDS[design.kind].config(mode=design.mode)
+    for k, v in values.items():
+        if hasattr(cfg, k):
+            setattr(cfg, k, v)
+    return cfg

@@ -1,0 +1,142 @@
+"""Matmul kernels (tiled tl.dot with a fused epilogue) as a kernel kind: facts, designs, defaults.
+
+fp32 matmuls: under strict precision a large product (M*N*K >= 2^30) starts from split-precision
+tensor-core dots (PREC=tf32x3: three TF32 MMAs, fp32-level accuracy) with both operands made K-major
+(KMAJOR=1) and BLOCK_K=32, which Hopper's TF32 MMAs need; split_k keeps strict IEEE dots by default
+so the search also measures the CUDA-core path. Small products use IEEE dots. With TF32 allowed,
+PREC=tf32 (one TF32 MMA) with K-major operands. Two products sharing A whose results meet in one
+pointwise chain can be one dual kernel (designs "dual" and "dual_persistent"); the policy decides per
+program whether to fuse them (`policy.fuse_allowed`: the root starts unfused). The code comes from
+`MatmulGen` (emit_matmul.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kernelwright.providers.offline.emit_matmul import MatmulConfig, MatmulGen
+from kernelwright.providers.offline.kind import Design, KernelInfo, KernelKind, register_kind
+from kernelwright.providers.offline.schedule import Kernel, Schedule
+
+BIG_MATMUL = 1 << 30
+"""M*N*K (times the batch) from which a strict fp32 product starts on tensor cores (PREC=tf32x3)."""
+
+
+def _single(i: KernelInfo) -> bool:
+    return not i.dual
+
+
+def _dual(i: KernelInfo) -> bool:
+    return i.dual
+
+
+def designs() -> dict[str, list[Design]]:
+    mm_space = {"BLOCK_M": (32, 64, 128, 256), "BLOCK_N": (32, 64, 128, 256), "BLOCK_K": (16, 32, 64, 128),
+                "GROUP_M": (1, 4, 8, 16), "num_warps": (2, 4, 8, 16), "num_stages": (2, 3, 4, 5),
+                "PREC": ("ieee", "tf32x3", "tf32"), "KMAJOR": (0, 1)}  # fmt: skip
+    return {
+        "matmul": [
+            Design("grouped", "matmul", "matmul", "grouped", mm_space, _single,
+                   "one program per tile, GROUP_M band ordering"),
+            Design("split_k", "matmul", "matmul", "split_k", {**mm_space, "SPLIT_K": (2, 4, 8, 16)},
+                   _single, "K split over programs, partials reduced with the epilogue"),
+            Design("persistent", "matmul", "matmul", "persistent", mm_space, _single,
+                   "one program per SM walking the tiles"),
+            Design("dual", "matmul", "matmul", "grouped", mm_space, _dual,
+                   "two products sharing A in one kernel: A loaded once, two accumulators, one fused store"),
+            Design("dual_persistent", "matmul", "matmul", "persistent", mm_space, _dual,
+                   "the dual kernel with one program per SM walking the tiles"),
+        ]
+    }  # fmt: skip
+
+
+def facts(sched: Schedule, k: Kernel, info: KernelInfo) -> None:
+    g = sched.graph
+    a, b = k.anchor.args  # type: ignore[union-attr]
+    shape = g.hints(k.space)
+    info.M, info.N, info.K = shape[-2], shape[-1], g.hint(a.shape[-1])
+    info.NB = 1
+    for d in shape[:-2]:
+        info.NB *= d
+    info.fp32_dot = a.dtype.itemsize == 4 and b.dtype.itemsize == 4
+    info.itemsize = a.dtype.itemsize
+    info.dual = bool(getattr(k, "extra_anchors", None))
+    info.b_kmajor = _kmajor_view(b)
+
+
+def _kmajor_view(b: Any) -> bool:
+    """B is a transposed view of its last two dims (x @ W.T): K-contiguous when the source is contiguous."""
+    if b.kind != "view" or b.op != "permute":
+        return False
+    dims = list(b.attrs.get("dims", ()))
+    n = len(dims)
+    return n >= 2 and dims[-2:] == [n - 1, n - 2]
+
+
+def cost(info: KernelInfo) -> float:
+    return 2.0 * info.M * info.N * info.K * info.NB * (2 if info.dual else 1) / 50.0
+
+
+def default_design(info: KernelInfo, by_mode: dict[str, Design]) -> Design:
+    if (
+        "split_k" in by_mode
+        and info.M * info.N * info.NB <= 128 * 128 * 16
+        and info.K >= 4 * max(info.M, info.N)
+    ):
+        return by_mode["split_k"]
+    return by_mode["grouped"]
+
+
+def default_config(design: Design, info: KernelInfo, tf32: bool = False) -> dict[str, Any]:
+    cfg: dict[str, Any] = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 8,
+                           "num_stages": 3}  # fmt: skip
+    if not info.fp32_dot:
+        cfg.update({"BLOCK_N": 256, "BLOCK_K": 64})
+        if design.mode == "split_k":
+            cfg.update({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "SPLIT_K": 8, "num_warps": 4})
+        return cfg
+    big = info.M * info.N * info.K * info.NB >= BIG_MATMUL
+    if tf32:
+        prec = "tf32"
+    elif big and (design.mode != "split_k" or info.dual):
+        prec = "tf32x3"
+    else:
+        prec = "ieee"
+    cfg["PREC"] = prec
+    # TF32 MMAs want both operands K-major; IEEE dots run on CUDA cores and do not care.
+    cfg["KMAJOR"] = 0 if prec == "ieee" else 1
+    if prec == "ieee":
+        cfg["BLOCK_K"] = 16
+    if info.dual:
+        # Two accumulators: a smaller tile keeps them (and tf32x3's split operands) in registers. On an
+        # H200 (SwiGLU, strict) 64x64x32 with 4 warps and 4 stages ran 7.45 ms, 128x64x32 with 8 warps 7.71.
+        cfg.update({"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 4})
+    if design.mode == "split_k":
+        cfg.update({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "SPLIT_K": 8, "num_warps": 4})
+    return cfg
+
+
+def config_space(design: Design, info: KernelInfo, tf32: bool = False) -> dict[str, tuple[Any, ...]]:
+    """The design's space; TF32 only where allowed, and no precision keys for fp16/bf16 dots."""
+    space = dict(design.space)
+    space["PREC"] = ("ieee", "tf32x3", "tf32") if tf32 else ("ieee", "tf32x3")
+    if not info.fp32_dot:
+        space.pop("PREC")
+        space.pop("KMAJOR", None)
+    return space
+
+
+MATMUL = register_kind(
+    KernelKind(
+        name="matmul",
+        config=MatmulConfig,
+        designs=designs,
+        facts=facts,
+        cost=cost,
+        default_design=default_design,
+        default_config=default_config,
+        config_space=config_space,
+        generator=MatmulGen,
+        simplest_mode="grouped",
+    )
+)

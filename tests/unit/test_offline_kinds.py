@@ -1,0 +1,63 @@
+"""The kernel kinds behind the offline writer's designs (providers/offline/kind*.py): one registered
+kind per kernel kind, facts read without a generator, and the target's SM count in the defaults."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from kernelwright.providers.offline import emit_rows
+from kernelwright.providers.offline.analysis import analyze_cached
+from kernelwright.providers.offline.designs import (
+    DEFAULT_SM_COUNT,
+    KINDS,
+    REGISTRY,
+    default_design,
+    designs_for,
+    kernel_info,
+    target_sm_count,
+)
+from kernelwright.providers.offline.policy import read_context
+from kernelwright.providers.offline.schedule import schedule
+from kernelwright.providers.offline.writer import CONFIG_KEYS
+from kernelwright.providers.protocol import parse_sections
+from kernelwright.tasks import bundled_suite_dir
+
+
+def _kernel(task_file: str):
+    analysed = analyze_cached((bundled_suite_dir("level1") / task_file).read_text(), task_file)
+    sched = schedule(analysed.graph)
+    return sched, sched.triton_kernels()[0]
+
+
+def test_every_kind_registers_its_designs():
+    assert set(KINDS) == {"rows", "matmul", "pointwise"}
+    for kind in KINDS.values():
+        for family, designs in kind.designs().items():
+            assert [d.name for d in REGISTRY[family]] == [d.name for d in designs]
+            assert all(d.kind == kind.name for d in designs)
+
+
+def test_facts_are_read_without_building_a_generator(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("kernel_info built a generator")
+
+    monkeypatch.setattr(emit_rows.RowKernelGen, "__init__", refuse)
+    sched, k = _kernel("05_sum_last_dim.py")
+    info = kernel_info(sched, k)
+    assert info.kind == "rows" and info.layout == "rows" and info.NR > 1
+    assert {d.kind for d in designs_for(info)} == {"rows"}
+
+
+def test_sm_count_comes_from_the_target_section():
+    assert target_sm_count(None) == DEFAULT_SM_COUNT == 132
+    assert target_sm_count("name: a100\nsm_count: 108") == 108
+    assert target_sm_count("sm_count: 0") == DEFAULT_SM_COUNT
+    prompt = "<task name='t'>x</task>\n<target>\nname: h100\nsm_count: 114\n</target>"
+    assert read_context(parse_sections(prompt), 0, CONFIG_KEYS).sm_count == 114
+
+
+def test_few_long_rows_split_against_the_targets_sm_count():
+    sched, k = _kernel("23_sum_all.py")
+    info = dataclasses.replace(kernel_info(sched, k), NK=300, NR=1 << 17, split_ok=True)
+    assert default_design(dataclasses.replace(info, sm_count=132)).mode == "split"  # 300 rows < 4 x 132
+    assert default_design(dataclasses.replace(info, sm_count=64)).mode != "split"  # 300 rows fill 64 SMs
