@@ -39,9 +39,9 @@ from kernelwright.providers.offline.conv_host import HostWriter
 from kernelwright.providers.offline.conv_ir import ConvConfig, ConvPlan
 from kernelwright.providers.offline.conv_kernels import StageKernelWriter
 from kernelwright.providers.offline.conv_reference import ReferenceParts
-from kernelwright.providers.offline.conv_runtime import HOST_HELPERS, JIT_HELPERS, NORM_STATS_KERNEL
+from kernelwright.providers.offline.conv_runtime import BN_EVAL_KERNEL, HOST_HELPERS, NORM_STATS_KERNEL
 from kernelwright.providers.offline.conv_stages import DESIGNS, ConvEmitError, Stage, StagedPlan, partition
-from kernelwright.providers.offline.emit import BN_RUNNING
+from kernelwright.providers.offline.emit import BN_RUNNING, HELPERS
 
 __all__ = ["DESIGNS", "ConvEmitError", "Stage", "StagedPlan", "emit", "partition"]
 
@@ -71,7 +71,8 @@ def emit(plan: ConvPlan, source: str, design: str, config: ConvConfig, precision
         "import triton.language as tl",
     ]
     parts += reference.imports
-    parts.append(JIT_HELPERS)
+    math_helpers = sorted(writer.epilogue.helpers.helpers)  # the ones the ops call
+    parts.append(BN_EVAL_KERNEL + "".join("\n" + HELPERS[name] for name in math_helpers))
     if has_norm:
         parts.append(NORM_STATS_KERNEL)
     parts += ["\n" + kt for kt in kernels]

@@ -1,14 +1,18 @@
 """The epilogue of a stage kernel: pointwise ops, channel reductions and normalisation in registers, and
 the sink that ends the stage (a store, a store with statistics partials, or atomics of a spatial
 reduction).
+
+Pointwise ops are written by emit.pw_expr, the one table of Triton forms every offline writer uses.
 """
 
 from __future__ import annotations
 
+import torch
+
 from kernelwright.providers.offline.conv_ir import Op
 from kernelwright.providers.offline.conv_mainloop import Coords
 from kernelwright.providers.offline.conv_stages import COMPARISONS, ConvEmitError, Stage, StagedPlan
-from kernelwright.providers.offline.emit import Code
+from kernelwright.providers.offline.emit import Code, ExprContext, Operand, pw_expr
 
 
 def _bshape(a: str, b: str) -> str:
@@ -16,60 +20,6 @@ def _bshape(a: str, b: str) -> str:
     rows = a in "cf" or b in "cf"
     cols = a in "rf" or b in "rf"
     return "f" if rows and cols else ("c" if rows else ("r" if cols else "s"))
-
-
-_UNARY_TEMPLATES = {
-    "relu": "tl.maximum({a}, 0.0)",
-    "relu6": "tl.minimum(tl.maximum({a}, 0.0), 6.0)",
-    "sigmoid": "1.0 / (1.0 + tl.exp(-{a}))",
-    "tanh": "_kw_tanh({a})",
-    "gelu": "_kw_gelu({a})",
-    "gelu_tanh": "0.5 * {a} * (1.0 + _kw_tanh(0.7978845608028654 * ({a} + 0.044715 * {a} * {a} * {a})))",
-    "silu": "{a} / (1.0 + tl.exp(-{a}))",
-    "mish": "{a} * _kw_tanh(_kw_softplus({a}, 1.0, 20.0))",
-    "hardswish": "{a} * tl.minimum(tl.maximum({a} + 3.0, 0.0), 6.0) / 6.0",
-    "hardsigmoid": "tl.minimum(tl.maximum({a} / 6.0 + 0.5, 0.0), 1.0)",
-    "hardtanh": "tl.minimum(tl.maximum({a}, {k0}), {k1})",
-    "leaky_relu": "tl.where({a} >= 0.0, {a}, {a} * {k0})",
-    "elu": "tl.where({a} > 0.0, {a}, {k0} * (tl.exp({a}) - 1.0))",
-    "celu": "tl.where({a} > 0.0, {a}, {k0} * (tl.exp({a} / {k0}) - 1.0))",
-    "selu": "1.0507009873554805 * tl.where({a} > 0.0, {a}, 1.6732632423543772 * (tl.exp({a}) - 1.0))",
-    "softplus": "_kw_softplus({a}, {k0}, {k1})",
-    "logsigmoid": "-_kw_softplus(-{a}, 1.0, 20.0)",
-    "softsign": "{a} / (1.0 + tl.abs({a}))",
-    "tanhshrink": "{a} - _kw_tanh({a})",
-    "exp": "tl.exp({a})",
-    "log": "tl.log({a})",
-    "abs": "tl.abs({a})",
-    "neg": "-{a}",
-    "sqrt": "tl.sqrt({a})",
-    "rsqrt": "1.0 / tl.sqrt({a})",
-    "reciprocal": "1.0 / {a}",
-    "square": "{a} * {a}",
-    "erf": "tl.erf({a})",
-    "sin": "tl.sin({a})",
-    "cos": "tl.cos({a})",
-    "floor": "tl.floor({a})",
-    "ceil": "tl.ceil({a})",
-    "clamp": "tl.minimum(tl.maximum({a}, {k0}), {k1})",
-    "clamp_min": "tl.maximum({a}, {k0})",
-    "clamp_max": "tl.minimum({a}, {k0})",
-}
-_BINARY_TEMPLATES = {
-    "add": "{a} + {b}",
-    "sub": "{a} - {b}",
-    "mul": "{a} * {b}",
-    "div": "{a} / {b}",
-    "maximum": "tl.maximum({a}, {b})",
-    "minimum": "tl.minimum({a}, {b})",
-    "pow": "_kw_pow({a}, {b})",
-    "gt": "{a} > {b}",
-    "lt": "{a} < {b}",
-    "ge": "{a} >= {b}",
-    "le": "{a} <= {b}",
-    "eq": "{a} == {b}",
-    "ne": "{a} != {b}",
-}
 
 
 class EpilogueWriter:
@@ -83,6 +33,7 @@ class EpilogueWriter:
         self.plan = sp.plan
         self.bools: set[int] = set()  # ops whose value is boolean (comparisons)
         self.tile_shape = "(BLOCK_M, BLOCK_N)"  # the value tile of the stage being written
+        self.helpers = ExprContext()  # the @triton.jit helpers (emit.HELPERS) the ops call
 
     def ops(self, k: Code, st: Stage, ops: list[Op], co: Coords, kinds: dict[int, str]) -> None:
         for op in ops:
@@ -111,20 +62,20 @@ class EpilogueWriter:
                 kinds[op.id] = "s"
             elif op.kind == "unary":
                 fn = op.attrs["fn"]
-                ks = {f"k{i}": f"k{op.id}_{i}" for i in range(len(op.consts))}
-                k(f"{v} = " + _UNARY_TEMPLATES[fn].format(a=self.float_of(op.args[0], kinds), **ks))
+                x = Operand(self.float_of(op.args[0], kinds), "f")
+                consts = [Operand(f"k{op.id}_{i}", "f") for i in range(len(op.consts))]
+                k(f"{v} = " + pw_expr(fn, [x, *consts], torch.float32, {}, self.helpers).text)
                 kinds[op.id] = kinds[op.args[0]]
             elif op.kind == "binary":
                 fn = op.attrs["fn"]
                 a, b = op.args
                 if fn in COMPARISONS:
-                    k(f"{v} = " + _BINARY_TEMPLATES[fn].format(a=f"v{a}", b=f"v{b}"))
+                    # booleans compare as they are; a boolean against a float is widened
+                    args = [Operand(f"v{i}", "b" if i in self.bools else "f") for i in (a, b)]
                     self.bools.add(op.id)
                 else:
-                    k(
-                        f"{v} = "
-                        + _BINARY_TEMPLATES[fn].format(a=self.float_of(a, kinds), b=self.float_of(b, kinds))
-                    )
+                    args = [Operand(self.float_of(i, kinds), "f") for i in (a, b)]
+                k(f"{v} = " + pw_expr(fn, args, torch.float32, {}, self.helpers).text)
                 kinds[op.id] = _bshape(kinds[a], kinds[b])
             elif op.kind == "where":
                 cnd, a, b = op.args

@@ -1,12 +1,13 @@
-"""Source text every conv program carries: its @triton.jit math helpers, the kernel that combines a
-normalisation's statistics partials, and the host helpers its launcher calls.
+"""Source text every conv program carries: the kernel that reads a BatchNorm's running statistics, the
+kernel that combines a normalisation's statistics partials, and the host helpers its launcher calls.
+
+The math helpers the pointwise ops call (_kw_tanh, _kw_softplus, ...) are emit.HELPERS, the ones every
+offline writer uses, and come in only where a program's ops call them.
 """
 
 from __future__ import annotations
 
-from kernelwright.providers.offline.emit import HELPERS
-
-JIT_HELPERS = """
+BN_EVAL_KERNEL = """
 @triton.jit
 def _kw_bn_eval_kernel(rm_ptr, rv_ptr, mean_ptr, rstd_ptr, C, eps, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
@@ -15,34 +16,7 @@ def _kw_bn_eval_kernel(rm_ptr, rv_ptr, mean_ptr, rstd_ptr, C, eps, BLOCK: tl.con
     rv = tl.load(rv_ptr + offs, mask=mask, other=1.0).to(tl.float32)
     tl.store(mean_ptr + offs, rm, mask=mask)
     tl.store(rstd_ptr + offs, 1.0 / tl.sqrt(rv + eps), mask=mask)
-
-
-@triton.jit
-def _kw_tanh(x):
-    # tanh from exp: |x| large saturates to +-1 without overflow
-    t = tl.exp(-2.0 * tl.abs(x))
-    r = (1.0 - t) / (1.0 + t)
-    return tl.where(x >= 0.0, r, -r)
-
-
-@triton.jit
-def _kw_softplus(x, beta, threshold):
-    # torch's softplus: linear above the threshold, log(1 + exp(beta x)) / beta below
-    bx = x * beta
-    return tl.where(bx > threshold, x, tl.log(1.0 + tl.exp(tl.minimum(bx, threshold))) / beta)
-
-
-@triton.jit
-def _kw_pow(a, e):
-    # a ** e for real e: integer exponents keep the sign of negative bases, others give NaN there
-    mag = tl.exp2(e * tl.log2(tl.abs(a)))
-    ei = tl.floor(e)
-    odd = (ei - 2.0 * tl.floor(ei * 0.5)) == 1.0
-    neg = tl.where(ei == e, tl.where(odd, -mag, mag), float("nan"))
-    res = tl.where(a < 0.0, neg, mag)
-    zero = tl.where(e == 0.0, 1.0, tl.where(e > 0.0, 0.0, float("inf")))
-    return tl.where(a == 0.0, zero, res)
-""" + HELPERS["_kw_gelu"]
+"""
 
 NORM_STATS_KERNEL = """
 @triton.jit
