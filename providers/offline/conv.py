@@ -26,7 +26,7 @@ and forward signature, and are shape-generic.
 
 A per-channel-affine normalisation (group/instance/batch norm, training statistics) followed only by
 affine per-channel work and a sum or mean over every spatial dim is folded (ConvPlan.fold, found by
-conv_analysis.find_norm_fold): the convolution's output is never stored, the reduction comes from the
+conv_fold.find_norm_fold): the convolution's output is never stored, the reduction comes from the
 normalisation's per-tile partial sums.
 
 Precision: "strict" allows DOT=ieee (exact fp32 FMAs) and DOT=tf32x3 (three TF32 tensor-core

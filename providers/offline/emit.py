@@ -148,10 +148,11 @@ def _kw_softplus(x):
 def _kw_pow(x, y):
     r = tl.exp2(y * tl.log2(tl.abs(x)))
     yi = tl.floor(y)
-    is_int = yi == y
-    odd = is_int & ((yi - 2.0 * tl.floor(yi * 0.5)) != 0.0)
-    r = tl.where((x < 0) & odd, -r, r)
-    r = tl.where((x < 0) & (yi != y), float("nan"), r)
+    # a negative base: an integer exponent keeps the sign of odd powers, any other gives NaN (selects,
+    # not `&`, so a scalar exponent meets a block base; the interpreter cannot `&` the two)
+    odd = (yi - 2.0 * tl.floor(yi * 0.5)) != 0.0
+    neg = tl.where(yi == y, tl.where(odd, -r, r), float("nan"))
+    r = tl.where(x < 0, neg, r)
     r = tl.where(x == 0, tl.where(y > 0, 0.0, float("inf")), r)
     return tl.where(y == 0, 1.0, r)
 """,
@@ -234,7 +235,11 @@ def _pow_const(x: str, e: float, ctx: ExprContext) -> str | None:
 
 
 def pw_expr(op: str, args: list[Operand], out: torch.dtype, attrs: dict, ctx: ExprContext) -> Operand:
-    """The Triton expression of one pointwise op on already-emitted operands."""
+    """The Triton expression of one pointwise op on already-emitted operands.
+
+    The one table of pointwise forms: the row writers and the conv writer (conv_epilogue) both use it.
+    An op's constant parameters (slopes, bounds, softplus's beta and threshold) come as trailing
+    operands."""
     oc = cat_of(out)
     if op == "cast":
         src = args[0]
@@ -293,6 +298,28 @@ def pw_expr(op: str, args: list[Operand], out: torch.dtype, attrs: dict, ctx: Ex
     }  # fmt: skip
     if op in simple:
         return Operand(simple[op], "f")
+    # activations the conv writer reads from nn modules; constants (slopes, bounds) come as args[1:]
+    k0, k1 = (f[1:] + ["", ""])[:2]
+    activation = {
+        "relu6": f"tl.minimum(tl.maximum({x}, 0.0), 6.0)",
+        "hardswish": f"({x} * tl.minimum(tl.maximum({x} + 3.0, 0.0), 6.0) / 6.0)",
+        "hardsigmoid": f"tl.minimum(tl.maximum({x} / 6.0 + 0.5, 0.0), 1.0)",
+        "hardtanh": f"tl.minimum(tl.maximum({x}, {k0}), {k1})", "clamp": f"tl.minimum(tl.maximum({x}, {k0}), {k1})",
+        "clamp_min": f"tl.maximum({x}, {k0})", "clamp_max": f"tl.minimum({x}, {k0})",
+        "leaky_relu": f"tl.where({x} >= 0.0, {x}, {x} * {k0})",
+        "elu": f"tl.where({x} > 0.0, {x}, {k0} * (tl.exp({x}) - 1.0))",
+        "celu": f"tl.where({x} > 0.0, {x}, {k0} * (tl.exp({x} / {k0}) - 1.0))",
+        "selu": f"(1.0507009873554805 * tl.where({x} > 0.0, {x}, 1.6732632423543772 * (tl.exp({x}) - 1.0)))",
+        "softsign": f"({x} / (1.0 + tl.abs({x})))",
+    }  # fmt: skip
+    if op in activation:
+        return Operand(activation[op], "f")
+    if op == "softplus" and len(args) == 3:  # torch's beta and threshold: linear above the threshold
+        return Operand(f"tl.where({x} * {k0} > {k1}, {x}, {ctx.use('_kw_softplus')}({x} * {k0}) / {k0})", "f")
+    if op == "logsigmoid":
+        return Operand(f"(-{ctx.use('_kw_softplus')}(-{x}))", "f")
+    if op == "tanhshrink":
+        return Operand(f"({x} - {ctx.use('_kw_tanh')}({x}))", "f")
     if op == "tanh":
         return Operand(f"{ctx.use('_kw_tanh')}({x})", "f")
     if op == "gelu":

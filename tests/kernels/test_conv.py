@@ -501,6 +501,23 @@ CASES: dict[str, tuple[str, str, str | dict]] = {
         "implicit_gemm",
         "nhwc",
     ),
+    "conv2d_activation_vocabulary": (
+        # every activation the conv writer takes from emit.pw_expr's table, both branches of each
+        _task(
+            "self.conv = nn.Conv2d(3, 8, 3, padding=1)\nself.logsigmoid = nn.LogSigmoid()",
+            """
+            x = self.conv(x)
+            a = F.softplus(x, beta=2.0, threshold=1.0) + F.mish(x) + self.logsigmoid(x) + F.tanhshrink(x)
+            b = torch.tanh(x) + torch.sigmoid(x) + F.silu(x) + torch.rsqrt(x * x + 1.0) + F.gelu(x, approximate="tanh")
+            c = torch.pow(x, 3.0) + (x * x + 0.5) ** 1.5 + F.elu(x, 0.7) + F.celu(x, 1.3) + F.selu(x)
+            d = F.hardswish(x) + F.hardsigmoid(x) + F.leaky_relu(x, 0.1) + F.softsign(x) + F.relu6(x * 4.0)
+            return a + b + c + d + torch.clamp(x, -0.5, 0.25)
+            """,
+            "[torch.randn(2, 3, 7, 9)]",
+        ),
+        "implicit_gemm",
+        "nchw",
+    ),
     "conv3d_groupnorm_relu_mean_nofold": (
         _task(
             """
@@ -540,7 +557,7 @@ QUICK = {
     "conv3d_groupnorm_silu", "conv_transpose2d_phases", "conv_transpose3d_maxpool_softmax", "conv2d_fp16_relu",
     "depthwise_batchnorm_train_recompute", "depthwise_plane_multi_tile_store_reread",
     "depthwise_flat_tiles_batchnorm_recompute", "conv3d_groupnorm_mean_fold", "conv2d_instancenorm_scale_sum_fold",
-    "conv3d_groupnorm_relu_mean_nofold",
+    "conv3d_groupnorm_relu_mean_nofold", "conv2d_activation_vocabulary",
 }  # fmt: skip
 """One case per code path (each layout and design, transposed, fp16, the direct tiles, a fold and a no-fold)
 in the default suite; the other cases, variations of these, run with the slow tests."""
@@ -599,7 +616,8 @@ def test_wrong_epilogue_is_caught(pool):
     """The check can fail: a program whose epilogue constant is off must be rejected."""
     source, design, layout = CASES["conv_transpose2d_phases"]
     text = _program(source, design, LAYOUT=layout, **SMALL).replace(
-        "1.0 - t) / (1.0 + t)", "1.0 - t) / (1.0 + t) * 1.001"
+        "t = (1.0 - e) / (1.0 + e)",
+        "t = (1.0 - e) / (1.0 + e) * 1.001",  # emit.HELPERS' _kw_tanh
     )
     assert "* 1.001" in text
     res = pool.evaluate(load_task_source(source, "conv_case_wrong"), text, CONFIG)

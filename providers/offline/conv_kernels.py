@@ -1,0 +1,384 @@
+"""The @triton.jit kernel of each stage of a conv program (see conv_codegen's module docstring).
+
+A stage kernel tiles [BLOCK_M pixels] x [BLOCK_N channels] (grouped so neighbouring programs share
+input rows), or, for direct_depthwise with BLOCK_W, a 2-D tile of one (sample, channel) plane; a
+folded normalisation (plan.fold) is a one-program-per-sample kernel over the statistics partials.
+The convolution's loop is conv_mainloop's, the ops and the sink conv_epilogue's.
+"""
+
+from __future__ import annotations
+
+from kernelwright.providers.offline.conv_epilogue import EpilogueWriter
+from kernelwright.providers.offline.conv_mainloop import Coords, MainLoopWriter
+from kernelwright.providers.offline.conv_stages import Stage, StagedPlan
+from kernelwright.providers.offline.emit import Code
+
+
+class StageKernelWriter:
+    """Writes each stage's @triton.jit kernel: its arguments, the tile's coordinates, the source (the
+    convolution or a load of the previous stage's buffer, normalised), pooling, then the epilogue."""
+
+    def __init__(self, sp: StagedPlan) -> None:
+        self.sp = sp
+        self.plan = sp.plan
+        self.spec = sp.spec
+        self.cfg = sp.cfg
+        self.design = sp.design
+        self.mainloop = MainLoopWriter(sp)
+        self.epilogue = EpilogueWriter(sp)
+        self._ps = False  # the stage being written tiles rows per sample
+
+    def stage_kernel(self, st: Stage) -> str:
+        if st.fold:
+            return self._fold_kernel(st)
+        k = Code()
+        args: list[str] = []
+        conv = st.source == "conv"
+        gemm = conv and self.sp.gemm
+        phase = conv and self.sp.phase
+        per_sample = self.sp.per_sample(st)
+        self._ps = per_sample
+        if conv:
+            args += ["x_ptr", "w_ptr", "sxn", "sxc", "sxd", "sxh", "sxw", "ID", "IH", "IW", "CIN_G", "OC_G",
+                     "KD", "KH", "KW", "STD", "STH", "STW", "PADD", "PADH", "PADW", "DLD", "DLH", "DLW"]  # fmt: skip
+            if self.sp.unrolled():
+                # kernel size and dilation are compile-time: the taps unroll and their offsets fold
+                for name in ("KD", "KH", "KW", "DLD", "DLH", "DLW"):
+                    args[args.index(name)] = f"{name}: tl.constexpr"
+            if self.design == "implicit_gemm" and self.spec.transposed:
+                args += ["STEPD", "STEPH", "STEPW"]
+        else:
+            args += ["in_ptr", "sin_n", "sin_c", "sin_d", "sin_h", "sin_w"]
+        if st.norm is not None:
+            args += ["mean_ptr", "rstd_ptr", "smn", "CG"]
+        # XD/XH/XW: the grid of the source value (conv output or loaded buffer)
+        args += ["N", "C", "CT", "XD", "XH", "XW", "SD", "SH", "SW"]
+        if st.pool is not None:
+            args += [
+                "PKD",
+                "PKH",
+                "PKW",
+                "PSD",
+                "PSH",
+                "PSW",
+                "PPD",
+                "PPH",
+                "PPW",
+                "PDD",
+                "PDH",
+                "PDW",
+                "PDIV",
+            ]
+        if st.sink != "stats_only":
+            args += ["out_ptr", "son", "soc", "sod", "soh", "sow"]
+        if st.sink in ("stats", "stats_only"):
+            args += ["part_ptr", "TT"]
+        if st.sink == "sreduce":
+            args += ["red_scale"]
+        operand_ids = sorted({op.operand for op in st.ops if op.kind == "operand" and op.operand is not None})
+        for o in operand_ids:
+            kind = self.plan.operands[o].kind
+            args += (
+                [f"o{o}_ptr"]
+                + ([f"o{o}_sc"] if kind == "channel" else [])
+                + ([f"o{o}_sn", f"o{o}_sc", f"o{o}_sd", f"o{o}_sh", f"o{o}_sw"] if kind == "full" else [])
+            )
+        const_args = self.sp.const_args(st)
+        args += [name for name, _ in const_args]
+        args += [
+            "BLOCK_M: tl.constexpr",
+            "BLOCK_N: tl.constexpr",
+            "BLOCK_K: tl.constexpr",
+            "GROUP_M: tl.constexpr",
+        ]
+        if self.sp.pool_phase(st):
+            args += ["POOL_PHASE: tl.constexpr"]
+        if self.sp.plane(st):
+            args += ["BLOCK_H: tl.constexpr", "BLOCK_W: tl.constexpr"]
+            if conv:  # padding folds into the taps' offsets: the centre tap's loads stay aligned
+                for name in ("PADD", "PADH", "PADW"):
+                    args[args.index(name)] = f"{name}: tl.constexpr"
+        k.jit_def(f"_kw_stage{st.index}", args)
+        if self.sp.plane(st):
+            with k.indent():
+                self._plane_body(k, st)
+            self.epilogue.tile_shape = "(BLOCK_M, BLOCK_N)"
+            return k.text()
+        with k.indent():
+            self._prologue(k, st, gemm=gemm, phase=phase, per_sample=per_sample)
+            if st.pool is None:
+                coords = Coords("sd_", "sh_", "sw_", "row_ok", None if phase else "p")
+                kinds: dict[int, str] = {}
+                self._source(k, st, coords, kinds, phase=phase)
+                self.epilogue.ops(k, st, st.pre, coords, kinds)
+            else:
+                kinds = {}
+                self._pool(k, st, kinds, phase=phase)
+                self.epilogue.ops(k, st, st.post, Coords("sd_", "sh_", "sw_", "row_ok", "p"), kinds)
+            self.epilogue.sink(k, st, kinds, per_sample=per_sample, phase=phase)
+        return k.text()
+
+    def _fold_kernel(self, st: Stage) -> str:
+        """One program per sample: each channel's mean of the normalised value over all positions from
+        the statistics partials (count, sum per tile), then the stage's affine work on it."""
+        k = Code()
+        args = ["part_ptr", "TT", "mean_ptr", "rstd_ptr", "smn", "CG", "N", "C", "out_ptr", "son", "soc"]
+        operand_ids = sorted({op.operand for op in st.ops if op.kind == "operand" and op.operand is not None})
+        for o in operand_ids:
+            args += [f"o{o}_ptr"] + ([f"o{o}_sc"] if self.plan.operands[o].kind == "channel" else [])
+        args += [name for name, _ in self.sp.const_args(st)]
+        args += ["BLOCK_T: tl.constexpr", "BLOCK_N: tl.constexpr"]
+        k.jit_def(f"_kw_stage{st.index}", args)
+        self.epilogue.tile_shape = "(1, BLOCK_N)"
+        assert st.norm is not None
+        with k.indent():
+            k("n = tl.program_id(0)")
+            k("n64 = n.to(tl.int64)")
+            k("nr64 = n64")
+            k("c = tl.arange(0, BLOCK_N)")
+            k("col_ok = c < C")
+            k("gi = c // CG")
+            k("mu = tl.load(mean_ptr + n64 * smn + gi, mask=col_ok, other=0.0)")
+            k("rs = tl.load(rstd_ptr + n64 * smn + gi, mask=col_ok, other=0.0)")
+            k("rt = tl.arange(0, BLOCK_T)")
+            k("acc_n = tl.zeros([BLOCK_T, BLOCK_N], dtype=tl.float32)")
+            k("acc_d = tl.zeros([BLOCK_T, BLOCK_N], dtype=tl.float32)")
+            k("for t0 in range(0, TT, BLOCK_T):")
+            with k.indent():
+                k("tt = t0 + rt")
+                k("msk = (tt < TT)[:, None] & col_ok[None, :]")
+                k("base = part_ptr + ((n64 * TT + tt[:, None]) * 3) * C + c[None, :]")
+                k("pn = tl.load(base, mask=msk, other=0.0)")
+                # each tile's sum less its count times the mean: small terms, no large sum cancelled
+                k("acc_d += tl.load(base + C, mask=msk, other=0.0) - pn * mu[None, :]")
+                k("acc_n += pn")
+            k("cnt = tl.sum(acc_n, axis=0)")
+            k("P = tl.max(cnt, axis=0)")
+            k("# the (sample, channel) mean of the normalised value over every position")
+            k(f"v{st.norm.id} = (tl.sum(acc_d, axis=0) / tl.maximum(cnt, 1.0) * rs)[None, :]")
+            kinds: dict[int, str] = {st.norm.id: "f"}
+            self.epilogue.ops(k, st, st.pre, Coords("", "", "", "", None), kinds)
+            v = self.epilogue.float_of(st.value, kinds)
+            kind = kinds[st.value]
+            scale = " * P" if st.sreduce is not None and st.sreduce.attrs["fn"] == "sum" else ""
+            k(f"r = {self.epilogue.full_of(st.value, kinds) if kind in ('s', 'r') else v}{scale}")
+            if kind == "c":
+                k("tl.store(out_ptr + n64 * son + tl.zeros((1, 1), dtype=tl.int64), r)")
+            else:
+                k("tl.store(out_ptr + n64 * son + (c * soc)[None, :], r, mask=col_ok[None, :])")
+        self.epilogue.tile_shape = "(BLOCK_M, BLOCK_N)"
+        return k.text()
+
+    def _prologue(self, k: Code, st: Stage, *, gemm: bool, phase: bool, per_sample: bool) -> None:
+        k("pid = tl.program_id(0)")
+        if gemm:
+            k("pid_g = tl.program_id(1)")
+        if phase:
+            k("pid_r = tl.program_id(2)")
+            k("GD = tl.cdiv(XD, STD)")
+            k("GH = tl.cdiv(XH, STH)")
+            k("GW = tl.cdiv(XW, STW)")
+        else:
+            k("GD = SD")
+            k("GH = SH")
+            k("GW = SW")
+        k("GP = GD * GH * GW")
+        if per_sample:
+            k("TPS = tl.cdiv(GP, BLOCK_M)")
+            k("num_m = N * TPS")
+        else:
+            k("num_m = tl.cdiv(N * GP, BLOCK_M)")
+        k("num_n = tl.cdiv(CT, BLOCK_N)")
+        k("width = GROUP_M * num_n")
+        k("first_m = (pid // width) * GROUP_M")
+        k("gsz = tl.minimum(num_m - first_m, GROUP_M)")
+        k("pid_m = first_m + (pid % width) % gsz")
+        k("pid_n = (pid % width) // gsz")
+        if per_sample:
+            k("n = pid_m // TPS")
+            k("tt = pid_m - n * TPS")
+            k("p = tt * BLOCK_M + tl.arange(0, BLOCK_M)")
+            k("row_ok = p < GP")
+            k("nr = n")  # n as used against [BM, BN] tiles
+        else:
+            k("m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)")
+            k("row_ok = m < N * GP")
+            k("n = m // GP")
+            k("p = m - n * GP")
+            k("nr = n[:, None]")
+        k("n64 = n.to(tl.int64)")
+        k("nr64 = nr.to(tl.int64)")
+        k("qw = p % GW")
+        k("qh = (p // GW) % GH")
+        k("qd = p // (GW * GH)")
+        if phase:
+            k("rd = pid_r // (STH * STW)")
+            k("rh = (pid_r // STW) % STH")
+            k("rw = pid_r % STW")
+            k("sd_ = qd * STD + rd")
+            k("sh_ = qh * STH + rh")
+            k("sw_ = qw * STW + rw")
+            k("row_ok = row_ok & (sd_ < XD) & (sh_ < XH) & (sw_ < XW)")
+        else:
+            k("sd_ = qd")
+            k("sh_ = qh")
+            k("sw_ = qw")
+        k("j = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)")
+        k("col_ok = j < CT")
+        k("c = pid_g * OC_G + j" if gemm else "c = j")
+
+    def _source(self, k: Code, st: Stage, co: Coords, kinds: dict[int, str], *, phase: bool) -> None:
+        if st.source == "conv":
+            self.mainloop.write(k, co, phase=phase, pooled=st.pool is not None, per_sample=self._ps)
+            k(f"v{st.src_op} = acc")
+            kinds[st.src_op] = "f"
+            return
+        sp = co.flat if co.flat is not None else f"{co.d} * sin_d + {co.h} * sin_h + {co.w} * sin_w"
+        if st.src_cred:
+            k(f"src = tl.load(in_ptr + nr64 * sin_n + ({sp})[:, None], mask={co.ok}[:, None], other=0.0)")
+            kind = "c"
+        else:
+            k(
+                f"src = tl.load(in_ptr + nr64 * sin_n + (c * sin_c)[None, :] + ({sp})[:, None], "
+                f"mask={co.ok}[:, None] & col_ok[None, :], other=0.0)"
+            )
+            kind = "f"
+        k("src = src.to(tl.float32)")
+        if st.norm is not None and st.norm_at_load:
+            k(f"v{st.norm.args[0]} = src")  # the value before normalisation, for ops that read it
+            kinds[st.norm.args[0]] = kind
+            k("gi = (c // CG)[None, :]")
+            k("mu = tl.load(mean_ptr + nr64 * smn + gi, mask=col_ok[None, :], other=0.0)")
+            k("rs = tl.load(rstd_ptr + nr64 * smn + gi, mask=col_ok[None, :], other=0.0)")
+            k("src = (src - mu) * rs")
+        k(f"v{st.src_op} = src")
+        kinds[st.src_op] = kind
+
+    def _plane_body(self, k: Code, st: Stage) -> None:
+        """A [BLOCK_H, BLOCK_W] tile of output rows (depth x height flattened) x columns of one plane.
+
+        Program ids are split once per program; per tap the kernel adds a per-row pointer (once per
+        (kd, kh)), a compile-time column offset (folded into the load) and one row & column mask, so
+        each output costs a load, a predicate and an FMA per tap; the centre column tap (stride 1) is a
+        16-byte vector load."""
+        self.epilogue.tile_shape = "(BLOCK_H, BLOCK_W)"
+        k("pid = tl.program_id(0)")
+        k("cs = tl.program_id(1)")
+        k("n = tl.program_id(2)")
+        k("TWN = tl.cdiv(SW, BLOCK_W)")
+        k("th = pid // TWN")
+        k("tw = pid - th * TWN")
+        k("q = th * BLOCK_H + tl.arange(0, BLOCK_H)")  # output rows, depth and height flattened
+        k("ow = tw * BLOCK_W + tl.arange(0, BLOCK_W)")
+        k("q_ok = q < SD * SH")
+        k("w_ok = ow < SW")
+        k("od = q // SH")  # per row, not per pixel
+        k("oh = q - od * SH")
+        k("n64 = n.to(tl.int64)")
+        k("nr64 = n64")
+        k("c = cs + tl.arange(0, 1)")  # a one-channel vector: per-channel operands broadcast as [1, 1]
+        k("col_ok = c < C")
+        k("ok2 = q_ok[:, None] & w_ok[None, :]")
+        kinds: dict[int, str] = {}
+        coords = Coords("od", "oh", "ow", "ok2", None)
+        if st.source == "conv":
+            k("xp = x_ptr + n64 * sxn + (cs // OC_G).to(tl.int64) * sxc")
+            k("owx = ow * STW")
+            k("acc = tl.zeros((BLOCK_H, BLOCK_W), dtype=tl.float32)")
+            k("for kd_ in tl.static_range(KD):")
+            with k.indent():
+                k("id_ = od * STD + (kd_ * DLD - PADD)")
+                k("for kh_ in tl.static_range(KH):")
+                with k.indent():
+                    k("ih_ = oh * STH + (kh_ * DLH - PADH)")
+                    k("rok = q_ok & (id_ >= 0) & (id_ < ID) & (ih_ >= 0) & (ih_ < IH)")
+                    k("xr = (xp + (id_ * sxd + ih_ * sxh))[:, None] + owx[None, :]")
+                    k("for kw_ in tl.static_range(KW):")
+                    with k.indent():
+                        k("iw_ = owx + (kw_ * DLW - PADW)")
+                        k("cok = w_ok & (iw_ >= 0) & (iw_ < IW)")
+                        k("wv = tl.load(w_ptr + ((kd_ * KH + kh_) * KW + kw_) * C + cs).to(tl.float32)")
+                        k(
+                            "xv = tl.load(xr + (kw_ * DLW - PADW), mask=rok[:, None] & cok[None, :], other=0.0)"
+                        )
+                        k("acc += xv.to(tl.float32) * wv")
+            k(f"v{st.src_op} = acc")
+            kinds[st.src_op] = "f"
+        else:
+            k("sp = (od * sin_d + oh * sin_h)[:, None] + (ow * sin_w)[None, :]")
+            k("src = tl.load(in_ptr + n64 * sin_n + cs.to(tl.int64) * sin_c + sp, mask=ok2, other=0.0)")
+            k("src = src.to(tl.float32)")
+            if st.norm is not None and st.norm_at_load:
+                k(f"v{st.norm.args[0]} = src")
+                kinds[st.norm.args[0]] = "f"
+                k("gi = (c // CG)[None, :]")
+                k("mu = tl.load(mean_ptr + nr64 * smn + gi, mask=col_ok[None, :], other=0.0)")
+                k("rs = tl.load(rstd_ptr + nr64 * smn + gi, mask=col_ok[None, :], other=0.0)")
+                k("src = (src - mu) * rs")
+            k(f"v{st.src_op} = src")
+            kinds[st.src_op] = "f"
+        self.epilogue.ops(k, st, st.pre, coords, kinds)
+        v = self.epilogue.full_of(st.value, kinds) if kinds[st.value] != "f" else f"v{st.value}"
+        if st.value in self.epilogue.bools:
+            v = f"{v}.to(tl.float32)"
+        if st.sink != "stats_only":
+            k(
+                "tl.store(out_ptr + n64 * son + cs.to(tl.int64) * soc + (od * sod + oh * soh)[:, None] "
+                f"+ (ow * sow)[None, :], {v}.to(out_ptr.dtype.element_ty), mask=ok2)"
+            )
+        if st.sink in ("stats", "stats_only"):
+            # the tile's (count, sum, centred sum of squares): deterministic partials per (n, c, tile)
+            k(f"vz = tl.where(ok2, {v}, 0.0)")
+            k("cnt = tl.sum(q_ok.to(tl.float32), axis=0) * tl.sum(w_ok.to(tl.float32), axis=0)")
+            k("s1 = tl.sum(tl.sum(vz, axis=1), axis=0)")
+            k("mu_t = s1 / tl.maximum(cnt, 1.0)")
+            k(f"dz = tl.where(ok2, {v} - mu_t, 0.0)")
+            k("m2 = tl.sum(tl.sum(dz * dz, axis=1), axis=0)")
+            k("pb = part_ptr + ((n64 * TT + pid) * 3) * C + cs")
+            k("tl.store(pb, cnt)")
+            k("tl.store(pb + C, s1)")
+            k("tl.store(pb + 2 * C, m2)")
+
+    def _pool(self, k: Code, st: Stage, kinds: dict[int, str], *, phase: bool) -> None:
+        pool = st.pool
+        assert pool is not None
+        kind = pool.attrs["kind"]
+        include = all(p.get("count_include_pad", True) for p in pool.attrs["parts"])
+        in_kind = self._pre_kind(st)
+        shape = "(BLOCK_M, BLOCK_N)" if in_kind == "f" else "(BLOCK_M, 1)"
+        if kind == "max":
+            k(f"pooled = tl.full({shape}, float('-inf'), tl.float32)")
+        else:
+            k(f"pooled = tl.zeros({shape}, dtype=tl.float32)")
+            if not include:
+                k("pcnt = tl.zeros((BLOCK_M, 1), dtype=tl.float32)")
+        k("for wi in range(0, PKD * PKH * PKW):")
+        with k.indent():
+            k("wkw = wi % PKW")
+            k("wkh = (wi // PKW) % PKH")
+            k("wkd = wi // (PKW * PKH)")
+            k("cd_ = sd_ * PSD - PPD + wkd * PDD")
+            k("ch_ = sh_ * PSH - PPH + wkh * PDH")
+            k("cw_ = sw_ * PSW - PPW + wkw * PDW")
+            k("pok = row_ok & (cd_ >= 0) & (cd_ < XD) & (ch_ >= 0) & (ch_ < XH) & (cw_ >= 0) & (cw_ < XW)")
+            co = Coords("cd_", "ch_", "cw_", "pok", None)
+            self._source(k, st, co, kinds, phase=False)
+            self.epilogue.ops(k, st, st.pre, co, kinds)
+            val = f"v{pool.args[0]}"
+            if kind == "max":
+                k(f"pooled = tl.where(pok[:, None], tl.maximum(pooled, {val}), pooled)")
+            else:
+                k(f"pooled = pooled + tl.where(pok[:, None], {val}, 0.0)")
+                if not include:
+                    k("pcnt = pcnt + pok[:, None].to(tl.float32)")
+        if kind == "avg":
+            k("pooled = pooled / " + ("PDIV" if include else "tl.maximum(pcnt, 1.0)"))
+        k(f"v{pool.id} = pooled")
+        kinds[pool.id] = in_kind
+
+    def _pre_kind(self, st: Stage) -> str:
+        assert st.pool is not None
+        target = st.pool.args[0]
+        if target == st.src_op:
+            return "c" if st.src_cred else "f"
+        return "c" if self.plan.ops[target].cred else "f"
