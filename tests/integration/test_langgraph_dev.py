@@ -23,8 +23,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-pytestmark = pytest.mark.integration
-
 ROOT = Path(__file__).resolve().parents[2]
 LANGGRAPH = ROOT / ".venv" / "bin" / "langgraph"
 RELU = str(ROOT / "tasks" / "level1" / "01_relu.py")

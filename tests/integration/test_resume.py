@@ -18,14 +18,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import pytest
-
 from kernelwright.memory import open_memory
 from tests.fakes.chat import fenced
 from tests.fakes.kernels import relu_compile_error, relu_kernel
 from tests.fakes.openai_server import FakeOpenAIServer
-
-pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 RELU = str(ROOT / "tasks" / "level1" / "01_relu.py")

@@ -28,8 +28,6 @@ from kernelwright.providers.offline.conv import (
 )
 from kernelwright.tasks import bundled_suite_dir, load_task_source
 
-pytestmark = pytest.mark.kernels
-
 # Small tiles keep the interpreter quick on tiny shapes.
 SMALL = {"BLOCK_M": 32, "BLOCK_N": 16, "BLOCK_K": 16}
 

@@ -26,8 +26,6 @@ from kernelwright.hardware import EvalConfig, EvalResult, WorkerPool
 from kernelwright.hardware.confine import landlock_abi
 from kernelwright.tasks import load_task
 
-pytestmark = pytest.mark.kernels
-
 HOSTILE = Path(__file__).parent / "hostile"
 CANDIDATES = Path(__file__).parent / "candidates"
 

@@ -15,8 +15,6 @@ import pytest
 from kernelwright.hardware import WorkerPool
 from kernelwright.tasks import load_task
 
-pytestmark = pytest.mark.kernels
-
 MODES = Path(__file__).parent / "modes"
 
 

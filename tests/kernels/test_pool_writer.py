@@ -16,8 +16,6 @@ from kernelwright.tasks import bundled_suite_dir, load_task, load_task_source
 from tests.fakes.writer import check_programs, import_program
 from tests.fakes.writer import writer_prompt as _prompt
 
-pytestmark = pytest.mark.kernels
-
 CFG = EvalConfig(device="cpu", time=False, timeout=240, trials=3)
 
 PUBLISHED = [

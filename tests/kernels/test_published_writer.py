@@ -16,7 +16,7 @@ from kernelwright.providers.offline import write_program
 from kernelwright.providers.protocol import render_section
 from kernelwright.tasks import Task, bundled_suite_dir, load_task
 
-pytestmark = [pytest.mark.kernels, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 CFG = EvalConfig(device="cpu", time=False, timeout=240, trials=3)
 

@@ -16,8 +16,6 @@ from kernelwright.hardware import EvalConfig, EvalResult, WorkerPool
 from kernelwright.hardware.judge import PARAMETERS_NOTE
 from kernelwright.tasks import load_task
 
-pytestmark = pytest.mark.kernels
-
 CANDIDATES = Path(__file__).parent / "candidates"
 
 
