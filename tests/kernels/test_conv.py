@@ -527,12 +527,6 @@ def _program(source: str, design: str, config: ConvConfig | None = None, **overr
 CONFIG = EvalConfig(device="cpu", time=False, compile_baseline=False, second_shape=False)
 
 
-@pytest.fixture(scope="module")
-def pool():
-    with WorkerPool(device="cpu", workers=2) as p:
-        yield p
-
-
 QUICK = {
     "conv2d_stride_pad_dilation", "conv2d_grouped_channel_sum", "depthwise_multiplier_scale", "conv1d_same_gelu",
     "conv3d_groupnorm_silu", "conv_transpose2d_phases", "conv_transpose3d_maxpool_softmax", "conv2d_fp16_relu",

@@ -21,12 +21,6 @@ from kernelwright.tasks import bundled_suite_dir, load_task, load_task_source
 CFG = EvalConfig(device="cpu", time=False, timeout=240, trials=3)
 
 
-@pytest.fixture(scope="module")
-def pool():
-    with WorkerPool(device="cpu", workers=2) as p:
-        yield p
-
-
 def _kernels(code: str) -> int:
     """How many kernels a program defines (@triton.jit math helpers such as _kw_gelu are not kernels)."""
     return len(re.findall(r"@triton\.jit\ndef k\d+_", code))

@@ -20,12 +20,6 @@ from tests.fakes.writer import writer_prompt as _prompt
 CFG = EvalConfig(device="cpu", time=False, timeout=240, trials=3)
 
 
-@pytest.fixture(scope="module")
-def pool():
-    with WorkerPool(device="cpu", workers=2) as p:
-        yield p
-
-
 def _task(source: str, name: str):
     return load_task_source(textwrap.dedent(source), name)
 

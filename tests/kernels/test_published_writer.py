@@ -44,12 +44,6 @@ def written() -> dict[str, Any]:
     return out
 
 
-@pytest.fixture(scope="module")
-def pool():
-    with WorkerPool(device="cpu", workers=2) as p:
-        yield p
-
-
 def _wrong(pool: WorkerPool, jobs: list[tuple[Task, str]]) -> list[str]:
     """Evaluate the jobs together; one line per program that does not verify, with its error."""
     results = pool.evaluate_many(jobs, CFG)
