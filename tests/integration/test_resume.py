@@ -18,6 +18,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from kernelwright.memory import open_memory
 from tests.fakes.chat import fenced
 from tests.fakes.kernels import relu_compile_error, relu_kernel
@@ -46,6 +48,10 @@ def _lines(path: Path) -> list[dict]:
     return out
 
 
+# Slow (33 s measured on 2 shared cores: two CLI processes, seven candidates). The default run resumes a run stopped by
+# its provider (test_openai_server.py), an interrupted bench (test_bench_cli.py) and a finished run
+# (test_graph_cli.py); this one adds SIGKILL mid-run and the no-double-evaluation check.
+@pytest.mark.slow
 def test_kill_mid_run_then_resume(tmp_path):
     counter = itertools.count(1)
 
