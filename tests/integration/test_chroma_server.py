@@ -21,8 +21,6 @@ from kernelwright.nodes.context_builder import build_context
 from kernelwright.providers.protocol import parse_sections
 from kernelwright.tasks.task import Task, TaskSignature
 
-pytestmark = pytest.mark.integration
-
 SIG = TaskSignature(
     op_families=["softmax"], ops=["aten._softmax"], input_shapes=[[7, 333]], input_dtypes=["float32"]
 )

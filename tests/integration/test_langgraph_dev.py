@@ -23,8 +23,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-pytestmark = pytest.mark.integration
-
 ROOT = Path(__file__).resolve().parents[2]
 LANGGRAPH = ROOT / ".venv" / "bin" / "langgraph"
 RELU = str(ROOT / "tasks" / "level1" / "01_relu.py")
@@ -158,6 +156,7 @@ def test_studio_draws_every_route(server):
     assert ("compiler", "profiler") in edges and ("reflector", "planner") in edges and len(edges) == 10
 
 
+@pytest.mark.slow  # ~14 s; the same rule without the server: tests/kernels/test_graph_threads.py
 def test_a_new_task_on_a_used_thread_is_a_new_run(server, tmp_path):
     from langgraph_sdk import get_sync_client
 
@@ -180,6 +179,7 @@ def test_a_new_task_on_a_used_thread_is_a_new_run(server, tmp_path):
     assert Path(third["result"]["run_dir"]).is_relative_to(tmp_path / "home" / ".kernelwright" / "runs")
 
 
+@pytest.mark.slow  # ~14 s: a second server (reloading) and two queued runs
 def test_runs_with_default_directories_do_not_reload_the_server(reloading_server, tmp_path):
     from langgraph_sdk import get_sync_client
 

@@ -26,8 +26,6 @@ from tests.fakes.chat import fenced
 from tests.fakes.kernels import relu_compile_error, relu_kernel
 from tests.fakes.openai_server import FakeOpenAIServer
 
-pytestmark = pytest.mark.integration
-
 RELU = str(Path(__file__).resolve().parents[2] / "tasks" / "level1" / "01_relu.py")
 
 

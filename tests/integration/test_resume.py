@@ -25,8 +25,6 @@ from tests.fakes.chat import fenced
 from tests.fakes.kernels import relu_compile_error, relu_kernel
 from tests.fakes.openai_server import FakeOpenAIServer
 
-pytestmark = pytest.mark.integration
-
 ROOT = Path(__file__).resolve().parents[2]
 RELU = str(ROOT / "tasks" / "level1" / "01_relu.py")
 BUDGET = 7
@@ -50,6 +48,10 @@ def _lines(path: Path) -> list[dict]:
     return out
 
 
+# Slow (33 s measured on 2 shared cores: two CLI processes, seven candidates). The default run resumes a run stopped by
+# its provider (test_openai_server.py), an interrupted bench (test_bench_cli.py) and a finished run
+# (test_graph_cli.py); this one adds SIGKILL mid-run and the no-double-evaluation check.
+@pytest.mark.slow
 def test_kill_mid_run_then_resume(tmp_path):
     counter = itertools.count(1)
 

@@ -10,8 +10,6 @@ from kernelwright.hardware.compile_feedback import compile_for_target
 from kernelwright.tasks import bundled_suite_dir
 from kernelwright.tasks.task import Task
 
-pytestmark = pytest.mark.kernels
-
 
 def _task(level: str, stem: str) -> Task:
     path = bundled_suite_dir(level) / f"{stem}.py"

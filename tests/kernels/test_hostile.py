@@ -26,8 +26,6 @@ from kernelwright.hardware import EvalConfig, EvalResult, WorkerPool
 from kernelwright.hardware.confine import landlock_abi
 from kernelwright.tasks import load_task
 
-pytestmark = pytest.mark.kernels
-
 HOSTILE = Path(__file__).parent / "hostile"
 CANDIDATES = Path(__file__).parent / "candidates"
 
@@ -255,10 +253,8 @@ def test_ctypes_reached_through_torch_is_contained(pool, relu_task, tmp_path, co
     assert not target.exists()
 
 
-def test_layer_norm_that_ignores_its_parameters_fails():
-    task = load_task(HOSTILE / "task_layernorm.py")
-    with WorkerPool(device="cpu", workers=1) as pool:
-        res = pool.evaluate(task, hostile("ignores_affine.py"))
+def test_layer_norm_that_ignores_its_parameters_fails(pool):
+    res = pool.evaluate(load_task(HOSTILE / "task_layernorm.py"), hostile("ignores_affine.py"))
     assert (res.correct, res.error_kind) == (False, "mismatch"), res.error
 
 

@@ -18,15 +18,7 @@ from kernelwright.providers.offline.variants import design_grid, main_matmul_inf
 from kernelwright.providers.protocol import render_section
 from kernelwright.tasks import bundled_suite_dir, load_task, load_task_source
 
-pytestmark = pytest.mark.kernels
-
 CFG = EvalConfig(device="cpu", time=False, timeout=240, trials=3)
-
-
-@pytest.fixture(scope="module")
-def pool():
-    with WorkerPool(device="cpu", workers=2) as p:
-        yield p
 
 
 def _kernels(code: str) -> int:

@@ -10,24 +10,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
-from kernelwright.hardware import WorkerPool
 from kernelwright.tasks import load_task
-
-pytestmark = pytest.mark.kernels
 
 MODES = Path(__file__).parent / "modes"
 
 
 def candidate(name: str) -> str:
     return (MODES / "bn_common.txt").read_text() + "\n\n" + (MODES / name).read_text()
-
-
-@pytest.fixture(scope="module")
-def pool():
-    with WorkerPool(device="cpu", workers=1) as p:
-        yield p
 
 
 def test_batchnorm_in_both_modes_with_its_running_statistics(pool):

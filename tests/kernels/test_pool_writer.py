@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import textwrap
 
-import pytest
 import torch
 
 from kernelwright.hardware import EvalConfig, WorkerPool
@@ -15,8 +14,6 @@ from kernelwright.providers.offline.pool_writer import find_pool_task, pool_task
 from kernelwright.tasks import bundled_suite_dir, load_task, load_task_source
 from tests.fakes.writer import check_programs, import_program
 from tests.fakes.writer import writer_prompt as _prompt
-
-pytestmark = pytest.mark.kernels
 
 CFG = EvalConfig(device="cpu", time=False, timeout=240, trials=3)
 
@@ -68,12 +65,6 @@ UNSEEN = {
     "avg2d_ceil_include_pad": _source("nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True)", (2, 3, 8, 11)),
     "avg1d_padded": _source("nn.AvgPool1d(4, stride=3, padding=2)", (3, 2, 20)),
 }
-
-
-@pytest.fixture(scope="module")
-def pool():
-    with WorkerPool(device="cpu", workers=2) as p:
-        yield p
 
 
 def _check(pool: WorkerPool, jobs: list[tuple[str, object, str]]) -> None:

@@ -16,7 +16,7 @@ from kernelwright.providers.offline import write_program
 from kernelwright.providers.protocol import render_section
 from kernelwright.tasks import Task, bundled_suite_dir, load_task
 
-pytestmark = [pytest.mark.kernels, pytest.mark.slow]
+pytestmark = pytest.mark.slow
 
 CFG = EvalConfig(device="cpu", time=False, timeout=240, trials=3)
 
@@ -42,12 +42,6 @@ def written() -> dict[str, Any]:
         answer = write_program(_prompt(task.source))
         out[task.name] = (task, answer.code, answer.explanation)
     return out
-
-
-@pytest.fixture(scope="module")
-def pool():
-    with WorkerPool(device="cpu", workers=2) as p:
-        yield p
 
 
 def _wrong(pool: WorkerPool, jobs: list[tuple[Task, str]]) -> list[str]:

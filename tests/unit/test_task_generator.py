@@ -62,17 +62,3 @@ def test_bad_input_is_one_line_and_exit_status_2(tmp_path, capsys, args, message
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
     assert sorted(p.name for p in out.iterdir()) == ["keep.txt"]
-
-
-@pytest.mark.slow
-def test_the_offline_writer_finds_a_correct_kernel_for_generated_tasks(tmp_path):
-    """Seed 3's first five (Linear, matmul, bmm, Conv2d heads; reductions, logsumexp): 5/5 on 2026-11-30."""
-    from kernelwright.graphs.context import Context
-    from kernelwright.graphs.optimize import run_optimize
-
-    ctx = Context(budget=2, device="cpu", memory="off", workers=1)
-    for t in generate_tasks(5, 3):
-        path = tmp_path / f"{t.name}.py"
-        path.write_text(t.source)
-        res = run_optimize(path, ctx, tmp_path / "runs" / t.name, close_pools=False)
-        assert res.correct, f"{t.name}: {res.verdict}"

@@ -1,6 +1,6 @@
 """The optimize graph on a real GPU: the profiler's measured path (skipped without CUDA).
 
-One command on a GPU machine runs it: `pytest tests/unit/test_graph_gpu.py -q`. With $OUT set, a JSON
+One command on a GPU machine runs it: `pytest tests/kernels/test_graph_gpu.py -q`. With $OUT set, a JSON
 summary of the run (speedups, timings, cost) is written to $OUT/graph_gpu.json.
 """
 

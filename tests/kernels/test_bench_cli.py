@@ -400,6 +400,7 @@ def test_two_workers_share_the_queue(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.integration  # also starts a scripted model server on loopback
 def test_a_failing_model_provider_stops_the_bench_resumably(tmp_path):
     """The provider keeps failing: no new task starts, nothing is recorded as an outcome, exit status 3 names
     the --resume; resumed once the provider answers, the task runs in its run directory."""

@@ -30,7 +30,8 @@ SILU_SOURCE = (ROOT / "tasks" / "level1" / "03_silu.py").read_text()
 @pytest.fixture(scope="module", autouse=True)
 def _close_pools():
     yield
-    resources.close_all()
+    resources.close_memories()  # the worker pool stays for the next module (tests/kernels/conftest.py)
+    resources.forget_chat_models()
 
 
 def test_each_input_on_a_thread_is_its_own_run(tmp_path):

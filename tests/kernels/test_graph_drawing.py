@@ -30,7 +30,8 @@ BRANCH_NODES = ("planner", "context", "coder", "compiler", "profiler", "reflecto
 @pytest.fixture(scope="module", autouse=True)
 def _close_pools():
     yield
-    resources.close_all()
+    resources.close_memories()  # the worker pool stays for the next module (tests/kernels/conftest.py)
+    resources.forget_chat_models()
 
 
 def drawn_edges() -> set[tuple[str, str]]:

@@ -30,7 +30,8 @@ RELU = str(Path(__file__).resolve().parents[2] / "tasks" / "level1" / "01_relu.p
 @pytest.fixture(scope="module", autouse=True)
 def _close_pools():
     yield
-    resources.close_all()
+    resources.close_memories()  # the worker pool stays for the next module (tests/kernels/conftest.py)
+    resources.forget_chat_models()
 
 
 def make_ctx(tmp_path: Path, model: Any, **kw: Any) -> Context:

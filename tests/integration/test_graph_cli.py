@@ -1,4 +1,5 @@
-"""`kernelwright optimize` end to end: one task, a folder, --json, --resume of a finished run, bad input.
+"""`kernelwright optimize` end to end: one task, a folder, --json, --resume of a finished run, bad input,
+what a run prints and reports about its failures, and `show`.
 
 The model is a scripted OpenAI-compatible server on 127.0.0.1 (the CLI takes only model specs), so
 these tests start a local server and are marked integration.
@@ -17,8 +18,6 @@ from kernelwright.nodes import resources
 from tests.fakes.chat import fenced
 from tests.fakes.kernels import relu_compile_error, relu_kernel
 from tests.fakes.openai_server import FakeOpenAIServer
-
-pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 RELU = ROOT / "tasks" / "level1" / "01_relu.py"
@@ -41,6 +40,12 @@ def answers():
         return {"content": fenced(code)}
 
     return answer
+
+
+def one_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    assert len(lines) == 1, text
+    return lines[0]
 
 
 @pytest.mark.slow
@@ -108,3 +113,30 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     assert len(err) == 1 and "no Model class" in err[0]
     assert cli_main(["optimize", "--resume", str(tmp_path)]) == 2
     assert "not a run directory" in capsys.readouterr().err
+
+
+def test_a_run_shows_its_failures_resumes_with_a_verdict_and_show_prints_a_node(tmp_path, capsys):
+    answers = iter(["I would rather not write code today.", fenced(relu_kernel("served").replace(
+        "# kernelwright: family=pointwise design=served config=BLOCK=1024,num_warps=4\n", ""))])  # fmt: skip
+    out = tmp_path / "run"
+    with FakeOpenAIServer([], default=lambda body: {"content": next(answers)}) as server:
+        args = ["optimize", str(RELU), "--model", "fake-coder", "--base-url", server.base_url, "--budget", "2",
+                "--device", "cpu", "--memory", str(tmp_path / "m"), "--out", str(out)]  # fmt: skip
+        assert cli_main(args) == 0
+    printed = capsys.readouterr().out
+    first = next(ln for ln in printed.splitlines() if "n1 <-" in ln)
+    assert "failed static_check" in first and "no fenced ```python code block" in first
+    # the report: the answer, the full feedback, a link to kernel.py, the kernel named without a header
+    report = (out / "report.html").read_text()
+    assert "I would rather not write code today." in report and "<details><summary>full feedback" in report
+    assert "href='kernel.py'" in report and "no header; kernels:" in report and "- ms" not in report
+    # resuming the finished run says so and prints its verdict
+    assert cli_main(["optimize", "--resume", str(out)]) == 0
+    assert "finished earlier, nothing left to do: Found a correct Triton kernel" in capsys.readouterr().out
+    # show prints one node
+    assert cli_main(["show", str(out), "n1"]) == 0
+    shown = capsys.readouterr().out
+    assert "I would rather not write code today." in shown and "--- feedback" in shown
+    assert "no program taken from the answer" in shown
+    assert cli_main(["show", str(out), "n9"]) == 2
+    assert "has no node 'n9' (nodes: n1, n2)" in one_line(capsys.readouterr().err)

@@ -1,5 +1,6 @@
 """The command line's surface: fast help, --version, defaults shown, one-line answers to bad input and
-damaged state, `show`, folder runs with a summary, and what a run writes about its failures.
+damaged state, and folder runs with a summary (`show` and a run's failures, which need a scripted model
+server, are in tests/integration/test_graph_cli.py).
 
 Runs use the offline writer on the bundled ReLU task at budget 1-2 (CPU, Triton interpreter); memory is a
 real Chroma folder in tmp. A read-only memory is a read-only bind mount in a private mount namespace
@@ -163,37 +164,6 @@ def test_read_only_memory_can_be_read_but_not_run_into(tmp_path):
     assert stats["rules"] == 2
     assert "rc=2" in done.stdout and "is read-only" in one_line(done.stderr)
     assert not (tmp_path / "run").exists()
-
-
-def test_a_run_shows_its_failures_resumes_with_a_verdict_and_show_prints_a_node(tmp_path, capsys):
-    from tests.fakes.chat import fenced
-    from tests.fakes.kernels import relu_kernel
-    from tests.fakes.openai_server import FakeOpenAIServer
-
-    answers = iter(["I would rather not write code today.", fenced(relu_kernel("served").replace(
-        "# kernelwright: family=pointwise design=served config=BLOCK=1024,num_warps=4\n", ""))])  # fmt: skip
-    out = tmp_path / "run"
-    with FakeOpenAIServer([], default=lambda body: {"content": next(answers)}) as server:
-        args = ["optimize", str(RELU), "--model", "fake-coder", "--base-url", server.base_url, "--budget", "2",
-                "--device", "cpu", "--memory", str(tmp_path / "m"), "--out", str(out)]  # fmt: skip
-        assert cli_main(args) == 0
-    printed = capsys.readouterr().out
-    first = next(ln for ln in printed.splitlines() if "n1 <-" in ln)
-    assert "failed static_check" in first and "no fenced ```python code block" in first
-    # the report: the answer, the full feedback, a link to kernel.py, the kernel named without a header
-    report = (out / "report.html").read_text()
-    assert "I would rather not write code today." in report and "<details><summary>full feedback" in report
-    assert "href='kernel.py'" in report and "no header; kernels:" in report and "- ms" not in report
-    # resuming the finished run says so and prints its verdict
-    assert cli_main(["optimize", "--resume", str(out)]) == 0
-    assert "finished earlier, nothing left to do: Found a correct Triton kernel" in capsys.readouterr().out
-    # show prints one node
-    assert cli_main(["show", str(out), "n1"]) == 0
-    shown = capsys.readouterr().out
-    assert "I would rather not write code today." in shown and "--- feedback" in shown
-    assert "no program taken from the answer" in shown
-    assert cli_main(["show", str(out), "n9"]) == 2
-    assert "has no node 'n9' (nodes: n1, n2)" in one_line(capsys.readouterr().err)
 
 
 def test_a_folder_loads_every_task_first_and_writes_a_readable_summary(tmp_path):

@@ -28,7 +28,8 @@ RELU = str(Path(__file__).resolve().parents[2] / "tasks" / "level1" / "01_relu.p
 @pytest.fixture(scope="module", autouse=True)
 def _one_pool_for_the_module():
     yield
-    resources.close_all()
+    resources.close_memories()  # the worker pool stays for the next module (tests/kernels/conftest.py)
+    resources.forget_chat_models()
 
 
 def store_with_a_rule(path: Path) -> Path:
