@@ -24,12 +24,14 @@ endif
 run: install
 	$(KW) optimize $(RUN_TASK) --model offline --budget 6 --device auto --out $(RUN_OUT)
 
-# The default suite: unit, interpreter kernels and integration tests, slow ones excluded.
+# The default suite: unit, interpreter kernels and integration tests, slow ones excluded. Most tests wait
+# on child processes (judges, servers), so two pytest workers (a test file each) halve the wall time.
+PYTEST_PAR ?= -n auto --maxprocesses=4 --dist loadfile
 test: install
-	$(PY) -m pytest -m "not slow" -q
+	$(PY) -m pytest -m "not slow" -q $(PYTEST_PAR)
 
 test-all: install
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(PYTEST_PAR)
 
 lint: install
 	$(VENV)/bin/ruff check kernelwright/__init__.py graphs nodes providers memory hardware tasks tests benchmarks

@@ -91,6 +91,13 @@ def _to_sym(x: Any) -> sympy.Expr:
     return sympy.sympify(x)
 
 
+def _touches_complex(node: fx.Node) -> bool:
+    """Whether the op reads or makes a complex tensor (from the traced values in the nodes' meta)."""
+    vals = [node.meta.get("val")] + [a.meta.get("val") for a in node.all_input_nodes]
+    flat = [v for x in vals for v in (x if isinstance(x, list | tuple) else [x])]
+    return any(isinstance(v, torch.Tensor) and v.is_complex() for v in flat)
+
+
 class Lowerer:
     """Walks an fx graph of aten ops and builds the IR graph."""
 
@@ -192,7 +199,11 @@ class Lowerer:
                 raise LoweringError(f"in-place {packet} writes into a view of another tensor")
         before = len(self.g.values)
         handler = _HANDLERS.get(name)
-        if handler is None:
+        if _touches_complex(node):
+            # Triton has no complex type: an op on complex tensors stays a torch call (and a task that is
+            # nothing else is one this writer cannot express).
+            out = self.opaque(target, node)
+        elif handler is None:
             if name in _SAME_UNARY:
                 out = self.pw(name, args["self"])
             elif name in _SAME_BINARY:

@@ -1,5 +1,5 @@
-"""tests/unit/ runs no kernel: a test here that starts a worker pool (the judges that run candidates)
-fails at once, saying where it belongs."""
+"""tests/unit/ runs no kernel: a test here that starts a judge process (what a worker pool runs candidates
+in) fails at once, saying where it belongs. Building a pool, or being refused one, is fine."""
 
 from __future__ import annotations
 
@@ -7,14 +7,12 @@ from typing import Any
 
 import pytest
 
-from kernelwright.hardware import WorkerPool
+from kernelwright.hardware import sandbox
 
 
 @pytest.fixture(autouse=True)
-def no_worker_pools(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse(self: WorkerPool, *args: Any, **kwargs: Any) -> None:
-        raise AssertionError(
-            "a unit test runs no kernels: a test that starts a WorkerPool goes in tests/kernels/"
-        )
+def no_judge_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(self: Any, *args: Any, **kwargs: Any) -> None:
+        raise AssertionError("a unit test runs no kernels: a test that starts a judge goes in tests/kernels/")
 
-    monkeypatch.setattr(WorkerPool, "__init__", refuse)
+    monkeypatch.setattr(sandbox._Worker, "start", refuse)

@@ -124,3 +124,33 @@ def test_a_registered_task_writer_is_asked_first_and_gets_the_context():
         assert parse_meta(other.code).family == "pointwise"
     finally:
         writer_mod._TASK_WRITERS[:] = saved
+
+
+FFT_TASK = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.fft.rfft(x, dim=-1).abs()
+
+
+def get_inputs():
+    return [torch.randn(4, 30)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_complex_tensors_are_left_to_torch_and_a_task_of_nothing_else_is_unsupported():
+    """Triton has no complex type: an FFT and the abs of its complex result are torch calls, so the writer
+    says at once that it cannot write the task (no program built on a complex64 kernel that fails)."""
+    from kernelwright.providers.offline.writer import write_program
+    from tests.fakes.writer import writer_prompt
+
+    answer = write_program(writer_prompt(FFT_TASK))
+    assert answer.code is None
+    assert answer.unsupported is not None and "fft_rfft" in answer.unsupported and "abs" in answer.unsupported
