@@ -4,13 +4,12 @@
     model = OfflineKernelWriter(seed=0)          # a LangChain chat model
     answer = write_program(prompt_text, seed=0)  # the same, as a function
 
-The task is traced into canonical ops (analysis.py, lowering.py), fused into kernels (schedule.py), and
-written by per-family generators (emit_rows.py, emit_matmul.py, emit_pointwise.py) in a design and
-config chosen from the request and the context's rules and experience (designs.py, policy.py).
-
-Other families plug in two ways: designs for kernels this writer schedules go in `designs.REGISTRY`
-(the "conv" family has a slot there); writers of whole programs (Triton convolutions, standalone pooling) register with
-`register_task_writer(family, fn)` and are asked first.
+The task is traced into canonical ops (analysis.py, lowering*.py), cut into kernels (schedule.py), and
+each kernel is written by its kind's generator (rows, matmul, pointwise: kind.py and kind_*.py register
+them) in a design and config chosen from the request and the context's rules and experience (designs.py,
+policy.py). Writers of whole programs (Triton convolutions, standalone pooling) register with
+`register_task_writer(family, fn)` and are asked first. README.md in this folder is a map: the path
+from prompt to program, and how to add an operator, a design or a kernel kind.
 """
 
 from kernelwright.providers.offline.analysis import AnalysisError, AnalyzedTask, analyze_source
