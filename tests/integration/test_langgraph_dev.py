@@ -38,7 +38,7 @@ def free_port() -> int:
     return port
 
 
-def start_server(tmp_path: Path, *, reload: bool):
+def start_server(tmp_path: Path, *, reload: bool, jobs: int | None = None):
     if not LANGGRAPH.exists():
         pytest.fail(f"{LANGGRAPH} not found: install the dev extras (langgraph-cli[inmem])")
     port = free_port()
@@ -58,7 +58,8 @@ def start_server(tmp_path: Path, *, reload: bool):
     log = (tmp_path / "langgraph-dev.log").open("w")
     proc = subprocess.Popen(
         [str(LANGGRAPH), "dev", "--no-browser", *([] if reload else ["--no-reload"]), "--host", "127.0.0.1",
-         "--port", str(port), "--config", str(ROOT / "langgraph.json")],
+         "--port", str(port), "--config", str(ROOT / "langgraph.json"),
+         *(["--n-jobs-per-worker", str(jobs)] if jobs else [])],
         cwd=ROOT,
         env=env,
         stdout=log,
@@ -92,7 +93,8 @@ def start_server(tmp_path: Path, *, reload: bool):
 
 @pytest.fixture
 def server(tmp_path):
-    yield from start_server(tmp_path, reload=False)
+    # A team's server runs several jobs at once (`langgraph dev` alone runs one at a time here).
+    yield from start_server(tmp_path, reload=False, jobs=4)
 
 
 @pytest.fixture
@@ -141,6 +143,33 @@ def test_run_the_graph_through_the_sdk(server, tmp_path):
         assert (run_dir / "kernel.py").exists()
     state = client.threads.get_state(thread["thread_id"])
     assert state["next"] == []
+
+
+def test_two_runs_on_two_threads_at_once_each_get_their_own_result(server, tmp_path):
+    """A team's server: runs on separate threads proceed at the same time, share one memory, and each
+    ends with its own task's result in its own run directory."""
+    from langgraph_sdk import get_sync_client
+
+    client = get_sync_client(url=server, api_key=None, timeout=600)
+    softmax = str(Path(RELU).parent / "09_softmax.py")
+    runs = []
+    for name, task in (("relu", RELU), ("softmax", softmax)):
+        thread = client.threads.create()
+        context = {"model": "offline", "budget": 2, "device": "cpu", "workers": 1,
+                   "memory": str(tmp_path / "memory"), "run_dir": str(tmp_path / name)}  # fmt: skip
+        run = client.runs.create(thread["thread_id"], "optimize", input={"task_path": task}, context=context)
+        runs.append((name, thread["thread_id"], run["run_id"]))
+    spans = []
+    for name, thread_id, run_id in runs:
+        client.runs.join(thread_id, run_id)
+        values = client.threads.get_state(thread_id)["values"]
+        result = values["result"]
+        assert result["task"] == {"relu": "01_relu", "softmax": "09_softmax"}[name], result
+        assert result["run_id"] == thread_id and result["search"]["nodes"] == 2
+        assert (tmp_path / name / "result.json").exists()
+        spans.append((result["started_at"], result["finished_at"]))
+    (a0, a1), (b0, b1) = spans
+    assert a0 < b1 and b0 < a1, spans  # the two runs overlapped in time
 
 
 def test_studio_draws_every_route(server):
