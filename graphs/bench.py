@@ -152,6 +152,10 @@ class Session:
     finished_here: int = 0
     provider_error: str = ""
     sessions: list[dict[str, Any]] = field(default_factory=list)
+    cluster: str | None = None
+    """--cluster: the tasks run on Dask workers (graphs/bench_dask.py) instead of this command's workers."""
+    client: Any = None
+    """The Dask client while a cluster runs the tasks."""
 
     # -- bookkeeping
 
@@ -236,6 +240,11 @@ class Session:
 
     def stop_all(self) -> None:
         """Stop every worker (SIGTERM, then SIGKILL): their runs stay resumable in their run directories."""
+        if self.client is not None:
+            from kernelwright.graphs.bench_dask import close_client
+
+            close_client(self.client)
+            self.client = None
         procs = [s.proc for s in self.slots if s.proc is not None and s.proc.poll() is None]
         for p in procs:
             try:
@@ -318,6 +327,11 @@ class Session:
         display.refresh()
 
     def run(self, display: Display) -> None:
+        if self.cluster is not None:
+            from kernelwright.graphs.bench_dask import run_on_cluster
+
+            run_on_cluster(self, display, self.cluster)
+            return
         for slot in self.slots:
             self.spawn(slot)
         while any(s.proc is not None for s in self.slots):
@@ -336,7 +350,13 @@ def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def run_bench(bench_dir: Path, slots: list[Slot], console: Console, say: Callable[[str], None]) -> int:
+def run_bench(
+    bench_dir: Path,
+    slots: list[Slot],
+    console: Console,
+    say: Callable[[str], None],
+    cluster: str | None = None,
+) -> int:
     """Run every task of the bench in `bench_dir` without a final outcome; the exit status.
 
     One process at a time runs a bench folder: a second one (another --resume) is refused, since both would
@@ -355,11 +375,16 @@ def run_bench(bench_dir: Path, slots: list[Slot], console: Console, say: Callabl
         lock.truncate(0)
         lock.write(f"kernelwright bench (pid {os.getpid()})\n")
         lock.flush()
-        return _run_bench(bench_dir, bench, slots, console, say)
+        return _run_bench(bench_dir, bench, slots, console, say, cluster)
 
 
 def _run_bench(
-    bench_dir: Path, bench: BenchFile, slots: list[Slot], console: Console, say: Callable[[str], None]
+    bench_dir: Path,
+    bench: BenchFile,
+    slots: list[Slot],
+    console: Console,
+    say: Callable[[str], None],
+    cluster: str | None = None,
 ) -> int:
     (bench_dir / LOGS_DIR).mkdir(parents=True, exist_ok=True)
     ledger = read_ledger(bench_dir)
@@ -370,16 +395,17 @@ def _run_bench(
             earlier = list(json.loads((bench_dir / SESSIONS_FILE).read_text(encoding="utf-8")))
         except ValueError:
             earlier = []
-    session = Session(bench_dir, bench, slots, console, ledger=ledger, todo=todo)
+    session = Session(bench_dir, bench, slots, console, ledger=ledger, todo=todo, cluster=cluster)
     session.sessions = [
         *earlier,
         {"started_at": utc_now(), "workers": [s.label for s in slots], "elapsed_s": 0},
     ]
     n_done = len(bench.tasks) - len(todo)
     workers = ", ".join(s.label for s in slots)
+    where = f"the Dask cluster {cluster}" if cluster else f"{len(slots)} worker(s) ({workers})"
     say(
         f"kernelwright bench: {len(bench.tasks)} tasks, {n_done} finished earlier, {len(todo)} to run on "
-        f"{len(slots)} worker(s) ({workers}) -> {bench_dir}"
+        f"{where} -> {bench_dir}"
     )
     if todo and slots and slots[0].label == "cpu":
         say(

@@ -4,6 +4,7 @@
                        [--budget N] [--device auto|cpu|cuda] [--target NAME]
                        [--memory DIR_OR_URL|off|fresh] [--rules on|off] [--allow-tf32] [--seed N]
     kernelwright bench --resume DIR [--gpus all|I,J,...]
+    ... [--cluster local|local:N|tcp://HOST:8786]   tasks on Dask workers (graphs/bench_dask.py)
 
 PATH is a folder of task files (every *.py not starting with "_"; a KernelBench checkout's level1/ or
 level2/ works as given) or a task file. One worker process per selected GPU (default: every visible
@@ -62,6 +63,13 @@ def add_parser(subparsers: Any) -> None:
         help="bench folder, new or empty (default: ~/.kernelwright/runs/bench-<id>; $KERNELWRIGHT_RUNS)",
     )
     p.add_argument("--resume", default=None, metavar="DIR", help="continue the bench in DIR")
+    p.add_argument(
+        "--cluster",
+        default=None,
+        metavar="local|local:N|tcp://HOST:8786",
+        help="run the tasks on Dask workers: a cluster started here (one worker per GPU, or N CPU workers) "
+        "or a running scheduler (default: worker processes of this command)",
+    )
     p.add_argument(
         "--gpus",
         type=_gpus,
@@ -165,7 +173,7 @@ def _main(args: argparse.Namespace) -> int:
         if any((r := ledger.get(t.id)) is None or r.status not in FINAL_STATUSES for t in bench.tasks):
             check_memory_and_model(ctx)
         resources.close_all()
-        return run_bench(bench_dir, slots, console, say)
+        return run_bench(bench_dir, slots, console, say, cluster=_cluster(args))
 
     if not args.paths:
         raise UsageError("give one or more folders of tasks (or --resume DIR)")
@@ -188,10 +196,21 @@ def _main(args: argparse.Namespace) -> int:
     if bench_dir.is_dir() and any(bench_dir.iterdir()):
         raise UsageError(f"--out {bench_dir}: the folder is not empty; give a new or empty folder")
     slots = plan_slots(args.gpus, ctx.device)
+    cluster = _cluster(args)
     check_memory_and_model(ctx)
     resources.close_all()
     if ctx.memory == resources.MEMORY_FRESH:  # one empty store for the whole bench, shared by its workers
         ctx.memory = str(bench_dir.resolve() / "memory")
     args.bench_dir = bench_dir.resolve()
     create(bench_dir.resolve(), args.paths, tasks, ctx)
-    return run_bench(bench_dir.resolve(), slots, console, say)
+    return run_bench(bench_dir.resolve(), slots, console, say, cluster=cluster)
+
+
+def _cluster(args: argparse.Namespace) -> str | None:
+    """--cluster, checked before anything is made (a bad value or a missing Dask is one line)."""
+    if args.cluster is None:
+        return None
+    from kernelwright.graphs.bench_dask import parse_cluster
+
+    parse_cluster(args.cluster)
+    return str(args.cluster)

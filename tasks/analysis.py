@@ -12,6 +12,7 @@ cost is only a lower bound (`cost_exact=False`).
 
 from __future__ import annotations
 
+import threading
 import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -74,6 +75,13 @@ _NO_FAMILY = set(
     "uniform random split split_with_sizes unbind chunk cat stack flatten unflatten narrow "
     "_reshape_alias index_select gather index".split()
 )
+
+
+MODEL_LOCK = threading.RLock()
+"""Held while this process runs or traces a task's model (task analysis here, the offline writer's
+tracing): torch.fx patches `nn.Module.__call__` process-wide while it traces, so a model called by
+another thread meanwhile (two runs served by one LangGraph server) breaks both ("module is not
+installed as a submodule")."""
 
 
 def _function_family(func: Callable[..., Any]) -> str | None:
@@ -160,6 +168,11 @@ class ForwardTrace:
 
 def trace_forward(model: torch.nn.Module, inputs: Sequence[Any]) -> ForwardTrace:
     """Run `model(*inputs)` once without autograd, recording aten ops, families and FLOPs."""
+    with MODEL_LOCK:
+        return _trace_forward(model, inputs)
+
+
+def _trace_forward(model: torch.nn.Module, inputs: Sequence[Any]) -> ForwardTrace:
     recorder = _OpRecorder()
     with torch.no_grad(), FlopCounterMode(display=False) as counter, _FamilyScope(recorder), recorder:
         output = model(*inputs)
@@ -338,6 +351,12 @@ def _run_meta(module: types.ModuleType, *, has_small: bool) -> _Run:
 
 
 def analyze_task(module: types.ModuleType) -> TaskAnalysis:
+    """`_analyze_task` under MODEL_LOCK."""
+    with MODEL_LOCK:
+        return _analyze_task(module)
+
+
+def _analyze_task(module: types.ModuleType) -> TaskAnalysis:
     """Check that a task's forward runs, and find its signature and full-size cost.
 
     The forward runs for real on CPU at the small size when the task has get_small_inputs(), else at the

@@ -13,7 +13,7 @@ from typing import Literal
 
 import torch
 
-from kernelwright.tasks.analysis import analyze_task
+from kernelwright.tasks.analysis import MODEL_LOCK, analyze_task
 from kernelwright.tasks.errors import TaskError
 from kernelwright.tasks.module import exec_task_module, has_small_inputs
 from kernelwright.tasks.task import Task
@@ -50,9 +50,10 @@ def _check_interface(module: types.ModuleType) -> None:
 
 def _load(source: str, name: str, path: Path | None) -> Task:
     filename = str(path) if path is not None else f"<task {name}>"
-    module = exec_task_module(source, name, filename=filename)
-    _check_interface(module)
-    analysis = analyze_task(module)
+    with MODEL_LOCK:  # the task's module may build models as it is executed
+        module = exec_task_module(source, name, filename=filename)
+        _check_interface(module)
+        analysis = analyze_task(module)
     return Task(
         name=name,
         source=source,

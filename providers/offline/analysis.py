@@ -31,6 +31,7 @@ import torch
 from kernelwright.providers.offline.ir import Graph
 from kernelwright.providers.offline.lowering import Lowerer, LoweringError
 from kernelwright.tasks import exec_task_module
+from kernelwright.tasks.analysis import MODEL_LOCK
 
 _TASK_FUNCS = {"get_inputs", "get_init_inputs", "get_small_inputs", "get_small_init_inputs"}
 
@@ -419,7 +420,7 @@ def _hash(source: str) -> str:
 
 _CACHE: OrderedDict[str, AnalyzedTask | AnalysisError] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
-_TRACE_LOCK = threading.Lock()  # tracing patches process-wide torch state: one at a time
+_TRACE_LOCK = MODEL_LOCK  # tracing patches process-wide torch state: no other model may run meanwhile
 _CACHE_SIZE = 16
 
 

@@ -52,6 +52,7 @@ from kernelwright.providers.offline.conv_values import (
     name_scalars,
     restore_scalars,
 )
+from kernelwright.tasks.analysis import MODEL_LOCK
 
 __all__ = ["ConvAnalysis", "ConvUnsupported", "analyze_conv_model", "explain_conv_model", "find_norm_fold"]
 
@@ -70,6 +71,10 @@ class _Analyzer:
         self.calls = CallReader(self.b, self.r, self._attr)
 
     def run(self) -> ConvPlan:
+        with MODEL_LOCK:  # fx tracing patches nn.Module process-wide (tasks.analysis.MODEL_LOCK)
+            return self._run()
+
+    def _run(self) -> ConvPlan:
         saved = name_scalars(self.model)
         self.own_attrs = set(vars(self.model))
         try:

@@ -165,7 +165,7 @@ def test_two_runs_on_two_threads_at_once_each_get_their_own_result(server, tmp_p
         values = client.threads.get_state(thread_id)["values"]
         result = values["result"]
         assert result["task"] == {"relu": "01_relu", "softmax": "09_softmax"}[name], result
-        assert result["run_id"] == thread_id and result["search"]["nodes"] == 2
+        assert result["run_id"] == thread_id and result["search"]["nodes"] == 2, result["stop_reason"]
         assert (tmp_path / name / "result.json").exists()
         spans.append((result["started_at"], result["finished_at"]))
     (a0, a1), (b0, b1) = spans
