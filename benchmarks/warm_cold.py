@@ -19,19 +19,13 @@ import math
 from pathlib import Path
 from typing import Any
 
+from kernelwright.graphs.bench_folder import read_ledger
+
 
 def load_rows(source: Path) -> dict[str, dict[str, Any]]:
+    """The latest row per task of a bench folder (its ledger), or the tasks of a suite.json."""
     if source.is_dir():
-        source = source / "tasks.jsonl"
-    if source.suffix == ".jsonl":
-        rows: dict[str, dict[str, Any]] = {}
-        for line in source.read_text().splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut short by a crash
-            rows[row["id"]] = row
-        return rows
+        return {tid: row.model_dump(mode="json") for tid, row in read_ledger(source).items()}
     return {t["id"]: t for t in json.loads(source.read_text())["tasks"]}
 
 

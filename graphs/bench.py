@@ -41,6 +41,7 @@ from kernelwright.graphs.bench_folder import (
     BenchError,
     BenchFile,
     append_ledger,
+    error_row,
     pending_row,
     read_bench_file,
     read_ledger,
@@ -154,8 +155,6 @@ class Session:
     sessions: list[dict[str, Any]] = field(default_factory=list)
     cluster: str | None = None
     """--cluster: the tasks run on Dask workers (graphs/bench_dask.py) instead of this command's workers."""
-    client: Any = None
-    """The Dask client while a cluster runs the tasks."""
 
     # -- bookkeeping
 
@@ -239,12 +238,8 @@ class Session:
             pass
 
     def stop_all(self) -> None:
-        """Stop every worker (SIGTERM, then SIGKILL): their runs stay resumable in their run directories."""
-        if self.client is not None:
-            from kernelwright.graphs.bench_dask import close_client
-
-            close_client(self.client)
-            self.client = None
+        """Stop every worker (SIGTERM, then SIGKILL): their runs stay resumable in their run directories.
+        (A Dask cluster is closed by bench_dask.run_on_cluster itself, on the way out of an interrupt.)"""
         procs = [s.proc for s in self.slots if s.proc is not None and s.proc.poll() is None]
         for p in procs:
             try:
@@ -303,15 +298,7 @@ class Session:
                 f"the worker running it ({slot.label}) ended ({how}) before the task finished; "
                 f"see {LOGS_DIR}/{slot.log_name}; the next --resume continues it"
             )
-            row = pending_row(t).model_copy(
-                update={
-                    "status": "error",
-                    "error": msg,
-                    "verdict": msg,
-                    "worker": slot.label,
-                    "finished_at": utc_now(),
-                }
-            )
+            row = error_row(t, msg, msg, worker=slot.label)
             slot.current = None
             self.record(row)
             display.finished(row)

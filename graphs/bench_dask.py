@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kernelwright.graphs.bench_folder import BenchError, pending_row, read_bench_file, utc_now
+from kernelwright.graphs.bench_folder import BenchError, error_row, read_bench_file
 from kernelwright.graphs.bench_report import TaskRow
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ def run_on_worker(task_id: str, bench_dir: str) -> dict[str, Any]:
     """One bench task on this Dask worker: its TaskRow as JSON (what a local bench worker reports)."""
     from distributed import get_worker
 
-    from kernelwright.graphs.bench_worker import Events, run_task
+    from kernelwright.graphs.bench_worker import Events, device_name_for, run_task
     from kernelwright.nodes.run_context import Context
 
     folder = Path(bench_dir)
@@ -47,14 +47,8 @@ def run_on_worker(task_id: str, bench_dir: str) -> dict[str, Any]:
     task = next(t for t in bench.tasks if t.id == task_id)
     ctx = Context.from_json(bench.context)
     label = f"dask {get_worker().name}"
-    device_name = "cpu (Triton interpreter)"
-    if ctx.device != "cpu":
-        import torch
-
-        if torch.cuda.is_available():
-            device_name = torch.cuda.get_device_name(0)
     with open(os.devnull, "w", encoding="utf-8") as sink:
-        row = run_task(task, folder, ctx, label, device_name, Events(sink))
+        row = run_task(task, folder, ctx, label, device_name_for(ctx), Events(sink))
     return row.model_dump(mode="json")
 
 
@@ -120,7 +114,6 @@ def run_on_cluster(session: Session, display: Display, spec: str) -> None:
     from kernelwright.graphs.bench import Slot
 
     client = start_client(spec, session.slots)
-    session.client = client
     try:
         names = sorted(client.scheduler_info()["workers"].values(), key=lambda w: str(w.get("name")))
         session.slots[:] = [Slot(f"dask {w.get('name')}", "") for w in names] or session.slots
@@ -144,16 +137,13 @@ def run_on_cluster(session: Session, display: Display, spec: str) -> None:
                 task = next(t for t in session.bench.tasks if t.id == tid)
                 first = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
                 msg = f"the task failed on the cluster: {first}; the next --resume continues it"
-                row = pending_row(task).model_copy(
-                    update={"status": "error", "error": first, "verdict": msg, "finished_at": utc_now()}
-                )
+                row = error_row(task, first, msg)
             fut.release()  # else a worker lost later would make Dask compute this finished task again
             session.record(row)
             display.finished(row)
             display.refresh()
-    finally:
+    finally:  # also on Ctrl-C/SIGTERM: the workers stop, their runs stay resumable
         close_client(client)
-        session.client = None
 
 
 def close_client(client: Any) -> None:

@@ -160,6 +160,15 @@ def pending_row(t: BenchTask) -> TaskRow:
     return TaskRow(id=t.id, suite=t.suite, task=t.name, path=t.path, run_dir=f"{RUNS_DIR}/{t.suite}/{t.name}")
 
 
+def error_row(t: BenchTask, error: str, verdict: str, worker: str = "") -> TaskRow:
+    """The row of a task whose run ended without a result (its worker died, it raised): `error`, which
+    the next --resume runs again."""
+    update = {"status": "error", "error": error, "verdict": verdict, "finished_at": utc_now()}
+    if worker:
+        update["worker"] = worker
+    return pending_row(t).model_copy(update=update)
+
+
 def settings_of(context: dict[str, Any]) -> dict[str, Any]:
     keys = (
         "model",

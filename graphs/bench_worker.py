@@ -46,6 +46,16 @@ def _die_with_parent() -> None:
         os._exit(1)
 
 
+def device_name_for(ctx: Any) -> str:
+    """What this worker runs candidates on, for the reports: its GPU's name, or the CPU interpreter."""
+    if ctx.device != "cpu":
+        import torch
+
+        if torch.cuda.is_available():
+            return torch.cuda.get_device_name(0)
+    return "cpu (Triton interpreter)"
+
+
 def design_of(code: str | None) -> str:
     """The kernel's `# kernelwright:` line without its prefix, else the names of its Triton kernels."""
     from kernelwright.nodes.records import kernel_names
@@ -209,12 +219,7 @@ def main(argv: list[str]) -> int:
     ctx = Context.from_json(bench.context)
     label = os.environ.get("KERNELWRIGHT_BENCH_WORKER", "cpu")
     tasks = {t.id: t for t in bench.tasks}
-    device_name = "cpu (Triton interpreter)"
-    if ctx.device != "cpu":
-        import torch
-
-        if torch.cuda.is_available():
-            device_name = torch.cuda.get_device_name(0)
+    device_name = device_name_for(ctx)
     events("ready", pid=os.getpid(), worker=label, device_name=device_name)
     try:
         while line := sys.stdin.readline():

@@ -420,7 +420,6 @@ def _hash(source: str) -> str:
 
 _CACHE: OrderedDict[str, AnalyzedTask | AnalysisError] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
-_TRACE_LOCK = MODEL_LOCK  # tracing patches process-wide torch state: no other model may run meanwhile
 _CACHE_SIZE = 16
 
 
@@ -433,7 +432,7 @@ def analyze_cached(source: str, name: str = "task") -> AnalyzedTask:
             _CACHE.move_to_end(key)
     if hit is None:
         try:
-            with _TRACE_LOCK:
+            with MODEL_LOCK:  # tracing patches process-wide torch state: no other model may run meanwhile
                 hit = analyze_source(source, name)
         except AnalysisError as exc:
             hit = exc
