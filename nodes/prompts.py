@@ -147,8 +147,10 @@ def case_text(case: Case, code_chars: int, cross: bool) -> str:
     meta = [
         f"task: {case.task_name or '?'} ({'+'.join(sig.op_families) or '?'}; in {shapes or '?'};"
         f" {','.join(sorted(set(sig.input_dtypes))) or '?'})",
-        f"action: {case.action or '?'}; idea: {case.idea or '-'}",
     ]
+    if sig.ops:
+        meta.append(f"ops: {' '.join(sig.ops)}")
+    meta.append(f"action: {case.action or '?'}; idea: {case.idea or '-'}")
     if case.kernel_header:
         meta.append(f"design: {case.kernel_header.removeprefix('#').strip()}")
     if case.step_ratio is not None and case.correct:

@@ -2,7 +2,7 @@
 
     signature_similarity(a, b)      # 0..1, from two TaskSignatures
     parse_signature_key(text)       # a TaskSignature back from TaskSignature.key() text
-    parse_case_line(text)           # the signature a case's "task: NAME (families; in shapes; dtypes)" line shows
+    parse_case_line(text)           # the signature a case's "task: NAME (...)" and "ops: ..." lines show
 
 The measure is a weighted sum of five parts, each in 0..1 (a part neither side knows is left out and
 the others are re-weighted):
@@ -35,6 +35,8 @@ NEAR = 0.85
 _WEIGHTS = {"families": 0.40, "ops": 0.15, "size": 0.25, "layout": 0.10, "dtype": 0.10}
 # "task: NAME (families; in 16x64;64; float32)": the shapes are joined by ";" too
 _CASE_LINE = re.compile(r"^task:\s*\S+\s*\(([^;()]*);\s*in\s*([0-9x;?]*);\s*([^();]*)\)", re.M)
+# "ops: aten.mean.dim aten.add.Tensor", the line right after it when the ops are known
+_OPS_LINE = re.compile(r"\nops:[ \t]*([^\n]*)")
 
 
 def _jaccard(a: list[str], b: list[str]) -> float | None:
@@ -118,12 +120,15 @@ def parse_signature_key(text: str) -> TaskSignature | None:
 
 
 def parse_case_line(text: str) -> TaskSignature | None:
-    """The signature in an experience case's "task: NAME (families; in shapes; dtypes)" line, or None."""
+    """The signature in an experience case's "task: NAME (families; in shapes; dtypes)" line (and its
+    "ops: ..." line when there is one), or None."""
     m = _CASE_LINE.search(text)
     if m is None:
         return None
+    ops = _OPS_LINE.match(text, m.end())
     return TaskSignature(
         op_families=_words(m.group(1), "+"),
+        ops=_words(ops.group(1), " ") if ops else [],
         input_shapes=_shapes(m.group(2)),
         input_dtypes=_words(m.group(3), ","),
     )

@@ -37,6 +37,7 @@ from kernelwright.providers.offline.designs import (
     designs_for,
     find_design,
     launch_effect,
+    make_config,
     target_sm_count,
 )
 from kernelwright.providers.protocol import KernelHeader, Section
@@ -330,7 +331,9 @@ def _allowed_config(ctx: WriterContext, info: KernelInfo, design: Design, start:
     avoid = avoid or []
 
     def ok(c: dict[str, Any]) -> bool:
-        return not forbidden(ctx, info.family, design.name, c) and all(not _same(c, a) for a in avoid)
+        return not forbidden(ctx, info.family, design.name, c) and all(
+            not same_kernel(design, c, a) for a in avoid
+        )
 
     if ok(start):
         return start
@@ -344,6 +347,16 @@ def _allowed_config(ctx: WriterContext, info: KernelInfo, design: Design, start:
                 nxt.append(n)
         frontier = nxt[:64]
     return None
+
+
+def same_kernel(design: Design, a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Two configs of `design` that write the same kernel: equal on every knob, a knob one of them does
+    not name being at the generator's default (a header names only the knobs its writer set)."""
+    defaults = make_config(design, {})
+    return all(
+        _norm(a.get(k, getattr(defaults, k, None))) == _norm(b.get(k, getattr(defaults, k, None)))
+        for k in set(a) | set(b)
+    )
 
 
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -407,11 +420,24 @@ def ranked_cases(ctx: WriterContext, cases: list[PromptCase]) -> list[PromptCase
     return sorted(cases, key=key)
 
 
+def _start_from(c: PromptCase) -> bool:
+    """A case worth starting from: a win over its parent, or a correct kernel at least as fast as the
+    reference that did not beat its parent (a root at 1.00x is labelled "ineffective", and may still be
+    the best kernel known for its task)."""
+    return c.good or (_lost(c) and c.speedup is not None and c.speedup >= 1.0)
+
+
 def _case_pick(ctx: WriterContext, info: KernelInfo, options: list[Design]) -> Choice | None:
-    """The design and config of the nearest winning case on this hardware: a speed learned on another
-    target is not advice here (its cases are shown for what compiles and is correct)."""
+    """The design and config of the nearest, then fastest, case worth starting from on this hardware: a
+    speed learned on another target is not advice here (its cases are shown for what compiles and is
+    correct)."""
     good = ranked_cases(
-        ctx, [c for c in ctx.cases if c.good and c.same_hardware and c.meta and c.meta.family == info.family]
+        ctx,
+        [
+            c
+            for c in ctx.cases
+            if _start_from(c) and c.same_hardware and c.meta and c.meta.family == info.family
+        ],
     )
     for case in good:
         assert case.meta is not None
@@ -420,8 +446,9 @@ def _case_pick(ctx: WriterContext, info: KernelInfo, options: list[Design]) -> C
             continue
         base = default_config(d, info, ctx.tf32)
         cfg = _coerce(config_space(d, info, ctx.tf32), case.meta.config, base)
-        # Only what failed or lost on a task at least as near as this case's overrides its win.
-        cfg2 = _allowed_config(ctx, info, d, cfg, _bad_configs(ctx, info, d, at_least=ctx.similarity(case)))
+        # Only what failed or lost on a task at least as near as this case's overrides it.
+        avoid = _bad_configs(ctx, info, d, at_least=ctx.similarity(case), won=cfg)
+        cfg2 = _allowed_config(ctx, info, d, cfg, avoid)
         if cfg2 is not None:
             speed = f"{case.speedup:.2f}x" if case.speedup else "a win"
             sim = ctx.similarity(case)
@@ -436,16 +463,34 @@ def _lost(c: PromptCase) -> bool:
     return c.outcome.lower() == "ineffective" and c.same_hardware
 
 
+def _failed(c: PromptCase) -> bool:
+    """A case whose program did not run correctly (not merely slower: "negative" is a clear loss)."""
+    return c.bad and "negative" not in c.outcome.lower()
+
+
 def _bad_configs(
-    ctx: WriterContext, info: KernelInfo, d: Design, at_least: float | None = None
+    ctx: WriterContext,
+    info: KernelInfo,
+    d: Design,
+    at_least: float | None = None,
+    won: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Configs of `d` that failed, or lost to their parent on this hardware, on near tasks (with
-    `at_least`, on tasks at least that similar): not written again."""
+    `at_least`, on tasks at least that similar): not written again. A loss of `won` itself (a config
+    started from because it won, or was the fastest known, on a task at least as near) does not count
+    against it: a root at 1.00x is "ineffective" and still the best kernel its task has; a failure does."""
     out = []
+    space, base = config_space(d, info, ctx.tf32), default_config(d, info, ctx.tf32)
     for c in ctx.cases:
         sim = ctx.similarity(c)
         if (
             (c.bad or _lost(c))
+            and not (
+                won is not None
+                and not _failed(c)
+                and c.meta
+                and same_kernel(d, _coerce(space, c.meta.config, base), won)
+            )
             and ctx.near(c)
             and (at_least is None or sim is None or sim >= at_least)
             and c.meta
@@ -453,8 +498,9 @@ def _bad_configs(
             and c.meta.design == d.name
             and c.meta.config
         ):
-            out.append(_coerce(config_space(d, info, ctx.tf32), c.meta.config, {}))
-    return [x for x in out if x]
+            # read as the writer reads a case it starts from: its knobs over the design's defaults
+            out.append(_coerce(space, c.meta.config, base))
+    return out
 
 
 def _design_score(ctx: WriterContext, info: KernelInfo, d: Design) -> int:

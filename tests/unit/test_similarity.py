@@ -52,6 +52,13 @@ def test_signatures_read_back_from_the_prompt_and_from_case_lines():
     line = parse_case_line("task: 12_rms (norm+pointwise; in 16x64x256;64; float32)\naction: large_step")
     assert line == TaskSignature(op_families=["norm", "pointwise"], input_shapes=[[16, 64, 256], [64]],
                                  input_dtypes=["float32"])  # fmt: skip
+    with_ops = parse_case_line(
+        "task: 12_rms (norm; in 16x64; float32)\nops: aten.mul.Tensor aten.rsqrt.default"
+    )
+    assert with_ops is not None and with_ops.ops == ["aten.mul.Tensor", "aten.rsqrt.default"]
+    # only the line right after the task line names its ops (not one further down, e.g. in code)
+    later = parse_case_line("task: 12_rms (norm; in 16x64; float32)\naction: x\nops: aten.mul.Tensor")
+    assert later is not None and later.ops == []
     assert parse_signature_key("no signature here") is None and parse_case_line("task: x") is None
 
 
@@ -129,9 +136,53 @@ def test_a_loss_on_a_less_similar_task_does_not_override_a_win_on_this_one():
         WriterContext(cases=parse_cases(won + lost_nearby), signature=task.signature), info, primary=True
     )
     assert (got.design.name, got.config["BLOCK_R"], got.config["num_warps"]) == ("looped", 512, 8), got.why
-    # The same loss on this very task does move it.
-    lost_here = _case("ineffective", "0.97", shapes, "looped", "BLOCK_R=512,num_warps=8")
+    # A failure of that config on this very task does move it (a kernel that is only sometimes right)...
+    failed_here = _case("failed", "n/a", shapes, "looped", "BLOCK_R=512,num_warps=8")
     moved = choose(
-        WriterContext(cases=parse_cases(won + lost_here), signature=task.signature), info, primary=True
+        WriterContext(cases=parse_cases(won + failed_here), signature=task.signature), info, primary=True
     )
-    assert (moved.config["BLOCK_R"], moved.config["num_warps"]) != (512, 8)
+    # ...a slower re-run of it does not: its win stands (the fastest kernel known for the task).
+    rerun_here = _case("ineffective", "0.97", shapes, "looped", "BLOCK_R=512,num_warps=8")
+    kept = choose(
+        WriterContext(cases=parse_cases(won + rerun_here), signature=task.signature), info, primary=True
+    )
+    assert kept.config == got.config, kept.why
+    assert moved.design.name != "looped" or moved.config != got.config, moved.why
+
+
+def test_a_task_s_own_case_ranks_before_a_faster_one_of_other_ops_at_the_same_sizes():
+    # Case lines name the ops (an "ops:" line), so a logsumexp at the same sizes is near but not equal.
+    task, info = _sum_info()
+    shapes = ";".join("x".join(map(str, s)) for s in task.signature.input_shapes)
+
+    def case(speedup: str, config: str, ops: str) -> str:
+        return _case("effective", speedup, shapes, "looped", config).replace(
+            "float32)\n", f"float32)\nops: {ops}\n"
+        )
+
+    own = case("1.05", "BLOCK_R=512,num_warps=8", " ".join(task.signature.ops))
+    other = case("3.00", "BLOCK_R=256,num_warps=4", "aten.logsumexp.default")
+    cases = parse_cases(other + own)
+    assert cases[1].signature is not None and cases[1].signature.ops == task.signature.ops
+    got = choose(WriterContext(cases=cases, signature=task.signature), info, primary=True)
+    assert (got.config["BLOCK_R"], got.config["num_warps"]) == (512, 8), got.why
+
+
+def test_the_writer_starts_from_a_root_as_fast_as_the_reference_and_compares_whole_configs():
+    task, info = _sum_info()
+    shapes = ";".join("x".join(map(str, s)) for s in task.signature.input_shapes)
+    # A root at 1.00x is labelled "ineffective" (it did not beat its parent, the reference): still the
+    # fastest kernel known for the task, so a warm run starts from it rather than from a neighbour.
+    root = _case("ineffective", "1.00", shapes, "looped", "BLOCK_R=512,num_warps=8,EVICT=1")
+    got = choose(WriterContext(cases=parse_cases(root), signature=task.signature), info, primary=True)
+    assert (got.design.name, got.config["BLOCK_R"], got.config["EVICT"]) == ("looped", 512, 1), got.why
+    slower = _case("ineffective", "0.90", shapes, "looped", "BLOCK_R=512,num_warps=8,EVICT=1")
+    plain = choose(WriterContext(signature=task.signature), info, primary=True)
+    again = choose(WriterContext(cases=parse_cases(slower), signature=task.signature), info, primary=True)
+    assert (again.design.name, again.config) == (plain.design.name, plain.config)  # slower: not a start
+    # A clear loss of a config naming another knob (STATIC) is another kernel, not the winner's: a knob a
+    # header leaves out is at its default, so the two differ and the win is started from unchanged.
+    won = _case("effective", "2.48", shapes, "looped", "BLOCK_R=512,num_warps=8,EVICT=1")
+    lost = _case("negative", "1.20", shapes, "looped", "BLOCK_R=512,num_warps=8,STATIC=1")
+    got = choose(WriterContext(cases=parse_cases(won + lost), signature=task.signature), info, primary=True)
+    assert (got.config["BLOCK_R"], got.config["num_warps"], got.config["EVICT"]) == (512, 8, 1), got.why
