@@ -6,6 +6,7 @@
 #   PASS=cold BUDGET=4 bash benchmarks/warm_cold_device.sh
 #   PASS=warm COLD_TGZ=.cold.tgz BUDGET=4 bash benchmarks/warm_cold_device.sh
 #   PASS=cold RESUME_TGZ=.cold.tgz bash benchmarks/warm_cold_device.sh      # continue a pass cut short
+#   PASS=warm COLD_TGZ=.cold.tgz RESUME_TGZ=.warm.tgz bash benchmarks/warm_cold_device.sh
 set -u
 OUT=${OUT:-warm-cold-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -21,6 +22,7 @@ case "${PASS:?cold or warm}" in
         rm -rf /tmp/kw-warm-memory && cp -r /tmp/kw-cold/memory /tmp/kw-warm-memory
         set -- "$@" --memory /tmp/kw-warm-memory ;;
 esac
+# A resumed warm pass gets back the store as its first part left it (kw-warm-memory is in its tarball).
 if [ -n "${RESUME_TGZ:-}" ]; then tar -xzf "$RESUME_TGZ" -C /tmp && set -- --resume "/tmp/kw-$PASS"; fi
 start=$(date +%s)
 timeout -s TERM -k 30 "${BENCH_S:-500}" $KW bench "$@" > "$OUT/bench-$PASS-$start.log" 2>&1
@@ -28,5 +30,6 @@ echo "exit $? after $(( $(date +%s) - start )) s" >> "$OUT/bench-$PASS-$start.lo
 tail -3 "$OUT/bench-$PASS-$start.log"
 cp /tmp/kw-$PASS/suite.md "$OUT/suite-$PASS.md"; cp /tmp/kw-$PASS/tasks.jsonl "$OUT/tasks-$PASS.jsonl"
 cp /tmp/kw-$PASS/suite.json "$OUT/suite-$PASS.json"
-tar -czf "$OUT/$PASS.tgz" --exclude="kw-$PASS/runs" -C /tmp "kw-$PASS"
+keep="kw-$PASS"; [ "$PASS" = warm ] && keep="$keep kw-warm-memory"
+tar -czf "$OUT/$PASS.tgz" --exclude="kw-$PASS/runs" -C /tmp $keep
 ls -la "$OUT"
