@@ -23,7 +23,10 @@ case "${PASS:?cold or warm}" in
         set -- "$@" --memory /tmp/kw-warm-memory ;;
 esac
 # A resumed warm pass gets back the store as its first part left it (kw-warm-memory is in its tarball).
-if [ -n "${RESUME_TGZ:-}" ]; then tar -xzf "$RESUME_TGZ" -C /tmp && set -- --resume "/tmp/kw-$PASS"; fi
+if [ -n "${RESUME_TGZ:-}" ]; then
+  rm -rf "/tmp/kw-$PASS" /tmp/kw-warm-memory
+  tar -xzf "$RESUME_TGZ" -C /tmp && set -- --resume "/tmp/kw-$PASS"
+fi
 start=$(date +%s)
 timeout -s TERM -k 30 "${BENCH_S:-500}" $KW bench "$@" > "$OUT/bench-$PASS-$start.log" 2>&1
 echo "exit $? after $(( $(date +%s) - start )) s" >> "$OUT/bench-$PASS-$start.log"
