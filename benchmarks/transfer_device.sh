@@ -4,6 +4,7 @@
 # the bundled suites (MEMORY, copied first) and once with --memory off. Suite files land in $OUT/with and
 # $OUT/without.
 #   MEMORY=.mem-bundled PICK="02 03 04 05 06 08" BUDGET=4 bash benchmarks/transfer_device.sh
+#   MODES=without PICK="02 03" bash benchmarks/transfer_device.sh      # one mode per call
 set -u
 OUT=${OUT:-transfer-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -12,8 +13,11 @@ GEN=/tmp/kw-generated
 $KW tasks generate --out "$GEN" --count ${COUNT:-30} --seed ${SEED:-0} > "$OUT/generate.log" 2>&1
 tasks=(); for p in ${PICK:-}; do tasks+=("$GEN/${p}_"*.py); done
 [ ${#tasks[@]} -gt 0 ] || tasks=("$GEN")
-rm -rf /tmp/kw-memory && cp -r "${MEMORY:?a memory folder filled by the bundled suites}" /tmp/kw-memory
-for mode in with without; do
+MODES=${MODES:-with without}
+case " $MODES " in *" with "*)
+  rm -rf /tmp/kw-memory && cp -r "${MEMORY:?a memory folder filled by the bundled suites}" /tmp/kw-memory ;;
+esac
+for mode in $MODES; do
   mem=/tmp/kw-memory; [ "$mode" = without ] && mem=off
   timeout -s TERM -k 20 "${BENCH_S:-120}" $KW bench "${tasks[@]}" --budget "${BUDGET:-4}" --memory "$mem" \
     --out "/tmp/kw-transfer-$mode" > "$OUT/bench-$mode.log" 2>&1
