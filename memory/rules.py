@@ -191,7 +191,7 @@ class RuleBook:
             hardware=candidate.hardware,
             triton=candidate.versions.triton,
         )
-        with self._store.writing():
+        with self._store.writing(f"adding a rule from case {candidate.case_id or '(none)'}"):
             match, how, note = self._find_duplicate(candidate, sig, judge)
             now = time.time()
             if match is not None:
@@ -262,7 +262,12 @@ class RuleBook:
         """Store rules exactly as given (overwriting same ids)."""
         if not rules:
             return
-        with self._store.writing():
+        doing = (
+            f"storing rule {rules[0].id} (count {rules[0].count})"
+            if len(rules) == 1
+            else f"storing {len(rules)} rules"
+        )
+        with self._store.writing(doing):
             col = self._rules()
             step = self._store.max_batch()
             for start in range(0, len(rules), step):
@@ -277,7 +282,7 @@ class RuleBook:
     def delete(self, ids: Iterable[str]) -> None:
         ids = list(ids)
         if ids:
-            with self._store.writing():
+            with self._store.writing(f"deleting {len(ids)} rule(s)"):
                 self._rules().delete(ids=ids)
 
     # -- reading ---------------------------------------------------------------------------------
@@ -388,7 +393,12 @@ class RuleBook:
     def put_exposures(self, exposures: Sequence[Exposure]) -> None:
         if not exposures:
             return
-        with self._store.writing():
+        doing = (
+            f"recording exposure {exposures[0].id}"
+            if len(exposures) == 1
+            else f"recording {len(exposures)} exposures"
+        )
+        with self._store.writing(doing):
             col = self._exposures()
             step = self._store.max_batch()
             for start in range(0, len(exposures), step):
@@ -472,7 +482,7 @@ class RuleBook:
         """Drop rules that do not help (>= min_samples attempts with and without, failure rate with >=
         without) and rules whose Triton major.minor does not include the installed one."""
         mm = major_minor(installed.triton) if installed is not None else ""
-        with self._store.writing():
+        with self._store.writing("pruning rules"):
             rules = self.all()
             effects = self.effects(rules)
             removed: list[PrunedRule] = []
