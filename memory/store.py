@@ -22,7 +22,7 @@ sent again for up to KERNELWRIGHT_MEMORY_RETRY_S seconds (memory/http_retry.py);
 that is an error (an HTTP 4xx: never sent again), the read or write raises MemoryServerError naming the
 server and what was being written. A request sent again may have landed the first time, so every
 request memory sends is one that may be repeated: records are written whole under ids fixed before the
-write (a case's id comes from its run and node), counts and scores as the
+write (a case's id comes from its run and node, an exposure's from its case), counts and scores as the
 absolute values read and computed under the lock (a rule's count, a case's downstream score), and the
 lock itself is taken under a token of this acquisition (a create that landed but was not answered is
 found to be ours) and released by renaming the lock collection, found by its id, to a name of its own

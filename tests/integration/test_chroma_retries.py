@@ -2,8 +2,9 @@
 proxy on loopback that drops connections, answers 5xx, or passes a request on and loses the answer.
 
 Every case, rule count and exposure ends exactly as written once (the same writes on a local folder
-are the reference); an HTTP 4xx is not sent again; a server that stays down fails the write after the
-retry budget with one error naming the server and the write.
+are the reference), also when a step the server failed part-way is made again; an HTTP 4xx is not sent
+again; a server that stays down fails the write after the retry budget with one error naming the server
+and the write.
 """
 
 from __future__ import annotations
@@ -263,6 +264,26 @@ def test_a_server_restart_mid_bench_loses_and_repeats_nothing(chroma: ChromaServ
         write_steps(ref, "restart", 4)
     assert contents(chroma.url) == contents(str(tmp_path / "reference"))
     assert collections_at(chroma.url) == {CASES, RULES, EXPOSURES}
+
+
+def test_a_write_repeated_after_it_failed_part_way_counts_once(
+    chroma: ChromaServer, proxy: FaultProxy, tmp_path: Path
+) -> None:
+    """The rule's count lands on every try but no answer comes back until the budget is spent: the step
+    fails after its case and count were written. Made again (as a resumed run makes it), it raises no
+    count and adds no case or exposure twice."""
+    with open_memory(proxy.url, retry_s=0.3) as mem:
+        write_step(mem, "again", 0)
+        rules_upsert = f"{_client(chroma.url).get_collection(RULES).id}/upsert"
+        proxy.decide = lambda method, path, n: "lost" if path.endswith(rules_upsert) else ""
+        with pytest.raises(MemoryServerError, match=r"while storing rule rule-\w+ \(count 2\)"):
+            write_step(mem, "again", 1)
+        proxy.decide = lambda method, path, n: ""
+        write_step(mem, "again", 1)
+    with open_memory(tmp_path / "reference") as ref:
+        write_steps(ref, "again", 2)
+    assert contents(chroma.url) == contents(str(tmp_path / "reference"))
+    assert [p for _, p, f in proxy.log if f == "lost"] and contents(chroma.url)["rules"] == [(RULE, 2, 2)]
 
 
 def test_an_http_4xx_is_not_sent_again(proxy: FaultProxy) -> None:
