@@ -27,7 +27,12 @@ from kernelwright.memory.rules import (
     RuleEffect,
     RuleUpdate,
 )
-from kernelwright.memory.store import MemoryDamagedError, MemoryLocationError, resolve_location
+from kernelwright.memory.store import (
+    MemoryDamagedError,
+    MemoryLocationError,
+    MemoryServerError,
+    resolve_location,
+)
 
 __all__ = [
     "OUTCOMES",
@@ -40,6 +45,7 @@ __all__ = [
     "MemoryDamagedError",
     "MemoryImportError",
     "MemoryLocationError",
+    "MemoryServerError",
     "MemoryStats",
     "Outcome",
     "PruneReport",

@@ -152,7 +152,7 @@ class Memory:
         cases = [r for r in records["case"] if isinstance(r, Case)]
         rules = [r for r in records["rule"] if isinstance(r, Rule)]
         exposures = [r for r in records["exposure"] if isinstance(r, Exposure)]
-        with self._store.writing():
+        with self._store.writing(f"importing {os.fspath(path)}"):
             before = self._snapshot(cases, rules, exposures)
             try:
                 if cases:
@@ -219,12 +219,15 @@ def open_memory(
     *,
     embedding: str | None = None,
     rule_threshold: int | None = None,
+    retry_s: float | None = None,
 ) -> Memory:
     """Open (creating if needed) the memory at a folder or Chroma server URL.
 
     `embedding`: "hashing" (default), "hashing-<dim>" or "st:<local sentence-transformers model>"
     (else $KERNELWRIGHT_EMBEDDING). `rule_threshold`: the count from which rules are injected
-    (else $KERNELWRIGHT_RULE_THRESHOLD, else 3).
+    (else $KERNELWRIGHT_RULE_THRESHOLD, else 3). `retry_s`: for a server, how long one request may
+    keep failing transiently before a read or write fails (else $KERNELWRIGHT_MEMORY_RETRY_S, else 60;
+    memory/http_retry.py).
     """
     loc = resolve_location(location)
     if rule_threshold is None:
@@ -233,7 +236,7 @@ def open_memory(
             rule_threshold = int(raw) if raw else DEFAULT_THRESHOLD
         except ValueError as exc:
             raise ValueError(f"{ENV_RULE_THRESHOLD}={raw!r} is not an integer") from exc
-    store = get_store(loc, make_embedder(embedding))
+    store = get_store(loc, make_embedder(embedding), retry_s=retry_s)
     return Memory(store, rule_threshold=rule_threshold)
 
 

@@ -171,7 +171,8 @@ class ExperienceGraph:
             )
         texts = [c.embedding_text() for c in cases]
         embeddings = self._store.embedder.embed_many(texts)
-        with self._store.writing():
+        doing = f"adding case {ids[0]}" if len(ids) == 1 else f"adding {len(ids)} cases ({ids[0]}, ...)"
+        with self._store.writing(doing):
             col = self._col()
             existing = col.get(ids=ids, include=[])["ids"]
             if existing:
@@ -252,7 +253,7 @@ class ExperienceGraph:
     def rescore(self) -> int:
         """Recompute every downstream score from the lineage (repair after a crash between writes);
         returns how many changed."""
-        with self._store.writing():
+        with self._store.writing("rescoring the cases"):
             col = self._col()
             got = col.get(include=["metadatas"])
             metas = {cid: (m or {}) for cid, m in zip(got["ids"], got["metadatas"] or [], strict=True)}
@@ -303,7 +304,7 @@ class ExperienceGraph:
     def delete(self, ids: Iterable[str]) -> None:
         ids = list(ids)
         if ids:
-            with self._store.writing():
+            with self._store.writing(f"deleting {len(ids)} case(s) ({ids[0]}, ...)"):
                 self._col().delete(ids=ids)
                 for i in ids:
                     self._facets.pop(i, None)

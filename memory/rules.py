@@ -8,12 +8,14 @@ retrieved by relevance instead of pasted whole, and carry a measured effect:
   callable (rule A, rule B) -> same?, e.g. nodes.reflector's chat-model judge; memory holds no prompt
   text), it decides whether two rules prohibit the same action. Without one, the normalised
   error signatures decide (see `records.error_signature`), with a check that the rule texts are not
-  unrelated. A duplicate raises the existing rule's count and adds its evidence.
+  unrelated. A duplicate raises the existing rule's count and adds its evidence, once per case: a case
+  already in the rule's evidence is not counted again (the same write repeated after a failure).
 - Injection. Only rules with count >= the threshold (default 3) are offered to the context manager.
 - Effect. For each attempt the reflector records which rules were in its context and whether it failed
   (`record_rule_exposure`). A rule's effect compares the failure rate of attempts that had it with
   that of comparable attempts (sharing an op family) that did not. Exposures are appended, never
-  updated, so concurrent writers lose nothing.
+  updated, so concurrent writers lose nothing; an attempt's exposure has its case's id, so recording it
+  again replaces it.
 - Pruning. `prune` drops rules that had enough exposure and did not lower the failure rate, and rules
   whose Triton (major.minor) is not the installed one.
 """
@@ -191,9 +193,15 @@ class RuleBook:
             hardware=candidate.hardware,
             triton=candidate.versions.triton,
         )
-        with self._store.writing():
+        with self._store.writing(f"adding a rule from case {candidate.case_id or '(none)'}"):
             match, how, note = self._find_duplicate(candidate, sig, judge)
             now = time.time()
+            if match is not None and candidate.case_id in {e.case_id for e in match.evidence} - {None}:
+                # This case's observation is counted already: the same write made again (a run's step
+                # repeated after the memory server failed it part-way) must not raise the count twice.
+                return RuleUpdate(
+                    rule=match, merged=True, matched_by=how, note="counted already for this case"
+                )
             if match is not None:
                 rule = match
                 rule.count += 1
@@ -262,7 +270,12 @@ class RuleBook:
         """Store rules exactly as given (overwriting same ids)."""
         if not rules:
             return
-        with self._store.writing():
+        doing = (
+            f"storing rule {rules[0].id} (count {rules[0].count})"
+            if len(rules) == 1
+            else f"storing {len(rules)} rules"
+        )
+        with self._store.writing(doing):
             col = self._rules()
             step = self._store.max_batch()
             for start in range(0, len(rules), step):
@@ -277,7 +290,7 @@ class RuleBook:
     def delete(self, ids: Iterable[str]) -> None:
         ids = list(ids)
         if ids:
-            with self._store.writing():
+            with self._store.writing(f"deleting {len(ids)} rule(s)"):
                 self._rules().delete(ids=ids)
 
     # -- reading ---------------------------------------------------------------------------------
@@ -373,7 +386,9 @@ class RuleBook:
         case_id: str | None = None,
         run_id: str = "",
     ) -> Exposure:
-        """Record one attempt: which rules were in its context (possibly none) and whether it failed."""
+        """Record one attempt: which rules were in its context (possibly none) and whether it failed.
+
+        With a `case_id`, the exposure's id is the case's: recording one attempt again overwrites it."""
         exp = Exposure(
             rule_ids=list(dict.fromkeys(r for r in rule_ids if r)),
             failed=bool(failed),
@@ -382,13 +397,20 @@ class RuleBook:
             case_id=case_id,
             run_id=run_id,
         )
+        if case_id:
+            exp.id = f"exp-{case_id}"
         self.put_exposures([exp])
         return exp
 
     def put_exposures(self, exposures: Sequence[Exposure]) -> None:
         if not exposures:
             return
-        with self._store.writing():
+        doing = (
+            f"recording exposure {exposures[0].id}"
+            if len(exposures) == 1
+            else f"recording {len(exposures)} exposures"
+        )
+        with self._store.writing(doing):
             col = self._exposures()
             step = self._store.max_batch()
             for start in range(0, len(exposures), step):
@@ -472,7 +494,7 @@ class RuleBook:
         """Drop rules that do not help (>= min_samples attempts with and without, failure rate with >=
         without) and rules whose Triton major.minor does not include the installed one."""
         mm = major_minor(installed.triton) if installed is not None else ""
-        with self._store.writing():
+        with self._store.writing("pruning rules"):
             rules = self.all()
             effects = self.effects(rules)
             removed: list[PrunedRule] = []

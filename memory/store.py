@@ -17,6 +17,17 @@ client's read-modify-write (a rule's count, the downstream scores of a case's an
 with another's and lose updates (measured: four writers raising one rule's count 24 times left it at 17).
 So a write also holds a lock on the server, taken by creating a collection (`_lock_server`).
 
+A server's requests that fail transiently (it restarts, a connection drops, a proxy answers 502-504) are
+sent again for up to KERNELWRIGHT_MEMORY_RETRY_S seconds (memory/http_retry.py); then, and for any answer
+that is an error (an HTTP 4xx: never sent again), the read or write raises MemoryServerError naming the
+server and what was being written. A request sent again may have landed the first time, so every
+request memory sends is one that may be repeated: records are written whole under ids fixed before the
+write (a case's id comes from its run and node, an exposure's from its case), counts and scores as the
+absolute values read and computed under the lock (a rule's count, a case's downstream score), and the
+lock itself is taken under a token of this acquisition (a create that landed but was not answered is
+found to be ours) and released by renaming the lock collection, found by its id, to a name of its own
+before deleting it (a repeated delete by name could remove the lock another client took in between).
+
 A folder this process cannot write (permissions, a read-only mount) is opened from a snapshot copied to
 a temporary folder: everything can be read, a write raises MemoryLocationError. A damaged folder (the
 database missing, truncated or overwritten) raises MemoryDamagedError naming what can be recovered
@@ -35,6 +46,7 @@ import socket
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -46,8 +58,10 @@ from chromadb.api import ClientAPI
 from chromadb.api.models.Collection import Collection
 from chromadb.config import Settings
 
+from kernelwright.memory import http_retry
 from kernelwright.memory.damage import damaged_message, missing_database, sqlite_problem
 from kernelwright.memory.embedding import Embedder
+from kernelwright.memory.http_retry import ServerUnavailable
 
 ENV_MEMORY = "KERNELWRIGHT_MEMORY"
 DEFAULT_MEMORY_DIR = "~/.kernelwright"
@@ -73,6 +87,11 @@ class MemoryDamagedError(MemoryLocationError):
         self.path = path
 
 
+class MemoryServerError(MemoryLocationError):
+    """A Chroma server that stayed unreachable through the retries, or answered a read or write with an
+    error; the message names the server and what was being read or written."""
+
+
 def _writable(path: Path) -> bool:
     db = path / "chroma.sqlite3"
     return os.access(path, os.W_OK | os.X_OK) and (not db.exists() or os.access(db, os.W_OK))
@@ -95,10 +114,13 @@ def _settings() -> Settings:
 class ChromaStore:
     """One Chroma client and the collections memory uses, with cross-process write safety."""
 
-    def __init__(self, location: str, embedder: Embedder) -> None:
+    def __init__(self, location: str, embedder: Embedder, *, retry_s: float | None = None) -> None:
         self.location = location
         self.embedder = embedder
         self.remote = location.startswith(("http://", "https://"))
+        self.retry_s = http_retry.retry_budget(retry_s) if self.remote else 0.0
+        """For a server: seconds one request may take, retries of transient failures included."""
+        self._server_lock: Collection | None = None
         self._thread_lock = threading.RLock()
         self._write_depth = 0
         self._lock_fd: int | None = None
@@ -143,14 +165,16 @@ class ChromaStore:
                 raise MemoryLocationError(f"memory URL {self.location!r} has no host")
             port = url.port or (443 if url.scheme == "https" else 8000)
             try:
-                client = chromadb.HttpClient(
-                    host=url.hostname, port=port, ssl=url.scheme == "https", settings=_settings()
-                )
-                client.heartbeat()
+                with http_retry.retries_off():  # a server that is not there is said at once
+                    client = chromadb.HttpClient(
+                        host=url.hostname, port=port, ssl=url.scheme == "https", settings=_settings()
+                    )
+                    client.heartbeat()
             except Exception as exc:  # the HTTP client raises transport-specific types
                 raise MemoryLocationError(
                     f"cannot reach the Chroma server at {self.location}: {exc}"
                 ) from exc
+            http_retry.install(client, self.retry_s)
             self._client = client
         else:
             try:
@@ -220,9 +244,33 @@ class ChromaStore:
     # -- access ----------------------------------------------------------------------------------
 
     @contextmanager
-    def reading(self) -> Iterator[None]:
+    def _server_errors(self, doing: str) -> Iterator[None]:
+        """A server's failure inside as one MemoryServerError naming the server and what was being done."""
+        try:
+            yield
+        except ServerUnavailable as exc:
+            raise MemoryServerError(
+                f"the Chroma server at {self.location} did not answer while {doing}: {exc.tries} tries in "
+                f"{exc.elapsed_s:.1f} s, the last: {exc.last} (requests are retried for "
+                f"{self.retry_s:g} s; {http_retry.ENV_RETRY_S} sets it)"
+            ) from exc
+        except Exception as exc:
+            # What the server answered with an error: Chroma's types, or a bare Exception with the body.
+            kind = type(exc)
+            if not self.remote or not (
+                kind is Exception or kind.__module__.split(".")[0] in ("chromadb", "httpx")
+            ):
+                raise
+            first = (str(exc).strip().splitlines() or [""])[0][:300]
+            raise MemoryServerError(
+                f"the Chroma server at {self.location} failed while {doing} ({kind.__name__}, not "
+                f"retried): {first}"
+            ) from exc
+
+    @contextmanager
+    def reading(self, doing: str = "reading from it") -> Iterator[None]:
         """Serialise with other threads and pick up other processes' writes first."""
-        with self._thread_lock:
+        with self._thread_lock, self._server_errors(doing):
             if self._write_depth == 0:
                 self._refresh_if_stale()
             try:
@@ -234,11 +282,13 @@ class ChromaStore:
                 raise damaged from exc
 
     @contextmanager
-    def writing(self) -> Iterator[None]:
-        """Exclusive across processes (local folder) and threads; re-entrant within one thread."""
+    def writing(self, doing: str = "writing to it") -> Iterator[None]:
+        """Exclusive across processes (local folder) and threads; re-entrant within one thread.
+
+        `doing` says what is written ("adding case case-...") in the error a server's failure raises."""
         if self.read_only:
             raise MemoryLocationError(f"memory at {self.location} is read-only: cannot write to it")
-        with self._thread_lock:
+        with self._thread_lock, self._server_errors(doing):
             outer = self._write_depth == 0
             if outer and not self.remote:
                 fd = os.open(Path(self.location, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
@@ -267,31 +317,64 @@ class ChromaStore:
         atomic test-and-set (a second create of one name fails), so the lock is a collection that exists
         while a client writes. Without it, two clients' read-modify-writes (a rule's count, a case's
         ancestors' scores) interleave and lose updates. A lock older than SERVER_LOCK_STALE_S (its holder
-        died mid-write) is broken."""
+        died mid-write) is broken.
+
+        The holder token is new for each acquisition: a create that landed but whose answer was lost is
+        sent again (memory/http_retry.py), fails as "already exists", and the lock found holds our token."""
         client = self.client
-        holder = f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}"
+        token = f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}:{uuid.uuid4().hex[:12]}"
         wait = 0.005
         while True:
             try:
-                client.create_collection(SERVER_LOCK, metadata={"holder": holder, "at": time.time()})
+                self._server_lock = client.create_collection(
+                    SERVER_LOCK, metadata={"holder": token, "at": time.time()}
+                )
                 return
+            except ServerUnavailable:
+                raise
             except Exception as exc:  # the HTTP client raises the server's "already exists" as several types
                 if "exist" not in str(exc).lower():
                     raise
             try:
-                at = float((client.get_collection(SERVER_LOCK).metadata or {}).get("at", 0.0))
-                if time.time() - at > SERVER_LOCK_STALE_S:
-                    client.delete_collection(SERVER_LOCK)
-                    continue
+                lock = client.get_collection(SERVER_LOCK)
+            except ServerUnavailable:
+                raise
             except Exception:  # released (or broken by another client) in between: try again at once
+                continue
+            meta = lock.metadata or {}
+            if meta.get("holder") == token:
+                self._server_lock = lock
+                return
+            if time.time() - float(meta.get("at", 0.0)) > SERVER_LOCK_STALE_S:
+                self._drop_lock(lock)
                 continue
             time.sleep(wait)
             wait = min(wait * 2, 0.2)
 
-    def _unlock_server(self) -> None:
+    def _drop_lock(self, lock: Collection) -> None:
+        """Delete this lock collection and no other: renamed by its id to a name of its own, then deleted
+        by that name, so a request sent again after it landed cannot delete a lock taken since."""
+        gone = f"{SERVER_LOCK}-released-{uuid.uuid4().hex}"
         try:
-            self.client.delete_collection(SERVER_LOCK)
-        except Exception:  # broken as stale by another client: nothing left to release
+            lock.modify(name=gone)
+        except ServerUnavailable:
+            raise
+        except Exception:  # already renamed or deleted (broken as stale by another client)
+            return
+        try:
+            self.client.delete_collection(gone)
+        except ServerUnavailable:
+            raise
+        except Exception:  # deleted by a request that landed before its answer was lost
+            pass
+
+    def _unlock_server(self) -> None:
+        lock, self._server_lock = self._server_lock, None
+        if lock is None:
+            return
+        try:
+            self._drop_lock(lock)
+        except ServerUnavailable:  # the lock stays until it is stale (SERVER_LOCK_STALE_S); the write is done
             pass
 
     def cache_token(self) -> int | None:
@@ -337,6 +420,8 @@ class ChromaStore:
     def max_batch(self) -> int:
         try:
             return max(1, min(5000, int(self.client.get_max_batch_size())))
+        except ServerUnavailable:
+            raise
         except Exception:  # older servers do not report it
             return 1000
 
@@ -364,16 +449,22 @@ _STORES: dict[str, ChromaStore] = {}
 _STORES_LOCK = threading.Lock()
 
 
-def get_store(location: str, embedder: Embedder) -> ChromaStore:
-    """The process-wide store for a location (see the module docstring for why it is shared)."""
+def get_store(location: str, embedder: Embedder, *, retry_s: float | None = None) -> ChromaStore:
+    """The process-wide store for a location (see the module docstring for why it is shared).
+
+    `retry_s`: for a server, seconds a request may take with its retries (else
+    $KERNELWRIGHT_MEMORY_RETRY_S, else 60); given for a store already open, it replaces its budget."""
     with _STORES_LOCK:
         store = _STORES.get(location)
         if store is None or store._client is None:
-            store = ChromaStore(location, embedder)
+            store = ChromaStore(location, embedder, retry_s=retry_s)
             _STORES[location] = store
         elif store.embedder.describe() != embedder.describe():
             raise MemoryLocationError(
                 f"memory at {location} is already open in this process with embedding "
                 f"{store.embedder.describe()!r}, not {embedder.describe()!r}"
             )
+        elif retry_s is not None and store.remote:
+            store.retry_s = http_retry.retry_budget(retry_s)
+            http_retry.install(store.client, store.retry_s)
         return store.acquire()

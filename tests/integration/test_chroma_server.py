@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,58 +19,6 @@ SIG = TaskSignature(
     op_families=["softmax"], ops=["aten._softmax"], input_shapes=[[7, 333]], input_dtypes=["float32"]
 )
 V = Versions(torch="2.13.0", triton="3.6.0")
-
-
-def _chroma_bin() -> str | None:
-    here = Path(sys.executable).parent / "chroma"
-    return str(here) if here.exists() else shutil.which("chroma")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture
-def chroma_server(tmp_path: Path) -> Iterator[str]:
-    exe = _chroma_bin()
-    if exe is None:
-        pytest.skip("the chroma command is not installed")
-    port = _free_port()
-    log = (tmp_path / "chroma.log").open("w")
-    proc = subprocess.Popen(
-        [exe, "run", "--path", str(tmp_path / "server-data"), "--host", "127.0.0.1", "--port", str(port)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "ANONYMIZED_TELEMETRY": "False"},
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 60
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(
-                    f"chroma exited with {proc.returncode}: {(tmp_path / 'chroma.log').read_text()[-1500:]}"
-                )
-            try:
-                with urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=1) as resp:
-                    if resp.status == 200 and any("heartbeat" in k for k in json.loads(resp.read())):
-                        break
-            except OSError:
-                pass
-            if time.time() > deadline:
-                pytest.fail("chroma did not answer its heartbeat within 60 s")
-            time.sleep(0.2)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)
-        log.close()
 
 
 def test_memory_over_http(chroma_server: str, tmp_path: Path) -> None:

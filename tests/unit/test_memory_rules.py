@@ -104,6 +104,23 @@ def test_same_error_merges_and_counts_evidence(mem) -> None:  # noqa: ANN001
     assert mem.rules.count() == 1
 
 
+def test_one_case_is_counted_once_when_its_writes_are_made_again(mem) -> None:  # noqa: ANN001
+    """A run's step repeated (after the memory failed it part-way) writes its rule observation and its
+    exposure again: the count and the exposures stay as after the first time."""
+    for _ in range(2):
+        mem.rules.add(dot_candidate(1))
+        again = mem.rules.add(dot_candidate(2))
+        mem.rules.record_rule_exposure([], failed=True, op_families=["matmul"], case_id="case-2")
+    assert again.merged and again.note == "counted already for this case"
+    assert [(r.count, [e.case_id for e in r.evidence]) for r in mem.rules.all()] == [
+        (2, ["case-1", "case-2"])
+    ]
+    assert [e.id for e in mem.rules.exposures()] == ["exp-case-2"]
+    mem.rules.add(dot_candidate(3, case_id=None))
+    mem.rules.add(dot_candidate(3, case_id=None))  # no case to tell them apart: two observations
+    assert mem.rules.all()[0].count == 4
+
+
 def test_different_errors_stay_apart(mem) -> None:  # noqa: ANN001
     mem.rules.add(dot_candidate(1))
     name = mem.rules.add(
