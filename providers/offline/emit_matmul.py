@@ -332,7 +332,7 @@ class MatmulGen(KernelGen):
                 for p in bs:
                     c(f"if {p}.stride(-2) != 1 and {p}.shape[-2] > 1:")
                     c(f"    {p} = {p}.mT.contiguous().mT")
-            c("batch = tuple(torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]))")
+            c("batch = tuple(_bshapes(a.shape[:-2], b.shape[:-2]))")
             c("shape = batch + (a.shape[-2], b.shape[-1])")
             c("K, N = a.shape[-1], b.shape[-1]")
             groups = [dims for _, dims in self.groups]
@@ -360,14 +360,14 @@ class MatmulGen(KernelGen):
                 ep += [f"stout{i}[{gi}]" for gi in range(len(groups))]
                 outs.append(f"out{i}")
             sizes = ["M", "N", "K", "NB"] + [f"G{gi}" for gi in range(len(groups))]
-            c(f"BLOCK_M = min({cfg.BLOCK_M}, max(16, triton.next_power_of_2(M)))")
-            c(f"BLOCK_N = min({cfg.BLOCK_N}, max(16, triton.next_power_of_2(N)))")
-            c(f"BLOCK_K = min({cfg.BLOCK_K}, max(16, triton.next_power_of_2(K)))")
-            c("tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N) * NB")
+            c(f"BLOCK_M = min({cfg.BLOCK_M}, max(16, _np2(M)))")
+            c(f"BLOCK_N = min({cfg.BLOCK_N}, max(16, _np2(N)))")
+            c(f"BLOCK_K = min({cfg.BLOCK_K}, max(16, _np2(K)))")
+            c("tiles = _cdiv(M, BLOCK_M) * _cdiv(N, BLOCK_N) * NB")
             meta = f"BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M={cfg.GROUP_M}"
             launch = f"num_warps={cfg.num_warps}, num_stages={cfg.num_stages}"
             if cfg.mode == "split_k":
-                c(f"SPLIT_K = max(1, min({cfg.SPLIT_K}, triton.cdiv(K, BLOCK_K)))")
+                c(f"SPLIT_K = max(1, min({cfg.SPLIT_K}, _cdiv(K, BLOCK_K)))")
                 c("ws = torch.empty((SPLIT_K, NB, M, N), device=a.device, dtype=torch.float32)")
                 c(f"{name}_partial[(tiles, SPLIT_K)](")
                 with c.indent():

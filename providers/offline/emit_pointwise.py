@@ -144,7 +144,7 @@ class PointwiseGen(KernelGen):
         c(f"def _launch_{name}({', '.join(tnames + snames + extra)}):")
         with c.indent():
             if exact:
-                c(f"shape = torch.broadcast_shapes({', '.join(f'{n}.shape' for n in tnames)})")
+                c(f"shape = _bshapes({', '.join(f'{n}.shape' for n in tnames)})")
             groups = [dims for _, dims in self.groups]
             c(f"groups = {groups!r}")
             for gi, dims in enumerate(groups):
@@ -161,12 +161,12 @@ class PointwiseGen(KernelGen):
             for i, v in enumerate(self.k.outputs):
                 c(f"out{i} = torch.empty(shape, device=device, dtype={v.dtype})")
                 outs.append(f"out{i}")
-            c(f"BLOCK = min({cfg.BLOCK}, triton.next_power_of_2(max(N, 1)))")
-            c("nblocks = triton.cdiv(N, BLOCK)")
+            c(f"BLOCK = min({cfg.BLOCK}, _np2(max(N, 1)))")
+            c("nblocks = _cdiv(N, BLOCK)")
             args = tnames + outs + snames + ["N"] + [f"G{gi}" for gi in range(len(groups))] + stride_args
             if cfg.mode == "grid_stride":
                 c(f"programs = max(1, min(nblocks, {cfg.WAVES} * _num_sms(device)))")
-                args.append("triton.cdiv(nblocks, programs)")
+                args.append("_cdiv(nblocks, programs)")
                 meta = "BLOCK=BLOCK"
                 grid = "(programs,)"
             else:

@@ -43,7 +43,7 @@ def launcher_source(
             sympy.simplify(a - b) == 0 for a, b in zip(bshape, gen.S, strict=True)
         )
         if exact:
-            c(f"shape = torch.broadcast_shapes({', '.join(f'{n}.shape' for n in tnames)})")
+            c(f"shape = _bshapes({', '.join(f'{n}.shape' for n in tnames)})")
         else:
             # The tensors read do not span the space (a broadcast constant): the forward passes it.
             gen.shape_arg = tuple(gen.S)
@@ -113,25 +113,23 @@ def out_shape(gen: RowKernelGen, v: Value) -> str:
 def launch_plain(gen: RowKernelGen, c: Code, args: list[str]) -> None:
     """Block sizes, grid and warps for one kernel over the rows (every design but split), then the launch."""
     cfg = gen.cfg
-    c("npow = triton.next_power_of_2(max(NR, 1))")
+    c("npow = _np2(max(NR, 1))")
     if gen.layout == "rows":
         if cfg.mode == "registers":
             c(f"single = npow <= {cfg.RMAX}")
             c(f"BLOCK_R = npow if single else {cfg.BLOCK_R}")
-            c(
-                f"BLOCK_M = min(max(1, {cfg.TILE} // BLOCK_R), triton.next_power_of_2(max(NK, 1))) if single else 1"
-            )
+            c(f"BLOCK_M = min(max(1, {cfg.TILE} // BLOCK_R), _np2(max(NK, 1))) if single else 1")
         else:
             c(f"BLOCK_R = min({cfg.BLOCK_R}, npow)")
-            c(f"BLOCK_M = min({cfg.BLOCK_M}, triton.next_power_of_2(max(NK, 1)))")
+            c(f"BLOCK_M = min({cfg.BLOCK_M}, _np2(max(NK, 1)))")
         if cfg.mode == "registers" and cfg.PERSIST:
-            c(f"grid = (max(1, min(triton.cdiv(NK, BLOCK_M), {cfg.PERSIST} * _num_sms({args[0]}.device))),)")
+            c(f"grid = (max(1, min(_cdiv(NK, BLOCK_M), {cfg.PERSIST} * _num_sms({args[0]}.device))),)")
         else:
-            c("grid = (triton.cdiv(NK, BLOCK_M),)")
+            c("grid = (_cdiv(NK, BLOCK_M),)")
         tile = "BLOCK_M * BLOCK_R"
         meta = "BLOCK_M=BLOCK_M, BLOCK_R=BLOCK_R"
     else:
-        c(f"BLOCK_I = min({cfg.BLOCK_I}, triton.next_power_of_2(max(NI, 1)))")
+        c(f"BLOCK_I = min({cfg.BLOCK_I}, _np2(max(NI, 1)))")
         if cfg.mode == "registers":
             c(f"single = npow * BLOCK_I <= {cfg.TILE * 2}")
             # Not single: the reduced dim is walked in [BLOCK_R, BLOCK_I] tiles of at most TILE elements.
@@ -140,7 +138,7 @@ def launch_plain(gen: RowKernelGen, c: Code, args: list[str]) -> None:
             c(f"BLOCK_R = npow if single else max(1, min({cfg.BLOCK_R}, {cfg.TILE} // BLOCK_I))")
         else:
             c(f"BLOCK_R = min({cfg.BLOCK_R}, npow)")
-        c("grid = ((NK // max(NI, 1)) * triton.cdiv(NI, BLOCK_I),)")
+        c("grid = ((NK // max(NI, 1)) * _cdiv(NI, BLOCK_I),)")
         tile = "BLOCK_R * BLOCK_I"
         meta = "BLOCK_R=BLOCK_R, BLOCK_I=BLOCK_I"
     if cfg.mode == "registers":
@@ -162,21 +160,21 @@ def launch_split(
     """The split design's buffers and its partial, combine and apply launches, level by level."""
     cfg = gen.cfg
     dev = args[0]
-    c(f"BLOCK_R = min({cfg.BLOCK_R}, triton.next_power_of_2(max(NR, 1)))")
+    c(f"BLOCK_R = min({cfg.BLOCK_R}, _np2(max(NR, 1)))")
     if gen.layout == "rows":
-        c(f"BLOCK_M = min({cfg.BLOCK_M}, triton.next_power_of_2(max(NK, 1)))")
-        c("blocks = triton.cdiv(NK, BLOCK_M)")
+        c(f"BLOCK_M = min({cfg.BLOCK_M}, _np2(max(NK, 1)))")
+        c("blocks = _cdiv(NK, BLOCK_M)")
         meta = "BLOCK_M=BLOCK_M, BLOCK_R=BLOCK_R"
     else:
-        c(f"BLOCK_I = min({cfg.BLOCK_I}, triton.next_power_of_2(max(NI, 1)))")
-        c("blocks = (NK // max(NI, 1)) * triton.cdiv(NI, BLOCK_I)")
+        c(f"BLOCK_I = min({cfg.BLOCK_I}, _np2(max(NI, 1)))")
+        c("blocks = (NK // max(NI, 1)) * _cdiv(NI, BLOCK_I)")
         meta = "BLOCK_R=BLOCK_R, BLOCK_I=BLOCK_I"
-    c("nchunks = triton.cdiv(NR, BLOCK_R)")
+    c("nchunks = _cdiv(NR, BLOCK_R)")
     c(f"want = max(1, {cfg.WAVES} * _num_sms({dev}.device) // blocks)")
-    c("CHUNKS = triton.cdiv(nchunks, max(1, min(nchunks, want, 2048)))")
-    c("SPLIT = triton.cdiv(nchunks, CHUNKS)")
-    c("BLOCK_S = triton.next_power_of_2(SPLIT)")
-    c("BLOCK_MC = max(1, min(triton.next_power_of_2(max(NK, 1)), 4096 // BLOCK_S))")
+    c("CHUNKS = _cdiv(nchunks, max(1, min(nchunks, want, 2048)))")
+    c("SPLIT = _cdiv(nchunks, CHUNKS)")
+    c("BLOCK_S = _np2(SPLIT)")
+    c("BLOCK_MC = max(1, min(_np2(max(NK, 1)), 4096 // BLOCK_S))")
     levels = gen.split_levels()
     sbufs = []
     for group in levels:
@@ -212,7 +210,7 @@ def launch_split(
             c(f"{meta}, num_warps={warps}, num_stages={cfg.num_stages},")
         c(")")
         last = li == len(levels) - 1
-        c(f"{gen.kname}_c{li}[(triton.cdiv(NK, BLOCK_MC),)](")
+        c(f"{gen.kname}_c{li}[(_cdiv(NK, BLOCK_MC),)](")
         with c.indent():
             c(", ".join(loads + sbufs + parts + (row_outs if last else []) + snames + ["NK", "NR", "SPLIT"] + sizes
                         + strides) + ",")  # fmt: skip

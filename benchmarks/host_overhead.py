@@ -1,0 +1,113 @@
+"""Host work per forward of the offline writer's programs: what a call costs before any kernel runs.
+
+    python benchmarks/host_overhead.py [SUITE ...] [--calls 400] [--json OUT]
+
+For every task of the suites (default: the bundled level1 and level2), the root program the offline writer
+answers is loaded, its Triton kernels are replaced by no-ops, and its forward is called on meta tensors of
+the task's full input shapes (the least of five rounds): the time left is the launcher's own Python (shapes, strides, grids, output
+allocation), paid on every call on top of the kernels and of Triton's launch. A kernel of tens of
+microseconds cannot run faster than this. CPU only; no kernel runs. Tasks whose forward needs real data on
+the host (or that the writer answers with torch calls only) are listed as skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from kernelwright.hardware.result import Versions
+from kernelwright.hardware.targets import get_target
+from kernelwright.nodes.context_builder import build_context
+from kernelwright.nodes.prompts import request_text
+from kernelwright.providers.offline.writer import write_program
+from kernelwright.tasks import bundled_suite_dir, load_task
+from kernelwright.tasks.module import exec_task_module, task_init_inputs
+
+
+class _NoLaunch:
+    """Stands in for a @triton.jit kernel: `kernel[grid](...)` does nothing."""
+
+    def __getitem__(self, grid: object) -> object:
+        return lambda *args, **kwargs: None
+
+
+def host_us(code: str, task_path: Path, calls: int, folder: Path) -> float:
+    task = load_task(task_path)
+    path = folder / f"candidate_{task_path.stem}.py"  # Triton reads a kernel's source from its file
+    path.write_text(code)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for name, value in list(module.__dict__.items()):
+        if hasattr(value, "run") and hasattr(value, "fn"):  # a JITFunction (or an Autotuner over one)
+            setattr(module, name, _NoLaunch())
+    init = task_init_inputs(exec_task_module(task.source, f"task_{task_path.stem}"))
+    with torch.device("meta"):
+        model = module.ModelNew(*init)
+    sig = task.signature
+    inputs = [
+        torch.empty(shape, dtype=getattr(torch, dtype), device="meta")
+        for shape, dtype in zip(sig.input_shapes, sig.input_dtypes, strict=True)
+    ]
+    for _ in range(20):
+        model(*inputs)
+    best = float("inf")
+    for _ in range(5):  # the least of five rounds: the machine's other work only adds
+        start = time.perf_counter()
+        for _ in range(calls):
+            model(*inputs)
+        best = min(best, (time.perf_counter() - start) / calls * 1e6)
+    return best
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("suites", nargs="*", default=["level1", "level2"])
+    ap.add_argument("--calls", type=int, default=400, help="calls per round (five rounds)")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    target = get_target("nvidia-h200")
+    rows, skipped = [], []
+    tmp = Path(tempfile.mkdtemp(prefix="kw-host-"))
+    for suite in args.suites:
+        folder = Path(suite) if Path(suite).is_dir() else bundled_suite_dir(suite)
+        for path in sorted(folder.glob("[0-9]*.py")):
+            task = load_task(path)
+            bundle = build_context(
+                task, "large_step", request_text=request_text("large_step"), target=target,
+                hardware="nvidia-h200", versions=Versions(torch="2.11.0", triton="3.6.0"), memory=None,
+                budget=6000, precision="strict",
+            )  # fmt: skip
+            answer = write_program(bundle.prompt, seed=0)
+            name = f"{folder.name}/{path.stem}"
+            if not answer.code or "@triton.jit" not in answer.code:
+                skipped.append((name, "no Triton kernel"))
+                continue
+            try:
+                rows.append({"task": name, "host_us": host_us(answer.code, path, args.calls, tmp)})
+            except Exception as exc:  # noqa: BLE001 - a forward that needs real data is reported, not fatal
+                skipped.append((name, f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"))
+                continue
+            print(f"{name}: {rows[-1]['host_us']:.1f} us", flush=True)
+    us = [r["host_us"] for r in rows]
+    if us:
+        print(
+            f"{len(us)} tasks: median {statistics.median(us):.1f} us, max {max(us):.1f} us; skipped {len(skipped)}"
+        )
+    for name, why in skipped:
+        print(f"  skipped {name}: {why}", file=sys.stderr)
+    if args.json:
+        args.json.write_text(json.dumps({"rows": rows, "skipped": skipped}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

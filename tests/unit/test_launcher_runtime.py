@@ -1,0 +1,96 @@
+"""The host helpers every generated launcher carries (providers/offline/emit.RUNTIME): plain-int stand-ins for
+triton.cdiv, triton.next_power_of_2 and torch.broadcast_shapes, and a stride walk remembered per layout.
+They run on every forward, so they must agree with what they stand in for exactly."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import triton
+
+from kernelwright.providers.offline.emit import RUNTIME
+
+
+@pytest.fixture(scope="module")
+def rt() -> dict:
+    namespace: dict = {"torch": torch}
+    exec(RUNTIME, namespace)
+    return namespace
+
+
+def test_int_helpers_agree_with_triton(rt):
+    for n in [0, 1, 2, 3, 4, 5, 7, 8, 9, 1000, 1024, 1025, 4095, 2**31 - 1, 2**31, 2**31 + 1]:
+        assert rt["_np2"](n) == triton.next_power_of_2(n), n
+        for b in (1, 3, 16, 128, 1024):
+            assert rt["_cdiv"](n, b) == triton.cdiv(n, b), (n, b)
+
+
+@pytest.mark.parametrize(
+    "shapes",
+    [
+        [(4, 1, 8), (3, 1)],
+        [(5,), (2, 3, 5), (1, 5)],
+        [(2, 0, 3), (1, 3)],
+        [(1,), ()],
+        [(7, 1), (1, 9), (7, 9)],
+        [torch.Size([2, 3])],
+    ],
+)
+def test_bshapes_is_broadcast_shapes(rt, shapes):
+    assert rt["_bshapes"](*shapes) == tuple(torch.broadcast_shapes(*shapes))
+
+
+def test_bshapes_refuses_what_does_not_broadcast(rt):
+    with pytest.raises(RuntimeError, match="do not broadcast"):
+        rt["_bshapes"]((2, 3), (4, 3))
+    with pytest.raises(RuntimeError):
+        torch.broadcast_shapes((2, 3), (4, 3))
+
+
+def _walk_without_memory(t, shape, groups):
+    """The walk as launchers did it before it was remembered: expand, read strides, copy once if needed."""
+    for _ in range(2):
+        st = t.expand(shape).stride()
+        out = []
+        for g in groups:
+            stride, step = 0, None
+            for d in reversed(g):
+                if shape[d] == 1:
+                    continue
+                if step is None:
+                    stride = st[d]
+                elif st[d] != step:
+                    break
+                step = st[d] * shape[d]
+            else:
+                out.append(stride)
+                continue
+            break
+        else:
+            return t, out
+        t = t.contiguous()
+    raise AssertionError
+
+
+def test_group_strides_is_remembered_per_layout_and_still_copies_each_call(rt):
+    x = torch.arange(2 * 3 * 4, dtype=torch.float32).reshape(2, 3, 4)
+    cases = [
+        (x, (2, 3, 4), [[0, 1], [2]]),
+        (x[:, :, :1], (2, 3, 4), [[0], [1], [2]]),  # broadcast over the last dim
+        (x.permute(0, 2, 1), (2, 4, 3), [[0, 1], [2]]),  # (0, 1) cannot be walked as one: copied
+        (x.transpose(0, 2), (4, 3, 2), [[0], [1], [2]]),
+        (x[:, 1:, :], (2, 2, 4), [[0, 1], [2]]),
+    ]
+    for t, shape, groups in cases:
+        for _ in range(3):  # the first call walks, the next ones read the remembered walk
+            got_t, got = rt["_group_strides"](t, shape, groups)
+            want_t, want = _walk_without_memory(t, shape, groups)
+            assert got == want and got_t.stride() == want_t.stride(), (shape, groups)
+            assert torch.equal(got_t.expand(shape), t.expand(shape))
+            # a copy is made for this call's tensor, never one remembered from another call
+            assert (got_t.data_ptr() == t.data_ptr()) == (want_t is t)
+    permuted = x.permute(0, 2, 1)
+    first, _ = rt["_group_strides"](permuted, (2, 4, 3), [[0, 1], [2]])
+    other = permuted + 1
+    second, _ = rt["_group_strides"](other, (2, 4, 3), [[0, 1], [2]])
+    assert torch.equal(second, (other).contiguous()) and second.data_ptr() != first.data_ptr()
