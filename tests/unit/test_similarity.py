@@ -186,3 +186,30 @@ def test_the_writer_starts_from_a_root_as_fast_as_the_reference_and_compares_who
     lost = _case("negative", "1.20", shapes, "looped", "BLOCK_R=512,num_warps=8,STATIC=1")
     got = choose(WriterContext(cases=parse_cases(won + lost), signature=task.signature), info, primary=True)
     assert (got.config["BLOCK_R"], got.config["num_warps"], got.config["EVICT"]) == (512, 8, 1), got.why
+
+
+def test_a_case_shown_in_a_prompt_names_its_ops_and_they_read_back():
+    from kernelwright.memory.records import Case
+    from kernelwright.nodes.prompts import case_text
+
+    signature = sig("reduction", [[128, 4096, 256]], ops="aten.mean.dim aten.add.Tensor")
+    case = Case(task_name="06_mean", signature=signature, action="large_step", correct=True, code="pass")
+    text = case_text(case, code_chars=100, cross=False)
+    lines = text.splitlines()
+    assert (
+        lines[0].startswith("task: 06_mean (reduction;") and lines[1] == "ops: aten.mean.dim aten.add.Tensor"
+    )
+    back = parse_case_line(text)
+    assert back is not None and back.ops == signature.ops
+    assert signature_similarity(back, signature) == pytest.approx(1.0)
+    # a case of other ops at the same sizes is near, not equal
+    other = parse_case_line(
+        case_text(
+            case.model_copy(
+                update={"signature": sig("reduction", [[128, 4096, 256]], ops="aten.logsumexp.default")}
+            ),
+            code_chars=100,
+            cross=False,
+        )
+    )
+    assert other is not None and NEAR <= signature_similarity(other, signature) < 1.0
