@@ -419,6 +419,9 @@ def _run_bench(
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+        # The ledger on disk is the record: an interrupt that lands in `record` between the append and the
+        # in-memory update must not leave a recorded task "pending" in the reports written now.
+        session.ledger.update(read_ledger(bench_dir))
         session.sessions[-1]["ended_at"] = utc_now()
         session.save()
     rows = [session.ledger.get(t.id) for t in bench.tasks]

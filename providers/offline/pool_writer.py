@@ -252,7 +252,7 @@ def _kw_pool(x, pool, nd, is_max, block, num_warps):
     if total == 0:
         return y
     divisor = getattr(pool, "divisor_override", None)
-    grid = (triton.cdiv(total, block),)
+    grid = (-(-total // block),)  # ceil division in ints: triton.cdiv is a jit function
     _kw_pool_kernel[grid](
         x, y, total, *size3, *out3, int(divisor or 1),
         *k3, *s3, *p3, *d3,
