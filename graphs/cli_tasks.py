@@ -1,12 +1,16 @@
-"""`kernelwright tasks generate --out DIR [--count N] [--seed S]`: write tasks no one wrote by hand.
+"""`kernelwright tasks generate --out DIR [--count N] [--seed S]`: write tasks no one wrote by hand;
+`kernelwright tasks variant --dtype bfloat16|float16 --out DIR PATH ...`: the same tasks in bf16 or fp16.
 
 Each file is a KernelBench-format task (a head: Linear, matmul, batched matmul or Conv2d; one to three
 pointwise ops; an optional reduction, softmax or norm), with small inputs for the CPU interpreter, drawn
 with the seed (tasks.generate). The folder also gets `tasks.json` (seed, count, each task's chain) and
 works as given with `kernelwright optimize DIR` and `kernelwright bench DIR`.
 
+A variant (tasks.variant) is a task's own text with its model's parameters and buffers and its
+floating-point inputs in the dtype; PATH are task files or folders of them.
+
 Exit status 0 when the tasks were written; 2 for bad input (a count below 1, a folder that is not empty
-or cannot be made), with one line that says so.
+or cannot be made, a file that is not a task), with one line that says so.
 """
 
 from __future__ import annotations
@@ -37,6 +41,15 @@ def add_parser(subparsers: Any) -> None:
     g.add_argument("--count", type=int, default=30, help="how many tasks (default: 30)")
     g.add_argument("--seed", type=int, default=0, help="seed of the draw (default: 0)")
     g.set_defaults(func=generate)
+    v = sub.add_parser(
+        "variant",
+        help="write tasks again with their model and inputs in bfloat16 or float16",
+        description=(__doc__ or "").split("\n\n")[2],
+    )
+    v.add_argument("paths", nargs="+", metavar="PATH", help="task files, or folders of task files")
+    v.add_argument("--dtype", required=True, choices=["bfloat16", "float16"])
+    v.add_argument("--out", required=True, metavar="DIR", help="folder to write into (new or empty)")
+    v.set_defaults(func=variant)
 
     def no_action(args: argparse.Namespace) -> int:
         p.print_help()
@@ -69,4 +82,43 @@ def generate(args: argparse.Namespace) -> int:
     for t in tasks:
         print(f"{t.name}.py")
     print(f"wrote {len(tasks)} tasks (seed {args.seed}) to {out}", file=sys.stderr)
+    return 0
+
+
+def variant(args: argparse.Namespace) -> int:
+    from kernelwright.graphs.cli_optimize import UsageError, check_output_folder
+    from kernelwright.tasks.variant import dtype_variant
+
+    out = Path(args.out)
+    try:
+        check_output_folder(out, "--out")
+        if out.is_dir() and any(out.iterdir()):
+            raise UsageError(f"--out {out}: the folder is not empty; give a new or empty folder")
+        files: list[Path] = []
+        for raw in args.paths:
+            path = Path(raw)
+            if path.is_dir():
+                files += sorted(p for p in path.glob("*.py") if not p.name.startswith("_"))
+            elif path.is_file():
+                files.append(path)
+            else:
+                raise UsageError(f"{raw}: no such task file or folder")
+        if not files:
+            raise UsageError("no task files in " + ", ".join(args.paths))
+        written = {}
+        for f in files:
+            try:
+                written[f.name] = dtype_variant(f.read_text(encoding="utf-8"), args.dtype)
+            except ValueError as exc:
+                raise UsageError(f"{f}: {exc}") from None
+        if len(written) < len(files):
+            raise UsageError("two task files of one name: write them to separate folders")
+    except UsageError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in written.items():
+        (out / name).write_text(text, encoding="utf-8")
+        print(name)
+    print(f"wrote {len(written)} {args.dtype} variants to {out}", file=sys.stderr)
     return 0

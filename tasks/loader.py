@@ -21,15 +21,16 @@ from kernelwright.tasks.task import Task
 _SUITES_ROOT = Path(__file__).resolve().parent
 
 
-BundledSuite = Literal["level1", "level2", "published"]
-BUNDLED_SUITES: tuple[BundledSuite, ...] = ("level1", "level2", "published")
+BundledSuite = Literal["level1", "level2", "published", "level1_bf16", "level2_bf16"]
+BUNDLED_SUITES: tuple[BundledSuite, ...] = ("level1", "level2", "published", "level1_bf16", "level2_bf16")
 
 
 def bundled_suite_dir(level: BundledSuite) -> Path:
-    """The folder of a suite shipped with kernelwright: "level1" (single ops), "level2" (fused ops) or
-    "published" (single ops at the sizes of published benchmark runs, tensors of several GiB)."""
+    """The folder of a suite shipped with kernelwright: "level1" (single ops), "level2" (fused ops),
+    "published" (single ops at the sizes of published benchmark runs, tensors of several GiB), and
+    "level1_bf16" / "level2_bf16" (their GEMM, norm, softmax and convolution tasks in bfloat16)."""
     if level not in BUNDLED_SUITES:
-        raise TaskError(f"unknown bundled suite {level!r}; choose level1, level2 or published")
+        raise TaskError(f"unknown bundled suite {level!r}; choose one of {', '.join(BUNDLED_SUITES)}")
     return _SUITES_ROOT / level
 
 

@@ -20,3 +20,17 @@ def test_the_offline_writer_finds_a_correct_kernel_for_generated_tasks(tmp_path)
         path.write_text(t.source)
         res = run_optimize(path, ctx, tmp_path / "runs" / t.name, close_pools=False)
         assert res.correct, f"{t.name}: {res.verdict}"
+
+
+def test_the_offline_writer_solves_bf16_variants_without_a_dot_on_the_interpreter(tmp_path):
+    """level1_bf16's softmax and level2_bf16's layer norm + GELU: whole runs at bf16 on CPU. The suites'
+    matmul and convolution tasks are verified on a GPU only: the interpreter's bf16 tl.dot is wrong."""
+    from kernelwright.graphs.context import Context
+    from kernelwright.graphs.optimize import run_optimize
+    from kernelwright.tasks import bundled_suite_dir
+
+    ctx = Context(budget=1, device="cpu", memory="off", workers=1)
+    for level, name in (("level1_bf16", "09_softmax"), ("level2_bf16", "04_layernorm_gelu")):
+        path = bundled_suite_dir(level) / f"{name}.py"  # type: ignore[arg-type]
+        res = run_optimize(path, ctx, tmp_path / "runs" / name, close_pools=False)
+        assert res.correct, f"{level}/{name}: {res.verdict}"

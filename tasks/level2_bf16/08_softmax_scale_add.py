@@ -1,0 +1,55 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """y = softmax(x) * scale + bias, softmax over the last dimension, bias a learned vector (no dropout)."""
+
+    def __init__(self, dim: int, scale: float):
+        super().__init__()
+        self.scale = scale
+        self.bias = nn.Parameter(torch.randn(dim) * 0.02)
+        self.to(torch.bfloat16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(x, dim=-1) * self.scale + self.bias
+
+
+# 8192 rows of 8192 fp32: 256 MiB read, 256 MiB written.
+batch_size = 8192
+dim = 8192
+scale = 2.0
+
+small_batch_size = 7
+small_dim = 999
+
+
+def _fp32_get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return [dim, scale]
+
+
+def _fp32_get_small_inputs():
+    return [torch.randn(small_batch_size, small_dim)]
+
+
+def get_small_init_inputs():
+    return [small_dim, scale]
+
+
+# The bf16 variant of this task: the model's parameters and buffers (Model.__init__ ends in
+# self.to) and the floating-point inputs in torch.bfloat16; sizes as above, each such tensor half the
+# bytes.
+def _in_dtype(values):
+    return [v.to(torch.bfloat16) if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in values]
+
+
+def get_inputs():
+    return _in_dtype(_fp32_get_inputs())
+
+
+def get_small_inputs():
+    return _in_dtype(_fp32_get_small_inputs())
