@@ -259,16 +259,18 @@ def test_dtype_dependent_values_are_judged_against_the_float32_reference():
     assert not compare_tensor(wrong, ref, "strict", ref64=ref64).ok
 
 
-def test_float64_reference_only_for_float32_outputs_in_strict():
+def test_float64_reference_only_for_float32_outputs_in_strict_and_half_outputs():
     ref = torch.randn(5, 123, generator=torch.Generator().manual_seed(2))
     noisy64 = ref.double() + 1e-3  # would give E = 1e-3 if used
     for dtype, precision in [
-        (torch.float16, "strict"),
         (torch.float64, "strict"),
         (torch.float32, "reduced"),
     ]:
         cmp = compare_tensor(ref.to(dtype), ref.to(dtype), precision, ref64=noisy64)
         assert cmp.ok and cmp.tolerances[0].reference_error is None and not cmp.notes
+    for dtype, precision in [(torch.float16, "strict"), (torch.bfloat16, "reduced")]:
+        cmp = compare_tensor(ref.to(dtype), ref.to(dtype), precision, ref64=noisy64)
+        assert cmp.ok and cmp.tolerances[0].reference_error == 0.0 and "float64-anchored" in cmp.notes[0]
     # Without ref64 (the worker's fallback), strict float32 is the table alone and says so by None.
     assert compare_tensor(ref, ref, "strict").tolerances[0].reference_error is None
 
@@ -341,3 +343,27 @@ def test_the_judge_memory_bound_is_written_once():
     # the float64 run keeps its output (2x the outputs) beside what judging holds
     peak = max(3 * fp.total, held_bytes(fp) + 2 * fp.outputs) + CONTEXT_BYTES
     assert lean_float64_fits(fp, free=peak) and not lean_float64_fits(fp, free=peak - 1)
+
+
+def test_a_half_output_closer_to_the_exact_value_than_its_reference_passes():
+    """A bf16 reference computed op by op can end several ulps from the exact value (seen: an RMS norm times
+    SiLU gate, 4 ulps at one element); a kernel that lands on the exact value rounded to bf16 failed
+    against the bf16 reference alone. With the float64 reference it passes; what is within the table of
+    neither reference still fails, and what is within the table of the bf16 reference still passes."""
+    exact = torch.linspace(-3, 7, 500, dtype=torch.float64)
+    ref = exact.bfloat16()
+    ref[480] = (exact[480] * 1.03).bfloat16()  # the reference's own error there: 3%, about 4 bf16 ulps
+    kernel = exact.bfloat16()
+    alone = compare_tensor(kernel, ref, "strict")
+    anchored = compare_tensor(kernel, ref, "strict", ref64=exact)
+    assert not alone.ok and alone.mismatched == 1 and anchored.ok, anchored.report
+    assert "float64-anchored" in anchored.notes[0] and anchored.tolerances[0].allowance_factor == 1.0
+    assert compare_tensor(ref.clone(), ref, "strict", ref64=exact).ok  # the rule only widens
+    wrong = kernel.clone()
+    wrong[400] = (exact[400] * 1.1).bfloat16()  # 10%: beyond the table of both references
+    bad = compare_tensor(wrong, ref, "strict", ref64=exact)
+    assert not bad.ok and bad.mismatched == 1 and "the reference's own error at the element" in bad.report
+    # beyond the band (1/8) the two references are not the same computation: the bf16 one alone judges
+    far = ref.clone()
+    far[480] = (exact[480] * 1.3).bfloat16()
+    assert not compare_tensor(kernel, far, "strict", ref64=exact).ok
