@@ -1,0 +1,61 @@
+"""Do the offline writer's programs compile for a GPU? Its root program for every task of the suites,
+compiled for the target without a GPU (hardware.compile_feedback: real ptxas, registers, spills, shared
+memory), for suites the CPU interpreter cannot verify (bf16 `tl.dot` is wrong there).
+
+    python benchmarks/compile_suite.py [SUITE ...] [--target nvidia-h200] [--json OUT]
+
+SUITE: a bundled suite name (default: level1_bf16 level2_bf16) or a folder of tasks. Nothing runs on a GPU
+and no output is checked: this finds compile errors and resource use, not correctness or speed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from kernelwright.hardware.compile_feedback import compile_for_target
+from kernelwright.hardware.result import Versions
+from kernelwright.hardware.targets import get_target
+from kernelwright.nodes.context_builder import build_context
+from kernelwright.nodes.prompts import request_text
+from kernelwright.providers.offline.writer import write_program
+from kernelwright.tasks import BUNDLED_SUITES, bundled_suite_dir, load_task
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("suites", nargs="*", default=["level1_bf16", "level2_bf16"])
+    ap.add_argument("--target", default="nvidia-h200")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    target = get_target(args.target)
+    rows = []
+    for suite in args.suites:
+        folder = bundled_suite_dir(suite) if suite in BUNDLED_SUITES else Path(suite)  # type: ignore[arg-type]
+        for path in sorted(folder.glob("[0-9]*.py")):
+            task = load_task(path)
+            bundle = build_context(
+                task, "large_step", request_text=request_text("large_step"), target=target,
+                hardware=target.name, versions=Versions(torch="2.11.0", triton="3.6.0"), memory=None,
+                budget=6000, precision="strict",
+            )  # fmt: skip
+            answer = write_program(bundle.prompt, seed=0)
+            name = f"{folder.name}/{path.stem}"
+            if not answer.code:
+                rows.append({"task": name, "ok": False, "why": f"no program: {answer.unsupported}"})
+                print(f"{name}: no program", flush=True)
+                continue
+            report = compile_for_target(answer.code, path, target, timeout_s=300)
+            header = answer.code.splitlines()[0].removeprefix("# kernelwright:").strip()
+            rows.append(
+                {"task": name, "ok": report.ok, "design": header, "report": report.model_dump(mode="json")}
+            )
+            print(f"{name} [{header}]\n  " + report.summary().replace("\n", "\n  "), flush=True)
+    print(f"{sum(r['ok'] for r in rows)}/{len(rows)} compile for {target.name}")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1, default=str) + "\n")
+
+
+if __name__ == "__main__":
+    main()
