@@ -19,9 +19,10 @@ result), else on stdout.
 
 Exit status: 0 when the run(s) finished, whatever they found (the verdict says it plainly); 1 when a
 run failed, or a task of a folder did not load; 2 for bad input (flags, a task that does not load, an
-output folder or memory that cannot be used, a model that cannot be used); 3 when the model provider
-kept failing past the retry time (KERNELWRIGHT_LLM_RETRY_S): the run is checkpointed, continue it with
---resume RUN_DIR; 130 when interrupted.
+output folder or memory that cannot be used, a model that cannot be used); 3 when a service the run
+depends on kept failing past its retry time, the model provider (KERNELWRIGHT_LLM_RETRY_S) or the memory
+server (KERNELWRIGHT_MEMORY_RETRY_S): the run is checkpointed, continue it with --resume RUN_DIR; 130 when
+interrupted.
 """
 
 from __future__ import annotations
@@ -74,7 +75,8 @@ def add_parser(subparsers: Any) -> None:
         description="Search a tree of candidate Triton kernels for a KernelBench-format task. Flags not "
         "given fall back to the KERNELWRIGHT_* environment variables, then to the defaults shown.",
         epilog="Exit status: 0 finished (whatever was found), 1 a run failed or a task of a folder did "
-        "not load, 2 bad input, 3 the model provider kept failing (continue with --resume RUN_DIR), "
+        "not load, 2 bad input, 3 the model provider or the memory server kept failing (continue with "
+        "--resume RUN_DIR), "
         "130 interrupted.",
     )
     p.add_argument("path", nargs="?", help="task file or folder of task files (not needed with --resume)")
@@ -289,7 +291,7 @@ def _task_files(path: Path) -> list[Path]:
 def main(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from kernelwright.memory import MemoryLocationError
+    from kernelwright.memory import MemoryLocationError, MemoryServerError
     from kernelwright.nodes import resources
     from kernelwright.providers.chat import ProviderError, ProviderUnavailable
     from kernelwright.tasks.errors import TaskError
@@ -302,7 +304,7 @@ def main(args: argparse.Namespace) -> int:
 
     try:
         return _main(args, out, say)
-    except ProviderUnavailable as exc:
+    except (ProviderUnavailable, MemoryServerError) as exc:
         say(
             f"{exc}; the run is saved: continue it with kernelwright optimize --resume {exc.run_dir or 'RUN_DIR'}"
         )
@@ -319,6 +321,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _main(args: argparse.Namespace, console: Console, say: Any) -> int:
     from kernelwright.graphs.optimize import read_run_file, run_optimize
+    from kernelwright.memory import MemoryServerError
     from kernelwright.nodes import resources
     from kernelwright.providers.chat import ProviderUnavailable
     from kernelwright.tasks.errors import TaskError
@@ -333,7 +336,7 @@ def _main(args: argparse.Namespace, console: Console, say: Any) -> int:
         check_memory_and_model(ctx, model=False)  # run_optimize checks the model if work is left
         try:
             result = run_optimize(None, ctx, rd, resume=True, on_progress=ProgressPrinter(console))
-        except ProviderUnavailable as exc:
+        except (ProviderUnavailable, MemoryServerError) as exc:
             exc.run_dir = str(rd)
             raise
         return _finish(args, console, [(result.task, result, "")], None)
@@ -350,7 +353,7 @@ def _main(args: argparse.Namespace, console: Console, say: Any) -> int:
         check_memory_and_model(ctx)
         try:
             result = run_optimize(path, ctx, run_dir, on_progress=ProgressPrinter(console))
-        except ProviderUnavailable as exc:
+        except (ProviderUnavailable, MemoryServerError) as exc:
             exc.run_dir = exc.run_dir or (str(run_dir) if run_dir else None)
             raise
         return _finish(args, console, [(path.stem, result, "")], None)
@@ -382,7 +385,7 @@ def _main(args: argparse.Namespace, console: Console, say: Any) -> int:
                 f, ctx, out_root / f.stem, on_progress=ProgressPrinter(console, f.stem), close_pools=False
             )
             results.append((f.stem, res, ""))
-        except ProviderUnavailable as exc:
+        except (ProviderUnavailable, MemoryServerError) as exc:
             exc.run_dir = exc.run_dir or str(out_root / f.stem)
             raise
         except (TaskError, ValueError) as exc:

@@ -36,7 +36,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel, Field, ValidationError
 
-from kernelwright.memory.store import MemoryLocationError
+from kernelwright.memory.store import MemoryLocationError, MemoryServerError
 from kernelwright.nodes import resources
 from kernelwright.nodes.coder import coder
 from kernelwright.nodes.compiler import compiler
@@ -206,10 +206,11 @@ def check_memory_writable(memory: Any) -> None:
 
 
 def _naming_the_run(stream: Any, run_dir: Path) -> Any:
-    """The stream's chunks; a provider that stopped the run is named with the run to resume."""
+    """The stream's chunks; a service that stopped the run (the model provider, the memory server) is
+    named with the run to resume."""
     try:
         yield from stream
-    except ProviderUnavailable as exc:
+    except (ProviderUnavailable, MemoryServerError) as exc:
         exc.run_dir = exc.run_dir or str(run_dir)
         raise
 

@@ -89,7 +89,10 @@ class MemoryDamagedError(MemoryLocationError):
 
 class MemoryServerError(MemoryLocationError):
     """A Chroma server that stayed unreachable through the retries, or answered a read or write with an
-    error; the message names the server and what was being read or written."""
+    error; the message names the server and what was being read or written. Raised inside a run, it stops
+    the run at its last checkpoint: `run_dir` is then the run to resume (set by the caller that knows it)."""
+
+    run_dir: str | None = None
 
 
 def _writable(path: Path) -> bool:

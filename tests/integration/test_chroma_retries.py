@@ -329,3 +329,31 @@ def test_the_retry_budget_comes_from_the_environment(monkeypatch: pytest.MonkeyP
         http_retry.retry_budget()
     monkeypatch.delenv(http_retry.ENV_RETRY_S)
     assert http_retry.retry_budget() == http_retry.DEFAULT_RETRY_S == 60.0
+
+
+def test_an_optimize_run_stopped_by_the_memory_server_resumes_where_it_stopped(
+    proxy: FaultProxy, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The server refuses every write (503) past the retry budget: the run stops at its last checkpoint
+    with exit 3 and the command to continue it; once the server is back, --resume finishes it and its
+    cases are in the server's memory."""
+    from kernelwright.graphs.cli import main as cli_main
+
+    monkeypatch.setenv(http_retry.ENV_RETRY_S, "0.3")
+    down = {"writes": True}
+    proxy.decide = lambda method, path, n: "503" if down["writes"] and path.endswith(WRITES) else ""
+    task = Path(__file__).resolve().parents[1] / "kernels" / "candidates" / "task_relu.py"
+    out = tmp_path / "run"
+    args = ["--model", "offline", "--budget", "1", "--device", "cpu", "--memory", proxy.url]
+    assert cli_main(["optimize", str(task), *args, "--out", str(out)]) == 3
+    err = capsys.readouterr().err
+    assert proxy.url in err and f"continue it with kernelwright optimize --resume {out}" in err, err
+    assert "503" in proxy.faults()
+    down["writes"] = False
+    assert cli_main(["optimize", "--resume", str(out)]) == 0, capsys.readouterr().err
+    assert (out / "result.json").is_file()
+    mem = open_memory(proxy.url)
+    try:
+        assert mem.stats().cases >= 1  # the resumed run wrote its case
+    finally:
+        mem.close()
