@@ -12,8 +12,8 @@ For every attempt it:
 
 Nothing is learned from an attempt that says nothing about its kernel (`not_the_kernels_fault`): a
 timeout (on the CPU interpreter a large task alone can run past the limit), a failure of the evaluation
-machinery (harness_error, a worker killed from outside), or the offline writer having no program for
-the task. Such an attempt writes no case, no rule and no rule exposure; its reflection says why.
+machinery (harness_error, a worker killed from outside), the offline writer having no program for
+the task, or a bf16 kernel with tl.dot that mismatches on the CPU interpreter (whose bf16 dot is wrong). Such an attempt writes no case, no rule and no rule exposure; its reflection says why.
 
 Memory writes are made idempotent for resume: the case id is derived from the run and node, and a
 journal in the run directory (reflections.jsonl) records finished reflections, so a step re-run after a
@@ -67,8 +67,11 @@ def classify(result: EvalResult) -> Status:
     return "failed"
 
 
-def not_the_kernels_fault(result: EvalResult, code: str | None, offline_writer: bool) -> str | None:
-    """Why this failure teaches nothing about the kernel, or None when it does."""
+def not_the_kernels_fault(
+    result: EvalResult, code: str | None, offline_writer: bool, dtypes: list[str] | None = None
+) -> str | None:
+    """Why this failure teaches nothing about the kernel, or None when it does. `dtypes`: the task's
+    input and output dtypes."""
     kind = result.error_kind
     if kind == "harness_error":
         return "the evaluation machinery failed (harness_error), not the kernel"
@@ -81,6 +84,17 @@ def not_the_kernels_fault(result: EvalResult, code: str | None, offline_writer: 
         return "the worker was killed from outside (SIGKILL: the machine ran out of memory, or an operator)"
     if code is None and offline_writer:
         return "the offline writer has no program for this task"
+    if (
+        kind == "mismatch"
+        and result.target == "cpu-interpreter"
+        and "bfloat16" in (dtypes or [])
+        and code is not None
+        and "tl.dot" in code
+    ):
+        return (
+            "the Triton interpreter computes tl.dot on bfloat16 wrong (a known limit of the CPU "
+            "interpreter), so this mismatch says nothing certain about the kernel: verify it on a GPU"
+        )
     return None
 
 
@@ -200,7 +214,10 @@ def reflect_to_memory(
         return known, CostLedger()
     if status != "correct":
         why = not_the_kernels_fault(
-            branch.result, branch.candidate.code, not is_llm(resources.chat_model(ctx))
+            branch.result,
+            branch.candidate.code,
+            not is_llm(resources.chat_model(ctx)),
+            [*task.signature.input_dtypes, *task.signature.output_dtypes],
         )
         if why is not None:
             reflection = Reflection(note=f"nothing learned: {why}")
