@@ -53,10 +53,12 @@ def lean_float64_fits(fp: Any, free: int) -> bool:
     and its output (2x the outputs) is kept for the comparisons. Both stay within 3x the footprint when the
     outputs are at most half of inputs + parameters: matmuls, reductions, norms' statistics; not elementwise
     ops, whose fp32 reference is accurate anyway. And both must fit the free memory, with 1 GiB to spare.
+    A bf16/fp16 task's float64 copies are 4x its bytes, not 2x: the same rule with the float64 sizes.
     """
-    held = held_bytes(fp) + 2 * fp.outputs  # the float64 output is kept for the comparisons
-    peak = max(3 * fp.total, held) + CONTEXT_BYTES
-    return 2 * fp.outputs <= fp.inputs + fp.parameters and peak <= free
+    in64, out64, par64 = fp.as_float64  # 2x fp32 bytes; 4x bf16/fp16 ones
+    held = held_bytes(fp) + out64  # the float64 output is kept for the comparisons
+    peak = max(fp.total + in64 + out64 + par64, held) + CONTEXT_BYTES
+    return out64 <= fp.inputs + fp.parameters and peak <= free
 
 
 def verified_shapes(task: _TaskState, cfg: EvalConfig, device: str) -> list[_Shape]:

@@ -202,10 +202,18 @@ class Footprint:
     inputs: int
     outputs: int
     parameters: int
+    float64: tuple[int, int, int] | None = None
+    """(inputs, outputs, parameters) in bytes once their floating-point tensors are float64 (the judge's
+    float64 run of the reference); None: twice the bytes, as for fp32 tensors."""
 
     @property
     def total(self) -> int:
         return self.inputs + self.outputs + self.parameters
+
+    @property
+    def as_float64(self) -> tuple[int, int, int]:
+        """(inputs, outputs, parameters) bytes in float64: 4x a bf16 tensor's, 2x a fp32 one's."""
+        return self.float64 or (2 * self.inputs, 2 * self.outputs, 2 * self.parameters)
 
 
 def footprint(module: types.ModuleType, *, small: bool = False) -> Footprint | None:
@@ -219,4 +227,9 @@ def footprint(module: types.ModuleType, *, small: bool = False) -> Footprint | N
     def nbytes(ts: list[Any]) -> int:
         return sum(t.numel() * t.element_size() for t in ts)
 
-    return Footprint(nbytes(inputs), nbytes(outputs), nbytes(state))
+    def nbytes64(ts: list[Any]) -> int:
+        return sum(t.numel() * (8 if t.is_floating_point() else t.element_size()) for t in ts)
+
+    return Footprint(
+        nbytes(inputs), nbytes(outputs), nbytes(state), (nbytes64(inputs), nbytes64(outputs), nbytes64(state))
+    )

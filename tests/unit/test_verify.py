@@ -329,6 +329,13 @@ def test_a_lean_task_keeps_its_float64_reference_only_when_it_fits_the_memory_bo
     assert not lean_float64_fits(relu, free=140 * gib)
     # a reduction over a middle dim (out = in / 4096) is anchored
     assert lean_float64_fits(Footprint(inputs=8 * gib, outputs=2 * (1 << 20), parameters=0), free=140 * gib)
+    # bf16: the float64 copies are 4x, not 2x. 24 GiB of bf16 inputs: the float64 run needs ~124 GiB (96
+    # for the copies), which the fp32 rule (3x) would have put at 72 GiB.
+    bf16 = Footprint(inputs=24 * gib, outputs=1 << 20, parameters=0, float64=(96 * gib, 4 << 20, 0))
+    assert not lean_float64_fits(bf16, free=100 * gib)
+    assert lean_float64_fits(bf16, free=130 * gib)
+    as_fp32 = Footprint(inputs=24 * gib, outputs=1 << 20, parameters=0)
+    assert lean_float64_fits(as_fp32, free=100 * gib)  # what the old rule would have said
 
 
 def test_the_judge_memory_bound_is_written_once():
