@@ -152,3 +152,21 @@ def test_batchnorm_in_both_modes_on_the_gpu(pool):
     _RESULTS["batchnorm both modes"] = res.model_dump(mode="json")
     assert res.correct, res.error
     assert any("train() and eval()" in n for n in res.extra["notes"])
+
+
+def test_bf16_programs_are_verified_against_a_float64_anchor_on_the_gpu(pool):
+    """The offline writer's programs for two bf16 tasks (a norm chain and a tensor-core GEMM, which the CPU
+    interpreter cannot check): correct on the GPU, bf16 outputs anchored on a float64 run."""
+    from kernelwright.providers.offline.writer import write_program
+    from kernelwright.tasks import bundled_suite_dir
+    from tests.fakes.writer import writer_prompt
+
+    for level, name in (("level2_bf16", "05_rmsnorm_silu_gate"), ("level1_bf16", "14_matmul_square")):
+        task = load_task(bundled_suite_dir(level) / f"{name}.py")  # type: ignore[arg-type]
+        code = write_program(writer_prompt(task.source)).code
+        assert code is not None
+        res = pool.evaluate(task, code, EvalConfig())
+        _RESULTS[f"bf16 {name}"] = res.model_dump(mode="json")
+        print(f"\nbf16 {name}: {res.summary()} ({res.wall_s:.2f} s)")
+        assert res.correct, res.error
+        assert "used" in res.extra.get("float64_reference", {}).values(), res.extra.get("float64_reference")
