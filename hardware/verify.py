@@ -53,7 +53,7 @@ outputs are their own float64 reference.
 Half-precision outputs (float16, bfloat16; every precision mode). The reference runs op by op in the
 half dtype and rounds after each op, so after a chain (a norm, a weight, an activation, a gate) it can be
 several of its ulps from the exact value while the table's row is about two: a kernel that keeps fp32
-between ops is closer to the exact value and was rejected against the half reference alone. So these
+between ops is closer to the exact value and can be rejected against the half reference alone. So these
 outputs are float64-anchored too, with C = 1 + rtol and no E floor: an element passes when
 |out - anchor| <= atol_eff + rtol * |anchor| + (1 + rtol) * e_i, i.e. (by the triangle inequality)
 whenever it is within the table of the half reference, and also when it is within the table of the exact
