@@ -1,5 +1,6 @@
 """Pieces the per-task benchmark scripts share (conv_bench.py, design_sweep.py, inductor_code.py,
-norm_probe.py).
+norm_probe.py; the offline writer's root program and suite folders: warm_replay.py, host_overhead.py,
+compile_suite.py).
 
 Imported as `_common`: a script run as `python benchmarks/<name>.py` has this folder on sys.path.
 """
@@ -53,3 +54,39 @@ def task_path(spec: str) -> Path:
     if not matches:
         raise SystemExit(f"task {spec!r}: no bundled task file starts with {prefix!r}")
     return matches[0]
+
+
+def suite_folder(spec: str) -> Path:
+    """A folder of tasks, or a bundled suite's name ("level1", "level2_bf16", ...) -> its folder."""
+    from kernelwright.tasks import BUNDLED_SUITES, bundled_suite_dir
+
+    if Path(spec).is_dir():
+        return Path(spec)
+    if spec not in BUNDLED_SUITES:
+        raise SystemExit(f"suite {spec!r}: not a folder, and not one of {', '.join(BUNDLED_SUITES)}")
+    return bundled_suite_dir(spec)  # type: ignore[arg-type]
+
+
+def root_program(
+    task: Any,
+    target: Any,
+    *,
+    memory: Any = None,
+    budget: int = 6000,
+    precision: str = "strict",
+    seed: int = 0,
+    hardware: str | None = None,
+) -> Any:
+    """The offline writer's answer to a run's first (large) step on `task`: the prompt built as the graph's
+    context node builds it (with `memory`, or none), for `target` with the GPU machine's torch and Triton."""
+    from kernelwright.hardware.result import Versions
+    from kernelwright.nodes.context_builder import build_context
+    from kernelwright.nodes.prompts import request_text
+    from kernelwright.providers.offline.writer import write_program
+
+    bundle = build_context(
+        task, "large_step", request_text=request_text("large_step"), target=target,
+        hardware=hardware or target.name, versions=Versions(torch="2.11.0", triton="3.6.0"), memory=memory,
+        budget=budget, precision=precision,
+    )  # fmt: skip
+    return write_program(bundle.prompt, seed=seed)

@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from kernelwright.hardware.compile_feedback import compile_for_target
-from kernelwright.hardware.result import Versions
 from kernelwright.hardware.targets import get_target
-from kernelwright.nodes.context_builder import build_context
-from kernelwright.nodes.prompts import request_text
-from kernelwright.providers.offline.writer import write_program
-from kernelwright.tasks import BUNDLED_SUITES, bundled_suite_dir, load_task
+from kernelwright.tasks import load_task
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import root_program, suite_folder  # noqa: E402
 
 
 def main() -> None:
@@ -32,15 +32,10 @@ def main() -> None:
     target = get_target(args.target)
     rows = []
     for suite in args.suites:
-        folder = bundled_suite_dir(suite) if suite in BUNDLED_SUITES else Path(suite)  # type: ignore[arg-type]
+        folder = suite_folder(suite)
         for path in sorted(folder.glob("[0-9]*.py")):
             task = load_task(path)
-            bundle = build_context(
-                task, "large_step", request_text=request_text("large_step"), target=target,
-                hardware=target.name, versions=Versions(torch="2.11.0", triton="3.6.0"), memory=None,
-                budget=6000, precision="strict",
-            )  # fmt: skip
-            answer = write_program(bundle.prompt, seed=0)
+            answer = root_program(task, target)
             name = f"{folder.name}/{path.stem}"
             if not answer.code:
                 rows.append({"task": name, "ok": False, "why": f"no program: {answer.unsupported}"})

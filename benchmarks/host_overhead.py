@@ -23,13 +23,12 @@ from pathlib import Path
 
 import torch
 
-from kernelwright.hardware.result import Versions
 from kernelwright.hardware.targets import get_target
-from kernelwright.nodes.context_builder import build_context
-from kernelwright.nodes.prompts import request_text
-from kernelwright.providers.offline.writer import write_program
-from kernelwright.tasks import bundled_suite_dir, load_task
+from kernelwright.tasks import load_task
 from kernelwright.tasks.module import exec_task_module, task_init_inputs
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import root_program, suite_folder  # noqa: E402
 
 
 class _NoLaunch:
@@ -79,15 +78,10 @@ def main() -> None:
     rows, skipped = [], []
     tmp = Path(tempfile.mkdtemp(prefix="kw-host-"))
     for suite in args.suites:
-        folder = Path(suite) if Path(suite).is_dir() else bundled_suite_dir(suite)
+        folder = suite_folder(suite)
         for path in sorted(folder.glob("[0-9]*.py")):
             task = load_task(path)
-            bundle = build_context(
-                task, "large_step", request_text=request_text("large_step"), target=target,
-                hardware="nvidia-h200", versions=Versions(torch="2.11.0", triton="3.6.0"), memory=None,
-                budget=6000, precision="strict",
-            )  # fmt: skip
-            answer = write_program(bundle.prompt, seed=0)
+            answer = root_program(task, target)
             name = f"{folder.name}/{path.stem}"
             if not answer.code or "@triton.jit" not in answer.code:
                 skipped.append((name, "no Triton kernel"))

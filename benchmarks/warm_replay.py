@@ -20,15 +20,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from kernelwright.hardware.result import Versions
 from kernelwright.hardware.targets import get_target
 from kernelwright.memory import open_memory
-from kernelwright.nodes.context_builder import build_context
-from kernelwright.nodes.prompts import request_text
-from kernelwright.providers.offline.writer import write_program
 from kernelwright.tasks import load_task
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import root_program  # noqa: E402
 from warm_cold import load_rows, runtimes  # noqa: E402
 
 
@@ -57,12 +54,11 @@ def main() -> None:
             best_at = times.index(min(t for t in times if t is not None))
             best = _header(row["attempts"][best_at]["design"])
             task = load_task(row["path"] if Path(row["path"]).exists() else Path("tasks") / f"{tid}.py")
-            bundle = build_context(
-                task, "large_step", request_text=request_text("large_step"), target=target,
-                hardware=args.hardware, versions=Versions(torch="2.11.0", triton="3.6.0"), memory=memory,
-                budget=ctx.get("context_tokens") or 6000, precision="tf32" if ctx.get("allow_tf32") else "strict",
+            answer = root_program(
+                task, target, memory=memory, budget=ctx.get("context_tokens") or 6000,
+                precision="tf32" if ctx.get("allow_tf32") else "strict", seed=ctx.get("seed") or 0,
+                hardware=args.hardware,
             )  # fmt: skip
-            answer = write_program(bundle.prompt, seed=ctx.get("seed") or 0)
             first = _header((answer.code or "").splitlines()[0] if answer.code else "")
             rows.append({"task": tid, "cold_best_at": best_at + 1, "first_is_cold_best": first == best,
                          "first": first, "cold_best": best})  # fmt: skip
