@@ -15,14 +15,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from warm_cold import load_rows, runtimes
-
-
-def merged(sources: list[Path]) -> dict[str, dict[str, Any]]:
-    rows: dict[str, dict[str, Any]] = {}
-    for s in sources:
-        rows.update({k: v for k, v in load_rows(s).items() if v.get("status") != "pending"})
-    return rows
+from warm_cold import best_at, merged_rows, runtimes
 
 
 def _geomean(values: list[float]) -> float | None:
@@ -31,11 +24,7 @@ def _geomean(values: list[float]) -> float | None:
 
 def summary(rows: dict[str, dict[str, Any]], tasks: list[str]) -> dict[str, Any]:
     correct = [rows[t] for t in tasks if rows[t].get("correct")]
-    to_best = 0
-    for t in tasks:
-        times = runtimes(rows[t])
-        if any(x is not None for x in times):
-            to_best += times.index(min(x for x in times if x is not None)) + 1
+    to_best = sum(best_at(rows[t]) or 0 for t in tasks)
     return {
         "tasks": len(tasks),
         "correct": len(correct),
@@ -54,7 +43,7 @@ def main() -> None:
     ap.add_argument("--without", type=Path, nargs="+", required=True)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
-    with_, without = merged(args.with_), merged(args.without)
+    with_, without = merged_rows(args.with_), merged_rows(args.without)
     tasks = sorted(set(with_) & set(without))
     got = {
         "with": summary(with_, tasks),

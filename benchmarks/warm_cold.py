@@ -29,12 +29,27 @@ def load_rows(source: Path) -> dict[str, dict[str, Any]]:
     return {t["id"]: t for t in json.loads(source.read_text())["tasks"]}
 
 
+def merged_rows(sources: list[Path]) -> dict[str, dict[str, Any]]:
+    """The finished rows of several sources (a pass run in parts), the later source winning per task."""
+    rows: dict[str, dict[str, Any]] = {}
+    for source in sources:
+        rows.update({k: v for k, v in load_rows(source).items() if v.get("status") != "pending"})
+    return rows
+
+
 def runtimes(row: dict[str, Any]) -> list[float | None]:
     """Runtime (ms) of each evaluated attempt in order; None where it was not correct."""
     return [
         a.get("runtime_ms") if a.get("status") == "correct" and a.get("runtime_ms") else None
         for a in row.get("attempts") or []
     ]
+
+
+def best_at(row: dict[str, Any]) -> int | None:
+    """The evaluation (from 1) of a row's fastest correct attempt, or None when none was correct."""
+    times = runtimes(row)
+    timed = [t for t in times if t is not None]
+    return times.index(min(timed)) + 1 if timed else None
 
 
 def first_within(times: list[float | None], target: float, tolerance: float) -> int | None:
@@ -60,8 +75,11 @@ def compare(
         if not (w and c.get("correct") and w.get("correct")):
             continue
         ct, wt = runtimes(c), runtimes(w)
-        best = min(t for t in ct if t is not None)
-        cold_to_best = ct.index(best) + 1
+        cold_to_best = best_at(c)
+        if cold_to_best is None:
+            continue
+        best = ct[cold_to_best - 1]
+        assert best is not None
         reach = first_within(wt, best, tolerance)
         # The same kernel can time differently in two sessions (another GPU of the model, other clocks):
         # writing the cold pass's best program (its header) counts as reaching it too.
@@ -116,10 +134,7 @@ def main() -> None:
     ap.add_argument("--tolerance", type=float, default=0.03)
     ap.add_argument("--json", type=Path, help="write the full comparison here")
     args = ap.parse_args()
-    warm: dict[str, dict[str, Any]] = {}
-    for w in args.warm:
-        warm.update({k: v for k, v in load_rows(w).items() if v.get("status") != "pending"})
-    got = compare(load_rows(args.cold), warm, args.tolerance)
+    got = compare(load_rows(args.cold), merged_rows(args.warm), args.tolerance)
     if args.json:
         args.json.write_text(json.dumps(got, indent=1) + "\n")
     print(

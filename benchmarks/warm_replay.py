@@ -26,7 +26,7 @@ from kernelwright.tasks import load_task
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import root_program  # noqa: E402
-from warm_cold import load_rows, runtimes  # noqa: E402
+from warm_cold import best_at, designs, load_rows  # noqa: E402
 
 
 def _header(design: str) -> str:
@@ -50,9 +50,9 @@ def main() -> None:
         for tid, row in load_rows(args.cold).items():
             if not row.get("correct"):
                 continue
-            times = runtimes(row)
-            best_at = times.index(min(t for t in times if t is not None))
-            best = _header(row["attempts"][best_at]["design"])
+            cold_best_at = best_at(row)
+            assert cold_best_at is not None  # a correct row has a correct attempt
+            best = designs(row)[cold_best_at - 1]
             task = load_task(row["path"] if Path(row["path"]).exists() else Path("tasks") / f"{tid}.py")
             answer = root_program(
                 task, target, memory=memory, budget=ctx.get("context_tokens") or 6000,
@@ -60,7 +60,7 @@ def main() -> None:
                 hardware=args.hardware,
             )  # fmt: skip
             first = _header((answer.code or "").splitlines()[0] if answer.code else "")
-            rows.append({"task": tid, "cold_best_at": best_at + 1, "first_is_cold_best": first == best,
+            rows.append({"task": tid, "cold_best_at": cold_best_at, "first_is_cold_best": first == best,
                          "first": first, "cold_best": best})  # fmt: skip
         memory.close()
     hit = sum(r["first_is_cold_best"] for r in rows)
