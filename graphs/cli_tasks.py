@@ -58,17 +58,24 @@ def add_parser(subparsers: Any) -> None:
     p.set_defaults(func=no_action)
 
 
-def generate(args: argparse.Namespace) -> int:
+def _new_or_empty(out: Path) -> None:
+    """--out must be a folder that can be made or written, new or empty (UsageError otherwise)."""
     from kernelwright.graphs.cli_optimize import UsageError, check_output_folder
+
+    check_output_folder(out, "--out")
+    if out.is_dir() and any(out.iterdir()):
+        raise UsageError(f"--out {out}: the folder is not empty; give a new or empty folder")
+
+
+def generate(args: argparse.Namespace) -> int:
+    from kernelwright.graphs.cli_optimize import UsageError
     from kernelwright.tasks.generate import generate_tasks
 
     out = Path(args.out)
     try:
         if args.count < 1:
             raise UsageError(f"--count {args.count}: give at least 1")
-        check_output_folder(out, "--out")
-        if out.is_dir() and any(out.iterdir()):
-            raise UsageError(f"--out {out}: the folder is not empty; give a new or empty folder")
+        _new_or_empty(out)
     except UsageError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
@@ -86,14 +93,12 @@ def generate(args: argparse.Namespace) -> int:
 
 
 def variant(args: argparse.Namespace) -> int:
-    from kernelwright.graphs.cli_optimize import UsageError, check_output_folder
+    from kernelwright.graphs.cli_optimize import UsageError
     from kernelwright.tasks.variant import dtype_variant
 
     out = Path(args.out)
     try:
-        check_output_folder(out, "--out")
-        if out.is_dir() and any(out.iterdir()):
-            raise UsageError(f"--out {out}: the folder is not empty; give a new or empty folder")
+        _new_or_empty(out)
         files: list[Path] = []
         for raw in args.paths:
             path = Path(raw)
