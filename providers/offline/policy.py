@@ -359,11 +359,6 @@ def same_kernel(design: Design, a: dict[str, Any], b: dict[str, Any]) -> bool:
     )
 
 
-def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    keys = set(a) & set(b)
-    return bool(keys) and all(_norm(a[k]) == _norm(b[k]) for k in keys)
-
-
 def _identical(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """The same keys with the same values (compared as text): a key only one of them names differs."""
     return all(_norm(a.get(k)) == _norm(b.get(k)) for k in set(a) | set(b))
@@ -640,14 +635,14 @@ def _repair(
         if "num_warps" in smaller and smaller.get("num_warps") not in (0,):
             smaller = _shift(space, smaller, ("num_warps",), -1)
         cfg = _allowed_config(ctx, info, d, smaller, [base])
-        if cfg is not None and not _same(cfg, base):
+        if cfg is not None and not same_kernel(d, cfg, base):
             return Choice(
                 d, cfg, f"repair ({kind or 'resources'}): smaller blocks and fewer stages for {d.name}"
             )
     if kind == "timeout":
         larger = _shift(space, base, ("BLOCK", "BLOCK_M", "BLOCK_N", "BLOCK_R", "TILE", "BLOCK_I"), 1)
         cfg = _allowed_config(ctx, info, d, larger, [base])
-        if cfg is not None and not _same(cfg, base):
+        if cfg is not None and not same_kernel(d, cfg, base):
             return Choice(d, cfg, f"repair (timeout): fewer, larger blocks for {d.name}")
     if kind == "mismatch":
         if "PREC" in base and _norm(base["PREC"]) != "ieee":
