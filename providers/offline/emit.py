@@ -202,6 +202,39 @@ def _kw_welford_combine(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
     delta = mean_b - mean_a
     return mean_a + delta * frac, m2_a + m2_b + delta * delta * n_a * frac, n
 """,
+    "_kw_tma": '''
+try:  # Hopper's tensor-memory-accelerator loads, through descriptors built on the host (Triton >= 3.4)
+    from triton.tools.tensor_descriptor import TensorDescriptor as _TensorDescriptor
+except ImportError:
+    _TensorDescriptor = None
+
+_TMA_DEVICES = {}
+
+
+def _kw_tma(t, rows, cols, s_row, s_col, b_row, b_col):
+    """(descriptor, transposed) that reads t's [rows, cols] matrix (element strides s_row, s_col) in
+    [b_row, b_col] tiles, or None where TMA cannot: no descriptor support, a GPU before sm_90, neither
+    stride 1, or a base or stride not 16-byte aligned (then the pointer kernel runs). transposed: the
+    descriptor walks the stored transpose ([cols, rows] in [b_col, b_row] tiles), and the kernel
+    transposes each tile back.
+    """
+    if _TensorDescriptor is None:
+        return None
+    dev = t.device
+    ok = _TMA_DEVICES.get(dev)
+    if ok is None:
+        # the CPU runs Triton's interpreter, which reads descriptors too
+        ok = dev.type == "cpu" or (dev.type == "cuda" and torch.cuda.get_device_capability(dev)[0] >= 9)
+        _TMA_DEVICES[dev] = ok
+    size = t.element_size()
+    if not ok or t.data_ptr() % 16:
+        return None
+    if s_col == 1 and s_row > 0 and (s_row * size) % 16 == 0:
+        return _TensorDescriptor(t, [rows, cols], [s_row, 1], [b_row, b_col]), False
+    if s_row == 1 and s_col > 0 and (s_col * size) % 16 == 0:
+        return _TensorDescriptor(t, [cols, rows], [s_col, 1], [b_col, b_row]), True
+    return None
+''',
 }
 HELPER_DEPS = {"_kw_softplus": ["_kw_log1p"]}
 

@@ -33,7 +33,7 @@ def _dual(i: KernelInfo) -> bool:
 def designs() -> dict[str, list[Design]]:
     mm_space = {"BLOCK_M": (32, 64, 128, 256), "BLOCK_N": (32, 64, 128, 256), "BLOCK_K": (16, 32, 64, 128),
                 "GROUP_M": (1, 4, 8, 16), "num_warps": (2, 4, 8, 16), "num_stages": (2, 3, 4, 5),
-                "PREC": ("ieee", "tf32x3", "tf32"), "KMAJOR": (0, 1)}  # fmt: skip
+                "PREC": ("ieee", "tf32x3", "tf32"), "KMAJOR": (0, 1), "TMA": (0, 1)}  # fmt: skip
     return {
         "matmul": [
             Design("grouped", "matmul", "matmul", "grouped", mm_space, _single,
@@ -62,6 +62,7 @@ def facts(sched: Schedule, k: Kernel, info: KernelInfo) -> None:
     info.itemsize = a.dtype.itemsize
     info.dual = bool(getattr(k, "extra_anchors", None))
     info.b_kmajor = _kmajor_view(b)
+    info.b_batched = any(g.hint(d) != 1 for d in b.shape[:-2])
 
 
 def _kmajor_view(b: Any) -> bool:
@@ -92,6 +93,8 @@ def default_config(design: Design, info: KernelInfo, tf32: bool = False) -> dict
                            "num_stages": 3}  # fmt: skip
     if not info.fp32_dot:
         cfg.update({"BLOCK_N": 256, "BLOCK_K": 64})
+        if design.mode != "split_k" and not info.b_batched:
+            cfg["TMA"] = 1  # descriptor loads: 704 vs 546 TFLOP/s for a bf16 Linear on an H200 (emit_matmul)
         if design.mode == "split_k":
             cfg.update({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "SPLIT_K": 8, "num_warps": 4})
         return cfg
@@ -117,12 +120,15 @@ def default_config(design: Design, info: KernelInfo, tf32: bool = False) -> dict
 
 
 def config_space(design: Design, info: KernelInfo, tf32: bool = False) -> dict[str, tuple[Any, ...]]:
-    """The design's space; TF32 only where allowed, and no precision keys for fp16/bf16 dots."""
+    """The design's space; TF32 only where allowed, no precision keys for fp16/bf16 dots, and tensor
+    descriptors (TMA) only for those, outside split_k and bmm (emit_matmul's twin is for one 2-D product)."""
     space = dict(design.space)
     space["PREC"] = ("ieee", "tf32x3", "tf32") if tf32 else ("ieee", "tf32x3")
     if not info.fp32_dot:
         space.pop("PREC")
         space.pop("KMAJOR", None)
+    if info.fp32_dot or design.mode == "split_k" or info.b_batched:
+        space.pop("TMA", None)
     return space
 
 
