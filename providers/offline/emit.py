@@ -211,12 +211,13 @@ except ImportError:
 _TMA_DEVICES = {}
 
 
-def _kw_tma(t, rows, cols, s_row, s_col, b_row, b_col):
+def _kw_tma(t, rows, cols, s_row, s_col, b_row, b_col, batch=0, s_batch=0):
     """(descriptor, transposed) that reads t's [rows, cols] matrix (element strides s_row, s_col) in
     [b_row, b_col] tiles, or None where TMA cannot: no descriptor support, a GPU before sm_90, neither
     stride 1, or a base or stride not 16-byte aligned (then the pointer kernel runs). transposed: the
     descriptor walks the stored transpose ([cols, rows] in [b_col, b_row] tiles), and the kernel
-    transposes each tile back.
+    transposes each tile back. batch > 0: a 3-D descriptor over `batch` such matrices s_batch apart,
+    read in [1, ...] boxes.
     """
     if _TensorDescriptor is None:
         return None
@@ -229,11 +230,16 @@ def _kw_tma(t, rows, cols, s_row, s_col, b_row, b_col):
     size = t.element_size()
     if not ok or t.data_ptr() % 16:
         return None
+    if batch and (s_batch <= 0 or (s_batch * size) % 16):
+        return None
+    lead = ([batch], [s_batch], [1]) if batch else ([], [], [])
     if s_col == 1 and s_row > 0 and (s_row * size) % 16 == 0:
-        return _TensorDescriptor(t, [rows, cols], [s_row, 1], [b_row, b_col]), False
-    if s_row == 1 and s_col > 0 and (s_col * size) % 16 == 0:
-        return _TensorDescriptor(t, [cols, rows], [s_col, 1], [b_col, b_row]), True
-    return None
+        shape, strides, box, transposed = [rows, cols], [s_row, 1], [b_row, b_col], False
+    elif s_row == 1 and s_col > 0 and (s_col * size) % 16 == 0:
+        shape, strides, box, transposed = [cols, rows], [s_col, 1], [b_col, b_row], True
+    else:
+        return None
+    return _TensorDescriptor(t, lead[0] + shape, lead[1] + strides, lead[2] + box), transposed
 ''',
 }
 HELPER_DEPS = {"_kw_softplus": ["_kw_log1p"]}

@@ -12,8 +12,9 @@ Designs (`MatmulConfig.mode`):
   by a second kernel: more parallelism when M*N is small and K is long;
 - "persistent": one program per SM walking the tiles, which trims launch and tail effects.
 
-`TMA=1` (fp16/bf16 dots, grouped or persistent, one 2-D product: no batch dims in the grid) adds a twin
-kernel that reads A and B through Hopper tensor descriptors (TMA loads, built on the host by `_kw_tma`);
+`TMA=1` (fp16/bf16 dots, grouped or persistent; one product, or a batch of them along which both A and B
+vary, as bmm) adds a twin kernel that reads A and B through Hopper tensor descriptors (TMA loads, built on
+the host by `_kw_tma`: 2-D, or 3-D with a batch dim);
 the launcher runs it when the GPU has TMA (sm_90+; the interpreter too) and both operands have a unit stride
 and 16-byte aligned base and strides, and the pointer kernel otherwise (the same epilogue in both). On an
 H200 (benchmarks/gemm_variants.py, bf16 x @ W.T + bias, ReLU at 8192 x 4096 x 4096) the descriptor kernel
@@ -145,8 +146,8 @@ class MatmulGen(KernelGen):
         return (
             bool(self.cfg.TMA)
             and self.cfg.mode in ("grouped", "persistent")
-            and not self.bg
             and len(self.mg) == 1
+            and (not self.bg or (len(self.bg) == 1 and self.bg == self.a_groups[:1] == self.b_groups))
             and self.A.dtype in half
             and all(B.dtype == self.A.dtype for B in self.Bs)
         )
@@ -213,19 +214,24 @@ class MatmulGen(KernelGen):
         """The K loop through descriptors: `{X}_T` says a descriptor walks its operand's transpose."""
         c("om = pid_m * BLOCK_M")
         c("on = pid_n * BLOCK_N")
+        # a batched product reads [1, rows, cols] boxes of 3-D descriptors at batch `pb`
+        at, bt = ("pb, ", ".reshape(BLOCK_M, BLOCK_K)"), ("pb, ", ".reshape(BLOCK_N, BLOCK_K)")
+        a_t, b_t = ("pb, ", ".reshape(BLOCK_K, BLOCK_M)"), ("pb, ", ".reshape(BLOCK_K, BLOCK_N)")
+        if not self.bg:
+            at = bt = a_t = b_t = ("", "")
         for j in range(len(self.bp)):
             c(f"{self._acc(j)} = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)")
         c("for k0 in range(0, K, BLOCK_K):")
         with c.indent():
             c("if A_T:")
-            c("    a = a_desc.load([k0, om]).T")
+            c(f"    a = a_desc.load([{a_t[0]}k0, om]){a_t[1]}.T")
             c("else:")
-            c("    a = a_desc.load([om, k0])")
+            c(f"    a = a_desc.load([{at[0]}om, k0]){at[1]}")
             for j, p in enumerate(self.bp):
                 c(f"if {p.upper()}_T:")
-                c(f"    {p} = {p}_desc.load([on, k0]).T")
+                c(f"    {p} = {p}_desc.load([{bt[0]}on, k0]){bt[1]}.T")
                 c("else:")
-                c(f"    {p} = {p}_desc.load([k0, on])")
+                c(f"    {p} = {p}_desc.load([{b_t[0]}k0, on]){b_t[1]}")
                 c(f"{self._acc(j)} = tl.dot(a, {p}, {self._acc(j)})")
 
     @staticmethod
@@ -438,9 +444,12 @@ class MatmulGen(KernelGen):
                     grid = "NUM_PROGS"
                 if self.tma_twin():
                     # tensor descriptors where the device and both operands' layouts allow
-                    c("td = [_kw_tma(a, M, K, sa[0], sa[1], BLOCK_M, BLOCK_K)]")
+                    i = 1 if self.bg else 0  # sa / sb: [batch,] rows, cols
+                    nb = ", NB, sa[0]" if self.bg else ""
+                    c(f"td = [_kw_tma(a, M, K, sa[{i}], sa[{i + 1}], BLOCK_M, BLOCK_K{nb})]")
                     for p in bs:
-                        c(f"td.append(_kw_tma({p}, K, N, s{p}[0], s{p}[1], BLOCK_K, BLOCK_N))")
+                        nb = f", NB, s{p}[0]" if self.bg else ""
+                        c(f"td.append(_kw_tma({p}, K, N, s{p}[{i}], s{p}[{i + 1}], BLOCK_K, BLOCK_N{nb}))")
                     c("if all(d is not None for d in td):")
                     with c.indent():
                         flags = ", ".join(f"{x.upper()}_T=td[{i}][1]" for i, x in enumerate(["a", *bs]))

@@ -60,8 +60,8 @@ class KernelInfo:
     """A dual matmul kernel (several products sharing A, one epilogue): see matmul_fusion.DualKernel."""
     b_kmajor: bool = False
     """B was K-contiguous while tracing (nn.Linear's W.T): KMAJOR costs no copy."""
-    b_batched: bool = False
-    """Matmul: B varies along a batch dim (a bmm), so the product is not one 2-D matrix (no TMA twin)."""
+    batch_broadcast: bool = False
+    """Matmul: B varies along batch dims that A does not share (a broadcast batch): no TMA twin."""
     sm_count: int = DEFAULT_SM_COUNT
     """The target's SM count: how many programs fill the GPU."""
 

@@ -55,6 +55,21 @@ def get_init_inputs():
     return []
 """
 
+BMM = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, a, b):
+        return torch.bmm(a, b.transpose(1, 2)) + 1.0
+
+def get_inputs():
+    return [torch.randn(3, 40, 72).half(), torch.randn(3, 24, 72).half()]
+
+def get_init_inputs():
+    return []
+"""
+
 SWIGLU = """
 import torch
 import torch.nn as nn
@@ -150,6 +165,18 @@ def test_a_misaligned_stride_falls_back_to_the_pointer_kernel(tmp_path):
 def test_a_transposed_a_and_a_persistent_walk_use_the_descriptors(tmp_path, design):
     code = program_variant(textwrap.dedent(TRANSPOSED_A), "t", design, {"TMA": 1}).code
     assert _run(tmp_path, TRANSPOSED_A, code) == ["tma"]
+
+
+def test_a_bmm_reads_3d_descriptors_and_a_broadcast_batch_keeps_pointers(tmp_path):
+    code = write_program(_prompt(BMM)).code
+    assert parse_meta(code).config.get("TMA") == "1" and "_kw_tma(" in code
+    assert _run(tmp_path, BMM, code) == ["tma"]
+    # one A for every batch of B (A broadcast along the batch): no twin, and no TMA knob to search
+    broadcast = BMM.replace("torch.bmm(a, b.transpose(1, 2))", "torch.matmul(a[0], b.transpose(1, 2))")
+    code = write_program(_prompt(broadcast)).code
+    assert "_kw_tma(" not in code and "TMA" not in parse_meta(code).config
+    (tmp_path / "b").mkdir()
+    assert _run(tmp_path / "b", broadcast, code) == ["pointer"]
 
 
 def test_the_dual_kernel_reads_both_weights_through_descriptors(tmp_path):
