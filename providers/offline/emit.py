@@ -241,6 +241,32 @@ def _kw_tma(t, rows, cols, s_row, s_col, b_row, b_col, batch=0, s_batch=0):
         return None
     return _TensorDescriptor(t, lead[0] + shape, lead[1] + strides, lead[2] + box), transposed
 ''',
+    "_kw_align": '''
+def _kw_align(t):
+    """t, or a copy whose matrix rows start 16 bytes apart (a padded buffer viewed back to t's shape).
+
+    A row stride that is not a multiple of 16 bytes (fp32 K = 5921) keeps every tile load scalar; one
+    copy costs far less than that in a large product. A matrix stored column-major is aligned the same
+    way along its columns.
+    """
+    if t.dim() < 2:
+        return t
+    size = t.element_size()
+    if t.stride(-1) != 1 and t.stride(-2) == 1 and t.shape[-2] > 1:
+        m = t.mT
+        u = _kw_align(m)
+        return t if u is m else u.mT
+    if t.stride(-1) != 1 or t.shape[-1] == 1 or t.dim() > 2 and t.stride(-3) == 0:
+        return t
+    if (t.stride(-2) * size) % 16 == 0 and t.data_ptr() % 16 == 0:
+        return t
+    q = max(1, 16 // size)
+    cols = -(-t.shape[-1] // q) * q
+    buf = torch.empty(*t.shape[:-1], cols, dtype=t.dtype, device=t.device)
+    out = buf[..., : t.shape[-1]]
+    out.copy_(t)
+    return out
+''',
 }
 HELPER_DEPS = {"_kw_softplus": ["_kw_log1p"]}
 

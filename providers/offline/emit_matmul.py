@@ -21,6 +21,9 @@ H200 (benchmarks/gemm_variants.py, bf16 x @ W.T + bias, ReLU at 8192 x 4096 x 40
 ran 704 TFLOP/s against the pointer kernel's 546: an `nn.Linear` weight, read K-major, is what pointer
 tiles handle worst.
 
+`ALIGN=1` copies an operand whose rows (or, column-major, columns) are not 16 bytes apart into an aligned,
+padded buffer first (`_kw_align`): with an odd K or N every tile load is otherwise scalar.
+
 `KMAJOR=1` makes both operands K-contiguous before the launch (one transpose copy of an operand that is
 not, e.g. a row-major B of `A @ B`; a no-op for `x @ W.T`, whose W already is): Hopper's TF32 tensor-core
 MMAs (PREC=tf32x3 / tf32) read both operands K-major, and without the copy they run far slower than with it.
@@ -58,6 +61,7 @@ class MatmulConfig:
     PREC: str = "ieee"  # ieee | tf32x3 | tf32
     KMAJOR: int = 0  # 1: copy an operand that is not K-contiguous to a K-contiguous layout first
     TMA: int = 0  # 1: fp16/bf16 operands through tensor descriptors where the GPU and layouts allow
+    ALIGN: int = 0  # 1: copy an operand whose row stride is not 16-byte aligned into an aligned buffer
 
     def as_dict(self) -> dict[str, int | str]:
         return dict(self.__dict__)
@@ -389,6 +393,11 @@ class MatmulGen(KernelGen):
                 for p in bs:
                     c(f"if {p}.stride(-2) != 1 and {p}.shape[-2] > 1:")
                     c(f"    {p} = {p}.mT.contiguous().mT")
+            if cfg.ALIGN:
+                # unaligned rows (an odd K or N) keep every tile load scalar: one aligned copy instead
+                self.ctx.use("_kw_align")
+                for x in ["a", *bs]:
+                    c(f"{x} = _kw_align({x})")
             c("batch = tuple(_bshapes(a.shape[:-2], b.shape[:-2]))")
             c("shape = batch + (a.shape[-2], b.shape[-1])")
             c("K, N = a.shape[-1], b.shape[-1]")

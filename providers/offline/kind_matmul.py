@@ -33,7 +33,8 @@ def _dual(i: KernelInfo) -> bool:
 def designs() -> dict[str, list[Design]]:
     mm_space = {"BLOCK_M": (32, 64, 128, 256), "BLOCK_N": (32, 64, 128, 256), "BLOCK_K": (16, 32, 64, 128),
                 "GROUP_M": (1, 4, 8, 16), "num_warps": (2, 4, 8, 16), "num_stages": (2, 3, 4, 5),
-                "PREC": ("ieee", "tf32x3", "tf32"), "KMAJOR": (0, 1), "TMA": (0, 1)}  # fmt: skip
+                "PREC": ("ieee", "tf32x3", "tf32"), "KMAJOR": (0, 1), "TMA": (0, 1),
+                "ALIGN": (0, 1)}  # fmt: skip
     return {
         "matmul": [
             Design("grouped", "matmul", "matmul", "grouped", mm_space, _single,
@@ -94,6 +95,11 @@ def default_design(info: KernelInfo, by_mode: dict[str, Design]) -> Design:
 def default_config(design: Design, info: KernelInfo, tf32: bool = False) -> dict[str, Any]:
     cfg: dict[str, Any] = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 8,
                            "num_stages": 3}  # fmt: skip
+    big = info.M * info.N * info.K * info.NB >= BIG_MATMUL
+    if big:
+        # Aligned copies of operands with unaligned rows (a no-op otherwise). On an H200 at 8205 x 2949 x 5921:
+        # bf16 2.70 -> 0.65 ms (the copies let the TMA twin run), fp32 IEEE dots 15.3 -> 8.4 ms.
+        cfg["ALIGN"] = 1
     if not info.fp32_dot:
         cfg.update({"BLOCK_N": 256, "BLOCK_K": 64})
         if design.mode != "split_k" and not info.batch_broadcast:
@@ -104,7 +110,6 @@ def default_config(design: Design, info: KernelInfo, tf32: bool = False) -> dict
         if design.mode == "split_k":
             cfg.update({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "SPLIT_K": 8, "num_warps": 4})
         return cfg
-    big = info.M * info.N * info.K * info.NB >= BIG_MATMUL
     if tf32:
         prec = "tf32"
     elif big and (design.mode != "split_k" or info.dual):

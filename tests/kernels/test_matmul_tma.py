@@ -161,6 +161,13 @@ def test_a_misaligned_stride_falls_back_to_the_pointer_kernel(tmp_path):
     assert _run(tmp_path, source, code) == ["pointer"]
 
 
+def test_align_copies_a_misaligned_operand_so_the_descriptors_can_read_it(tmp_path):
+    source = LINEAR.format(M=7, K=93, N=24)
+    code = program_variant(textwrap.dedent(source), "t", "grouped", {"TMA": 1, "ALIGN": 1}).code
+    assert "_kw_align(" in code
+    assert _run(tmp_path, source, code) == ["tma"]
+
+
 @pytest.mark.parametrize("design", ["grouped", "persistent"])
 def test_a_transposed_a_and_a_persistent_walk_use_the_descriptors(tmp_path, design):
     code = program_variant(textwrap.dedent(TRANSPOSED_A), "t", design, {"TMA": 1}).code

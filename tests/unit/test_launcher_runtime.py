@@ -94,3 +94,35 @@ def test_group_strides_is_remembered_per_layout_and_still_copies_each_call(rt):
     other = permuted + 1
     second, _ = rt["_group_strides"](other, (2, 4, 3), [[0, 1], [2]])
     assert torch.equal(second, (other).contiguous()) and second.data_ptr() != first.data_ptr()
+
+
+@pytest.fixture(scope="module")
+def align() -> object:
+    from kernelwright.providers.offline.emit import HELPERS
+
+    namespace: dict = {"torch": torch}
+    exec(HELPERS["_kw_align"], namespace)
+    return namespace["_kw_align"]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: torch.randn(5, 7),  # fp32 rows 28 bytes apart
+        lambda: torch.randn(7, 5).mT,  # column-major, columns 28 bytes apart
+        lambda: torch.randn(3, 5, 9, dtype=torch.float16),  # batched, 18-byte rows
+        lambda: torch.randn(6, 11)[:, 1:],  # a view whose base is not 16-byte aligned
+    ],
+)
+def test_align_copies_unaligned_matrices_into_aligned_rows(align, make):
+    t = make()
+    out = align(t)
+    assert out.shape == t.shape and torch.equal(out, t) and out.data_ptr() % 16 == 0
+    size = t.element_size()
+    major = -2 if t.stride(-1) == 1 else -1  # the stride between rows (row-major) or columns
+    assert out.stride(major) * size % 16 == 0 and out.stride(-1 if major == -2 else -2) == 1
+
+
+def test_align_leaves_aligned_and_vector_inputs_alone(align):
+    for t in (torch.randn(5, 8), torch.randn(5, 8).mT, torch.randn(9), torch.randn(4, 8).expand(3, 4, 8)):
+        assert align(t) is t
