@@ -225,7 +225,9 @@ def _kw_tma(t, rows, cols, s_row, s_col, b_row, b_col, batch=0, s_batch=0):
     ok = _TMA_DEVICES.get(dev)
     if ok is None:
         # the CPU runs Triton's interpreter, which reads descriptors too
-        ok = dev.type == "cpu" or (dev.type == "cuda" and torch.cuda.get_device_capability(dev)[0] >= 9)
+        # (ROCm GPUs report CUDA-like capabilities; Hopper's TMA is NVIDIA's)
+        nvidia = dev.type == "cuda" and torch.version.hip is None
+        ok = dev.type == "cpu" or (nvidia and torch.cuda.get_device_capability(dev)[0] >= 9)
         _TMA_DEVICES[dev] = ok
     size = t.element_size()
     if not ok or t.data_ptr() % 16:
