@@ -13,10 +13,10 @@ Designs (`MatmulConfig.mode`):
 - "persistent": one program per SM walking the tiles, which trims launch and tail effects.
 
 `TMA=1` (fp16/bf16 dots, grouped or persistent; one product, or a batch of them along which both A and B
-vary, as bmm) adds a twin kernel that reads A and B through Hopper tensor descriptors (TMA loads, built on
-the host by `_kw_tma`: 2-D, or 3-D with a batch dim);
-the launcher runs it when the GPU has TMA (sm_90+; the interpreter too) and both operands have a unit stride
-and 16-byte aligned base and strides, and the pointer kernel otherwise (the same epilogue in both). On an
+vary, as bmm) adds a twin kernel that reads A and B through Hopper tensor descriptors (TMA loads; 2-D, or
+3-D with a batch dim, built on the host by `_kw_tma`). The launcher runs it when the GPU has TMA (sm_90+;
+the interpreter too) and both operands have a unit stride and 16-byte aligned base and strides, and the
+pointer kernel otherwise (the same epilogue in both). On an
 H200 (benchmarks/gemm_variants.py, bf16 x @ W.T + bias, ReLU at 8192 x 4096 x 4096) the descriptor kernel
 ran 704 TFLOP/s against the pointer kernel's 546: an `nn.Linear` weight, read K-major, is what pointer
 tiles handle worst.
@@ -218,24 +218,26 @@ class MatmulGen(KernelGen):
         """The K loop through descriptors: `{X}_T` says a descriptor walks its operand's transpose."""
         c("om = pid_m * BLOCK_M")
         c("on = pid_n * BLOCK_N")
-        # a batched product reads [1, rows, cols] boxes of 3-D descriptors at batch `pb`
-        at, bt = ("pb, ", ".reshape(BLOCK_M, BLOCK_K)"), ("pb, ", ".reshape(BLOCK_N, BLOCK_K)")
-        a_t, b_t = ("pb, ", ".reshape(BLOCK_K, BLOCK_M)"), ("pb, ", ".reshape(BLOCK_K, BLOCK_N)")
-        if not self.bg:
-            at = bt = a_t = b_t = ("", "")
+
+        def box(desc: str, at: str, rows: str, cols: str) -> str:
+            """A [rows, cols] tile of `desc` at `at`; a batched product's 3-D box at batch `pb`."""
+            if self.bg:
+                return f"{desc}.load([pb, {at}]).reshape({rows}, {cols})"
+            return f"{desc}.load([{at}])"
+
         for j in range(len(self.bp)):
             c(f"{self._acc(j)} = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)")
         c("for k0 in range(0, K, BLOCK_K):")
         with c.indent():
             c("if A_T:")
-            c(f"    a = a_desc.load([{a_t[0]}k0, om]){a_t[1]}.T")
+            c(f"    a = {box('a_desc', 'k0, om', 'BLOCK_K', 'BLOCK_M')}.T")
             c("else:")
-            c(f"    a = a_desc.load([{at[0]}om, k0]){at[1]}")
+            c(f"    a = {box('a_desc', 'om, k0', 'BLOCK_M', 'BLOCK_K')}")
             for j, p in enumerate(self.bp):
                 c(f"if {p.upper()}_T:")
-                c(f"    {p} = {p}_desc.load([{bt[0]}on, k0]){bt[1]}.T")
+                c(f"    {p} = {box(f'{p}_desc', 'on, k0', 'BLOCK_N', 'BLOCK_K')}.T")
                 c("else:")
-                c(f"    {p} = {p}_desc.load([{b_t[0]}k0, on]){b_t[1]}")
+                c(f"    {p} = {box(f'{p}_desc', 'k0, on', 'BLOCK_K', 'BLOCK_N')}")
                 c(f"{self._acc(j)} = tl.dot(a, {p}, {self._acc(j)})")
 
     @staticmethod
