@@ -22,6 +22,7 @@ from typing import Any
 from kernelwright.providers.offline import kind_matmul, kind_pointwise, kind_rows
 from kernelwright.providers.offline.kind import (
     DEFAULT_SM_COUNT,
+    DEFAULT_SMEM_BYTES,
     KINDS,
     Design,
     KernelInfo,
@@ -29,6 +30,7 @@ from kernelwright.providers.offline.kind import (
     make_config,
     register_kind,
     target_sm_count,
+    target_smem_bytes,
 )
 from kernelwright.providers.offline.kind_matmul import BIG_MATMUL
 from kernelwright.providers.offline.kind_rows import PREFETCH_ABOUT, PREFETCH_DESIGN
@@ -57,9 +59,12 @@ def find_design(family: str, name: str) -> Design | None:
     return next((d for d in REGISTRY.get(family, []) if d.name == name), None)
 
 
-def kernel_info(sched: Schedule, k: Kernel, sm_count: int = DEFAULT_SM_COUNT) -> KernelInfo:
-    """The facts of kernel `k` a design choice reads (no generator is built); `sm_count`: the target's."""
-    info = KernelInfo(k, k.kind, k.family, sm_count=sm_count)
+def kernel_info(
+    sched: Schedule, k: Kernel, sm_count: int = DEFAULT_SM_COUNT, smem_bytes: int = DEFAULT_SMEM_BYTES
+) -> KernelInfo:
+    """The facts of kernel `k` a design choice reads (no generator is built); `sm_count` and
+    `smem_bytes`: the target's."""
+    info = KernelInfo(k, k.kind, k.family, sm_count=sm_count, smem_bytes=smem_bytes)
     KINDS[k.kind].facts(sched, k, info)
     return info
 
@@ -87,6 +92,13 @@ def launch_effect(design: Design, info: KernelInfo, values: dict[str, Any]) -> t
     return KINDS[design.kind].launch_effect(design, info, values)
 
 
+def fits(design: Design, info: KernelInfo, values: dict[str, Any]) -> bool:
+    """Whether the kernel a config writes fits the target (today: a matmul's pipelined tiles in its shared
+    memory); True where this is not modelled. A config that does not fit fails to launch, so the writer
+    never spends a candidate on one."""
+    return KINDS[design.kind].fits(design, info, values)
+
+
 def config_space(design: Design, info: KernelInfo, tf32: bool = False) -> dict[str, tuple[Any, ...]]:
     """The values each config key may take for this design on this kernel."""
     return KINDS[design.kind].config_space(design, info, tf32)
@@ -95,6 +107,7 @@ def config_space(design: Design, info: KernelInfo, tf32: bool = False) -> dict[s
 __all__ = [
     "BIG_MATMUL",
     "DEFAULT_SM_COUNT",
+    "DEFAULT_SMEM_BYTES",
     "DESIGN_NAMES",
     "KINDS",
     "PREFETCH_ABOUT",
@@ -108,9 +121,11 @@ __all__ = [
     "default_design",
     "designs_for",
     "find_design",
+    "fits",
     "kernel_info",
     "launch_effect",
     "make_config",
     "register_kind",
     "target_sm_count",
+    "target_smem_bytes",
 ]

@@ -27,6 +27,18 @@ DEFAULT_SM_COUNT = 132
 """SMs of the GPU the defaults aim at (H100/H200) when the prompt's target does not say."""
 
 
+DEFAULT_SMEM_BYTES = 227 * 1024
+"""Shared memory one program may use on the GPU the defaults aim at (H100/H200) when the target does not say."""
+
+
+def target_smem_bytes(target: str | None) -> int:
+    """The shared memory per block a <target> section names (`smem/block N KiB`, as Target.summary writes
+    it), or DEFAULT_SMEM_BYTES when it names none."""
+    m = re.search(r"smem/block\s+(\d+)\s*KiB", target or "")
+    n = int(m.group(1)) * 1024 if m else 0
+    return n if n > 0 else DEFAULT_SMEM_BYTES
+
+
 def target_sm_count(target: str | None) -> int:
     """The SM count a <target> section names (`sm_count: N`, as nodes/context_builder.target_facts
     writes it), or DEFAULT_SM_COUNT when it names none."""
@@ -64,6 +76,8 @@ class KernelInfo:
     """Matmul: B varies along batch dims that A does not share (a broadcast batch): no TMA twin."""
     sm_count: int = DEFAULT_SM_COUNT
     """The target's SM count: how many programs fill the GPU."""
+    smem_bytes: int = DEFAULT_SMEM_BYTES
+    """The target's shared memory per program: which configs can launch at all (KernelKind.fits)."""
 
     @property
     def cost(self) -> float:
@@ -107,6 +121,10 @@ class KernelKind:
         default=lambda design, info, values: None
     )
     """What a config launches with on the traced sizes, where modelled (see designs.launch_effect)."""
+    fits: Callable[[Design, KernelInfo, dict[str, Any]], bool] = field(
+        default=lambda design, info, values: True
+    )
+    """Whether a config's kernel fits the target (shared memory), where modelled (see designs.fits)."""
 
 
 KINDS: dict[str, KernelKind] = {}

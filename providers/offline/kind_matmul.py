@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelwright.providers.offline.emit_matmul import MatmulConfig, MatmulGen
-from kernelwright.providers.offline.kind import Design, KernelInfo, KernelKind, register_kind
+from kernelwright.providers.offline.kind import Design, KernelInfo, KernelKind, make_config, register_kind
 from kernelwright.providers.offline.schedule import Kernel, Schedule
 
 BIG_MATMUL = 1 << 30
@@ -143,6 +143,23 @@ def config_space(design: Design, info: KernelInfo, tf32: bool = False) -> dict[s
     return space
 
 
+def _np2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def fits(design: Design, info: KernelInfo, values: dict[str, Any]) -> bool:
+    """Whether the config's pipelined tiles fit the target's shared memory: num_stages x (an A tile and
+    one B tile per product) x the element size, at the tile sizes the launcher clamps to the traced
+    sizes. That is what Triton 3.6 allocated for the half-precision GEMMs compiled for an H200
+    (245760 B for 128x256x64 in 5 stages, 294912 B for 128x256x128 in 3: both over its 232448)."""
+    cfg = make_config(design, values)  # values may be a header's text
+    bm = min(int(cfg.BLOCK_M), max(16, _np2(info.M)))
+    bn = min(int(cfg.BLOCK_N), max(16, _np2(info.N)))
+    bk = min(int(cfg.BLOCK_K), max(16, _np2(info.K)))
+    products = 2 if info.dual else 1
+    return int(cfg.num_stages) * (bm * bk + bk * bn * products) * info.itemsize <= info.smem_bytes
+
+
 MATMUL = register_kind(
     KernelKind(
         name="matmul",
@@ -155,5 +172,6 @@ MATMUL = register_kind(
         config_space=config_space,
         generator=MatmulGen,
         simplest_mode="grouped",
+        fits=fits,
     )
 )

@@ -12,7 +12,8 @@ From the prompt sections (providers/protocol.py) this module reads
   pairs of failed or negative cases are avoided;
 - the target: whether TF32 is allowed for fp32 matmuls (`tf32_allowed`: a `precision: tf32` line, as
   the context builder writes under --allow-tf32, or words to that effect; `precision: strict` never),
-  and its SM count (`sm_count: N`, 132 when not named).
+  its SM count (`sm_count: N`, 132 when not named) and its shared memory per program (`smem/block N KiB`,
+  227 when not named): a config whose kernel would not fit (designs.fits) is never written.
 
 Every choice is deterministic for a given prompt and seed.
 """
@@ -27,6 +28,7 @@ from typing import Any
 
 from kernelwright.providers.offline.designs import (
     DEFAULT_SM_COUNT,
+    DEFAULT_SMEM_BYTES,
     DESIGN_NAMES,
     KINDS,
     Design,
@@ -36,9 +38,11 @@ from kernelwright.providers.offline.designs import (
     default_design,
     designs_for,
     find_design,
+    fits,
     launch_effect,
     make_config,
     target_sm_count,
+    target_smem_bytes,
 )
 from kernelwright.providers.protocol import KernelHeader, Section
 from kernelwright.tasks.similarity import NEAR, parse_case_line, parse_signature_key, signature_similarity
@@ -197,6 +201,9 @@ class WriterContext:
     tf32: bool = False
     sm_count: int = DEFAULT_SM_COUNT
     """The target's SM count (<target> `sm_count: N`); defaults decide how many programs fill the GPU."""
+    smem_bytes: int = DEFAULT_SMEM_BYTES
+    """The target's shared memory per program (<target> `smem/block N KiB`): configs beyond it are never
+    written (designs.fits)."""
     rng: random.Random = field(default_factory=random.Random)
     signature: TaskSignature | None = None
     """This task's signature (the <task> section's `signature` attribute), to rank cases by."""
@@ -252,6 +259,7 @@ def read_context(sections: dict[str, Section], seed: int, config_keys: set[str])
             " ".join(f"{k}={v}" for k, v in (req.attrs.items() if req else [])),
         ),  # fmt: skip
         sm_count=target_sm_count(sections["target"].body if "target" in sections else None),
+        smem_bytes=target_smem_bytes(sections["target"].body if "target" in sections else None),
         rng=rng,
         signature=signature,
     )
@@ -269,6 +277,11 @@ class Choice:
 
 def forbidden(ctx: WriterContext, family: str, design: str, config: dict[str, Any]) -> bool:
     return any(r.forbids(family, design, config) for r in ctx.rules)
+
+
+def admissible(ctx: WriterContext, info: KernelInfo, design: Design, config: dict[str, Any]) -> bool:
+    """A config the writer may emit: no rule forbids it and it fits the target (designs.fits)."""
+    return not forbidden(ctx, info.family, design.name, config) and fits(design, info, config)
 
 
 def was_tried(ctx: WriterContext, family: str, design: Design, space: dict[str, tuple[Any, ...]],
@@ -331,9 +344,7 @@ def _allowed_config(ctx: WriterContext, info: KernelInfo, design: Design, start:
     avoid = avoid or []
 
     def ok(c: dict[str, Any]) -> bool:
-        return not forbidden(ctx, info.family, design.name, c) and all(
-            not same_kernel(design, c, a) for a in avoid
-        )
+        return admissible(ctx, info, design, c) and all(not same_kernel(design, c, a) for a in avoid)
 
     if ok(start):
         return start
@@ -553,7 +564,7 @@ def choose(ctx: WriterContext, info: KernelInfo, primary: bool) -> Choice:
                 continue  # the same kernel launched the same way: nothing new to measure
             # a knob the parent's header does not name (a newer one) counts as moved when set
             if (
-                not forbidden(ctx, info.family, parent_design.name, n)
+                admissible(ctx, info, parent_design, n)
                 and not _identical(n, base)
                 and not was_tried(ctx, info.family, parent_design, space, n)
             ):
@@ -569,7 +580,7 @@ def choose(ctx: WriterContext, info: KernelInfo, primary: bool) -> Choice:
         space = config_space(d, info, ctx.tf32)
         base = default_config(d, info, ctx.tf32)
         for n in neighbours(space, base, ctx.rng):
-            if not forbidden(ctx, info.family, d.name, n):
+            if admissible(ctx, info, d, n):
                 return Choice(d, n, f"small step (no readable parent): {d.name} one knob from its default")
 
     # Large step (or a first program): a design other than the parent's and the ones shown.

@@ -335,3 +335,50 @@ def test_a_registers_reduction_over_a_long_middle_dim_walks_it_in_tiles_of_at_mo
     assert not meta["SINGLE"]
     assert meta["BLOCK_R"] * meta["BLOCK_I"] <= tile, meta
     assert meta["BLOCK_I"] == 128
+
+
+def test_the_target_names_its_shared_memory_and_configs_beyond_it_are_never_written():
+    from kernelwright.hardware.targets import get_target
+    from kernelwright.providers.offline import write_program
+    from kernelwright.providers.offline.designs import DEFAULT_SMEM_BYTES, fits, target_smem_bytes
+    from kernelwright.providers.protocol import render_section
+
+    assert target_smem_bytes(get_target("nvidia-h200").summary()) == 227 * 1024
+    assert (
+        target_smem_bytes(get_target("nvidia-a100").summary())
+        == get_target("nvidia-a100").shared_memory_per_block_bytes
+    )
+    assert target_smem_bytes("no such line") == DEFAULT_SMEM_BYTES
+
+    # the half GEMM configs that failed to compile for an H200 (5 stages of 128x256x64; 128x256x128)
+    source = (bundled_suite_dir("level2_bf16") / "01_linear_bias_relu.py").read_text()
+    analysed = analyze_cached(source, "01_linear_bias_relu.py")
+    sched = schedule(analysed.graph)
+    k = next(k for k in sched.triton_kernels() if k.family == "matmul")
+    info = kernel_info(sched, k)
+    grouped = find_design("matmul", "grouped")
+    base = default_config(grouped, info)
+    assert fits(grouped, info, base)
+    assert not fits(grouped, info, dict(base, num_stages=5)) and not fits(
+        grouped, info, dict(base, BLOCK_K=128)
+    )
+    assert fits(grouped, info, dict(base, num_stages=4))  # 196608 bytes
+
+    # small steps from a parent one knob away from the limit never cross it, whatever the seed
+    parent = "# kernelwright: family=matmul design=grouped config=" + ",".join(
+        f"{k}={v}" for k, v in dict(base, num_stages=4).items()
+    )
+    assert fits(grouped, info, parse_meta(parent).config)
+    for seed in range(12):
+        ctx = WriterContext(kind="small_step", parent=parse_meta(parent), rng=random.Random(seed))
+        step = choose(ctx, info, primary=True)
+        assert fits(step.design, info, step.config), (seed, step.config)
+
+    # a smaller target: the root program already fits it (the default would need 144 KiB)
+    target = get_target("nvidia-h200").summary().replace("smem/block 227 KiB", "smem/block 99 KiB")
+    prompt = "\n".join([render_section("request", "x", kind="large_step"), render_section("task", source, name="t"),
+                        render_section("target", target)])  # fmt: skip
+    header = parse_meta(write_program(prompt).code)
+    small_info = dataclasses.replace(info, smem_bytes=99 * 1024)
+    assert fits(find_design("matmul", header.design), small_info, header.config), header
+    assert not fits(grouped, small_info, base)
