@@ -236,8 +236,17 @@ def _task_source(task: Any) -> tuple[str, str]:
     return str(getattr(task, "name", "task")), source
 
 
+CAPTURE_TMA_ENV = "KERNELWRIGHT_CAPTURE_TMA"
+"""Set to 1 in the capture of a compile for a target with Hopper's TMA (sm_90+): the offline writer's matmul
+launchers then take their tensor-descriptor twin on meta tensors (emit.HELPERS["_kw_tma"]), so the kernel
+compiled and reported is the one that GPU runs; for older targets they take the pointer kernel, as there."""
+
+
 def _child_env(job: Path, interpret: bool) -> dict[str, str]:
     env = dict(os.environ)
+    spec = json.loads((job / "job.json").read_text())
+    tma = spec.get("backend") == "cuda" and int(spec.get("arch") or 0) >= 90
+    env[CAPTURE_TMA_ENV] = "1" if tma else "0"
     env["PYTHONPATH"] = os.pathsep.join([str(_REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])])
     env["TRITON_CACHE_DIR"] = str(job / "triton-cache")
     # The capture runs on CPU by design; the compile needs no device. Hide any GPU from candidate code.

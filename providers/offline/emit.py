@@ -203,6 +203,8 @@ def _kw_welford_combine(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
     return mean_a + delta * frac, m2_a + m2_b + delta * delta * n_a * frac, n
 """,
     "_kw_tma": '''
+import os
+
 try:  # Hopper's tensor-memory-accelerator loads, through descriptors built on the host (Triton >= 3.4)
     from triton.tools.tensor_descriptor import TensorDescriptor as _TensorDescriptor
 except ImportError:
@@ -224,10 +226,15 @@ def _kw_tma(t, rows, cols, s_row, s_col, b_row, b_col, batch=0, s_batch=0):
     dev = t.device
     ok = _TMA_DEVICES.get(dev)
     if ok is None:
-        # the CPU runs Triton's interpreter, which reads descriptors too
-        # (ROCm GPUs report CUDA-like capabilities; Hopper's TMA is NVIDIA's)
+        # the CPU runs Triton's interpreter, which reads descriptors too; meta tensors are an offline
+        # compile's capture, whose target says (KERNELWRIGHT_CAPTURE_TMA); ROCm GPUs report CUDA-like
+        # capabilities, but Hopper's TMA is NVIDIA's
         nvidia = dev.type == "cuda" and torch.version.hip is None
-        ok = dev.type == "cpu" or (nvidia and torch.cuda.get_device_capability(dev)[0] >= 9)
+        ok = (
+            dev.type == "cpu"
+            or (dev.type == "meta" and os.environ.get("KERNELWRIGHT_CAPTURE_TMA") == "1")
+            or (nvidia and torch.cuda.get_device_capability(dev)[0] >= 9)
+        )
         _TMA_DEVICES[dev] = ok
     size = t.element_size()
     if not ok or t.data_ptr() % 16:

@@ -150,14 +150,16 @@ def _np2(n: int) -> int:
 def fits(design: Design, info: KernelInfo, values: dict[str, Any]) -> bool:
     """Whether the config's pipelined tiles fit the target's shared memory: num_stages x (an A tile and
     one B tile per product) x the element size, at the tile sizes the launcher clamps to the traced
-    sizes. That is what Triton 3.6 allocated for the half-precision GEMMs compiled for an H200
-    (245760 B for 128x256x64 in 5 stages, 294912 B for 128x256x128 in 3: both over its 232448)."""
+    sizes, plus a barrier per stage. That is what Triton 3.6 allocated for the half-precision GEMMs compiled
+    for an H200 (245760 B for 128x256x64 in 5 stages, 294912 B for 128x256x128 in 3: both over its 232448)."""
     cfg = make_config(design, values)  # values may be a header's text
     bm = min(int(cfg.BLOCK_M), max(16, _np2(info.M)))
     bn = min(int(cfg.BLOCK_N), max(16, _np2(info.N)))
     bk = min(int(cfg.BLOCK_K), max(16, _np2(info.K)))
     products = 2 if info.dual else 1
-    return int(cfg.num_stages) * (bm * bk + bk * bn * products) * info.itemsize <= info.smem_bytes
+    stages = int(cfg.num_stages)
+    # + one 8-byte barrier per stage with tensor descriptors (147480 B for the TMA twin of 147456 B of tiles)
+    return stages * ((bm * bk + bk * bn * products) * info.itemsize + 8) <= info.smem_bytes
 
 
 MATMUL = register_kind(

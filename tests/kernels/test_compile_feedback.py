@@ -247,3 +247,21 @@ def test_bad_arguments_raise_one_line_errors():
         compile_for_target(GOOD, RELU, "v100")
     with pytest.raises(ValueError, match="shapes"):
         compile_for_target(GOOD, RELU, "h200", shapes="medium")  # type: ignore[arg-type]
+
+
+def test_a_half_matmul_compiles_the_kernel_its_target_runs():
+    """The writer's half-precision GEMM launches its tensor-descriptor twin on sm_90+ and its pointer kernel
+    on older GPUs; the offline compile captures on meta tensors and must compile that same kernel."""
+    from kernelwright.providers.offline import write_program
+    from kernelwright.providers.protocol import render_section
+
+    task = _task("level2_bf16", "01_linear_bias_relu")
+    prompt = "\n".join([render_section("request", "x", kind="large_step"),
+                        render_section("task", task.source, name="t")])  # fmt: skip
+    code = write_program(prompt).code
+    names = {}
+    for target in ("h200", "a100"):
+        r = compile_for_target(code, task, target, shapes="full")
+        assert r.ok, r.summary()
+        names[target] = [k.name for k in r.kernels]
+    assert names == {"h200": ["k1_matmul_tma"], "a100": ["k1_matmul"]}
