@@ -12,7 +12,6 @@ import json
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
@@ -92,7 +91,8 @@ def get_init_inputs():
     return [72, 24]
 """
 
-# Runs the candidate beside the task's Model under the interpreter, counting launches of each twin.
+# Runs each (task, candidate) pair beside the task's Model under the interpreter, counting launches of each
+# twin; one process for all of them (importing torch and Triton is most of a run's time).
 DRIVER = """
 import importlib.util, json, os, sys
 os.environ["TRITON_INTERPRET"] = "1"
@@ -104,25 +104,27 @@ def load(path, name):
     spec.loader.exec_module(mod)
     return mod
 
-task, cand = load(sys.argv[1], "task"), load(sys.argv[2], "cand")
-counts = {}
-
 class Count:
-    def __init__(self, name, fn):
-        self.name, self.fn = name, fn
+    def __init__(self, counts, name, fn):
+        self.counts, self.name, self.fn = counts, name, fn
     def __getitem__(self, grid):
-        counts[self.name] = counts.get(self.name, 0) + 1
+        self.counts[self.name] = self.counts.get(self.name, 0) + 1
         return self.fn[grid]
 
-for name in [n for n in vars(cand) if n.startswith("k") and "_matmul" in n]:
-    setattr(cand, name, Count(name, getattr(cand, name)))
-torch.manual_seed(0)
-ref = task.Model(*task.get_init_inputs())
-new = cand.ModelNew(*task.get_init_inputs())
-new.load_state_dict(ref.state_dict())
-inputs = task.get_inputs()
-want, got = ref(*inputs).float(), new(*inputs).float()
-print(json.dumps({"counts": counts, "err": (want - got).abs().max().item(), "scale": want.abs().max().item()}))
+out = {}
+for job, (task_path, cand_path) in json.loads(open(sys.argv[1]).read()).items():
+    task, cand = load(task_path, "task_" + job), load(cand_path, "cand_" + job)
+    counts = {}
+    for name in [n for n in vars(cand) if n.startswith("k") and "_matmul" in n]:
+        setattr(cand, name, Count(counts, name, getattr(cand, name)))
+    torch.manual_seed(0)
+    ref = task.Model(*task.get_init_inputs())
+    new = cand.ModelNew(*task.get_init_inputs())
+    new.load_state_dict(ref.state_dict())
+    inputs = task.get_inputs()
+    want, got = ref(*inputs).float(), new(*inputs).float()
+    out[job] = {"counts": counts, "err": (want - got).abs().max().item(), "scale": want.abs().max().item()}
+print(json.dumps(out))
 """
 
 
@@ -132,66 +134,89 @@ def _prompt(source: str, **sections: str) -> str:
     return "\n\n".join(parts + [render_section(tag, body) for tag, body in sections.items()])
 
 
-def _run(tmp_path: Path, source: str, code: str) -> list[str]:
-    (tmp_path / "task.py").write_text(textwrap.dedent(source))
-    (tmp_path / "cand.py").write_text(code)
-    (tmp_path / "driver.py").write_text(DRIVER)
-    proc = subprocess.run([sys.executable, "driver.py", "task.py", "cand.py"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=240)  # fmt: skip
+ALIGNED = LINEAR.format(M=40, K=72, N=24)  # 72 and 24 halves: 144- and 48-byte strides, aligned
+MISALIGNED = LINEAR.format(M=7, K=93, N=24)  # 93 halves: a 186-byte row stride, which TMA cannot take
+BROADCAST = BMM.replace("torch.bmm(a, b.transpose(1, 2))", "torch.matmul(a[0], b.transpose(1, 2))")
+
+
+def _variant(source: str, design: str, config: dict) -> str:
+    return program_variant(textwrap.dedent(source), "t", design, config).code
+
+
+def _programs() -> dict[str, tuple[str, str]]:
+    """The programs under test: name -> (task source, program)."""
+    return {
+        "linear": (ALIGNED, write_program(_prompt(ALIGNED)).code),
+        "misaligned": (MISALIGNED, write_program(_prompt(MISALIGNED)).code),
+        "aligned_copy": (MISALIGNED, _variant(MISALIGNED, "grouped", {"TMA": 1, "ALIGN": 1})),
+        "transposed_a_grouped": (TRANSPOSED_A, _variant(TRANSPOSED_A, "grouped", {"TMA": 1})),
+        "transposed_a_persistent": (TRANSPOSED_A, _variant(TRANSPOSED_A, "persistent", {"TMA": 1})),
+        "bmm": (BMM, write_program(_prompt(BMM)).code),
+        "broadcast_batch": (BROADCAST, write_program(_prompt(BROADCAST)).code),
+        "dual": (SWIGLU, _variant(SWIGLU, "dual", {"TMA": 1})),
+    }
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, tuple[str, list[str]]]:
+    """name -> (program, which twin launched per launch: "tma" or "pointer"), each checked against Model."""
+    root = tmp_path_factory.mktemp("tma")
+    programs = _programs()
+    jobs = {}
+    for name, (source, code) in programs.items():
+        (root / f"task_{name}.py").write_text(textwrap.dedent(source))
+        (root / f"cand_{name}.py").write_text(code)
+        jobs[name] = [str(root / f"task_{name}.py"), str(root / f"cand_{name}.py")]
+    (root / "jobs.json").write_text(json.dumps(jobs))
+    (root / "driver.py").write_text(DRIVER)
+    proc = subprocess.run([sys.executable, "driver.py", "jobs.json"], cwd=root, capture_output=True, text=True,
+                          timeout=240)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out["err"] <= 2e-2 * max(1.0, out["scale"]), out
-    # which twin launched, per launch: "tma" (k<i>_matmul_tma) or "pointer" (k<i>_matmul)
-    return sorted(
-        ("tma" if name.endswith("_tma") else "pointer") for name, n in out["counts"].items() for _ in range(n)
-    )
+    result = {}
+    for name, r in out.items():
+        assert r["err"] <= 2e-2 * max(1.0, r["scale"]), (name, r)
+        twins = sorted(
+            ("tma" if k.endswith("_tma") else "pointer") for k, n in r["counts"].items() for _ in range(n)
+        )
+        result[name] = (programs[name][1], twins)
+    return result
 
 
-def test_a_half_linear_reads_its_weight_through_descriptors(tmp_path):
-    source = LINEAR.format(M=40, K=72, N=24)  # 72 and 24 halves: 144- and 48-byte strides, aligned
-    code = write_program(_prompt(source)).code
+def test_a_half_linear_reads_its_weight_through_descriptors(runs):
+    code, launched = runs["linear"]
     assert parse_meta(code).config.get("TMA") == "1" and "_kw_tma(" in code
-    assert _run(tmp_path, source, code) == ["tma"]
+    assert launched == ["tma"]
 
 
-def test_a_misaligned_stride_falls_back_to_the_pointer_kernel(tmp_path):
-    source = LINEAR.format(M=7, K=93, N=24)  # 93 halves: a 186-byte row stride, which TMA cannot take
-    code = write_program(_prompt(source)).code
-    assert "_kw_tma(" in code
-    assert _run(tmp_path, source, code) == ["pointer"]
+def test_a_misaligned_stride_falls_back_to_the_pointer_kernel(runs):
+    code, launched = runs["misaligned"]
+    assert "_kw_tma(" in code and launched == ["pointer"]
 
 
-def test_align_copies_a_misaligned_operand_so_the_descriptors_can_read_it(tmp_path):
-    source = LINEAR.format(M=7, K=93, N=24)
-    code = program_variant(textwrap.dedent(source), "t", "grouped", {"TMA": 1, "ALIGN": 1}).code
-    assert "_kw_align(" in code
-    assert _run(tmp_path, source, code) == ["tma"]
+def test_align_copies_a_misaligned_operand_so_the_descriptors_can_read_it(runs):
+    code, launched = runs["aligned_copy"]
+    assert "_kw_align(" in code and launched == ["tma"]
 
 
 @pytest.mark.parametrize("design", ["grouped", "persistent"])
-def test_a_transposed_a_and_a_persistent_walk_use_the_descriptors(tmp_path, design):
-    code = program_variant(textwrap.dedent(TRANSPOSED_A), "t", design, {"TMA": 1}).code
-    assert _run(tmp_path, TRANSPOSED_A, code) == ["tma"]
+def test_a_transposed_a_and_a_persistent_walk_use_the_descriptors(runs, design):
+    assert runs[f"transposed_a_{design}"][1] == ["tma"]
 
 
-def test_a_bmm_reads_3d_descriptors_and_a_broadcast_batch_keeps_pointers(tmp_path):
-    code = write_program(_prompt(BMM)).code
-    assert parse_meta(code).config.get("TMA") == "1" and "_kw_tma(" in code
-    assert _run(tmp_path, BMM, code) == ["tma"]
+def test_a_bmm_reads_3d_descriptors_and_a_broadcast_batch_keeps_pointers(runs):
+    code, launched = runs["bmm"]
+    assert parse_meta(code).config.get("TMA") == "1" and "_kw_tma(" in code and launched == ["tma"]
     # one A for every batch of B (A broadcast along the batch): no twin, and no TMA knob to search
-    broadcast = BMM.replace("torch.bmm(a, b.transpose(1, 2))", "torch.matmul(a[0], b.transpose(1, 2))")
-    code = write_program(_prompt(broadcast)).code
-    assert "_kw_tma(" not in code and "TMA" not in parse_meta(code).config
-    (tmp_path / "b").mkdir()
-    assert _run(tmp_path / "b", broadcast, code) == ["pointer"]
+    code, launched = runs["broadcast_batch"]
+    assert "_kw_tma(" not in code and "TMA" not in parse_meta(code).config and launched == ["pointer"]
 
 
-def test_the_dual_kernel_reads_both_weights_through_descriptors(tmp_path):
-    code = program_variant(textwrap.dedent(SWIGLU), "t", "dual", {"TMA": 1}).code
+def test_the_dual_kernel_reads_both_weights_through_descriptors(runs):
+    code, launched = runs["dual"]
     assert code.count("tl.dot(") == 4  # two products, in the pointer kernel and in its twin
-    assert _run(tmp_path, SWIGLU, code) == ["tma"]
+    assert launched == ["tma"]
 
 
 def test_tma_zero_writes_no_twin():
-    code = program_variant(textwrap.dedent(LINEAR.format(M=40, K=72, N=24)), "t", "grouped", {"TMA": 0}).code
-    assert "_tma" not in code
+    assert "_tma" not in _variant(ALIGNED, "grouped", {"TMA": 0})
