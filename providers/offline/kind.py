@@ -72,6 +72,8 @@ class KernelInfo:
     """A dual matmul kernel (several products sharing A, one epilogue): see matmul_fusion.DualKernel."""
     b_kmajor: bool = False
     """B was K-contiguous while tracing (nn.Linear's W.T): KMAJOR costs no copy."""
+    aligned_rows: bool = True
+    """Matmul: M, N and K times the element size are multiples of 16 bytes at the traced sizes."""
     batch_broadcast: bool = False
     """Matmul: B varies along batch dims that A does not share (a broadcast batch): no TMA twin."""
     sm_count: int = DEFAULT_SM_COUNT
