@@ -382,3 +382,17 @@ def test_the_target_names_its_shared_memory_and_configs_beyond_it_are_never_writ
     small_info = dataclasses.replace(info, smem_bytes=99 * 1024)
     assert fits(find_design("matmul", header.design), small_info, header.config), header
     assert not fits(grouped, small_info, base)
+
+
+def test_align_is_a_default_only_where_the_sizes_leave_rows_unaligned():
+    from kernelwright.providers.offline import write_program
+    from kernelwright.providers.protocol import render_section
+
+    def root_config(suite: str, stem: str) -> dict:
+        source = (bundled_suite_dir(suite) / f"{stem}.py").read_text()
+        prompt = "\n".join([render_section("request", "x", kind="large_step"),
+                            render_section("task", source, name="t")])  # fmt: skip
+        return parse_meta(write_program(prompt).code).config
+
+    assert root_config("published", "24_matmul_irregular_8205x2949x5921").get("ALIGN") == "1"  # K = 5921
+    assert "ALIGN" not in root_config("level2", "01_linear_bias_relu")  # 8192 x 4096 x 4096: nothing to copy
