@@ -1,7 +1,7 @@
 """Writes chosen matmul programs for the published large-K and irregular tasks, to judge one by one on a GPU.
 
 The search at a small budget tries two or three configs; this writes the ones a question is about (split-K
-with split-precision dots for K = 524288, aligned operand copies for 8205 x 2949 x 5921 in fp32 and bf16) as
+with split-precision dots and more splits for K = 524288 (the root: IEEE dots, SPLIT_K=32), aligned operand copies for 8205 x 2949 x 5921 in fp32 and bf16) as
 candidate files beside their task, for `benchmarks/matmul_cases_device.sh` to judge with `kernelwright eval`.
 
     python benchmarks/matmul_cases.py --out DIR       # DIR/<case>.py, DIR/tasks/*.py, DIR/cases.txt
@@ -50,6 +50,15 @@ def main() -> int:
             LARGE_K.name,
             program_variant(k23.source, k23.name, "split_k", {"PREC": "tf32x3", "KMAJOR": 0, "SPLIT_K": 16}),
         ),
+        "23_splitk_x3_nokmajor_k32": (
+            LARGE_K.name,
+            program_variant(k23.source, k23.name, "split_k", {"PREC": "tf32x3", "KMAJOR": 0, "SPLIT_K": 32}),
+        ),
+        "23_splitk_x3_nokmajor_k64": (
+            LARGE_K.name,
+            program_variant(k23.source, k23.name, "split_k", {"PREC": "tf32x3", "KMAJOR": 0, "SPLIT_K": 64}),
+        ),
+        "23_splitk_ieee_k8": (LARGE_K.name, program_variant(k23.source, k23.name, "split_k", {"SPLIT_K": 8})),
         "24_grouped_x3_align": (IRREGULAR.name, program_variant(k24.source, k24.name, "grouped", {**X3, "ALIGN": 1})),
         "24_persist_x3_align": (
             IRREGULAR.name,

@@ -39,7 +39,7 @@ def designs() -> dict[str, list[Design]]:
         "matmul": [
             Design("grouped", "matmul", "matmul", "grouped", mm_space, _single,
                    "one program per tile, GROUP_M band ordering"),
-            Design("split_k", "matmul", "matmul", "split_k", {**mm_space, "SPLIT_K": (2, 4, 8, 16)},
+            Design("split_k", "matmul", "matmul", "split_k", {**mm_space, "SPLIT_K": (2, 4, 8, 16, 32, 64)},
                    _single, "K split over programs, partials reduced with the epilogue"),
             Design("persistent", "matmul", "matmul", "persistent", mm_space, _single,
                    "one program per SM walking the tiles"),
@@ -94,6 +94,17 @@ def default_design(info: KernelInfo, by_mode: dict[str, Design]) -> Design:
     return by_mode["grouped"]
 
 
+def _split_k(info: KernelInfo, bm: int, bn: int, bk: int) -> int:
+    """K splits enough for about two programs per SM over the output tiles (a (256 x 524288) @ (524288 x 256)
+    product has 16 tiles of 64 x 64: 8 splits left 128 programs for 132 SMs, one 4-warp program each), each
+    split at least 16 K steps long; a power of two in 2..64. Chosen for occupancy, not yet measured."""
+    tiles = -(-info.M // bm) * -(-info.N // bn) * info.NB
+    want = _np2(-(-2 * info.sm_count // max(tiles, 1)))
+    steps = max(1, info.K // (bk * 16))  # splits of at least 16 steps
+    most = 1 << (steps.bit_length() - 1)  # the largest power of two <= steps
+    return max(2, min(64, want, most))
+
+
 def default_config(design: Design, info: KernelInfo, tf32: bool = False) -> dict[str, Any]:
     cfg: dict[str, Any] = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 8,
                            "num_stages": 3}  # fmt: skip
@@ -111,7 +122,8 @@ def default_config(design: Design, info: KernelInfo, tf32: bool = False) -> dict
             # two B tiles per stage: 128x256x64 in 3 stages needs 240 KiB of shared memory (an H200 has 227)
             cfg["BLOCK_N"] = 128
         if design.mode == "split_k":
-            cfg.update({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "SPLIT_K": 8, "num_warps": 4})
+            cfg.update({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "SPLIT_K": _split_k(info, 64, 64, 32),
+                        "num_warps": 4})  # fmt: skip
         return cfg
     if tf32:
         prec = "tf32"
@@ -129,7 +141,8 @@ def default_config(design: Design, info: KernelInfo, tf32: bool = False) -> dict
         # H200 (SwiGLU, strict) 64x64x32 with 4 warps and 4 stages ran 7.45 ms, 128x64x32 with 8 warps 7.71.
         cfg.update({"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 4})
     if design.mode == "split_k":
-        cfg.update({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "SPLIT_K": 8, "num_warps": 4})
+        cfg.update({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "SPLIT_K": _split_k(info, 64, 64, 32),
+                    "num_warps": 4})  # fmt: skip
     return cfg
 
 

@@ -396,3 +396,16 @@ def test_align_is_a_default_only_where_the_sizes_leave_rows_unaligned():
 
     assert root_config("published", "24_matmul_irregular_8205x2949x5921").get("ALIGN") == "1"  # K = 5921
     assert "ALIGN" not in root_config("level2", "01_linear_bias_relu")  # 8192 x 4096 x 4096: nothing to copy
+
+
+def test_split_k_splits_enough_to_give_every_sm_programs():
+    source = (bundled_suite_dir("published") / "23_matmul_large_k_256x524288x256.py").read_text()
+    analysed = analyze_cached(source, "23_matmul_large_k_256x524288x256.py")
+    sched = schedule(analysed.graph)
+    info = kernel_info(sched, next(k for k in sched.triton_kernels() if k.family == "matmul"))
+    split = find_design("matmul", "split_k")
+    assert default_design(info) is split
+    cfg = default_config(split, info)
+    tiles = (256 // cfg["BLOCK_M"]) * (256 // cfg["BLOCK_N"])
+    assert cfg["SPLIT_K"] == 32 and tiles * cfg["SPLIT_K"] >= 2 * info.sm_count  # was 8: 128 programs
+    assert cfg["SPLIT_K"] in config_space(split, info)["SPLIT_K"]
