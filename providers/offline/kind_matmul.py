@@ -8,6 +8,11 @@ PREC=tf32 (one TF32 MMA) with K-major operands. Two products sharing A whose res
 pointwise chain can be one dual kernel (designs "dual" and "dual_persistent"); the policy decides per
 program whether to fuse them (`policy.fuse_allowed`: the root starts unfused). The code comes from
 `MatmulGen` (emit_matmul.py).
+
+fp16/bf16 matmuls start from 128x256x64 tiles (128x128 for a dual kernel) read through tensor descriptors
+(TMA=1) where A and B share their batch. A large product whose traced sizes leave rows unaligned starts
+with ALIGN=1 (aligned operand copies). split_k splits K into enough parts for about two programs per SM.
+`fits` keeps every config within the target's shared memory.
 """
 
 from __future__ import annotations
