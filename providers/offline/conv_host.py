@@ -310,6 +310,12 @@ class HostWriter:
                   "*stride3", "*pad3", "*dil3"]  # fmt: skip
             if self.design == "implicit_gemm" and self.spec.transposed:
                 a += [f"stride3[{d}] // math.gcd(stride3[{d}], dil3[{d}])" for d in range(3)]
+            if self.sp.w_tma:
+                # a descriptor over the packed weight where the GPU, its rows and the K chunks allow
+                # (wp: [groups, OC_G, taps, CIN_G], one K-contiguous row per output channel)
+                h(f"wd{i} = None if CIN_G % BK else _kw_tma(wp, wp.shape[0] * wp.shape[1], "
+                  "wp.shape[2] * wp.shape[3], wp.shape[2] * wp.shape[3], 1, BN, BK)")  # fmt: skip
+                a.insert(a.index("wp") + 1, f"wd{i} and wd{i}[0]")
         else:
             src = self.sp.stages[st.in_buf]
             a += [f"b{src.index}", f"*b{src.index}.stride()"]
@@ -345,6 +351,8 @@ class HostWriter:
             extra = f"POOL_PHASE=all(ps{i}[d] % stride3[d] == 0 for d in range(3)), "
         if plane:
             extra = "BLOCK_H=BH, BLOCK_W=BW, "
+        if conv and self.sp.w_tma:
+            extra += f"W_TMA=wd{i} is not None, "
         meta = (
             f"BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M={cfg.GROUP_M}, {extra}"
             f"num_warps={warps}, num_stages={stages},"

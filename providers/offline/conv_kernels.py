@@ -47,6 +47,8 @@ class StageKernelWriter:
                     args[args.index(name)] = f"{name}: tl.constexpr"
             if self.design == "implicit_gemm" and self.spec.transposed:
                 args += ["STEPD", "STEPH", "STEPW"]
+            if self.sp.w_tma:
+                args.insert(args.index("w_ptr") + 1, "w_desc")
         else:
             args += ["in_ptr", "sin_n", "sin_c", "sin_d", "sin_h", "sin_w"]
         if st.norm is not None:
@@ -93,6 +95,8 @@ class StageKernelWriter:
         ]
         if self.sp.pool_phase(st):
             args += ["POOL_PHASE: tl.constexpr"]
+        if conv and self.sp.w_tma:
+            args += ["W_TMA: tl.constexpr"]
         if self.sp.plane(st):
             args += ["BLOCK_H: tl.constexpr", "BLOCK_W: tl.constexpr"]
             if conv:  # padding folds into the taps' offsets: the centre tap's loads stay aligned

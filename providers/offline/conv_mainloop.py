@@ -160,10 +160,20 @@ class MainLoopWriter:
             )
         # B = W^T with K contiguous in memory: Hopper's TF32 wgmma reads both operands K-major from
         # shared memory; an N-contiguous weight would need a transposing copy every step
-        k(
+        load = (
             "b = tl.load(wg + j[None, :] * WK + (tap * CIN_G + ic)[:, None], "
             "mask=kok[:, None] & col_ok[None, :], other=0.0)"
         )
+        if self.sp.w_tma:
+            # the packed weight as a [groups * OC_G, taps * CIN_G] matrix, read in [BLOCK_N, BLOCK_K] boxes;
+            # rows past OC_G belong to columns col_ok masks, and the host asks CIN_G % BLOCK_K == 0
+            k("if W_TMA:")
+            k("    b = w_desc.load([pid_g * OC_G + pid_n * BLOCK_N, tap * CIN_G + ic0]).T")
+            k("else:")
+            with k.indent():
+                k(load)
+        else:
+            k(load)
         k(f"acc = tl.dot(a, b, acc{self._dot_args()})")
 
     def _conv_flat(self, k: Code, co: Coords, *, per_sample: bool) -> None:

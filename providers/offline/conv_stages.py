@@ -117,6 +117,10 @@ class StagedPlan:
         if precision == "strict" and cfg.DOT == "tf32":
             raise ConvEmitError("DOT=tf32 is not allowed under strict precision")
         self.gemm = design != "direct_depthwise"
+        self.w_tma = design == "implicit_gemm" and s.dtype in ("float16", "bfloat16")
+        """The tap loop may read the packed weight through a tensor descriptor (`W_TMA`, decided per launch by
+        the host: a GPU with TMA, CIN_G a multiple of BLOCK_K, aligned rows): an nn.Linear-like K-major B,
+        which pointer tiles read worst (see emit_matmul's TMA twin)."""
         split = False
         if self.gemm and s.groups > 1:
             probe = partition(plan)
