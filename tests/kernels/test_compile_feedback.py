@@ -249,19 +249,31 @@ def test_bad_arguments_raise_one_line_errors():
         compile_for_target(GOOD, RELU, "h200", shapes="medium")  # type: ignore[arg-type]
 
 
-def test_a_half_matmul_compiles_the_kernel_its_target_runs():
+def test_a_half_matmul_compiles_the_kernel_its_target_runs(tmp_path, monkeypatch):
     """The writer's half-precision GEMM launches its tensor-descriptor twin on sm_90+ and its pointer kernel
     on older GPUs; the offline compile captures on meta tensors and must compile that same kernel."""
+    import json
+
+    import torch
+
+    from kernelwright.hardware.compile_feedback import CAPTURE_TMA_ENV, _child_env
     from kernelwright.providers.offline import write_program
+    from kernelwright.providers.offline.emit import HELPERS
     from kernelwright.providers.protocol import render_section
 
     task = _task("level2_bf16", "01_linear_bias_relu")
     prompt = "\n".join([render_section("request", "x", kind="large_step"),
                         render_section("task", task.source, name="t")])  # fmt: skip
-    code = write_program(prompt).code
-    names = {}
-    for target in ("h200", "a100"):
-        r = compile_for_target(code, task, target, shapes="full")
-        assert r.ok, r.summary()
-        names[target] = [k.name for k in r.kernels]
-    assert names == {"h200": ["k1_matmul_tma"], "a100": ["k1_matmul"]}
+    r = compile_for_target(write_program(prompt).code, task, "h200", shapes="full")
+    assert r.ok and [k.name for k in r.kernels] == ["k1_matmul_tma"], r.summary()
+
+    # the capture tells the launcher whether its target has TMA; without it, the pointer kernel is taken
+    for arch, has in ((90, "1"), (80, "0")):
+        (tmp_path / "job.json").write_text(json.dumps({"backend": "cuda", "arch": arch}))
+        assert _child_env(tmp_path, interpret=True)[CAPTURE_TMA_ENV] == has
+    meta = torch.empty(64, 64, dtype=torch.float16, device="meta")
+    for has, taken in (("0", False), ("1", True)):
+        monkeypatch.setenv(CAPTURE_TMA_ENV, has)
+        helpers: dict = {"torch": torch}
+        exec(HELPERS["_kw_tma"], helpers)
+        assert (helpers["_kw_tma"](meta, 64, 64, 64, 1, 32, 32) is not None) is taken
