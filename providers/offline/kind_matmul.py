@@ -21,6 +21,7 @@ from typing import Any
 
 from kernelwright.providers.offline.emit_matmul import MatmulConfig, MatmulGen
 from kernelwright.providers.offline.kind import Design, KernelInfo, KernelKind, make_config, register_kind
+from kernelwright.providers.offline.row_plan import next_pow2
 from kernelwright.providers.offline.schedule import Kernel, Schedule
 
 BIG_MATMUL = 1 << 30
@@ -99,15 +100,18 @@ def default_design(info: KernelInfo, by_mode: dict[str, Design]) -> Design:
     return by_mode["grouped"]
 
 
-def _split_k(info: KernelInfo, bm: int, bn: int, bk: int) -> int:
-    """K splits enough for about two programs per SM over the output tiles (a (256 x 524288) @ (524288 x 256)
-    product has 16 tiles of 64 x 64: 8 splits left 128 programs for 132 SMs, one 4-warp program each), each
-    split at least 16 K steps long; a power of two in 2..64. Chosen for occupancy, not yet measured."""
+def _split_k_config(info: KernelInfo) -> dict[str, Any]:
+    """split_k's default tile (64 x 64 x 32, 4 warps) and K splits enough for about two programs per SM over
+    the output tiles (a (256 x 524288) @ (524288 x 256) product has 16 such tiles: 8 splits left 128 programs
+    for 132 SMs, one 4-warp program each), each split at least 16 K steps long; a power of two in 2..64.
+    Chosen for occupancy, not yet measured."""
+    bm, bn, bk = 64, 64, 32
     tiles = -(-info.M // bm) * -(-info.N // bn) * info.NB
-    want = _np2(-(-2 * info.sm_count // max(tiles, 1)))
+    want = next_pow2(-(-2 * info.sm_count // max(tiles, 1)))
     steps = max(1, info.K // (bk * 16))  # splits of at least 16 steps
     most = 1 << (steps.bit_length() - 1)  # the largest power of two <= steps
-    return max(2, min(64, want, most))
+    split = max(2, min(64, want, most))
+    return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "num_warps": 4}
 
 
 def default_config(design: Design, info: KernelInfo, tf32: bool = False) -> dict[str, Any]:
@@ -127,8 +131,7 @@ def default_config(design: Design, info: KernelInfo, tf32: bool = False) -> dict
             # two B tiles per stage: 128x256x64 in 3 stages needs 240 KiB of shared memory (an H200 has 227)
             cfg["BLOCK_N"] = 128
         if design.mode == "split_k":
-            cfg.update({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "SPLIT_K": _split_k(info, 64, 64, 32),
-                        "num_warps": 4})  # fmt: skip
+            cfg.update(_split_k_config(info))
         return cfg
     if tf32:
         prec = "tf32"
@@ -146,8 +149,7 @@ def default_config(design: Design, info: KernelInfo, tf32: bool = False) -> dict
         # H200 (SwiGLU, strict) 64x64x32 with 4 warps and 4 stages ran 7.45 ms, 128x64x32 with 8 warps 7.71.
         cfg.update({"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 4})
     if design.mode == "split_k":
-        cfg.update({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "SPLIT_K": _split_k(info, 64, 64, 32),
-                    "num_warps": 4})  # fmt: skip
+        cfg.update(_split_k_config(info))
     return cfg
 
 
@@ -164,10 +166,6 @@ def config_space(design: Design, info: KernelInfo, tf32: bool = False) -> dict[s
     return space
 
 
-def _np2(n: int) -> int:
-    return 1 if n <= 1 else 1 << (n - 1).bit_length()
-
-
 def fits(design: Design, info: KernelInfo, values: dict[str, Any]) -> bool:
     """Whether the config's pipelined tiles fit the target's shared memory: num_stages x (an A tile and
     one B tile per product) x the element size, at the tile sizes the launcher clamps to the traced
@@ -175,9 +173,9 @@ def fits(design: Design, info: KernelInfo, values: dict[str, Any]) -> bool:
     for an H200 (245760 B for 128x256x64 in 5 stages, 294912 B for 128x256x128 in 3: both over its 232448),
     to within 32 B (a TMA twin reading A transposed took 147512 B where this says 147480)."""
     cfg = make_config(design, values)  # values may be a header's text
-    bm = min(int(cfg.BLOCK_M), max(16, _np2(info.M)))
-    bn = min(int(cfg.BLOCK_N), max(16, _np2(info.N)))
-    bk = min(int(cfg.BLOCK_K), max(16, _np2(info.K)))
+    bm = min(int(cfg.BLOCK_M), max(16, next_pow2(info.M)))
+    bn = min(int(cfg.BLOCK_N), max(16, next_pow2(info.N)))
+    bk = min(int(cfg.BLOCK_K), max(16, next_pow2(info.K)))
     products = 2 if info.dual else 1
     stages = int(cfg.num_stages)
     # + one 8-byte barrier per stage with tensor descriptors (147480 B for the TMA twin of 147456 B of tiles)
