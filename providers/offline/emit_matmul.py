@@ -427,6 +427,7 @@ class MatmulGen(KernelGen):
                 c(f"_, stout{i} = _group_strides(out{i}, shape, groups)")
                 ep += [f"stout{i}[{gi}]" for gi in range(len(groups))]
                 outs.append(f"out{i}")
+            ret = f"return {outs[0]}," if len(outs) == 1 else f"return {', '.join(outs)}"
             sizes = ["M", "N", "K", "NB"] + [f"G{gi}" for gi in range(len(groups))]
             c(f"BLOCK_M = min({cfg.BLOCK_M}, max(16, _np2(M)))")
             c(f"BLOCK_N = min({cfg.BLOCK_N}, max(16, _np2(N)))")
@@ -470,14 +471,13 @@ class MatmulGen(KernelGen):
                             c(", ".join(descs + loads + outs + snames + sizes + ep) + ",")
                             c(f"{meta}, {flags}, {launch},")
                         c(")")
-                        c(f"return {', '.join(outs)}," if len(outs) == 1 else f"return {', '.join(outs)}")
+                        c(ret)
                 c(f"{name}[({grid},)](")
                 with c.indent():
                     c(", ".join(["a", *bs] + loads + outs + snames + sizes + ab + ep) + ",")
                     c(f"{meta}, {launch},")
                 c(")")
-            ret = ", ".join(outs)
-            c(f"return {ret}," if len(outs) == 1 else f"return {ret}")
+            c(ret)
         return c.text(), tensors, [s for _, s in self.syms.values()]
 
 
