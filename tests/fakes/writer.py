@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import importlib.util
+import json
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -45,3 +49,64 @@ def import_program(code: str, path: Path) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+# Runs each (task, program) pair beside the task's Model under Triton's interpreter, recording every launch of
+# the program's module-level kernels whose names match a pattern (name, and its W_TMA keyword if any); one
+# process for all of them (importing torch and Triton is most of a run's time).
+_BESIDE_MODEL = """
+import importlib.util, json, os, re, sys
+os.environ["TRITON_INTERPRET"] = "1"
+import torch
+
+def load(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+class Record:
+    def __init__(self, launches, name, fn):
+        self.launches, self.name, self.fn = launches, name, fn
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            self.launches.append([self.name, kwargs.get("W_TMA")])
+            return self.fn[grid](*args, **kwargs)
+        return launch
+
+spec = json.loads(open(sys.argv[1]).read())
+out = {}
+for job, (task_path, program_path) in spec["jobs"].items():
+    task, program = load(task_path, "task_" + job), load(program_path, "program_" + job)
+    launches = []
+    for name in [n for n in vars(program) if re.match(spec["kernels"], n)]:
+        setattr(program, name, Record(launches, name, getattr(program, name)))
+    torch.manual_seed(0)
+    ref = task.Model(*task.get_init_inputs())
+    new = program.ModelNew(*task.get_init_inputs())
+    new.load_state_dict(ref.state_dict())
+    inputs = task.get_inputs()
+    want, got = ref(*inputs).float(), new(*inputs).float()
+    out[job] = {"launches": launches, "err": (want - got).abs().max().item(), "scale": want.abs().max().item()}
+print(json.dumps(out))
+"""
+
+
+def run_beside_model(root: Path, programs: dict[str, tuple[str, str]], kernels: str) -> dict[str, list]:
+    """Each program (name -> (task source, program)) run on the task's inputs under the interpreter, in one
+    subprocess; its output checked against the task's Model (fp16 tolerance). name -> the launches of the
+    kernels whose names match the regex `kernels`, in order: [kernel name, its W_TMA keyword or None]."""
+    jobs = {}
+    for name, (source, code) in programs.items():
+        (root / f"task_{name}.py").write_text(textwrap.dedent(source))
+        (root / f"program_{name}.py").write_text(code)
+        jobs[name] = [str(root / f"task_{name}.py"), str(root / f"program_{name}.py")]
+    (root / "jobs.json").write_text(json.dumps({"jobs": jobs, "kernels": kernels}))
+    (root / "beside_model.py").write_text(_BESIDE_MODEL)
+    proc = subprocess.run([sys.executable, "beside_model.py", "jobs.json"], cwd=root, capture_output=True,
+                          text=True, timeout=240)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    for name, r in out.items():
+        assert r["err"] <= 2e-2 * max(1.0, r["scale"]), (name, r)
+    return {name: r["launches"] for name, r in out.items()}

@@ -259,12 +259,10 @@ def test_a_half_matmul_compiles_the_kernel_its_target_runs(tmp_path, monkeypatch
     from kernelwright.hardware.compile_feedback import CAPTURE_TMA_ENV, _child_env
     from kernelwright.providers.offline import write_program
     from kernelwright.providers.offline.emit import HELPERS
-    from kernelwright.providers.protocol import render_section
+    from tests.fakes.writer import writer_prompt
 
     task = _task("level2_bf16", "01_linear_bias_relu")
-    prompt = "\n".join([render_section("request", "x", kind="large_step"),
-                        render_section("task", task.source, name="t")])  # fmt: skip
-    r = compile_for_target(write_program(prompt).code, task, "h200", shapes="full")
+    r = compile_for_target(write_program(writer_prompt(task.source)).code, task, "h200", shapes="full")
     assert r.ok and [k.name for k in r.kernels] == ["k1_matmul_tma"], r.summary()
 
     # the capture tells the launcher whether its target has TMA; without it, the pointer kernel is taken

@@ -2,22 +2,20 @@
 
 fp16/bf16 products get a twin kernel that reads A and B through host-built tensor descriptors; the
 launcher picks it when both operands have a unit stride and 16-byte aligned strides, and the pointer
-kernel otherwise. Each program here runs in a subprocess that counts which twin launched and compares
-with the task's Model at fp16 (the interpreter's bf16 dot is wrong; the GPU test covers bf16).
+kernel otherwise. The programs here run in one subprocess (tests.fakes.writer.run_beside_model) that
+records which twin launched and compares with the task's Model at fp16 (the interpreter's bf16 dot is
+wrong; the GPU test covers bf16).
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
 from kernelwright.providers.offline import parse_meta, write_program
 from kernelwright.providers.offline.variants import program_variant
-from kernelwright.providers.protocol import render_section
+from tests.fakes.writer import run_beside_model, writer_prompt
 
 LINEAR = """
 import torch
@@ -91,49 +89,6 @@ def get_init_inputs():
     return [72, 24]
 """
 
-# Runs each (task, candidate) pair beside the task's Model under the interpreter, counting launches of each
-# twin; one process for all of them (importing torch and Triton is most of a run's time).
-DRIVER = """
-import importlib.util, json, os, sys
-os.environ["TRITON_INTERPRET"] = "1"
-import torch
-
-def load(path, name):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-class Count:
-    def __init__(self, counts, name, fn):
-        self.counts, self.name, self.fn = counts, name, fn
-    def __getitem__(self, grid):
-        self.counts[self.name] = self.counts.get(self.name, 0) + 1
-        return self.fn[grid]
-
-out = {}
-for job, (task_path, cand_path) in json.loads(open(sys.argv[1]).read()).items():
-    task, cand = load(task_path, "task_" + job), load(cand_path, "cand_" + job)
-    counts = {}
-    for name in [n for n in vars(cand) if n.startswith("k") and "_matmul" in n]:
-        setattr(cand, name, Count(counts, name, getattr(cand, name)))
-    torch.manual_seed(0)
-    ref = task.Model(*task.get_init_inputs())
-    new = cand.ModelNew(*task.get_init_inputs())
-    new.load_state_dict(ref.state_dict())
-    inputs = task.get_inputs()
-    want, got = ref(*inputs).float(), new(*inputs).float()
-    out[job] = {"counts": counts, "err": (want - got).abs().max().item(), "scale": want.abs().max().item()}
-print(json.dumps(out))
-"""
-
-
-def _prompt(source: str, **sections: str) -> str:
-    parts = [render_section("request", "Write a faster kernel.", kind="large_step"),
-             render_section("task", source, name="t")]  # fmt: skip
-    return "\n\n".join(parts + [render_section(tag, body) for tag, body in sections.items()])
-
-
 ALIGNED = LINEAR.format(M=40, K=72, N=24)  # 72 and 24 halves: 144- and 48-byte strides, aligned
 MISALIGNED = LINEAR.format(M=7, K=93, N=24)  # 93 halves: a 186-byte row stride, which TMA cannot take
 BROADCAST = BMM.replace("torch.bmm(a, b.transpose(1, 2))", "torch.matmul(a[0], b.transpose(1, 2))")
@@ -146,13 +101,13 @@ def _variant(source: str, design: str, config: dict) -> str:
 def _programs() -> dict[str, tuple[str, str]]:
     """The programs under test: name -> (task source, program)."""
     return {
-        "linear": (ALIGNED, write_program(_prompt(ALIGNED)).code),
-        "misaligned": (MISALIGNED, write_program(_prompt(MISALIGNED)).code),
+        "linear": (ALIGNED, write_program(writer_prompt(ALIGNED)).code),
+        "misaligned": (MISALIGNED, write_program(writer_prompt(MISALIGNED)).code),
         "aligned_copy": (MISALIGNED, _variant(MISALIGNED, "grouped", {"TMA": 1, "ALIGN": 1})),
         "transposed_a_grouped": (TRANSPOSED_A, _variant(TRANSPOSED_A, "grouped", {"TMA": 1})),
         "transposed_a_persistent": (TRANSPOSED_A, _variant(TRANSPOSED_A, "persistent", {"TMA": 1})),
-        "bmm": (BMM, write_program(_prompt(BMM)).code),
-        "broadcast_batch": (BROADCAST, write_program(_prompt(BROADCAST)).code),
+        "bmm": (BMM, write_program(writer_prompt(BMM)).code),
+        "broadcast_batch": (BROADCAST, write_program(writer_prompt(BROADCAST)).code),
         "dual": (SWIGLU, _variant(SWIGLU, "dual", {"TMA": 1})),
     }
 
@@ -160,27 +115,13 @@ def _programs() -> dict[str, tuple[str, str]]:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, tuple[str, list[str]]]:
     """name -> (program, which twin launched per launch: "tma" or "pointer"), each checked against Model."""
-    root = tmp_path_factory.mktemp("tma")
     programs = _programs()
-    jobs = {}
-    for name, (source, code) in programs.items():
-        (root / f"task_{name}.py").write_text(textwrap.dedent(source))
-        (root / f"cand_{name}.py").write_text(code)
-        jobs[name] = [str(root / f"task_{name}.py"), str(root / f"cand_{name}.py")]
-    (root / "jobs.json").write_text(json.dumps(jobs))
-    (root / "driver.py").write_text(DRIVER)
-    proc = subprocess.run([sys.executable, "driver.py", "jobs.json"], cwd=root, capture_output=True, text=True,
-                          timeout=240)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
-    result = {}
-    for name, r in out.items():
-        assert r["err"] <= 2e-2 * max(1.0, r["scale"]), (name, r)
-        twins = sorted(
-            ("tma" if k.endswith("_tma") else "pointer") for k, n in r["counts"].items() for _ in range(n)
-        )
-        result[name] = (programs[name][1], twins)
-    return result
+    launches = run_beside_model(tmp_path_factory.mktemp("tma"), programs, kernels=r"k\d+_matmul")
+    twins = {
+        name: sorted("tma" if k.endswith("_tma") else "pointer" for k, _ in seen)
+        for name, seen in launches.items()
+    }
+    return {name: (programs[name][1], twins[name]) for name in programs}
 
 
 def test_a_half_linear_reads_its_weight_through_descriptors(runs):
