@@ -31,10 +31,11 @@ from kernelwright.providers.offline.policy import (
 from kernelwright.providers.offline.schedule import schedule
 from kernelwright.providers.offline.writer import CONFIG_KEYS
 from kernelwright.tasks import bundled_suite_dir
+from tests.fakes.writer import writer_prompt
 
 
-def _info(task_file: str, family: str):
-    analysed = analyze_cached((bundled_suite_dir("level1") / task_file).read_text(), task_file)
+def _info(task_file: str, family: str, suite: str = "level1"):
+    analysed = analyze_cached((bundled_suite_dir(suite) / task_file).read_text(), task_file)
     sched = schedule(analysed.graph)
     k = next(k for k in sched.triton_kernels() if k.family == family)
     return kernel_info(sched, k)
@@ -341,7 +342,6 @@ def test_the_target_names_its_shared_memory_and_configs_beyond_it_are_never_writ
     from kernelwright.hardware.targets import get_target
     from kernelwright.providers.offline import write_program
     from kernelwright.providers.offline.designs import DEFAULT_SMEM_BYTES, fits, target_smem_bytes
-    from kernelwright.providers.protocol import render_section
 
     assert target_smem_bytes(get_target("nvidia-h200").summary()) == 227 * 1024
     assert (
@@ -352,10 +352,7 @@ def test_the_target_names_its_shared_memory_and_configs_beyond_it_are_never_writ
 
     # the half GEMM configs that failed to compile for an H200 (5 stages of 128x256x64; 128x256x128)
     source = (bundled_suite_dir("level2_bf16") / "01_linear_bias_relu.py").read_text()
-    analysed = analyze_cached(source, "01_linear_bias_relu.py")
-    sched = schedule(analysed.graph)
-    k = next(k for k in sched.triton_kernels() if k.family == "matmul")
-    info = kernel_info(sched, k)
+    info = _info("01_linear_bias_relu.py", "matmul", "level2_bf16")
     grouped = find_design("matmul", "grouped")
     base = default_config(grouped, info)
     assert fits(grouped, info, base)
@@ -376,9 +373,7 @@ def test_the_target_names_its_shared_memory_and_configs_beyond_it_are_never_writ
 
     # a smaller target: the root program already fits it (the default would need 144 KiB)
     target = get_target("nvidia-h200").summary().replace("smem/block 227 KiB", "smem/block 99 KiB")
-    prompt = "\n".join([render_section("request", "x", kind="large_step"), render_section("task", source, name="t"),
-                        render_section("target", target)])  # fmt: skip
-    header = parse_meta(write_program(prompt).code)
+    header = parse_meta(write_program(writer_prompt(source, target=target)).code)
     small_info = dataclasses.replace(info, smem_bytes=99 * 1024)
     assert fits(find_design("matmul", header.design), small_info, header.config), header
     assert not fits(grouped, small_info, base)
@@ -386,23 +381,17 @@ def test_the_target_names_its_shared_memory_and_configs_beyond_it_are_never_writ
 
 def test_align_is_a_default_only_where_the_sizes_leave_rows_unaligned():
     from kernelwright.providers.offline import write_program
-    from kernelwright.providers.protocol import render_section
 
     def root_config(suite: str, stem: str) -> dict:
         source = (bundled_suite_dir(suite) / f"{stem}.py").read_text()
-        prompt = "\n".join([render_section("request", "x", kind="large_step"),
-                            render_section("task", source, name="t")])  # fmt: skip
-        return parse_meta(write_program(prompt).code).config
+        return parse_meta(write_program(writer_prompt(source)).code).config
 
     assert root_config("published", "24_matmul_irregular_8205x2949x5921").get("ALIGN") == "1"  # K = 5921
     assert "ALIGN" not in root_config("level2", "01_linear_bias_relu")  # 8192 x 4096 x 4096: nothing to copy
 
 
 def test_split_k_splits_enough_to_give_every_sm_programs():
-    source = (bundled_suite_dir("published") / "23_matmul_large_k_256x524288x256.py").read_text()
-    analysed = analyze_cached(source, "23_matmul_large_k_256x524288x256.py")
-    sched = schedule(analysed.graph)
-    info = kernel_info(sched, next(k for k in sched.triton_kernels() if k.family == "matmul"))
+    info = _info("23_matmul_large_k_256x524288x256.py", "matmul", "published")
     split = find_design("matmul", "split_k")
     assert default_design(info) is split
     cfg = default_config(split, info)
