@@ -1,6 +1,6 @@
 """Pieces the per-task benchmark scripts share (conv_bench.py, design_sweep.py, inductor_code.py,
-norm_probe.py; the offline writer's root program and suite folders: warm_replay.py, host_overhead.py,
-compile_suite.py).
+norm_probe.py; the offline writer's root program and suite folders, and both together in `suite_roots`:
+warm_replay.py, host_overhead.py, compile_suite.py, matmul_cases.py).
 
 Imported as `_common`: a script run as `python benchmarks/<name>.py` has this folder on sys.path.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -90,3 +90,14 @@ def root_program(
         budget=budget, precision=precision,
     )  # fmt: skip
     return write_program(bundle.prompt, seed=seed)
+
+
+def suite_roots(suites: list[str], target: Any) -> Iterator[tuple[str, Path, Any]]:
+    """("folder/stem", task file, the writer's root answer for `target`) for every task of the suites (bundled
+    names or folders), in order."""
+    from kernelwright.tasks import load_task
+
+    for suite in suites:
+        folder = suite_folder(suite)
+        for path in sorted(folder.glob("[0-9]*.py")):
+            yield f"{folder.name}/{path.stem}", path, root_program(load_task(path), target)

@@ -17,10 +17,9 @@ from pathlib import Path
 
 from kernelwright.hardware.compile_feedback import compile_for_target
 from kernelwright.hardware.targets import get_target
-from kernelwright.tasks import load_task
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import root_program, suite_folder  # noqa: E402
+from _common import suite_roots  # noqa: E402
 
 
 def main() -> None:
@@ -31,22 +30,17 @@ def main() -> None:
     args = ap.parse_args()
     target = get_target(args.target)
     rows = []
-    for suite in args.suites:
-        folder = suite_folder(suite)
-        for path in sorted(folder.glob("[0-9]*.py")):
-            task = load_task(path)
-            answer = root_program(task, target)
-            name = f"{folder.name}/{path.stem}"
-            if not answer.code:
-                rows.append({"task": name, "ok": False, "why": f"no program: {answer.unsupported}"})
-                print(f"{name}: no program", flush=True)
-                continue
-            report = compile_for_target(answer.code, path, target, timeout_s=300)
-            header = answer.code.splitlines()[0].removeprefix("# kernelwright:").strip()
-            rows.append(
-                {"task": name, "ok": report.ok, "design": header, "report": report.model_dump(mode="json")}
-            )
-            print(f"{name} [{header}]\n  " + report.summary().replace("\n", "\n  "), flush=True)
+    for name, path, answer in suite_roots(args.suites, target):
+        if not answer.code:
+            rows.append({"task": name, "ok": False, "why": f"no program: {answer.unsupported}"})
+            print(f"{name}: no program", flush=True)
+            continue
+        report = compile_for_target(answer.code, path, target, timeout_s=300)
+        header = answer.code.splitlines()[0].removeprefix("# kernelwright:").strip()
+        rows.append(
+            {"task": name, "ok": report.ok, "design": header, "report": report.model_dump(mode="json")}
+        )
+        print(f"{name} [{header}]\n  " + report.summary().replace("\n", "\n  "), flush=True)
     print(f"{sum(r['ok'] for r in rows)}/{len(rows)} compile for {target.name}")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1, default=str) + "\n")

@@ -28,7 +28,7 @@ from kernelwright.tasks import load_task
 from kernelwright.tasks.module import exec_task_module, task_init_inputs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import root_program, suite_folder  # noqa: E402
+from _common import suite_roots  # noqa: E402
 
 
 class _NoLaunch:
@@ -77,21 +77,16 @@ def main() -> None:
     target = get_target("nvidia-h200")
     rows, skipped = [], []
     tmp = Path(tempfile.mkdtemp(prefix="kw-host-"))
-    for suite in args.suites:
-        folder = suite_folder(suite)
-        for path in sorted(folder.glob("[0-9]*.py")):
-            task = load_task(path)
-            answer = root_program(task, target)
-            name = f"{folder.name}/{path.stem}"
-            if not answer.code or "@triton.jit" not in answer.code:
-                skipped.append((name, "no Triton kernel"))
-                continue
-            try:
-                rows.append({"task": name, "host_us": host_us(answer.code, path, args.calls, tmp)})
-            except Exception as exc:  # noqa: BLE001 - a forward that needs real data is reported, not fatal
-                skipped.append((name, f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"))
-                continue
-            print(f"{name}: {rows[-1]['host_us']:.1f} us", flush=True)
+    for name, path, answer in suite_roots(args.suites, target):
+        if not answer.code or "@triton.jit" not in answer.code:
+            skipped.append((name, "no Triton kernel"))
+            continue
+        try:
+            rows.append({"task": name, "host_us": host_us(answer.code, path, args.calls, tmp)})
+        except Exception as exc:  # noqa: BLE001 - a forward that needs real data is reported, not fatal
+            skipped.append((name, f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"))
+            continue
+        print(f"{name}: {rows[-1]['host_us']:.1f} us", flush=True)
     us = [r["host_us"] for r in rows]
     if us:
         print(
