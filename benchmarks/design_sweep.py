@@ -1,7 +1,8 @@
 """The offline writer's designs x configs for a task's main kernel, through the real harness.
 
 For each task the writer's programs are emitted for a small grid of designs and configs of its main
-kernel (providers/offline/variants.design_grid: the writer's default first). For a matmul: tensor-core
+kernel (providers/offline/variants.design_grid: the writer's default first; for a standalone pooling
+task, pool_writer.SWEEP: its designs and configs). For a matmul: tensor-core
 tf32x3 tiles with K-major operands, the same without the transpose copy, IEEE tiles, split-K,
 persistent, and for gate/up tasks the dual kernel against the two unfused products. For a whole-row
 kernel (reduction, softmax, norm, loss): the register design at several warp counts, rows per program
@@ -45,6 +46,7 @@ if str(ROOT) not in sys.path:
 from _common import environment, measure_task, task_path  # noqa: E402
 
 from kernelwright.hardware import EvalConfig, EvalResult, WorkerPool  # noqa: E402
+from kernelwright.providers.offline.pool_writer import SWEEP, emit_pool_program, find_pool_task  # noqa: E402
 from kernelwright.providers.offline.variants import Variant, design_grid, program_variant  # noqa: E402
 from kernelwright.tasks import load_task  # noqa: E402
 
@@ -86,7 +88,10 @@ def run_task(
     task = load_task(path)
     entry: dict[str, Any] = {"task": path.stem, "flops": task.flops, "precision": args.precision}
     tf32 = args.precision != "strict"
-    grid = design_grid(task.source, task.name, tf32=tf32)
+    pooling = find_pool_task(task.source)
+    grid = (
+        [Variant(d, dict(c)) for d, c in SWEEP] if pooling else design_grid(task.source, task.name, tf32=tf32)
+    )
     if args.designs:
         grid = [v for v in grid if v.design in args.designs.split(",")]
     grid = grid[: args.max_programs]
@@ -106,7 +111,12 @@ def run_task(
             records.append(_record(v, None, "time budget spent"))
             continue
         try:
-            code = program_variant(task.source, task.name, v.design, v.config, tf32=tf32, fuse=v.fuse).code
+            if pooling:
+                code = emit_pool_program(task.source, pooling, v.design, v.config)
+            else:
+                code = program_variant(
+                    task.source, task.name, v.design, v.config, tf32=tf32, fuse=v.fuse
+                ).code
         except Exception as exc:  # a variant the writer cannot emit is recorded, the others still run
             rec = _record(v, None, None)
             rec.update(correct=False, error_kind="emit_error", error=str(exc)[-600:])

@@ -106,6 +106,7 @@ def parse_rules(body: str | None, config_keys: set[str]) -> list[PromptRule]:
         norm = re.sub(r"split[- ]k\b", "split_k", text, flags=re.I)
         rule = PromptRule(text)
         for k, v in _PAIR_RE.findall(norm.replace("config=", " ")):
+            v = v.rstrip(".")  # a sentence's full stop is not part of the value ("... design=rows.")
             if k == "design":
                 rule.design = v
             elif k == "family":

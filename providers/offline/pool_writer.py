@@ -14,17 +14,25 @@ part of a convolution's epilogue stays with the conv writer.
 
 The program keeps the task's constructor (ModelNew builds the same pooling module and reads its
 hyper-parameters at run time: kernel size, stride, padding, dilation, ceil_mode, count_include_pad,
-divisor_override), so one program serves any input size and any constructor arguments. Its kernel is
-output-parallel: each program instance computes BLOCK outputs of the flattened (batch..., out spatial)
-tensor and walks the window with compile-time loops; 1-D and 2-D pooling run as 3-D pooling with
-size-1 leading dims. Max pooling propagates NaN as PyTorch does; average pooling accumulates in fp32 (fp64
-for fp64 inputs) and divides as PyTorch does (padding counted or not, windows clipped by ceil_mode,
-divisor_override). Offsets are 64-bit only when a tensor has 2^31 elements or more.
+divisor_override), so one program serves any input size and any constructor arguments. 1-D and 2-D pooling
+run as 3-D pooling with size-1 leading dims. Max pooling propagates NaN as PyTorch does; average pooling
+accumulates in fp32 (fp64 for fp64 inputs) and divides as PyTorch does (padding counted or not, windows
+clipped by ceil_mode, divisor_override).
 
-Designs and configs: one design, `flat`, with BLOCK (outputs per program) and num_warps. A large step
-takes the first preset config that is neither written in the run nor forbidden (the config of a correct
-experience case of this family goes first, the nearest case first: policy.ranked_cases); a small step
-moves one knob one step (seeded); a repair after a resource error halves BLOCK.
+Designs (both walk the window with compile-time loops, one load per window element):
+- `rows` (the default): a 2-D grid, one output row (batch..., od, oh) per program row and BLOCK outputs
+  of it per program. The row's indices and its 64-bit base offset are scalars; a lane only adds its
+  column, so no lane divides, the depth/height bounds are uniform per program and 64-bit offsets cost
+  nothing per lane even past 2^31 elements. BLOCK is capped at the row's width (next power of two, at
+  least 32) and the warps at one per 128 outputs, so short rows do not idle lanes. A grid the GPU cannot
+  launch (more than 2^31 - 1 rows or 65535 blocks per row) falls back to `flat`.
+- `flat`: BLOCK outputs of the flattened output per program; every lane divides its index into
+  (batch, od, oh, ow), in 64-bit only when a tensor has 2^31 elements or more.
+
+Configs: BLOCK (outputs per program) and num_warps. A large step takes the first preset (design, config)
+that is neither written in the run nor forbidden (the design and config of a correct experience case of
+this family go first, the nearest case first: policy.ranked_cases); a small step moves one knob of the
+parent's design one step (seeded); a repair after a resource error halves BLOCK.
 """
 
 from __future__ import annotations
@@ -36,16 +44,22 @@ from functools import lru_cache
 from typing import Any
 
 FAMILY = "pool"
-DESIGN = "flat"
+DESIGNS: tuple[str, ...] = ("rows", "flat")
 
-CONFIG_SPACE: dict[str, tuple[int, ...]] = {"BLOCK": (128, 256, 512, 1024, 2048), "num_warps": (2, 4, 8)}
+CONFIG_SPACE: dict[str, tuple[int, ...]] = {
+    "BLOCK": (64, 128, 256, 512, 1024, 2048),
+    "num_warps": (1, 2, 4, 8),
+}
+DEFAULT_DESIGN = "rows"
 DEFAULT_CONFIG: dict[str, int] = {"BLOCK": 1024, "num_warps": 4}
-# Large steps after the first, in order: a different balance of outputs per program and warps each time.
-PRESETS: tuple[dict[str, int], ...] = (
-    DEFAULT_CONFIG,
-    {"BLOCK": 512, "num_warps": 4},
-    {"BLOCK": 2048, "num_warps": 8},
-    {"BLOCK": 256, "num_warps": 2},
+# Large steps after the first, in order: the other design, then other balances of outputs per program and
+# warps.
+PRESETS: tuple[tuple[str, dict[str, int]], ...] = (
+    (DEFAULT_DESIGN, DEFAULT_CONFIG),
+    ("flat", {"BLOCK": 1024, "num_warps": 4}),
+    ("rows", {"BLOCK": 256, "num_warps": 2}),
+    ("rows", {"BLOCK": 2048, "num_warps": 8}),
+    ("flat", {"BLOCK": 512, "num_warps": 4}),
 )
 
 _POOL_CLASSES = {f"{kind}Pool{nd}d": (kind == "Max", nd) for kind in ("Max", "Avg") for nd in (1, 2, 3)}
@@ -139,7 +153,7 @@ def _analysis(digest: str, source: str, name: str) -> PoolTask | None:
 
 # ---- the program ------------------------------------------------------------------------------------
 
-_KERNEL = '''
+_FLAT_KERNEL = '''
 @triton.jit
 def _kw_pool_kernel(
     x_ptr, y_ptr, total,
@@ -210,6 +224,66 @@ def _kw_pool_kernel(
     tl.store(y_ptr + offs, acc.to(y_ptr.dtype.element_ty), mask=live)
 '''
 
+_ROWS_KERNEL = '''
+@triton.jit
+def _kw_pool_rows_kernel(
+    x_ptr, y_ptr,
+    D, H, W, OD, OH, OW, DIVISOR,
+    KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
+    SD: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr,
+    PD: tl.constexpr, PH: tl.constexpr, PW: tl.constexpr,
+    DD: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
+    IS_MAX: tl.constexpr, COUNT_PAD: tl.constexpr, HAS_DIVISOR: tl.constexpr,
+    F64: tl.constexpr, BLOCK: tl.constexpr,
+):
+    """BLOCK outputs of one output row (batch, od, oh) per program: the row's indices are scalars."""
+    row = tl.program_id(0).to(tl.int64)
+    oh = row % OH
+    rest = row // OH
+    od = rest % OD
+    n = rest // OD
+    ow = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    live = ow < OW
+    d0 = od * SD - PD
+    h0 = oh * SH - PH
+    w0 = ow * SW - PW
+    acc_type = tl.float64 if F64 else tl.float32
+    if IS_MAX:
+        acc = tl.full([BLOCK], float("-inf"), acc_type)
+    else:
+        acc = tl.zeros([BLOCK], acc_type)
+    for kd in tl.static_range(KD):
+        di = d0 + kd * DD
+        d_ok = (di >= 0) & (di < D)
+        for kh in tl.static_range(KH):
+            hi = h0 + kh * DH
+            row_ok = d_ok & (hi >= 0) & (hi < H)
+            src = x_ptr + ((n * D + di) * H + hi) * W  # the input row, a scalar 64-bit offset
+            for kw in tl.static_range(KW):
+                wi = w0 + kw * DW
+                ok = live & (wi >= 0) & (wi < W) & row_ok
+                if IS_MAX:
+                    v = tl.load(src + wi, mask=ok, other=float("-inf")).to(acc_type)
+                    acc = tl.maximum(acc, v, propagate_nan=tl.PropagateNan.ALL)  # NaN wins, as in PyTorch
+                else:
+                    acc += tl.load(src + wi, mask=ok, other=0.0).to(acc_type)
+    if not IS_MAX:
+        if HAS_DIVISOR:
+            acc = acc / DIVISOR
+        else:
+            d1 = tl.minimum(d0 + KD, D + PD)
+            h1 = tl.minimum(h0 + KH, H + PH)
+            w1 = tl.minimum(w0 + KW, W + PW)
+            if COUNT_PAD:
+                count = ((d1 - d0) * (h1 - h0)).to(tl.int32) * (w1 - w0)
+            else:
+                count = ((tl.minimum(d1, D) - tl.maximum(d0, 0)) * (tl.minimum(h1, H) - tl.maximum(h0, 0))).to(
+                    tl.int32
+                ) * (tl.minimum(w1, W) - tl.maximum(w0, 0))
+            acc = acc / count.to(acc_type)
+    tl.store(y_ptr + row * OW + ow, acc.to(y_ptr.dtype.element_ty), mask=live)
+'''
+
 _HOST = '''
 def _kw_tuple(value, nd):
     if isinstance(value, int):
@@ -227,7 +301,7 @@ def _kw_out_size(size, k, s, p, d, ceil_mode):
     return out
 
 
-def _kw_pool(x, pool, nd, is_max, block, num_warps):
+def _kw_pool(x, pool, nd, is_max, design, block, num_warps):
     if getattr(pool, "return_indices", False):
         raise NotImplementedError("max pooling that returns indices")
     kernel = _kw_tuple(pool.kernel_size, nd)
@@ -252,32 +326,44 @@ def _kw_pool(x, pool, nd, is_max, block, num_warps):
     if total == 0:
         return y
     divisor = getattr(pool, "divisor_override", None)
+    count_pad = bool(getattr(pool, "count_include_pad", True))
+    consts = dict(IS_MAX=is_max, COUNT_PAD=count_pad, HAS_DIVISOR=bool(divisor), F64=x.dtype == torch.float64)
+    rows, width = total // out3[2], out3[2]
+    if design == "rows":
+        block = min(block, max(32, 1 << (width - 1).bit_length()))  # no wider than the row
+        per_row = -(-width // block)
+        if rows <= 2**31 - 1 and per_row <= 65535:
+            _kw_pool_rows_kernel[(rows, per_row)](
+                x, y, *size3, *out3, int(divisor or 1), *k3, *s3, *p3, *d3,
+                BLOCK=block, num_warps=max(1, min(num_warps, block // 128)), **consts,
+            )
+            return y
     grid = (-(-total // block),)  # ceil division in ints: triton.cdiv is a jit function
     _kw_pool_kernel[grid](
-        x, y, total, *size3, *out3, int(divisor or 1),
-        *k3, *s3, *p3, *d3,
-        IS_MAX=is_max, COUNT_PAD=bool(getattr(pool, "count_include_pad", True)),
-        HAS_DIVISOR=bool(divisor), WIDE=max(x.numel(), total) >= 2**31 - 1,
-        F64=x.dtype == torch.float64, BLOCK=block, num_warps=num_warps,
+        x, y, total, *size3, *out3, int(divisor or 1), *k3, *s3, *p3, *d3,
+        WIDE=max(x.numel(), total) >= 2**31 - 1, BLOCK=block, num_warps=num_warps, **consts,
     )
     return y
 '''
 
 
-def emit_pool_program(source: str, task: PoolTask, config: dict[str, int]) -> str:
-    """The candidate module: the task's constructor as ModelNew, the kernel, and its launcher."""
+def emit_pool_program(source: str, task: PoolTask, design: str, config: dict[str, int]) -> str:
+    """The candidate module: the task's constructor as ModelNew, the kernels, and their launcher."""
     from kernelwright.providers.offline.conv_codegen import _ReferenceParts
     from kernelwright.providers.offline.emit_module import ProgramMeta
 
+    if design not in DESIGNS:
+        raise ValueError(f"unknown pooling design {design!r}; expected one of {DESIGNS}")
     reference = _ReferenceParts(source)
-    header = ProgramMeta(FAMILY, DESIGN, dict(config)).line()
+    header = ProgramMeta(FAMILY, design, dict(config)).line()
+    what = "each output row split into blocks of" if design == "rows" else "blocks of the flattened output,"
     doc = (
-        f'"""Generated by kernelwright\'s pooling writer: {task.describe()}, one Triton kernel that computes\n'
-        f'BLOCK={config["BLOCK"]} outputs per program and reads each window directly from the input."""\n'
+        f'"""Generated by kernelwright\'s pooling writer: {task.describe()}, one Triton kernel ({design}:\n'
+        f'{what} BLOCK={config["BLOCK"]} outputs per program) that reads each window from the input."""\n'
     )
     forward = (
         "\n\ndef _kw_forward(self, x):\n"
-        f"    return _kw_pool(x, self.{task.attr}, {task.nd}, {task.is_max}, "
+        f"    return _kw_pool(x, self.{task.attr}, {task.nd}, {task.is_max}, {design!r}, "
         f"{config['BLOCK']}, {config['num_warps']})\n"
     )
     parts = [
@@ -290,11 +376,28 @@ def emit_pool_program(source: str, task: PoolTask, config: dict[str, int]) -> st
     ]
     parts += reference.imports
     parts += reference.helpers
-    parts += [_KERNEL, _HOST, forward, reference.model_new(["x"])]
+    # the flat kernel is carried by both designs: `rows` falls back to it for a grid the GPU cannot launch
+    parts += [
+        *([_ROWS_KERNEL] if design == "rows" else []),
+        _FLAT_KERNEL,
+        _HOST,
+        forward,
+        reference.model_new(["x"]),
+    ]
     return "\n".join(parts)
 
 
-# ---- choosing a config ------------------------------------------------------------------------------
+# ---- choosing a design and config ---------------------------------------------------------------------
+
+# What benchmarks/design_sweep.py measures for a pooling task: the presets, then more balances of `rows`.
+SWEEP: tuple[tuple[str, dict[str, int]], ...] = (
+    *PRESETS,
+    ("rows", {"BLOCK": 512, "num_warps": 4}),
+    ("rows", {"BLOCK": 1024, "num_warps": 8}),
+    ("rows", {"BLOCK": 128, "num_warps": 1}),
+)
+
+Pick = tuple[str, dict[str, int]]
 
 
 def _as_config(pairs: dict[str, Any]) -> dict[str, int] | None:
@@ -305,74 +408,76 @@ def _as_config(pairs: dict[str, Any]) -> dict[str, int] | None:
     return config if all(config[k] in CONFIG_SPACE[k] for k in CONFIG_SPACE) else None
 
 
-def _choose(ctx: Any) -> tuple[dict[str, int], str] | None:
-    from kernelwright.providers.offline.policy import error_kind, forbidden, neighbours, ranked_cases
+def _as_pick(meta: Any) -> Pick | None:
+    """A header's (design, config) when it is a pooling program this writer can write again."""
+    if meta is None or meta.family != FAMILY or meta.design not in DESIGNS:
+        return None
+    config = _as_config(meta.config)
+    return (meta.design, config) if config is not None else None
 
-    def ok(config: dict[str, int]) -> bool:
-        return not forbidden(ctx, FAMILY, DESIGN, config)
 
-    def key(config: dict[str, int]) -> tuple[int, ...]:
-        return tuple(config[k] for k in CONFIG_SPACE)
+def _choose(ctx: Any) -> tuple[str, dict[str, int], str] | None:
+    from kernelwright.providers.offline.policy import (
+        design_forbidden,
+        error_kind,
+        forbidden,
+        neighbours,
+        ranked_cases,
+    )
 
-    written = {
-        key(c)
-        for m in [*ctx.tried, *ctx.listed]
-        if m.family == FAMILY and (c := _as_config(m.config)) is not None
-    }
-    parent = ctx.parent if ctx.parent is not None and ctx.parent.family == FAMILY else None
-    base = _as_config(parent.config) if parent is not None else None
-    if base is not None and ctx.kind == "repair":
+    def ok(design: str, config: dict[str, int]) -> bool:
+        return not design_forbidden(ctx, FAMILY, design) and not forbidden(ctx, FAMILY, design, config)
+
+    def key(design: str, config: dict[str, int]) -> tuple[Any, ...]:
+        return (design, *(config[k] for k in CONFIG_SPACE))
+
+    written = {key(*p) for m in [*ctx.tried, *ctx.listed] if (p := _as_pick(m)) is not None}
+    parent = _as_pick(ctx.parent)
+    if parent is not None and ctx.kind == "repair":
+        design, base = parent
         if error_kind(ctx.feedback) in ("resources", "compile_error", "timeout") and base["BLOCK"] > 128:
             smaller = {**base, "BLOCK": base["BLOCK"] // 2}
-            if ok(smaller):
-                return smaller, "repair: half the outputs per program"
-    if base is not None and ctx.kind == "small_step":
-        options = [c for c in neighbours(CONFIG_SPACE, base, ctx.rng) if ok(c)]
-        fresh = [c for c in options if key(c) not in written]
+            if ok(design, smaller):
+                return design, smaller, "repair: half the outputs per program"
+    if parent is not None and ctx.kind == "small_step":
+        design, base = parent
+        options = [c for c in neighbours(CONFIG_SPACE, base, ctx.rng) if ok(design, c)]
+        fresh = [c for c in options if key(design, c) not in written]
         if fresh or options:
             pick = (fresh or options)[0]
             changed = ", ".join(f"{k}={pick[k]}" for k in CONFIG_SPACE if pick[k] != base[k])
-            return pick, f"small step: {changed}"
-    good = ranked_cases(
-        ctx,
-        [
-            c
-            for c in ctx.cases
-            if c.good and c.same_hardware and c.meta is not None and c.meta.family == FAMILY
-        ],
-    )
-    for case in good:
-        config = _as_config(case.meta.config) if case.meta is not None else None
-        if config is not None and key(config) not in written and ok(config):
-            return config, "the config of a correct pooling case"
-    for config in PRESETS:
-        if key(config) not in written and ok(config):
-            return dict(config), "large step: the next preset config"
+            return design, pick, f"small step: {changed}"
+    good = ranked_cases(ctx, [c for c in ctx.cases if c.good and c.same_hardware and _as_pick(c.meta)])
+    for design, config in [p for c in good if (p := _as_pick(c.meta)) is not None]:
+        if key(design, config) not in written and ok(design, config):
+            return design, config, "the design and config of a correct pooling case"
+    for design, config in PRESETS:
+        if key(design, config) not in written and ok(design, config):
+            return design, dict(config), "large step: the next preset"
     every = [
-        dict(zip(CONFIG_SPACE, values, strict=True)) for values in itertools.product(*CONFIG_SPACE.values())
+        (d, dict(zip(CONFIG_SPACE, values, strict=True)))
+        for d in DESIGNS
+        for values in itertools.product(*CONFIG_SPACE.values())
     ]
-    rest = [c for c in every if key(c) not in written and ok(c)]
+    rest = [(d, c) for d, c in every if key(d, c) not in written and ok(d, c)]
     if rest:
-        return rest[ctx.rng.randrange(len(rest))], "large step: a config not written yet"
-    allowed = [c for c in every if ok(c)]
-    return (allowed[0], "every config was written: the first allowed one") if allowed else None
+        return (*rest[ctx.rng.randrange(len(rest))], "large step: a config not written yet")
+    allowed = [(d, c) for d, c in every if ok(d, c)]
+    return (*allowed[0], "every config was written: the first allowed one") if allowed else None
 
 
 def pool_task_writer(source: str, name: str, ctx: Any) -> Any:
     """The offline writer's TaskWriter for standalone pooling: a WriterAnswer, or None to pass the task on."""
     from kernelwright.providers.offline.emit_module import ProgramMeta
-    from kernelwright.providers.offline.policy import design_forbidden
     from kernelwright.providers.offline.writer import WriterAnswer
 
     task = _analysis(hashlib.sha256(source.encode()).hexdigest(), source, name)
     if task is None:
         return None
-    if design_forbidden(ctx, FAMILY, DESIGN):
-        return WriterAnswer(None, f"The pooling writer's only design ({DESIGN}) is forbidden by a rule.")
     choice = _choose(ctx)
     if choice is None:
-        return WriterAnswer(None, "Every config of the pooling writer is forbidden by a rule.")
-    config, why = choice
-    code = emit_pool_program(source, task, config)
-    explanation = f"Standalone {task.describe()} written in Triton ({DESIGN}, {why})."
-    return WriterAnswer(code, explanation, ProgramMeta(FAMILY, DESIGN, dict(config)))
+        return WriterAnswer(None, "Every design and config of the pooling writer is forbidden by a rule.")
+    design, config, why = choice
+    code = emit_pool_program(source, task, design, config)
+    explanation = f"Standalone {task.describe()} written in Triton ({design}, {why})."
+    return WriterAnswer(code, explanation, ProgramMeta(FAMILY, design, dict(config)))

@@ -1,6 +1,7 @@
 """Standalone pooling from the offline writer: the published pooling tasks and unseen variants (ceil_mode,
-count_include_pad, divisor_override, tuple windows), verified by the real harness under the interpreter;
-the search's steps and rules change the config; NaN propagates as in PyTorch; other tasks are passed on."""
+count_include_pad, divisor_override, tuple windows) in both designs, verified by the real harness under the
+interpreter; the search's steps and rules change the design or config; NaN propagates as in PyTorch; other
+tasks are passed on."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import torch
 
 from kernelwright.hardware import EvalConfig, WorkerPool
 from kernelwright.providers.offline import parse_meta, write_program
-from kernelwright.providers.offline.pool_writer import find_pool_task, pool_task_writer
+from kernelwright.providers.offline.pool_writer import emit_pool_program, find_pool_task, pool_task_writer
 from kernelwright.tasks import bundled_suite_dir, load_task, load_task_source
 from tests.fakes.writer import check_programs, import_program
 from tests.fakes.writer import writer_prompt as _prompt
@@ -71,18 +72,25 @@ def _check(pool: WorkerPool, jobs: list[tuple[str, object, str]]) -> None:
     check_programs(pool, jobs, CFG)
 
 
-def test_published_and_unseen_pooling_tasks_verify(pool):
+def test_published_and_unseen_pooling_tasks_verify_in_both_designs(pool):
     jobs = []
     for name in PUBLISHED:
         task = load_task(bundled_suite_dir("published") / name)
         answer = write_program(_prompt(task.source))
         assert answer.code is not None and answer.meta is not None, f"{name}: {answer.explanation}"
-        assert answer.meta.family == "pool"
+        assert (answer.meta.family, answer.meta.design) == ("pool", "rows")
         jobs.append((name, task, answer.code))
     for name, source in UNSEEN.items():
         answer = write_program(_prompt(source))
         assert answer.code is not None, f"{name}: {answer.explanation}"
         jobs.append((name, load_task_source(source, name), answer.code))
+        found = find_pool_task(source)
+        assert found is not None
+        # blocks narrower than the row, so a row spans several programs
+        flat = emit_pool_program(source, found, "flat", {"BLOCK": 64, "num_warps": 2})
+        rows = emit_pool_program(source, found, "rows", {"BLOCK": 64, "num_warps": 2})
+        jobs += [(f"{name} flat", load_task_source(source, name), flat)]
+        jobs += [(f"{name} rows", load_task_source(source, name), rows)]
     _check(pool, jobs)
 
 
@@ -93,12 +101,19 @@ def test_small_steps_and_rules_change_the_config_and_the_programs_still_verify(p
     step = write_program(_prompt(task.source, "small_step", parent=root.code))
     assert step.code is not None and step.meta is not None
     assert step.meta.config != root.meta.config
+    assert step.meta.design == root.meta.design
     block = root.meta.config["BLOCK"]
-    ruled = write_program(_prompt(task.source, rules=f"- You cannot use design=flat with BLOCK={block}."))
+    rule = f"- You cannot use design={root.meta.design} with BLOCK={block}."
+    ruled = write_program(_prompt(task.source, rules=rule))
     assert ruled.code is not None and ruled.meta is not None
-    assert ruled.meta.config["BLOCK"] != block
+    assert (ruled.meta.design, ruled.meta.config["BLOCK"]) != (root.meta.design, block)
     header = parse_meta(ruled.code.splitlines()[0])
     assert header is not None and header.family == "pool"
+    # the next large step after the root takes the other design
+    second = write_program(_prompt(task.source, tried=root.code.splitlines()[0]))
+    assert second.meta is not None and second.meta.design == "flat"
+    no_rows = write_program(_prompt(task.source, rules="- You cannot use design=rows."))
+    assert no_rows.meta is not None and no_rows.meta.design == "flat"
     _check(pool, [("small step", task, step.code), ("under a rule", task, ruled.code)])
 
 

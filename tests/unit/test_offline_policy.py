@@ -74,6 +74,9 @@ def test_rules_forbid_matching_designs_and_configs():
     assert forbidden(ctx, "matmul", "persistent", {"BLOCK_M": 64})
     assert forbidden(ctx, "softmax", "online", {"num_warps": 16, "BLOCK_R": 1024})
     assert not forbidden(ctx, "softmax", "online", {"num_warps": 8})
+    # a sentence's full stop after the value is not part of it
+    (ended,) = parse_rules("- You cannot use design=online with PREC=tf32x3.", CONFIG_KEYS)
+    assert (ended.design, ended.pairs) == ("online", {"PREC": "tf32x3"})
 
 
 def test_cases_parse_outcome_speedup_and_design():
