@@ -20,16 +20,18 @@ accumulates in fp32 (fp64 for fp64 inputs) and divides as PyTorch does (padding 
 clipped by ceil_mode, divisor_override).
 
 Designs (both walk the window with compile-time loops, one load per window element):
-- `rows` (the default): a 2-D grid, one output row (batch..., od, oh) per program row and BLOCK outputs
-  of it per program. The row's indices and its 64-bit base offset are scalars; a lane only adds its
-  column, so no lane divides, the depth/height bounds are uniform per program and 64-bit offsets cost
-  nothing per lane even past 2^31 elements. BLOCK is capped at the row's width (next power of two, at
-  least 32) and the warps at one per 128 outputs, so short rows do not idle lanes. A grid the GPU cannot
-  launch (more than 2^31 - 1 rows or 65535 blocks per row) falls back to `flat`.
+- `rows` (the default): a [BLOCK_H, BLOCK] tile of one (batch..., od) output plane per program, BLOCK_H
+  output rows of BLOCK outputs each, programs running along a row first. The plane's indices and its
+  64-bit base offsets are scalars; inside a plane offsets are 32-bit, so no lane divides and 64-bit
+  offsets cost nothing per lane even past 2^31 elements. BLOCK is capped at the row's width (next power
+  of two, at least 32), BLOCK_H at the plane's height, the warps at one per 128 outputs, so small planes
+  do not idle lanes. A plane of 2^31 elements or more, or more than 2^31 - 1 programs, falls back to
+  `flat`.
 - `flat`: BLOCK outputs of the flattened output per program; every lane divides its index into
   (batch, od, oh, ow), in 64-bit only when a tensor has 2^31 elements or more.
 
-Configs: BLOCK (outputs per program) and num_warps. A large step takes the first preset (design, config)
+Configs: BLOCK (outputs per program, per row for `rows`), BLOCK_H (`rows`: output rows per program) and
+num_warps. A large step takes the first preset (design, config)
 that is neither written in the run nor forbidden (the design and config of a correct experience case of
 this family go first, the nearest case first: policy.ranked_cases); a small step moves one knob of the
 parent's design one step (seeded); a repair after a resource error halves BLOCK.
@@ -46,19 +48,19 @@ from typing import Any
 FAMILY = "pool"
 DESIGNS: tuple[str, ...] = ("rows", "flat")
 
-CONFIG_SPACE: dict[str, tuple[int, ...]] = {
-    "BLOCK": (64, 128, 256, 512, 1024, 2048),
-    "num_warps": (1, 2, 4, 8),
+SPACES: dict[str, dict[str, tuple[int, ...]]] = {
+    "rows": {"BLOCK": (64, 128, 256, 512, 1024, 2048), "BLOCK_H": (1, 2, 4, 8), "num_warps": (1, 2, 4, 8)},
+    "flat": {"BLOCK": (64, 128, 256, 512, 1024, 2048), "num_warps": (2, 4, 8)},
 }
 DEFAULT_DESIGN = "rows"
-DEFAULT_CONFIG: dict[str, int] = {"BLOCK": 1024, "num_warps": 4}
+DEFAULT_CONFIG: dict[str, int] = {"BLOCK": 1024, "BLOCK_H": 1, "num_warps": 4}
 # Large steps after the first, in order: the other design, then other balances of outputs per program and
 # warps.
 PRESETS: tuple[tuple[str, dict[str, int]], ...] = (
     (DEFAULT_DESIGN, DEFAULT_CONFIG),
     ("flat", {"BLOCK": 1024, "num_warps": 4}),
-    ("rows", {"BLOCK": 256, "num_warps": 2}),
-    ("rows", {"BLOCK": 2048, "num_warps": 8}),
+    ("rows", {"BLOCK": 256, "BLOCK_H": 4, "num_warps": 4}),
+    ("rows", {"BLOCK": 2048, "BLOCK_H": 1, "num_warps": 8}),
     ("flat", {"BLOCK": 512, "num_warps": 4}),
 )
 
@@ -226,47 +228,81 @@ def _kw_pool_kernel(
 
 _ROWS_KERNEL = '''
 @triton.jit
+def _kw_pool_window(
+    acc, x_ptr, n, d0, h0, w0, live, D, H, W,
+    KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
+    DD: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
+    IS_MAX: tl.constexpr, BOUNDS: tl.constexpr,
+):
+    """The window's loads folded into acc. Without BOUNDS every window lies inside the input (the caller
+    checked), so the only mask is `live` (outputs past the plane's edge)."""
+    for kd in tl.static_range(KD):
+        di = d0 + kd * DD
+        src = x_ptr + (n * D + di) * H * W  # the input plane, a scalar 64-bit offset
+        for kh in tl.static_range(KH):
+            hi = h0 + kh * DH
+            row = src + (hi * W)[:, None]
+            if BOUNDS:
+                ok = live & ((di >= 0) & (di < D) & (hi >= 0) & (hi < H))[:, None]
+            else:
+                ok = live
+            for kw in tl.static_range(KW):
+                wi = w0 + kw * DW
+                if BOUNDS:
+                    mask = ok & ((wi >= 0) & (wi < W))[None, :]
+                else:
+                    mask = ok
+                if IS_MAX:
+                    v = tl.load(row + wi[None, :], mask=mask, other=float("-inf")).to(acc.dtype)
+                    acc = tl.maximum(acc, v, propagate_nan=tl.PropagateNan.ALL)  # NaN wins, as in PyTorch
+                else:
+                    acc += tl.load(row + wi[None, :], mask=mask, other=0.0).to(acc.dtype)
+    return acc
+
+
+@triton.jit
 def _kw_pool_rows_kernel(
     x_ptr, y_ptr,
-    D, H, W, OD, OH, OW, DIVISOR,
+    D, H, W, OD, OH, OW, DIVISOR, OH_BLOCKS, W_BLOCKS,
     KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
     SD: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr,
     PD: tl.constexpr, PH: tl.constexpr, PW: tl.constexpr,
     DD: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
     IS_MAX: tl.constexpr, COUNT_PAD: tl.constexpr, HAS_DIVISOR: tl.constexpr,
-    F64: tl.constexpr, BLOCK: tl.constexpr,
+    F64: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK: tl.constexpr,
 ):
-    """BLOCK outputs of one output row (batch, od, oh) per program: the row's indices are scalars."""
-    row = tl.program_id(0).to(tl.int64)
-    oh = row % OH
-    rest = row // OH
+    """A [BLOCK_H, BLOCK] tile of one (batch, od) output plane per program: BLOCK_H output rows, BLOCK
+    outputs of each. The plane's indices and its 64-bit base offsets are scalars; offsets inside one input
+    or output plane are 32-bit (the launcher checks they fit). Programs run along a row first. A tile whose
+    windows all lie inside the input (most of them) loads without bounds checks."""
+    pid = tl.program_id(0).to(tl.int64)
+    col = (pid % W_BLOCKS).to(tl.int32)
+    rest = pid // W_BLOCKS
+    oh_first = (rest % OH_BLOCKS).to(tl.int32) * BLOCK_H
+    oh = oh_first + tl.arange(0, BLOCK_H)
+    rest = rest // OH_BLOCKS
     od = rest % OD
     n = rest // OD
-    ow = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
-    live = ow < OW
+    ow = col * BLOCK + tl.arange(0, BLOCK)
+    live = (oh < OH)[:, None] & (ow < OW)[None, :]
     d0 = od * SD - PD
     h0 = oh * SH - PH
     w0 = ow * SW - PW
+    # the first and last live output of the tile in each dim: are all their windows inside the input?
+    oh_last = tl.minimum(oh_first + BLOCK_H, OH) - 1
+    ow_last = tl.minimum(col * BLOCK + BLOCK, OW) - 1
+    inside = (d0 >= 0) & (d0 + (KD - 1) * DD < D)
+    inside = inside & (oh_first * SH - PH >= 0) & (oh_last * SH - PH + (KH - 1) * DH < H)
+    inside = inside & (col * BLOCK * SW - PW >= 0) & (ow_last * SW - PW + (KW - 1) * DW < W)
     acc_type = tl.float64 if F64 else tl.float32
     if IS_MAX:
-        acc = tl.full([BLOCK], float("-inf"), acc_type)
+        acc = tl.full([BLOCK_H, BLOCK], float("-inf"), acc_type)
     else:
-        acc = tl.zeros([BLOCK], acc_type)
-    for kd in tl.static_range(KD):
-        di = d0 + kd * DD
-        d_ok = (di >= 0) & (di < D)
-        for kh in tl.static_range(KH):
-            hi = h0 + kh * DH
-            row_ok = d_ok & (hi >= 0) & (hi < H)
-            src = x_ptr + ((n * D + di) * H + hi) * W  # the input row, a scalar 64-bit offset
-            for kw in tl.static_range(KW):
-                wi = w0 + kw * DW
-                ok = live & (wi >= 0) & (wi < W) & row_ok
-                if IS_MAX:
-                    v = tl.load(src + wi, mask=ok, other=float("-inf")).to(acc_type)
-                    acc = tl.maximum(acc, v, propagate_nan=tl.PropagateNan.ALL)  # NaN wins, as in PyTorch
-                else:
-                    acc += tl.load(src + wi, mask=ok, other=0.0).to(acc_type)
+        acc = tl.zeros([BLOCK_H, BLOCK], acc_type)
+    if inside:
+        acc = _kw_pool_window(acc, x_ptr, n, d0, h0, w0, live, D, H, W, KD, KH, KW, DD, DH, DW, IS_MAX, False)
+    else:
+        acc = _kw_pool_window(acc, x_ptr, n, d0, h0, w0, live, D, H, W, KD, KH, KW, DD, DH, DW, IS_MAX, True)
     if not IS_MAX:
         if HAS_DIVISOR:
             acc = acc / DIVISOR
@@ -275,13 +311,14 @@ def _kw_pool_rows_kernel(
             h1 = tl.minimum(h0 + KH, H + PH)
             w1 = tl.minimum(w0 + KW, W + PW)
             if COUNT_PAD:
-                count = ((d1 - d0) * (h1 - h0)).to(tl.int32) * (w1 - w0)
+                count = (d1 - d0).to(tl.int32) * (h1 - h0)[:, None] * (w1 - w0)[None, :]
             else:
-                count = ((tl.minimum(d1, D) - tl.maximum(d0, 0)) * (tl.minimum(h1, H) - tl.maximum(h0, 0))).to(
-                    tl.int32
-                ) * (tl.minimum(w1, W) - tl.maximum(w0, 0))
+                dn = (tl.minimum(d1, D) - tl.maximum(d0, 0)).to(tl.int32)
+                hn = tl.minimum(h1, H) - tl.maximum(h0, 0)
+                count = dn * hn[:, None] * (tl.minimum(w1, W) - tl.maximum(w0, 0))[None, :]
             acc = acc / count.to(acc_type)
-    tl.store(y_ptr + row * OW + ow, acc.to(y_ptr.dtype.element_ty), mask=live)
+    out = y_ptr + (n * OD + od) * OH * OW + (oh * OW)[:, None] + ow[None, :]
+    tl.store(out, acc.to(y_ptr.dtype.element_ty), mask=live)
 '''
 
 _HOST = '''
@@ -301,7 +338,7 @@ def _kw_out_size(size, k, s, p, d, ceil_mode):
     return out
 
 
-def _kw_pool(x, pool, nd, is_max, design, block, num_warps):
+def _kw_pool(x, pool, nd, is_max, design, block, num_warps, block_h=1):
     if getattr(pool, "return_indices", False):
         raise NotImplementedError("max pooling that returns indices")
     kernel = _kw_tuple(pool.kernel_size, nd)
@@ -328,14 +365,17 @@ def _kw_pool(x, pool, nd, is_max, design, block, num_warps):
     divisor = getattr(pool, "divisor_override", None)
     count_pad = bool(getattr(pool, "count_include_pad", True))
     consts = dict(IS_MAX=is_max, COUNT_PAD=count_pad, HAS_DIVISOR=bool(divisor), F64=x.dtype == torch.float64)
-    rows, width = total // out3[2], out3[2]
     if design == "rows":
-        block = min(block, max(32, 1 << (width - 1).bit_length()))  # no wider than the row
-        per_row = -(-width // block)
-        if rows <= 2**31 - 1 and per_row <= 65535:
-            _kw_pool_rows_kernel[(rows, per_row)](
-                x, y, *size3, *out3, int(divisor or 1), *k3, *s3, *p3, *d3,
-                BLOCK=block, num_warps=max(1, min(num_warps, block // 128)), **consts,
+        od_, oh_, ow_ = out3
+        block = min(block, max(32, 1 << (ow_ - 1).bit_length()))  # no wider than the row
+        block_h = min(block_h, 1 << (oh_ - 1).bit_length())  # no more rows than the plane has
+        w_blocks, oh_blocks = -(-ow_ // block), -(-oh_ // block_h)
+        programs = total // (oh_ * ow_) * oh_blocks * w_blocks
+        # 32-bit offsets inside one input or output plane, one grid axis
+        if max(size3[1] * size3[2], oh_ * ow_) < 2**31 and programs <= 2**31 - 1:
+            _kw_pool_rows_kernel[(programs,)](
+                x, y, *size3, *out3, int(divisor or 1), oh_blocks, w_blocks, *k3, *s3, *p3, *d3,
+                BLOCK_H=block_h, BLOCK=block, num_warps=max(1, min(num_warps, block * block_h // 128)), **consts,
             )
             return y
     grid = (-(-total // block),)  # ceil division in ints: triton.cdiv is a jit function
@@ -352,8 +392,8 @@ def emit_pool_program(source: str, task: PoolTask, design: str, config: dict[str
     from kernelwright.providers.offline.conv_codegen import _ReferenceParts
     from kernelwright.providers.offline.emit_module import ProgramMeta
 
-    if design not in DESIGNS:
-        raise ValueError(f"unknown pooling design {design!r}; expected one of {DESIGNS}")
+    if design not in DESIGNS or _as_config(design, config) != config:
+        raise ValueError(f"not a pooling design and config: {design!r} {config}; the spaces are {SPACES}")
     reference = _ReferenceParts(source)
     header = ProgramMeta(FAMILY, design, dict(config)).line()
     what = "each output row split into blocks of" if design == "rows" else "blocks of the flattened output,"
@@ -361,10 +401,11 @@ def emit_pool_program(source: str, task: PoolTask, design: str, config: dict[str
         f'"""Generated by kernelwright\'s pooling writer: {task.describe()}, one Triton kernel ({design}:\n'
         f'{what} BLOCK={config["BLOCK"]} outputs per program) that reads each window from the input."""\n'
     )
+    block_h = f", block_h={config['BLOCK_H']}" if "BLOCK_H" in config else ""
     forward = (
         "\n\ndef _kw_forward(self, x):\n"
         f"    return _kw_pool(x, self.{task.attr}, {task.nd}, {task.is_max}, {design!r}, "
-        f"{config['BLOCK']}, {config['num_warps']})\n"
+        f"{config['BLOCK']}, {config['num_warps']}{block_h})\n"
     )
     parts = [
         header,
@@ -392,27 +433,31 @@ def emit_pool_program(source: str, task: PoolTask, design: str, config: dict[str
 # What benchmarks/design_sweep.py measures for a pooling task: the presets, then more balances of `rows`.
 SWEEP: tuple[tuple[str, dict[str, int]], ...] = (
     *PRESETS,
-    ("rows", {"BLOCK": 512, "num_warps": 4}),
-    ("rows", {"BLOCK": 1024, "num_warps": 8}),
-    ("rows", {"BLOCK": 128, "num_warps": 1}),
+    ("rows", {"BLOCK": 128, "BLOCK_H": 4, "num_warps": 4}),
+    ("rows", {"BLOCK": 128, "BLOCK_H": 8, "num_warps": 8}),
+    ("rows", {"BLOCK": 512, "BLOCK_H": 2, "num_warps": 4}),
 )
 
 Pick = tuple[str, dict[str, int]]
 
 
-def _as_config(pairs: dict[str, Any]) -> dict[str, int] | None:
-    try:
-        config = {k: int(float(str(pairs[k]))) for k in CONFIG_SPACE}
-    except (KeyError, ValueError):
+def _as_config(design: str, pairs: dict[str, Any]) -> dict[str, int] | None:
+    """The design's config read from a header's pairs (a knob the header leaves out at its default)."""
+    space = SPACES.get(design)
+    if space is None:
         return None
-    return config if all(config[k] in CONFIG_SPACE[k] for k in CONFIG_SPACE) else None
+    try:
+        config = {k: int(float(str(pairs.get(k, DEFAULT_CONFIG.get(k, ""))))) for k in space}
+    except ValueError:
+        return None
+    return config if all(config[k] in space[k] for k in space) else None
 
 
 def _as_pick(meta: Any) -> Pick | None:
     """A header's (design, config) when it is a pooling program this writer can write again."""
-    if meta is None or meta.family != FAMILY or meta.design not in DESIGNS:
+    if meta is None or meta.family != FAMILY:
         return None
-    config = _as_config(meta.config)
+    config = _as_config(meta.design, meta.config)
     return (meta.design, config) if config is not None else None
 
 
@@ -429,7 +474,7 @@ def _choose(ctx: Any) -> tuple[str, dict[str, int], str] | None:
         return not design_forbidden(ctx, FAMILY, design) and not forbidden(ctx, FAMILY, design, config)
 
     def key(design: str, config: dict[str, int]) -> tuple[Any, ...]:
-        return (design, *(config[k] for k in CONFIG_SPACE))
+        return (design, *(config[k] for k in SPACES[design]))
 
     written = {key(*p) for m in [*ctx.tried, *ctx.listed] if (p := _as_pick(m)) is not None}
     parent = _as_pick(ctx.parent)
@@ -441,11 +486,11 @@ def _choose(ctx: Any) -> tuple[str, dict[str, int], str] | None:
                 return design, smaller, "repair: half the outputs per program"
     if parent is not None and ctx.kind == "small_step":
         design, base = parent
-        options = [c for c in neighbours(CONFIG_SPACE, base, ctx.rng) if ok(design, c)]
+        options = [c for c in neighbours(SPACES[design], base, ctx.rng) if ok(design, c)]
         fresh = [c for c in options if key(design, c) not in written]
         if fresh or options:
             pick = (fresh or options)[0]
-            changed = ", ".join(f"{k}={pick[k]}" for k in CONFIG_SPACE if pick[k] != base[k])
+            changed = ", ".join(f"{k}={pick[k]}" for k in pick if pick[k] != base[k])
             return design, pick, f"small step: {changed}"
     good = ranked_cases(ctx, [c for c in ctx.cases if c.good and c.same_hardware and _as_pick(c.meta)])
     for design, config in [p for c in good if (p := _as_pick(c.meta)) is not None]:
@@ -455,9 +500,9 @@ def _choose(ctx: Any) -> tuple[str, dict[str, int], str] | None:
         if key(design, config) not in written and ok(design, config):
             return design, dict(config), "large step: the next preset"
     every = [
-        (d, dict(zip(CONFIG_SPACE, values, strict=True)))
+        (d, dict(zip(SPACES[d], values, strict=True)))
         for d in DESIGNS
-        for values in itertools.product(*CONFIG_SPACE.values())
+        for values in itertools.product(*SPACES[d].values())
     ]
     rest = [(d, c) for d, c in every if key(d, c) not in written and ok(d, c)]
     if rest:

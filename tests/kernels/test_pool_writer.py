@@ -65,6 +65,8 @@ UNSEEN = {
     # ceil_mode's last window reaches past the padding: PyTorch divides by the part inside the padded input
     "avg2d_ceil_include_pad": _source("nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True)", (2, 3, 8, 11)),
     "avg1d_padded": _source("nn.AvgPool1d(4, stride=3, padding=2)", (3, 2, 20)),
+    # wide enough that `rows` tiles of 64 x 4 away from the edges load without bounds checks
+    "max2d_interior_tiles": _source("nn.MaxPool2d(3, stride=1, padding=1, dilation=2)", (1, 2, 13, 150)),
 }
 
 
@@ -79,16 +81,21 @@ def test_published_and_unseen_pooling_tasks_verify_in_both_designs(pool):
         answer = write_program(_prompt(task.source))
         assert answer.code is not None and answer.meta is not None, f"{name}: {answer.explanation}"
         assert (answer.meta.family, answer.meta.design) == ("pool", "rows")
-        jobs.append((name, task, answer.code))
+        # The root runs one output row per program: 2-D max and 3-D avg take 15-20 s under the interpreter
+        # at their small sizes, so their root is not judged here; the unseen 2-D max and 3-D avg tasks
+        # below judge the same kernel, and the GPU benchmarks judge these roots at full size.
+        if not name.startswith(("27_", "31_")):
+            jobs.append((name, task, answer.code))
     for name, source in UNSEEN.items():
         answer = write_program(_prompt(source))
-        assert answer.code is not None, f"{name}: {answer.explanation}"
-        jobs.append((name, load_task_source(source, name), answer.code))
+        assert answer.code is not None and answer.meta is not None, f"{name}: {answer.explanation}"
         found = find_pool_task(source)
-        assert found is not None
-        # blocks narrower than the row, so a row spans several programs
+        assert found is not None and answer.meta.design == "rows"
+        # The root's `rows` program runs one block per row at these widths (the published tasks above judge
+        # it); blocks narrower than the row (a row spans several programs) and, for `rows`, several rows
+        # per program judge both kernels' edges and interiors.
         flat = emit_pool_program(source, found, "flat", {"BLOCK": 64, "num_warps": 2})
-        rows = emit_pool_program(source, found, "rows", {"BLOCK": 64, "num_warps": 2})
+        rows = emit_pool_program(source, found, "rows", {"BLOCK": 64, "BLOCK_H": 4, "num_warps": 2})
         jobs += [(f"{name} flat", load_task_source(source, name), flat)]
         jobs += [(f"{name} rows", load_task_source(source, name), rows)]
     _check(pool, jobs)
