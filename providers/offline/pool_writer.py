@@ -59,7 +59,7 @@ DEFAULT_CONFIG: dict[str, int] = {"BLOCK": 1024, "BLOCK_H": 1, "num_warps": 4}
 PRESETS: tuple[tuple[str, dict[str, int]], ...] = (
     (DEFAULT_DESIGN, DEFAULT_CONFIG),
     ("flat", {"BLOCK": 1024, "num_warps": 4}),
-    ("rows", {"BLOCK": 256, "BLOCK_H": 4, "num_warps": 4}),
+    ("rows", {"BLOCK": 256, "BLOCK_H": 1, "num_warps": 2}),
     ("rows", {"BLOCK": 2048, "BLOCK_H": 1, "num_warps": 8}),
     ("flat", {"BLOCK": 512, "num_warps": 4}),
 )
@@ -228,39 +228,6 @@ def _kw_pool_kernel(
 
 _ROWS_KERNEL = '''
 @triton.jit
-def _kw_pool_window(
-    acc, x_ptr, n, d0, h0, w0, live, D, H, W,
-    KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
-    DD: tl.constexpr, DH: tl.constexpr, DW: tl.constexpr,
-    IS_MAX: tl.constexpr, BOUNDS: tl.constexpr,
-):
-    """The window's loads folded into acc. Without BOUNDS every window lies inside the input (the caller
-    checked), so the only mask is `live` (outputs past the plane's edge)."""
-    for kd in tl.static_range(KD):
-        di = d0 + kd * DD
-        src = x_ptr + (n * D + di) * H * W  # the input plane, a scalar 64-bit offset
-        for kh in tl.static_range(KH):
-            hi = h0 + kh * DH
-            row = src + (hi * W)[:, None]
-            if BOUNDS:
-                ok = live & ((di >= 0) & (di < D) & (hi >= 0) & (hi < H))[:, None]
-            else:
-                ok = live
-            for kw in tl.static_range(KW):
-                wi = w0 + kw * DW
-                if BOUNDS:
-                    mask = ok & ((wi >= 0) & (wi < W))[None, :]
-                else:
-                    mask = ok
-                if IS_MAX:
-                    v = tl.load(row + wi[None, :], mask=mask, other=float("-inf")).to(acc.dtype)
-                    acc = tl.maximum(acc, v, propagate_nan=tl.PropagateNan.ALL)  # NaN wins, as in PyTorch
-                else:
-                    acc += tl.load(row + wi[None, :], mask=mask, other=0.0).to(acc.dtype)
-    return acc
-
-
-@triton.jit
 def _kw_pool_rows_kernel(
     x_ptr, y_ptr,
     D, H, W, OD, OH, OW, DIVISOR, OH_BLOCKS, W_BLOCKS,
@@ -273,13 +240,11 @@ def _kw_pool_rows_kernel(
 ):
     """A [BLOCK_H, BLOCK] tile of one (batch, od) output plane per program: BLOCK_H output rows, BLOCK
     outputs of each. The plane's indices and its 64-bit base offsets are scalars; offsets inside one input
-    or output plane are 32-bit (the launcher checks they fit). Programs run along a row first. A tile whose
-    windows all lie inside the input (most of them) loads without bounds checks."""
+    or output plane are 32-bit (the launcher checks they fit). Programs run along a row first."""
     pid = tl.program_id(0).to(tl.int64)
     col = (pid % W_BLOCKS).to(tl.int32)
     rest = pid // W_BLOCKS
-    oh_first = (rest % OH_BLOCKS).to(tl.int32) * BLOCK_H
-    oh = oh_first + tl.arange(0, BLOCK_H)
+    oh = (rest % OH_BLOCKS).to(tl.int32) * BLOCK_H + tl.arange(0, BLOCK_H)
     rest = rest // OH_BLOCKS
     od = rest % OD
     n = rest // OD
@@ -288,21 +253,27 @@ def _kw_pool_rows_kernel(
     d0 = od * SD - PD
     h0 = oh * SH - PH
     w0 = ow * SW - PW
-    # the first and last live output of the tile in each dim: are all their windows inside the input?
-    oh_last = tl.minimum(oh_first + BLOCK_H, OH) - 1
-    ow_last = tl.minimum(col * BLOCK + BLOCK, OW) - 1
-    inside = (d0 >= 0) & (d0 + (KD - 1) * DD < D)
-    inside = inside & (oh_first * SH - PH >= 0) & (oh_last * SH - PH + (KH - 1) * DH < H)
-    inside = inside & (col * BLOCK * SW - PW >= 0) & (ow_last * SW - PW + (KW - 1) * DW < W)
     acc_type = tl.float64 if F64 else tl.float32
     if IS_MAX:
         acc = tl.full([BLOCK_H, BLOCK], float("-inf"), acc_type)
     else:
         acc = tl.zeros([BLOCK_H, BLOCK], acc_type)
-    if inside:
-        acc = _kw_pool_window(acc, x_ptr, n, d0, h0, w0, live, D, H, W, KD, KH, KW, DD, DH, DW, IS_MAX, False)
-    else:
-        acc = _kw_pool_window(acc, x_ptr, n, d0, h0, w0, live, D, H, W, KD, KH, KW, DD, DH, DW, IS_MAX, True)
+    for kd in tl.static_range(KD):
+        di = d0 + kd * DD
+        d_ok = (di >= 0) & (di < D)
+        src = x_ptr + (n * D + di) * H * W  # the input plane, a scalar 64-bit offset
+        for kh in tl.static_range(KH):
+            hi = h0 + kh * DH
+            row_ok = live & (d_ok & (hi >= 0) & (hi < H))[:, None]
+            row = src + (hi * W)[:, None]
+            for kw in tl.static_range(KW):
+                wi = w0 + kw * DW
+                ok = row_ok & ((wi >= 0) & (wi < W))[None, :]
+                if IS_MAX:
+                    v = tl.load(row + wi[None, :], mask=ok, other=float("-inf")).to(acc_type)
+                    acc = tl.maximum(acc, v, propagate_nan=tl.PropagateNan.ALL)  # NaN wins, as in PyTorch
+                else:
+                    acc += tl.load(row + wi[None, :], mask=ok, other=0.0).to(acc_type)
     if not IS_MAX:
         if HAS_DIVISOR:
             acc = acc / DIVISOR
@@ -434,8 +405,8 @@ def emit_pool_program(source: str, task: PoolTask, design: str, config: dict[str
 SWEEP: tuple[tuple[str, dict[str, int]], ...] = (
     *PRESETS,
     ("rows", {"BLOCK": 128, "BLOCK_H": 4, "num_warps": 4}),
-    ("rows", {"BLOCK": 128, "BLOCK_H": 8, "num_warps": 8}),
     ("rows", {"BLOCK": 512, "BLOCK_H": 2, "num_warps": 4}),
+    ("rows", {"BLOCK": 64, "BLOCK_H": 2, "num_warps": 1}),
 )
 
 Pick = tuple[str, dict[str, int]]

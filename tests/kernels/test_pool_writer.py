@@ -65,7 +65,7 @@ UNSEEN = {
     # ceil_mode's last window reaches past the padding: PyTorch divides by the part inside the padded input
     "avg2d_ceil_include_pad": _source("nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True)", (2, 3, 8, 11)),
     "avg1d_padded": _source("nn.AvgPool1d(4, stride=3, padding=2)", (3, 2, 20)),
-    # wide enough that `rows` tiles of 64 x 4 away from the edges load without bounds checks
+    # wide and tall enough for `rows` tiles of 4 x 64 away from every edge
     "max2d_interior_tiles": _source("nn.MaxPool2d(3, stride=1, padding=1, dilation=2)", (1, 2, 13, 150)),
 }
 
