@@ -35,6 +35,16 @@ ROWS_GRID = [
 ]
 
 
+def _parse_grid(text: str) -> list[tuple[str, dict[str, int]]]:
+    out = []
+    for item in text.split(","):
+        design, _, sizes = item.partition(":")
+        values = [int(v) for v in sizes.split("x")]
+        keys = ("BLOCK", "BLOCK_H", "num_warps") if design == "rows" else ("BLOCK", "num_warps")
+        out.append((design, dict(zip(keys, values, strict=True))))
+    return out
+
+
 def _load(code: str, folder: Path, name: str) -> Any:
     path = folder / f"{name}.py"
     path.write_text(code)
@@ -86,7 +96,7 @@ def run_task(spec: str, args: argparse.Namespace, folder: Path) -> dict[str, Any
     nbytes = (x.numel() + ref.numel()) * x.element_size()
     entry: dict[str, Any] = {"task": task_path(spec).stem, "input": list(x.shape), "output": list(ref.shape)}
     entry["eager_ms"] = _time_ms(lambda: model(x), args.reps, args.device)
-    grid = [*SWEEP, *(("rows", c) for c in ROWS_GRID)]
+    grid = [*SWEEP, *(("rows", c) for c in ROWS_GRID)] if not args.grid else _parse_grid(args.grid)
     seen: set[str] = set()
     rows: list[dict[str, Any]] = []
     programs = [(d, c) for d, c in grid if not ((key := f"{d}:{sorted(c.items())}") in seen or seen.add(key))]
@@ -143,6 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=os.environ.get("OUT", "pool-sweep-out"))
     ap.add_argument("--tasks", default=PUBLISHED)
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument(
+        "--grid", default="", help="only these programs: rows:BLOCKxBLOCK_HxWARPS,flat:BLOCKxWARPS,..."
+    )
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     args = ap.parse_args(argv)
     if args.device == "cpu":

@@ -24,7 +24,7 @@ Designs (both walk the window with compile-time loops, one load per window eleme
   output rows of BLOCK outputs each, programs running along a row first. The plane's indices and its
   64-bit base offsets are scalars; inside a plane offsets are 32-bit, so no lane divides and 64-bit
   offsets cost nothing per lane even past 2^31 elements. BLOCK is capped at the row's width (next power
-  of two, at least 32), BLOCK_H at the plane's height, the warps at one per 128 outputs, so small planes
+  of two, at least 32), BLOCK_H at the plane's height, the warps at one per 64 outputs (two per thread), so small planes
   do not idle lanes. A plane of 2^31 elements or more, or more than 2^31 - 1 programs, falls back to
   `flat`.
 - `flat`: BLOCK outputs of the flattened output per program; every lane divides its index into
@@ -53,13 +53,13 @@ SPACES: dict[str, dict[str, tuple[int, ...]]] = {
     "flat": {"BLOCK": (64, 128, 256, 512, 1024, 2048), "num_warps": (2, 4, 8)},
 }
 DEFAULT_DESIGN = "rows"
-DEFAULT_CONFIG: dict[str, int] = {"BLOCK": 1024, "BLOCK_H": 1, "num_warps": 4}
+DEFAULT_CONFIG: dict[str, int] = {"BLOCK": 512, "BLOCK_H": 1, "num_warps": 8}
 # Large steps after the first, in order: the other design, then other balances of outputs per program and
 # warps.
 PRESETS: tuple[tuple[str, dict[str, int]], ...] = (
     (DEFAULT_DESIGN, DEFAULT_CONFIG),
-    ("flat", {"BLOCK": 1024, "num_warps": 4}),
-    ("rows", {"BLOCK": 256, "BLOCK_H": 1, "num_warps": 2}),
+    ("flat", {"BLOCK": 512, "num_warps": 8}),
+    ("rows", {"BLOCK": 1024, "BLOCK_H": 1, "num_warps": 4}),
     ("rows", {"BLOCK": 2048, "BLOCK_H": 1, "num_warps": 8}),
     ("flat", {"BLOCK": 512, "num_warps": 4}),
 )
@@ -346,7 +346,7 @@ def _kw_pool(x, pool, nd, is_max, design, block, num_warps, block_h=1):
         if max(size3[1] * size3[2], oh_ * ow_) < 2**31 and programs <= 2**31 - 1:
             _kw_pool_rows_kernel[(programs,)](
                 x, y, *size3, *out3, int(divisor or 1), oh_blocks, w_blocks, *k3, *s3, *p3, *d3,
-                BLOCK_H=block_h, BLOCK=block, num_warps=max(1, min(num_warps, block * block_h // 128)), **consts,
+                BLOCK_H=block_h, BLOCK=block, num_warps=max(1, min(num_warps, block * block_h // 64)), **consts,
             )
             return y
     grid = (-(-total // block),)  # ceil division in ints: triton.cdiv is a jit function
