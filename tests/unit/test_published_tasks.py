@@ -4,6 +4,7 @@ on which the reference computes what the task says it does."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import subprocess
@@ -80,6 +81,15 @@ PUBLISHED: dict[str, tuple[list[list[int]], list[str], list[list[int]], str, int
     "29_avg_pool1d_64x192x65536": (P1, [F32], [[64, 192, 65537]], "pool", 3_221_225_472),
     "30_avg_pool2d_32x64x512x512": (P2, [F32], [[32, 64, 46, 46]], "pool", 2_147_483_648),
     "31_avg_pool3d_16x32x128x128x256": (P3, [F32], [[16, 32, 64, 64, 128]], "pool", 8_589_934_592),
+    "32_conv_depthwise_2d_16x64x512x512": ([[16, 64, 512, 512]], [F32], [[16, 64, 510, 510]], "conv",
+                                           1_073_741_824),
+    "33_conv_transpose3d_8x48x64x64x64": ([[8, 48, 64, 64, 64]], [F32], [[8, 48, 66, 66, 66]], "conv",
+                                          402_653_184),
+    "34_conv2d_dilated_padded_8x32x512x512": ([[8, 32, 512, 512]], [F32], [[8, 64, 508, 496]], "conv",
+                                              268_435_456),
+    "35_conv1d_dilated_strided_64x64x524280": ([[64, 64, 524280]], [F32], [[64, 128, 174758]], "conv",
+                                               8_589_803_520),
+    "36_conv3d_16x3x64x64x64": ([[16, 3, 64, 64, 64]], [F32], [[16, 64, 62, 62, 62]], "conv", 50_331_648),
 }
 # fmt: on
 
@@ -178,6 +188,43 @@ def _pool(x: torch.Tensor, k: int, s: int, p: int, d: int, *, kind: str) -> torc
     return windows.amax(-1) if kind == "max" else windows.mean(-1)
 
 
+def _conv(x: torch.Tensor, w: torch.Tensor, stride: int = 1, padding: Any = 0, dilation: Any = 1,
+          depthwise: bool = False) -> torch.Tensor:  # fmt: skip
+    """A convolution (1-D, 2-D or 3-D, no bias) as a sum over the kernel's taps of strided slices of the
+    padded input times that tap's weights: no conv routine involved."""
+    nd = x.dim() - 2
+    pad = [padding] * nd if isinstance(padding, int) else list(padding)
+    dil = [dilation] * nd if isinstance(dilation, int) else list(dilation)
+    x = F.pad(x, [p for i in reversed(range(nd)) for p in (pad[i], pad[i])])
+    taps = w.shape[2:]
+    out_size = [(x.shape[2 + i] - dil[i] * (taps[i] - 1) - 1) // stride + 1 for i in range(nd)]
+    out: Any = 0
+    for tap in itertools.product(*(range(k) for k in taps)):
+        window = [
+            slice(t * d, t * d + stride * (n - 1) + 1, stride)
+            for t, d, n in zip(tap, dil, out_size, strict=True)
+        ]
+        xs = x[(slice(None), slice(None), *window)]
+        w_tap = w[(slice(None), slice(None), *tap)]
+        if depthwise:
+            out = out + xs * w_tap[:, 0].reshape(1, -1, *[1] * nd)
+        else:
+            out = out + torch.einsum("nc...,oc->no...", xs, w_tap)
+    return out
+
+
+def _conv_transpose(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """A stride-1, unpadded transposed convolution: the convolution of the input padded by the kernel's
+    size less one with the weights' channels swapped and their taps reversed."""
+    taps = w.shape[2:]
+    flipped = w.transpose(0, 1).flip(list(range(2, w.dim())))
+    return _conv(x, flipped, padding=[k - 1 for k in taps])
+
+
+def _weight(m: torch.nn.Module, name: str) -> torch.Tensor:
+    return getattr(m, name).weight.detach().double()
+
+
 def _scan_matrix(n: int, *, reverse: bool = False) -> torch.Tensor:
     """x @ this sums x over j <= i (or j >= i with reverse): a prefix sum written as a matmul."""
     ones = torch.ones(n, n, dtype=torch.float64)
@@ -242,6 +289,11 @@ EXPECTED: dict[str, Expected] = {
     "29_avg_pool1d_64x192x65536": lambda i, m: _pool(i[0], 8, 1, 4, 1, kind="avg"),
     "30_avg_pool2d_32x64x512x512": lambda i, m: _pool(i[0], 11, 11, 0, 1, kind="avg"),
     "31_avg_pool3d_16x32x128x128x256": lambda i, m: _pool(i[0], 3, 2, 1, 1, kind="avg"),
+    "32_conv_depthwise_2d_16x64x512x512": lambda i, m: _conv(i[0], _weight(m, "conv"), depthwise=True),
+    "33_conv_transpose3d_8x48x64x64x64": lambda i, m: _conv_transpose(i[0], _weight(m, "conv_transpose")),
+    "34_conv2d_dilated_padded_8x32x512x512": lambda i, m: _conv(i[0], _weight(m, "conv"), 1, (2, 4), (2, 3)),
+    "35_conv1d_dilated_strided_64x64x524280": lambda i, m: _conv(i[0], _weight(m, "conv"), 3, 0, 4),
+    "36_conv3d_16x3x64x64x64": lambda i, m: _conv(i[0], _weight(m, "conv")),
 }
 
 
