@@ -66,7 +66,7 @@ UNSEEN = {
     "avg2d_ceil_include_pad": _source("nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True)", (2, 3, 8, 11)),
     "avg1d_padded": _source("nn.AvgPool1d(4, stride=3, padding=2)", (3, 2, 20)),
     # wide and tall enough for `rows` tiles of 4 x 64 away from every edge
-    "max2d_interior_tiles": _source("nn.MaxPool2d(3, stride=1, padding=1, dilation=2)", (1, 2, 13, 150)),
+    "max2d_interior_tiles": _source("nn.MaxPool2d(3, stride=1, padding=1, dilation=2)", (1, 1, 11, 140)),
 }
 
 
@@ -81,10 +81,10 @@ def test_published_and_unseen_pooling_tasks_verify_in_both_designs(pool):
         answer = write_program(_prompt(task.source))
         assert answer.code is not None and answer.meta is not None, f"{name}: {answer.explanation}"
         assert (answer.meta.family, answer.meta.design) == ("pool", "rows")
-        # The root runs one output row per program: 2-D max and 3-D avg take 15-20 s under the interpreter
-        # at their small sizes, so their root is not judged here; the unseen 2-D max and 3-D avg tasks
-        # below judge the same kernel, and the GPU benchmarks judge these roots at full size.
-        if not name.startswith(("27_", "31_")):
+        # The cheapest published root is judged here; the interpreter takes 5-20 s on each of the others
+        # (the judge's second size, shrunk from their published one, has many rows), so their roots are
+        # judged by the slow tests/kernels/test_published_writer.py and the GPU benchmarks.
+        if name.startswith("29_"):
             jobs.append((name, task, answer.code))
     for name, source in UNSEEN.items():
         answer = write_program(_prompt(source))
@@ -102,7 +102,7 @@ def test_published_and_unseen_pooling_tasks_verify_in_both_designs(pool):
 
 
 def test_small_steps_and_rules_change_the_config_and_the_programs_still_verify(pool):
-    task = load_task(bundled_suite_dir("published") / "30_avg_pool2d_32x64x512x512.py")
+    task = load_task(bundled_suite_dir("published") / "29_avg_pool1d_64x192x65536.py")
     root = write_program(_prompt(task.source))
     assert root.code is not None and root.meta is not None
     step = write_program(_prompt(task.source, "small_step", parent=root.code))
