@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import inspect
 import itertools
 from functools import lru_cache
 from typing import Any
@@ -69,10 +70,11 @@ _POOL_OPS = {f"aten.{kind}_pool{nd}d.default" for kind in ("max", "avg") for nd 
 
 
 class PoolTask:
-    """What the writer needs of a pooling task: the module attribute, max or avg, and 1-3 dims."""
+    """What the writer needs of a pooling task: the module attribute, max or avg, 1-3 dims, and (once
+    traced) the output's spatial sizes at the task's size."""
 
-    def __init__(self, attr: str, is_max: bool, nd: int) -> None:
-        self.attr, self.is_max, self.nd = attr, is_max, nd
+    def __init__(self, attr: str, is_max: bool, nd: int, out_spatial: tuple[int, ...] | None = None) -> None:
+        self.attr, self.is_max, self.nd, self.out_spatial = attr, is_max, nd, out_spatial
 
     def describe(self) -> str:
         return f"{'max' if self.is_max else 'avg'} pooling over {self.nd} dim(s), module self.{self.attr}"
@@ -145,12 +147,34 @@ def _analysis(digest: str, source: str, name: str) -> PoolTask | None:
     from kernelwright.providers.offline.schedule import schedule
 
     try:
-        sched = schedule(analyze_cached(source, name).graph)
+        graph = analyze_cached(source, name).graph
+        sched = schedule(graph)
     except (AnalysisError, ValueError):
         return None
     ops = {k.anchor.op for k in sched.kernels if k.anchor is not None}
     expected = f"aten.{'max' if found.is_max else 'avg'}_pool{found.nd}d.default"
-    return found if ops == {expected} and expected in _POOL_OPS else None
+    if ops != {expected} or expected not in _POOL_OPS or len(graph.outputs) != 1:
+        return None
+    found.out_spatial = graph.hints(graph.outputs[0].shape)[-found.nd :]
+    return found
+
+
+def _kw_rows_tile(oh: int, ow: int, block: int, block_h: int, num_warps: int) -> tuple[int, int, int]:
+    """What a `rows` program launches for an OH x OW output plane: BLOCK no wider than the row (a power of
+    two, at least 32), BLOCK_H no taller than the plane, at most one warp per 64 outputs (two per thread).
+    The program's launcher calls this; the writer calls it to tell configs that launch alike apart."""
+    block = min(block, max(32, 1 << (ow - 1).bit_length()))
+    block_h = min(block_h, 1 << (oh - 1).bit_length())
+    return block, block_h, max(1, min(num_warps, block * block_h // 64))
+
+
+def launched(task: PoolTask, design: str, config: dict[str, int]) -> tuple[Any, ...]:
+    """What a (design, config) launches at the task's traced size: configs that launch alike run the same
+    kernel, so a search step between them measures nothing new."""
+    if design != "rows" or task.out_spatial is None:
+        return (design, *sorted(config.items()))
+    oh, ow = ([1, 1, *task.out_spatial])[-2:]
+    return (design, *_kw_rows_tile(oh, ow, config["BLOCK"], config["BLOCK_H"], config["num_warps"]))
 
 
 # ---- the program ------------------------------------------------------------------------------------
@@ -338,15 +362,14 @@ def _kw_pool(x, pool, nd, is_max, design, block, num_warps, block_h=1):
     consts = dict(IS_MAX=is_max, COUNT_PAD=count_pad, HAS_DIVISOR=bool(divisor), F64=x.dtype == torch.float64)
     if design == "rows":
         od_, oh_, ow_ = out3
-        block = min(block, max(32, 1 << (ow_ - 1).bit_length()))  # no wider than the row
-        block_h = min(block_h, 1 << (oh_ - 1).bit_length())  # no more rows than the plane has
-        w_blocks, oh_blocks = -(-ow_ // block), -(-oh_ // block_h)
+        tile_w, tile_h, warps = _kw_rows_tile(oh_, ow_, block, block_h, num_warps)
+        w_blocks, oh_blocks = -(-ow_ // tile_w), -(-oh_ // tile_h)
         programs = total // (oh_ * ow_) * oh_blocks * w_blocks
         # 32-bit offsets inside one input or output plane, one grid axis
         if max(size3[1] * size3[2], oh_ * ow_) < 2**31 and programs <= 2**31 - 1:
             _kw_pool_rows_kernel[(programs,)](
                 x, y, *size3, *out3, int(divisor or 1), oh_blocks, w_blocks, *k3, *s3, *p3, *d3,
-                BLOCK_H=block_h, BLOCK=block, num_warps=max(1, min(num_warps, block * block_h // 64)), **consts,
+                BLOCK_H=tile_h, BLOCK=tile_w, num_warps=warps, **consts,
             )
             return y
     grid = (-(-total // block),)  # ceil division in ints: triton.cdiv is a jit function
@@ -392,6 +415,7 @@ def emit_pool_program(source: str, task: PoolTask, design: str, config: dict[str
     parts += [
         *([_ROWS_KERNEL] if design == "rows" else []),
         _FLAT_KERNEL,
+        "\n" + inspect.getsource(_kw_rows_tile),
         _HOST,
         forward,
         reference.model_new(["x"]),
@@ -432,7 +456,10 @@ def _as_pick(meta: Any) -> Pick | None:
     return (meta.design, config) if config is not None else None
 
 
-def _choose(ctx: Any) -> tuple[str, dict[str, int], str] | None:
+def _choose(ctx: Any, task: PoolTask) -> tuple[str, dict[str, int], str] | None:
+    """A (design, config, why) for this step. Programs compare by what they launch at the task's size
+    (`launched`): a step never writes a config that launches as one already written, the parent included,
+    while another is left."""
     from kernelwright.providers.offline.policy import (
         design_forbidden,
         error_kind,
@@ -445,10 +472,10 @@ def _choose(ctx: Any) -> tuple[str, dict[str, int], str] | None:
         return not design_forbidden(ctx, FAMILY, design) and not forbidden(ctx, FAMILY, design, config)
 
     def key(design: str, config: dict[str, int]) -> tuple[Any, ...]:
-        return (design, *(config[k] for k in SPACES[design]))
+        return launched(task, design, config)
 
-    written = {key(*p) for m in [*ctx.tried, *ctx.listed] if (p := _as_pick(m)) is not None}
     parent = _as_pick(ctx.parent)
+    written = {key(*p) for m in [*ctx.tried, *ctx.listed, ctx.parent] if (p := _as_pick(m)) is not None}
     if parent is not None and ctx.kind == "repair":
         design, base = parent
         if error_kind(ctx.feedback) in ("resources", "compile_error", "timeout") and base["BLOCK"] > 128:
@@ -490,7 +517,7 @@ def pool_task_writer(source: str, name: str, ctx: Any) -> Any:
     task = _analysis(hashlib.sha256(source.encode()).hexdigest(), source, name)
     if task is None:
         return None
-    choice = _choose(ctx)
+    choice = _choose(ctx, task)
     if choice is None:
         return WriterAnswer(None, "Every design and config of the pooling writer is forbidden by a rule.")
     design, config, why = choice

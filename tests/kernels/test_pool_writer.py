@@ -11,7 +11,13 @@ import torch
 
 from kernelwright.hardware import EvalConfig, WorkerPool
 from kernelwright.providers.offline import parse_meta, write_program
-from kernelwright.providers.offline.pool_writer import emit_pool_program, find_pool_task, pool_task_writer
+from kernelwright.providers.offline.pool_writer import (
+    _analysis,
+    emit_pool_program,
+    find_pool_task,
+    launched,
+    pool_task_writer,
+)
 from kernelwright.tasks import bundled_suite_dir, load_task, load_task_source
 from tests.fakes.writer import check_programs, import_program
 from tests.fakes.writer import writer_prompt as _prompt
@@ -122,6 +128,27 @@ def test_small_steps_and_rules_change_the_config_and_the_programs_still_verify(p
     no_rows = write_program(_prompt(task.source, rules="- You cannot use design=rows."))
     assert no_rows.meta is not None and no_rows.meta.design == "flat"
     _check(pool, [("small step", task, step.code), ("under a rule", task, ruled.code)])
+
+
+def test_a_small_step_never_relaunches_what_was_written():
+    # The 3-D task's rows are 126 wide: BLOCK 512 and 1024 launch the same 128-wide tile with two warps, so
+    # every step from the root has to change what runs, not just the header.
+    task = load_task(bundled_suite_dir("published") / "28_max_pool3d_16x32x128x128x256.py")
+    found = _analysis("t28", task.source, task.name)
+    assert found is not None and found.out_spatial == (62, 62, 126)
+    root = write_program(_prompt(task.source))
+    assert root.code is not None and root.meta is not None
+    assert launched(found, "rows", {"BLOCK": 512, "BLOCK_H": 1, "num_warps": 8}) == ("rows", 128, 1, 2)
+    assert launched(found, "rows", {"BLOCK": 1024, "BLOCK_H": 1, "num_warps": 4}) == ("rows", 128, 1, 2)
+    header = root.code.splitlines()[0]
+    runs = {launched(found, root.meta.design, root.meta.config)}
+    for seed in range(6):
+        step = write_program(_prompt(task.source, "small_step", parent=header, tried=header), seed=seed)
+        assert step.meta is not None and step.meta.design == "rows"
+        assert launched(found, "rows", step.meta.config) not in runs, step.meta.config
+    # a large step after the root skips presets that launch as the root does
+    second = write_program(_prompt(task.source, tried=header))
+    assert second.meta is not None and launched(found, second.meta.design, second.meta.config) not in runs
 
 
 def test_max_pooling_propagates_nan_and_handles_infinities(tmp_path, monkeypatch):
