@@ -83,6 +83,11 @@ def _key(meta: Any) -> tuple[str, tuple[tuple[str, str], ...]]:
     return meta.design, tuple(sorted(meta.config.items()))
 
 
+def _work_after(plan: Any) -> list[Any]:
+    """The plan's ops after the convolution that compute something (not operands or constants)."""
+    return [op for op in plan.ops[1:] if op.kind not in ("operand", "const")]
+
+
 def takes_turn(ctx: Any) -> bool:
     """Whether this step is the Triton convolution's, or the other approach's: cuDNN for the
     convolution with the work after it fused into Triton (the writer's generic path).
@@ -112,11 +117,13 @@ def conv_task_writer(source: str, name: str, ctx: Any) -> Any:
     from kernelwright.providers.offline.policy import design_forbidden, error_kind, forbidden
     from kernelwright.providers.offline.writer import WriterAnswer
 
-    if not takes_turn(ctx):
-        return None
     analysis = _analysis(hashlib.sha256(source.encode()).hexdigest(), source, name)
     plan = analysis.plan
     if plan is None:
+        return None
+    # A convolution with nothing after it leaves the other approach nothing to write in Triton (cuDNN
+    # alone is the reference itself): every step is the Triton convolution's.
+    if _work_after(plan) and not takes_turn(ctx):
         return None
     precision = "tf32" if getattr(ctx, "tf32", False) else "strict"
     designs = [d for d in conv_designs(plan) if not design_forbidden(ctx, FAMILY, d)]
@@ -186,13 +193,7 @@ def conv_task_writer(source: str, name: str, ctx: Any) -> Any:
         f"Convolution written in Triton ({design}, {why}); fused after it: "
         + (
             ", ".join(
-                sorted(
-                    {
-                        op.attrs.get("fn") or op.attrs.get("kind") or op.kind
-                        for op in plan.ops[1:]
-                        if op.kind not in ("operand", "const")
-                    }
-                )
+                sorted({op.attrs.get("fn") or op.attrs.get("kind") or op.kind for op in _work_after(plan)})
             )
             or "nothing"
         )

@@ -17,8 +17,8 @@ def family(code: str | None) -> str:
     return header.split("family=")[1].split()[0]
 
 
-def prompt(kind: str, parent: str | None = None, designs: list[str] = ()) -> str:
-    parts = [render_section("request", "write a kernel", kind=kind), render_section("task", TASK, name="t")]
+def prompt(kind: str, parent: str | None = None, designs: list[str] = (), task: str = TASK) -> str:
+    parts = [render_section("request", "write a kernel", kind=kind), render_section("task", task, name="t")]
     if parent:
         parts.append(render_section("parent", parent))
     if designs:
@@ -56,3 +56,18 @@ def test_a_small_step_on_a_convolution_does_not_repeat_a_program_it_is_shown():
     second = write_program(shown).code
     assert second is not None and family(second) == "conv"
     assert second.splitlines()[0] != first.splitlines()[0]
+
+
+def test_a_convolution_with_nothing_after_it_keeps_every_large_step_in_triton():
+    # cuDNN alone would be the reference itself: the other approach has nothing to write, so the search's
+    # later large steps are other Triton convolutions, never a step that ends the run as unsupported
+    task = (bundled_suite_dir("published") / "34_conv2d_dilated_padded_8x32x512x512.py").read_text()
+    root = write_program(prompt("large_step", task=task)).code
+    assert family(root) == "conv"
+    second = write_program(prompt("large_step", designs=[root], task=task)).code
+    assert family(second) == "conv" and second.splitlines()[0] != root.splitlines()[0]
+    third = write_program(prompt("large_step", parent=root, designs=[root, second], task=task)).code
+    assert family(third) == "conv" and third.splitlines()[0] not in (
+        root.splitlines()[0],
+        second.splitlines()[0],
+    )
