@@ -1,4 +1,4 @@
-"""Pieces the per-task benchmark scripts share (conv_bench.py, design_sweep.py, inductor_code.py,
+"""Pieces the per-task benchmark scripts share (a CUDA-event timer: ceilings.py, pool_sweep.py; conv_bench.py, design_sweep.py, inductor_code.py,
 norm_probe.py; the offline writer's root program and suite folders, and both together in `suite_roots`:
 warm_replay.py, host_overhead.py, compile_suite.py, matmul_cases.py).
 
@@ -28,6 +28,25 @@ def environment(device: str) -> dict[str, Any]:
     except Exception as exc:
         meta["versions_error"] = str(exc)
     return meta
+
+
+def cuda_event_times(fn: Callable[[], Any], *, warmup: int, reps: int) -> list[float]:
+    """Per-call times in ms with CUDA events after `warmup` untimed calls; each call timed on its own, so
+    a median of them is honest (ceilings.py, pool_sweep.py)."""
+    import torch
+
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return times
 
 
 def measure_task(name: str, run: Callable[[], dict[str, Any]]) -> dict[str, Any]:

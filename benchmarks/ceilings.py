@@ -9,7 +9,7 @@ keeps measured ceilings:
 Usage (on the GPU machine, from the repository root):
     python benchmarks/ceilings.py [--out DIR]        # DIR defaults to $OUT, else the current folder
 Writes DIR/ceilings.json, which `hardware.targets.load_ceilings` and `benchmarks/baselines.py
---ceilings` read. Needs only torch (no kernelwright imports).
+--ceilings` read. Needs only torch (no kernelwright imports; the timer is _common.cuda_event_times).
 """
 
 from __future__ import annotations
@@ -23,21 +23,8 @@ import statistics
 import sys
 from pathlib import Path
 
-
-def _time_ms(torch, fn, *, warmup: int, reps: int) -> list[float]:
-    """Per-call times in ms with CUDA events; each call timed on its own so the median is honest."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return times
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import cuda_event_times  # noqa: E402
 
 
 def _stats(times: list[float]) -> dict[str, float]:
@@ -49,7 +36,7 @@ def measure_copy(torch, gib: float, reps: int) -> dict:
     n = int(gib * 2**30) // 4
     src = torch.randn(n, device="cuda", dtype=torch.float32)
     dst = torch.empty_like(src)
-    times = _time_ms(torch, lambda: dst.copy_(src), warmup=10, reps=reps)
+    times = cuda_event_times(lambda: dst.copy_(src), warmup=10, reps=reps)
     st = _stats(times)
     moved = 2 * src.numel() * src.element_size()  # read src + write dst
     return {
@@ -72,7 +59,7 @@ def measure_matmul(torch, mode: str, n: int, reps: int) -> dict:
         a = torch.randn(n, n, device="cuda", dtype=dtype, generator=gen)
         b = torch.randn(n, n, device="cuda", dtype=dtype, generator=gen)
         c = torch.empty(n, n, device="cuda", dtype=dtype)
-        times = _time_ms(torch, lambda: torch.matmul(a, b, out=c), warmup=5, reps=reps)
+        times = cuda_event_times(lambda: torch.matmul(a, b, out=c), warmup=5, reps=reps)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = old
     st = _stats(times)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import environment, measure_task, task_path  # noqa: E402
+from _common import cuda_event_times, environment, measure_task, task_path  # noqa: E402
 
 PUBLISHED = "published/26,published/27,published/28,published/29,published/30,published/31"
 ROWS_GRID = [
@@ -56,22 +56,11 @@ def _load(code: str, folder: Path, name: str) -> Any:
 
 
 def _time_ms(fn: Any, reps: int, device: str) -> float | None:
-    import torch
-
+    """The median of `reps` timed calls on the GPU; on the CPU one untimed call (a smoke test)."""
     if device != "cuda":
         fn()
         return None
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    return statistics.median(cuda_event_times(fn, warmup=3, reps=reps))
 
 
 def run_task(spec: str, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
