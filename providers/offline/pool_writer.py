@@ -179,6 +179,34 @@ def launched(task: PoolTask, design: str, config: dict[str, int]) -> tuple[Any, 
 
 # ---- the program ------------------------------------------------------------------------------------
 
+_AVERAGE = '''
+@triton.jit
+def _kw_pool_average(
+    acc, d0, h0, w0, D, H, W, DIVISOR,
+    KD: tl.constexpr, KH: tl.constexpr, KW: tl.constexpr,
+    PD: tl.constexpr, PH: tl.constexpr, PW: tl.constexpr,
+    COUNT_PAD: tl.constexpr, HAS_DIVISOR: tl.constexpr,
+):
+    """Window sums to averages as PyTorch divides them: by divisor_override, else by the window clipped to
+    the padded input, then (without count_include_pad) to the input itself. The windows' first indices d0,
+    h0, w0 broadcast against acc (both kernels call this)."""
+    if HAS_DIVISOR:
+        out = acc / DIVISOR
+    else:
+        d1 = tl.minimum(d0 + KD, D + PD)
+        h1 = tl.minimum(h0 + KH, H + PH)
+        w1 = tl.minimum(w0 + KW, W + PW)
+        if COUNT_PAD:
+            dn, hn, wn = d1 - d0, h1 - h0, w1 - w0
+        else:
+            dn = tl.minimum(d1, D) - tl.maximum(d0, 0)
+            hn = tl.minimum(h1, H) - tl.maximum(h0, 0)
+            wn = tl.minimum(w1, W) - tl.maximum(w0, 0)
+        count = dn.to(tl.int32) * hn.to(tl.int32) * wn.to(tl.int32)
+        out = acc / count.to(acc.dtype)
+    return out
+'''
+
 _FLAT_KERNEL = '''
 @triton.jit
 def _kw_pool_kernel(
@@ -230,23 +258,7 @@ def _kw_pool_kernel(
                     v = tl.load(x_ptr + base + row + wi, mask=ok, other=0.0).to(acc_type)
                     acc += v
     if not IS_MAX:
-        if HAS_DIVISOR:
-            acc = acc / DIVISOR
-        else:
-            # PyTorch's divisor: the window clipped to the padded input, then (without count_include_pad)
-            # to the input itself
-            d1 = tl.minimum(d0 + KD, D + PD)
-            h1 = tl.minimum(h0 + KH, H + PH)
-            w1 = tl.minimum(w0 + KW, W + PW)
-            if COUNT_PAD:
-                count = (d1 - d0) * (h1 - h0) * (w1 - w0)
-            else:
-                count = (
-                    (tl.minimum(d1, D) - tl.maximum(d0, 0))
-                    * (tl.minimum(h1, H) - tl.maximum(h0, 0))
-                    * (tl.minimum(w1, W) - tl.maximum(w0, 0))
-                )
-            acc = acc / count.to(acc_type)
+        acc = _kw_pool_average(acc, d0, h0, w0, D, H, W, DIVISOR, KD, KH, KW, PD, PH, PW, COUNT_PAD, HAS_DIVISOR)
     tl.store(y_ptr + offs, acc.to(y_ptr.dtype.element_ty), mask=live)
 '''
 
@@ -299,19 +311,9 @@ def _kw_pool_rows_kernel(
                 else:
                     acc += tl.load(row + wi[None, :], mask=ok, other=0.0).to(acc_type)
     if not IS_MAX:
-        if HAS_DIVISOR:
-            acc = acc / DIVISOR
-        else:
-            d1 = tl.minimum(d0 + KD, D + PD)
-            h1 = tl.minimum(h0 + KH, H + PH)
-            w1 = tl.minimum(w0 + KW, W + PW)
-            if COUNT_PAD:
-                count = (d1 - d0).to(tl.int32) * (h1 - h0)[:, None] * (w1 - w0)[None, :]
-            else:
-                dn = (tl.minimum(d1, D) - tl.maximum(d0, 0)).to(tl.int32)
-                hn = tl.minimum(h1, H) - tl.maximum(h0, 0)
-                count = dn * hn[:, None] * (tl.minimum(w1, W) - tl.maximum(w0, 0))[None, :]
-            acc = acc / count.to(acc_type)
+        acc = _kw_pool_average(
+            acc, d0, h0[:, None], w0[None, :], D, H, W, DIVISOR, KD, KH, KW, PD, PH, PW, COUNT_PAD, HAS_DIVISOR
+        )
     out = y_ptr + (n * OD + od) * OH * OW + (oh * OW)[:, None] + ow[None, :]
     tl.store(out, acc.to(y_ptr.dtype.element_ty), mask=live)
 '''
@@ -413,6 +415,7 @@ def emit_pool_program(source: str, task: PoolTask, design: str, config: dict[str
     parts += reference.helpers
     # the flat kernel is carried by both designs: `rows` falls back to it for a grid the GPU cannot launch
     parts += [
+        _AVERAGE,
         *([_ROWS_KERNEL] if design == "rows" else []),
         _FLAT_KERNEL,
         "\n" + inspect.getsource(_kw_rows_tile),
