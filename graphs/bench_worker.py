@@ -217,6 +217,7 @@ def main(argv: list[str]) -> int:
     from kernelwright.providers.chat import ProviderUnavailable
 
     ctx = Context.from_json(bench.context)
+    resources.start_worker_pool(ctx)  # its judges start while this worker reads its first task
     label = os.environ.get("KERNELWRIGHT_BENCH_WORKER", "cpu")
     tasks = {t.id: t for t in bench.tasks}
     device_name = device_name_for(ctx)

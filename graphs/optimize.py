@@ -254,6 +254,7 @@ def run_optimize(
         if ctx.memory not in (resources.MEMORY_OFF, resources.MEMORY_FRESH):  # fresh: made in the run folder
             check_memory_writable(resources.open_shared_memory(ctx.memory))
         resources.chat_model(ctx)
+        resources.start_worker_pool(ctx)  # its judges start while the graph is built and the planner works
         rd.mkdir(parents=True, exist_ok=True)
         ctx = dataclasses.replace(ctx, run_dir=str(rd.resolve()))
         (rd / RUN_FILE).write_text(

@@ -1,18 +1,41 @@
-"""kernelwright: hardware. Evaluation harness (sandboxed workers, verification, timing), targets, roofline."""
+"""kernelwright: hardware. Evaluation harness (sandboxed workers, verification, timing), targets, roofline.
 
-import importlib.util
+The names below are loaded on first use (PEP 562), so a process that needs one light module (the
+judge's entry, which starts its fork server before it imports torch) does not pay for torch here.
+"""
 
-from kernelwright.hardware.config import EvalConfig, toolchain_versions
-from kernelwright.hardware.result import ErrorKind, EvalResult, PrecisionMode, Stage, Tolerance, Versions
-from kernelwright.hardware.roofline import RooflineFloor, fraction_of_floor, roofline_floor_ms
-from kernelwright.hardware.sandbox import WorkerPool, evaluate
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Imported now: the function shares its module's name, and a module imported later would take the name.
 from kernelwright.hardware.static_check import StaticReport, static_check
-from kernelwright.hardware.targets import Target, detect_target, get_target, list_targets, resolve_device
+
+if TYPE_CHECKING:
+    from kernelwright.hardware.compile_feedback import CompileReport, KernelCompileReport, compile_for_target
+    from kernelwright.hardware.config import EvalConfig, toolchain_versions
+    from kernelwright.hardware.result import ErrorKind, EvalResult, PrecisionMode, Stage, Tolerance, Versions
+    from kernelwright.hardware.roofline import RooflineFloor, fraction_of_floor, roofline_floor_ms
+    from kernelwright.hardware.sandbox import WorkerPool, evaluate
+    from kernelwright.hardware.targets import Target, detect_target, get_target, list_targets, resolve_device
+
+_EXPORTS = {
+    "config": ("EvalConfig", "toolchain_versions"),
+    "result": ("ErrorKind", "EvalResult", "PrecisionMode", "Stage", "Tolerance", "Versions"),
+    "roofline": ("RooflineFloor", "fraction_of_floor", "roofline_floor_ms"),
+    "sandbox": ("WorkerPool", "evaluate"),
+    "targets": ("Target", "detect_target", "get_target", "list_targets", "resolve_device"),
+    "compile_feedback": ("CompileReport", "KernelCompileReport", "compile_for_target"),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 
 __all__ = [
+    "CompileReport",
     "ErrorKind",
     "EvalConfig",
     "EvalResult",
+    "KernelCompileReport",
     "PrecisionMode",
     "RooflineFloor",
     "Stage",
@@ -21,6 +44,7 @@ __all__ = [
     "Tolerance",
     "Versions",
     "WorkerPool",
+    "compile_for_target",
     "detect_target",
     "evaluate",
     "fraction_of_floor",
@@ -31,9 +55,17 @@ __all__ = [
     "static_check",
     "toolchain_versions",
 ]
+assert sorted(__all__) == sorted([*_MODULE_OF, "StaticReport", "static_check"]), "every export is listed"
 
-# Offline compile feedback is optional at this level: exported when its module is present.
-if importlib.util.find_spec("kernelwright.hardware.compile_feedback") is not None:
-    from kernelwright.hardware.compile_feedback import CompileReport, KernelCompileReport, compile_for_target
 
-    __all__ += ["CompileReport", "KernelCompileReport", "compile_for_target"]
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -18,18 +18,15 @@ import threading
 import time
 from typing import Any
 
-from kernelwright import IMPORT_ROOT
 from kernelwright.hardware.channel import (
     Channel,
     ChannelClosed,
     ProtocolError,
     SharedTensor,
-    channel_pair,
     close_fds,
 )
 from kernelwright.hardware.confine import confine_level, minimal_env
-
-_REPO_ROOT = IMPORT_ROOT  # on the fork server's PYTHONPATH: `import kernelwright` works there
+from kernelwright.hardware.forkserver_launch import LOG_NAME, launch_fork_server
 
 STANDBY_GPU = 2
 """Candidate processes kept forked ahead of need on a GPU."""
@@ -49,8 +46,17 @@ class _CandidateGone(Exception):
 class ForkServer:
     """The judge's handle on its hardware.forkserver process (started lazily, restarted if it dies)."""
 
-    def __init__(self, device: str, gpu: str | None, tmpdir: str) -> None:
+    def __init__(
+        self,
+        device: str,
+        gpu: str | None,
+        tmpdir: str,
+        launched: tuple[subprocess.Popen[bytes], socket.socket] | None = None,
+    ) -> None:
+        """`launched`: a fork server already started for this process (hardware.forkserver_launch),
+        used by the first start instead of a new one."""
         self.device, self.gpu, self.tmpdir = device, gpu, tmpdir
+        self.launched = launched
         # On a GPU a candidate process spends ~4 s starting CUDA, Triton and the profiler: keep two
         # forked ahead; on CPU one (it starts in tens of milliseconds).
         self.standby = STANDBY_GPU if device == "cuda" else STANDBY_CPU
@@ -59,19 +65,9 @@ class ForkServer:
         self.lock = threading.Lock()
 
     def _start(self) -> Channel:
-        chan, child = channel_pair()
-        env = minimal_env(self.device, home=self.tmpdir, gpu=self.gpu)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (_REPO_ROOT, os.environ.get("PYTHONPATH", "")) if p)
-        log = open(os.path.join(self.tmpdir, "forkserver.log"), "ab")  # noqa: SIM115
-        try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "kernelwright.hardware.forkserver", str(child.fileno()), self.device, str(os.getpid())],
-                env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                pass_fds=(child.fileno(),), cwd=self.tmpdir,
-            )  # fmt: skip
-        finally:
-            child.close()
-            log.close()
+        launched, self.launched = self.launched, None
+        self.proc, sock = launched or launch_fork_server(self.device, self.gpu, self.tmpdir)
+        chan = Channel(sock)
         got = chan.recv(timeout=120.0)
         if got is None or got[0].get("op") != "ready":
             raise RuntimeError(f"the fork server did not start: {self._log_tail()}")
@@ -87,7 +83,7 @@ class ForkServer:
 
     def _log_tail(self) -> str:
         try:
-            with open(os.path.join(self.tmpdir, "forkserver.log"), "rb") as f:
+            with open(os.path.join(self.tmpdir, LOG_NAME), "rb") as f:
                 return f.read()[-1500:].decode(errors="replace")
         except OSError:
             return ""

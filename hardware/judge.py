@@ -1,6 +1,6 @@
 """The judge: the process that owns the references and issues every verdict, and never imports a candidate.
 
-Started by `hardware.sandbox.WorkerPool` as `python -m kernelwright.hardware.judge FD DEVICE TMPDIR PARENT_PID`, one
+Started by `hardware.sandbox.WorkerPool` through hardware.judge_process, one
 per GPU (N on CPU), and kept for many jobs so references stay warm. For each job it starts a fresh
 candidate process through its fork server (hardware.forkserver), confined, and drives it over a JSON
 channel (hardware.channel, hardware.runner): the candidate process gets the source, constructor
@@ -55,12 +55,8 @@ The parts, one module each: candidate processes (hardware.candidate_process), wh
 
 from __future__ import annotations
 
-import faulthandler
 import os
-import shutil
-import signal
 import sys
-import threading
 import time
 import traceback
 from collections import OrderedDict
@@ -69,7 +65,6 @@ from typing import Any
 
 from kernelwright.hardware.candidate_process import CandidateProcess, ForkServer, _CandidateGone
 from kernelwright.hardware.config import EvalConfig
-from kernelwright.hardware.confine import die_with_parent
 from kernelwright.hardware.failures import classify_exception, tail
 from kernelwright.hardware.judge_base import _Stop, _Unverifiable
 from kernelwright.hardware.judge_inputs import LEAN_BYTES, lean_float64_fits, perturb_, verified_shapes
@@ -85,7 +80,6 @@ __all__ = [
     "ForkServer",
     "Judge",
     "lean_float64_fits",
-    "main",
     "paired_speedup_from_ratios",
     "perturb_",
 ]
@@ -106,7 +100,10 @@ PARAMETERS_NOTE = "parameters and buffers perturbed (seeded) and loaded into Mod
 class Judge(Timing):
     """Runs jobs; holds the caches that make warm evaluation fast."""
 
-    def __init__(self, conn: Connection, device: str, tmpdir: str) -> None:
+    def __init__(
+        self, conn: Connection, device: str, tmpdir: str, forkserver: ForkServer | None = None
+    ) -> None:
+        """`forkserver`: one already started for this judge (hardware.judge_process starts it first)."""
         import torch
         import triton
 
@@ -129,7 +126,7 @@ class Judge(Timing):
         )
         self.target, self.target_profile = self._detect_target()
         gpu = os.environ.get("CUDA_VISIBLE_DEVICES") if device == "cuda" else None
-        self.forkserver = ForkServer(device, gpu, tmpdir)
+        self.forkserver = forkserver or ForkServer(device, gpu, tmpdir)
         self.forkserver._start()  # pay for the imports now, not in the first job
         self._flush_buf: Any = None
         self.ipc_usable = device == "cuda"
@@ -300,46 +297,3 @@ class Judge(Timing):
         sample = next(v for k, v in ref.samples.items() if k[:2] == (cfg.seed, cfg.precision))
         tensors = _tensors(sample.inputs) + _tensors(sample.out) + list(ref.model.state_dict().values())
         return sum(t.numel() * t.element_size() for t in tensors)
-
-
-def _watch_parent(parent_pid: int, tmpdir: str) -> None:
-    """Exit when the pool is gone (a second line of defence beside PR_SET_PDEATHSIG)."""
-    while True:
-        time.sleep(1.0)
-        if os.getppid() != parent_pid:
-            shutil.rmtree(tmpdir, ignore_errors=True)
-            os._exit(3)
-
-
-def main(argv: list[str]) -> None:
-    fd, device, tmpdir, parent_pid = int(argv[0]), argv[1], argv[2], int(argv[3])
-    die_with_parent()
-    if os.getppid() != parent_pid:
-        os._exit(3)
-    # A candidate cannot reach this process (it runs in its own sandbox), but if one signals it anyway
-    # the judge keeps going: only SIGKILL (from its pool) ends it.
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
-        signal.signal(sig, signal.SIG_IGN)
-    conn = Connection(fd)
-    faulthandler.enable(file=sys.stderr, all_threads=False)
-    threading.Thread(target=_watch_parent, args=(parent_pid, tmpdir), daemon=True).start()
-    judge: Judge | None = None
-    try:
-        try:
-            judge = Judge(conn, device, tmpdir)
-        except Exception:
-            traceback.print_exc()
-            conn.send(("failed", traceback.format_exc()))
-            return
-        judge.serve()
-    except OSError:  # the pool closed its end: it is gone or done with this judge
-        pass
-    finally:
-        if judge is not None:
-            judge.forkserver.stop()
-        if os.getppid() != parent_pid:
-            shutil.rmtree(tmpdir, ignore_errors=True)
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

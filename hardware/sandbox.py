@@ -1,6 +1,6 @@
 """The pool of judge processes that evaluate candidates; the caller always gets an EvalResult.
 
-`WorkerPool` starts judges (`python -m kernelwright.hardware.judge`, one per GPU on CUDA, N on CPU with
+`WorkerPool` starts judges (`python -m kernelwright.hardware.judge_process`, one per GPU on CUDA, N on CPU with
 TRITON_INTERPRET=1) as fresh interpreters. A judge holds a task's references across jobs and starts a
 fresh, confined candidate process for every candidate (hardware.judge, hardware.forkserver,
 hardware.runner): candidate code never runs in a judge, and never in this process.
@@ -105,7 +105,7 @@ class _Worker:
         else:
             env.pop("TRITON_INTERPRET", None)
             env["CUDA_VISIBLE_DEVICES"] = str(self.gpu)
-        args = [sys.executable, "-m", "kernelwright.hardware.judge", str(child_sock.fileno()), self.device, self.tmpdir,
+        args = [sys.executable, "-m", "kernelwright.hardware.judge_process", str(child_sock.fileno()), self.device, self.tmpdir,
                 str(os.getpid())]  # fmt: skip
         with open(self.log_path, "ab") as log:
             self.proc = _spawn(

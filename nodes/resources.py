@@ -40,6 +40,19 @@ def worker_pool(device: str, workers: int) -> WorkerPool:
         return pool
 
 
+def start_worker_pool(context: Any) -> None:
+    """Start the pool a run with this context will evaluate on (the compiler node's `worker_pool`), without
+    waiting for it: its judges import torch and Triton while the run opens its memory and builds its
+    graph (on a CPU about 3 s of a run's start overlap). Best effort: a pool that cannot start is left
+    to fail where the run first evaluates, with that step's error."""
+    from kernelwright.hardware.targets import resolve_device
+
+    try:
+        worker_pool("cuda" if resolve_device(context.device).startswith("cuda") else "cpu", context.workers)
+    except Exception:  # noqa: S110 - reported by the compiler node when the run needs the pool
+        pass
+
+
 def open_shared_memory(location: str | Path | None) -> Memory:
     """The shared Memory for a location (None: the default ~/.kernelwright)."""
     from kernelwright.memory import open_memory

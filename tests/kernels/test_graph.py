@@ -443,3 +443,18 @@ def test_a_task_the_writer_cannot_express_stops_after_one_step_and_says_why(tmp_
     assert result.cost.evaluations <= 1 and result.cost.llm_calls == 1
     with open_memory(memory) as m:
         assert m.rules.all() == []
+
+
+def test_a_run_starts_the_pool_its_compiler_evaluates_on_before_its_first_step():
+    """start_worker_pool opens the pool the compiler node will ask for (same device and workers key), so
+    its judges import torch and Triton while the run starts; a device that cannot be had is left to the
+    compiler's own error (nothing raised, no pool made)."""
+    resources.start_worker_pool(Context(device="cpu", workers=1))
+    pool = resources._pools.get(("cpu", 1))
+    assert pool is not None and resources.worker_pool("cpu", 1) is pool
+    import torch
+
+    if not torch.cuda.is_available():
+        before = dict(resources._pools)
+        resources.start_worker_pool(Context(device="cuda", workers=1))  # the run reports it later
+        assert resources._pools == before

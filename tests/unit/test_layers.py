@@ -65,3 +65,26 @@ def test_importing_every_node_module_loads_no_graphs_module():
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
+
+
+def test_the_judges_entry_starts_its_fork_server_before_torch_is_imported():
+    """hardware.judge_process starts the fork server, then imports the judge: both import torch at once.
+    The package's names load on first use, so that entry (and `import kernelwright.hardware`) stays light;
+    a name shared by a module and a function (static_check) is the function however the modules load."""
+    script = (
+        "import json, sys\n"
+        "import kernelwright.hardware, kernelwright.hardware.judge_process\n"
+        "light = 'torch' not in sys.modules\n"
+        "import kernelwright.hardware.sandbox\n"
+        "from kernelwright.hardware import WorkerPool, static_check\n"
+        "print(json.dumps([light, callable(static_check), WorkerPool.__module__]))\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == [True, True, "kernelwright.hardware.sandbox"]
