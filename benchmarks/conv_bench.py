@@ -19,7 +19,7 @@ When the plan folds a normalisation into a full spatial reduction (ConvPlan.fold
 config is also measured without the fold (design "<design>/nofold").
 
 Usage, from the repository root:
-    python benchmarks/conv_bench.py --out DIR [--tasks 20,23] [--configs 4] [--alt-configs 1]
+    python benchmarks/conv_bench.py --out DIR [--tasks 20,23] [--suite level2|published] [--configs 4] [--alt-configs 1]
                                     [--designs direct_depthwise,implicit_gemm_flatk]
                                     [--tf32-configs 2] [--no-tf32] [--time-budget-s 500]
                                     [--resume EARLIER/conv_bench.json]
@@ -69,9 +69,9 @@ from kernelwright.tasks import bundled_suite_dir, load_task  # noqa: E402
 EPILOGUE = "torch_conv+epilogue"
 
 
-def conv_tasks(selection: list[str] | None) -> list[Path]:
-    """Bundled level-2 task files with a convolution, optionally filtered by name prefix or substring."""
-    paths = [p for p in sorted(bundled_suite_dir("level2").glob("*.py")) if "conv" in p.stem]
+def conv_tasks(selection: list[str] | None, suite: str = "level2") -> list[Path]:
+    """A bundled suite's task files with a convolution, optionally filtered by name prefix or substring."""
+    paths = [p for p in sorted(bundled_suite_dir(suite).glob("*.py")) if "conv" in p.stem]
     if selection:
         paths = [p for p in paths if any(p.stem.startswith(s) or s in p.stem for s in selection)]
     return paths
@@ -353,6 +353,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=os.environ.get("OUT", "conv-bench-out"))
     ap.add_argument("--tasks", default="", help="comma-separated task name prefixes or substrings")
+    ap.add_argument(
+        "--suite", default="level2", help="the bundled suite to take tasks from (level2, published)"
+    )
     ap.add_argument("--configs", type=int, default=4, help="configs of the primary design (strict)")
     ap.add_argument("--alt-configs", type=int, default=1, help="configs of each other design (strict)")
     ap.add_argument("--tf32-configs", type=int, default=2, help="DOT=tf32 configs of the primary design")
@@ -386,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     target = get_target(args.target) if args.target else detect_target(args.device)
     if args.ceilings:
         target = load_ceilings(target, args.ceilings)
-    paths = conv_tasks([s for s in args.tasks.split(",") if s])
+    paths = conv_tasks([s for s in args.tasks.split(",") if s], args.suite)
     meta: dict[str, Any] = {
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "host": platform.node(),

@@ -1,5 +1,7 @@
 """Worker pools shared by the session: starting one (judge processes that import torch and Triton) costs
-seconds on two cores, more than many of the tests that use it.
+seconds on two cores, more than many of the tests that use it. The shared pool has one judge: the default
+suite runs two test processes on two cores, so a second judge would not run beside the first, and each
+judge started costs about 3.5 s of CPU (its imports and its fork server's).
 
 Tests that evaluate programs take `pool`. Modules that need a pool of their own define their own `pool`
 fixture, which overrides this one: test_hostile.py (one judge, started with a secret in the environment)
@@ -21,7 +23,7 @@ from kernelwright.nodes import resources
 
 @pytest.fixture(scope="session")
 def pool() -> Iterator[WorkerPool]:
-    with WorkerPool(device="cpu", workers=2) as p:
+    with WorkerPool(device="cpu", workers=1) as p:
         yield p
 
 

@@ -88,6 +88,7 @@ def _stop_a_worker_mid_search(out: Path, proc: subprocess.Popen, budget: int) ->
     raise AssertionError("no task was caught mid-search")
 
 
+@pytest.mark.slow  # about 30 s on two cores (a Dask cluster, four judges): with the other bench kill tests
 def test_a_dask_worker_killed_mid_task_has_the_task_resumed_judging_nothing_twice(tmp_path):
     """A local cluster of two workers, one task each; the worker of a task that has judged some of its
     candidates is stopped there and killed. The task runs again on a worker, continuing from its run

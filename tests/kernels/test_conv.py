@@ -547,12 +547,13 @@ CONFIG = EvalConfig(device="cpu", time=False, compile_baseline=False, second_sha
 QUICK = {
     "conv2d_stride_pad_dilation", "conv2d_grouped_channel_sum", "depthwise_multiplier_scale", "conv1d_same_gelu",
     "conv3d_groupnorm_silu", "conv_transpose2d_phases", "conv_transpose3d_maxpool_softmax", "conv2d_fp16_relu",
-    "depthwise_batchnorm_train_recompute", "depthwise_plane_multi_tile_store_reread",
+    "depthwise_batchnorm_train_recompute",
     "depthwise_flat_tiles_batchnorm_recompute", "conv3d_groupnorm_mean_fold", "conv2d_instancenorm_scale_sum_fold",
     "conv3d_groupnorm_relu_mean_nofold", "conv2d_activation_vocabulary",
 }  # fmt: skip
 """One case per code path (each layout and design, transposed, fp16, the direct tiles, a fold and a no-fold)
-in the default suite; the other cases, variations of these, run with the slow tests."""
+in the default suite; the other cases, variations of these, run with the slow tests (among them the plane
+tiles' multi-tile store and re-read, the slowest case under the interpreter: 5.5 s)."""
 
 
 class _CaseResults:
