@@ -36,6 +36,7 @@ multiply in their own type with fp32 accumulation.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -92,6 +93,11 @@ def _sizes(plan: ConvPlan | None) -> ConvSpec | None:
     return plan.full_spec or plan.spec
 
 
+def _reduction(spec: ConvSpec) -> int:
+    """The implicit GEMM's reduction length: input channels per group times the kernel's taps."""
+    return spec.in_per_group * math.prod(spec.kernel_size)
+
+
 def conv_designs(plan: ConvPlan | None = None) -> list[str]:
     """Designs that can write `plan`, the one expected to be fastest first (all designs without a plan).
 
@@ -129,6 +135,13 @@ _FLAT_TILES = [
     (128, 32, 32, 8, 3),
     (256, 64, 16, 8, 3),
 ]
+# flat-K with a short reduction (input channels per group x taps <= _SHORT_K: a 3-channel 3-D input layer
+# has 81): a few K steps, so a software pipeline has nothing to overlap and its prologue costs more than
+# the steps. published/36 (3 -> 64, 3x3x3, 16 x 64^3) on an H200, 57 tiles swept: 5.25 ms at 128 x 64 x 32
+# over 8 warps and 3 stages, 2.21 ms at 64 x 64 x 16 over 4 warps and 1 stage (the best; 16-wide K slices
+# are fine here with one stage, unlike the long reductions below).
+_SHORT_K = 128
+_SHORT_K_TILES = [(64, 64, 16, 4, 1), (128, 64, 16, 4, 1), (64, 64, 32, 4, 1), (128, 64, 32, 8, 1)]
 # direct, flat: BLOCK_M pixels of one sample (contiguous in NCHW) x BLOCK_N channels; every pixel
 # divides its flat index by the plane's width and checks nine taps' bounds (instruction-bound on sm_90:
 # task 24 at about half the memory roofline)
@@ -161,7 +174,10 @@ def conv_configs(
         "direct_depthwise": _DIRECT_TILES,
     }[design]
     tiles = list(tiles)
-    if spec is not None and design != "direct_depthwise":
+    short_k = design == "implicit_gemm_flatk" and spec is not None and _reduction(spec) <= _SHORT_K
+    if short_k:
+        tiles = _SHORT_K_TILES + [t for t in tiles if t not in _SHORT_K_TILES]
+    if spec is not None and design != "direct_depthwise" and not short_k:
         oc_g = spec.out_per_group
         # channels per group decide the N tile: do not spend a wide tile on a few channels
         preferred = 128 if oc_g >= 128 else (64 if oc_g >= 48 else 32)
@@ -194,7 +210,7 @@ def conv_configs(
         # with 16-wide K slices on Hopper: they get BLOCK_K >= 32, duplicates dropped, order kept.
         out: list[tuple[int, int, int, int, int, int]] = []
         for m, n, k, w, s in tiles:
-            t = (m, n, k if half or dot == "ieee" else max(k, 32), w, s, 0)
+            t = (m, n, k if half or dot == "ieee" or short_k else max(k, 32), w, s, 0)
             if t not in out:
                 out.append(t)
         return out

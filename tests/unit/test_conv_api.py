@@ -321,8 +321,9 @@ def test_packed_weight_rows_are_k_contiguous_in_the_kernels_k_order():
 
 
 def test_tf32_dots_get_k_slices_of_32_and_k_major_layouts_first():
-    """TF32 tensor-core dots (tf32x3, tf32) never get 16-wide K slices; implicit_gemm lists nhwc
-    (K-major A tile) first for every dot; fp32 FMAs (ieee) keep the 16-wide tiles."""
+    """TF32 tensor-core dots (tf32x3, tf32) get no 16-wide K slices on a long reduction (64 channels x 9
+    taps here); implicit_gemm lists nhwc (K-major A tile) first for every dot; fp32 FMAs (ieee) keep the
+    16-wide tiles."""
     plan = analyze_conv_task((bundled_suite_dir("level2") / "09_conv2d_bias_relu.py").read_text()).plan
     for precision in ("strict", "tf32"):
         for design in ("implicit_gemm", "implicit_gemm_flatk"):
@@ -335,6 +336,26 @@ def test_tf32_dots_get_k_slices_of_32_and_k_major_layouts_first():
             assert next(c for c in gemm if c.DOT == dot).LAYOUT == "nhwc"
     ieee = [c for c in conv_configs("implicit_gemm", plan, "strict") if c.DOT == "ieee"]
     assert any(c.BLOCK_K == 16 for c in ieee)
+
+
+def test_a_short_reduction_starts_from_one_stage_and_16_wide_k_slices():
+    """3 input channels x 27 taps = 81: a few K steps, no pipeline (published/36 on an H200: 5.25 ms with
+    the long-reduction default, 2.21 ms with this one); a long reduction keeps its pipelined tiles."""
+    short = analyze_conv_task(
+        (bundled_suite_dir("published") / "36_conv3d_16x3x64x64x64.py").read_text()
+    ).plan
+    assert conv_designs(short)[0] == "implicit_gemm_flatk"
+    first = conv_configs("implicit_gemm_flatk", short, "strict")[0]
+    assert (first.BLOCK_M, first.BLOCK_N, first.BLOCK_K, first.num_warps, first.num_stages) == (
+        64,
+        64,
+        16,
+        4,
+        1,
+    )
+    assert first.DOT == "tf32x3"
+    long = analyze_conv_task((bundled_suite_dir("level2") / "09_conv2d_bias_relu.py").read_text()).plan
+    assert all(c.num_stages > 1 for c in conv_configs("implicit_gemm_flatk", long, "strict")[:4])
 
 
 class _NormThenReduce(nn.Module):
