@@ -91,10 +91,19 @@ def start_server(tmp_path: Path, *, reload: bool, jobs: int | None = None):
         log.close()
 
 
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """One server for the module's tests, as a team's server serves many runs: (url, its HOME folder).
+    Each test gives its runs their own memory and run folders. A team's server runs several jobs at once
+    (`langgraph dev` alone runs one at a time here)."""
+    tmp = tmp_path_factory.mktemp("langgraph-dev")
+    for url in start_server(tmp, reload=False, jobs=4):
+        yield url, tmp / "home"
+
+
 @pytest.fixture
-def server(tmp_path):
-    # A team's server runs several jobs at once (`langgraph dev` alone runs one at a time here).
-    yield from start_server(tmp_path, reload=False, jobs=4)
+def server(served):
+    return served[0]
 
 
 @pytest.fixture
@@ -186,9 +195,10 @@ def test_studio_draws_every_route(server):
 
 
 @pytest.mark.slow  # ~14 s; the same rule without the server: tests/kernels/test_graph_threads.py
-def test_a_new_task_on_a_used_thread_is_a_new_run(server, tmp_path):
+def test_a_new_task_on_a_used_thread_is_a_new_run(served, tmp_path):
     from langgraph_sdk import get_sync_client
 
+    server, home = served
     client = get_sync_client(url=server, api_key=None, timeout=600)
     thread = client.threads.create()["thread_id"]
     context = {"model": "offline", "budget": 1, "device": "cpu", "memory": str(tmp_path / "memory")}
@@ -205,7 +215,7 @@ def test_a_new_task_on_a_used_thread_is_a_new_run(server, tmp_path):
     third = client.runs.wait(thread, "optimize", input={"task_path": SILU}, context=context)
     assert third["result"]["task"] == "03_silu"
     assert third["result"]["run_id"] not in (thread, second["result"]["run_id"])
-    assert Path(third["result"]["run_dir"]).is_relative_to(tmp_path / "home" / ".kernelwright" / "runs")
+    assert Path(third["result"]["run_dir"]).is_relative_to(home / ".kernelwright" / "runs")
 
 
 @pytest.mark.slow  # ~14 s: a second server (reloading) and two queued runs
