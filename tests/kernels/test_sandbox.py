@@ -26,7 +26,7 @@ def source(name: str) -> str:
 
 @pytest.fixture(scope="module")
 def pool():
-    with WorkerPool(device="cpu", workers=2) as p:
+    with WorkerPool(device="cpu", workers=1) as p:
         yield p
 
 
