@@ -26,12 +26,15 @@ run: install
 
 # The default suite: unit, interpreter kernels and integration tests, slow ones excluded. Most tests wait
 # on child processes (judges, servers), so two pytest workers (a test file each) halve the wall time.
+# The suite starts about a hundred Python processes: where PYTHONDONTWRITEBYTECODE is set, it is lifted
+# for the run, so each compiles kernelwright's modules (and pytest its rewritten tests) once, not each time.
 PYTEST_PAR ?= -n auto --maxprocesses=4 --dist loadfile
+PYTEST     := env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest
 test: install
-	$(PY) -m pytest -m "not slow" -q $(PYTEST_PAR)
+	$(PYTEST) -m "not slow" -q $(PYTEST_PAR)
 
 test-all: install
-	$(PY) -m pytest -q $(PYTEST_PAR)
+	$(PYTEST) -q $(PYTEST_PAR)
 
 lint: install
 	$(VENV)/bin/ruff check kernelwright/__init__.py graphs nodes providers memory hardware tasks tests benchmarks
