@@ -223,6 +223,8 @@ class WriterContext:
 
 _IDS = re.compile(r'\bid="[^"]*"|\b(?:case|rule|exp)-\S+')
 """Record ids in prompt text: `id="..."` attributes and case-/rule-/exp- names (random per run)."""
+_MEASURED = re.compile(r"\d+\.\d+(?:[eE][-+]?\d+)?")
+"""Decimal numbers in prompt text: measured times and speedups (configs and counts are integers)."""
 
 
 def read_context(sections: dict[str, Section], seed: int, config_keys: set[str]) -> WriterContext:
@@ -243,8 +245,11 @@ def read_context(sections: dict[str, Section], seed: int, config_keys: set[str])
     for tag in ("request", "task", "parent", "feedback", "rules", "experience", "designs", "target"):
         s = sections.get(tag)
         # Ids name a run's records (a case id carries its run's random id): the same task, seed and
-        # memory must give the same choices whatever the runs that wrote the memory were called.
-        h.update(f"<{tag}>{_IDS.sub('', s.body) if s else ''}".encode())
+        # memory must give the same choices whatever the runs that wrote the memory were called. Measured
+        # times differ by a percent from run to run on one GPU: they must not re-draw the seeded choices
+        # either (two H200 benches of one depthwise task took different small steps after roots timed
+        # 1.83 and 1.85 ms). What was measured still decides which program is the parent.
+        h.update(f"<{tag}>{_MEASURED.sub('#', _IDS.sub('', s.body)) if s else ''}".encode())
     rng = random.Random(f"{seed}:{h.hexdigest()}")
     return WriterContext(
         kind=kind,

@@ -312,6 +312,26 @@ def test_choices_do_not_depend_on_the_ids_runs_give_their_records():
     assert draws[0] == draws[1] != draws[2]
 
 
+def test_choices_do_not_depend_on_a_percent_of_timing_noise():
+    """The parent measured at 1.825 or 1.848 ms (two runs on one GPU) gives the same seeded choices; a
+    parent with another config does not."""
+    from kernelwright.providers.offline.policy import read_context
+    from kernelwright.providers.protocol import parse_sections
+
+    def prompt(block: int, ms: float, speedup: float) -> str:
+        return (
+            '<request kind="small_step"></request>\n<task name="t">x</task>\n'
+            f"<parent># kernelwright: family=pointwise design=flat config=BLOCK={block}\n"
+            f"runtime {ms:.4g} ms, {speedup:.3f}x vs eager PyTorch</parent>"
+        )
+
+    draws = [
+        read_context(parse_sections(prompt(*p)), 0, CONFIG_KEYS).rng.random()
+        for p in ((1024, 1.825, 1.367), (1024, 1.848, 1.35), (2048, 1.825, 1.367))
+    ]
+    assert draws[0] == draws[1] != draws[2]
+
+
 def test_a_registers_reduction_over_a_long_middle_dim_walks_it_in_tiles_of_at_most_TILE_elements(tmp_path):
     """128 x 4096 x 4095 summed over the middle dim: the row does not fit one register tile, so the kernel
     walks it; the tile it walks with must stay within TILE (1024 x 128 took 191 s to compile for an H200)."""
