@@ -142,12 +142,6 @@ def close_fds(fds: Sequence[int]) -> None:
             pass
 
 
-def channel_pair() -> tuple[Channel, socket.socket]:
-    """A connected pair: a Channel for this process and the raw socket to hand to another process."""
-    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    return Channel(a), b
-
-
 # ----------------------------------------------------------------------------- tensors in shared memory
 def tensor_nbytes(shape: Sequence[int], dtype: torch.dtype) -> int:
     n = 1
