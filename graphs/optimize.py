@@ -282,6 +282,8 @@ def run_optimize(
                 return done
         # a missing key or unreachable server is an error now, not mid-run (a finished run needs no model)
         resources.chat_model(ctx)
+        if resume:
+            resources.start_worker_pool(ctx)  # work is left: its judges start while the graph resumes
         attempts: list[Attempt] = list(app.get_state(config).values.get("attempts") or []) if resume else []
         best: Attempt | None = None
         for a in attempts:
