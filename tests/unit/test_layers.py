@@ -39,6 +39,19 @@ def offending(folders: tuple[str, ...], forbidden: tuple[str, ...]) -> list[str]
     return bad
 
 
+def fresh_interpreter_json(script: str) -> object:
+    """What `script` prints as JSON on its last line, run in a fresh interpreter that imports this checkout."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def test_nodes_never_import_graphs():
     assert offending(("nodes",), ("kernelwright.graphs",)) == []
 
@@ -56,15 +69,7 @@ def test_importing_every_node_module_loads_no_graphs_module():
         f"for m in {modules!r}: importlib.import_module(m)\n"
         "print(json.dumps(sorted(n for n in sys.modules if n.startswith('kernelwright.graphs'))))\n"
     )
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
-    }
-    proc = subprocess.run(
-        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
+    assert fresh_interpreter_json(script) == []
 
 
 def test_the_judges_entry_starts_its_fork_server_before_torch_is_imported():
@@ -79,12 +84,4 @@ def test_the_judges_entry_starts_its_fork_server_before_torch_is_imported():
         "from kernelwright.hardware import WorkerPool, static_check\n"
         "print(json.dumps([light, callable(static_check), WorkerPool.__module__]))\n"
     )
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
-    }
-    proc = subprocess.run(
-        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert json.loads(proc.stdout.strip().splitlines()[-1]) == [True, True, "kernelwright.hardware.sandbox"]
+    assert fresh_interpreter_json(script) == [True, True, "kernelwright.hardware.sandbox"]
