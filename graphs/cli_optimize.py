@@ -351,7 +351,6 @@ def _main(args: argparse.Namespace, console: Console, say: Any) -> int:
         check_output_folder(run_dir or Path(ctx.runs_root).expanduser(), "--out" if run_dir else "runs root")
         load_task(path)  # a task that does not load is a one-line error before anything starts
         check_memory_and_model(ctx)
-        resources.start_worker_pool(ctx)
         try:
             result = run_optimize(path, ctx, run_dir, on_progress=ProgressPrinter(console))
         except (ProviderUnavailable, MemoryServerError) as exc:
@@ -378,7 +377,6 @@ def _main(args: argparse.Namespace, console: Console, say: Any) -> int:
     if not loaded:
         raise UsageError(f"{path}: none of its {len(files)} task files loads")
     check_memory_and_model(ctx)
-    resources.start_worker_pool(ctx)
     if ctx.memory == resources.MEMORY_FRESH:  # one empty store for the folder's runs, so they learn together
         ctx = dataclasses.replace(ctx, memory=str(out_root.resolve() / "memory"))
     for f in loaded:

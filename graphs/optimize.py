@@ -254,7 +254,6 @@ def run_optimize(
         if ctx.memory not in (resources.MEMORY_OFF, resources.MEMORY_FRESH):  # fresh: made in the run folder
             check_memory_writable(resources.open_shared_memory(ctx.memory))
         resources.chat_model(ctx)
-        resources.start_worker_pool(ctx)  # its judges start while the graph is built and the planner works
         rd.mkdir(parents=True, exist_ok=True)
         ctx = dataclasses.replace(ctx, run_dir=str(rd.resolve()))
         (rd / RUN_FILE).write_text(
@@ -282,8 +281,7 @@ def run_optimize(
                 return done
         # a missing key or unreachable server is an error now, not mid-run (a finished run needs no model)
         resources.chat_model(ctx)
-        if resume:
-            resources.start_worker_pool(ctx)  # work is left: its judges start while the graph resumes
+        resources.start_worker_pool(ctx)  # work is left: its judges start while the planner works
         attempts: list[Attempt] = list(app.get_state(config).values.get("attempts") or []) if resume else []
         best: Attempt | None = None
         for a in attempts:

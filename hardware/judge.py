@@ -1,13 +1,13 @@
 """The judge: the process that owns the references and issues every verdict, and never imports a candidate.
 
-Started by `hardware.sandbox.WorkerPool` through hardware.judge_process, one
-per GPU (N on CPU), and kept for many jobs so references stay warm. For each job it starts a fresh
-candidate process through its fork server (hardware.forkserver), confined, and drives it over a JSON
-channel (hardware.channel, hardware.runner): the candidate process gets the source, constructor
-arguments, the reference's perturbed parameters and each trial's inputs; the judge keeps the pristine
-inputs, the expected outputs, the tolerances and the timing checks, and reads back only sealed
-shared-memory tensors and JSON. A candidate process that dies, hangs, breaks the protocol or is done
-is killed with every process it started; the judge carries on with the next job.
+Started by `hardware.sandbox.WorkerPool` through hardware.judge_process, one per GPU (N on CPU), and kept for
+many jobs so references stay warm. For each job it starts a fresh candidate process through its fork server
+(hardware.forkserver), confined, and drives it over a JSON channel (hardware.channel, hardware.runner): the
+candidate process gets the source, constructor arguments, the reference's perturbed parameters and each
+trial's inputs; the judge keeps the pristine inputs, the expected outputs, the tolerances and the timing
+checks, and reads back only sealed shared-memory tensors and JSON. A candidate process that dies, hangs,
+breaks the protocol or is done is killed with every process it started; the judge carries on with the next
+job.
 
 Protocol with the pool (multiprocessing.connection over a socketpair; both sides are trusted code):
 - judge -> pool: ("ready", info) once; per job ("stage", job_id, stage) at every stage change
@@ -100,10 +100,8 @@ PARAMETERS_NOTE = "parameters and buffers perturbed (seeded) and loaded into Mod
 class Judge(Timing):
     """Runs jobs; holds the caches that make warm evaluation fast."""
 
-    def __init__(
-        self, conn: Connection, device: str, tmpdir: str, forkserver: ForkServer | None = None
-    ) -> None:
-        """`forkserver`: one already started for this judge (hardware.judge_process starts it first)."""
+    def __init__(self, conn: Connection, device: str, tmpdir: str, forkserver: ForkServer) -> None:
+        """`forkserver`: this judge's, already launched (hardware.judge_process starts it first)."""
         import torch
         import triton
 
@@ -125,8 +123,7 @@ class Judge(Timing):
             cuda=torch.version.cuda if device == "cuda" else None,
         )
         self.target, self.target_profile = self._detect_target()
-        gpu = os.environ.get("CUDA_VISIBLE_DEVICES") if device == "cuda" else None
-        self.forkserver = forkserver or ForkServer(device, gpu, tmpdir)
+        self.forkserver = forkserver
         self.forkserver._start()  # pay for the imports now, not in the first job
         self._flush_buf: Any = None
         self.ipc_usable = device == "cuda"
