@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import sympy
 
 from kernelwright.providers.offline.emit import Code
-from kernelwright.providers.offline.emit_rows_split import split_sizes
+from kernelwright.providers.offline.emit_rows_split import partial_buffers, split_sizes, with_merged
 from kernelwright.providers.offline.ir import SymScalar, Value, broadcast_shapes, is_one
 from kernelwright.providers.offline.kernel_plan import RowPlanError
 from kernelwright.providers.offline.row_plan import _auto_warps_expr
@@ -175,10 +175,10 @@ def launch_split(
     c("SPLIT = _cdiv(nchunks, CHUNKS)")
     c("BLOCK_S = _np2(SPLIT)")
     c("BLOCK_MC = max(1, min(_np2(max(NK, 1)), 4096 // BLOCK_S))")
-    levels = gen.split_levels()
+    levels, welford = gen.split_passes(bool(cfg.MERGE))
     sbufs = []
     for group in levels:
-        for st in group:
+        for st in with_merged(group, welford):
             dt = (
                 "torch.int64"
                 if st.op in ("argmax", "argmin") or gen._acc_dtype(st) == "tl.int64"
@@ -198,11 +198,10 @@ def launch_split(
             dt = "torch.float32" if gen._acc_dtype(st) == "tl.float32" else "torch.int64"
             if st.op in ("any", "all"):
                 dt = "torch.int32"
-            parts.append(f"p{st.id}")
-            c(f"p{st.id} = torch.empty((NK, SPLIT), device={dev}.device, dtype={dt})")
-            if st.op in ("argmax", "argmin"):
-                parts.append(f"pi{st.id}")
-                c(f"pi{st.id} = torch.empty((NK, SPLIT), device={dev}.device, dtype=torch.int64)")
+            for i, buf in enumerate(partial_buffers(st, welford)):
+                parts.append(buf)
+                bdt = dt if i == 0 or st.id in welford else "torch.int64"  # an argmax's index: int64
+                c(f"{buf} = torch.empty((NK, SPLIT), device={dev}.device, dtype={bdt})")
         c(f"{gen.kname}_p{li}[(blocks, SPLIT)](")
         with c.indent():
             args_p = loads + sbufs + parts + snames + split_sizes(gen) + ["SPLIT", "CHUNKS"] + sizes + strides

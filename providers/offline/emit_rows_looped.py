@@ -108,7 +108,7 @@ def stat_pass(gen: RowKernelGen, c: Code, group: list[Value], merged_into: dict)
         if s.id in welford:
             # Welford per lane of the tile (no cross-thread reduction inside the loop), one Chan
             # combine across lanes after it.
-            for acc_name in ("wn", "wm", "w2"):
+            for acc_name in ("wn", "wm", "wv"):
                 c(f"{acc_name}{s.id} = tl.zeros({tile}, dtype=tl.float32)")
             continue
         c(f"a{s.id} = tl.full({tile}, {gen._neutral(s)}, {acc})")
@@ -135,7 +135,7 @@ def stat_pass(gen: RowKernelGen, c: Code, group: list[Value], merged_into: dict)
                 c("inv_n = 1.0 / (r0 // BLOCK_R + 1)")
                 c(f"wd = tl.where(fmask, {xf} - wm{s.id}, 0.0)")
                 c(f"wm{s.id} = wm{s.id} + wd * inv_n")
-                c(f"w2{s.id} = w2{s.id} + wd * tl.where(fmask, {xf} - wm{s.id}, 0.0)")
+                c(f"wv{s.id} = wv{s.id} + wd * tl.where(fmask, {xf} - wm{s.id}, 0.0)")
                 c(f"wn{s.id} = wn{s.id} + fmask.to(tl.float32)")
                 continue
             m = gen._masked(c, s, memo)
@@ -168,13 +168,13 @@ def stat_pass(gen: RowKernelGen, c: Code, group: list[Value], merged_into: dict)
         if s.id in welford:
             combine = gen.ctx.use("_kw_welford_combine")
             c(
-                f"wm{s.id}, w2{s.id}, wn{s.id} = tl.reduce((wm{s.id}, w2{s.id}, wn{s.id}), {ax}, {combine}, "
+                f"wm{s.id}, wv{s.id}, wn{s.id} = tl.reduce((wm{s.id}, wv{s.id}, wn{s.id}), {ax}, {combine}, "
                 "keep_dims=True)"
             )
             gen.stat_names[s.id] = Operand(f"wm{s.id}", "f")
             for d, kind, _ in merged_into.get(s.id, []):
                 if kind == "welford":
-                    c(f"s{d.id} = w2{s.id}" + (" / NR" if d.op == "mean" else ""))
+                    c(f"s{d.id} = wv{s.id}" + (" / NR" if d.op == "mean" else ""))
                     gen.stat_names[d.id] = Operand(f"s{d.id}", "f")
             continue
         a = f"a{s.id}"

@@ -1,15 +1,18 @@
 """The split row design: few long rows split over many programs.
 
-Kernels `{name}_p{l}` write each program's partial statistics of level l, `{name}_c{l}` combine a row's
+Kernels `{name}_p{l}` write each program's partial statistics of pass l, `{name}_c{l}` combine a row's
 partials into a per-row buffer, and `{name}_apply` writes the per-element outputs from those buffers.
-Functions of a `RowKernelGen`.
+A pass holds one level of statistics; with `MERGE` (the default) a variance around a mean is computed in
+the mean's pass: each program keeps Welford accumulators per lane and writes (mean, sum of squared
+deviations, count) partials, which the combine kernel merges with Chan's formula. A norm then reads its
+input twice (statistics, then the write) instead of three times. Functions of a `RowKernelGen`.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kernelwright.providers.offline.emit import Code, Operand
+from kernelwright.providers.offline.emit import Code, Operand, as_float
 from kernelwright.providers.offline.emit_rows_looped import row_prereqs
 from kernelwright.providers.offline.ir import Value
 
@@ -20,8 +23,9 @@ if TYPE_CHECKING:
 def split_sources(gen: RowKernelGen, name: str) -> str:
     """Kernels `{name}_p{l}` (partials of level l), `{name}_c{l}` (combine), `{name}_apply` (write)."""
     gen.out_names = {v.id: f"out{i}" for i, v in enumerate(gen.k.outputs)}
-    levels = gen.split_levels()
-    all_stats = [st for group in levels for st in group]
+    levels, welford = gen.split_passes(bool(gen.cfg.MERGE))
+    done = [with_merged(group, welford) for group in levels]  # the statistics each pass finishes
+    all_stats = [st for group in done for st in group]
     sbufs = [f"sb{st.id}" for st in all_stats]
     loads = [ld.name for ld in gen.loads.values()]
     syms = [n for n, _ in gen.syms.values()]
@@ -29,11 +33,7 @@ def split_sources(gen: RowKernelGen, name: str) -> str:
     strides = [x for ld in gen.loads.values() for x in gen.load_strides(ld)]
     c = Code()
     for li, group in enumerate(levels):
-        parts = [
-            x
-            for st in group
-            for x in ([f"p{st.id}"] + ([f"pi{st.id}"] if st.op in ("argmax", "argmin") else []))
-        ]
+        parts = [x for st in group for x in partial_buffers(st, welford)]
         # Partials of this level: each program reduces CHUNKS chunks of its rows.
         c.jit_def(f"{name}_p{li}", loads + sbufs + parts + syms + split_sizes(gen) + ["SPLIT", "CHUNKS"]
                            + sizes + strides + split_meta(gen))  # fmt: skip
@@ -42,13 +42,17 @@ def split_sources(gen: RowKernelGen, name: str) -> str:
             gen.row_memo = {}
             gen.single = False
             gen.evict = None
-            gen.stat_buffers = {st.id for g in levels[:li] for st in g}
+            gen.stat_buffers = {st.id for g in done[:li] for st in g}
             (gen.header_rows if gen.layout == "rows" else gen.header_cols)(c)
             c("ps = tl.program_id(1)")
             row_prereqs(gen, c, group)
             tile = "[BLOCK_M, BLOCK_R]" if gen.layout == "rows" else "[BLOCK_R, BLOCK_I]"
             ax = gen.AX
             for st in group:
+                if st.id in welford:
+                    for acc in ("wn", "wm", "wv"):
+                        c(f"{acc}{st.id} = tl.zeros({tile}, dtype=tl.float32)")
+                    continue
                 c(f"a{st.id} = tl.full({tile}, {gen._neutral(st)}, {gen._acc_dtype(st)})")
                 if st.op in ("argmax", "argmin"):
                     c(f"i{st.id} = tl.zeros({tile}, dtype=tl.int32)")
@@ -58,10 +62,20 @@ def split_sources(gen: RowKernelGen, name: str) -> str:
                 gen.chunk_setup(c, "(ps * CHUNKS + ci) * BLOCK_R")
                 gen.full_memo = {}
                 for st in group:
-                    accumulate(gen, c, st)
+                    if st.id in welford:
+                        welford_step(gen, c, st, "ci")
+                    else:
+                        accumulate(gen, c, st)
             rid, rmask = gen.rowid, gen.rowmask
             for st in group:
                 a = f"a{st.id}"
+                if st.id in welford:
+                    w = f"wm{st.id}, wv{st.id}, wn{st.id}"
+                    combine = gen.ctx.use("_kw_welford_combine")
+                    c(f"{w} = tl.reduce(({w}), {ax}, {combine}, keep_dims=True)")
+                    for buf, acc in zip(partial_buffers(st, welford), ("wm", "wv", "wn"), strict=True):
+                        c(f"tl.store({buf} + {rid} * SPLIT + ps, {acc}{st.id}, mask={rmask})")
+                    continue
                 if st.op in ("argmax", "argmin"):
                     red = "tl.max" if st.op == "argmax" else "tl.min"
                     big = "2147483647"
@@ -83,13 +97,16 @@ def split_sources(gen: RowKernelGen, name: str) -> str:
         with c.indent():
             gen.stat_names = {}
             gen.row_memo = {}
-            gen.stat_buffers = {st.id for g in levels[:li] for st in g}
+            gen.stat_buffers = {st.id for g in done[:li] for st in g}
             # Partials are stored per flattened kept index, whatever the layout: combine walks rows.
             layout, gen.layout = gen.layout, "rows"
             gen.header_rows(c)
             c("sp = tl.arange(0, BLOCK_S)[None, :]")
             c("pmask = kmask & (sp < SPLIT)")
             for st in group:
+                if st.id in welford:
+                    combine_welford(gen, c, st, welford[st.id])
+                    continue
                 neutral = gen._neutral(st) if st.op != "mean" else "0.0"
                 c(f"q{st.id} = tl.load(p{st.id} + rk * SPLIT + sp, mask=pmask, other={neutral})")
                 if st.op in ("argmax", "argmin"):
@@ -163,3 +180,45 @@ def accumulate(gen: RowKernelGen, c: Code, st: Value) -> None:
         c(f"upd = {m} {cmp} {a}")
         c(f"{a} = tl.where(upd, {m}, {a})")
         c(f"i{st.id} = tl.where(upd, rr, i{st.id})")
+
+
+def with_merged(group: list[Value], welford: dict[int, list[Value]]) -> list[Value]:
+    """A pass's statistics followed by the variances merged into it."""
+    return group + [d for st in group for d in welford.get(st.id, [])]
+
+
+def partial_buffers(st: Value, welford: dict[int, list[Value]]) -> list[str]:
+    """The (NK, SPLIT) partial buffers of statistic `st`: its value; an argmax's index; a Welford mean's
+    sum of squared deviations and count."""
+    if st.id in welford:
+        return [f"p{st.id}", f"pm{st.id}", f"pn{st.id}"]
+    return [f"p{st.id}"] + ([f"pi{st.id}"] if st.op in ("argmax", "argmin") else [])
+
+
+def welford_step(gen: RowKernelGen, c: Code, st: Value, chunk: str) -> None:
+    """Fold this chunk into mean `st`'s per-lane Welford accumulators (wn, wm, wv)."""
+    x = as_float(gen.emit(c, st.args[0], "full", gen.full_memo))
+    # A lane in bounds in this chunk was in bounds in every earlier chunk of this program (a program's
+    # chunks walk the row upward), so its count is the chunk's number: one reciprocal per chunk.
+    c(f"inv_n = 1.0 / ({chunk} + 1)")
+    c(f"wd = tl.where(fmask, {x} - wm{st.id}, 0.0)")
+    c(f"wm{st.id} = wm{st.id} + wd * inv_n")
+    c(f"wv{st.id} = wv{st.id} + wd * tl.where(fmask, {x} - wm{st.id}, 0.0)")
+    c(f"wn{st.id} = wn{st.id} + fmask.to(tl.float32)")
+
+
+def combine_welford(gen: RowKernelGen, c: Code, st: Value, merged: list[Value]) -> None:
+    """Merge a row's Welford partials (Chan): mean `st` and the variances `merged` into it, each named
+    and stored in its per-row buffer."""
+    p, pm, pn = (f"{b} + rk * SPLIT + sp" for b in partial_buffers(st, {st.id: merged}))
+    c(f"qm{st.id} = tl.load({p}, mask=pmask, other=0.0)")
+    c(f"qv{st.id} = tl.load({pm}, mask=pmask, other=0.0)")
+    c(f"qn{st.id} = tl.load({pn}, mask=pmask, other=0.0)")
+    combine = gen.ctx.use("_kw_welford_combine")
+    c(f"s{st.id}, mv{st.id}, n{st.id} = tl.reduce((qm{st.id}, qv{st.id}, qn{st.id}), 1, {combine}, keep_dims=True)")
+    gen.stat_names[st.id] = Operand(f"s{st.id}", "f")
+    c(f"tl.store(sb{st.id} + rk, s{st.id}, mask=kmask)")
+    for d in merged:
+        c(f"s{d.id} = mv{st.id}" + (" / NR" if d.op == "mean" else ""))
+        gen.stat_names[d.id] = Operand(f"s{d.id}", "f")
+        c(f"tl.store(sb{d.id} + rk, s{d.id}, mask=kmask)")

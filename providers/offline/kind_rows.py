@@ -38,8 +38,9 @@ def _rows_space(layout: str, mode: str) -> dict[str, tuple[Any, ...]]:
     if mode == "split":
         if layout == "cols":
             return {"BLOCK_R": (8, 16, 32, 64, 128), "BLOCK_I": (16, 32, 64, 128, 256), "WAVES": (1, 2, 4, 8),
-                    "num_warps": (2, 4, 8, 16)}  # fmt: skip
-        return {"BLOCK_R": (1024, 2048, 4096, 8192), "WAVES": (1, 2, 4, 8), "num_warps": (4, 8, 16)}
+                    "num_warps": (2, 4, 8, 16), "MERGE": (0, 1)}  # fmt: skip
+        return {"BLOCK_R": (1024, 2048, 4096, 8192), "WAVES": (1, 2, 4, 8), "num_warps": (4, 8, 16),
+                "MERGE": (0, 1)}  # fmt: skip
     if layout == "cols":
         return {
             "BLOCK_R": (8, 16, 32, 64, 128),

@@ -35,6 +35,7 @@ class RowConfig:
     EVICT: int = 0  # looped/online: keep rows in L2 between statistic passes, stream them in the last
     PRELOAD: int = 0  # registers: 1 issues every per-element load (weights too) before the statistics
     STATIC: int = 0  # 1: row length, sizes and strides are compile-time constants (one compile per shape)
+    MERGE: int = 1  # split: a variance merged into its mean's pass (Welford partials, Chan); 0: a pass per level
 
     def as_dict(self) -> dict[str, int | str]:
         return dict(self.__dict__)
@@ -158,6 +159,16 @@ class RowPlan(KernelPlan):
     def split_ok(self) -> bool:
         return bool(self.stats) and not self.scans and all(s.op in STAT_OPS for s in self.stats)
 
-    def split_levels(self) -> list[list[Value]]:
-        levels = sorted({self.level[s.id] for s in self.stats if s.op != "numel"})
-        return [[s for s in self.stats if s.op != "numel" and self.level[s.id] == lv] for lv in levels]
+    def split_passes(self, merge: bool) -> tuple[list[list[Value]], dict[int, list[Value]]]:
+        """The split design's passes over the input: the statistics each pass's partials hold, and
+        {mean id: the variances computed with it} (Welford partials, combined with Chan's formula), which
+        take no pass of their own. Without `merge`, one pass per level (mean, then variance around it)."""
+        welford: dict[int, list[Value]] = {}
+        if merge:
+            for sid, (kind, base, _) in self.merges().items():
+                if kind == "welford":
+                    welford.setdefault(base.id, []).append(next(s for s in self.stats if s.id == sid))
+        merged = {d.id for ds in welford.values() for d in ds}
+        own = [s for s in self.stats if s.op != "numel" and s.id not in merged]
+        levels = sorted({self.level[s.id] for s in own})
+        return [[s for s in own if self.level[s.id] == lv] for lv in levels], welford

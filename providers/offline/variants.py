@@ -176,6 +176,7 @@ def _grid_rows(info: KernelInfo) -> list[Variant]:
             Variant("two_pass", {}),
             Variant("looped", {}),
             Variant("split", {}),
+            Variant("split", {"MERGE": 0}),
         ]
     return [
         Variant("row_registers", {"num_warps": 8}),
@@ -218,6 +219,11 @@ def _grid_rows(info: KernelInfo) -> list[Variant]:
         Variant("online", {"BLOCK_R": 2048, "num_warps": 8}),
         Variant("looped", {}),
         Variant("split", {}),
+        Variant("split", {"MERGE": 0}),  # a pass per level: mean, then the variance around it
+        Variant("split", {"WAVES": 8}),
+        Variant("split", {"WAVES": 2}),
+        Variant("split", {"BLOCK_R": 8192, "num_warps": 16}),
+        Variant("split", {"BLOCK_R": 2048}),
     ]
 
 

@@ -7,6 +7,7 @@ programs that still verify; a rule or an experience case in the prompt must chan
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 import pytest
@@ -680,24 +681,71 @@ def get_init_inputs():
 """
 
 
+OFFSET_BATCH_NORM = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.bn = nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        return self.bn(x)
+
+
+def get_inputs():
+    return [torch.randn(3, 5, 17, 19) * 2.0 - 300.0]
+
+
+def get_init_inputs():
+    return [5]
+"""
+
+
 @pytest.mark.parametrize(
     "source,design,cfg",
     [
         (OFFSET_LAYER_NORM, "welford", {"BLOCK_R": 128, "BLOCK_M": 2}),
         pytest.param(OFFSET_LAYER_NORM, "welford", {"BLOCK_R": 512, "BLOCK_M": 1}, marks=pytest.mark.slow),
         (OFFSET_MIDDLE_VARIANCE, "online", {"BLOCK_R": 32, "BLOCK_I": 16}),
+        # Split over programs (the interpreter counts 4 SMs): 3 programs per row, the last one's last
+        # chunk ragged; each program's Welford partials merged by the combine kernel.
+        (OFFSET_LAYER_NORM, "split", {"BLOCK_R": 128, "WAVES": 8}),
+        (OFFSET_MIDDLE_VARIANCE, "split", {"BLOCK_R": 32, "BLOCK_I": 16, "WAVES": 8}),
+        (OFFSET_BATCH_NORM, "split", {"BLOCK_R": 128, "WAVES": 8}),
     ],
 )
 def test_lane_wise_welford_is_exact_on_data_far_from_zero_with_ragged_chunks(pool, source, design, cfg):
     """One-pass mean and variance keep a running mean and squared-deviation sum per lane and merge the
     lanes at the end; rows that are not a multiple of the chunk (1031, 523) leave lanes with fewer
-    elements. Over rows (layer norm) and over a middle dim (a variance written out)."""
+    elements. Over rows (layer norm), over a middle dim (a variance written out) and over batch and
+    plane (batch norm's statistics, split over programs)."""
     from kernelwright.providers.offline.variants import program_variant
 
     task = _task(source, "offset_" + design)
     code = program_variant(task.source, task.name, design, cfg).code
     assert code is not None and "_kw_welford_combine" in code
     _check(pool, [(f"{design} {cfg}", task, code)])
+
+
+def test_split_norms_read_their_input_twice_unless_told_to_pass_per_level(pool):
+    """The split design computes a norm's mean and variance in one pass over the input (then writes):
+    one partials kernel. MERGE=0 keeps a pass per level (mean, then the variance around it): two. Both
+    verify on data far from zero."""
+    from kernelwright.providers.offline.variants import program_variant
+
+    task = _task(OFFSET_BATCH_NORM, "offset_bn_split")
+    jobs = []
+    for merge, passes in ((1, 1), (0, 2)):
+        code = program_variant(task.source, task.name, "split", {"BLOCK_R": 128, "WAVES": 8, "MERGE": merge}).code
+        assert code is not None
+        kernels = re.findall(r"^def (\w+_p\d+)\(", code, flags=re.M)
+        assert len(kernels) == passes, (merge, kernels)
+        assert ("_kw_welford_combine" in code) == (merge == 1)
+        jobs.append((f"split MERGE={merge}", task, code))
+    _check(pool, jobs)
 
 
 # _kw_gelu run by the interpreter over a dense grid, against float64 and against torch's own fp32 GELU.
