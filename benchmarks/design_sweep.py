@@ -14,6 +14,7 @@ and the torch.compile baseline (cached per task).
 Usage, from the repository root:
     python benchmarks/design_sweep.py [--out DIR] [--tasks level1/14,level2/04] [--max-programs 14]
                                       [--designs welford,two_pass] [--precision strict|tf32]
+                                      [--variants 'split:BLOCK_R=2048,num_stages=2;split:WAVES=8']
                                       [--time-budget-s 480] [--device cpu]
 DIR defaults to $OUT, else ./design-sweep-out. Writes DIR/design_sweep.json and DIR/design_sweep.md
 after every task (an interrupted run keeps what it measured) and the programs under DIR/programs/.
@@ -82,6 +83,22 @@ def _record(v: Variant, res: EvalResult | None, skipped: str | None = None) -> d
     return rec
 
 
+def parse_variants(text: str) -> list[Variant]:
+    """'split:BLOCK_R=2048,num_stages=2;welford:' -> Variants (integer values as int); a one-line
+    SystemExit for a malformed entry."""
+    out = []
+    for entry in filter(None, (e.strip() for e in text.split(";"))):
+        design, sep, rest = entry.partition(":")
+        config: dict[str, Any] = {}
+        for kv in filter(None, (x.strip() for x in rest.split(","))):
+            key, eq, value = kv.partition("=")
+            if not sep or not eq or not key:
+                raise SystemExit(f"--variants entry {entry!r}: expected design:KEY=VALUE,KEY=VALUE")
+            config[key] = int(value) if value.lstrip("-").isdigit() else value
+        out.append(Variant(design, config))
+    return out
+
+
 def run_task(
     path: Path, pool: WorkerPool, args: argparse.Namespace, out: Path, deadline: float
 ) -> dict[str, Any]:
@@ -89,9 +106,12 @@ def run_task(
     entry: dict[str, Any] = {"task": path.stem, "flops": task.flops, "precision": args.precision}
     tf32 = args.precision != "strict"
     pooling = find_pool_task(task.source)
-    grid = (
-        [Variant(d, dict(c)) for d, c in SWEEP] if pooling else design_grid(task.source, task.name, tf32=tf32)
-    )
+    if args.variants:
+        grid = parse_variants(args.variants)
+    elif pooling:
+        grid = [Variant(d, dict(c)) for d, c in SWEEP]
+    else:
+        grid = design_grid(task.source, task.name, tf32=tf32)
     if args.designs:
         grid = [v for v in grid if v.design in args.designs.split(",")]
     grid = grid[: args.max_programs]
@@ -170,6 +190,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tasks", default=DEFAULT_TASKS, help="comma-separated level/NN task specs, or 'rows'")
     ap.add_argument("--max-programs", type=int, default=14, help="programs per task (grid order)")
     ap.add_argument("--designs", default="", help="comma-separated design names: measure only these")
+    ap.add_argument(
+        "--variants",
+        default="",
+        help="exactly these programs instead of the grid: 'design:KEY=VALUE,...;design:...' (the writer's "
+        "defaults fill the keys left out)",
+    )
     ap.add_argument("--precision", choices=("strict", "tf32"), default="strict")
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile baselines")
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")

@@ -59,7 +59,8 @@ class KernelInfo:
     NR: int = 1
     NI: int = 1
     split_ok: bool = False
-    merges: bool = False
+    merges: bool = False  # an online pass can merge dependent statistics (softmax's, Welford's)
+    welford: bool = False  # a variance around a mean: the split design computes both in one pass
     has_scan: bool = False
     M: int = 1
     N: int = 1

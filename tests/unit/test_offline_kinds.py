@@ -11,8 +11,10 @@ from kernelwright.providers.offline.designs import (
     DEFAULT_SM_COUNT,
     KINDS,
     REGISTRY,
+    default_config,
     default_design,
     designs_for,
+    find_design,
     kernel_info,
     target_sm_count,
 )
@@ -61,3 +63,16 @@ def test_few_long_rows_split_against_the_targets_sm_count():
     info = dataclasses.replace(kernel_info(sched, k), NK=300, NR=1 << 17, split_ok=True)
     assert default_design(dataclasses.replace(info, sm_count=132)).mode == "split"  # 300 rows < 4 x 132
     assert default_design(dataclasses.replace(info, sm_count=64)).mode != "split"  # 300 rows fill 64 SMs
+
+
+def test_a_split_norm_starts_from_chunks_whose_welford_partials_fit_one_wave():
+    """Mean and variance in one pass keep three accumulators per element, so a split norm starts from
+    2048-wide chunks (4096 x 8 warps needed 79 registers: the 4-per-SM grid ran in two waves on an H200);
+    a split without a variance keeps 4096."""
+    split = find_design("norm", "split")
+    assert split is not None
+    norm = kernel_info(*_kernel("11_layer_norm.py"))
+    assert norm.welford and default_config(split, norm)["BLOCK_R"] == 2048
+    total = kernel_info(*_kernel("23_sum_all.py"))
+    assert not total.welford
+    assert default_config(find_design("reduction", "split"), total)["BLOCK_R"] == 4096
