@@ -223,9 +223,15 @@ def launch_split(
                 full_outs.append(o)
                 c(f"_, st{o} = _group_strides({o}, shape, groups)")
                 ostrides += [f"st{o}[{gi}]" for gi in range(len(gen.groups))]
-        c(f"{gen.kname}_apply[(blocks, SPLIT)](")
+        split, chunks = "SPLIT", "CHUNKS"
+        if cfg.WRITE_CHUNKS:
+            # The write pass in short programs of its own (a grid's second axis holds at most 65535)
+            split, chunks = "SPLIT_W", "CHUNKS_W"
+            c(f"CHUNKS_W = max({cfg.WRITE_CHUNKS}, _cdiv(nchunks, 65535))")
+            c("SPLIT_W = _cdiv(nchunks, CHUNKS_W)")
+        c(f"{gen.kname}_apply[(blocks, {split})](")
         with c.indent():
-            args_a = loads + sbufs + full_outs + snames + split_sizes(gen) + ["SPLIT", "CHUNKS"] + sizes
+            args_a = loads + sbufs + full_outs + snames + split_sizes(gen) + [split, chunks] + sizes
             c(", ".join(args_a + strides + ostrides) + ",")
             c(f"{meta}, num_warps={warps}, num_stages={cfg.num_stages},")
         c(")")

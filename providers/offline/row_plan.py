@@ -35,9 +35,8 @@ class RowConfig:
     EVICT: int = 0  # looped/online: keep rows in L2 between statistic passes, stream them in the last
     PRELOAD: int = 0  # registers: 1 issues every per-element load (weights too) before the statistics
     STATIC: int = 0  # 1: row length, sizes and strides are compile-time constants (one compile per shape)
-    MERGE: int = (
-        1  # split: a variance merged into its mean's pass (Welford partials, Chan); 0: a pass per level
-    )
+    MERGE: int = 1  # split: a variance in its mean's pass (Welford partials, Chan); 0: a pass per level
+    WRITE_CHUNKS: int = 0  # split: chunks per program of the write pass; 0: the statistics passes' grid
 
     def as_dict(self) -> dict[str, int | str]:
         return dict(self.__dict__)

@@ -36,6 +36,7 @@ from kernelwright.providers.protocol import parse_sections
 CONFIG_KEYS = {
     "BLOCK", "BLOCK_M", "BLOCK_N", "BLOCK_K", "BLOCK_R", "BLOCK_I", "TILE", "RMAX", "num_warps", "num_stages",
     "WAVES", "SPLIT_K", "GROUP_M", "PREC", "KMAJOR", "PERSIST", "PRELOAD", "STATIC", "MERGE",
+    "WRITE_CHUNKS",
 }  # fmt: skip
 
 

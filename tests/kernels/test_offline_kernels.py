@@ -738,21 +738,22 @@ def test_lane_wise_welford_is_exact_on_data_far_from_zero_with_ragged_chunks(poo
 
 def test_split_norms_read_their_input_twice_unless_told_to_pass_per_level(pool):
     """The split design computes a norm's mean and variance in one pass over the input (then writes):
-    one partials kernel. MERGE=0 keeps a pass per level (mean, then the variance around it): two. Both
-    verify on data far from zero."""
+    one partials kernel. MERGE=0 keeps a pass per level (mean, then the variance around it): two. All
+    verify on data far from zero, the write pass in its own grid too."""
     from kernelwright.providers.offline.variants import program_variant
 
     task = _task(OFFSET_BATCH_NORM, "offset_bn_split")
     jobs = []
-    for merge, passes in ((1, 1), (0, 2)):
-        code = program_variant(
-            task.source, task.name, "split", {"BLOCK_R": 128, "WAVES": 8, "MERGE": merge}
-        ).code
+    # WRITE_CHUNKS=1: the write pass in one-chunk programs of its own grid
+    for merge, passes, write in ((1, 1, 0), (0, 2, 0), (1, 1, 1)):
+        config = {"BLOCK_R": 128, "WAVES": 8, "MERGE": merge, "WRITE_CHUNKS": write}
+        code = program_variant(task.source, task.name, "split", config).code
         assert code is not None
         kernels = re.findall(r"^def (\w+_p\d+)\(", code, flags=re.M)
         assert len(kernels) == passes, (merge, kernels)
         assert ("_kw_welford_combine" in code) == (merge == 1)
-        jobs.append((f"split MERGE={merge}", task, code))
+        assert ("SPLIT_W" in code) == (write == 1)
+        jobs.append((f"split {config}", task, code))
     _check(pool, jobs)
 
 

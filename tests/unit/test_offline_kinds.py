@@ -76,3 +76,15 @@ def test_a_split_norm_starts_from_chunks_whose_welford_partials_fit_one_wave():
     total = kernel_info(*_kernel("23_sum_all.py"))
     assert not total.welford
     assert default_config(find_design("reduction", "split"), total)["BLOCK_R"] == 4096
+
+
+def test_a_split_over_few_rows_writes_in_short_programs_of_its_own():
+    """Fewer rows than 4 per SM: the write pass gets one chunk per program (its own grid); many rows
+    keep the statistics passes' grid."""
+    split = find_design("norm", "split")
+    assert split is not None
+    norm = kernel_info(*_kernel("11_layer_norm.py"))
+    few = dataclasses.replace(norm, NK=64, sm_count=132)
+    many = dataclasses.replace(norm, NK=7168, sm_count=132)
+    assert default_config(split, few)["WRITE_CHUNKS"] == 1
+    assert "WRITE_CHUNKS" not in default_config(split, many)
