@@ -92,6 +92,12 @@ def launch_effect(design: Design, info: KernelInfo, values: dict[str, Any]) -> t
     return KINDS[design.kind].launch_effect(design, info, values)
 
 
+def task_derived_keys(design: Design) -> tuple[str, ...]:
+    """Config keys the writer sets from the task's own sizes (a split's write grid follows from its row
+    count): starting from a case of another task keeps this task's value for them."""
+    return KINDS[design.kind].task_derived
+
+
 def fits(design: Design, info: KernelInfo, values: dict[str, Any]) -> bool:
     """Whether the kernel a config writes fits the target (today: a matmul's pipelined tiles in its shared
     memory); True where this is not modelled. A config that does not fit fails to launch, so the writer

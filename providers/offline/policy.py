@@ -43,6 +43,7 @@ from kernelwright.providers.offline.designs import (
     make_config,
     target_sm_count,
     target_smem_bytes,
+    task_derived_keys,
 )
 from kernelwright.providers.protocol import KernelHeader, Section
 from kernelwright.tasks.similarity import NEAR, parse_case_line, parse_signature_key, signature_similarity
@@ -457,7 +458,9 @@ def _case_pick(ctx: WriterContext, info: KernelInfo, options: list[Design]) -> C
         if d is None:
             continue
         base = default_config(d, info, ctx.tf32)
-        cfg = _coerce(config_space(d, info, ctx.tf32), case.meta.config, base)
+        derived = task_derived_keys(d)
+        advice = {k: v for k, v in case.meta.config.items() if k not in derived}
+        cfg = _coerce(config_space(d, info, ctx.tf32), advice, base)
         # Only what failed or lost on a task at least as near as this case's overrides it.
         avoid = _bad_configs(ctx, info, d, at_least=ctx.similarity(case), won=cfg)
         cfg2 = _allowed_config(ctx, info, d, cfg, avoid)

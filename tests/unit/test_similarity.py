@@ -213,3 +213,22 @@ def test_a_case_shown_in_a_prompt_names_its_ops_and_they_read_back():
         )
     )
     assert other is not None and NEAR <= signature_similarity(other, signature) < 1.0
+
+
+def test_a_case_does_not_carry_over_knobs_that_follow_from_its_own_sizes():
+    """A split's write grid (WRITE_CHUNKS) is set from the task's row count: a task started from another
+    task's split takes the case's tuning (BLOCK_R, warps) but keeps its own write grid."""
+    import dataclasses
+
+    task, info = _sum_info()
+    many_rows = dataclasses.replace(info, NK=7168, NR=1 << 18, split_ok=True, sm_count=132)
+    shapes = ";".join("x".join(map(str, s)) for s in task.signature.input_shapes)
+    cases = parse_cases(
+        _case("effective", "2.00", shapes, "split", "BLOCK_R=1024,WAVES=8,num_warps=4,WRITE_CHUNKS=1")
+    )
+    picked = choose(WriterContext(cases=cases, signature=task.signature), many_rows, primary=True)
+    assert picked.design.name == "split", picked.why
+    assert (
+        picked.config["BLOCK_R"] == 1024 and picked.config["WAVES"] == 8 and picked.config["num_warps"] == 4
+    )
+    assert picked.config.get("WRITE_CHUNKS", 0) == 0, picked.config
