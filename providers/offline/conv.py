@@ -150,8 +150,10 @@ _DIRECT_TILES = [(256, 4, 16, 4, 1), (512, 2, 16, 4, 1), (128, 8, 16, 4, 1), (10
 # direct, 2-D plane tiles (nchw): (BLOCK_M pixels, BLOCK_W columns, num_warps) of one (sample, channel)
 # plane. sm_90 SASS for task 24 (3 x 3, stats + normalise stages): 16 x 128 over 4 warps (4 rows x 4
 # columns a thread, 96/64 registers) is ~68/60 instructions per output, 8 x 128 ~89/76 (the prologue and
-# the statistics' reductions amortise over fewer outputs), 32 x 128 ~58/51 at 126 registers
-_DIRECT_PLANE_TILES = [(2048, 128, 4), (1024, 128, 4), (4096, 128, 8), (2048, 128, 8)]
+# the statistics' reductions amortise over fewer outputs), 32 x 128 ~58/51 at 126 registers. Timed on an
+# H200 1024 x 128 beat 2048 x 128 on published/32 (3x3 depthwise, 16x64x512^2): 1.42 ms against 1.82; on
+# level2/24 (depthwise + batch norm) 1024 x 128 is the best recorded (0.416 ms; 2048 x 256 0.476).
+_DIRECT_PLANE_TILES = [(1024, 128, 4), (2048, 128, 4), (4096, 128, 8), (2048, 128, 8)]
 
 
 def _first_boundary(ops: list[Any]) -> int:

@@ -212,7 +212,7 @@ def test_direct_plane_tiles_are_the_default_and_flat_tiles_stay_in_the_space():
     neighbours = conv_neighbours("direct_depthwise", first, "strict")
     assert {n.BLOCK_W for n in neighbours} >= {0, 64, 128, 256}
     assert all(n.BLOCK_W == 0 for n in neighbours if n.LAYOUT == "nhwc")
-    assert any(n.BLOCK_M == 1024 and n.BLOCK_W == 128 for n in neighbours)
+    assert first.BLOCK_M == 1024 and any(n.BLOCK_M == 2048 and n.BLOCK_W == 128 for n in neighbours)
     flat = next(c for c in configs if c.BLOCK_W == 0 and c.LAYOUT == "nchw")
     assert any(n.BLOCK_W == 128 for n in conv_neighbours("direct_depthwise", flat, "strict"))
     text = emit_conv_program(plan, source, config=first)
