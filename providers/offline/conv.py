@@ -151,9 +151,11 @@ _DIRECT_TILES = [(256, 4, 16, 4, 1), (512, 2, 16, 4, 1), (128, 8, 16, 4, 1), (10
 # plane. sm_90 SASS for task 24 (3 x 3, stats + normalise stages): 16 x 128 over 4 warps (4 rows x 4
 # columns a thread, 96/64 registers) is ~68/60 instructions per output, 8 x 128 ~89/76 (the prologue and
 # the statistics' reductions amortise over fewer outputs), 32 x 128 ~58/51 at 126 registers. Timed on an
-# H200 1024 x 128 beat 2048 x 128 on published/32 (3x3 depthwise, 16x64x512^2): 1.42 ms against 1.82; on
-# level2/24 (depthwise + batch norm) 1024 x 128 is the best recorded (0.416 ms; 2048 x 256 0.476).
-_DIRECT_PLANE_TILES = [(1024, 128, 4), (2048, 128, 4), (4096, 128, 8), (2048, 128, 8)]
+# H200 (2026-12-01, one call): level2/24 (depthwise + batch norm) 0.379 ms at 2048 x 128, 0.418 at 1024 x
+# 128; a depthwise convolution with no statistics after it (published/32, 3x3, 16x64x512^2) the other way
+# round, 1.42 ms at 1024 x 128 against 1.85. So 2048 first where a norm follows, 1024 first otherwise.
+_DIRECT_PLANE_TILES = [(2048, 128, 4), (1024, 128, 4), (4096, 128, 8), (2048, 128, 8)]
+_DIRECT_PLANE_TILES_PLAIN = [(1024, 128, 4), (2048, 128, 4), (4096, 128, 8), (2048, 128, 8)]
 
 
 def _first_boundary(ops: list[Any]) -> int:
@@ -203,10 +205,19 @@ def conv_configs(
     if half and design == "implicit_gemm":  # 16-bit operands: twice the K per step in the same smem
         tiles = [(m, n, 64 if k == 32 else k, w, s) for m, n, k, w, s in tiles]
 
+    # A normalisation after the convolution: store the convolution's output and re-read it, or recompute
+    # the convolution in the second pass; both are in the space, storing first. Even for a cheap
+    # depthwise 3x3 convolution storing won on an H200 (level2/24 with batch norm, 1024-pixel plane
+    # tiles: 0.416 ms stored, 0.491 recomputed).
+    # A folded normalisation (plan.fold) neither stores nor re-reads anything: no second pass to choose.
+    folded = plan.fold.norm if plan is not None and plan.fold is not None else -1
+    has_norm = plan is not None and any(op.kind == "norm" and op.id != folded for op in plan.ops)
+
     def tiles_for(dot: str, layout: str) -> list[tuple[int, int, int, int, int, int]]:
         """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, BLOCK_W) for one dot and layout."""
         if design == "direct_depthwise":
-            plane = [(m, 1, 16, w, 1, bw) for m, bw, w in _DIRECT_PLANE_TILES] if layout == "nchw" else []
+            planes = _DIRECT_PLANE_TILES if has_norm else _DIRECT_PLANE_TILES_PLAIN
+            plane = [(m, 1, 16, w, 1, bw) for m, bw, w in planes] if layout == "nchw" else []
             return plane + [(m, n, k, w, s, 0) for m, n, k, w, s in tiles]
         # TF32 tensor-core dots (tf32x3 splits every operand tile in registers each step) do poorly
         # with 16-wide K slices on Hopper: they get BLOCK_K >= 32, duplicates dropped, order kept.
@@ -222,13 +233,6 @@ def conv_configs(
         # nhwc: 16-byte channel loads, fewer registers than the transposed nchw tile, and a K-major A
         # tile (with the K-major packed weight, both dot operands K-major, as TF32 wgmma wants)
         layouts = ["nhwc", "nchw"]
-    # A normalisation after the convolution: store the convolution's output and re-read it, or recompute
-    # the convolution in the second pass; both are in the space, storing first. Even for a cheap
-    # depthwise 3x3 convolution storing won on an H200 (level2/24 with batch norm, 1024-pixel plane
-    # tiles: 0.416 ms stored, 0.491 recomputed).
-    # A folded normalisation (plan.fold) neither stores nor re-reads anything: no second pass to choose.
-    folded = plan.fold.norm if plan is not None and plan.fold is not None else -1
-    has_norm = plan is not None and any(op.kind == "norm" and op.id != folded for op in plan.ops)
     recompute = [False, True] if has_norm else [False]
     out: list[ConvConfig] = []
     for i, rec in enumerate(recompute):
