@@ -212,6 +212,7 @@ def test_direct_plane_tiles_are_the_default_and_flat_tiles_stay_in_the_space():
         assert any(c.BLOCK_W == 128 and c.RECOMPUTE == rec for c in configs)
     neighbours = conv_neighbours("direct_depthwise", first, "strict")
     assert {n.BLOCK_W for n in neighbours} >= {0, 64, 128, 256}
+    assert all(n.GROUP_M == first.GROUP_M for n in neighbours if n.BLOCK_W)  # plane tiles never read it
     assert all(n.BLOCK_W == 0 for n in neighbours if n.LAYOUT == "nhwc")
     assert first.BLOCK_M == 2048 and any(n.BLOCK_M == 1024 and n.BLOCK_W == 128 for n in neighbours)
     # with no normalisation after it, a depthwise convolution starts from 1024-pixel plane tiles
