@@ -275,3 +275,20 @@ def test_a_half_matmul_compiles_the_kernel_its_target_runs(tmp_path, monkeypatch
         helpers: dict = {"torch": torch}
         exec(HELPERS["_kw_tma"], helpers)
         assert (helpers["_kw_tma"](meta, 64, 64, 64, 1, 32, 32) is not None) is taken
+
+
+def test_a_warm_server_reports_what_a_cold_process_reports(monkeypatch):
+    """Phases forked from a warm server (torch and Triton imported once) give the report cold processes
+    give: the same kernels, registers, shared memory and errors, at both shapes."""
+    reports = {}
+    for warm in ("1", "0"):
+        monkeypatch.setenv("KERNELWRIGHT_COMPILE_SERVER", warm)
+        reports[warm] = [
+            compile_for_target(OVER_LIMITS, MATMUL, "h200", shapes="small"),
+            compile_for_target(GOOD, RELU, "h200", shapes="full"),
+        ]
+    for hot, cold in zip(reports["1"], reports["0"], strict=True):
+        assert hot.error_kind == cold.error_kind and hot.shapes == cold.shapes
+        assert [
+            (k.name, k.registers, k.shared_memory_bytes, k.spill_store_bytes, k.ok) for k in hot.kernels
+        ] == [(k.name, k.registers, k.shared_memory_bytes, k.spill_store_bytes, k.ok) for k in cold.kernels]
