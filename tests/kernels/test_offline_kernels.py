@@ -696,11 +696,11 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    return [torch.randn(3, 5, 17, 19) * 2.0 - 300.0]
+    return [torch.randn(2, 3, 9, 11) * 2.0 - 300.0]
 
 
 def get_init_inputs():
-    return [5]
+    return [3]
 """
 
 
@@ -746,7 +746,8 @@ def test_split_norms_read_their_input_twice_unless_told_to_pass_per_level(pool):
     jobs = []
     # WRITE_CHUNKS=1: the write pass in one-chunk programs of its own grid
     for merge, passes, write in ((1, 1, 1), (0, 2, 0)):
-        config = {"BLOCK_R": 128, "WAVES": 8, "MERGE": merge, "WRITE_CHUNKS": write}
+        # 198 elements per channel in 32-wide chunks: 2 programs of 4 chunks (the last one past the row)
+        config = {"BLOCK_R": 32, "WAVES": 2, "MERGE": merge, "WRITE_CHUNKS": write}
         code = program_variant(task.source, task.name, "split", config).code
         assert code is not None
         kernels = re.findall(r"^def (\w+_p\d+)\(", code, flags=re.M)
