@@ -84,18 +84,20 @@ def _record(v: Variant, res: EvalResult | None, skipped: str | None = None) -> d
 
 
 def parse_variants(text: str) -> list[Variant]:
-    """'split:BLOCK_R=2048,num_stages=2;welford:' -> Variants (integer values as int); a one-line
-    SystemExit for a malformed entry."""
+    """'split:BLOCK_R=2048,num_stages=2;welford' -> Variants (a bare design name: its defaults; integer
+    values as int); a one-line SystemExit for a malformed entry."""
     out = []
     for entry in filter(None, (e.strip() for e in text.split(";"))):
-        design, sep, rest = entry.partition(":")
+        design, _, rest = entry.partition(":")
+        if not design.strip():
+            raise SystemExit(f"--variants entry {entry!r}: expected design[:KEY=VALUE,KEY=VALUE]")
         config: dict[str, Any] = {}
         for kv in filter(None, (x.strip() for x in rest.split(","))):
             key, eq, value = kv.partition("=")
-            if not sep or not eq or not key:
-                raise SystemExit(f"--variants entry {entry!r}: expected design:KEY=VALUE,KEY=VALUE")
+            if not eq or not key:
+                raise SystemExit(f"--variants entry {entry!r}: expected design[:KEY=VALUE,KEY=VALUE]")
             config[key] = int(value) if value.lstrip("-").isdigit() else value
-        out.append(Variant(design, config))
+        out.append(Variant(design.strip(), config))
     return out
 
 

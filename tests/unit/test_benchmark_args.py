@@ -1,0 +1,39 @@
+"""Argument parsing of the benchmark scripts that take structured values (no benchmark runs here)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def _script(name: str):
+    sys.path.insert(0, str(BENCHMARKS))  # the scripts import their shared `_common` module
+    try:
+        spec = importlib.util.spec_from_file_location(f"kw_bench_{name}", BENCHMARKS / f"{name}.py")
+        assert spec and spec.loader
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+
+def test_design_sweep_variants_name_exactly_the_programs_to_measure():
+    sweep = _script("design_sweep")
+    got = sweep.parse_variants(
+        "split:BLOCK_R=2048,num_stages=2; split:WRITE_CHUNKS=1;welford;two_pass:PREC=ieee"
+    )
+    assert [(v.design, v.config) for v in got] == [
+        ("split", {"BLOCK_R": 2048, "num_stages": 2}),
+        ("split", {"WRITE_CHUNKS": 1}),
+        ("welford", {}),
+        ("two_pass", {"PREC": "ieee"}),
+    ]
+    for bad in ("split:BLOCK_R", "split:=3", ":BLOCK_R=1"):
+        with pytest.raises(SystemExit, match="--variants entry"):
+            sweep.parse_variants(bad)
