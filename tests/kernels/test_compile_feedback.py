@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -292,3 +293,29 @@ def test_a_warm_server_reports_what_a_cold_process_reports(monkeypatch):
         assert [
             (k.name, k.registers, k.shared_memory_bytes, k.spill_store_bytes, k.ok) for k in hot.kernels
         ] == [(k.name, k.registers, k.shared_memory_bytes, k.spill_store_bytes, k.ok) for k in cold.kernels]
+
+
+def test_servers_inherited_through_a_fork_are_left_to_their_owner(monkeypatch):
+    """A copy of the caller made by fork() must not talk over its parent's server pipes: it starts its own."""
+    from kernelwright.hardware import compile_server
+
+    class Stub:
+        def __init__(self, env):
+            self.owner, self.closed = os.getpid(), False
+
+        def alive(self):
+            return True
+
+        def close(self):
+            self.closed = True
+
+    monkeypatch.setattr(compile_server, "_Server", Stub)
+    monkeypatch.setattr(compile_server, "_idle", {True: [], False: []})
+    parents = Stub({})
+    parents.owner = os.getpid() + 1  # as if made by the process this one was forked from
+    compile_server._idle[False].append(parents)
+    taken = compile_server._take(False)
+    assert taken is not parents and taken.owner == os.getpid()
+    assert not parents.closed and compile_server._idle[False] == []  # dropped, not closed: not ours
+    compile_server._give_back(taken, False)
+    assert compile_server._take(False) is taken  # our own idle server is reused
