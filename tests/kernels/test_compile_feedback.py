@@ -280,19 +280,18 @@ def test_a_half_matmul_compiles_the_kernel_its_target_runs(tmp_path, monkeypatch
 
 def test_a_warm_server_reports_what_a_cold_process_reports(monkeypatch):
     """Phases forked from a warm server (torch and Triton imported once) give the report cold processes
-    give: the same kernels, registers, shared memory and errors, at both shapes."""
+    give: the same kernels, registers, shared memory, spills and errors."""
     reports = {}
     for warm in ("1", "0"):
         monkeypatch.setenv("KERNELWRIGHT_COMPILE_SERVER", warm)
-        reports[warm] = [
-            compile_for_target(OVER_LIMITS, MATMUL, "h200", shapes="small"),
-            compile_for_target(GOOD, RELU, "h200", shapes="full"),
-        ]
-    for hot, cold in zip(reports["1"], reports["0"], strict=True):
-        assert hot.error_kind == cold.error_kind and hot.shapes == cold.shapes
-        assert [
-            (k.name, k.registers, k.shared_memory_bytes, k.spill_store_bytes, k.ok) for k in hot.kernels
-        ] == [(k.name, k.registers, k.shared_memory_bytes, k.spill_store_bytes, k.ok) for k in cold.kernels]
+        reports[warm] = compile_for_target(OVER_LIMITS, MATMUL, "h200", shapes="small")
+    hot, cold = reports["1"], reports["0"]
+    assert hot.error_kind == cold.error_kind == "compile_error" and hot.shapes == cold.shapes
+
+    def facts(r):
+        return [(k.name, k.registers, k.shared_memory_bytes, k.spill_store_bytes, k.ok) for k in r.kernels]
+
+    assert facts(hot) == facts(cold) and len(facts(hot)) == 2
 
 
 def test_servers_inherited_through_a_fork_are_left_to_their_owner(monkeypatch):
