@@ -106,10 +106,7 @@ def stat_pass(gen: RowKernelGen, c: Code, group: list[Value], merged_into: dict)
     for s in group:
         acc = gen._acc_dtype(s)
         if s.id in welford:
-            # Welford per lane of the tile (no cross-thread reduction inside the loop), one Chan
-            # combine across lanes after it.
-            for acc_name in ("wn", "wm", "wv"):
-                c(f"{acc_name}{s.id} = tl.zeros({tile}, dtype=tl.float32)")
+            welford_init(c, s, tile)
             continue
         c(f"a{s.id} = tl.full({tile}, {gen._neutral(s)}, {acc})")
         if s.op in ("argmax", "argmin"):
@@ -127,16 +124,7 @@ def stat_pass(gen: RowKernelGen, c: Code, group: list[Value], merged_into: dict)
         gen.full_memo = memo
         for s in group:
             if s.id in welford:
-                x = gen.emit(c, s.args[0], "full", memo)
-                xf = as_float(x)
-                # A lane in bounds in this chunk was in bounds in every earlier one (chunks walk the
-                # row upward), so its count is the chunk's number: one reciprocal per chunk, not a
-                # division per element.
-                c("inv_n = 1.0 / (r0 // BLOCK_R + 1)")
-                c(f"wd = tl.where(fmask, {xf} - wm{s.id}, 0.0)")
-                c(f"wm{s.id} = wm{s.id} + wd * inv_n")
-                c(f"wv{s.id} = wv{s.id} + wd * tl.where(fmask, {xf} - wm{s.id}, 0.0)")
-                c(f"wn{s.id} = wn{s.id} + fmask.to(tl.float32)")
+                welford_step(gen, c, s, "r0 // BLOCK_R")
                 continue
             m = gen._masked(c, s, memo)
             a = f"a{s.id}"
@@ -166,11 +154,7 @@ def stat_pass(gen: RowKernelGen, c: Code, group: list[Value], merged_into: dict)
     # Reduce the accumulators to one value per row.
     for s in group:
         if s.id in welford:
-            combine = gen.ctx.use("_kw_welford_combine")
-            c(
-                f"wm{s.id}, wv{s.id}, wn{s.id} = tl.reduce((wm{s.id}, wv{s.id}, wn{s.id}), {ax}, {combine}, "
-                "keep_dims=True)"
-            )
+            welford_lanes(gen, c, s, ax)
             gen.stat_names[s.id] = Operand(f"wm{s.id}", "f")
             for d, kind, _ in merged_into.get(s.id, []):
                 if kind == "welford":
@@ -192,3 +176,33 @@ def stat_pass(gen: RowKernelGen, c: Code, group: list[Value], merged_into: dict)
             c(f'msafe = tl.where({a} == -float("inf"), 0.0, {a})')
             c(f"s{d.id} = tl.sum(e{d.id} * tl.exp(msafe - {mx.text}), axis={ax}, keep_dims=True)")
             gen.stat_names[d.id] = Operand(f"s{d.id}", "f")
+
+
+# Welford per lane of a tile, for a mean and the variance around it in one pass: accumulators wn (count),
+# wm (mean) and wv (sum of squared deviations) per lane, no cross-thread reduction inside the loop, then one
+# Chan combine across the lanes. The looped design (online) and the split design's partials both use them.
+
+
+def welford_init(c: Code, st: Value, tile: str) -> None:
+    """Zero mean `st`'s per-lane accumulators (wn, wm, wv) over `tile`."""
+    for acc in ("wn", "wm", "wv"):
+        c(f"{acc}{st.id} = tl.zeros({tile}, dtype=tl.float32)")
+
+
+def welford_step(gen: RowKernelGen, c: Code, st: Value, chunk: str) -> None:
+    """Fold this chunk (number `chunk` of the walk, from 0) into mean `st`'s per-lane accumulators."""
+    x = as_float(gen.emit(c, st.args[0], "full", gen.full_memo))
+    # A lane in bounds in this chunk was in bounds in every earlier chunk of the walk (chunks walk the row
+    # upward), so its count is the chunk's number: one reciprocal per chunk, not a division per element.
+    c(f"inv_n = 1.0 / ({chunk} + 1)")
+    c(f"wd = tl.where(fmask, {x} - wm{st.id}, 0.0)")
+    c(f"wm{st.id} = wm{st.id} + wd * inv_n")
+    c(f"wv{st.id} = wv{st.id} + wd * tl.where(fmask, {x} - wm{st.id}, 0.0)")
+    c(f"wn{st.id} = wn{st.id} + fmask.to(tl.float32)")
+
+
+def welford_lanes(gen: RowKernelGen, c: Code, st: Value, ax: int) -> None:
+    """Merge mean `st`'s lanes along `ax` (Chan): wm, wv and wn become the walk's mean, sum of squared
+    deviations and count."""
+    w = f"wm{st.id}, wv{st.id}, wn{st.id}"
+    c(f"{w} = tl.reduce(({w}), {ax}, {gen.ctx.use('_kw_welford_combine')}, keep_dims=True)")

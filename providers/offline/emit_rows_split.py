@@ -12,8 +12,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kernelwright.providers.offline.emit import Code, Operand, as_float
-from kernelwright.providers.offline.emit_rows_looped import row_prereqs
+from kernelwright.providers.offline.emit import Code, Operand
+from kernelwright.providers.offline.emit_rows_looped import (
+    row_prereqs,
+    welford_init,
+    welford_lanes,
+    welford_step,
+)
 from kernelwright.providers.offline.ir import Value
 
 if TYPE_CHECKING:
@@ -50,8 +55,7 @@ def split_sources(gen: RowKernelGen, name: str) -> str:
             ax = gen.AX
             for st in group:
                 if st.id in welford:
-                    for acc in ("wn", "wm", "wv"):
-                        c(f"{acc}{st.id} = tl.zeros({tile}, dtype=tl.float32)")
+                    welford_init(c, st, tile)
                     continue
                 c(f"a{st.id} = tl.full({tile}, {gen._neutral(st)}, {gen._acc_dtype(st)})")
                 if st.op in ("argmax", "argmin"):
@@ -70,9 +74,7 @@ def split_sources(gen: RowKernelGen, name: str) -> str:
             for st in group:
                 a = f"a{st.id}"
                 if st.id in welford:
-                    w = f"wm{st.id}, wv{st.id}, wn{st.id}"
-                    combine = gen.ctx.use("_kw_welford_combine")
-                    c(f"{w} = tl.reduce(({w}), {ax}, {combine}, keep_dims=True)")
+                    welford_lanes(gen, c, st, ax)
                     for buf, acc in zip(partial_buffers(st, welford), ("wm", "wv", "wn"), strict=True):
                         c(f"tl.store({buf} + {rid} * SPLIT + ps, {acc}{st.id}, mask={rmask})")
                     continue
@@ -193,18 +195,6 @@ def partial_buffers(st: Value, welford: dict[int, list[Value]]) -> list[str]:
     if st.id in welford:
         return [f"p{st.id}", f"pm{st.id}", f"pn{st.id}"]
     return [f"p{st.id}"] + ([f"pi{st.id}"] if st.op in ("argmax", "argmin") else [])
-
-
-def welford_step(gen: RowKernelGen, c: Code, st: Value, chunk: str) -> None:
-    """Fold this chunk into mean `st`'s per-lane Welford accumulators (wn, wm, wv)."""
-    x = as_float(gen.emit(c, st.args[0], "full", gen.full_memo))
-    # A lane in bounds in this chunk was in bounds in every earlier chunk of this program (a program's
-    # chunks walk the row upward), so its count is the chunk's number: one reciprocal per chunk.
-    c(f"inv_n = 1.0 / ({chunk} + 1)")
-    c(f"wd = tl.where(fmask, {x} - wm{st.id}, 0.0)")
-    c(f"wm{st.id} = wm{st.id} + wd * inv_n")
-    c(f"wv{st.id} = wv{st.id} + wd * tl.where(fmask, {x} - wm{st.id}, 0.0)")
-    c(f"wn{st.id} = wn{st.id} + fmask.to(tl.float32)")
 
 
 def combine_welford(gen: RowKernelGen, c: Code, st: Value, merged: list[Value]) -> None:
