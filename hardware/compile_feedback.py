@@ -245,13 +245,11 @@ launchers then take their tensor-descriptor twin on meta tensors (emit.HELPERS["
 compiled and reported is the one that GPU runs; for older targets they take the pointer kernel, as there."""
 
 
-def _child_env(job: Path, interpret: bool) -> dict[str, str]:
+def phase_env(interpret: bool) -> dict[str, str]:
+    """The environment of a phase process (and of the warm server its fork comes from): this checkout
+    importable, no GPU, one OpenMP thread, Triton's interpreter on for the capture only."""
     env = dict(os.environ)
-    spec = json.loads((job / "job.json").read_text())
-    tma = spec.get("backend") == "cuda" and int(spec.get("arch") or 0) >= 90
-    env[CAPTURE_TMA_ENV] = "1" if tma else "0"
     env["PYTHONPATH"] = os.pathsep.join([str(_REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])])
-    env["TRITON_CACHE_DIR"] = str(job / "triton-cache")
     # The capture runs on CPU by design; the compile needs no device. Hide any GPU from candidate code.
     env["CUDA_VISIBLE_DEVICES"] = ""
     env.setdefault("OMP_NUM_THREADS", "1")
@@ -259,6 +257,16 @@ def _child_env(job: Path, interpret: bool) -> dict[str, str]:
         env["TRITON_INTERPRET"] = "1"
     else:
         env.pop("TRITON_INTERPRET", None)
+    return env
+
+
+def _child_env(job: Path, interpret: bool) -> dict[str, str]:
+    """`phase_env` with this job's Triton cache and the capture's TMA setting for its target."""
+    env = phase_env(interpret)
+    spec = json.loads((job / "job.json").read_text())
+    tma = spec.get("backend") == "cuda" and int(spec.get("arch") or 0) >= 90
+    env[CAPTURE_TMA_ENV] = "1" if tma else "0"
+    env["TRITON_CACHE_DIR"] = str(job / "triton-cache")
     return env
 
 

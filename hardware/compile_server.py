@@ -153,19 +153,6 @@ def enabled(python: str) -> bool:
     return not _broken and python == sys.executable and os.environ.get(ENV_SWITCH, "1") != "0"
 
 
-def _server_env(interpret: bool) -> dict[str, str]:
-    from kernelwright.hardware.compile_feedback import _REPO_ROOT
-
-    env = dict(os.environ)
-    env.pop("TRITON_INTERPRET", None)
-    if interpret:
-        env["TRITON_INTERPRET"] = "1"
-    env["CUDA_VISIBLE_DEVICES"] = ""  # the phases compile without a device; none may touch one
-    env.setdefault("OMP_NUM_THREADS", "1")
-    env["PYTHONPATH"] = os.pathsep.join([str(_REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])])
-    return env
-
-
 def _take(interpret: bool) -> _Server:
     with _lock:
         idle = _idle[interpret]
@@ -176,7 +163,9 @@ def _take(interpret: bool) -> _Server:
             if server.alive():
                 return server
             server.close()
-    return _Server(_server_env(interpret))
+    from kernelwright.hardware.compile_feedback import phase_env  # (it imports this module)
+
+    return _Server(phase_env(interpret))
 
 
 def _give_back(server: _Server, interpret: bool) -> None:
