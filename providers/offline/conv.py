@@ -155,7 +155,7 @@ _DIRECT_TILES = [(256, 4, 16, 4, 1), (512, 2, 16, 4, 1), (128, 8, 16, 4, 1), (10
 # 128; a depthwise convolution with no statistics after it (published/32, 3x3, 16x64x512^2) the other way
 # round, 1.42 ms at 1024 x 128 against 1.85. So 2048 first where a norm follows, 1024 first otherwise.
 _DIRECT_PLANE_TILES = [(2048, 128, 4), (1024, 128, 4), (4096, 128, 8), (2048, 128, 8)]
-_DIRECT_PLANE_TILES_PLAIN = [(1024, 128, 4), (2048, 128, 4), (4096, 128, 8), (2048, 128, 8)]
+_PLAIN_PLANE_FIRST = (1024, 128, 4)
 
 
 def _first_boundary(ops: list[Any]) -> int:
@@ -216,7 +216,10 @@ def conv_configs(
     def tiles_for(dot: str, layout: str) -> list[tuple[int, int, int, int, int, int]]:
         """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, BLOCK_W) for one dot and layout."""
         if design == "direct_depthwise":
-            planes = _DIRECT_PLANE_TILES if has_norm else _DIRECT_PLANE_TILES_PLAIN
+            planes = list(_DIRECT_PLANE_TILES)
+            if not has_norm:
+                planes.remove(_PLAIN_PLANE_FIRST)
+                planes.insert(0, _PLAIN_PLANE_FIRST)
             plane = [(m, 1, 16, w, 1, bw) for m, bw, w in planes] if layout == "nchw" else []
             return plane + [(m, n, k, w, s, 0) for m, n, k, w, s in tiles]
         # TF32 tensor-core dots (tf32x3 splits every operand tile in registers each step) do poorly
