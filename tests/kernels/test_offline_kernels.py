@@ -639,28 +639,33 @@ def test_every_program_of_the_row_design_grid_verifies(pool, level, name):
     _check(pool, jobs)
 
 
-OFFSET_LAYER_NORM = """
+def _one_layer(layer: str, size: int, inputs: str) -> str:
+    """A task applying `layer(size)` (an nn module) to `inputs`."""
+    return f"""
 import torch
 import torch.nn as nn
 
 
 class Model(nn.Module):
-    def __init__(self, dim):
+    def __init__(self, size):
         super().__init__()
-        self.ln = nn.LayerNorm(dim)
+        self.layer = {layer}(size)
 
     def forward(self, x):
-        return self.ln(x)
+        return self.layer(x)
 
 
 def get_inputs():
-    # Data far from zero, where a sum-of-squares variance loses every digit.
-    return [torch.randn(7, 1031) + 300.0]
+    return [{inputs}]
 
 
 def get_init_inputs():
-    return [1031]
+    return [{size}]
 """
+
+
+# Data far from zero, where a sum-of-squares variance loses every digit.
+OFFSET_LAYER_NORM = _one_layer("nn.LayerNorm", 1031, "torch.randn(7, 1031) + 300.0")
 
 OFFSET_MIDDLE_VARIANCE = """
 import torch
@@ -681,27 +686,7 @@ def get_init_inputs():
 """
 
 
-OFFSET_BATCH_NORM = """
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        self.bn = nn.BatchNorm2d(c)
-
-    def forward(self, x):
-        return self.bn(x)
-
-
-def get_inputs():
-    return [torch.randn(2, 3, 9, 11) * 2.0 - 300.0]
-
-
-def get_init_inputs():
-    return [3]
-"""
+OFFSET_BATCH_NORM = _one_layer("nn.BatchNorm2d", 3, "torch.randn(2, 3, 9, 11) * 2.0 - 300.0")
 
 
 @pytest.mark.parametrize(
