@@ -119,7 +119,7 @@ def main(args: argparse.Namespace) -> int:
     from kernelwright.providers.chat import ProviderError
     from kernelwright.tasks.errors import TaskError
 
-    err = Console(file=sys.stderr, soft_wrap=True)
+    err = Console(file=sys.stderr, soft_wrap=True, emoji=False)
 
     def say(message: str) -> None:
         err.print(f"{PROG}: {message}", highlight=False, markup=False)
@@ -151,7 +151,7 @@ def _main(args: argparse.Namespace) -> int:
     from kernelwright.nodes import resources
     from kernelwright.nodes.run_context import Context
 
-    console = Console(file=sys.stdout, soft_wrap=True)
+    console = Console(file=sys.stdout, soft_wrap=True, emoji=False)
 
     def say(message: str) -> None:
         console.print(message, highlight=False, markup=False)
@@ -177,6 +177,7 @@ def _main(args: argparse.Namespace) -> int:
 
     if not args.paths:
         raise UsageError("give one or more folders of tasks (or --resume DIR)")
+    cluster = _cluster(args)  # before the tasks load: a bad value is one line at once
     tasks = discover(args.paths)
     ctx = context_from_args(args)
     if ctx.device.startswith("cuda:"):
@@ -196,7 +197,6 @@ def _main(args: argparse.Namespace) -> int:
     if bench_dir.is_dir() and any(bench_dir.iterdir()):
         raise UsageError(f"--out {bench_dir}: the folder is not empty; give a new or empty folder")
     slots = plan_slots(args.gpus, ctx.device)
-    cluster = _cluster(args)
     check_memory_and_model(ctx)
     resources.close_all()
     if ctx.memory == resources.MEMORY_FRESH:  # one empty store for the whole bench, shared by its workers

@@ -296,8 +296,8 @@ def main(args: argparse.Namespace) -> int:
     from kernelwright.providers.chat import ProviderError, ProviderUnavailable
     from kernelwright.tasks.errors import TaskError
 
-    out = Console(file=sys.stderr if args.json else sys.stdout, soft_wrap=True)
-    err = Console(file=sys.stderr, soft_wrap=True)
+    out = Console(file=sys.stderr if args.json else sys.stdout, soft_wrap=True, emoji=False)
+    err = Console(file=sys.stderr, soft_wrap=True, emoji=False)
 
     def say(message: str) -> None:
         err.print(f"{PROG}: {message}", highlight=False, markup=False)

@@ -26,6 +26,7 @@ def test_bad_cluster_values_are_one_line(tmp_path):
     suite = make_suite(tmp_path / "suite", {"01_relu": "relu"})
     bad = run(str(suite), "--device", "cpu", "--out", str(tmp_path / "o"), "--cluster", "local:zero")
     assert bad.returncode != 0 and "local:N needs a worker count" in bad.stderr + bad.stdout
+    assert "--cluster local:zero:" in bad.stderr  # printed as given (rich would make ":zero:" an emoji)
     assert not (tmp_path / "o").exists()
 
 
