@@ -261,7 +261,10 @@ def main(argv: list[str]) -> None:
     import triton.language  # noqa: F401
 
     import kernelwright.hardware.runner  # noqa: F401
+    from kernelwright.hardware import interpreter_fixes
     from kernelwright.hardware.warmup import warm_up
+
+    interpreter_fixes.apply()  # under TRITON_INTERPRET=1: bf16 dots computed as a GPU computes them
 
     warm_up(device)
     serve(Channel(socket.socket(fileno=fd)), device)

@@ -1,0 +1,52 @@
+"""Make Triton's CPU interpreter (TRITON_INTERPRET=1) compute bf16 `tl.dot`s as a GPU does.
+
+Triton 3.6's interpreter stores bfloat16 tensors as uint16 bit patterns (numpy has no bfloat16) and its
+`create_dot` hands them to `np.matmul` as they are: a bf16 dot multiplies the bit patterns as integers,
+and its result is garbage (a 16 x 16 product of randn values came out ~1e10 off). A GPU's tensor cores
+multiply the bf16 values exactly and accumulate in the accumulator's dtype. `apply()` wraps the
+interpreter's `create_dot` so that bf16 operands are widened to their float32 values first (exact), then
+multiplied with the usual float32 accumulation: what the hardware computes, up to summation order.
+
+Only the dot changes. The interpreter's float32 -> bfloat16 cast still truncates where a GPU rounds to
+nearest (about one bit of bf16 precision), so programs that split fp32 operands into bf16 parts are
+slightly less accurate under the interpreter than on a GPU, never more.
+
+The candidate fork server applies it before any candidate is loaded (hardware/forkserver.py); it is a no-op
+without TRITON_INTERPRET=1, and applying it twice changes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+_MARK = "_kernelwright_bf16_dot"
+
+
+def apply() -> bool:
+    """Patch the interpreter's dot for bf16 operands; whether the patch is (now) in place."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        return False
+    import numpy as np
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    builder = interpreter.InterpreterBuilder
+    if getattr(builder.create_dot, _MARK, False):
+        return True
+    original = builder.create_dot
+
+    def widen(x: Any) -> Any:
+        if x.dtype.scalar != tl.bfloat16:
+            return x
+        data = interpreter._convert_float(x.data, tl.bfloat16, tl.float32, None).view(np.float32)
+        return interpreter.TensorHandle(data.reshape(x.data.shape), tl.float32)
+
+    def create_dot(
+        self: Any, a: Any, b: Any, d: Any, input_precision: Any, max_num_imprecise_acc: Any
+    ) -> Any:
+        return original(self, widen(a), widen(b), d, input_precision, max_num_imprecise_acc)
+
+    setattr(create_dot, _MARK, True)
+    builder.create_dot = create_dot
+    return True
