@@ -82,7 +82,8 @@ def render_request(kind: str, text: str | None = None) -> str:
 
 PRECISION_LINES = {
     "strict": "precision: strict (fp32 outputs checked at fp32 tolerance; no TF32: fp32 tl.dot must use "
-    'input_precision="ieee" or "tf32x3")',
+    'input_precision="ieee" or "tf32x3", or split each fp32 tile into three bf16 parts and sum the six '
+    "bf16 products that reach 2^-24)",
     "tf32": "precision: tf32 (TF32 allowed for fp32 matmuls and convolutions: tl.dot may use "
     'input_precision="tf32"; fp32 outputs checked at TF32 tolerance)',
     "reduced": "precision: reduced (TF32 allowed for fp32 matmuls and convolutions; fp32 outputs checked "

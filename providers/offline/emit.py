@@ -250,13 +250,26 @@ def _kw_tma(t, rows, cols, s_row, s_col, b_row, b_col, batch=0, s_batch=0):
         return None
     return _TensorDescriptor(t, lead[0] + shape, lead[1] + strides, lead[2] + box), transposed
 ''',
+    "_kw_wrap": '''
+def _kw_wrap(n, t):
+    """Where tile columns of `t` (last dim n, unit stride) may wrap: n rounded up to 16 where t's storage
+    holds every row that far (an _kw_align copy's padding; reading past n there is safe, those outputs
+    are masked), else n."""
+    up = -(-n // 16) * 16
+    if up == n or t.stride(-1) != 1:
+        return n
+    last = t.storage_offset() + sum((s - 1) * st for s, st in zip(t.shape[:-1], t.stride()[:-1])) + up - 1
+    return up if last < t.untyped_storage().nbytes() // t.element_size() else n
+''',
     "_kw_align": '''
 def _kw_align(t):
-    """t, or a copy whose matrix rows start 16 bytes apart (a padded buffer viewed back to t's shape).
+    """t, or a copy whose matrix rows start a multiple of 16 elements apart (a padded buffer viewed back
+    to t's shape).
 
-    A row stride that is not a multiple of 16 bytes (fp32 K = 5921) keeps every tile load scalar; one
-    copy costs far less than that in a large product. A matrix stored column-major is aligned the same
-    way along its columns.
+    Triton vectorizes a tile load only where it can prove the rows aligned, and it knows an integer
+    argument (a stride) only as divisible by 16 or not: a row stride of 5921 or 5924 fp32 elements keeps
+    every tile load scalar. One copy costs far less than that in a large product. A matrix stored
+    column-major is aligned the same way along its columns.
     """
     if t.dim() < 2:
         return t
@@ -267,10 +280,9 @@ def _kw_align(t):
         return t if u is m else u.mT
     if t.stride(-1) != 1 or t.shape[-1] == 1 or t.dim() > 2 and t.stride(-3) == 0:
         return t
-    if (t.stride(-2) * size) % 16 == 0 and t.data_ptr() % 16 == 0:
+    if t.stride(-2) % 16 == 0 and t.data_ptr() % 16 == 0:
         return t
-    q = max(1, 16 // size)
-    cols = -(-t.shape[-1] // q) * q
+    cols = -(-t.shape[-1] // 16) * 16
     buf = torch.empty(*t.shape[:-1], cols, dtype=t.dtype, device=t.device)
     out = buf[..., : t.shape[-1]]
     out.copy_(t)

@@ -4,7 +4,10 @@ Tiled `tl.dot` with fp32 accumulation. Operands are read through their strides, 
 (`A.T @ B`, `x @ W.T`) cost no copy. Batch dims along which B does not vary (a Linear applied to a 3-d
 input) are folded into M; the others go to the second grid axis. For fp32 inputs `tl.dot` uses
 `input_precision="ieee"` unless the config says otherwise ("tf32" only where TF32 is allowed;
-"tf32x3" keeps fp32-level accuracy on tensor cores).
+"tf32x3" keeps fp32-level accuracy on tensor cores), or split into bf16 parts in registers (PREC=bf16x6:
+three parts per operand and six bf16 MMAs, as accurate as fp32; PREC=bf16x3: two parts and three MMAs,
+~2^-16 per product, outside strict fp32's table, so offered only where TF32 is allowed). Hopper's bf16
+MMAs read either operand layout, so these need no K-major copy.
 
 Designs (`MatmulConfig.mode`):
 - "grouped": one program per output tile, tiles ordered in GROUP_M-row bands for L2 reuse;
@@ -58,13 +61,30 @@ class MatmulConfig:
     SPLIT_K: int = 4
     num_warps: int = 8
     num_stages: int = 3
-    PREC: str = "ieee"  # ieee | tf32x3 | tf32
+    PREC: str = "ieee"  # ieee | tf32x3 | bf16x6 | bf16x3 | tf32
     KMAJOR: int = 0  # 1: copy an operand that is not K-contiguous to a K-contiguous layout first
     TMA: int = 0  # 1: fp16/bf16 operands through tensor descriptors where the GPU and layouts allow
     ALIGN: int = 0  # 1: copy an operand whose row stride is not 16-byte aligned into an aligned buffer
 
     def as_dict(self) -> dict[str, int | str]:
         return dict(self.__dict__)
+
+
+BF16_PARTS = {"bf16x3": 2, "bf16x6": 3}
+"""PREC values that split each fp32 operand tile into bf16 parts (x = x0 + x1 [+ x2]) in registers."""
+_BF16_TERMS = {
+    2: [(1, 0), (0, 1), (0, 0)],  # a1 b0 + a0 b1 + a0 b0: the product to ~2^-16 of |a||b|
+    3: [(2, 0), (1, 1), (0, 2), (1, 0), (0, 1), (0, 0)],  # every term above ~2^-24: fp32's own precision
+}
+
+
+def _split_bf16(c: Code, x: str, parts: int) -> None:
+    """`{x}0`, `{x}1`[, `{x}2`]: bf16 parts of the fp32 tile `x`, each the rounded rest of the one before."""
+    c(f"{x}0 = {x}.to(tl.bfloat16)")
+    c(f"{x}r = {x} - {x}0.to(tl.float32)")
+    c(f"{x}1 = {x}r.to(tl.bfloat16)")
+    if parts == 3:
+        c(f"{x}2 = ({x}r - {x}1.to(tl.float32)).to(tl.bfloat16)")
 
 
 class MatmulGen(KernelGen):
@@ -181,11 +201,17 @@ class MatmulGen(KernelGen):
 
     def _mainloop(self, c: Code, k_lo: str, k_hi: str) -> None:
         single_m = len(self.mg) == 1
+        # Rows and columns past the edge wrap (their outputs are masked at the store): rows at M, columns at
+        # WN, N or, where B's storage holds them (an ALIGN copy's padding), N rounded up to 16. Each
+        # BLOCK-wide run is declared contiguous and aligned only where the wrap is at a multiple of 16: a
+        # wrap inside a vector would make a vectorized load straddle it (a misaligned address on a GPU).
         c("rmw = rm % M")
-        c("rnw = rn % N")
+        c("rnw = rn % WN")
         if single_m:
-            c("rmw = tl.max_contiguous(tl.multiple_of(rmw, BLOCK_M), BLOCK_M)")
-            c("rnw = tl.max_contiguous(tl.multiple_of(rnw, BLOCK_N), BLOCK_N)")
+            c("if HINT_M:")
+            c("    rmw = tl.max_contiguous(tl.multiple_of(rmw, BLOCK_M), BLOCK_M)")
+            c("if HINT_N:")
+            c("    rnw = tl.max_contiguous(tl.multiple_of(rnw, BLOCK_N), BLOCK_N)")
         # Offsets of A's rows: the M groups, from the wrapped row index.
         am = self._decompose(c, "rmw", self.mg, "am", set(self.mg))
         a_terms = [f"{self.kidx[gi]} * sa{gi}" for gi in self.a_groups if gi in self.bg]
@@ -199,17 +225,44 @@ class MatmulGen(KernelGen):
             c(f"{p}_ptrs = {p}_ptr + {p}_base + ({k_lo} + rk[:, None]) * s{p}k + rnw[None, :] * s{p}n")
         for j in range(len(self.bp)):
             c(f"{self._acc(j)} = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)")
-        c(f"for k0 in range({k_lo}, {k_hi}, BLOCK_K):")
+        # Whole K steps without a mask (a mask along K keeps tile loads from being vectorized), then the
+        # ragged last step, masked, if K is not a multiple of BLOCK_K.
+        c(f"k_main = {k_lo} + ({k_hi} - {k_lo}) // BLOCK_K * BLOCK_K")
+        c(f"for k0 in range({k_lo}, k_main, BLOCK_K):")
         with c.indent():
-            c(f"kmask = (k0 + rk) < {k_hi}")
-            c("a = tl.load(a_ptrs, mask=kmask[None, :], other=0.0)")
-            for j, (p, B) in enumerate(zip(self.bp, self.Bs, strict=True)):
-                acc = self._acc(j)
-                c(f"{p} = tl.load({p}_ptrs, mask=kmask[:, None], other=0.0)")
-                if self.A.dtype == torch.float32 and B.dtype == torch.float32:
-                    c(f'{acc} = tl.dot(a, {p}, {acc}, input_precision="{self.cfg.PREC}")')
-                else:
-                    c(f"{acc} = tl.dot(a, {p}, {acc})")
+            self._k_step(c, None)
+        c(f"if k_main < {k_hi}:")
+        with c.indent():
+            c(f"kmask = (k_main + rk) < {k_hi}")
+            self._k_step(c, "kmask")
+
+    def _k_step(self, c: Code, kmask: str | None) -> None:
+        """One BLOCK_K step: load the A tile and each B tile (masked along K by `kmask`), multiply-add."""
+        a_mask = f", mask={kmask}[None, :], other=0.0" if kmask else ""
+        c(f"a = tl.load(a_ptrs{a_mask})")
+        bf16_parts = BF16_PARTS.get(self.cfg.PREC, 0)
+        fp32 = self.A.dtype == torch.float32 and all(B.dtype == torch.float32 for B in self.Bs)
+        if fp32 and bf16_parts:
+            _split_bf16(c, "a", bf16_parts)
+        for j, p in enumerate(self.bp):
+            acc = self._acc(j)
+            b_mask = f", mask={kmask}[:, None], other=0.0" if kmask else ""
+            c(f"{p} = tl.load({p}_ptrs{b_mask})")
+            if fp32 and bf16_parts:
+                _split_bf16(c, p, bf16_parts)
+                # The bf16 products of this K step meet in a fresh tile (smallest first), added to the
+                # fp32 accumulator on the CUDA cores: chained through the MMAs over a long K, the sum
+                # lost up to 1e-4 of the output's RMS on an H200 (K = 524288), 6x more than this.
+                terms = _BF16_TERMS[bf16_parts]
+                c(f"part = tl.dot(a{terms[0][0]}, {p}{terms[0][1]})")
+                for i, k in terms[1:]:
+                    c(f"part = tl.dot(a{i}, {p}{k}, part)")
+                c(f"{acc} += part")
+            elif fp32:
+                c(f'{acc} = tl.dot(a, {p}, {acc}, input_precision="{self.cfg.PREC}")')
+            else:
+                c(f"{acc} = tl.dot(a, {p}, {acc})")
+        if kmask is None:
             c("a_ptrs += BLOCK_K * sak")
             for p in self.bp:
                 c(f"{p}_ptrs += BLOCK_K * s{p}k")
@@ -304,7 +357,7 @@ class MatmulGen(KernelGen):
         return p
 
     def _sizes(self) -> list[str]:
-        return ["M", "N", "K", "NB"] + [f"G{gi}" for gi in range(len(self.groups))]
+        return ["M", "N", "K", "NB", "WN"] + [f"G{gi}" for gi in range(len(self.groups))]
 
     def kernel_source(self, name: str) -> str:
         self.out_names = {v.id: f"out{i}" for i, v in enumerate(self.k.outputs)}
@@ -316,6 +369,8 @@ class MatmulGen(KernelGen):
             "BLOCK_N: tl.constexpr",
             "BLOCK_K: tl.constexpr",
             "GROUP_M: tl.constexpr",
+            "HINT_M: tl.constexpr",
+            "HINT_N: tl.constexpr",
         ]
         c = Code()
         mode = self.cfg.mode
@@ -428,12 +483,17 @@ class MatmulGen(KernelGen):
                 ep += [f"stout{i}[{gi}]" for gi in range(len(groups))]
                 outs.append(f"out{i}")
             ret = f"return {outs[0]}," if len(outs) == 1 else f"return {', '.join(outs)}"
-            sizes = ["M", "N", "K", "NB"] + [f"G{gi}" for gi in range(len(groups))]
+            sizes = ["M", "N", "K", "NB", "WN"] + [f"G{gi}" for gi in range(len(groups))]
+            self.ctx.use("_kw_wrap")
+            c(f"WN = min(_kw_wrap(N, {p}) for {p} in ({', '.join(bs)},))")
             c(f"BLOCK_M = min({cfg.BLOCK_M}, max(16, _np2(M)))")
             c(f"BLOCK_N = min({cfg.BLOCK_N}, max(16, _np2(N)))")
             c(f"BLOCK_K = min({cfg.BLOCK_K}, max(16, _np2(K)))")
             c("tiles = _cdiv(M, BLOCK_M) * _cdiv(N, BLOCK_N) * NB")
-            meta = f"BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M={cfg.GROUP_M}"
+            meta = (
+                f"BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M={cfg.GROUP_M}, "
+                "HINT_M=M % 16 == 0, HINT_N=WN % 16 == 0"
+            )
             launch = f"num_warps={cfg.num_warps}, num_stages={cfg.num_stages}"
             if cfg.mode == "split_k":
                 c(f"SPLIT_K = max(1, min({cfg.SPLIT_K}, _cdiv(K, BLOCK_K)))")

@@ -1,10 +1,12 @@
 """Matmul kernels (tiled tl.dot with a fused epilogue) as a kernel kind: facts, designs, defaults.
 
 fp32 matmuls: under strict precision a large product (M*N*K >= 2^30) starts from split-precision
-tensor-core dots (PREC=tf32x3: three TF32 MMAs, fp32-level accuracy) with both operands made K-major
-(KMAJOR=1) and BLOCK_K=32, which Hopper's TF32 MMAs need; split_k keeps strict IEEE dots by default
-so the search also measures the CUDA-core path. Small products use IEEE dots. With TF32 allowed,
-PREC=tf32 (one TF32 MMA) with K-major operands. Two products sharing A whose results meet in one
+tensor-core dots, PREC=bf16x6: each fp32 tile split into three bf16 parts in registers, six bf16 MMAs per
+K step summed in a fresh tile and added to the fp32 accumulator (as accurate as cuBLAS's fp32 GEMM; on an
+H200, benchmarks/fp32_gemm_paths.py: 0.94 ms at 256 x 524288 x 256 where cuBLAS takes 1.30, 3xTF32 1.83
+and IEEE dots 1.56). PREC=tf32x3 (three TF32 MMAs, both operands made K-major: KMAJOR=1, BLOCK_K=32) is
+in the space. Small products use IEEE dots. With TF32 allowed, PREC=tf32 (one TF32 MMA) with K-major
+operands, and PREC=bf16x3 in the space. Two products sharing A whose results meet in one
 pointwise chain can be one dual kernel (designs "dual" and "dual_persistent"); the policy decides per
 program whether to fuse them (`policy.fuse_allowed`: the root starts unfused). The code comes from
 `MatmulGen` (emit_matmul.py).
@@ -19,13 +21,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernelwright.providers.offline.emit_matmul import MatmulConfig, MatmulGen
+from kernelwright.providers.offline.emit_matmul import BF16_PARTS, MatmulConfig, MatmulGen
 from kernelwright.providers.offline.kind import Design, KernelInfo, KernelKind, make_config, register_kind
 from kernelwright.providers.offline.row_plan import next_pow2
 from kernelwright.providers.offline.schedule import Kernel, Schedule
 
 BIG_MATMUL = 1 << 30
-"""M*N*K (times the batch) from which a strict fp32 product starts on tensor cores (PREC=tf32x3)."""
+"""M*N*K (times the batch) from which a strict fp32 product starts on tensor cores (PREC=bf16x6)."""
+STRICT_PRECS = ("ieee", "tf32x3", "bf16x6")
+"""fp32 dots that hold strict fp32 tolerance (PREC=bf16x3 and tf32 do not: offered only with TF32 allowed)."""
 
 
 def _single(i: KernelInfo) -> bool:
@@ -39,7 +43,7 @@ def _dual(i: KernelInfo) -> bool:
 def designs() -> dict[str, list[Design]]:
     mm_space = {"BLOCK_M": (32, 64, 128, 256), "BLOCK_N": (32, 64, 128, 256), "BLOCK_K": (16, 32, 64, 128),
                 "GROUP_M": (1, 4, 8, 16), "num_warps": (2, 4, 8, 16), "num_stages": (2, 3, 4, 5),
-                "PREC": ("ieee", "tf32x3", "tf32"), "KMAJOR": (0, 1), "TMA": (0, 1),
+                "PREC": ("ieee", "tf32x3", "bf16x6", "bf16x3", "tf32"), "KMAJOR": (0, 1), "TMA": (0, 1),
                 "ALIGN": (0, 1)}  # fmt: skip
     return {
         "matmul": [
@@ -68,7 +72,7 @@ def facts(sched: Schedule, k: Kernel, info: KernelInfo) -> None:
     info.fp32_dot = a.dtype.itemsize == 4 and b.dtype.itemsize == 4
     info.itemsize = a.dtype.itemsize
     # every row of A and B (in any layout) starts 16 bytes after the last: M, N and K fill whole 16 bytes
-    info.aligned_rows = all(n * info.itemsize % 16 == 0 for n in (info.M, info.N, info.K))
+    info.aligned_rows = all(n % 16 == 0 for n in (info.M, info.N, info.K))  # as Triton proves strides
     info.dual = bool(getattr(k, "extra_anchors", None))
     info.b_kmajor = _kmajor_view(b)
     a_batch = [g.hint(d) for d in a.shape[:-2]]
@@ -100,18 +104,20 @@ def default_design(info: KernelInfo, by_mode: dict[str, Design]) -> Design:
     return by_mode["grouped"]
 
 
-def _split_k_config(info: KernelInfo) -> dict[str, Any]:
-    """split_k's default tile (64 x 64 x 32, 4 warps) and K splits enough for about two programs per SM over
-    the output tiles (a (256 x 524288) @ (524288 x 256) product has 16 such tiles: 8 splits left 128 programs
-    for 132 SMs, one 4-warp program each), each split at least 16 K steps long; a power of two in 2..64.
-    Chosen for occupancy, not yet measured."""
-    bm, bn, bk = 64, 64, 32
+def _split_k_config(info: KernelInfo, wide: bool = False) -> dict[str, Any]:
+    """split_k's default tile (64 x 64 x 32, 4 warps; `wide`: 128 x 128 x 32, 8 warps) and K splits enough
+    for about two programs per SM over the output tiles (a (256 x 524288) @ (524288 x 256) product has 16
+    such tiles: 8 splits left 128 programs for 132 SMs, one 4-warp program each), each split at least 16 K
+    steps long; a power of two in 2..64. The wide tile is for fp32 tiles split into bf16 parts, whose
+    conversions cost per element loaded: on an H200 at that product, 128 x 128 tiles in 64 splits ran
+    0.94 ms (benchmarks/fp32_gemm_paths.py) where the writer's 64 x 64 tiles in 32 splits took 1.44."""
+    bm, bn, bk = (128, 128, 32) if wide else (64, 64, 32)
     tiles = -(-info.M // bm) * -(-info.N // bn) * info.NB
     want = next_pow2(-(-2 * info.sm_count // max(tiles, 1)))
     steps = max(1, info.K // (bk * 16))  # splits of at least 16 steps
     most = 1 << (steps.bit_length() - 1)  # the largest power of two <= steps
     split = max(2, min(64, want, most))
-    return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "num_warps": 4}
+    return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "num_warps": 8 if wide else 4}
 
 
 def default_config(design: Design, info: KernelInfo, tf32: bool = False) -> dict[str, Any]:
@@ -135,21 +141,30 @@ def default_config(design: Design, info: KernelInfo, tf32: bool = False) -> dict
         return cfg
     if tf32:
         prec = "tf32"
-    elif big and (design.mode != "split_k" or info.dual):
-        prec = "tf32x3"
+    elif big:
+        # A dual kernel's two accumulators leave no registers for bf16 parts: on an H200 the SwiGLU dual kernel
+        # ran 12.6 ms with bf16x6 and 7.7 with 3xTF32 on K-major operands (design_sweep, level2/12).
+        prec = "tf32x3" if info.dual else "bf16x6"
     else:
         prec = "ieee"
     cfg["PREC"] = prec
-    # TF32 MMAs want both operands K-major; IEEE dots run on CUDA cores and do not care.
-    cfg["KMAJOR"] = 0 if prec == "ieee" else 1
+    # TF32 MMAs want both operands K-major; bf16 MMAs read either layout; IEEE dots run on CUDA cores.
+    cfg["KMAJOR"] = 1 if prec in ("tf32", "tf32x3") else 0
     if prec == "ieee":
         cfg["BLOCK_K"] = 16
+    if prec == "bf16x6":
+        # design_sweep on an H200 (level1/14-17, level2/06): 64-wide K steps in 3 stages 3.59-3.81 ms
+        # against 32-wide in 4 stages 3.87-4.09 (level1/14 13.7 against 15.1); split_k's default below
+        cfg.update({"BLOCK_K": 64, "num_stages": 3})
     if info.dual:
         # Two accumulators: a smaller tile keeps them (and tf32x3's split operands) in registers. On an
         # H200 (SwiGLU, strict) 64x64x32 with 4 warps and 4 stages ran 7.45 ms, 128x64x32 with 8 warps 7.71.
         cfg.update({"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 4})
     if design.mode == "split_k":
-        cfg.update(_split_k_config(info))
+        cfg.update(_split_k_config(info, wide=prec in BF16_PARTS))
+        if prec in BF16_PARTS:
+            # fp32_gemm_paths.py, 256 x 524288 x 256 on an H200: 32-wide K steps in 4 stages 0.94 ms
+            cfg["num_stages"] = 4
     return cfg
 
 
@@ -157,7 +172,7 @@ def config_space(design: Design, info: KernelInfo, tf32: bool = False) -> dict[s
     """The design's space; TF32 only where allowed, no precision keys for fp16/bf16 dots, and tensor
     descriptors (TMA) only for those, outside split_k and batches broadcast between A and B."""
     space = dict(design.space)
-    space["PREC"] = ("ieee", "tf32x3", "tf32") if tf32 else ("ieee", "tf32x3")
+    space["PREC"] = STRICT_PRECS + ("bf16x3", "tf32") if tf32 else STRICT_PRECS
     if not info.fp32_dot:
         space.pop("PREC")
         space.pop("KMAJOR", None)

@@ -552,15 +552,18 @@ def choose(ctx: WriterContext, info: KernelInfo, primary: bool) -> Choice:
         space = config_space(parent_design, info, ctx.tf32)
         base = _coerce(space, parent.config, default_config(parent_design, info, ctx.tf32))  # type: ignore[union-attr]
         steps = neighbours(space, base, ctx.rng)
-        if _norm(base.get("PREC")) == "ieee" and "PREC" in space:
-            # Split-precision tensor-core dots (3xTF32) keep fp32 accuracy and are often much faster,
-            # given K-major operands (Hopper's TF32 MMAs read both that way) and BLOCK_K >= 32.
-            tc = dict(base, PREC="tf32x3")
-            if "KMAJOR" in space:
-                tc["KMAJOR"] = 1
-            if "BLOCK_K" in space and int(base.get("BLOCK_K") or 0) < 32:
-                tc["BLOCK_K"] = 32
-            steps.insert(0, tc)
+        prec = _norm(base.get("PREC"))
+        if prec in ("ieee", "bf16x6") and "PREC" in space:
+            # Split-precision tensor-core dots keep fp32 accuracy and are often much faster than IEEE
+            # ones: bf16 parts (either operand layout) first, then 3xTF32 with K-major operands (Hopper's
+            # TF32 MMAs read both that way; no copy where B already is, as an nn.Linear weight), BLOCK_K >= 32.
+            for alt in ("tf32x3", "bf16x6") if prec == "ieee" else ("tf32x3",):
+                tc = dict(base, PREC=alt)
+                if "KMAJOR" in space:
+                    tc["KMAJOR"] = 1 if alt == "tf32x3" else 0
+                if "BLOCK_K" in space and int(base.get("BLOCK_K") or 0) < 32:
+                    tc["BLOCK_K"] = 32
+                steps.insert(0, tc)
         elif (
             "KMAJOR" in space
             and _norm(base.get("PREC")) in ("tf32x3", "tf32")

@@ -1,8 +1,10 @@
 """Matmul designs of the offline writer, verified by the real harness (CPU workers, Triton interpreter).
 
 K-major operands (KMAJOR=1: a transpose copy of a row-major B or a transposed A before the launch) with
-split-precision tensor-core dots (PREC=tf32x3), and the dual kernel for two products sharing A (gate/up),
-on A @ B, A.T @ B, bmm, nn.Linear and SwiGLU tasks at small odd shapes.
+split-precision tensor-core dots (PREC=tf32x3), fp32 tiles split into bf16 parts (PREC=bf16x6, and
+bf16x3 where TF32 is allowed: the judge's fork server makes the interpreter's bf16 dots exact, see
+hardware/interpreter_fixes.py), and the dual kernel for two products sharing A (gate/up), on A @ B,
+A.T @ B, bmm, nn.Linear and SwiGLU tasks at small odd shapes.
 """
 
 from __future__ import annotations
@@ -101,6 +103,26 @@ def test_kmajor_tf32x3_designs_verify_on_ab_bmm_transposed_and_linear(pool):
     _check(pool, jobs)
 
 
+def test_bf16_split_dots_verify_at_strict_fp32_and_bf16x3_where_tf32_is_allowed(pool):
+    """Three designs, three layouts (A @ B, A.T @ B, bmm), K not a multiple of BLOCK_K (ragged last step)."""
+    jobs = []
+    for (level, prefix), design in ((("level1", "14"), "grouped"), (("level1", "17"), "split_k"),
+                                    (("level1", "16"), "persistent")):  # fmt: skip
+        task = _bundled(level, prefix)
+        cfg = {"PREC": "bf16x6", "KMAJOR": 0, "BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "SPLIT_K": 3}
+        code = program_variant(task.source, task.name, design, cfg).code
+        # six dots per K step, written twice: the unmasked loop and the ragged last step
+        assert code.count("tl.dot(") == 12 and "mT.contiguous()" not in code and "acc += part" in code
+        jobs.append((f"{task.name} [{design} bf16x6]", task, code))
+    _check(pool, jobs)
+    task = _bundled("level2", "06")
+    code = program_variant(task.source, task.name, "grouped", {"PREC": "bf16x3", "BLOCK_K": 32}).code
+    assert code.count("tl.dot(") == 6
+    tf32 = EvalConfig(device="cpu", time=False, timeout=240, trials=3, precision="tf32")
+    res = pool.evaluate(task, code, tf32)
+    assert res.correct, res.error
+
+
 def test_dual_kernel_verifies_on_swiglu_and_a_3d_biased_gate(pool):
     swiglu = _bundled("level2", "12")
     dual3d = load_task_source(textwrap.dedent(DUAL_3D), "dual_3d")
@@ -113,12 +135,13 @@ def test_dual_kernel_verifies_on_swiglu_and_a_3d_biased_gate(pool):
         # the root starts unfused; a large step from it writes the dual kernel
         answer = write_program(_prompt(task.source, parent=root))
         meta = parse_meta(answer.code)
-        # Strict fp32: tensor-core tf32x3 for the large SwiGLU, IEEE dots for the tiny product.
+        # Strict fp32: 3xTF32 tensor-core dots for the large SwiGLU, IEEE dots for the tiny product.
         want = "tf32x3" if task is swiglu else "ieee"
         assert meta.design == "dual" and meta.config["PREC"] == want, answer.explanation
-        assert _kernels(answer.code) == 1 and answer.code.count("tl.dot(") == 2
+        assert _kernels(answer.code) == 1 and answer.code.count("tl.dot(") == 4
         jobs.append((f"{task.name} [default]", task, answer.code))
-        for design, cfg in (("dual", TF32X3_KMAJOR), ("dual_persistent", {"BLOCK_M": 16, "BLOCK_N": 16}),
+        for design, cfg in (("dual", {"PREC": "bf16x6", "KMAJOR": 0, "BLOCK_N": 32}),
+                            ("dual_persistent", {"BLOCK_M": 16, "BLOCK_N": 16}),
                             ("dual", {"PREC": "ieee", "KMAJOR": 0, "BLOCK_N": 32})):  # fmt: skip
             jobs.append(
                 (
@@ -128,7 +151,7 @@ def test_dual_kernel_verifies_on_swiglu_and_a_3d_biased_gate(pool):
                 )
             )
         unfused = program_variant(task.source, task.name, "grouped", TF32X3_KMAJOR, fuse=False).code
-        assert unfused.count("tl.dot(") == 2 and "c_ptr" not in unfused
+        assert unfused.count("tl.dot(") == 4 and "c_ptr" not in unfused
         jobs.append((f"{task.name} [unfused]", task, unfused))
     _check(pool, jobs)
 

@@ -120,9 +120,29 @@ def test_align_copies_unaligned_matrices_into_aligned_rows(align, make):
     assert out.shape == t.shape and torch.equal(out, t) and out.data_ptr() % 16 == 0
     size = t.element_size()
     major = -2 if t.stride(-1) == 1 else -1  # the stride between rows (row-major) or columns
-    assert out.stride(major) * size % 16 == 0 and out.stride(-1 if major == -2 else -2) == 1
+    # a multiple of 16 elements: what Triton can prove of a stride argument (divisible by 16 or not)
+    assert out.stride(major) % 16 == 0 and out.stride(-1 if major == -2 else -2) == 1
+    assert out.stride(major) * size % 16 == 0
 
 
 def test_align_leaves_aligned_and_vector_inputs_alone(align):
-    for t in (torch.randn(5, 8), torch.randn(5, 8).mT, torch.randn(9), torch.randn(4, 8).expand(3, 4, 8)):
+    for t in (torch.randn(5, 16), torch.randn(5, 32).mT, torch.randn(9), torch.randn(4, 16).expand(3, 4, 16)):
         assert align(t) is t
+    t = torch.randn(5, 8)
+    assert align(t) is not t  # 32-byte rows, but 8 elements apart: copied
+
+
+def test_columns_wrap_past_n_only_where_the_storage_holds_them():
+    from kernelwright.providers.offline.emit import HELPERS
+
+    namespace: dict = {"torch": torch}
+    exec(HELPERS["_kw_wrap"], namespace)
+    exec(HELPERS["_kw_align"], namespace)
+    wrap, align = namespace["_kw_wrap"], namespace["_kw_align"]
+    plain = torch.randn(7, 21)
+    assert wrap(21, plain) == 21  # the last row ends at the storage's end: reading to 32 would overrun
+    assert wrap(21, align(plain)) == 32  # an aligned copy's rows are padded to 32 columns
+    assert wrap(16, torch.randn(3, 16)) == 16
+    assert wrap(21, torch.randn(7, 40)[:, :21]) == 32  # a view whose rows continue in the storage
+    assert wrap(21, torch.randn(7, 40)[:, 19:]) == 21  # ... unless the last row would run past its end
+    assert wrap(21, torch.randn(21, 7).mT) == 21  # not unit-stride along its columns

@@ -1,5 +1,5 @@
 """The precision mode reaches the writer through <target>: TF32 only under --allow-tf32; and the policy's
-strict-precision choices for large fp32 matmuls (tensor-core tf32x3 with K-major operands first)."""
+strict-precision choices for large fp32 matmuls (bf16x6 split-precision dots first, 3xTF32 next)."""
 
 from __future__ import annotations
 
@@ -50,8 +50,10 @@ def test_tf32_prompt_picks_prec_tf32_and_a_strict_prompt_never_does(prefix):
     assert "precision: tf32" in parse_sections(tf32)["target"].body
     s, t = write_program(strict), write_program(tf32)
     assert parse_meta(t.code).config["PREC"] == "tf32" and 'input_precision="tf32"' in t.code
-    assert parse_meta(s.code).config["PREC"] == "tf32x3"
-    assert 'input_precision="tf32"' not in s.code
+    assert parse_meta(s.code).config["PREC"] == "bf16x6"
+    assert (
+        'input_precision="tf32"' not in s.code and "a2 = (ar - a1.to(tl.float32)).to(tl.bfloat16)" in s.code
+    )
     # No precision given (older callers): strict, as before.
     assert not read_context(parse_sections(_prompt(task, None)), 0, CONFIG_KEYS).tf32
 
@@ -84,29 +86,46 @@ def test_conv_writer_reads_the_same_precision_line():
     assert 'input_precision="tf32"' not in strict.code
 
 
-def test_large_strict_matmuls_default_to_kmajor_tf32x3_and_keep_ieee_in_the_space():
+def test_large_strict_matmuls_default_to_bf16x6_and_keep_ieee_and_tf32x3_in_the_space():
     info = main_matmul_info(_task("level1", "14").source, "14")
     by_name = {d.name: d for d in designs_for(info)}
     g = default_config(by_name["grouped"], info)
-    assert (g["PREC"], g["KMAJOR"], g["BLOCK_K"], g["BLOCK_M"], g["BLOCK_N"], g["num_warps"]) == (
-        "tf32x3", 1, 32, 128, 128, 8)  # fmt: skip
-    assert default_config(by_name["persistent"], info)["PREC"] == "tf32x3"
-    assert default_config(by_name["split_k"], info)["PREC"] == "ieee"
+    assert (g["PREC"], g["KMAJOR"], g["BLOCK_K"], g["BLOCK_M"], g["BLOCK_N"], g["num_warps"], g["num_stages"]) == (
+        "bf16x6", 0, 64, 128, 128, 8, 3)  # fmt: skip
+    assert default_config(by_name["persistent"], info)["PREC"] == "bf16x6"
+    sk = default_config(by_name["split_k"], info)
+    assert (sk["PREC"], sk["BLOCK_M"], sk["BLOCK_K"], sk["num_warps"], sk["num_stages"]) == (
+        "bf16x6",
+        128,
+        32,
+        8,
+        4,
+    )
     space = config_space(by_name["grouped"], info)
-    assert space["PREC"] == ("ieee", "tf32x3") and space["KMAJOR"] == (0, 1)
+    # strict: only dots that hold fp32 tolerance; bf16x3 and tf32 only where TF32 is allowed
+    assert space["PREC"] == ("ieee", "tf32x3", "bf16x6") and space["KMAJOR"] == (0, 1)
+    assert set(config_space(by_name["grouped"], info, tf32=True)["PREC"]) == {
+        "ieee", "tf32x3", "bf16x6", "bf16x3", "tf32"}  # fmt: skip
     # A small product stays on IEEE dots.
     small = main_matmul_info(_task("level1", "14").source.replace("N = 8192", "N = 256"), "14s")
     assert default_config(by_name["grouped"], small)["PREC"] == "ieee"
 
 
-def test_small_step_from_ieee_goes_to_kmajor_tf32x3_and_a_rule_can_stop_it():
+def test_small_step_from_ieee_goes_to_bf16x6_then_kmajor_tf32x3_and_a_rule_can_stop_it():
     info = main_matmul_info(_task("level1", "15").source, "15")
     parent = parse_meta(
         "# kernelwright: family=matmul design=grouped config=BLOCK_M=128,BLOCK_N=128,BLOCK_K=16,GROUP_M=8,"
         "num_warps=8,num_stages=3,PREC=ieee,KMAJOR=0"
     )
     step = choose(WriterContext(kind="small_step", parent=parent), info, True)
-    assert (step.config["PREC"], step.config["KMAJOR"], step.config["BLOCK_K"]) == ("tf32x3", 1, 32)
-    rules = parse_rules("- You cannot use design=grouped with PREC=tf32x3 and KMAJOR=1 here", CONFIG_KEYS)
+    assert (step.config["PREC"], step.config["KMAJOR"], step.config["BLOCK_K"]) == ("bf16x6", 0, 32)  # >= 32
+    rules = parse_rules("- You cannot use design=grouped with PREC=bf16x6 here", CONFIG_KEYS)
     step2 = choose(WriterContext(kind="small_step", parent=parent, rules=rules), info, True)
-    assert not (step2.config["PREC"] == "tf32x3" and step2.config["KMAJOR"] == 1)
+    assert (step2.config["PREC"], step2.config["KMAJOR"], step2.config["BLOCK_K"]) == ("tf32x3", 1, 32)
+    # from bf16x6, the first small step measures 3xTF32 on K-major operands
+    parent6 = parse_meta(
+        "# kernelwright: family=matmul design=grouped config=BLOCK_M=128,BLOCK_N=128,BLOCK_K=32,GROUP_M=8,"
+        "num_warps=8,num_stages=4,PREC=bf16x6,KMAJOR=0"
+    )
+    step3 = choose(WriterContext(kind="small_step", parent=parent6), info, True)
+    assert (step3.config["PREC"], step3.config["KMAJOR"]) == ("tf32x3", 1)
