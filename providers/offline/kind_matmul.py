@@ -1,12 +1,13 @@
 """Matmul kernels (tiled tl.dot with a fused epilogue) as a kernel kind: facts, designs, defaults.
 
 fp32 matmuls: under strict precision a large product (M*N*K >= 2^30) starts from split-precision
-tensor-core dots, PREC=bf16x6: each fp32 tile split into three bf16 parts in registers, six bf16 MMAs per
-K step summed in a fresh tile and added to the fp32 accumulator (as accurate as cuBLAS's fp32 GEMM; on an
-H200, benchmarks/fp32_gemm_paths.py: 0.94 ms at 256 x 524288 x 256 where cuBLAS takes 1.30, 3xTF32 1.83
-and IEEE dots 1.56). PREC=tf32x3 (three TF32 MMAs, both operands made K-major: KMAJOR=1, BLOCK_K=32) is
-in the space. Small products use IEEE dots. With TF32 allowed, PREC=tf32 (one TF32 MMA) with K-major
-operands, and PREC=bf16x3 in the space. Two products sharing A whose results meet in one
+tensor-core dots: tiled designs from PREC=tf32x3 (three TF32 MMAs, both operands made K-major: KMAJOR=1,
+in 64-wide K steps), split_k from PREC=bf16x6 (each fp32 tile split into three bf16 parts in registers,
+six bf16 MMAs per K step summed in a fresh tile and added to the fp32 accumulator; as accurate as cuBLAS's
+fp32 GEMM, and no K-major copy: on an H200, benchmarks/fp32_gemm_paths.py, 0.94 ms at 256 x 524288 x 256
+where cuBLAS takes 1.30, 3xTF32 1.83 and IEEE dots 1.56). Each is one small step from the other. Small
+products use IEEE dots. With TF32 allowed, PREC=tf32 (one TF32 MMA) with K-major operands, and PREC=bf16x3
+in the space. Two products sharing A whose results meet in one
 pointwise chain can be one dual kernel (designs "dual" and "dual_persistent"); the policy decides per
 program whether to fuse them (`policy.fuse_allowed`: the root starts unfused). The code comes from
 `MatmulGen` (emit_matmul.py).
@@ -142,9 +143,12 @@ def default_config(design: Design, info: KernelInfo, tf32: bool = False) -> dict
     if tf32:
         prec = "tf32"
     elif big:
-        # A dual kernel's two accumulators leave no registers for bf16 parts: on an H200 the SwiGLU dual kernel
-        # ran 12.6 ms with bf16x6 and 7.7 with 3xTF32 on K-major operands (design_sweep, level2/12).
-        prec = "tf32x3" if info.dual else "bf16x6"
+        # On an H200 (benchmarks/RESULTS.md, eighth session): split-K products keep B as it is and take bf16
+        # parts (K = 524288: 1.02 ms, where a K-major copy of the 512 MiB B made 3xTF32 2x slower); tiled
+        # products take 3xTF32 on K-major operands in 64-wide K steps, what the searches on level1/14,
+        # level2/01 and level2/12 ended on (1.72-1.88x torch.compile, 15-20% ahead of bf16x6 there).
+        # A dual kernel's two accumulators leave no registers for bf16 parts (SwiGLU: 12.6 against 7.7 ms).
+        prec = "bf16x6" if design.mode == "split_k" and not info.dual else "tf32x3"
     else:
         prec = "ieee"
     cfg["PREC"] = prec
@@ -152,19 +156,19 @@ def default_config(design: Design, info: KernelInfo, tf32: bool = False) -> dict
     cfg["KMAJOR"] = 1 if prec in ("tf32", "tf32x3") else 0
     if prec == "ieee":
         cfg["BLOCK_K"] = 16
-    if prec == "bf16x6":
-        # design_sweep on an H200 (level1/14-17, level2/06): 64-wide K steps in 3 stages 3.59-3.81 ms
-        # against 32-wide in 4 stages 3.87-4.09 (level1/14 13.7 against 15.1); split_k's default below
+    if prec in ("tf32x3", "bf16x6"):
+        # 64-wide K steps in 3 stages: for bf16x6, design_sweep on level1/14-17 and level2/06 measured
+        # 3.59-3.81 ms against 3.87-4.09 with 32-wide steps in 4; split_k's and the dual kernel's below
         cfg.update({"BLOCK_K": 64, "num_stages": 3})
     if info.dual:
         # Two accumulators: a smaller tile keeps them (and tf32x3's split operands) in registers. On an
         # H200 (SwiGLU, strict) 64x64x32 with 4 warps and 4 stages ran 7.45 ms, 128x64x32 with 8 warps 7.71.
-        cfg.update({"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 4})
+        cfg.update({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 4, "num_stages": 4})
     if design.mode == "split_k":
         cfg.update(_split_k_config(info, wide=prec in BF16_PARTS))
         if prec in BF16_PARTS:
             # fp32_gemm_paths.py, 256 x 524288 x 256 on an H200: 32-wide K steps in 4 stages 0.94 ms
-            cfg["num_stages"] = 4
+            cfg.update({"BLOCK_K": 32, "num_stages": 4})
     return cfg
 
 

@@ -553,23 +553,21 @@ def choose(ctx: WriterContext, info: KernelInfo, primary: bool) -> Choice:
         base = _coerce(space, parent.config, default_config(parent_design, info, ctx.tf32))  # type: ignore[union-attr]
         steps = neighbours(space, base, ctx.rng)
         prec = _norm(base.get("PREC"))
-        if prec in ("ieee", "bf16x6") and "PREC" in space:
+        if prec in ("tf32x3", "tf32") and "KMAJOR" in space and _norm(base.get("KMAJOR")) == "0":
+            steps.insert(0, dict(base, KMAJOR=1))  # Hopper's TF32 MMAs read both operands K-major
+        elif prec in ("ieee", "bf16x6", "tf32x3") and "PREC" in space:
             # Split-precision tensor-core dots keep fp32 accuracy and are often much faster than IEEE
-            # ones: bf16 parts (either operand layout) first, then 3xTF32 with K-major operands (Hopper's
-            # TF32 MMAs read both that way; no copy where B already is, as an nn.Linear weight), BLOCK_K >= 32.
-            for alt in ("tf32x3", "bf16x6") if prec == "ieee" else ("tf32x3",):
+            # ones; which of the two wins depends on the product (see kind_matmul). From IEEE dots: bf16
+            # parts (either operand layout) first, then 3xTF32 with K-major operands (no copy where B
+            # already is, as an nn.Linear weight); from either of the two, the other. BLOCK_K >= 32.
+            alts = {"ieee": ("tf32x3", "bf16x6"), "bf16x6": ("tf32x3",), "tf32x3": ("bf16x6",)}[prec]
+            for alt in alts:
                 tc = dict(base, PREC=alt)
                 if "KMAJOR" in space:
                     tc["KMAJOR"] = 1 if alt == "tf32x3" else 0
                 if "BLOCK_K" in space and int(base.get("BLOCK_K") or 0) < 32:
                     tc["BLOCK_K"] = 32
                 steps.insert(0, tc)
-        elif (
-            "KMAJOR" in space
-            and _norm(base.get("PREC")) in ("tf32x3", "tf32")
-            and _norm(base.get("KMAJOR")) == "0"
-        ):
-            steps.insert(0, dict(base, KMAJOR=1))
         effect = launch_effect(parent_design, info, base)
         for n in steps:
             if effect is not None and launch_effect(parent_design, info, n) == effect:

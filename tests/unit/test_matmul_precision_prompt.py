@@ -1,5 +1,6 @@
 """The precision mode reaches the writer through <target>: TF32 only under --allow-tf32; and the policy's
-strict-precision choices for large fp32 matmuls (bf16x6 split-precision dots first, 3xTF32 next)."""
+strict-precision choices for large fp32 matmuls (3xTF32 on K-major operands for tiled designs, bf16 parts
+for split-K, each one small step from the other)."""
 
 from __future__ import annotations
 
@@ -50,10 +51,8 @@ def test_tf32_prompt_picks_prec_tf32_and_a_strict_prompt_never_does(prefix):
     assert "precision: tf32" in parse_sections(tf32)["target"].body
     s, t = write_program(strict), write_program(tf32)
     assert parse_meta(t.code).config["PREC"] == "tf32" and 'input_precision="tf32"' in t.code
-    assert parse_meta(s.code).config["PREC"] == "bf16x6"
-    assert (
-        'input_precision="tf32"' not in s.code and "a2 = (ar - a1.to(tl.float32)).to(tl.bfloat16)" in s.code
-    )
+    assert parse_meta(s.code).config["PREC"] in ("tf32x3", "bf16x6")  # split-K (06: bmm) takes bf16 parts
+    assert 'input_precision="tf32"' not in s.code
     # No precision given (older callers): strict, as before.
     assert not read_context(parse_sections(_prompt(task, None)), 0, CONFIG_KEYS).tf32
 
@@ -86,21 +85,16 @@ def test_conv_writer_reads_the_same_precision_line():
     assert 'input_precision="tf32"' not in strict.code
 
 
-def test_large_strict_matmuls_default_to_bf16x6_and_keep_ieee_and_tf32x3_in_the_space():
+def test_large_strict_matmuls_default_to_split_precision_dots_and_keep_ieee_in_the_space():
     info = main_matmul_info(_task("level1", "14").source, "14")
     by_name = {d.name: d for d in designs_for(info)}
     g = default_config(by_name["grouped"], info)
     assert (g["PREC"], g["KMAJOR"], g["BLOCK_K"], g["BLOCK_M"], g["BLOCK_N"], g["num_warps"], g["num_stages"]) == (
-        "bf16x6", 0, 64, 128, 128, 8, 3)  # fmt: skip
-    assert default_config(by_name["persistent"], info)["PREC"] == "bf16x6"
-    sk = default_config(by_name["split_k"], info)
-    assert (sk["PREC"], sk["BLOCK_M"], sk["BLOCK_K"], sk["num_warps"], sk["num_stages"]) == (
-        "bf16x6",
-        128,
-        32,
-        8,
-        4,
-    )
+        "tf32x3", 1, 64, 128, 128, 8, 3)  # fmt: skip
+    assert default_config(by_name["persistent"], info)["PREC"] == "tf32x3"
+    sk = default_config(by_name["split_k"], info)  # split-K: bf16 parts, B read as it is
+    assert (sk["PREC"], sk["KMAJOR"], sk["BLOCK_M"], sk["BLOCK_K"], sk["num_warps"], sk["num_stages"]) == (
+        "bf16x6", 0, 128, 32, 8, 4)  # fmt: skip
     space = config_space(by_name["grouped"], info)
     # strict: only dots that hold fp32 tolerance; bf16x3 and tf32 only where TF32 is allowed
     assert space["PREC"] == ("ieee", "tf32x3", "bf16x6") and space["KMAJOR"] == (0, 1)
@@ -122,10 +116,14 @@ def test_small_step_from_ieee_goes_to_bf16x6_then_kmajor_tf32x3_and_a_rule_can_s
     rules = parse_rules("- You cannot use design=grouped with PREC=bf16x6 here", CONFIG_KEYS)
     step2 = choose(WriterContext(kind="small_step", parent=parent, rules=rules), info, True)
     assert (step2.config["PREC"], step2.config["KMAJOR"], step2.config["BLOCK_K"]) == ("tf32x3", 1, 32)
-    # from bf16x6, the first small step measures 3xTF32 on K-major operands
+    # from bf16x6, the first small step measures 3xTF32 on K-major operands, and back
     parent6 = parse_meta(
         "# kernelwright: family=matmul design=grouped config=BLOCK_M=128,BLOCK_N=128,BLOCK_K=32,GROUP_M=8,"
         "num_warps=8,num_stages=4,PREC=bf16x6,KMAJOR=0"
     )
     step3 = choose(WriterContext(kind="small_step", parent=parent6), info, True)
     assert (step3.config["PREC"], step3.config["KMAJOR"]) == ("tf32x3", 1)
+    header = ",".join(f"{k}={v}" for k, v in step3.config.items())
+    parent3 = parse_meta(f"# kernelwright: family=matmul design={step3.design.name} config={header}")
+    step4 = choose(WriterContext(kind="small_step", parent=parent3), info, True)
+    assert (step4.config["PREC"], step4.config["KMAJOR"]) == ("bf16x6", 0)
