@@ -24,8 +24,9 @@ H200 (benchmarks/gemm_variants.py, bf16 x @ W.T + bias, ReLU at 8192 x 4096 x 40
 ran 704 TFLOP/s against the pointer kernel's 546: an `nn.Linear` weight, read K-major, is what pointer
 tiles handle worst.
 
-`ALIGN=1` copies an operand whose rows (or, column-major, columns) are not 16 bytes apart into an aligned,
-padded buffer first (`_kw_align`): with an odd K or N every tile load is otherwise scalar.
+`ALIGN=1` copies an operand whose rows (or, column-major, columns) are not a multiple of 16 elements apart
+into a padded buffer first (`_kw_align`): Triton proves a stride's alignment only as divisible by 16, and
+with an odd K or N every tile load is otherwise scalar.
 
 `KMAJOR=1` makes both operands K-contiguous before the launch (one transpose copy of an operand that is
 not, e.g. a row-major B of `A @ B`; a no-op for `x @ W.T`, whose W already is): Hopper's TF32 tensor-core
@@ -64,7 +65,7 @@ class MatmulConfig:
     PREC: str = "ieee"  # ieee | tf32x3 | bf16x6 | bf16x3 | tf32
     KMAJOR: int = 0  # 1: copy an operand that is not K-contiguous to a K-contiguous layout first
     TMA: int = 0  # 1: fp16/bf16 operands through tensor descriptors where the GPU and layouts allow
-    ALIGN: int = 0  # 1: copy an operand whose row stride is not 16-byte aligned into an aligned buffer
+    ALIGN: int = 0  # 1: copy an operand whose row stride is not a multiple of 16 elements into a padded one
 
     def as_dict(self) -> dict[str, int | str]:
         return dict(self.__dict__)
@@ -202,9 +203,10 @@ class MatmulGen(KernelGen):
     def _mainloop(self, c: Code, k_lo: str, k_hi: str) -> None:
         single_m = len(self.mg) == 1
         # Rows and columns past the edge wrap (their outputs are masked at the store): rows at M, columns at
-        # WN, N or, where B's storage holds them (an ALIGN copy's padding), N rounded up to 16. Each
-        # BLOCK-wide run is declared contiguous and aligned only where the wrap is at a multiple of 16: a
-        # wrap inside a vector would make a vectorized load straddle it (a misaligned address on a GPU).
+        # WN, which is N, or N rounded up to 16 where B's storage holds those columns (an ALIGN copy's
+        # padding; _kw_wrap). Each BLOCK-wide run is declared contiguous and aligned only where the wrap is
+        # at a multiple of 16: a wrap inside a vector would make a vectorized load straddle it (a misaligned
+        # address on a GPU).
         c("rmw = rm % M")
         c("rnw = rn % WN")
         if single_m:
@@ -251,8 +253,8 @@ class MatmulGen(KernelGen):
             if fp32 and bf16_parts:
                 _split_bf16(c, p, bf16_parts)
                 # The bf16 products of this K step meet in a fresh tile (smallest first), added to the
-                # fp32 accumulator on the CUDA cores: chained through the MMAs over a long K, the sum
-                # lost up to 1e-4 of the output's RMS on an H200 (K = 524288), 6x more than this.
+                # fp32 accumulator on the CUDA cores: chained through the MMAs over a long K, six products
+                # lost up to 2.4e-4 of the output's RMS on an H200 (K = 524288), this way 1.3e-6.
                 terms = _BF16_TERMS[bf16_parts]
                 c(f"part = tl.dot(a{terms[0][0]}, {p}{terms[0][1]})")
                 for i, k in terms[1:]:
@@ -485,7 +487,7 @@ class MatmulGen(KernelGen):
             ret = f"return {outs[0]}," if len(outs) == 1 else f"return {', '.join(outs)}"
             sizes = ["M", "N", "K", "NB", "WN"] + [f"G{gi}" for gi in range(len(groups))]
             self.ctx.use("_kw_wrap")
-            c(f"WN = min(_kw_wrap(N, {p}) for {p} in ({', '.join(bs)},))")
+            c(f"WN = min(_kw_wrap(N, x) for x in ({', '.join(bs)},))")
             c(f"BLOCK_M = min({cfg.BLOCK_M}, max(16, _np2(M)))")
             c(f"BLOCK_N = min({cfg.BLOCK_N}, max(16, _np2(N)))")
             c(f"BLOCK_K = min({cfg.BLOCK_K}, max(16, _np2(K)))")
