@@ -127,3 +127,11 @@ def test_small_step_from_ieee_goes_to_bf16x6_then_kmajor_tf32x3_and_a_rule_can_s
     parent3 = parse_meta(f"# kernelwright: family=matmul design={step3.design.name} config={header}")
     step4 = choose(WriterContext(kind="small_step", parent=parent3), info, True)
     assert (step4.config["PREC"], step4.config["KMAJOR"]) == ("bf16x6", 0)
+
+
+def test_the_irregular_matmul_keeps_32_wide_tf32x3_steps():
+    """At sizes that leave rows unaligned (published/24) 64-wide 3xTF32 steps spill when compiled for sm_90."""
+    info = main_matmul_info(_task("published", "24").source, "24")
+    by_name = {d.name: d for d in designs_for(info)}
+    cfg = default_config(by_name["grouped"], info)
+    assert (cfg["PREC"], cfg["KMAJOR"], cfg["BLOCK_K"], cfg["ALIGN"]) == ("tf32x3", 1, 32, 1)
