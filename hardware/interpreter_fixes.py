@@ -1,4 +1,4 @@
-"""Make Triton's CPU interpreter (TRITON_INTERPRET=1) compute bf16 `tl.dot`s as a GPU does.
+"""Make Triton's CPU interpreter (TRITON_INTERPRET=1) compute bf16 `tl.dot`s and casts as a GPU does.
 
 Triton 3.6's interpreter stores bfloat16 tensors as uint16 bit patterns (numpy has no bfloat16) and its
 `create_dot` hands them to `np.matmul` as they are: a bf16 dot multiplies the bit patterns as integers,
@@ -7,9 +7,10 @@ multiply the bf16 values exactly and accumulate in the accumulator's dtype. `app
 interpreter's `create_dot` so that bf16 operands are widened to their float32 values first (exact), then
 multiplied with the usual float32 accumulation: what the hardware computes, up to summation order.
 
-Only the dot changes. The interpreter's float32 -> bfloat16 cast still truncates where a GPU rounds to
-nearest (about one bit of bf16 precision), so programs that split fp32 operands into bf16 parts are
-slightly less accurate under the interpreter than on a GPU, never more.
+Its float32 -> bfloat16 cast truncated (round toward zero) where a GPU rounds to nearest even: every bf16
+value it made was up to a whole bf16 ulp off, and a program that splits fp32 operands into bf16 parts lost
+about a bit to it. `apply()` also makes that cast round to nearest even (NaN kept a quiet NaN), as `x.to(
+tl.bfloat16)` and a store into a bf16 tensor do on a GPU and as torch's `.bfloat16()` does.
 
 The candidate fork server applies it before any candidate is loaded (hardware/forkserver.py); it is a no-op
 without TRITON_INTERPRET=1, and applying it twice changes nothing.
@@ -24,7 +25,8 @@ _MARK = "_kernelwright_bf16_dot"
 
 
 def apply() -> bool:
-    """Patch the interpreter's dot for bf16 operands; whether the patch is (now) in place."""
+    """Patch the interpreter's dot for bf16 operands and its fp32 -> bf16 cast; whether the patch is (now)
+    in place."""
     if os.environ.get("TRITON_INTERPRET") != "1":
         return False
     import numpy as np
@@ -47,6 +49,19 @@ def apply() -> bool:
     ) -> Any:
         return original(self, widen(a), widen(b), d, input_precision, max_num_imprecise_acc)
 
+    cast = builder.cast_impl
+
+    def cast_impl(self: Any, src: Any, dst_type: Any) -> Any:
+        if src.dtype.scalar != tl.float32 or dst_type.scalar != tl.bfloat16:
+            return cast(self, src, dst_type)
+        x = np.ascontiguousarray(src.data, dtype=np.float32)
+        bits = x.view(np.uint32)
+        rounded = ((bits + np.uint32(0x7FFF) + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+        nan = np.isnan(x)
+        rounded[nan] = ((bits[nan] >> 16) | 0x40).astype(np.uint16)
+        return interpreter.TensorHandle(rounded, dst_type.scalar)
+
     setattr(create_dot, _MARK, True)
     builder.create_dot = create_dot
+    builder.cast_impl = cast_impl
     return True

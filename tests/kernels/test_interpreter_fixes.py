@@ -1,4 +1,4 @@
-"""The interpreter's bf16 dots, as the judge's fork server runs them (hardware/interpreter_fixes.py)."""
+"""The interpreter's bf16 dots and casts, as the judge's fork server runs them (hardware/interpreter_fixes.py)."""
 
 from __future__ import annotations
 
@@ -13,36 +13,46 @@ PROGRAM = textwrap.dedent(
     from kernelwright.hardware import interpreter_fixes
 
     @triton.jit
-    def k(a_ptr, b_ptr, c_ptr):
+    def k(a_ptr, b_ptr, c_ptr, x_ptr, h_ptr):
         r = tl.arange(0, 16)
         a = tl.load(a_ptr + r[:, None] * 16 + r[None, :]).to(tl.bfloat16)
         b = tl.load(b_ptr + r[:, None] * 16 + r[None, :]).to(tl.bfloat16)
         tl.store(c_ptr + r[:, None] * 16 + r[None, :], tl.dot(a, b))
+        x = tl.load(x_ptr + r)
+        tl.store(h_ptr + r, x)  # fp32 into a bf16 tensor: a cast
 
     g = torch.Generator().manual_seed(0)
-    a, b = torch.randn(16, 16, generator=g), torch.randn(16, 16, generator=g)
-    # the interpreter's cast truncates where a GPU rounds: compare with truncated bf16 operands
-    def trunc(x):
-        return (x.view(torch.int32) & -65536).view(torch.float32).double()
+    a, b, x = (torch.randn(*s, generator=g) for s in ((16, 16), (16, 16), (16,)))
+    # NaN, inf, a value that rounds past bf16's largest, and a tie (rounds to even)
+    x[:4] = torch.tensor([float("nan"), float("inf"), -3.4e38, 1.0 + 3 * 2.0**-8])
+    exact = a.bfloat16().double() @ b.bfloat16().double()
     for step in ("as shipped", "fixed"):
         if step == "fixed":
             assert interpreter_fixes.apply() and interpreter_fixes.apply()  # twice: still one wrapper
-        c = torch.empty(16, 16)
-        k[(1,)](a, b, c)
-        print(step, (c.double() - trunc(a) @ trunc(b)).abs().max().item())
+        c, h = torch.empty(16, 16), torch.empty(16, dtype=torch.bfloat16)
+        k[(1,)](a, b, c, x, h)
+        ref = x.bfloat16()  # NaN's bits may differ (torch 0xFFFF, a GPU 0x7FFF): it need only stay NaN
+        same = bool(h[0].isnan()) and h[1:].view(torch.int16).equal(ref[1:].view(torch.int16))
+        print(step, (c.double() - exact).abs().max().item(), int(same))
     """
 )
 
 
-def test_bf16_dots_are_exact_products_with_the_fix_and_garbage_without():
+def test_bf16_dots_and_casts_match_a_gpu_with_the_fix_and_not_without():
     env = dict(os.environ, TRITON_INTERPRET="1")
     out = subprocess.run(
         [sys.executable, "-c", PROGRAM], capture_output=True, text=True, env=env, timeout=120
     )
     assert out.returncode == 0, out.stderr[-2000:]
-    errors = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in out.stdout.splitlines()}
-    assert errors["fixed"] < 1e-5
-    assert errors["as shipped"] > 1.0  # the bug the fix is for: bit patterns multiplied as integers
+    seen = {}
+    for line in out.stdout.splitlines():
+        step, dot, same = line.rsplit(" ", 2)
+        seen[step] = (float(dot), same == "1")
+    # fixed: the dot is the exact product of the bf16 operands (to fp32 accumulation), and the cast
+    # rounds to nearest even, bit for bit as torch's .bfloat16() (NaN, inf, overflow and a tie included)
+    assert seen["fixed"][0] < 1e-5 and seen["fixed"][1]
+    # as shipped: bit patterns multiplied as integers, and the cast truncated
+    assert seen["as shipped"][0] > 1.0 and not seen["as shipped"][1]
 
 
 def test_the_fix_is_a_no_op_outside_the_interpreter(monkeypatch):
