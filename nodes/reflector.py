@@ -12,8 +12,11 @@ For every attempt it:
 
 Nothing is learned from an attempt that says nothing about its kernel (`not_the_kernels_fault`): a
 timeout (on the CPU interpreter a large task alone can run past the limit), a failure of the evaluation
-machinery (harness_error, a worker killed from outside), the offline writer having no program for
-the task, or a bf16 kernel with tl.dot that mismatches on the CPU interpreter (whose bf16 dot is wrong). Such an attempt writes no case, no rule and no rule exposure; its reflection says why.
+machinery (harness_error, a worker killed from outside), or the offline writer having no program for
+the task. Such an attempt writes no case, no rule and no rule exposure; its reflection says why. (A bf16
+kernel with tl.dot that mismatched on the CPU interpreter used to be on this list: Triton 3.6's interpreter
+multiplied bf16 bit patterns. The judge's fork server now makes it multiply values, see
+hardware/interpreter_fixes.py, so such a mismatch is the kernel's.)
 
 Memory writes are made idempotent for resume: the case id is derived from the run and node, and a
 journal in the run directory (reflections.jsonl) records finished reflections, so a step re-run after a
@@ -67,11 +70,8 @@ def classify(result: EvalResult) -> Status:
     return "failed"
 
 
-def not_the_kernels_fault(
-    result: EvalResult, code: str | None, offline_writer: bool, dtypes: list[str] | None = None
-) -> str | None:
-    """Why this failure teaches nothing about the kernel, or None when it does. `dtypes`: the task's
-    input and output dtypes."""
+def not_the_kernels_fault(result: EvalResult, code: str | None, offline_writer: bool) -> str | None:
+    """Why this failure teaches nothing about the kernel, or None when it does."""
     kind = result.error_kind
     if kind == "harness_error":
         return "the evaluation machinery failed (harness_error), not the kernel"
@@ -84,17 +84,6 @@ def not_the_kernels_fault(
         return "the worker was killed from outside (SIGKILL: the machine ran out of memory, or an operator)"
     if code is None and offline_writer:
         return "the offline writer has no program for this task"
-    if (
-        kind == "mismatch"
-        and result.target == "cpu-interpreter"
-        and "bfloat16" in (dtypes or [])
-        and code is not None
-        and "tl.dot" in code
-    ):
-        return (
-            "the Triton interpreter computes tl.dot on bfloat16 wrong (a known limit of the CPU "
-            "interpreter), so this mismatch says nothing certain about the kernel: verify it on a GPU"
-        )
     return None
 
 
@@ -214,10 +203,7 @@ def reflect_to_memory(
         return known, CostLedger()
     if status != "correct":
         why = not_the_kernels_fault(
-            branch.result,
-            branch.candidate.code,
-            not is_llm(resources.chat_model(ctx)),
-            [*task.signature.input_dtypes, *task.signature.output_dtypes],
+            branch.result, branch.candidate.code, not is_llm(resources.chat_model(ctx))
         )
         if why is not None:
             reflection = Reflection(note=f"nothing learned: {why}")

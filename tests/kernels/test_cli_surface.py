@@ -202,15 +202,10 @@ def test_nothing_is_learned_from_timeouts_or_infrastructure_failures():
     assert not_the_kernels_fault(res("crash", "the worker died from SIGSEGV"), "code", False) is None
     assert not_the_kernels_fault(res("compile_error"), "code", offline_writer=True) is None
     assert not_the_kernels_fault(res("static_check"), None, offline_writer=False) is None
-    # The CPU interpreter's bf16 tl.dot is wrong: a bf16 kernel with a dot that mismatches there teaches
-    # nothing; the same mismatch on a GPU, or at fp32, or without a dot does.
-    bf16 = ["bfloat16", "bfloat16"]
+    # A mismatch is the kernel's on the CPU interpreter too, bf16 dots included: the judge's fork server
+    # makes the interpreter's bf16 dots multiply values (tests/kernels/test_interpreter_fixes.py).
     on_cpu = EvalResult(error_kind="mismatch", target="cpu-interpreter")
-    on_gpu = EvalResult(error_kind="mismatch", target="nvidia-h200")
-    assert "interpreter" in (not_the_kernels_fault(on_cpu, "acc = tl.dot(a, b, acc)", True, bf16) or "")
-    assert not_the_kernels_fault(on_gpu, "acc = tl.dot(a, b, acc)", True, bf16) is None
-    assert not_the_kernels_fault(on_cpu, "acc = tl.dot(a, b, acc)", True, ["float32"]) is None
-    assert not_the_kernels_fault(on_cpu, "y = tl.exp(x)", True, bf16) is None
+    assert not_the_kernels_fault(on_cpu, "acc = tl.dot(a, b, acc)", True) is None
 
 
 if sys.platform != "linux":  # pragma: no cover - unshare and bind mounts are Linux

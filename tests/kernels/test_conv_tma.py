@@ -1,6 +1,6 @@
 """The convolution writer's half-precision implicit GEMM reads its packed weight through a tensor descriptor
 where it can (W_TMA): run under Triton's interpreter at fp16, in a subprocess that records each launch's
-W_TMA and compares with the task's Model (tests.fakes.writer.run_beside_model) (the interpreter's bf16 dot is wrong; the GPU covers bf16)."""
+W_TMA and compares with the task's Model (tests.fakes.writer.run_beside_model) (fp16: these kernels run outside the judge, where the interpreter's bf16 dot is uncorrected)."""
 
 from __future__ import annotations
 

