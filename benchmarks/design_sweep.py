@@ -3,8 +3,9 @@
 For each task the writer's programs are emitted for a small grid of designs and configs of its main
 kernel (providers/offline/variants.design_grid: the writer's default first; for a standalone pooling
 task, pool_writer.SWEEP: its designs and configs). For a matmul: tensor-core
-tf32x3 tiles with K-major operands, the same without the transpose copy, IEEE tiles, split-K,
-persistent, and for gate/up tasks the dual kernel against the two unfused products. For a whole-row
+tf32x3 tiles with K-major operands, the same without the transpose copy, bf16x6 tiles and split-K (fp32
+split into bf16 parts), IEEE tiles, split-K, persistent, and for gate/up tasks the dual kernel against the
+two unfused products. For a whole-row
 kernel (reduction, softmax, norm, loss): the register design at several warp counts, rows per program
 and persistent programs, then the looped, online and split designs. Each program is evaluated by
 hardware.WorkerPool: verification against the reference on the full and the small inputs (three

@@ -130,6 +130,11 @@ def _grid_single(big_prec: str, kmajor_hint: bool) -> list[Variant]:
     if not kmajor_hint:
         # The same tensor-core kernel reading B N-major: what the transpose copy buys.
         out.insert(5, Variant("grouped", {**t, "KMAJOR": 0, "BLOCK_M": 128, "BLOCK_N": 128, "num_stages": 3}))
+    if big_prec == "tf32x3":
+        # Strict fp32 on bf16 parts (PREC=bf16x6, no K-major copy): the writer's split-K default, and tiled
+        b6 = {"PREC": "bf16x6", "KMAJOR": 0, "BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8}
+        out.insert(1, Variant("grouped", {**b6, "BLOCK_K": 64, "num_stages": 3}))
+        out.append(Variant("split_k", {**b6, "BLOCK_K": 32, "SPLIT_K": 8, "num_stages": 4}))
     return out
 
 
