@@ -54,12 +54,11 @@ def apply() -> bool:
     def cast_impl(self: Any, src: Any, dst_type: Any) -> Any:
         if src.dtype.scalar != tl.float32 or dst_type.scalar != tl.bfloat16:
             return cast(self, src, dst_type)
-        x = np.ascontiguousarray(src.data, dtype=np.float32)
+        x = np.array(src.data, dtype=np.float32)  # a contiguous copy of any shape, 0-d included
         bits = x.view(np.uint32)
-        rounded = ((bits + np.uint32(0x7FFF) + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
-        nan = np.isnan(x)
-        rounded[nan] = ((bits[nan] >> 16) | 0x40).astype(np.uint16)
-        return interpreter.TensorHandle(rounded, dst_type.scalar)
+        nearest_even = (bits + np.uint32(0x7FFF) + ((bits >> 16) & 1)) >> 16
+        rounded = np.where(np.isnan(x), (bits >> 16) | 0x40, nearest_even).astype(np.uint16)  # NaN stays NaN
+        return interpreter.TensorHandle(np.asarray(rounded).reshape(x.shape), dst_type.scalar)
 
     setattr(create_dot, _MARK, True)
     builder.create_dot = create_dot
