@@ -32,7 +32,7 @@ from kernelwright.providers.offline.kind import (
     target_sm_count,
     target_smem_bytes,
 )
-from kernelwright.providers.offline.kind_matmul import BIG_MATMUL
+from kernelwright.providers.offline.kind_matmul import BIG_MATMUL, KMAJOR_PRECS
 from kernelwright.providers.offline.kind_rows import PREFETCH_ABOUT, PREFETCH_DESIGN
 from kernelwright.providers.offline.schedule import Kernel, Schedule
 
@@ -116,6 +116,7 @@ __all__ = [
     "DEFAULT_SMEM_BYTES",
     "DESIGN_NAMES",
     "KINDS",
+    "KMAJOR_PRECS",
     "PREFETCH_ABOUT",
     "PREFETCH_DESIGN",
     "REGISTRY",

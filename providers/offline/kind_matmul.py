@@ -28,9 +28,13 @@ from kernelwright.providers.offline.row_plan import next_pow2
 from kernelwright.providers.offline.schedule import Kernel, Schedule
 
 BIG_MATMUL = 1 << 30
-"""M*N*K (times the batch) from which a strict fp32 product starts on tensor cores (PREC=bf16x6)."""
+"""M*N*K (times the batch) from which a strict fp32 product starts on tensor cores (PREC=tf32x3 tiled,
+bf16x6 split-K)."""
 STRICT_PRECS = ("ieee", "tf32x3", "bf16x6")
 """fp32 dots that hold strict fp32 tolerance (PREC=bf16x3 and tf32 do not: offered only with TF32 allowed)."""
+KMAJOR_PRECS = ("tf32", "tf32x3")
+"""fp32 dots on Hopper's TF32 MMAs, which read both operands K-major (KMAJOR=1); bf16 MMAs read either
+layout and IEEE dots run on CUDA cores."""
 
 
 def _single(i: KernelInfo) -> bool:
@@ -72,8 +76,9 @@ def facts(sched: Schedule, k: Kernel, info: KernelInfo) -> None:
         info.NB *= d
     info.fp32_dot = a.dtype.itemsize == 4 and b.dtype.itemsize == 4
     info.itemsize = a.dtype.itemsize
-    # every row of A and B (in any layout) starts 16 bytes after the last: M, N and K fill whole 16 bytes
-    info.aligned_rows = all(n % 16 == 0 for n in (info.M, info.N, info.K))  # as Triton proves strides
+    # every row of A and B (in any layout) starts a multiple of 16 elements after the last, the alignment
+    # Triton proves of a stride argument: M, N and K are multiples of 16
+    info.aligned_rows = all(n % 16 == 0 for n in (info.M, info.N, info.K))
     info.dual = bool(getattr(k, "extra_anchors", None))
     info.b_kmajor = _kmajor_view(b)
     a_batch = [g.hint(d) for d in a.shape[:-2]]
@@ -152,8 +157,7 @@ def default_config(design: Design, info: KernelInfo, tf32: bool = False) -> dict
     else:
         prec = "ieee"
     cfg["PREC"] = prec
-    # TF32 MMAs want both operands K-major; bf16 MMAs read either layout; IEEE dots run on CUDA cores.
-    cfg["KMAJOR"] = 1 if prec in ("tf32", "tf32x3") else 0
+    cfg["KMAJOR"] = int(prec in KMAJOR_PRECS)
     if prec == "ieee":
         cfg["BLOCK_K"] = 16
     if prec in ("tf32x3", "bf16x6"):

@@ -31,6 +31,7 @@ from kernelwright.providers.offline.designs import (
     DEFAULT_SMEM_BYTES,
     DESIGN_NAMES,
     KINDS,
+    KMAJOR_PRECS,
     Design,
     KernelInfo,
     config_space,
@@ -553,7 +554,7 @@ def choose(ctx: WriterContext, info: KernelInfo, primary: bool) -> Choice:
         base = _coerce(space, parent.config, default_config(parent_design, info, ctx.tf32))  # type: ignore[union-attr]
         steps = neighbours(space, base, ctx.rng)
         prec = _norm(base.get("PREC"))
-        if prec in ("tf32x3", "tf32") and "KMAJOR" in space and _norm(base.get("KMAJOR")) == "0":
+        if prec in KMAJOR_PRECS and "KMAJOR" in space and _norm(base.get("KMAJOR")) == "0":
             steps.insert(0, dict(base, KMAJOR=1))  # Hopper's TF32 MMAs read both operands K-major
         elif prec in ("ieee", "bf16x6", "tf32x3") and "PREC" in space:
             # Split-precision tensor-core dots keep fp32 accuracy and are often much faster than IEEE
@@ -564,7 +565,7 @@ def choose(ctx: WriterContext, info: KernelInfo, primary: bool) -> Choice:
             for alt in alts:
                 tc = dict(base, PREC=alt)
                 if "KMAJOR" in space:
-                    tc["KMAJOR"] = 1 if alt == "tf32x3" else 0
+                    tc["KMAJOR"] = int(alt in KMAJOR_PRECS)
                 if "BLOCK_K" in space and int(base.get("BLOCK_K") or 0) < 32:
                     tc["BLOCK_K"] = 32
                 steps.insert(0, tc)

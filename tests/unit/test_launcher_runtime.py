@@ -132,13 +132,12 @@ def test_align_leaves_aligned_and_vector_inputs_alone(align):
     assert align(t) is not t  # 32-byte rows, but 8 elements apart: copied
 
 
-def test_columns_wrap_past_n_only_where_the_storage_holds_them():
+def test_columns_wrap_past_n_only_where_the_storage_holds_them(align):
     from kernelwright.providers.offline.emit import HELPERS
 
     namespace: dict = {"torch": torch}
     exec(HELPERS["_kw_wrap"], namespace)
-    exec(HELPERS["_kw_align"], namespace)
-    wrap, align = namespace["_kw_wrap"], namespace["_kw_align"]
+    wrap = namespace["_kw_wrap"]
     plain = torch.randn(7, 21)
     assert wrap(21, plain) == 21  # the last row ends at the storage's end: reading to 32 would overrun
     assert wrap(21, align(plain)) == 32  # an aligned copy's rows are padded to 32 columns
