@@ -39,7 +39,7 @@ from kernelwright.providers.offline.conv_host import HostWriter
 from kernelwright.providers.offline.conv_ir import ConvConfig, ConvPlan
 from kernelwright.providers.offline.conv_kernels import StageKernelWriter
 from kernelwright.providers.offline.conv_reference import ReferenceParts
-from kernelwright.providers.offline.conv_runtime import BN_EVAL_KERNEL, HOST_HELPERS, NORM_STATS_KERNEL
+from kernelwright.providers.offline.conv_runtime import BN_EVAL_KERNEL, HOST_HELPERS, NHWC_COPY, NORM_STATS_KERNEL
 from kernelwright.providers.offline.conv_stages import DESIGNS, ConvEmitError, Stage, StagedPlan, partition
 from kernelwright.providers.offline.emit import BN_RUNNING, HELPERS
 from kernelwright.providers.protocol import KernelHeader
@@ -79,6 +79,8 @@ def emit(plan: ConvPlan, source: str, design: str, config: ConvConfig, precision
         parts.append(NORM_STATS_KERNEL)
     parts += ["\n" + kt for kt in kernels]
     parts.append(HOST_HELPERS)
+    if config.LAYOUT == "nhwc":
+        parts.append(NHWC_COPY)
     if any(st.norm is not None and st.norm.attrs.get("running") for st in sp.stages):
         parts.append(BN_RUNNING)
     parts += reference.helpers

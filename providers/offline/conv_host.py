@@ -93,7 +93,7 @@ class HostWriter:
         h("OD, OH, OW = osz")
         # input layout
         if self.cfg.LAYOUT == "nhwc":
-            h("xk = x5.permute(0, 2, 3, 4, 1).contiguous().permute(0, 4, 1, 2, 3)")
+            h("xk = _kw_nhwc(x5)")
         else:
             h("xk = x5")
         # packed weight

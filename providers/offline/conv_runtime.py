@@ -68,6 +68,41 @@ def _kw_norm_stats(
     tl.store(rstd_ptr + pid, 1.0 / tl.sqrt(var + eps))
 """
 
+# LAYOUT=nhwc: the input copied to channels-last by a tiled transpose. torch's permute + contiguous copy
+# moved 128 MiB (bf16, 64 x 64 x 128 x 128) in 0.295 ms on an H200, 0.9 TB/s, as long as the convolution
+# kernel after it took; a [C, P] -> [P, C] tile copy reads and writes whole lines.
+NHWC_COPY = """
+@triton.jit
+def _kw_nhwc_kernel(x_ptr, y_ptr, C, P, sxn, sxc, BLOCK_C: tl.constexpr, BLOCK_P: tl.constexpr):
+    # one [BLOCK_C, BLOCK_P] tile of sample n: read along the pixels, written along the channels
+    pid_p = tl.program_id(0)
+    pid_c = tl.program_id(1)
+    n = tl.program_id(2).to(tl.int64)
+    rp = pid_p * BLOCK_P + tl.arange(0, BLOCK_P)
+    rc = pid_c * BLOCK_C + tl.arange(0, BLOCK_C)
+    mask = (rc < C)[:, None] & (rp < P)[None, :]
+    v = tl.load(x_ptr + n * sxn + rc.to(tl.int64)[:, None] * sxc + rp[None, :], mask=mask)
+    tl.store(y_ptr + n * P * C + rp.to(tl.int64)[None, :] * C + rc[:, None], v, mask=mask)
+
+
+def _kw_nhwc(x5):
+    # (N, C, D, H, W) -> the same values stored channels-last (N, D, H, W, C), as an (N, C, D, H, W) view
+    N, C, D, H, W = x5.shape
+    P = D * H * W
+    cl = x5.permute(0, 2, 3, 4, 1)
+    if cl.is_contiguous():
+        return x5
+    packed = W == 1 or x5.stride(4) == 1
+    packed = packed and (H == 1 or x5.stride(3) == W) and (D == 1 or x5.stride(2) == H * W)
+    if not packed or N > 65535 or P * C == 0:
+        return cl.contiguous().permute(0, 4, 1, 2, 3)
+    y = torch.empty((N, D, H, W, C), device=x5.device, dtype=x5.dtype)
+    BLOCK_C = min(64, _kw_npow2(C))
+    grid = (triton.cdiv(P, 64), triton.cdiv(C, BLOCK_C), N)
+    _kw_nhwc_kernel[grid](x5, y, C, P, x5.stride(0), x5.stride(1), BLOCK_C=BLOCK_C, BLOCK_P=64, num_warps=4)
+    return y.permute(0, 4, 1, 2, 3)
+"""
+
 HOST_HELPERS = """
 def _kw_bn_eval_stats(bn, C):
     # eval mode: the running statistics normalise

@@ -1,0 +1,186 @@
+"""Where a half-precision convolution task's time goes: cuDNN in both layouts, torch.compile, and the
+conv writer's Triton programs config by config, in one process on one GPU.
+
+For each task (default: the bf16 convolution tasks of tasks/level2_bf16), with the task's full inputs:
+- eager forward, torch.compile forward (default mode);
+- the convolution alone through cuDNN: NCHW as given, and channels-last (input and weight converted
+  before the timing), plus the two conversions on their own (input to channels-last, the convolution's
+  output back to NCHW) and cuBLAS on the implicit GEMM's sizes (M = output pixels, N = output channels
+  per group, K = input channels per group x taps);
+- the conv writer's implicit-GEMM programs (providers/offline/conv.py) for the configs asked, each run
+  on the input as given and on a channels-last copy (where the program's NHWC copy is then a view: the
+  kernel alone), each checked against the reference output (max error over the output's RMS).
+Timings: triton.testing.do_bench (L2 flushed between runs), median ms. Results as JSON (--out).
+
+    python benchmarks/conv_half_probe.py --out probe.json [--tasks 09,10] [--configs 'BLOCK_M=256;num_stages=4,...']
+
+--configs: ';'-separated entries, each a ','-separated list of ConvConfig fields over the writer's default
+for the task (an empty entry is the default itself). Needs a CUDA GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+import triton.testing  # noqa: E402
+
+from kernelwright.providers.offline.conv import (  # noqa: E402
+    analyze_conv_task,
+    conv_configs,
+    conv_designs,
+    emit_conv_program,
+)
+from kernelwright.providers.offline.conv_writer import config_from_pairs  # noqa: E402
+
+
+def _module(source: str, name: str) -> Any:
+    path = Path(tempfile.mkdtemp(prefix="kw-probe-")) / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _ms(fn: Any) -> float:
+    return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
+
+
+def _err(out: torch.Tensor, ref: torch.Tensor) -> float:
+    ref64, out64 = ref.double(), out.double()
+    rms = ref64.pow(2).mean().sqrt().item() or 1.0
+    return (out64 - ref64).abs().max().item() / rms
+
+
+def _parse_configs(text: str) -> list[dict[str, Any]]:
+    entries = []
+    for entry in text.split(";"):
+        pairs: dict[str, Any] = {}
+        for kv in filter(None, (p.strip() for p in entry.split(","))):
+            k, v = kv.split("=", 1)
+            pairs[k.strip()] = v.strip()
+        entries.append(pairs)
+    return entries
+
+
+def probe_task(path: Path, configs: list[dict[str, Any]]) -> dict[str, Any]:
+    source = path.read_text()
+    mod = _module(source, "task_" + path.stem)
+    torch.manual_seed(0)
+    ref_model = mod.Model(*mod.get_init_inputs()).cuda().eval()
+    inputs = [t.cuda() if isinstance(t, torch.Tensor) else t for t in mod.get_inputs()]
+    x = inputs[0]
+    entry: dict[str, Any] = {"task": path.stem, "input": list(x.shape), "dtype": str(x.dtype)}
+    with torch.no_grad():
+        ref = ref_model(*inputs)
+        entry["eager_ms"] = _ms(lambda: ref_model(*inputs))
+        compiled = torch.compile(ref_model)
+        compiled(*inputs)
+        entry["compile_ms"] = _ms(lambda: compiled(*inputs))
+        conv = next(m for m in ref_model.modules() if isinstance(m, torch.nn.modules.conv._ConvNd))
+        w, b = conv.weight, conv.bias
+        fn = {3: F.conv1d, 4: F.conv2d, 5: F.conv3d}[x.dim()]
+        args = (conv.stride, conv.padding, conv.dilation, conv.groups)
+        if isinstance(conv, torch.nn.ConvTranspose2d | torch.nn.ConvTranspose3d | torch.nn.ConvTranspose1d):
+            entry["note"] = "transposed: cuDNN rows skipped"
+        else:
+            y = fn(x, w, b, *args)
+            entry["cudnn_nchw_ms"] = _ms(lambda: fn(x, w, b, *args))
+            if x.dim() in (4, 5):
+                fmt = torch.channels_last if x.dim() == 4 else torch.channels_last_3d
+                xc, wc = x.contiguous(memory_format=fmt), w.contiguous(memory_format=fmt)
+                yc = fn(xc, wc, b, *args)
+                entry["cudnn_cl_ms"] = _ms(lambda: fn(xc, wc, b, *args))
+                entry["cudnn_cl_err"] = _err(yc, y)
+                entry["x_to_cl_ms"] = _ms(lambda: x.contiguous(memory_format=fmt))
+                entry["y_cl_to_nchw_ms"] = _ms(lambda: yc.contiguous())
+            # the implicit GEMM's sizes through cuBLAS
+            g = conv.groups
+            m_rows = y.shape[0] * y[0, 0].numel()
+            k_red = w.shape[1] * w[0, 0].numel()
+            a = torch.randn(m_rows, k_red, device="cuda", dtype=x.dtype)
+            bm = torch.randn(k_red, w.shape[0] // g, device="cuda", dtype=x.dtype)
+            entry["gemm_sizes"] = [m_rows, w.shape[0] // g, k_red, g]
+            entry["cublas_gemm_ms"] = _ms(lambda: a @ bm) * g
+            del a, bm
+        analysis = analyze_conv_task(source, path.stem)
+        if analysis.plan is None:
+            entry["writer"] = "no plan"
+            return entry
+        rows = []
+        for pairs in configs:
+            row: dict[str, Any] = {"config": dict(pairs)}
+            try:
+                design = pairs.pop("design", None) or conv_designs(analysis.plan)[0]
+                cfg = config_from_pairs(pairs, conv_configs(design, analysis.plan, "strict")[0])
+                code = emit_conv_program(analysis.plan, source, design=design, config=cfg)
+                new_mod = _module(code, f"cand_{path.stem}_{len(rows)}")
+                torch.manual_seed(0)
+                model = new_mod.ModelNew(*mod.get_init_inputs()).cuda().eval()
+                model.load_state_dict(ref_model.state_dict())
+                out = model(*inputs)
+                torch.cuda.synchronize()
+                row["label"] = code.splitlines()[0]
+                row["err"] = _err(out, ref)
+                row["ms"] = _ms(lambda: model(*inputs))
+                if x.dim() in (4, 5):
+                    fmt = torch.channels_last if x.dim() == 4 else torch.channels_last_3d
+                    xs = [x.contiguous(memory_format=fmt), *inputs[1:]]
+                    row["ms_input_cl"] = _ms(lambda: model(*xs))
+                del model, out
+            except Exception as exc:  # a config that fails is a row, not the end of the probe
+                row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+            rows.append(row)
+            print(json.dumps({path.stem: row}), flush=True)
+        entry["writer"] = rows
+    return entry
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--suite", default="level2_bf16")
+    ap.add_argument("--tasks", default="09,10,20,24,27", help="comma-separated task-file prefixes")
+    ap.add_argument("--configs", default="", help="';'-separated config entries over the default")
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        ap.error("needs a CUDA GPU")
+    folder = ROOT / "tasks" / args.suite
+    paths = [p for s in args.tasks.split(",") for p in sorted(folder.glob(f"{s}*.py"))]
+    out: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "tasks": [],
+    }
+    for path in paths:
+        t0 = time.perf_counter()
+        try:
+            entry = probe_task(path, _parse_configs(args.configs))
+        except Exception as exc:
+            entry = {"task": path.stem, "error": f"{type(exc).__name__}: {exc}"}
+        entry["wall_s"] = round(time.perf_counter() - t0, 1)
+        out["tasks"].append(entry)
+        Path(args.out).write_text(json.dumps(out, indent=1))
+        print(json.dumps({k: v for k, v in entry.items() if k != "writer"}), flush=True)
+        torch.cuda.empty_cache()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
