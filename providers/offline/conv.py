@@ -315,6 +315,11 @@ def conv_neighbours(design: str, config: ConvConfig, precision: Precision = "str
         add(GROUP_M=1 if c["GROUP_M"] != 1 else 8)
     add(LAYOUT="nhwc" if c["LAYOUT"] == "nchw" else "nchw", **({"BLOCK_W": 0} if direct else {}))
     add(RECOMPUTE=not c["RECOMPUTE"])
+    if not direct:
+        # two programs per SM walking the tiles: 0.230 against 0.293 ms on level2_bf16/27 (a 1-D convolution,
+        # five K steps), slower on the 2-D bf16 tasks (0.67 against 0.59 ms on 09); one per SM was slower
+        # everywhere (a 4-warp program alone on an SM)
+        add(PERSIST=2 if not c["PERSIST"] else 0)
     for dot in _dots(precision) if not direct else ():
         add(DOT=dot)
     return out

@@ -300,6 +300,10 @@ class HostWriter:
         if not plane:
             h(f"grid = (num_m * -(-CT{i} // BN), {'groups' if conv and self.sp.gemm else 1}, "
               f"{'stride3[0] * stride3[1] * stride3[2]' if conv and self.sp.phase else 1})")  # fmt: skip
+        if self.sp.persistent(st):
+            # PERSIST programs per SM walk the tiles (at most one program per tile)
+            h(f"progs{i} = min(grid[0], {cfg.PERSIST} * _kw_sm_count(x5.device))")
+            h(f"grid = (progs{i}, grid[1], grid[2])")
         if st.sink in ("stats", "stats_only") and not plane:
             h(f"TT{i} = -(-GP{i} // BM) * grid[2]")
             h(f"part{i} = torch.empty((N, TT{i}, 3, C{i}), device=x5.device, dtype=torch.float32)")
@@ -349,6 +353,8 @@ class HostWriter:
         extra = ""
         if self.sp.pool_phase(st):
             extra = f"POOL_PHASE=all(ps{i}[d] % stride3[d] == 0 for d in range(3)), "
+        if self.sp.persistent(st):
+            a += [f"progs{i}"]
         if plane:
             extra = "BLOCK_H=BH, BLOCK_W=BW, "
         if conv and self.sp.w_tma:

@@ -252,6 +252,10 @@ class ConvConfig(BaseModel):
     """A normalisation after the convolution's stage: the stage after the statistics recomputes the
     convolution instead of storing its output and reading it back (less memory traffic; pays off when
     the convolution is cheap, e.g. depthwise). Ignored when there is no such normalisation."""
+    PERSIST: int = 0
+    """The GEMM designs' tiled kernels (not the plane tiles): 0 launches one program per output tile; k > 0
+    launches k programs per SM that walk the tiles in one flattened loop (Triton pipelines the next tile's
+    loads under this tile's epilogue: short reductions, e.g. 3x3 taps over 64 channels, are few K steps)."""
     DOT: Literal["ieee", "tf32x3", "tf32"] = "tf32x3"
     """fp32 inputs: how tl.dot multiplies. ieee: exact fp32 on CUDA cores; tf32x3: three TF32 tensor-core
     products per term (fp32-level accuracy); tf32: one TF32 product (only under --allow-tf32).

@@ -87,6 +87,8 @@ class StageKernelWriter:
             )
         const_args = self.sp.const_args(st)
         args += [name for name, _ in const_args]
+        if self.sp.persistent(st):
+            args += ["NUM_PROGS"]
         args += [
             "BLOCK_M: tl.constexpr",
             "BLOCK_N: tl.constexpr",
@@ -109,18 +111,30 @@ class StageKernelWriter:
             self.epilogue.tile_shape = "(BLOCK_M, BLOCK_N)"
             return k.text()
         with k.indent():
-            self._prologue(k, st, gemm=gemm, phase=phase, per_sample=per_sample)
-            if st.pool is None:
-                coords = Coords("sd_", "sh_", "sw_", "row_ok", None if phase else "p")
-                kinds: dict[int, str] = {}
-                self._source(k, st, coords, kinds, phase=phase)
-                self.epilogue.ops(k, st, st.pre, coords, kinds)
+            self._grid(k, gemm=gemm, phase=phase, per_sample=per_sample)
+            if self.sp.persistent(st):
+                # the tiles in one loop that Triton flattens with each tile's K loop: the next tile's first
+                # loads are issued while this tile's epilogue runs
+                k("for pid in tl.range(tl.program_id(0), num_m * num_n, NUM_PROGS, flatten=True):")
+                with k.indent():
+                    self._tile(k, st, gemm=gemm, phase=phase, per_sample=per_sample)
             else:
-                kinds = {}
-                self._pool(k, st, kinds, phase=phase)
-                self.epilogue.ops(k, st, st.post, Coords("sd_", "sh_", "sw_", "row_ok", "p"), kinds)
-            self.epilogue.sink(k, st, kinds, per_sample=per_sample, phase=phase)
+                k("pid = tl.program_id(0)")
+                self._tile(k, st, gemm=gemm, phase=phase, per_sample=per_sample)
         return k.text()
+
+    def _tile(self, k: Code, st: Stage, *, gemm: bool, phase: bool, per_sample: bool) -> None:
+        """One output tile: its indices, its source (convolution or buffer), its ops and its store."""
+        self._tile_index(k, gemm=gemm, phase=phase, per_sample=per_sample)
+        kinds: dict[int, str] = {}
+        if st.pool is None:
+            coords = Coords("sd_", "sh_", "sw_", "row_ok", None if phase else "p")
+            self._source(k, st, coords, kinds, phase=phase)
+            self.epilogue.ops(k, st, st.pre, coords, kinds)
+        else:
+            self._pool(k, st, kinds, phase=phase)
+            self.epilogue.ops(k, st, st.post, Coords("sd_", "sh_", "sw_", "row_ok", "p"), kinds)
+        self.epilogue.sink(k, st, kinds, per_sample=per_sample, phase=phase)
 
     def _fold_kernel(self, st: Stage) -> str:
         """One program per sample: each channel's mean of the normalised value over all positions from
@@ -173,8 +187,8 @@ class StageKernelWriter:
         self.epilogue.tile_shape = "(BLOCK_M, BLOCK_N)"
         return k.text()
 
-    def _prologue(self, k: Code, st: Stage, *, gemm: bool, phase: bool, per_sample: bool) -> None:
-        k("pid = tl.program_id(0)")
+    def _grid(self, k: Code, *, gemm: bool, phase: bool, per_sample: bool) -> None:
+        """The kernel's tile grid: the group and phase axes, the pixel and channel tile counts."""
         if gemm:
             k("pid_g = tl.program_id(1)")
         if phase:
@@ -194,6 +208,9 @@ class StageKernelWriter:
             k("num_m = tl.cdiv(N * GP, BLOCK_M)")
         k("num_n = tl.cdiv(CT, BLOCK_N)")
         k("width = GROUP_M * num_n")
+
+    def _tile_index(self, k: Code, *, gemm: bool, phase: bool, per_sample: bool) -> None:
+        """Tile `pid`'s pixel rows (grouped order) and channel columns, with their masks."""
         k("first_m = (pid // width) * GROUP_M")
         k("gsz = tl.minimum(num_m - first_m, GROUP_M)")
         k("pid_m = first_m + (pid % width) % gsz")

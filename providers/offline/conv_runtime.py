@@ -134,6 +134,17 @@ def _kw_as5d(t, nd):
     return t
 
 
+_KW_SMS = {}
+
+
+def _kw_sm_count(dev):
+    # streaming multiprocessors of the GPU (a persistent kernel's programs per SM multiply it); the CPU
+    # (Triton's interpreter) and devices that do not say: 4
+    if dev not in _KW_SMS:
+        _KW_SMS[dev] = torch.cuda.get_device_properties(dev).multi_processor_count if dev.type == "cuda" else 4
+    return _KW_SMS[dev]
+
+
 def _kw_cached(owner, key, w, make):
     # Packed weights are reused while the parameter is unchanged (same storage, same version).
     cache = owner.__dict__.setdefault("_kw_cache", {})

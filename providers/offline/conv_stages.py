@@ -259,6 +259,11 @@ class StagedPlan:
         """direct_depthwise of a forward convolution: taps unrolled at compile time."""
         return self.design == "direct_depthwise" and not self.spec.transposed
 
+    def persistent(self, st: Stage) -> bool:
+        """Whether the stage's kernel walks its tiles in a loop (PERSIST > 0): the GEMM designs'
+        convolution stage; other stages, and direct_depthwise, launch one program per tile."""
+        return self.cfg.PERSIST > 0 and self.gemm and st.source == "conv"
+
     def plane(self, st: Stage) -> bool:
         """Whether a stage tiles one (sample, channel) plane in 2-D (direct_depthwise, BLOCK_W > 0).
 

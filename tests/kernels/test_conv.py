@@ -531,6 +531,12 @@ CASES: dict[str, tuple[str, str, str | dict]] = {
         "nhwc",
     ),
 }
+# PERSIST: a few programs walk the tiles in one loop (4 "SMs" under the interpreter, so each program takes
+# several tiles): with a normalisation's statistics and a second stage, transposed phases (grid axis 2),
+# groups (axis 1), and half precision
+for _name in ("conv3d_groupnorm_silu", "conv_transpose2d_phases", "conv2d_grouped_channel_sum", "conv2d_fp16_relu"):
+    _source, _design, _layout = CASES[_name]
+    CASES[_name + "_persistent"] = (_source, _design, {"LAYOUT": _layout, "PERSIST": 1})
 
 
 def _program(source: str, design: str, config: ConvConfig | None = None, **overrides: object) -> str:
@@ -549,7 +555,8 @@ QUICK = {
     "conv3d_groupnorm_silu", "conv_transpose2d_phases", "conv_transpose3d_maxpool_softmax", "conv2d_fp16_relu",
     "depthwise_batchnorm_train_recompute",
     "depthwise_flat_tiles_batchnorm_recompute", "conv3d_groupnorm_mean_fold", "conv2d_instancenorm_scale_sum_fold",
-    "conv3d_groupnorm_relu_mean_nofold", "conv2d_activation_vocabulary",
+    "conv3d_groupnorm_relu_mean_nofold", "conv2d_activation_vocabulary", "conv3d_groupnorm_silu_persistent",
+    "conv_transpose2d_phases_persistent", "conv2d_grouped_channel_sum_persistent",
 }  # fmt: skip
 """One case per code path (each layout and design, transposed, fp16, the direct tiles, a fold and a no-fold)
 in the default suite; the other cases, variations of these, run with the slow tests (among them the plane
