@@ -11,6 +11,7 @@ For each task (default: the bf16 convolution tasks of tasks/level2_bf16), with t
   on the input as given and on a channels-last copy (where the program's NHWC copy is then a view: the
   kernel alone), each checked against the reference output (max error over the output's RMS).
 Timings: triton.testing.do_bench (L2 flushed between runs), median ms. Results as JSON (--out).
+fp32 tasks: TF32 is off for cuDNN and cuBLAS (strict fp32, as the harness judges them) unless --tf32.
 
     python benchmarks/conv_half_probe.py --out probe.json [--tasks 09,10] [--configs 'BLOCK_M=256;num_stages=4,...']
 
@@ -156,9 +157,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--suite", default="level2_bf16")
     ap.add_argument("--tasks", default="09,10,20,24,27", help="comma-separated task-file prefixes")
     ap.add_argument("--configs", default="", help="';'-separated config entries over the default")
+    ap.add_argument("--tf32", action="store_true", help="let cuDNN and cuBLAS use TF32 for fp32 tasks")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         ap.error("needs a CUDA GPU")
+    torch.backends.cudnn.allow_tf32 = args.tf32
+    torch.backends.cuda.matmul.allow_tf32 = args.tf32
     folder = ROOT / "tasks" / args.suite
     paths = [p for s in args.tasks.split(",") for p in sorted(folder.glob(f"{s}*.py"))]
     out: dict[str, Any] = {
@@ -166,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         "gpu": torch.cuda.get_device_name(),
         "torch": torch.__version__,
         "triton": triton.__version__,
+        "tf32": args.tf32,
         "tasks": [],
     }
     for path in paths:

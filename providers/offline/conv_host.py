@@ -229,7 +229,10 @@ class HostWriter:
             h(f"red_scale{i} = 1.0 / red_count{i}" if fn == "mean" else f"red_scale{i} = 1.0")
         elif st.sink != "stats_only":
             cb = "1" if value_cred else f"C{i}"
-            dtype = self.sp.out_dtype if st.final else "torch.float32"
+            # a stage's buffer for the next stage: fp32 for fp32 tasks; the task's own dtype for half ones,
+            # the rounding the reference applies to every op's output (level2_bf16/24, depthwise + batch
+            # norm: an fp32 buffer was two thirds of the bytes moved)
+            dtype = self.sp.out_dtype if st.final or self.spec.dtype != "float32" else "torch.float32"
             h(f"b{i} = torch.empty((N, {cb}, S{i}[0], S{i}[1], S{i}[2]), device=x5.device, dtype={dtype})")
         # output strides (contiguous buffer; a reduced dim's stride is 0 for the per-element atomics)
         if st.sink == "sreduce" and st.sreduce is not None:

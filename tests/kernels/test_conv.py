@@ -180,6 +180,21 @@ CASES: dict[str, tuple[str, str, str | dict]] = {
         "implicit_gemm",
         "nhwc",
     ),
+    "conv2d_fp16_groupnorm_silu": (
+        _task(
+            """
+            self.conv = nn.Conv2d(4, 6, 3, padding=1)
+            self.norm = nn.GroupNorm(3, 6)
+            nn.init.normal_(self.norm.weight)
+            nn.init.normal_(self.norm.bias)
+            self.to(torch.float16)
+            """,
+            "return F.silu(self.norm(self.conv(x)))",
+            "[torch.randn(2, 4, 7, 9, dtype=torch.float16)]",
+        ),
+        "implicit_gemm",
+        "nhwc",
+    ),
     "conv2d_residual_instancenorm_avgpool": (
         _task(
             """
@@ -532,9 +547,10 @@ CASES: dict[str, tuple[str, str, str | dict]] = {
     ),
 }
 # PERSIST: a few programs walk the tiles in one loop (4 "SMs" under the interpreter, so each program takes
-# several tiles): with a normalisation's statistics and a second stage, transposed phases (grid axis 2),
-# groups (axis 1), and half precision
-for _name in ("conv3d_groupnorm_silu", "conv_transpose2d_phases", "conv2d_grouped_channel_sum", "conv2d_fp16_relu"):
+# several tiles): with a normalisation's statistics and a second stage (in half precision the buffer between
+# the two is fp16), transposed phases (grid axis 2), groups (axis 1)
+for _name in ("conv3d_groupnorm_silu", "conv_transpose2d_phases", "conv2d_grouped_channel_sum", "conv2d_fp16_relu",
+              "conv2d_fp16_groupnorm_silu"):
     _source, _design, _layout = CASES[_name]
     CASES[_name + "_persistent"] = (_source, _design, {"LAYOUT": _layout, "PERSIST": 1})
 
@@ -551,15 +567,16 @@ CONFIG = EvalConfig(device="cpu", time=False, compile_baseline=False, second_sha
 
 
 QUICK = {
-    "conv2d_stride_pad_dilation", "conv2d_grouped_channel_sum", "depthwise_multiplier_scale", "conv1d_same_gelu",
-    "conv3d_groupnorm_silu", "conv_transpose2d_phases", "conv_transpose3d_maxpool_softmax", "conv2d_fp16_relu",
+    "conv2d_stride_pad_dilation", "conv2d_grouped_channel_sum_persistent", "depthwise_multiplier_scale",
+    "conv1d_same_gelu", "conv2d_fp16_groupnorm_silu_persistent", "conv_transpose2d_phases_persistent",
+    "conv_transpose3d_maxpool_softmax", "conv2d_fp16_relu",
     "depthwise_batchnorm_train_recompute",
     "depthwise_flat_tiles_batchnorm_recompute", "conv3d_groupnorm_mean_fold", "conv2d_instancenorm_scale_sum_fold",
-    "conv3d_groupnorm_relu_mean_nofold", "conv2d_activation_vocabulary", "conv3d_groupnorm_silu_persistent",
-    "conv_transpose2d_phases_persistent", "conv2d_grouped_channel_sum_persistent",
+    "conv3d_groupnorm_relu_mean_nofold", "conv2d_activation_vocabulary",
 }  # fmt: skip
-"""One case per code path (each layout and design, transposed, fp16, the direct tiles, a fold and a no-fold)
-in the default suite; the other cases, variations of these, run with the slow tests (among them the plane
+"""One case per code path (each layout and design, transposed, fp16, the direct tiles, a fold and a no-fold,
+the persistent tile loop) in the default suite, three of them persistent (their one-program-per-tile twins,
+the same code without the loop, run with the slow tests; the other GEMM cases launch one program per tile); the other cases, variations of these, run with the slow tests (among them the plane
 tiles' multi-tile store and re-read, the slowest case under the interpreter: 5.5 s)."""
 
 
@@ -648,8 +665,9 @@ def test_fold_kernel_is_checked(pool):
 
 
 def test_bundled_groupnorm_mean_task_folds_and_verifies_with_default_config(pool):
-    """Task 29 (Conv3d, GroupNorm, mean over all but the batch) at its default config: three launches
-    (convolution with statistics only, statistics, fold kernel), verified at the small size."""
+    """Task 29 (Conv3d, GroupNorm, mean over all but the batch) at its default config: four launches
+    (the input's channels-last copy, convolution with statistics only, statistics, fold kernel), verified
+    at the small size."""
     path = bundled_suite_dir("level2") / "29_conv3d_groupnorm_mean.py"
     source = path.read_text()
     text = _program(source, "implicit_gemm")
@@ -657,7 +675,8 @@ def test_bundled_groupnorm_mean_task_folds_and_verifies_with_default_config(pool
     assert "(folded)" in text
     res = pool.evaluate(load_task_source(source, path.stem), text, CONFIG)
     assert res.correct, f"{res.stage} {res.error_kind}: {res.error}"
-    assert res.kernel_launches == 3
+    assert "LAYOUT=nhwc" in text.splitlines()[0]
+    assert res.kernel_launches == 4
 
 
 @pytest.mark.parametrize("recompute", [True, False])

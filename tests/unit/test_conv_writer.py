@@ -172,3 +172,27 @@ def test_root_large_steps_do_not_repeat_a_written_program():
         seen.add(key)
         listed.append(KernelHeader("conv", design, {k: str(v) for k, v in config.items()}))
     assert {k[0] for k in seen} == {"direct_depthwise", "implicit_gemm_flatk", "implicit_gemm"}
+
+
+def test_stage_buffers_are_in_the_tasks_dtype_for_half_and_fp32_otherwise():
+    """A normalisation after the convolution splits the program in two stages with a buffer between them:
+    fp32 for an fp32 task, the task's own dtype for a bf16 one (the rounding the reference applies to the
+    convolution's output; an fp32 buffer moved a third more bytes)."""
+    from kernelwright.providers.offline.conv import write_conv_program
+
+    def buffers(suite: str) -> list[str]:
+        source = (bundled_suite_dir(suite) / "24_conv2d_depthwise_batchnorm_relu6.py").read_text()
+        code = write_conv_program(source, name="24") or ""
+        return [line.split("dtype=")[-1] for line in code.splitlines() if line.strip().startswith("b0 = torch.empty")]
+
+    assert buffers("level2") == ["torch.float32)"]
+    assert buffers("level2_bf16") == ["torch.bfloat16)"]
+
+
+def test_half_implicit_gemm_tiles_up_to_128x128_use_one_warpgroup():
+    from kernelwright.providers.offline.conv import analyze_conv_task, conv_configs
+
+    for suite, warps in (("level2_bf16", 4), ("level2", 8)):
+        source = (bundled_suite_dir(suite) / "09_conv2d_bias_relu.py").read_text()
+        first = conv_configs("implicit_gemm", analyze_conv_task(source, "09").plan, "strict")[0]
+        assert (first.BLOCK_M, first.BLOCK_N, first.num_warps) == (128, 128, warps), suite
