@@ -61,6 +61,18 @@ def _ms(fn: Any) -> float:
     return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
 
 
+def _time_program(model: Any, inputs: list[Any]) -> dict[str, float]:
+    """The program's forward on the inputs as given and, for 2-D/3-D inputs, on a channels-last copy of the
+    first (where its NHWC copy is a view: the kernels alone)."""
+    times = {"ms": _ms(lambda: model(*inputs))}
+    x = inputs[0]
+    if x.dim() in (4, 5):
+        fmt = torch.channels_last if x.dim() == 4 else torch.channels_last_3d
+        xs = [x.contiguous(memory_format=fmt), *inputs[1:]]
+        times["ms_input_cl"] = _ms(lambda: model(*xs))
+    return times
+
+
 def _err(out: torch.Tensor, ref: torch.Tensor) -> float:
     ref64, out64 = ref.double(), out.double()
     rms = ref64.pow(2).mean().sqrt().item() or 1.0
@@ -137,12 +149,7 @@ def probe_task(path: Path, configs: list[dict[str, Any]]) -> dict[str, Any]:
                 torch.cuda.synchronize()
                 row["label"] = code.splitlines()[0]
                 row["err"] = _err(out, ref)
-                row["ms"] = _ms(lambda: model(*inputs))
-                if x.dim() in (4, 5):
-                    fmt = torch.channels_last if x.dim() == 4 else torch.channels_last_3d
-                    xs = [x.contiguous(memory_format=fmt), *inputs[1:]]
-                    row["ms_input_cl"] = _ms(lambda: model(*xs))
-                del model, out
+                row.update(_time_program(model, inputs))
             except Exception as exc:  # a config that fails is a row, not the end of the probe
                 row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
             rows.append(row)

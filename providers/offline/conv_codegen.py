@@ -39,7 +39,12 @@ from kernelwright.providers.offline.conv_host import HostWriter
 from kernelwright.providers.offline.conv_ir import ConvConfig, ConvPlan
 from kernelwright.providers.offline.conv_kernels import StageKernelWriter
 from kernelwright.providers.offline.conv_reference import ReferenceParts
-from kernelwright.providers.offline.conv_runtime import BN_EVAL_KERNEL, HOST_HELPERS, NHWC_COPY, NORM_STATS_KERNEL
+from kernelwright.providers.offline.conv_runtime import (
+    BN_EVAL_KERNEL,
+    HOST_HELPERS,
+    NHWC_COPY,
+    NORM_STATS_KERNEL,
+)
 from kernelwright.providers.offline.conv_stages import DESIGNS, ConvEmitError, Stage, StagedPlan, partition
 from kernelwright.providers.offline.emit import BN_RUNNING, HELPERS
 from kernelwright.providers.protocol import KernelHeader

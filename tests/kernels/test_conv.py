@@ -549,8 +549,13 @@ CASES: dict[str, tuple[str, str, str | dict]] = {
 # PERSIST: a few programs walk the tiles in one loop (4 "SMs" under the interpreter, so each program takes
 # several tiles): with a normalisation's statistics and a second stage (in half precision the buffer between
 # the two is fp16), transposed phases (grid axis 2), groups (axis 1)
-for _name in ("conv3d_groupnorm_silu", "conv_transpose2d_phases", "conv2d_grouped_channel_sum", "conv2d_fp16_relu",
-              "conv2d_fp16_groupnorm_silu"):
+for _name in (
+    "conv3d_groupnorm_silu",
+    "conv_transpose2d_phases",
+    "conv2d_grouped_channel_sum",
+    "conv2d_fp16_relu",
+    "conv2d_fp16_groupnorm_silu",
+):
     _source, _design, _layout = CASES[_name]
     CASES[_name + "_persistent"] = (_source, _design, {"LAYOUT": _layout, "PERSIST": 1})
 

@@ -183,7 +183,11 @@ def test_stage_buffers_are_in_the_tasks_dtype_for_half_and_fp32_otherwise():
     def buffers(suite: str) -> list[str]:
         source = (bundled_suite_dir(suite) / "24_conv2d_depthwise_batchnorm_relu6.py").read_text()
         code = write_conv_program(source, name="24") or ""
-        return [line.split("dtype=")[-1] for line in code.splitlines() if line.strip().startswith("b0 = torch.empty")]
+        return [
+            line.split("dtype=")[-1]
+            for line in code.splitlines()
+            if line.strip().startswith("b0 = torch.empty")
+        ]
 
     assert buffers("level2") == ["torch.float32)"]
     assert buffers("level2_bf16") == ["torch.bfloat16)"]
