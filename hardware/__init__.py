@@ -6,8 +6,9 @@ judge's entry, which starts its fork server before it imports torch) does not pa
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kernelwright import lazy_exports
 
 # Imported now: the function shares its module's name, and a module imported later would take the name.
 from kernelwright.hardware.static_check import StaticReport, static_check
@@ -28,7 +29,6 @@ _EXPORTS = {
     "targets": ("Target", "detect_target", "get_target", "list_targets", "resolve_device"),
     "compile_feedback": ("CompileReport", "KernelCompileReport", "compile_for_target"),
 }
-_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 
 __all__ = [
     "CompileReport",
@@ -55,17 +55,9 @@ __all__ = [
     "static_check",
     "toolchain_versions",
 ]
-assert sorted(__all__) == sorted([*_MODULE_OF, "StaticReport", "static_check"]), "every export is listed"
+assert sorted(__all__) == sorted(
+    [*(n for names in _EXPORTS.values() for n in names), "StaticReport", "static_check"]
+)
 
 
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -3,32 +3,59 @@
 The prompt protocol shared with the context manager is in providers/protocol.py (the tagged sections,
 the fenced answer, and `KernelHeader`, the `# kernelwright:` line every kernel starts with); the
 built-in deterministic writer in providers/offline/.
+
+The names below load their submodule on first use (PEP 562): the memory reads only the protocol, and
+does not import LangChain through the chat models.
 """
 
-from kernelwright.providers.chat import (
-    ProviderError,
-    ProviderUnavailable,
-    invoke_with_retry,
-    is_llm,
-    load_chat_model,
-    parse_program,
-    probe_server,
-    resolve_base_url,
-    usage_of,
-)
-from kernelwright.providers.protocol import KernelHeader, header_line, message_text
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kernelwright import lazy_exports
+
+if TYPE_CHECKING:
+    from kernelwright.providers.chat import (
+        ProviderError,
+        ProviderUnavailable,
+        invoke_with_retry,
+        is_llm,
+        load_chat_model,
+        parse_program,
+        probe_server,
+        resolve_base_url,
+        usage_of,
+    )
+    from kernelwright.providers.protocol import KernelHeader, header_line, message_text
+
+_EXPORTS = {
+    "chat": (
+        "ProviderError",
+        "ProviderUnavailable",
+        "invoke_with_retry",
+        "is_llm",
+        "load_chat_model",
+        "parse_program",
+        "probe_server",
+        "resolve_base_url",
+        "usage_of",
+    ),
+    "protocol": ("KernelHeader", "header_line", "message_text"),
+}
 
 __all__ = [
     "KernelHeader",
     "ProviderError",
     "ProviderUnavailable",
-    "invoke_with_retry",
-    "message_text",
-    "is_llm",
     "header_line",
+    "invoke_with_retry",
+    "is_llm",
     "load_chat_model",
+    "message_text",
     "parse_program",
     "probe_server",
     "resolve_base_url",
     "usage_of",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -85,3 +85,18 @@ def test_the_judges_entry_starts_its_fork_server_before_torch_is_imported():
         "print(json.dumps([light, callable(static_check), WorkerPool.__module__]))\n"
     )
     assert fresh_interpreter_json(script) == [True, True, "kernelwright.hardware.sandbox"]
+
+
+def test_the_memory_loads_neither_torch_nor_langchain():
+    """`kernelwright memory ...`, the memory's writer processes and the records import the task signature and
+    the kernel header only: the tasks and providers packages load their names on first use, so neither torch
+    (the task analysis) nor LangChain (the chat models) comes with them (`memory stats` took 5.2 s, now ~1 s)."""
+    script = (
+        "import json, sys\n"
+        "import kernelwright.memory, kernelwright.memory.records\n"
+        "heavy = sorted(m for m in ('torch', 'langchain_core', 'triton') if m in sys.modules)\n"
+        "from kernelwright.tasks import load_task, TaskSignature\n"
+        "from kernelwright.providers import KernelHeader, load_chat_model\n"
+        "print(json.dumps([heavy, load_task.__module__, 'langchain_core' in sys.modules]))\n"
+    )
+    assert fresh_interpreter_json(script) == [[], "kernelwright.tasks.loader", True]
