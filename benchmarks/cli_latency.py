@@ -1,4 +1,5 @@
-"""How long the `kernelwright` command takes to answer without doing work: --help, --version, a bad flag.
+"""How long the `kernelwright` command takes to answer without doing work: --help, --version, a bad flag,
+and `memory stats` of an empty memory (the memory's imports).
 
     python benchmarks/cli_latency.py [--runs N] [--kw PATH]
 
@@ -10,11 +11,19 @@ from __future__ import annotations
 import argparse
 import statistics
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-COMMANDS = (["--help"], ["--version"], ["optimize", "--help"], ["optimize", "x.py", "--budget", "0"])
+EMPTY_MEMORY = tempfile.mkdtemp(prefix="kw-latency-memory-")
+COMMANDS = (
+    ["--help"],
+    ["--version"],
+    ["optimize", "--help"],
+    ["optimize", "x.py", "--budget", "0"],
+    ["memory", "stats", "--json", "--memory", EMPTY_MEMORY],
+)
 
 
 def main() -> None:
