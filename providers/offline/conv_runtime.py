@@ -1,5 +1,7 @@
 """Source text every conv program carries: the kernel that reads a BatchNorm's running statistics, the
-kernel that combines a normalisation's statistics partials, and the host helpers its launcher calls.
+kernel that combines a normalisation's statistics partials, and the host helpers its launcher calls (the
+SM count a persistent kernel's grid is sized by among them); with LAYOUT=nhwc, also the tiled transpose
+that copies the input to channels-last (NHWC_COPY).
 
 The math helpers the pointwise ops call (_kw_tanh, _kw_softplus, ...) are emit.HELPERS, the ones every
 offline writer uses, and come in only where a program's ops call them.
