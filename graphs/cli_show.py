@@ -34,7 +34,7 @@ def load_state(run_dir: str) -> dict[str, Any]:
     """The latest checkpointed state of the run in `run_dir` (ValueError with one line when there is none)."""
     from pathlib import Path
 
-    from kernelwright.graphs.optimize import CHECKPOINT_FILE, open_checkpointer, read_run_file
+    from kernelwright.graphs.run_files import CHECKPOINT_FILE, open_checkpointer, read_run_file
 
     saved = read_run_file(run_dir)
     if not (Path(run_dir) / CHECKPOINT_FILE).is_file():

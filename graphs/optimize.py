@@ -22,20 +22,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
-import sqlite3
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-import ormsgpack
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
+# The run folder's files (graphs/run_files.py), also named here by the run's callers
+from kernelwright.graphs.run_files import CHECKPOINT_FILE as CHECKPOINT_FILE
+from kernelwright.graphs.run_files import RUN_FILE, RunFile, open_checkpointer, read_run_file
+from kernelwright.graphs.run_files import serializer as serializer
 from kernelwright.memory.store import MemoryLocationError, MemoryServerError
 from kernelwright.nodes import resources
 from kernelwright.nodes.coder import coder
@@ -47,11 +46,9 @@ from kernelwright.nodes.profiler import profiler
 from kernelwright.nodes.records import Attempt, Job, OptimizeResult, RunInfo
 from kernelwright.nodes.reflector import reflector
 from kernelwright.nodes.run_context import Context
-from kernelwright.nodes.state import CHECKPOINT_TYPES, InputState, State
+from kernelwright.nodes.state import InputState, State
 from kernelwright.providers.chat import ProviderUnavailable
 
-RUN_FILE = "run.json"
-CHECKPOINT_FILE = "checkpoints.sqlite"
 GRAPH_NAME = "kernelwright-optimize"
 
 
@@ -87,80 +84,6 @@ graph = builder.compile(name=GRAPH_NAME)
 
 
 # -- running with checkpoints -----------------------------------------------------------------------------
-
-
-_OLD_MODULE = re.compile(rb"(?<![\w.])(?:graphs|nodes|providers|memory|hardware|tasks)\.\w+")
-"""A module name from before kernelwright imported under one name (0.1: `nodes.records`, `tasks.task`)."""
-_OLD_PREFIXES = tuple(f"{name}." for name in ("graphs", "nodes", "providers", "memory", "hardware", "tasks"))
-_TYPE_EXTS = frozenset(range(6))
-"""langgraph's msgpack extension codes whose payload starts with (module, name, ...)."""
-
-
-_RENAMED_TYPES = {("kernelwright.nodes.records", "Design"): "RepresentativeDesign"}
-"""Record classes renamed since they were written to checkpoints: (module, old name) -> new name."""
-_OLD_NAME = re.compile(rb"(?<![A-Za-z])Design(?![A-Za-z])")
-
-
-def _renamed(payload: bytes, code: int | None = None) -> bytes:
-    """A msgpack payload with every record's 0.1 module name moved under kernelwright and every renamed
-    record class under its new name (nested ones too)."""
-    value = ormsgpack.unpackb(
-        payload, ext_hook=lambda c, d: ormsgpack.Ext(c, _renamed(d, c)), option=ormsgpack.OPT_NON_STR_KEYS
-    )
-    if code in _TYPE_EXTS and isinstance(value, list) and len(value) > 1:
-        if str(value[0]).startswith(_OLD_PREFIXES):
-            value = ["kernelwright." + value[0], *value[1:]]
-        new = _RENAMED_TYPES.get((str(value[0]), str(value[1])))
-        if new is not None:
-            value = [value[0], new, *value[2:]]
-    return ormsgpack.packb(value, option=ormsgpack.OPT_NON_STR_KEYS)
-
-
-class _Serializer(JsonPlusSerializer):
-    """JsonPlusSerializer that also reads checkpoints written by kernelwright 0.1, whose records were
-    named `nodes.records.Job` and so on, and records whose class was renamed since (`Design`): they load
-    as the same types, so such runs resume."""
-
-    def loads_typed(self, data: tuple[str, bytes]) -> Any:
-        kind, payload = data
-        if kind == "msgpack" and (_OLD_MODULE.search(payload) or _OLD_NAME.search(payload)):
-            payload = _renamed(payload)
-        return super().loads_typed((kind, payload))
-
-
-def serializer() -> JsonPlusSerializer:
-    """A serializer that revives exactly the state's record types from checkpoints."""
-    return _Serializer(allowed_msgpack_modules=[(t.__module__, t.__name__) for t in CHECKPOINT_TYPES])
-
-
-def open_checkpointer(run_dir: str | Path) -> SqliteSaver:
-    path = Path(run_dir) / CHECKPOINT_FILE
-    conn = sqlite3.connect(str(path), check_same_thread=False)
-    return SqliteSaver(conn, serde=serializer())
-
-
-class RunFile(BaseModel):
-    """run.json: what `--resume RUN_DIR` needs to continue a run."""
-
-    thread_id: str
-    input: dict[str, str]
-    context: dict[str, Any]
-    created_by: str = "kernelwright optimize"
-
-
-def read_run_file(run_dir: str | Path) -> RunFile:
-    """The run.json of a run directory; a ValueError with one line when it is missing or damaged."""
-    rd = Path(run_dir)
-    path = rd / RUN_FILE
-    if not rd.is_dir():
-        raise ValueError(f"{rd}: no such run directory")
-    if not path.is_file():
-        raise ValueError(f"{rd}: not a run directory (no {RUN_FILE})")
-    try:
-        return RunFile.model_validate_json(path.read_text(encoding="utf-8"))
-    except (ValidationError, UnicodeDecodeError) as exc:
-        detail = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
-        raise ValueError(f"{path} is damaged, not a run file kernelwright wrote ({detail})") from exc
 
 
 class Progress(BaseModel):

@@ -100,3 +100,15 @@ def test_the_memory_loads_neither_torch_nor_langchain():
         "print(json.dumps([heavy, load_task.__module__, 'langchain_core' in sys.modules]))\n"
     )
     assert fresh_interpreter_json(script) == [[], "kernelwright.tasks.loader", True]
+
+
+def test_reading_a_run_loads_neither_the_graph_nor_torch():
+    """`kernelwright show` reads run.json and the checkpoints through graphs/run_files.py, not through the
+    optimize graph, whose nodes import torch (it took 5.6 s, now ~0.5 s)."""
+    script = (
+        "import json, sys\n"
+        "import kernelwright.graphs.run_files, kernelwright.graphs.cli_show\n"
+        "heavy = sorted(m for m in ('torch', 'triton', 'kernelwright.graphs.optimize') if m in sys.modules)\n"
+        "print(json.dumps(heavy))\n"
+    )
+    assert fresh_interpreter_json(script) == []
