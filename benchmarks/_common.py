@@ -1,4 +1,5 @@
-"""Pieces the per-task benchmark scripts share (a CUDA-event timer: ceilings.py, pool_sweep.py; conv_bench.py, design_sweep.py, inductor_code.py,
+"""Pieces the per-task benchmark scripts share (a CUDA-event timer: ceilings.py, pool_sweep.py; a program loaded
+from its file: pool_sweep.py, norm_probe.py, host_overhead.py, conv_half_probe.py; conv_bench.py, design_sweep.py, inductor_code.py,
 norm_probe.py; the offline writer's root program and suite folders, and both together in `suite_roots`:
 warm_replay.py, host_overhead.py, compile_suite.py, matmul_cases.py).
 
@@ -7,6 +8,7 @@ Imported as `_common`: a script run as `python benchmarks/<name>.py` has this fo
 
 from __future__ import annotations
 
+import importlib.util
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -28,6 +30,17 @@ def environment(device: str) -> dict[str, Any]:
     except Exception as exc:
         meta["versions_error"] = str(exc)
     return meta
+
+
+def load_program(code: str, path: Path) -> Any:
+    """A generated program as a module named after `path`, written there first (Triton's JIT reads a kernel's
+    source from its file)."""
+    path.write_text(code)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def cuda_event_times(fn: Callable[[], Any], *, warmup: int, reps: int) -> list[float]:

@@ -22,7 +22,6 @@ for the task (an empty entry is the default itself). Needs a CUDA GPU.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 import tempfile
@@ -37,6 +36,7 @@ if str(ROOT) not in sys.path:
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 import triton.testing  # noqa: E402
+from _common import load_program  # noqa: E402
 
 from kernelwright.providers.offline.conv import (  # noqa: E402
     analyze_conv_task,
@@ -45,16 +45,7 @@ from kernelwright.providers.offline.conv import (  # noqa: E402
     emit_conv_program,
 )
 from kernelwright.providers.offline.conv_writer import config_from_pairs  # noqa: E402
-
-
-def _module(source: str, name: str) -> Any:
-    path = Path(tempfile.mkdtemp(prefix="kw-probe-")) / f"{name}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from kernelwright.tasks import exec_task_module  # noqa: E402
 
 
 def _ms(fn: Any) -> float:
@@ -90,9 +81,10 @@ def _parse_configs(text: str) -> list[dict[str, Any]]:
     return entries
 
 
-def probe_task(path: Path, configs: list[dict[str, Any]]) -> dict[str, Any]:
+def probe_task(path: Path, configs: list[dict[str, Any]], folder: Path) -> dict[str, Any]:
+    """One task's row: the baselines, then the writer's program for each config (written under `folder`)."""
     source = path.read_text()
-    mod = _module(source, "task_" + path.stem)
+    mod = exec_task_module(source, "task_" + path.stem, filename=str(path))
     torch.manual_seed(0)
     ref_model = mod.Model(*mod.get_init_inputs()).cuda().eval()
     inputs = [t.cuda() if isinstance(t, torch.Tensor) else t for t in mod.get_inputs()]
@@ -141,7 +133,7 @@ def probe_task(path: Path, configs: list[dict[str, Any]]) -> dict[str, Any]:
                 design = pairs.pop("design", None) or conv_designs(analysis.plan)[0]
                 cfg = config_from_pairs(pairs, conv_configs(design, analysis.plan, "strict")[0])
                 code = emit_conv_program(analysis.plan, source, design=design, config=cfg)
-                new_mod = _module(code, f"cand_{path.stem}_{len(rows)}")
+                new_mod = load_program(code, folder / f"cand_{path.stem}_{len(rows)}.py")
                 torch.manual_seed(0)
                 model = new_mod.ModelNew(*mod.get_init_inputs()).cuda().eval()
                 model.load_state_dict(ref_model.state_dict())
@@ -180,10 +172,11 @@ def main(argv: list[str] | None = None) -> int:
         "tf32": args.tf32,
         "tasks": [],
     }
+    folder = Path(tempfile.mkdtemp(prefix="kw-probe-"))  # Triton reads a kernel's source from its file
     for path in paths:
         t0 = time.perf_counter()
         try:
-            entry = probe_task(path, _parse_configs(args.configs))
+            entry = probe_task(path, _parse_configs(args.configs), folder)
         except Exception as exc:
             entry = {"task": path.stem, "error": f"{type(exc).__name__}: {exc}"}
         entry["wall_s"] = round(time.perf_counter() - t0, 1)

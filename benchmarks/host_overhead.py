@@ -13,7 +13,6 @@ the host (or that the writer answers with torch calls only) are listed as skippe
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import statistics
 import sys
@@ -28,7 +27,7 @@ from kernelwright.tasks import load_task
 from kernelwright.tasks.module import exec_task_module, task_init_inputs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import suite_roots  # noqa: E402
+from _common import load_program, suite_roots  # noqa: E402
 
 
 class _NoLaunch:
@@ -40,12 +39,7 @@ class _NoLaunch:
 
 def host_us(code: str, task_path: Path, calls: int, folder: Path) -> float:
     task = load_task(task_path)
-    path = folder / f"candidate_{task_path.stem}.py"  # Triton reads a kernel's source from its file
-    path.write_text(code)
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_program(code, folder / f"candidate_{task_path.stem}.py")
     for name, value in list(module.__dict__.items()):
         if hasattr(value, "run") and hasattr(value, "fn"):  # a JITFunction (or an Autotuner over one)
             setattr(module, name, _NoLaunch())

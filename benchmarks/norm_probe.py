@@ -16,20 +16,18 @@ Writes DIR/norm_probe.json (DIR defaults to $OUT, else ./norm-probe-out) and pri
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import re
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from _common import task_path  # noqa: E402
+from _common import load_program, task_path  # noqa: E402
 
 from kernelwright.providers.offline.emit import HELPERS  # noqa: E402
 from kernelwright.providers.offline.variants import program_variant  # noqa: E402
@@ -132,16 +130,6 @@ def without_gelu(code: str) -> str:
     return re.sub(r"(?<!def )_kw_gelu\((\w+)\)", r"\1", code)
 
 
-def _import_file(code: str, path: Path) -> Any:
-    """The program as a module loaded from a file (Triton's JIT needs the source file on a GPU)."""
-    path.write_text(code)
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=os.environ.get("OUT", "norm-probe-out"))
@@ -205,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append({"variant": "eager", "ms": triton.testing.do_bench(lambda: model(x)), "err": 0.0})
         for label, code in programs.items():
             try:
-                mod = _import_file(code, Path(tmp) / f"probe_{len(rows)}.py")
+                mod = load_program(code, Path(tmp) / f"probe_{len(rows)}.py")
                 cand = mod.ModelNew(*ref_mod.get_init_inputs()).cuda()
                 cand.load_state_dict(model.state_dict())
                 err = (cand(x) - expected).abs().max().item()

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import importlib.util
 import json
 import os
 import statistics
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import cuda_event_times, environment, measure_task, task_path  # noqa: E402
+from _common import cuda_event_times, environment, load_program, measure_task, task_path  # noqa: E402
 
 PUBLISHED = "published/26,published/27,published/28,published/29,published/30,published/31"
 ROWS_GRID = [
@@ -43,16 +42,6 @@ def _parse_grid(text: str) -> list[tuple[str, dict[str, int]]]:
         keys = ("BLOCK", "BLOCK_H", "num_warps") if design == "rows" else ("BLOCK", "num_warps")
         out.append((design, dict(zip(keys, values, strict=True))))
     return out
-
-
-def _load(code: str, folder: Path, name: str) -> Any:
-    path = folder / f"{name}.py"
-    path.write_text(code)
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _time_ms(fn: Any, reps: int, device: str) -> float | None:
@@ -90,7 +79,7 @@ def run_task(spec: str, args: argparse.Namespace, folder: Path) -> dict[str, Any
     rows: list[dict[str, Any]] = []
     programs = [(d, c) for d, c in grid if not ((key := f"{d}:{sorted(c.items())}") in seen or seen.add(key))]
     for n, (design, config) in enumerate(programs[: 2 if small else None]):
-        module = _load(emit_pool_program(task.source, pool_task, design, config), folder, f"p{n}")
+        module = load_program(emit_pool_program(task.source, pool_task, design, config), folder / f"p{n}.py")
         new = module.ModelNew(*init).to(args.device)
         with torch.no_grad():
             out = new(x)
