@@ -55,9 +55,4 @@ __all__ = [
     "static_check",
     "toolchain_versions",
 ]
-assert sorted(__all__) == sorted(
-    [*(n for names in _EXPORTS.values() for n in names), "StaticReport", "static_check"]
-)
-
-
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

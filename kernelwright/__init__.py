@@ -31,8 +31,12 @@ def lazy_exports(
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """A package's module-level `__getattr__` and `__dir__` (PEP 562) that import each exported name's
     submodule on first use: `exports` maps a submodule to the names it gives, `namespace` is the
-    package's globals() (a name, once loaded, is stored there and later lookups skip `__getattr__`)."""
+    package's globals() (a name, once loaded, is stored there and later lookups skip `__getattr__`).
+    The package's `__all__`, written out for linters, must list exactly these names and those it imported
+    itself."""
     module_of = {name: module for module, names in exports.items() for name in names}
+    listed = set(namespace.get("__all__", ()))
+    assert listed == set(module_of) | (listed & set(namespace)), f"{package}.__all__ and its exports differ"
 
     def __getattr__(name: str) -> Any:
         module = module_of.get(name)
