@@ -46,7 +46,7 @@ from kernelwright.providers.offline.conv_runtime import (
     NORM_STATS_KERNEL,
 )
 from kernelwright.providers.offline.conv_stages import DESIGNS, ConvEmitError, Stage, StagedPlan, partition
-from kernelwright.providers.offline.emit import BN_RUNNING, HELPERS
+from kernelwright.providers.offline.emit import BN_RUNNING, HELPERS, NUM_SMS
 from kernelwright.providers.protocol import KernelHeader
 
 __all__ = ["DESIGNS", "ConvEmitError", "Stage", "StagedPlan", "emit", "partition"]
@@ -86,6 +86,8 @@ def emit(plan: ConvPlan, source: str, design: str, config: ConvConfig, precision
     parts.append(HOST_HELPERS)
     if config.LAYOUT == "nhwc":
         parts.append(NHWC_COPY)
+    if any(sp.persistent(st) for st in sp.stages):
+        parts.append(NUM_SMS)
     if any(st.norm is not None and st.norm.attrs.get("running") for st in sp.stages):
         parts.append(BN_RUNNING)
     parts += reference.helpers

@@ -305,7 +305,7 @@ class HostWriter:
               f"{'stride3[0] * stride3[1] * stride3[2]' if conv and self.sp.phase else 1})")  # fmt: skip
         if self.sp.persistent(st):
             # PERSIST programs per SM walk the tiles (at most one program per tile)
-            h(f"progs{i} = min(grid[0], {cfg.PERSIST} * _kw_sm_count(x5.device))")
+            h(f"progs{i} = min(grid[0], {cfg.PERSIST} * _num_sms(x5.device))")
             h(f"grid = (progs{i}, grid[1], grid[2])")
         if st.sink in ("stats", "stats_only") and not plane:
             h(f"TT{i} = -(-GP{i} // BM) * grid[2]")

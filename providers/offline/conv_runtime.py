@@ -1,7 +1,7 @@
 """Source text every conv program carries: the kernel that reads a BatchNorm's running statistics, the
-kernel that combines a normalisation's statistics partials, and the host helpers its launcher calls (the
-SM count a persistent kernel's grid is sized by among them); with LAYOUT=nhwc, also the tiled transpose
-that copies the input to channels-last (NHWC_COPY).
+kernel that combines a normalisation's statistics partials, and the host helpers its launcher calls; with
+LAYOUT=nhwc, also the tiled transpose that copies the input to channels-last (NHWC_COPY). A persistent
+stage's grid is sized by emit.NUM_SMS, the helper the other writers' programs use.
 
 The math helpers the pointwise ops call (_kw_tanh, _kw_softplus, ...) are emit.HELPERS, the ones every
 offline writer uses, and come in only where a program's ops call them.
@@ -134,17 +134,6 @@ def _kw_as5d(t, nd):
     for _ in range(3 - nd):
         t = t.unsqueeze(2)
     return t
-
-
-_KW_SMS = {}
-
-
-def _kw_sm_count(dev):
-    # streaming multiprocessors of the GPU (a persistent kernel's programs per SM multiply it); the CPU
-    # (Triton's interpreter) and devices that do not say: 4
-    if dev not in _KW_SMS:
-        _KW_SMS[dev] = torch.cuda.get_device_properties(dev).multi_processor_count if dev.type == "cuda" else 4
-    return _KW_SMS[dev]
 
 
 def _kw_cached(owner, key, w, make):

@@ -483,7 +483,22 @@ def _int_expr(op: str, args: list[Operand], oc: str, ctx: ExprContext) -> Operan
 
 # ---- runtime helpers (Python, in the generated module) ---------------------------------------------
 
-RUNTIME = '''
+# A persistent kernel's grid: the GPU's streaming multiprocessors (4 on the CPU, Triton's interpreter), once per
+# device. In RUNTIME, and in conv programs with a persistent stage (conv_codegen).
+NUM_SMS = """
+_SM_COUNTS = {}
+
+
+def _num_sms(device):
+    if device.type != "cuda":
+        return 4
+    if device.index not in _SM_COUNTS:
+        _SM_COUNTS[device.index] = torch.cuda.get_device_properties(device).multi_processor_count
+    return _SM_COUNTS[device.index]
+"""
+
+RUNTIME = (
+    '''
 # Host helpers of the launchers. A forward's host work is paid on every call and, for a kernel of tens of
 # microseconds, is what a timer measures: they stay plain int and tuple arithmetic (triton.cdiv and
 # triton.next_power_of_2 are jit functions, several microseconds a call from Python, and
@@ -563,17 +578,9 @@ def _prod(values):
         p *= v
     return p
 
-
-_SM_COUNTS = {}
-
-
-def _num_sms(device):
-    if device.type != "cuda":
-        return 4
-    if device.index not in _SM_COUNTS:
-        _SM_COUNTS[device.index] = torch.cuda.get_device_properties(device).multi_processor_count
-    return _SM_COUNTS[device.index]
 '''
+    + NUM_SMS
+)
 
 
 # ---- symbolic sizes as Python ----------------------------------------------------------------------
