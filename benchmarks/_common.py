@@ -1,5 +1,6 @@
 """Pieces the per-task benchmark scripts share (a CUDA-event timer: ceilings.py, pool_sweep.py; a program loaded
-from its file: pool_sweep.py, norm_probe.py, host_overhead.py, conv_half_probe.py; conv_bench.py, design_sweep.py, inductor_code.py,
+from its file: pool_sweep.py, norm_probe.py, host_overhead.py, conv_half_probe.py; an error over the
+reference's RMS: conv_half_probe.py, conv_tma_probe.py, fp32_gemm_paths.py; conv_bench.py, design_sweep.py, inductor_code.py,
 norm_probe.py; the offline writer's root program and suite folders, and both together in `suite_roots`:
 warm_replay.py, host_overhead.py, compile_suite.py, matmul_cases.py).
 
@@ -41,6 +42,14 @@ def load_program(code: str, path: Path) -> Any:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def max_err_over_rms(out: Any, ref: Any) -> float:
+    """The largest absolute error of `out` against `ref` (tensors, compared in float64) over the reference's
+    root mean square (over 1 where the reference is all zeros)."""
+    ref64 = ref.double()
+    rms = ref64.pow(2).mean().sqrt().item() or 1.0
+    return (out.double() - ref64).abs().max().item() / rms
 
 
 def cuda_event_times(fn: Callable[[], Any], *, warmup: int, reps: int) -> list[float]:

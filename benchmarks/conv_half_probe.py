@@ -36,7 +36,7 @@ if str(ROOT) not in sys.path:
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 import triton.testing  # noqa: E402
-from _common import load_program  # noqa: E402
+from _common import load_program, max_err_over_rms  # noqa: E402
 
 from kernelwright.providers.offline.conv import (  # noqa: E402
     analyze_conv_task,
@@ -62,12 +62,6 @@ def _time_program(model: Any, inputs: list[Any]) -> dict[str, float]:
         xs = [x.contiguous(memory_format=fmt), *inputs[1:]]
         times["ms_input_cl"] = _ms(lambda: model(*xs))
     return times
-
-
-def _err(out: torch.Tensor, ref: torch.Tensor) -> float:
-    ref64, out64 = ref.double(), out.double()
-    rms = ref64.pow(2).mean().sqrt().item() or 1.0
-    return (out64 - ref64).abs().max().item() / rms
 
 
 def _parse_configs(text: str) -> list[dict[str, Any]]:
@@ -110,7 +104,7 @@ def probe_task(path: Path, configs: list[dict[str, Any]], folder: Path) -> dict[
                 xc, wc = x.contiguous(memory_format=fmt), w.contiguous(memory_format=fmt)
                 yc = fn(xc, wc, b, *args)
                 entry["cudnn_cl_ms"] = _ms(lambda: fn(xc, wc, b, *args))
-                entry["cudnn_cl_err"] = _err(yc, y)
+                entry["cudnn_cl_err"] = max_err_over_rms(yc, y)
                 entry["x_to_cl_ms"] = _ms(lambda: x.contiguous(memory_format=fmt))
                 entry["y_cl_to_nchw_ms"] = _ms(lambda: yc.contiguous())
             # the implicit GEMM's sizes through cuBLAS
@@ -140,7 +134,7 @@ def probe_task(path: Path, configs: list[dict[str, Any]], folder: Path) -> dict[
                 out = model(*inputs)
                 torch.cuda.synchronize()
                 row["label"] = code.splitlines()[0]
-                row["err"] = _err(out, ref)
+                row["err"] = max_err_over_rms(out, ref)
                 row.update(_time_program(model, inputs))
             except Exception as exc:  # a config that fails is a row, not the end of the probe
                 row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"

@@ -31,6 +31,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
+from _common import max_err_over_rms  # noqa: E402
 from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
 
@@ -84,11 +85,6 @@ def conv_tma(x: torch.Tensor, w: torch.Tensor, pad: int, dil: int, bh: int, bw: 
     return out
 
 
-def _err(out: torch.Tensor, ref: torch.Tensor) -> float:
-    ref64 = ref.double()
-    return ((out.double() - ref64).abs().max() / (ref64.pow(2).mean().sqrt() + 1e-30)).item()
-
-
 def probe_shape(name: str, xs: tuple[int, ...], oc: int, k: int, pad: int, dil: int,
                 configs: list[tuple[int, ...]], device: str, dtype: torch.dtype) -> dict:  # fmt: skip
     """One input shape: cuDNN in both layouts (CUDA), then every config checked against F.conv2d and, on
@@ -105,7 +101,7 @@ def probe_shape(name: str, xs: tuple[int, ...], oc: int, k: int, pad: int, dil: 
     for cfg in configs:
         entry: dict = {"BH,BW,BN,BK,warps,stages": list(cfg)}
         try:
-            entry["err"] = _err(conv_tma(x, w, pad, dil, *cfg), ref)
+            entry["err"] = max_err_over_rms(conv_tma(x, w, pad, dil, *cfg), ref)
             if device == "cuda":
                 entry["ms_input_cl"] = triton.testing.do_bench(lambda c=cfg: conv_tma(xc, w, pad, dil, *c))
         except Exception as exc:  # a config that fails is a row, not the end of the probe
