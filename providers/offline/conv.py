@@ -18,8 +18,10 @@ Designs: implicit_gemm (K loop over taps x input-channel blocks; transposed conv
 output phase), implicit_gemm_flatk (K = input channels x taps flattened; for few channels per group),
 direct_depthwise (one input channel per group, fp32 FMAs; by default 2-D tiles of one (sample,
 channel) plane, BLOCK_W columns wide). Config knobs: BLOCK_M/N/K, BLOCK_W, GROUP_M, num_warps,
-num_stages, LAYOUT (nchw | nhwc inside the kernel), DOT (ieee | tf32x3 | tf32) and RECOMPUTE (a
-normalisation's second pass recomputes the convolution instead of re-reading it). Programs start with
+num_stages, LAYOUT (nchw | nhwc inside the kernel), DOT (ieee | tf32x3 | tf32), RECOMPUTE (a
+normalisation's second pass recomputes the convolution instead of re-reading it), PERSIST (programs per
+SM walking the tiles) and X_TMA (implicit_gemm over nhwc: tiles are boxes of output rows whose input
+boxes come through a tensor descriptor). Programs start with
 `# kernelwright: family=conv design=<design> config=<k=v,...>`, define `ModelNew` with the task's
 constructor (copied from `Model.__init__`, so parameter names and the reference's state_dict match)
 and forward signature, and are shape-generic.
@@ -234,6 +236,12 @@ def conv_configs(
                 out.append(t)
         return out
 
+    # Half-precision 2-D convolutions read their input boxes through a descriptor, two programs per SM walking
+    # the tiles (level2_bf16 on an H200, the program with its input copy: 09 0.593 -> 0.416 ms, 10 0.579 ->
+    # 0.392; with pointer loads and two programs per SM 0.67 ms on 09). The same boxes lost on the 1-D task
+    # 27 (0.235 -> 0.270 ms) and, 128 columns wide over a 96-column output, on 20 (0.449 -> 0.477): 1-D
+    # keeps pointer tiles, 3-D (not measured) reaches boxes by a small step.
+    boxed = half and design == "implicit_gemm" and spec is not None and spec.ndim == 2 and not spec.transposed
     layouts = ["nchw", "nhwc"]
     if design == "implicit_gemm":
         # nhwc: 16-byte channel loads, fewer registers than the transposed nchw tile, and a K-major A
@@ -258,6 +266,8 @@ def conv_configs(
                             LAYOUT=layout,  # type: ignore[arg-type]
                             DOT=dot,  # type: ignore[arg-type]
                             RECOMPUTE=rec,
+                            X_TMA=boxed and layout == "nhwc",
+                            PERSIST=2 if boxed and layout == "nhwc" else 0,
                         )
                     )
     return out
@@ -320,6 +330,8 @@ def conv_neighbours(design: str, config: ConvConfig, precision: Precision = "str
         # five K steps), slower on the 2-D bf16 tasks (0.67 against 0.59 ms on 09); one per SM was slower
         # everywhere (a 4-warp program alone on an SM)
         add(PERSIST=2 if not c["PERSIST"] else 0)
+    if design == "implicit_gemm" and c["LAYOUT"] == "nhwc":
+        add(X_TMA=not c["X_TMA"])
     for dot in _dots(precision) if not direct else ():
         add(DOT=dot)
     return out

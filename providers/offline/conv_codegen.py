@@ -78,7 +78,9 @@ def emit(plan: ConvPlan, source: str, design: str, config: ConvConfig, precision
         "import triton.language as tl",
     ]
     parts += reference.imports
-    math_helpers = sorted(writer.epilogue.helpers.helpers | ({"_kw_tma"} if sp.w_tma else set()))
+    math_helpers = sorted(
+        writer.epilogue.helpers.helpers | ({"_kw_tma"} if sp.w_tma or any(map(sp.box, sp.stages)) else set())
+    )
     parts.append(BN_EVAL_KERNEL + "".join("\n" + HELPERS[name] for name in math_helpers))
     if has_norm:
         parts.append(NORM_STATS_KERNEL)

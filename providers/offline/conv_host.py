@@ -247,6 +247,7 @@ class HostWriter:
         cfull = st.needs_cfull
         h(f"CT{i} = {ct}" if self.sp.has_channels(st) else f"CT{i} = 1")
         plane = self.sp.plane(st)
+        box = self.sp.box(st)
         if plane:
             # rows (depth x height) of up to BLOCK_W columns; a 1-D plane's tile is one long row
             h(f"R{i} = S{i}[0] * S{i}[1]")
@@ -273,6 +274,10 @@ class HostWriter:
                 h("BK = max(16, min(BK, _kw_npow2(CIN_G * KD * KH * KW)))")
             if per_sample:
                 h(f"BM = max({lo}, min(BM, _kw_npow2(S{i}[0] * S{i}[1] * S{i}[2])))")
+            if box:
+                # BM pixels as BXH output rows of BXW columns (the box X_TMA loads per tap)
+                h(f"BXW = _kw_box_w(S{i}[1], S{i}[2], BM)")
+                h("BXH = BM // BXW")
             warps, stages = cfg.num_warps, cfg.num_stages
         else:
             h("BK = 16")
@@ -296,6 +301,9 @@ class HostWriter:
             h(f"GP{i} = S{i}[0] * S{i}[1] * S{i}[2]")
         if plane:
             pass
+        elif box:
+            h(f"TPS{i} = S{i}[0] * -(-S{i}[1] // BXH) * -(-S{i}[2] // BXW)")
+            h(f"num_m = N * TPS{i}")
         elif per_sample:
             h(f"num_m = N * -(-GP{i} // BM)")
         else:
@@ -308,7 +316,7 @@ class HostWriter:
             h(f"progs{i} = min(grid[0], {cfg.PERSIST} * _num_sms(x5.device))")
             h(f"grid = (progs{i}, grid[1], grid[2])")
         if st.sink in ("stats", "stats_only") and not plane:
-            h(f"TT{i} = -(-GP{i} // BM) * grid[2]")
+            h(f"TT{i} = {f'TPS{i}' if box else f'-(-GP{i} // BM)'} * grid[2]")
             h(f"part{i} = torch.empty((N, TT{i}, 3, C{i}), device=x5.device, dtype=torch.float32)")
         # launch
         a: list[str] = []
@@ -323,6 +331,12 @@ class HostWriter:
                 h(f"wd{i} = None if CIN_G % BK else _kw_tma(wp, wp.shape[0] * wp.shape[1], "
                   "wp.shape[2] * wp.shape[3], wp.shape[2] * wp.shape[3], 1, BN, BK)")  # fmt: skip
                 a.insert(a.index("wp") + 1, f"wd{i} and wd{i}[0]")
+            if box:
+                # the input through a descriptor where the GPU, stride 1, the K chunks and its strides allow
+                h(
+                    f"xd{i} = _kw_tma_box(xk, BXH, BXW, BK) if stride3 == (1, 1, 1) and CIN_G % BK == 0 else None"
+                )
+                a.insert(a.index("xk") + 1, f"xd{i}")
         else:
             src = self.sp.stages[st.in_buf]
             a += [f"b{src.index}", f"*b{src.index}.stride()"]
@@ -362,6 +376,8 @@ class HostWriter:
             extra = "BLOCK_H=BH, BLOCK_W=BW, "
         if conv and self.sp.w_tma:
             extra += f"W_TMA=wd{i} is not None, "
+        if box:
+            extra += f"BOX_H=BXH, BOX_W=BXW, X_TMA=xd{i} is not None, "
         meta = (
             f"BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M={cfg.GROUP_M}, {extra}"
             f"num_warps={warps}, num_stages={stages},"

@@ -256,6 +256,13 @@ class ConvConfig(BaseModel):
     """The GEMM designs' tiled kernels (not the plane tiles): 0 launches one program per output tile; k > 0
     launches k programs per SM that walk the tiles in one flattened loop (Triton pipelines the next tile's
     loads under this tile's epilogue: short reductions, e.g. 3x3 taps over 64 channels, are few K steps)."""
+    X_TMA: bool = False
+    """implicit_gemm with LAYOUT=nhwc, a forward convolution with no pooling in its stage: tiles are boxes of
+    BLOCK_M output pixels (whole output rows of one depth slice of one sample, up to BLOCK_M columns wide),
+    and each tap's input box is read through a tensor descriptor over the channels-last input (Hopper's
+    TMA; the descriptor's zero fill is the padding) where the host allows it: a GPU with TMA, stride 1,
+    CIN_G a multiple of BLOCK_K, 16-byte aligned strides. Elsewhere the same boxes are gathered through
+    pointers."""
     DOT: Literal["ieee", "tf32x3", "tf32"] = "tf32x3"
     """fp32 inputs: how tl.dot multiplies. ieee: exact fp32 on CUDA cores; tf32x3: three TF32 tensor-core
     products per term (fp32-level accuracy); tf32: one TF32 product (only under --allow-tf32).

@@ -27,6 +27,7 @@ class StageKernelWriter:
         self.mainloop = MainLoopWriter(sp)
         self.epilogue = EpilogueWriter(sp)
         self._ps = False  # the stage being written tiles rows per sample
+        self._box = False  # ... in boxes of whole output rows (X_TMA)
 
     def stage_kernel(self, st: Stage) -> str:
         if st.fold:
@@ -38,6 +39,7 @@ class StageKernelWriter:
         phase = conv and self.sp.phase
         per_sample = self.sp.per_sample(st)
         self._ps = per_sample
+        self._box = self.sp.box(st)
         if conv:
             args += ["x_ptr", "w_ptr", "sxn", "sxc", "sxd", "sxh", "sxw", "ID", "IH", "IW", "CIN_G", "OC_G",
                      "KD", "KH", "KW", "STD", "STH", "STW", "PADD", "PADH", "PADW", "DLD", "DLH", "DLW"]  # fmt: skip
@@ -49,6 +51,8 @@ class StageKernelWriter:
                 args += ["STEPD", "STEPH", "STEPW"]
             if self.sp.w_tma:
                 args.insert(args.index("w_ptr") + 1, "w_desc")
+            if self.sp.box(st):
+                args.insert(args.index("x_ptr") + 1, "x_desc")
         else:
             args += ["in_ptr", "sin_n", "sin_c", "sin_d", "sin_h", "sin_w"]
         if st.norm is not None:
@@ -99,6 +103,8 @@ class StageKernelWriter:
             args += ["POOL_PHASE: tl.constexpr"]
         if conv and self.sp.w_tma:
             args += ["W_TMA: tl.constexpr"]
+        if self.sp.box(st):
+            args += ["BOX_H: tl.constexpr", "BOX_W: tl.constexpr", "X_TMA: tl.constexpr"]
         if self.sp.plane(st):
             args += ["BLOCK_H: tl.constexpr", "BLOCK_W: tl.constexpr"]
             if conv:  # padding folds into the taps' offsets: the centre tap's loads stay aligned
@@ -201,7 +207,13 @@ class StageKernelWriter:
             k("GH = SH")
             k("GW = SW")
         k("GP = GD * GH * GW")
-        if per_sample:
+        if self._box:
+            # BLOCK_M pixels as BOX_H output rows of BOX_W columns, of one depth slice of one sample
+            k("TBW = tl.cdiv(GW, BOX_W)")
+            k("TBH = tl.cdiv(GH, BOX_H)")
+            k("TPS = GD * TBH * TBW")
+            k("num_m = N * TPS")
+        elif per_sample:
             k("TPS = tl.cdiv(GP, BLOCK_M)")
             k("num_m = N * TPS")
         else:
@@ -215,7 +227,21 @@ class StageKernelWriter:
         k("gsz = tl.minimum(num_m - first_m, GROUP_M)")
         k("pid_m = first_m + (pid % width) % gsz")
         k("pid_n = (pid % width) // gsz")
-        if per_sample:
+        if self._box:
+            k("n = pid_m // TPS")
+            k("tt = pid_m - n * TPS")
+            # the box's corner (bd, bh, bw) in output pixels; its rows r // BOX_W, columns r % BOX_W
+            k("bd = tt // (TBW * TBH)")
+            k("bh = ((tt // TBW) % TBH) * BOX_H")
+            k("bw = (tt % TBW) * BOX_W")
+            k("rb = tl.arange(0, BLOCK_M)")
+            k("qd = bd + rb * 0")
+            k("qh = bh + rb // BOX_W")
+            k("qw = bw + rb % BOX_W")
+            k("row_ok = (qh < GH) & (qw < GW)")
+            k("p = (qd * GH + qh) * GW + qw")
+            k("nr = n")
+        elif per_sample:
             k("n = pid_m // TPS")
             k("tt = pid_m - n * TPS")
             k("p = tt * BLOCK_M + tl.arange(0, BLOCK_M)")
@@ -229,9 +255,10 @@ class StageKernelWriter:
             k("nr = n[:, None]")
         k("n64 = n.to(tl.int64)")
         k("nr64 = nr.to(tl.int64)")
-        k("qw = p % GW")
-        k("qh = (p // GW) % GH")
-        k("qd = p // (GW * GH)")
+        if not self._box:
+            k("qw = p % GW")
+            k("qh = (p // GW) % GH")
+            k("qd = p // (GW * GH)")
         if phase:
             k("rd = pid_r // (STH * STW)")
             k("rh = (pid_r // STW) % STH")
@@ -250,7 +277,9 @@ class StageKernelWriter:
 
     def _source(self, k: Code, st: Stage, co: Coords, kinds: dict[int, str], *, phase: bool) -> None:
         if st.source == "conv":
-            self.mainloop.write(k, co, phase=phase, pooled=st.pool is not None, per_sample=self._ps)
+            self.mainloop.write(
+                k, co, phase=phase, pooled=st.pool is not None, per_sample=self._ps, box=self._box
+            )
             k(f"v{st.src_op} = acc")
             kinds[st.src_op] = "f"
             return

@@ -34,9 +34,14 @@ class MainLoopWriter:
         self.spec = sp.spec
         self.cfg = sp.cfg
         self.design = sp.design
+        self._box = False
 
-    def write(self, k: Code, co: Coords, *, phase: bool, pooled: bool, per_sample: bool) -> None:
-        """The design's K loop for the pixels at `co` (per_sample: the tile's rows lie in one sample)."""
+    def write(
+        self, k: Code, co: Coords, *, phase: bool, pooled: bool, per_sample: bool, box: bool = False
+    ) -> None:
+        """The design's K loop for the pixels at `co` (per_sample: the tile's rows lie in one sample; box:
+        they are a box of output rows with corner (bd, bh, bw), which X_TMA reads through x_desc)."""
+        self._box = box
         if self.design == "implicit_gemm":
             self._conv_tap(k, co, phase=phase, pooled=pooled)
         elif self.design == "implicit_gemm_flatk":
@@ -147,6 +152,9 @@ class MainLoopWriter:
         k("xo = n64 * sxn + id_ * sxd + ih_ * sxh + iw_ * sxw")
         k("ic = ic0 + rk")
         k("kok = ic < CIN_G")
+        gather = (
+            "a = tl.load(xg + xo[:, None] + (ic * sxc)[None, :], mask=ok_[:, None] & kok[None, :], other=0.0)"
+        )
         if nchw:
             # pixels along the fast axis: neighbouring output pixels read neighbouring input words (the
             # A tile is M-major; nhwc gives the K-major tile that TF32 tensor-core MMAs want)
@@ -154,10 +162,20 @@ class MainLoopWriter:
                 "a = tl.load(xg + xo[None, :] + (ic * sxc)[:, None], mask=ok_[None, :] & kok[:, None], other=0.0)"
             )
             k("a = tl.trans(a)")
+        elif self._box:
+            # the tap's input box [1, 1, BOX_H, BOX_W, BLOCK_K] of the channels-last input (stride 1, so the
+            # box is the output box shifted by the tap); what lies outside the input reads as zero
+            k("if X_TMA:")
+            with k.indent():
+                k(
+                    "a = x_desc.load([n, bd - PADD + kd_ * DLD, bh - PADH + kh_ * DLH, bw - PADW + kw_ * DLW, "
+                    "pid_g * CIN_G + ic0]).reshape(BLOCK_M, BLOCK_K)"
+                )
+            k("else:")
+            with k.indent():
+                k(gather)
         else:
-            k(
-                "a = tl.load(xg + xo[:, None] + (ic * sxc)[None, :], mask=ok_[:, None] & kok[None, :], other=0.0)"
-            )
+            k(gather)
         # B = W^T with K contiguous in memory: Hopper's TF32 wgmma reads both operands K-major from
         # shared memory; an N-contiguous weight would need a transposing copy every step
         load = (

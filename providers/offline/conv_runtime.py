@@ -129,6 +129,19 @@ def _kw_npow2(v):
     return 1 << max(0, (int(v) - 1).bit_length())
 
 
+def _kw_box_w(h, w, bm):
+    # X_TMA tiles: the width (a power of two up to bm) of the boxes of bm pixels that cover an h x w output
+    # plane with the fewest padded pixels, the widest of those (96 columns: boxes 32 wide, not 128)
+    best_area, best_w, bw = None, 1, 1
+    while bw <= bm:
+        bh = bm // bw
+        area = -(-h // bh) * bh * (-(-w // bw) * bw)
+        if best_area is None or area <= best_area:
+            best_area, best_w = area, bw
+        bw *= 2
+    return best_w
+
+
 def _kw_as5d(t, nd):
     # (N, C, *spatial) -> (N, C, D, H, W) as a view
     for _ in range(3 - nd):

@@ -205,8 +205,19 @@ class StagedPlan:
             st1.pre, st1.post = list(st0.pre), st0.post + [st1.norm] + own
         st1.pool = st0.pool
 
+    def box(self, st: Stage) -> bool:
+        """Whether the stage's tiles are boxes of output rows read through an input descriptor (X_TMA)."""
+        return (
+            self.cfg.X_TMA
+            and self.design == "implicit_gemm"
+            and self.cfg.LAYOUT == "nhwc"
+            and st.source == "conv"
+            and st.pool is None
+            and not self.spec.transposed
+        )
+
     def per_sample(self, st: Stage) -> bool:
-        if st.sink in ("stats", "stats_only"):
+        if st.sink in ("stats", "stats_only") or self.box(st):
             return True
         if self.unrolled() and st.source == "conv" and st.sink == "store":
             # one sample per tile: the sample's base is a scalar, no division by the plane size per pixel

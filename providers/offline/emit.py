@@ -213,16 +213,10 @@ except ImportError:
 _TMA_DEVICES = {}
 
 
-def _kw_tma(t, rows, cols, s_row, s_col, b_row, b_col, batch=0, s_batch=0):
-    """(descriptor, transposed) that reads t's [rows, cols] matrix (element strides s_row, s_col) in
-    [b_row, b_col] tiles, or None where TMA cannot: no descriptor support, a GPU before sm_90, neither
-    stride 1, or a base or stride not 16-byte aligned (then the pointer kernel runs). transposed: the
-    descriptor walks the stored transpose ([cols, rows] in [b_col, b_row] tiles), and the kernel
-    transposes each tile back. batch > 0: a 3-D descriptor over `batch` such matrices s_batch apart,
-    read in [1, ...] boxes.
-    """
+def _kw_tma_device(t):
+    """Whether descriptors can read t: Triton has them, t's device has TMA and t's base is 16-byte aligned."""
     if _TensorDescriptor is None:
-        return None
+        return False
     dev = t.device
     ok = _TMA_DEVICES.get(dev)
     if ok is None:
@@ -236,9 +230,31 @@ def _kw_tma(t, rows, cols, s_row, s_col, b_row, b_col, batch=0, s_batch=0):
             or (nvidia and torch.cuda.get_device_capability(dev)[0] >= 9)
         )
         _TMA_DEVICES[dev] = ok
-    size = t.element_size()
-    if not ok or t.data_ptr() % 16:
+    return ok and t.data_ptr() % 16 == 0
+
+
+def _kw_tma_box(x5, box_h, box_w, box_c):
+    """A descriptor over a channels-last 5-D input [N, C, D, H, W] read as [N, D, H, W, C] in
+    [1, 1, box_h, box_w, box_c] boxes, or None where TMA cannot (see _kw_tma_device; the channels' stride
+    1 and the other strides 16-byte aligned)."""
+    sn, sc, sd, sh, sw = x5.stride()
+    if sc != 1 or not _kw_tma_device(x5) or any((s * x5.element_size()) % 16 for s in (sn, sd, sh, sw)):
         return None
+    n, c, d, h, w = x5.shape
+    return _TensorDescriptor(x5, [n, d, h, w, c], [sn, sd, sh, sw, 1], [1, 1, box_h, box_w, box_c])
+
+
+def _kw_tma(t, rows, cols, s_row, s_col, b_row, b_col, batch=0, s_batch=0):
+    """(descriptor, transposed) that reads t's [rows, cols] matrix (element strides s_row, s_col) in
+    [b_row, b_col] tiles, or None where TMA cannot: no descriptor support, a GPU before sm_90, neither
+    stride 1, or a base or stride not 16-byte aligned (then the pointer kernel runs). transposed: the
+    descriptor walks the stored transpose ([cols, rows] in [b_col, b_row] tiles), and the kernel
+    transposes each tile back. batch > 0: a 3-D descriptor over `batch` such matrices s_batch apart,
+    read in [1, ...] boxes.
+    """
+    if not _kw_tma_device(t):
+        return None
+    size = t.element_size()
     if batch and (s_batch <= 0 or (s_batch * size) % 16):
         return None
     lead = ([batch], [s_batch], [1]) if batch else ([], [], [])

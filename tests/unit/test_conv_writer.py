@@ -200,3 +200,36 @@ def test_half_implicit_gemm_tiles_up_to_128x128_use_one_warpgroup():
         source = (bundled_suite_dir(suite) / "09_conv2d_bias_relu.py").read_text()
         first = conv_configs("implicit_gemm", analyze_conv_task(source, "09").plan, "strict")[0]
         assert (first.BLOCK_M, first.BLOCK_N, first.num_warps) == (128, 128, warps), suite
+
+
+def test_half_2d_convolutions_start_from_input_boxes_two_programs_per_sm():
+    """X_TMA (boxes of output rows read through a descriptor) with PERSIST=2 is the default where it was
+    measured to win: bf16 2-D convolutions. 1-D (measured slower), fp32 and nchw configs keep pointer tiles;
+    a small step toggles X_TMA on nhwc configs only (it is not read on nchw)."""
+    from kernelwright.providers.offline.conv import analyze_conv_task, conv_configs, conv_neighbours
+
+    def space(suite: str, name: str):
+        source = next(bundled_suite_dir(suite).glob(f"{name}_*.py")).read_text()
+        return conv_configs("implicit_gemm", analyze_conv_task(source, name).plan, "strict")
+
+    first = space("level2_bf16", "09")[0]
+    assert (first.LAYOUT, first.X_TMA, first.PERSIST) == ("nhwc", True, 2)
+    assert not any(c.X_TMA for c in space("level2_bf16", "09") if c.LAYOUT == "nchw")
+    for suite, name in (("level2_bf16", "27"), ("level2", "09")):
+        assert not any(c.X_TMA or c.PERSIST for c in space(suite, name)), (suite, name)
+    steps = conv_neighbours("implicit_gemm", first)
+    assert first.model_copy(update={"X_TMA": False}) in steps
+    nchw = first.model_copy(update={"LAYOUT": "nchw", "X_TMA": False})
+    assert all(not c.X_TMA for c in conv_neighbours("implicit_gemm", nchw) if c.LAYOUT == "nchw")
+
+
+def test_box_width_covers_the_output_plane_with_the_fewest_padded_pixels():
+    from kernelwright.providers.offline.conv_runtime import HOST_HELPERS
+
+    scope: dict = {}
+    exec(HOST_HELPERS, scope)
+    box_w = scope["_kw_box_w"]
+    assert box_w(126, 126, 128) == 128  # 2 padded columns either way: the widest
+    assert box_w(96, 96, 128) == 32  # 3 boxes of 32 columns, 4 rows each: none padded (128 wide: 32)
+    assert box_w(1, 4096, 128) == 128  # a 1-D output: whole boxes along it
+    assert box_w(7, 6, 64) == 8  # 8 x 8 boxes: 64 pixels for 42
