@@ -118,7 +118,7 @@ def runs(tmp_path_factory) -> dict[str, tuple[str, list[str]]]:
     programs = _programs()
     launches = run_beside_model(tmp_path_factory.mktemp("tma"), programs, kernels=r"k\d+_matmul")
     twins = {
-        name: sorted("tma" if k.endswith("_tma") else "pointer" for k, _ in seen)
+        name: sorted("tma" if k.endswith("_tma") else "pointer" for k, *_ in seen)
         for name, seen in launches.items()
     }
     return {name: (programs[name][1], twins[name]) for name in programs}

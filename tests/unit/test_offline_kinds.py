@@ -88,3 +88,22 @@ def test_a_split_over_few_rows_writes_in_short_programs_of_its_own():
     many = dataclasses.replace(norm, NK=7168, sm_count=132)
     assert default_config(split, few)["WRITE_CHUNKS"] == 1
     assert "WRITE_CHUNKS" not in default_config(split, many)
+
+
+def test_a_half_precision_product_of_many_tiles_starts_persistent():
+    """bf16 Linear + epilogue at 8192 x 4096 x 4096 (1024 tiles of 128 x 256): one program per SM walking the
+    tiles; with fewer than two such tiles per SM, fp32 operands, or a batch (not measured), one program per
+    tile."""
+
+    def design(suite: str, task_file: str, **change) -> str:
+        analysed = analyze_cached((bundled_suite_dir(suite) / task_file).read_text(), task_file)
+        sched = schedule(analysed.graph)
+        info = dataclasses.replace(kernel_info(sched, sched.triton_kernels()[0]), **change)
+        return default_design(info).name
+
+    assert design("level2_bf16", "01_linear_bias_relu.py") == "persistent"
+    assert (
+        design("level2_bf16", "01_linear_bias_relu.py", sm_count=1024) == "grouped"
+    )  # 1024 tiles < 2 x 1024
+    assert design("level2_bf16", "06_bmm_scale_residual.py") == "grouped"
+    assert design("level2", "01_linear_bias_relu.py") == "grouped"  # fp32 (tf32x3) roots as measured
