@@ -99,9 +99,9 @@ def task_derived_keys(design: Design) -> tuple[str, ...]:
 
 
 def fits(design: Design, info: KernelInfo, values: dict[str, Any]) -> bool:
-    """Whether the kernel a config writes fits the target (today: a matmul's pipelined tiles in its shared
-    memory); True where this is not modelled. A config that does not fit fails to launch, so the writer
-    never spends a candidate on one."""
+    """Whether the kernel a config writes fits the target (today: a matmul's accumulators in registers and its
+    pipelined tiles in shared memory); True where this is not modelled. A config that does not fit fails to
+    launch or spills, so the writer never spends a candidate on one."""
     return KINDS[design.kind].fits(design, info, values)
 
 

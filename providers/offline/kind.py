@@ -127,7 +127,7 @@ class KernelKind:
     fits: Callable[[Design, KernelInfo, dict[str, Any]], bool] = field(
         default=lambda design, info, values: True
     )
-    """Whether a config's kernel fits the target (shared memory), where modelled (see designs.fits)."""
+    """Whether a config's kernel fits the target (registers, shared memory), where modelled (see designs.fits)."""
     task_derived: tuple[str, ...] = ()
     """Config keys whose default follows from the task's sizes alone (not a tuning choice): a case from
     another task does not carry its value over (see designs.task_derived_keys)."""

@@ -203,9 +203,9 @@ def config_space(design: Design, info: KernelInfo, tf32: bool = False) -> dict[s
 
 
 def fits(design: Design, info: KernelInfo, values: dict[str, Any]) -> bool:
-    """Whether the config's pipelined tiles fit the target's shared memory: num_stages x (an A tile and
-    one B tile per product) x the element size, at the tile sizes the launcher clamps to the traced
-    sizes, plus a barrier per stage. That is what Triton 3.6 allocated for the half-precision GEMMs compiled
+    """Whether the config's accumulators fit in registers (see below) and its pipelined tiles in the target's
+    shared memory: num_stages x (an A tile and one B tile per product) x the element size, at the tile sizes
+    the launcher clamps to the traced sizes, plus a barrier per stage. That is what Triton 3.6 allocated for the half-precision GEMMs compiled
     for an H200 (245760 B for 128x256x64 in 5 stages, 294912 B for 128x256x128 in 3: both over its 232448),
     to within 32 B (a TMA twin reading A transposed took 147512 B where this says 147480)."""
     cfg = make_config(design, values)  # values may be a header's text
@@ -214,6 +214,11 @@ def fits(design: Design, info: KernelInfo, values: dict[str, Any]) -> bool:
     bk = min(int(cfg.BLOCK_K), max(16, next_pow2(info.K)))
     products = 2 if info.dual else 1
     stages = int(cfg.num_stages)
+    # The fp32 accumulators take bm x bn / (32 x num_warps) registers per thread per product: more than 128 of
+    # a thread's 255 spill. On an H200 the bf16 Linear's 128 x 256 tile over 4 warps (256 each) ran 5.2-5.8 ms
+    # where 8 warps ran 0.47-0.88, and 256 x 256 over 8 warps 1.72 ms against 0.47 (level2_bf16 benches).
+    if bm * bn * products > 128 * 32 * int(cfg.num_warps):
+        return False
     # + one 8-byte barrier per stage with tensor descriptors (147480 B for the TMA twin of 147456 B of tiles)
     return stages * ((bm * bk + bk * bn * products) * info.itemsize + 8) <= info.smem_bytes
 

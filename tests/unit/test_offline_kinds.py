@@ -15,6 +15,7 @@ from kernelwright.providers.offline.designs import (
     default_design,
     designs_for,
     find_design,
+    fits,
     kernel_info,
     target_sm_count,
 )
@@ -107,3 +108,16 @@ def test_a_half_precision_product_of_many_tiles_starts_persistent():
     )  # 1024 tiles < 2 x 1024
     assert design("level2_bf16", "06_bmm_scale_residual.py") == "grouped"
     assert design("level2", "01_linear_bias_relu.py") == "grouped"  # fp32 (tf32x3) roots as measured
+
+
+def test_a_matmul_config_whose_accumulators_spill_does_not_fit():
+    """More than 128 fp32 accumulator registers per thread spill (128 x 256 over 4 warps ran ten times slower
+    than over 8 on an H200): such configs are not written, so a small step never proposes them."""
+    analysed = analyze_cached((bundled_suite_dir("level2_bf16") / "01_linear_bias_relu.py").read_text(), "01")
+    sched = schedule(analysed.graph)
+    info = kernel_info(sched, sched.triton_kernels()[0])
+    grouped = find_design("matmul", "grouped")
+    tile = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_stages": 3}
+    assert fits(grouped, info, {**tile, "num_warps": 8})
+    assert not fits(grouped, info, {**tile, "num_warps": 4})
+    assert not fits(grouped, info, {**tile, "BLOCK_M": 256, "num_warps": 8})
