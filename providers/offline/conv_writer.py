@@ -83,6 +83,15 @@ def _key(meta: Any) -> tuple[str, tuple[tuple[str, str], ...]]:
     return meta.design, tuple(sorted(meta.config.items()))
 
 
+def _program_body(plan: Any, source: str, design: str, config: ConvConfig, precision: str) -> str | None:
+    """The program `config` writes without its header line (None where the design cannot write it)."""
+    try:
+        code = emit_conv_program(plan, source, design=design, config=config, precision=precision)
+    except ConvEmitError:
+        return None
+    return code.split("\n", 1)[1]
+
+
 def _work_after(plan: Any) -> list[Any]:
     """The plan's ops after the convolution that compute something (not operands or constants)."""
     return [op for op in plan.ops[1:] if op.kind not in ("operand", "const")]
@@ -159,6 +168,10 @@ def conv_task_writer(source: str, name: str, ctx: Any) -> Any:
         ]
         # A neighbour already written in this run: take another (all written: any, as before).
         options = [c for c in options if _config_key(parent.design, c) not in tried] or options
+        # A knob this plan does not read (X_TMA where no stage tiles boxes, GROUP_M on plane tiles, ...) writes
+        # the parent's program again under another header: a candidate that measures nothing new.
+        same = _program_body(plan, source, parent.design, base, precision)
+        options = [c for c in options if _program_body(plan, source, parent.design, c, precision) != same] or options
         if options:
             pick = options[ctx.rng.randrange(len(options))]
             changed = [k for k, v in pick.model_dump().items() if v != base.model_dump()[k]]

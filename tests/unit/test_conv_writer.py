@@ -233,3 +233,18 @@ def test_box_width_covers_the_output_plane_with_the_fewest_padded_pixels():
     assert box_w(96, 96, 128) == 32  # 3 boxes of 32 columns, 4 rows each: none padded (128 wide: 32)
     assert box_w(1, 4096, 128) == 128  # a 1-D output: whole boxes along it
     assert box_w(7, 6, 64) == 8  # 8 x 8 boxes: 64 pixels for 42
+
+
+def test_a_small_step_never_rewrites_the_parents_program_under_another_header():
+    """X_TMA toggles on an nhwc implicit GEMM, but a transposed convolution tiles no boxes: that step would
+    write the parent's kernels again. Every small step from such a parent writes a different program."""
+    source = (LEVEL2 / "28_convtranspose2d_bias_clamp_scale_clamp_divide.py").read_text()
+    config = {"LAYOUT": "nhwc", "BLOCK_M": "64", "BLOCK_N": "64", "BLOCK_K": "32"}
+    parent_answer = conv_task_writer(source, "28", _ctx(kind="small_step", parent=KernelHeader(
+        "conv", "implicit_gemm", config)))  # fmt: skip
+    design, cfg = _header(parent_answer)
+    parent = KernelHeader("conv", design, {k: str(v) for k, v in cfg.items()})
+    body = parent_answer.code.split("\n", 1)[1]
+    for s in range(12):
+        answer = conv_task_writer(source, "28", _ctx(kind="small_step", parent=parent, rng=random.Random(s)))
+        assert answer.code.split("\n", 1)[1] != body, _header(answer)[1]
