@@ -171,7 +171,9 @@ def conv_task_writer(source: str, name: str, ctx: Any) -> Any:
         # A knob this plan does not read (X_TMA where no stage tiles boxes, GROUP_M on plane tiles, ...) writes
         # the parent's program again under another header: a candidate that measures nothing new.
         same = _program_body(plan, source, parent.design, base, precision)
-        options = [c for c in options if _program_body(plan, source, parent.design, c, precision) != same] or options
+        options = [
+            c for c in options if _program_body(plan, source, parent.design, c, precision) != same
+        ] or options
         if options:
             pick = options[ctx.rng.randrange(len(options))]
             changed = [k for k, v in pick.model_dump().items() if v != base.model_dump()[k]]
