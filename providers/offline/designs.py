@@ -92,6 +92,12 @@ def launch_effect(design: Design, info: KernelInfo, values: dict[str, Any]) -> t
     return KINDS[design.kind].launch_effect(design, info, values)
 
 
+def last_resort(design: Design, info: KernelInfo) -> bool:
+    """Whether a large step should reach `design` only after the kernel's other designs (see
+    KernelKind.last_resort)."""
+    return KINDS[design.kind].last_resort(design, info)
+
+
 def task_derived_keys(design: Design) -> tuple[str, ...]:
     """Config keys the writer sets from the task's own sizes (a split's write grid follows from its row
     count): starting from a case of another task keeps this task's value for them."""
@@ -126,6 +132,7 @@ __all__ = [
     "config_space",
     "default_config",
     "default_design",
+    "last_resort",
     "designs_for",
     "find_design",
     "fits",

@@ -128,6 +128,9 @@ class KernelKind:
         default=lambda design, info, values: True
     )
     """Whether a config's kernel fits the target (registers, shared memory), where modelled (see designs.fits)."""
+    last_resort: Callable[[Design, KernelInfo], bool] = field(default=lambda design, info: False)
+    """Designs a large step reaches only after the others for this kernel (measured to lose there), where
+    modelled (see designs.last_resort)."""
     task_derived: tuple[str, ...] = ()
     """Config keys whose default follows from the task's sizes alone (not a tuning choice): a case from
     another task does not carry its value over (see designs.task_derived_keys)."""

@@ -40,6 +40,7 @@ from kernelwright.providers.offline.designs import (
     designs_for,
     find_design,
     fits,
+    last_resort,
     launch_effect,
     make_config,
     target_sm_count,
@@ -537,9 +538,16 @@ def choose(ctx: WriterContext, info: KernelInfo, primary: bool) -> Choice:
     if not options:
         options = designs_for(info)
     default = default_design(info)
-    # Default design first, then the registry's order; designs that only ever failed go last.
+    # Default design first, then the registry's order; designs that only ever failed go last, and before
+    # them the ones the kind knows lose on this kernel (designs.last_resort).
     order = sorted(
-        options, key=lambda d: (_design_score(ctx, info, d) < 0, d is not default, options.index(d))
+        options,
+        key=lambda d: (
+            _design_score(ctx, info, d) < 0,
+            d is not default and last_resort(d, info),
+            d is not default,
+            options.index(d),
+        ),
     )
     parent = ctx.parent if (ctx.parent and primary and ctx.parent.family == info.family) else None
     parent_design = find_design(info.family, parent.design) if parent else None
