@@ -38,19 +38,39 @@ from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
 
 @triton.jit
-def conv_tma_kernel(
-    x_desc, w_desc, out_ptr, OH, OW, OC, C, KH, KW, PAD, DIL, son, soc, soh,
-    BH: tl.constexpr, BW: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-):  # fmt: skip
-    pid = tl.program_id(0)
-    pid_n = tl.program_id(1)
+def _tile_corner(pid, OH, OW, BH: tl.constexpr, BW: tl.constexpr):
+    # (sample, first output row, first output column) of pixel tile `pid` (tiles of BH rows x BW columns)
     tiles_h = tl.cdiv(OH, BH)
     tiles_w = tl.cdiv(OW, BW)
     n = pid // (tiles_h * tiles_w)
     t = pid - n * tiles_h * tiles_w
-    oh0 = (t // tiles_w) * BH
-    ow0 = (t % tiles_w) * BW
-    oc0 = pid_n * BN
+    return n, (t // tiles_w) * BH, (t % tiles_w) * BW
+
+
+@triton.jit
+def _store_tile(acc, out_ptr, n, oh0, ow0, oc0, OH, OW, OC, son, soc, soh,
+                BH: tl.constexpr, BW: tl.constexpr, BN: tl.constexpr, NHWC_OUT: tl.constexpr):  # fmt: skip
+    # the [BH * BW pixels, BN channels] tile at (n, oh0, ow0, oc0): out NCHW, or [N, OH, OW, OC] (NHWC_OUT:
+    # channels contiguous, the accumulator's own row order)
+    r = tl.arange(0, BH * BW)
+    oh = oh0 + r // BW
+    ow = ow0 + r % BW
+    oc = oc0 + tl.arange(0, BN)
+    ok = ((oh < OH) & (ow < OW))[:, None] & (oc < OC)[None, :]
+    if NHWC_OUT:
+        ptr = out_ptr + n.to(tl.int64) * son + oc[None, :] + ((oh * OW + ow) * OC)[:, None]
+    else:
+        ptr = out_ptr + n.to(tl.int64) * son + (oc * soc)[None, :] + (oh * soh + ow)[:, None]
+    tl.store(ptr, acc.to(out_ptr.dtype.element_ty), mask=ok)
+
+
+@triton.jit
+def conv_tma_kernel(
+    x_desc, w_desc, out_ptr, OH, OW, OC, C, KH, KW, PAD, DIL, son, soc, soh,
+    BH: tl.constexpr, BW: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+):  # fmt: skip
+    n, oh0, ow0 = _tile_corner(tl.program_id(0), OH, OW, BH, BW)
+    oc0 = tl.program_id(1) * BN
     acc = tl.zeros((BH * BW, BN), dtype=tl.float32)
     for tap in range(0, KH * KW):
         kh = tap // KW
@@ -59,13 +79,7 @@ def conv_tma_kernel(
             a = x_desc.load([n, oh0 + kh * DIL - PAD, ow0 + kw * DIL - PAD, c0]).reshape(BH * BW, BK)
             b = w_desc.load([oc0, tap * C + c0]).T
             acc = tl.dot(a, b, acc)
-    r = tl.arange(0, BH * BW)
-    oh = oh0 + r // BW
-    ow = ow0 + r % BW
-    oc = oc0 + tl.arange(0, BN)
-    ok = ((oh < OH) & (ow < OW))[:, None] & (oc < OC)[None, :]
-    ptr = out_ptr + n.to(tl.int64) * son + (oc * soc)[None, :] + (oh * soh + ow)[:, None]
-    tl.store(ptr, acc.to(out_ptr.dtype.element_ty), mask=ok)
+    _store_tile(acc, out_ptr, n, oh0, ow0, oc0, OH, OW, OC, son, soc, soh, BH, BW, BN, False)
 
 
 @triton.jit
@@ -76,18 +90,11 @@ def conv_tma_persistent_kernel(
     # The same tile as conv_tma_kernel, a grid of a few programs per SM walking the tiles: Triton flattens the
     # tile loop with the K loop into one pipelined loop, so the next tile's loads are in flight during the
     # epilogue (the K loop is only taps x C / BK = 9 steps at level2_bf16/09's sizes).
-    tiles_h = tl.cdiv(OH, BH)
-    tiles_w = tl.cdiv(OW, BW)
     tiles_n = tl.cdiv(OC, BN)
     n_cb = tl.cdiv(C, BK)
     for tile in tl.range(tl.program_id(0), n_tiles, tl.num_programs(0), flatten=True):
-        pid_n = tile % tiles_n
-        pid = tile // tiles_n
-        n = pid // (tiles_h * tiles_w)
-        t = pid - n * tiles_h * tiles_w
-        oh0 = (t // tiles_w) * BH
-        ow0 = (t % tiles_w) * BW
-        oc0 = pid_n * BN
+        n, oh0, ow0 = _tile_corner(tile // tiles_n, OH, OW, BH, BW)
+        oc0 = (tile % tiles_n) * BN
         acc = tl.zeros((BH * BW, BN), dtype=tl.float32)
         for kk in range(0, KH * KW * n_cb):
             tap = kk // n_cb
@@ -97,16 +104,7 @@ def conv_tma_persistent_kernel(
             a = x_desc.load([n, oh0 + kh * DIL - PAD, ow0 + kw * DIL - PAD, c0]).reshape(BH * BW, BK)
             b = w_desc.load([oc0, tap * C + c0]).T
             acc = tl.dot(a, b, acc)
-        r = tl.arange(0, BH * BW)
-        oh = oh0 + r // BW
-        ow = ow0 + r % BW
-        oc = oc0 + tl.arange(0, BN)
-        ok = ((oh < OH) & (ow < OW))[:, None] & (oc < OC)[None, :]
-        if NHWC_OUT:  # out is [N, OH, OW, OC]: channels contiguous, the accumulator's own row order
-            ptr = out_ptr + n.to(tl.int64) * son + oc[None, :] + ((oh * OW + ow) * OC)[:, None]
-        else:
-            ptr = out_ptr + n.to(tl.int64) * son + (oc * soc)[None, :] + (oh * soh + ow)[:, None]
-        tl.store(ptr, acc.to(out_ptr.dtype.element_ty), mask=ok)
+        _store_tile(acc, out_ptr, n, oh0, ow0, oc0, OH, OW, OC, son, soc, soh, BH, BW, BN, NHWC_OUT)
 
 
 def conv_tma(x: torch.Tensor, w: torch.Tensor, pad: int, dil: int, bh: int, bw: int, bn: int, bk: int, warps: int,
