@@ -51,7 +51,7 @@ class StageKernelWriter:
                 args += ["STEPD", "STEPH", "STEPW"]
             if self.sp.w_tma:
                 args.insert(args.index("w_ptr") + 1, "w_desc")
-            if self.sp.box(st):
+            if self._box:
                 args.insert(args.index("x_ptr") + 1, "x_desc")
         else:
             args += ["in_ptr", "sin_n", "sin_c", "sin_d", "sin_h", "sin_w"]
@@ -103,7 +103,7 @@ class StageKernelWriter:
             args += ["POOL_PHASE: tl.constexpr"]
         if conv and self.sp.w_tma:
             args += ["W_TMA: tl.constexpr"]
-        if self.sp.box(st):
+        if self._box:
             args += ["BOX_H: tl.constexpr", "BOX_W: tl.constexpr", "X_TMA: tl.constexpr"]
         if self.sp.plane(st):
             args += ["BLOCK_H: tl.constexpr", "BLOCK_W: tl.constexpr"]
