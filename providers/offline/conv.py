@@ -281,7 +281,8 @@ def default_conv_config(
 
 def conv_neighbours(design: str, config: ConvConfig, precision: Precision = "strict") -> list[ConvConfig]:
     """Configs one knob away from `config` (a small step): tiles x2 / /2, warps, stages, grouping,
-    layout, and the dot precision where `precision` allows another."""
+    layout, recompute, persistent tiles, input boxes through a descriptor (X_TMA, nhwc implicit GEMMs), and
+    the dot precision where `precision` allows another."""
     if design not in DESIGNS:
         raise ValueError(f"unknown conv design {design!r}")
     direct = design == "direct_depthwise"
