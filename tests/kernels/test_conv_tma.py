@@ -52,6 +52,14 @@ CASES = {
     # zero fill as padding, dilated taps, boxes 8 wide over 11 columns (partial boxes masked)
     "padded_dilated": (task(extra=", padding=2, dilation=2", shape="2, {cin}, 9, 11"), {}, [True, True]),
     "strided": (task(extra=", stride=2", shape="2, {cin}, 9, 11"), {}, [True, False]),  # pointer boxes
+    # a channels-last input goes to the descriptor as it is (no copy), its unit channel stride and all
+    "channels_last": (
+        task(extra=", padding=1").replace(
+            ".half()]", ".half().contiguous(memory_format=torch.channels_last)]"
+        ),
+        {},
+        [True, True],
+    ),
     # boxes feeding a group norm's statistics (per-sample tiles), one program per tile
     "group_norm": (
         task(norm="        self.gn = nn.GroupNorm(4, 24)\n", after="        y = self.gn(y)\n"),
