@@ -14,8 +14,8 @@ program whether to fuse them (`policy.fuse_allowed`: the root starts unfused). T
 
 fp16/bf16 matmuls start from 128x256x64 tiles (128x128 for a dual kernel) read through tensor descriptors
 (TMA=1) where A and B share their batch; one product (no batch) of at least two such tiles per SM in the
-persistent design (one program per SM walking the tiles). A large product whose traced sizes leave rows unaligned starts
-with ALIGN=1 (aligned operand copies). split_k splits K into enough parts for about two programs per SM.
+persistent design (one program per SM walking the tiles). A large product whose traced sizes leave rows
+unaligned starts with ALIGN=1 (aligned operand copies). split_k splits K into enough parts for about two programs per SM.
 `fits` keeps every config within the target's shared memory.
 """
 
@@ -108,8 +108,12 @@ def default_design(info: KernelInfo, by_mode: dict[str, Design]) -> Design:
         and info.K >= 4 * max(info.M, info.N)
     ):
         return by_mode["split_k"]
-    tiles = -(-info.M // 128) * -(-info.N // 256)
-    if "persistent" in by_mode and not info.fp32_dot and info.NB == 1 and tiles >= 2 * info.sm_count:
+    if (
+        "persistent" in by_mode
+        and not info.fp32_dot
+        and info.NB == 1
+        and _half_tiles(info) >= 2 * info.sm_count
+    ):
         # A half-precision product of many 128 x 256 tiles: one program per SM walking them. In the
         # level2_bf16 benches on an H200 (8192 x 4096 x 4096 Linear + epilogue, the same tile and TMA) the
         # persistent program ran 0.379 and 0.385 ms where the grouped one ran 0.471-0.483 (linear + bias +
@@ -119,12 +123,16 @@ def default_design(info: KernelInfo, by_mode: dict[str, Design]) -> Design:
     return by_mode["grouped"]
 
 
+def _half_tiles(info: KernelInfo) -> int:
+    """Output tiles of a half-precision product at its default 128 x 256 tile, over the batch."""
+    return -(-info.M // 128) * -(-info.N // 256) * info.NB
+
+
 def last_resort(design: Design, info: KernelInfo) -> bool:
     """split_k for a half-precision product whose 128 x 256 output tiles already fill the SMs: every such
     split_k program in the bf16 benches on an H200 ran 2.5-6x the time of the search's best (14 programs over
     level1_bf16 and level2_bf16, five benches); it stays in the space, after the other designs."""
-    tiles = -(-info.M // 128) * -(-info.N // 256) * info.NB
-    return design.mode == "split_k" and not info.fp32_dot and tiles >= info.sm_count
+    return design.mode == "split_k" and not info.fp32_dot and _half_tiles(info) >= info.sm_count
 
 
 def _split_k_config(info: KernelInfo, wide: bool = False) -> dict[str, Any]:
@@ -213,9 +221,10 @@ def config_space(design: Design, info: KernelInfo, tf32: bool = False) -> dict[s
 def fits(design: Design, info: KernelInfo, values: dict[str, Any]) -> bool:
     """Whether the config's accumulators fit in registers (see below) and its pipelined tiles in the target's
     shared memory: num_stages x (an A tile and one B tile per product) x the element size, at the tile sizes
-    the launcher clamps to the traced sizes, plus a barrier per stage. That is what Triton 3.6 allocated for the half-precision GEMMs compiled
-    for an H200 (245760 B for 128x256x64 in 5 stages, 294912 B for 128x256x128 in 3: both over its 232448),
-    to within 32 B (a TMA twin reading A transposed took 147512 B where this says 147480)."""
+    the launcher clamps to the traced sizes, plus a barrier per stage. That is what Triton 3.6 allocated for the
+    half-precision GEMMs compiled for an H200 (245760 B for 128x256x64 in 5 stages, 294912 B for 128x256x128 in
+    3: both over its 232448), to within 32 B (a TMA twin reading A transposed took 147512 B where this says
+    147480)."""
     cfg = make_config(design, values)  # values may be a header's text
     bm = min(int(cfg.BLOCK_M), max(16, next_pow2(info.M)))
     bn = min(int(cfg.BLOCK_N), max(16, next_pow2(info.N)))
