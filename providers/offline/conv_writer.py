@@ -83,15 +83,6 @@ def _key(meta: Any) -> tuple[str, tuple[tuple[str, str], ...]]:
     return meta.design, tuple(sorted(meta.config.items()))
 
 
-def _program_body(plan: Any, source: str, design: str, config: ConvConfig, precision: str) -> str | None:
-    """The program `config` writes without its header line (None where the design cannot write it)."""
-    try:
-        code = emit_conv_program(plan, source, design=design, config=config, precision=precision)
-    except ConvEmitError:
-        return None
-    return code.split("\n", 1)[1]
-
-
 def _work_after(plan: Any) -> list[Any]:
     """The plan's ops after the convolution that compute something (not operands or constants)."""
     return [op for op in plan.ops[1:] if op.kind not in ("operand", "const")]
@@ -156,6 +147,23 @@ def conv_task_writer(source: str, name: str, ctx: Any) -> Any:
     def is_bad(design: str, config: ConvConfig) -> bool:
         return _config_key(design, config) in bad
 
+    written: dict[tuple[str, ConvConfig], str] = {}
+
+    def program(design: str, config: ConvConfig) -> str:
+        """The program `config` writes (each written once per answer); ConvEmitError where it cannot be."""
+        if (design, config) not in written:
+            written[design, config] = emit_conv_program(
+                plan, source, design=design, config=config, precision=precision
+            )
+        return written[design, config]
+
+    def body(design: str, config: ConvConfig) -> str | None:
+        """The program without its header line, None where the design cannot write it."""
+        try:
+            return program(design, config).split("\n", 1)[1]
+        except ConvEmitError:
+            return None
+
     parent = ctx.parent if ctx.parent is not None and ctx.parent.family == FAMILY else None
     choice: tuple[str, ConvConfig, str] | None = None
     if ctx.kind == "small_step" and parent is not None and parent.design in designs:
@@ -170,10 +178,8 @@ def conv_task_writer(source: str, name: str, ctx: Any) -> Any:
         options = [c for c in options if _config_key(parent.design, c) not in tried] or options
         # A knob this plan does not read (X_TMA where no stage tiles boxes, GROUP_M on plane tiles, ...) writes
         # the parent's program again under another header: a candidate that measures nothing new.
-        same = _program_body(plan, source, parent.design, base, precision)
-        options = [
-            c for c in options if _program_body(plan, source, parent.design, c, precision) != same
-        ] or options
+        same = body(parent.design, base)
+        options = [c for c in options if body(parent.design, c) != same] or options
         if options:
             pick = options[ctx.rng.randrange(len(options))]
             changed = [k for k, v in pick.model_dump().items() if v != base.model_dump()[k]]
@@ -201,7 +207,7 @@ def conv_task_writer(source: str, name: str, ctx: Any) -> Any:
         return None
     design, config, why = choice
     try:
-        code = emit_conv_program(plan, source, design=design, config=config, precision=precision)
+        code = program(design, config)
     except ConvEmitError as exc:
         return WriterAnswer(None, f"The conv writer cannot write this task with {design}: {exc}")
     explanation = (
