@@ -78,9 +78,10 @@ def emit(plan: ConvPlan, source: str, design: str, config: ConvConfig, precision
         "import triton.language as tl",
     ]
     parts += reference.imports
-    math_helpers = sorted(
-        writer.epilogue.helpers.helpers | ({"_kw_tma"} if sp.w_tma or any(map(sp.box, sp.stages)) else set())
+    tma = ({"_kw_tma"} if sp.w_tma else set()) | (
+        {"_kw_tma", "_kw_tma_box"} if any(map(sp.box, sp.stages)) else set()
     )
+    math_helpers = sorted(writer.epilogue.helpers.helpers | tma)
     parts.append(BN_EVAL_KERNEL + "".join("\n" + HELPERS[name] for name in math_helpers))
     if has_norm:
         parts.append(NORM_STATS_KERNEL)

@@ -233,17 +233,6 @@ def _kw_tma_device(t):
     return ok and t.data_ptr() % 16 == 0
 
 
-def _kw_tma_box(x5, box_h, box_w, box_c):
-    """A descriptor over a channels-last 5-D input [N, C, D, H, W] read as [N, D, H, W, C] in
-    [1, 1, box_h, box_w, box_c] boxes, or None where TMA cannot (see _kw_tma_device; the channels' stride
-    1 and the other strides 16-byte aligned)."""
-    sn, sc, sd, sh, sw = x5.stride()
-    if sc != 1 or not _kw_tma_device(x5) or any((s * x5.element_size()) % 16 for s in (sn, sd, sh, sw)):
-        return None
-    n, c, d, h, w = x5.shape
-    return _TensorDescriptor(x5, [n, d, h, w, c], [sn, sd, sh, sw, 1], [1, 1, box_h, box_w, box_c])
-
-
 def _kw_tma(t, rows, cols, s_row, s_col, b_row, b_col, batch=0, s_batch=0):
     """(descriptor, transposed) that reads t's [rows, cols] matrix (element strides s_row, s_col) in
     [b_row, b_col] tiles, or None where TMA cannot: no descriptor support, a GPU before sm_90, neither
@@ -265,6 +254,18 @@ def _kw_tma(t, rows, cols, s_row, s_col, b_row, b_col, batch=0, s_batch=0):
     else:
         return None
     return _TensorDescriptor(t, lead[0] + shape, lead[1] + strides, lead[2] + box), transposed
+''',
+    # a conv program's input boxes (X_TMA); needs _kw_tma's _kw_tma_device
+    "_kw_tma_box": '''
+def _kw_tma_box(x5, box_h, box_w, box_c):
+    """A descriptor over a channels-last 5-D input [N, C, D, H, W] read as [N, D, H, W, C] in
+    [1, 1, box_h, box_w, box_c] boxes, or None where TMA cannot (see _kw_tma_device; the channels' stride
+    1 and the other strides 16-byte aligned)."""
+    sn, sc, sd, sh, sw = x5.stride()
+    if sc != 1 or not _kw_tma_device(x5) or any((s * x5.element_size()) % 16 for s in (sn, sd, sh, sw)):
+        return None
+    n, c, d, h, w = x5.shape
+    return _TensorDescriptor(x5, [n, d, h, w, c], [sn, sd, sh, sw, 1], [1, 1, box_h, box_w, box_c])
 ''',
     "_kw_wrap": '''
 def _kw_wrap(n, t):
