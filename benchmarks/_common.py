@@ -1,4 +1,4 @@
-"""Pieces the per-task benchmark scripts share (a CUDA-event timer: ceilings.py, pool_sweep.py; a program loaded
+"""Pieces the per-task benchmark scripts share (a CUDA-event timer: ceilings.py, pool_sweep.py, timing_spread.py; a program loaded
 from its file: pool_sweep.py, norm_probe.py, host_overhead.py, conv_half_probe.py; an error over the
 reference's RMS: conv_half_probe.py, conv_tma_probe.py, fp32_gemm_paths.py; conv_bench.py, design_sweep.py, inductor_code.py,
 norm_probe.py; the offline writer's root program and suite folders, and both together in `suite_roots`:
@@ -52,23 +52,31 @@ def max_err_over_rms(out: Any, ref: Any) -> float:
     return (out.double() - ref64).abs().max().item() / rms
 
 
-def cuda_event_times(fn: Callable[[], Any], *, warmup: int, reps: int) -> list[float]:
+def cuda_event_times(
+    fn: Callable[[], Any], *, warmup: int, reps: int, flush: Any = None, sync_each: bool = True
+) -> list[float]:
     """Per-call times in ms with CUDA events after `warmup` untimed calls; each call timed on its own, so
-    a median of them is honest (ceilings.py, pool_sweep.py)."""
+    a median of them is honest (ceilings.py, pool_sweep.py). `flush`: a device buffer zeroed before each
+    call (L2 flushed, outside the events). sync_each=False records every call's events and synchronizes once
+    at the end, as the judge times: the host's launch work overlaps the GPU's (timing_spread.py)."""
     import torch
 
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
-    times = []
+    pairs = []
     for _ in range(reps):
+        if flush is not None:
+            flush.zero_()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         fn()
         end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return times
+        if sync_each:
+            end.synchronize()
+        pairs.append((start, end))
+    torch.cuda.synchronize()
+    return [start.elapsed_time(end) for start, end in pairs]
 
 
 def measure_task(name: str, run: Callable[[], dict[str, Any]]) -> dict[str, Any]:

@@ -20,24 +20,13 @@ import time
 from pathlib import Path
 
 import torch
-from _common import load_program, root_program, task_path
+from _common import cuda_event_times, load_program, root_program, task_path
 
 
 def _median_ms(fn, flush: torch.Tensor, reps: int) -> float:
     """As the judge times: an L2 flush before each call, events around it, one synchronize at the end (the host
     runs ahead, so its launch work overlaps the GPU's)."""
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    for i in range(reps):
-        flush.zero_()
-        starts[i].record()
-        fn()
-        ends[i].record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends, strict=True))
+    return statistics.median(cuda_event_times(fn, warmup=5, reps=reps, flush=flush, sync_each=False))
 
 
 def main() -> int:
