@@ -210,7 +210,8 @@ class RecordingMode(TorchDispatchMode):
 
 
 def install_launch_hooks(recorder: Recorder) -> list[tuple[Any, Any]]:
-    """Route every Triton launch (JIT and interpreter) through the recorder; returns what was replaced.
+    """Route every Triton launch (JIT, interpreter, compiled kernel) through the recorder; returns what was
+    replaced, as (class, the hook now in its `run`).
 
     `kernel[grid](...)`, `kernel.run(...)` and autotuned launches all go through `run`; a warm-up
     (compile only) is not a launch.
@@ -237,7 +238,38 @@ def install_launch_hooks(recorder: Recorder) -> list[tuple[Any, Any]]:
 
         cls.run = run
         replaced.append((cls, run))
+    compiled = _hook_compiled_kernels(recorder)
+    if compiled is not None:
+        replaced.append(compiled)
     return replaced
+
+
+def _hook_compiled_kernels(recorder: Recorder) -> tuple[Any, Any] | None:
+    """Route launches of a compiled kernel (`compiled[grid](...)`, `compiled.run(...)`: what Triton's JIT
+    itself calls, and what a program calls to skip the JIT's per-launch binding) through the recorder too.
+
+    `CompiledKernel.run` is a property that returns the launcher; it now returns the launcher behind a
+    recording wrapper, named as the JIT names the launch. Inside a JIT launch the recorder is already
+    recording that launch (its depth), so nothing is counted twice."""
+    try:
+        from triton.compiler.compiler import CompiledKernel
+    except ImportError:
+        return None
+    prop = CompiledKernel.__dict__.get("run")
+    if not isinstance(prop, property) or prop.fget is None:
+        return None
+    launcher_of = prop.fget
+
+    def recorded_launcher(self: Any) -> Any:
+        launch = launcher_of(self)
+        name = str(getattr(self, "name", None) or "kernel")
+        return lambda *args, **kwargs: recorder.wrap_launch(
+            name, args, kwargs, lambda: launch(*args, **kwargs)
+        )
+
+    hooked = property(recorded_launcher)
+    CompiledKernel.run = hooked  # type: ignore[method-assign,assignment]
+    return CompiledKernel, hooked
 
 
 def classify_op(name: str) -> str:

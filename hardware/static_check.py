@@ -228,8 +228,26 @@ def _names_in(expr: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
 
 
-def _launch_of(node: ast.AST, kernels: set[str]) -> str | None:
-    """The kernel a call launches: `k[grid](...)`, `wrap(k)[grid](...)` or `k.run(...)`."""
+def _launch_helpers(tree: ast.Module) -> set[str]:
+    """Module functions that launch the kernel given as their first parameter (`def launch(kernel, grid,
+    ...)` whose body calls `kernel[grid](...)`): a call `launch(k, grid, ...)` launches k."""
+    helpers = set()
+    for fn in tree.body:
+        if isinstance(fn, ast.FunctionDef) and fn.args.args:
+            first = fn.args.args[0].arg
+            if any(
+                isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Subscript)
+                and first in _names_in(n.func.value)
+                for n in ast.walk(fn)
+            ):
+                helpers.add(fn.name)
+    return helpers
+
+
+def _launch_of(node: ast.AST, kernels: set[str], helpers: set[str] = frozenset()) -> str | None:
+    """The kernel a call launches: `k[grid](...)`, `wrap(k)[grid](...)`, `k.run(...)` or `launch(k, ...)`
+    through a launch helper (_launch_helpers)."""
     if not isinstance(node, ast.Call):
         return None
     func = node.func
@@ -238,6 +256,8 @@ def _launch_of(node: ast.AST, kernels: set[str]) -> str | None:
         return min(hit) if hit else None
     if isinstance(func, ast.Attribute) and func.attr == "run" and isinstance(func.value, ast.Name):
         return func.value.id if func.value.id in kernels else None
+    if isinstance(func, ast.Name) and func.id in helpers and node.args and isinstance(node.args[0], ast.Name):
+        return node.args[0].id if node.args[0].id in kernels else None
     return None
 
 
@@ -277,12 +297,13 @@ def _called_name(call: ast.Call) -> str | None:
 def _launching_functions(tree: ast.Module, kernels: set[str]) -> set[str]:
     """Functions of the module that launch a kernel, directly or through each other (fixed point)."""
     funcs = _functions(tree)
+    helpers = _launch_helpers(tree)
     calls: dict[str, set[str]] = {}
     launching: set[str] = set()
     for name, fn in funcs.items():
         calls[name] = set()
         for node in ast.walk(fn):
-            if _launch_of(node, kernels):
+            if _launch_of(node, kernels, helpers):
                 launching.add(name)
             elif isinstance(node, ast.Call) and (callee := _called_name(node)) in funcs:
                 calls[name].add(callee)
@@ -408,12 +429,13 @@ def _problems(mod: _Module, task_name: str | None, skip: set[int]) -> Iterator[s
 
 def _check_try(mod: _Module, kernels: set[str], ops: _TorchOps, skip: set[int]) -> Iterator[str]:
     launching = _launching_functions(mod.tree, kernels)
+    helpers = _launch_helpers(mod.tree)
     for node in _walk_outside(mod.tree, skip):
         if not isinstance(node, ast.Try | ast.TryStar) or not node.handlers:
             continue
         body = ast.Module(body=node.body, type_ignores=[])
         for sub in ast.walk(body):
-            kernel = _launch_of(sub, kernels)
+            kernel = _launch_of(sub, kernels, helpers)
             via = _called_name(sub) if isinstance(sub, ast.Call) else None
             if kernel or (via and via in launching):
                 what = f"launch of {kernel}" if kernel else f"call of {via}() which launches a kernel"
@@ -469,7 +491,8 @@ def static_check(source: str, task_name: str | None = None) -> StaticReport:
     mod = _Module(tree)
     kernels, bodies = _find_kernels(mod)
     skip = {id(b) for b in bodies}
-    launched = sorted({k for node in _walk_outside(tree, skip) if (k := _launch_of(node, kernels))})
+    helpers = _launch_helpers(tree)
+    launched = sorted({k for node in _walk_outside(tree, skip) if (k := _launch_of(node, kernels, helpers))})
     ops = _TorchOps(mod, skip)
     remaining = list(dict.fromkeys(f"{op} (line {line})" for op, line in ops.find(tree)))
 

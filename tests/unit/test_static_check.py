@@ -227,3 +227,54 @@ class ModelNew(nn.Module):
         "F.conv2d (line 27)",
         ".sum() (line 30)",
     ]
+
+
+LAUNCH_HELPER = """
+def launch(kernel, grid, *args, **meta):
+    kernel[grid](*args, **meta)
+"""
+
+
+def test_a_kernel_passed_to_a_launch_helper_is_launched():
+    """Generated programs launch through a helper (`_kw_launch(kernel, grid, ...)`): that is a launch."""
+    rep = check(
+        LAUNCH_HELPER
+        + """
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        launch(relu_kernel, (1,), x, out, x.numel(), BLOCK=1024)
+        return out
+"""
+    )
+    assert rep.ok, rep.error
+    assert rep.launched == ["relu_kernel"]
+    # passing the kernel to a function that does not launch its first argument is not a launch
+    rep = check("""
+def keep(kernel, grid):
+    return kernel, grid
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        keep(relu_kernel, (1,))
+        return F.relu(x)
+""")
+    assert "defined but never launched" in rep.error
+
+
+def test_try_around_a_launch_through_a_helper_is_rejected():
+    rep = check(
+        LAUNCH_HELPER
+        + """
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        try:
+            launch(relu_kernel, (1,), x, out, x.numel(), BLOCK=1024)
+        except RuntimeError:
+            return F.relu(x)
+        return out
+"""
+    )
+    assert "try/except around a launch of relu_kernel" in rep.error
