@@ -81,7 +81,7 @@ def emit(plan: ConvPlan, source: str, design: str, config: ConvConfig, precision
     tma = ({"_kw_tma"} if sp.w_tma else set()) | (
         {"_kw_tma", "_kw_tma_box"} if any(map(sp.box, sp.stages)) else set()
     )
-    math_helpers = sorted(writer.epilogue.helpers.helpers | tma)
+    math_helpers = sorted(writer.epilogue.helpers.helpers | tma | {"_kw_launch"})
     parts.append(BN_EVAL_KERNEL + "".join("\n" + HELPERS[name] for name in math_helpers))
     if has_norm:
         parts.append(NORM_STATS_KERNEL)

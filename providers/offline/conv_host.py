@@ -140,7 +140,7 @@ class HostWriter:
         rows = f"TT{prev.index}" if per else f"N * TT{prev.index}"
         h(f"BT = max(1, min(2048 // BC, _kw_npow2({rows})))")
         launch = (
-            f"_kw_norm_stats[(NB{i} * G{i},)](part{prev.index}, mean{i}, rstd{i}, TT{prev.index}, C{i}, CG{i}, "
+            f"_kw_launch(_kw_norm_stats, (NB{i} * G{i},), part{prev.index}, mean{i}, rstd{i}, TT{prev.index}, C{i}, CG{i}, "
             f"G{i}, N, float({norm.attrs['eps']}), PER_SAMPLE={per}, BLOCK_T=BT, BLOCK_C=BC)"
         )
         bn = norm.attrs.get("running")
@@ -180,7 +180,7 @@ class HostWriter:
         a += [f"float({expr})" for _name, expr in self.sp.const_args(st)]
         h(f"BN = _kw_npow2(C{i})")
         h(f"BT = max(1, min(max(1, 4096 // BN), _kw_npow2(TT{prev.index})))")
-        _wrapped_call(h, f"_kw_stage{i}[(N,)]", a, "BLOCK_T=BT, BLOCK_N=BN, num_warps=4,")
+        _wrapped_call(h, "_kw_launch", [f"_kw_stage{i}", "(N,)", *a], "BLOCK_T=BT, BLOCK_N=BN, num_warps=4,")
 
     def _host_stage(self, h: Code, st: Stage) -> None:
         if st.fold:
@@ -382,7 +382,7 @@ class HostWriter:
             f"BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M={cfg.GROUP_M}, {extra}"
             f"num_warps={warps}, num_stages={stages},"
         )
-        _wrapped_call(h, f"_kw_stage{i}[grid]", a, meta)
+        _wrapped_call(h, "_kw_launch", [f"_kw_stage{i}", "grid", *a], meta)
 
 
 def _wrapped_call(h: Code, callee: str, args: list[str], tail: str) -> None:

@@ -100,8 +100,10 @@ def _kw_nhwc(x5):
         return cl.contiguous().permute(0, 4, 1, 2, 3)
     y = torch.empty((N, D, H, W, C), device=x5.device, dtype=x5.dtype)
     BLOCK_C = min(64, _kw_npow2(C))
-    grid = (triton.cdiv(P, 64), triton.cdiv(C, BLOCK_C), N)
-    _kw_nhwc_kernel[grid](x5, y, C, P, x5.stride(0), x5.stride(1), BLOCK_C=BLOCK_C, BLOCK_P=64, num_warps=4)
+    grid = (-(-P // 64), -(-C // BLOCK_C), N)
+    _kw_launch(
+        _kw_nhwc_kernel, grid, x5, y, C, P, x5.stride(0), x5.stride(1), BLOCK_C=BLOCK_C, BLOCK_P=64, num_warps=4
+    )
     return y.permute(0, 4, 1, 2, 3)
 """
 
@@ -110,7 +112,10 @@ def _kw_bn_eval_stats(bn, C):
     # eval mode: the running statistics normalise
     mean = torch.empty((1, C), device=bn.running_mean.device, dtype=torch.float32)
     rstd = torch.empty((1, C), device=bn.running_mean.device, dtype=torch.float32)
-    _kw_bn_eval_kernel[(1,)](bn.running_mean, bn.running_var, mean, rstd, C, float(bn.eps), BLOCK=_kw_npow2(C))
+    _kw_launch(
+        _kw_bn_eval_kernel, (1,), bn.running_mean, bn.running_var, mean, rstd, C, float(bn.eps),
+        BLOCK=_kw_npow2(C),
+    )
     return mean, rstd
 
 

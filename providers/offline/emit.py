@@ -267,6 +267,56 @@ def _kw_tma_box(x5, box_h, box_w, box_c):
     n, c, d, h, w = x5.shape
     return _TensorDescriptor(x5, [n, d, h, w, c], [sn, sd, sh, sw, 1], [1, 1, box_h, box_w, box_c])
 ''',
+    # every kernel launch of a conv program (conv_host): Triton's JIT binds and specializes each argument
+    # again on every launch, tens of microseconds of host work a launch with the many arguments a fused
+    # stage takes; this launches the compiled kernel the JIT returned for the same arguments' kinds
+    "_kw_launch": '''
+import os
+
+_KW_COMPILED = {}
+# KERNELWRIGHT_DIRECT_LAUNCH=0: every launch through Triton's JIT
+_KW_DIRECT = os.environ.get("KERNELWRIGHT_DIRECT_LAUNCH", "1") != "0"
+
+
+def _kw_arg_key(a):
+    """What Triton specializes a launch argument on, for an argument that is not an int (an int is its own
+    key): a tensor's dtype, device and 16-byte alignment; a descriptor's dtype, block and alignment; a
+    float, bool or string tagged with its type (True, 1 and 1.0 are equal keys in a dict otherwise)."""
+    if isinstance(a, torch.Tensor):
+        return (a.dtype, a.get_device(), a.data_ptr() % 16 == 0)
+    if a is None:
+        return None
+    if hasattr(a, "block_shape") and hasattr(a, "base"):  # a host tensor descriptor
+        return ("desc", a.base.dtype, a.base.get_device(), a.base.data_ptr() % 16 == 0, tuple(a.block_shape),
+                getattr(a, "padding", None))
+    return (type(a).__name__, a)
+
+
+def _kw_launch(kernel, grid, *args, **meta):
+    """kernel[grid](*args, **meta). After a GPU launch through Triton's JIT, the compiled kernel it returned
+    is kept under a key that holds every int argument's value and every other argument's kind (finer than
+    Triton's own specialization, which sees an int only as 1, a multiple of 16 or neither), and a launch
+    with an equal key on the same device runs that compiled kernel at once, with the kernel's later
+    parameters (block sizes, defaults) appended as the JIT appends them. The interpreter (whose launch
+    returns no compiled kernel) and a first launch go through the JIT."""
+    key = None
+    if _KW_DIRECT:
+        key = (kernel, tuple(a if type(a) is int else _kw_arg_key(a) for a in args), tuple(meta.items()))
+        try:
+            hit = _KW_COMPILED.get(key)
+        except TypeError:  # an unhashable argument: the JIT's launch every time
+            key = hit = None
+        if hit is not None and hit[0] == torch.cuda.current_device():
+            hit[1][(*grid, 1, 1)[:3]](*args, *hit[2])
+            return
+    compiled = kernel[grid](*args, **meta)
+    if key is None or not hasattr(compiled, "packed_metadata") or hasattr(compiled, "result"):
+        return
+    later = kernel.params[len(args):]
+    if all(p.name in meta or p.has_default for p in later):
+        tail = [meta[p.name] if p.name in meta else p.default for p in later]
+        _KW_COMPILED[key] = (torch.cuda.current_device(), compiled, tail)
+''',
     "_kw_wrap": '''
 def _kw_wrap(n, t):
     """Where tile columns of `t` (last dim n, unit stride) may wrap: n rounded up to 16 where t's storage
@@ -695,9 +745,9 @@ def _kw_bn_running(bn, mean, rstd, count):
     # statistics the kernels computed; the variance is kept unbiased, as BatchNorm keeps it
     nbt = bn.num_batches_tracked
     C = bn.running_mean.numel()
-    _kw_bn_update_kernel[(1,)](
-        bn.running_mean, bn.running_var, nbt if nbt is not None else mean, mean.contiguous(), rstd.contiguous(),
-        C, float(bn.momentum or 0.0), float(bn.eps), float(count) / max(float(count) - 1.0, 1.0),
+    _kw_launch(
+        _kw_bn_update_kernel, (1,), bn.running_mean, bn.running_var, nbt if nbt is not None else mean,
+        mean.contiguous(), rstd.contiguous(), C, float(bn.momentum or 0.0), float(bn.eps), float(count) / max(float(count) - 1.0, 1.0),
         CUMULATIVE=bn.momentum is None, HAS_NBT=nbt is not None, BLOCK=triton.next_power_of_2(C),
     )
 """

@@ -500,12 +500,12 @@ class MatmulGen(KernelGen):
             if cfg.mode == "split_k":
                 c(f"SPLIT_K = max(1, min({cfg.SPLIT_K}, _cdiv(K, BLOCK_K)))")
                 c("ws = torch.empty((SPLIT_K, NB, M, N), device=a.device, dtype=torch.float32)")
-                c(f"{name}_partial[(tiles, SPLIT_K)](")
+                c(f"_kw_launch({name}_partial, (tiles, SPLIT_K),")
                 with c.indent():
                     c(", ".join(["a", "b", "ws"] + sizes + ab) + ",")
                     c(f"{meta}, SPLIT_K=SPLIT_K, {launch},")
                 c(")")
-                c(f"{name}_reduce[(tiles,)](")
+                c(f"_kw_launch({name}_reduce, (tiles,),")
                 with c.indent():
                     c(", ".join(loads + ["ws"] + outs + snames + sizes + ep) + ",")
                     c(f"{meta}, SPLIT_K=SPLIT_K, num_warps=4,")
@@ -527,14 +527,14 @@ class MatmulGen(KernelGen):
                     c("if all(d is not None for d in td):")
                     with c.indent():
                         flags = ", ".join(f"{x.upper()}_T=td[{i}][1]" for i, x in enumerate(["a", *bs]))
-                        c(f"{name}_tma[({grid},)](")
+                        c(f"_kw_launch({name}_tma, ({grid},),")
                         with c.indent():
                             descs = [f"td[{i}][0]" for i in range(1 + len(bs))]
                             c(", ".join(descs + loads + outs + snames + sizes + ep) + ",")
                             c(f"{meta}, {flags}, {launch},")
                         c(")")
                         c(ret)
-                c(f"{name}[({grid},)](")
+                c(f"_kw_launch({name}, ({grid},),")
                 with c.indent():
                     c(", ".join(["a", *bs] + loads + outs + snames + sizes + ab + ep) + ",")
                     c(f"{meta}, {launch},")

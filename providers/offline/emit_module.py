@@ -200,6 +200,7 @@ def emit_program(task: AnalyzedTask, sched: Schedule, configs: dict[int, KernelC
         for line in h.splitlines():
             c(line)
     c(RUNTIME.rstrip("\n"))
+    c(HELPERS["_kw_launch"].rstrip("\n"))
     if task.graph.bn_updates:
         c(BN_RUNNING.rstrip("\n"))
     for name in sorted(ctx.helpers):

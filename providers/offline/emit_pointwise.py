@@ -172,7 +172,7 @@ class PointwiseGen(KernelGen):
             else:
                 meta = "BLOCK=BLOCK"
                 grid = "(nblocks,)"
-            c(f"{name}[{grid}](")
+            c(f"_kw_launch({name}, {grid},")
             with c.indent():
                 c(", ".join(args) + ",")
                 c(f"{meta}, num_warps={cfg.num_warps},")

@@ -147,7 +147,7 @@ def launch_plain(gen: RowKernelGen, c: Code, args: list[str]) -> None:
         c(f"num_warps = {cfg.num_warps}")
     else:
         c(f"num_warps = {_auto_warps_expr(tile)}")
-    c(f"{gen.kname}[grid](")
+    c(f"_kw_launch({gen.kname}, grid,")
     with c.indent():
         c(", ".join(args) + ",")
         c(f"{meta}, num_warps=num_warps, num_stages={cfg.num_stages},")
@@ -202,14 +202,14 @@ def launch_split(
                 parts.append(buf)
                 bdt = dt if i == 0 or st.id in welford else "torch.int64"  # an argmax's index: int64
                 c(f"{buf} = torch.empty((NK, SPLIT), device={dev}.device, dtype={bdt})")
-        c(f"{gen.kname}_p{li}[(blocks, SPLIT)](")
+        c(f"_kw_launch({gen.kname}_p{li}, (blocks, SPLIT),")
         with c.indent():
             args_p = loads + sbufs + parts + snames + split_sizes(gen) + ["SPLIT", "CHUNKS"] + sizes + strides
             c(", ".join(args_p) + ",")
             c(f"{meta}, num_warps={warps}, num_stages={cfg.num_stages},")
         c(")")
         last = li == len(levels) - 1
-        c(f"{gen.kname}_c{li}[(_cdiv(NK, BLOCK_MC),)](")
+        c(f"_kw_launch({gen.kname}_c{li}, (_cdiv(NK, BLOCK_MC),),")
         with c.indent():
             c(", ".join(loads + sbufs + parts + (row_outs if last else []) + snames + ["NK", "NR", "SPLIT"] + sizes
                         + strides) + ",")  # fmt: skip
@@ -229,7 +229,7 @@ def launch_split(
             split, chunks = "SPLIT_W", "CHUNKS_W"
             c(f"CHUNKS_W = max({cfg.WRITE_CHUNKS}, _cdiv(nchunks, 65535))")
             c("SPLIT_W = _cdiv(nchunks, CHUNKS_W)")
-        c(f"{gen.kname}_apply[(blocks, {split})](")
+        c(f"_kw_launch({gen.kname}_apply, (blocks, {split}),")
         with c.indent():
             args_a = loads + sbufs + full_outs + snames + split_sizes(gen) + [split, chunks] + sizes
             c(", ".join(args_a + strides + ostrides) + ",")

@@ -369,14 +369,15 @@ def _kw_pool(x, pool, nd, is_max, design, block, num_warps, block_h=1):
         programs = total // (oh_ * ow_) * oh_blocks * w_blocks
         # 32-bit offsets inside one input or output plane, one grid axis
         if max(size3[1] * size3[2], oh_ * ow_) < 2**31 and programs <= 2**31 - 1:
-            _kw_pool_rows_kernel[(programs,)](
+            _kw_launch(
+                _kw_pool_rows_kernel, (programs,),
                 x, y, *size3, *out3, int(divisor or 1), oh_blocks, w_blocks, *k3, *s3, *p3, *d3,
                 BLOCK_H=tile_h, BLOCK=tile_w, num_warps=warps, **consts,
             )
             return y
     grid = (-(-total // block),)  # ceil division in ints: triton.cdiv is a jit function
-    _kw_pool_kernel[grid](
-        x, y, total, *size3, *out3, int(divisor or 1), *k3, *s3, *p3, *d3,
+    _kw_launch(
+        _kw_pool_kernel, grid, x, y, total, *size3, *out3, int(divisor or 1), *k3, *s3, *p3, *d3,
         WIDE=max(x.numel(), total) >= 2**31 - 1, BLOCK=block, num_warps=num_warps, **consts,
     )
     return y
@@ -386,6 +387,7 @@ def _kw_pool(x, pool, nd, is_max, design, block, num_warps, block_h=1):
 def emit_pool_program(source: str, task: PoolTask, design: str, config: dict[str, int]) -> str:
     """The candidate module: the task's constructor as ModelNew, the kernels, and their launcher."""
     from kernelwright.providers.offline.conv_codegen import _ReferenceParts
+    from kernelwright.providers.offline.emit import HELPERS
     from kernelwright.providers.offline.emit_module import ProgramMeta
 
     if design not in DESIGNS or _as_config(design, config) != config:
@@ -419,6 +421,7 @@ def emit_pool_program(source: str, task: PoolTask, design: str, config: dict[str
         *([_ROWS_KERNEL] if design == "rows" else []),
         _FLAT_KERNEL,
         "\n" + inspect.getsource(_kw_rows_tile),
+        HELPERS["_kw_launch"],
         _HOST,
         forward,
         reference.model_new(["x"]),

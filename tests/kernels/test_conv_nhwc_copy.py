@@ -11,9 +11,10 @@ PROGRAM = textwrap.dedent(
     """
     import torch, triton, triton.language as tl
     from kernelwright.providers.offline.conv_runtime import HOST_HELPERS, NHWC_COPY
+    from kernelwright.providers.offline.emit import HELPERS
 
     ns = {"torch": torch, "triton": triton, "tl": tl}
-    exec(compile(HOST_HELPERS + NHWC_COPY, "conv_runtime", "exec"), ns)
+    exec(compile(HELPERS["_kw_launch"] + HOST_HELPERS + NHWC_COPY, "conv_runtime", "exec"), ns)
     launches = []
 
     class Counted:  # the kernel as the helper looks it up, counting its launches

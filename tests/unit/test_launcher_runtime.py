@@ -145,3 +145,60 @@ def test_columns_wrap_past_n_only_where_the_storage_holds_them(align):
     assert wrap(21, torch.randn(7, 40)[:, :21]) == 32  # a view whose rows continue in the storage
     assert wrap(21, torch.randn(7, 40)[:, 19:]) == 21  # ... unless the last row would run past its end
     assert wrap(21, torch.randn(21, 7).mT) == 21  # not unit-stride along its columns
+
+
+@pytest.fixture(scope="module")
+def launch() -> dict:
+    from kernelwright.providers.offline.emit import HELPERS
+
+    namespace: dict = {"torch": torch}
+    exec(HELPERS["_kw_launch"], namespace)
+    return namespace
+
+
+def test_direct_launch_keys_are_finer_than_tritons_specialization(launch):
+    """Two arguments _kw_launch keys alike must be ones Triton compiles alike: the launch then runs the
+    kernel Triton compiled for the first (a wrong kernel otherwise: a 1 or an alignment baked in)."""
+    from triton._C.libtriton import native_specialize_impl
+    from triton.backends.compiler import BaseBackend
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    base = torch.zeros(4096, dtype=torch.bfloat16)
+    flat = base.view(64, 64)
+    args = [0, 1, 2, 15, 16, 17, -1, -16, 2**31 - 1, 2**31, 2**32, 2**63 - 1, 2**63, True, False, None, 1.0,
+            2.5, 16.0, base, base[8:], base[1:], base.float(), base.float()[2:], base.float()[4:],
+            TensorDescriptor.from_tensor(flat, [16, 32]), TensorDescriptor.from_tensor(flat, [32, 32]),
+            TensorDescriptor.from_tensor(flat.float(), [16, 32]), TensorDescriptor(base[8:], [64, 63], [64, 1], [16, 32])]  # fmt: skip
+
+    def ours(a):
+        return a if type(a) is int else launch["_kw_arg_key"](a)
+
+    def tritons(a):
+        return native_specialize_impl(BaseBackend, a, False, True, True)
+
+    pairs = 0
+    for a in args:
+        for b in args:
+            if ours(a) == ours(b):
+                pairs += 1
+                assert tritons(a) == tritons(b), (a, b)
+    assert pairs > len(args)  # some distinct arguments do share a key (base and base[8:]: both aligned)
+    assert ours(1) != ours(True) and ours(1) != ours(1.0) and ours(base) != ours(base[1:])
+
+
+def test_direct_launch_goes_through_the_jit_where_no_compiled_kernel_comes_back(launch, monkeypatch):
+    """The interpreter's launch returns no compiled kernel: every launch is the JIT's, nothing is kept."""
+
+    calls = []
+
+    class Jit:
+        params = []
+
+        def __getitem__(self, grid):
+            return lambda *a, **kw: calls.append((grid, a, kw))
+
+    kernel = Jit()
+    for _ in range(3):
+        launch["_kw_launch"](kernel, (2,), torch.zeros(4), 7, BLOCK=8)
+    assert len(calls) == 3 and calls[0] == ((2,), calls[0][1], {"BLOCK": 8})
+    assert launch["_KW_COMPILED"] == {}
