@@ -267,9 +267,9 @@ def _kw_tma_box(x5, box_h, box_w, box_c):
     n, c, d, h, w = x5.shape
     return _TensorDescriptor(x5, [n, d, h, w, c], [sn, sd, sh, sw, 1], [1, 1, box_h, box_w, box_c])
 ''',
-    # every kernel launch of a conv program (conv_host): Triton's JIT binds and specializes each argument
-    # again on every launch, tens of microseconds of host work a launch with the many arguments a fused
-    # stage takes; this launches the compiled kernel the JIT returned for the same arguments' kinds
+    # every kernel launch of every program: Triton's JIT binds and specializes each argument again on every
+    # launch, tens of microseconds of host work a launch with the many arguments a fused conv stage takes;
+    # this launches the compiled kernel the JIT returned for the same arguments' kinds (README: "Launchers")
     "_kw_launch": '''
 import os
 
