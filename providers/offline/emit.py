@@ -273,6 +273,8 @@ def _kw_tma_box(x5, box_h, box_w, box_c):
     "_kw_launch": '''
 import os
 
+from triton.runtime.jit import JITFunction as _KwJIT
+
 _KW_COMPILED = {}
 # KERNELWRIGHT_DIRECT_LAUNCH=0: every launch through Triton's JIT
 _KW_DIRECT = os.environ.get("KERNELWRIGHT_DIRECT_LAUNCH", "1") != "0"
@@ -298,7 +300,7 @@ def _kw_launch(kernel, grid, *args, **meta):
     Triton's own specialization, which sees an int only as 1, a multiple of 16 or neither), and a launch
     with an equal key on the same device runs that compiled kernel at once, with the kernel's later
     parameters (block sizes, defaults) appended as the JIT appends them. The interpreter (whose launch
-    returns no compiled kernel) and a first launch go through the JIT."""
+    returns no compiled kernel), an autotuned kernel and a first launch go through the JIT."""
     key = None
     if _KW_DIRECT:
         key = (kernel, tuple(a if type(a) is int else _kw_arg_key(a) for a in args), tuple(meta.items()))
@@ -310,8 +312,8 @@ def _kw_launch(kernel, grid, *args, **meta):
             hit[1][(*grid, 1, 1)[:3]](*args, *hit[2])
             return
     compiled = kernel[grid](*args, **meta)
-    if key is None or not hasattr(compiled, "packed_metadata") or hasattr(compiled, "result"):
-        return
+    if key is None or not isinstance(kernel, _KwJIT) or not hasattr(compiled, "packed_metadata"):
+        return  # the interpreter's launch, an autotuner's (its configs' arguments are not in meta), ...
     later = kernel.params[len(args):]
     if all(p.name in meta or p.has_default for p in later):
         tail = [meta[p.name] if p.name in meta else p.default for p in later]

@@ -170,3 +170,39 @@ def test_bf16_programs_are_verified_against_a_float64_anchor_on_the_gpu(pool):
         print(f"\nbf16 {name}: {res.summary()} ({res.wall_s:.2f} s)")
         assert res.correct, res.error
         assert "used" in res.extra.get("float64_reference", {}).values(), res.extra.get("float64_reference")
+
+
+# Launches the compiled kernel Triton's JIT returned, as the generated programs' _kw_launch does after its
+# first launch: the recorder must still see every launch (it once saw only the JIT's), and a forward that
+# hides torch work behind such launches must still be read for what it is.
+DIRECT = """
+_compiled = {}
+
+
+def relu_direct(x):
+    out = torch.empty_like(x)
+    grid = (triton.cdiv(x.numel(), 4096), 1, 1)
+    key = x.numel()  # Triton specializes on the size (a multiple of 16 or not): one kernel per size
+    if key not in _compiled:
+        _compiled[key] = relu_kernel[grid](x, out, x.numel(), BLOCK=4096)
+    else:
+        _compiled[key][grid](x, out, x.numel(), 4096)
+    return out
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return relu_direct(x.contiguous())
+"""
+
+DIRECT_DECORATION = DIRECT.replace(
+    "return relu_direct(x.contiguous())", "relu_direct(x.contiguous())\n        return torch.relu(x)"
+)
+
+
+def test_launches_of_a_kept_compiled_kernel_are_recorded(pool, relu_task):
+    res = run(pool, relu_task, "direct launches", DIRECT)
+    assert res.correct, res.error
+    assert res.kernel_launches == 1 and res.extra["gpu_kernels"]["library"] == 0
+    res = run(pool, relu_task, "direct launch beside torch", DIRECT_DECORATION)
+    assert (res.correct, res.error_kind) == (False, "torch_fallback"), res.error
