@@ -303,7 +303,7 @@ def _kw_launch(kernel, grid, *args, **meta):
     returns no compiled kernel), an autotuned kernel and a first launch go through the JIT."""
     key = None
     if _KW_DIRECT:
-        key = (kernel, tuple(a if type(a) is int else _kw_arg_key(a) for a in args), tuple(meta.items()))
+        key = (kernel, tuple([a if type(a) is int else _kw_arg_key(a) for a in args]), tuple(meta.items()))
         try:
             hit = _KW_COMPILED.get(key)
         except TypeError:  # an unhashable argument: the JIT's launch every time
