@@ -28,6 +28,7 @@ from __future__ import annotations
 import ast
 import threading
 from collections.abc import Iterable, Iterator
+from collections.abc import Set as AbstractSet
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -245,7 +246,7 @@ def _launch_helpers(tree: ast.Module) -> set[str]:
     return helpers
 
 
-def _launch_of(node: ast.AST, kernels: set[str], helpers: set[str] = frozenset()) -> str | None:
+def _launch_of(node: ast.AST, kernels: set[str], helpers: AbstractSet[str] = frozenset()) -> str | None:
     """The kernel a call launches: `k[grid](...)`, `wrap(k)[grid](...)`, `k.run(...)` or `launch(k, ...)`
     through a launch helper (_launch_helpers)."""
     if not isinstance(node, ast.Call):
