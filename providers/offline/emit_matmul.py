@@ -13,7 +13,9 @@ Designs (`MatmulConfig.mode`):
 - "grouped": one program per output tile, tiles ordered in GROUP_M-row bands for L2 reuse;
 - "split_k": K split over SPLIT_K programs per tile, partial tiles reduced (and the epilogue applied)
   by a second kernel: more parallelism when M*N is small and K is long;
-- "persistent": one program per SM walking the tiles, which trims launch and tail effects.
+- "persistent": one program per SM walking the tiles, which trims launch and tail effects; `FLAT=1`
+  flattens its tile and K loops into one for Triton's pipeliner (Triton's own persistent matmul tutorial
+  does so on Hopper), so the next tile's loads overlap this one's epilogue. Not measured yet: off by default.
 
 `TMA=1` (fp16/bf16 dots, grouped or persistent; one product, or a batch of them along which both A and B
 vary, as bmm) adds a twin kernel that reads A and B through Hopper tensor descriptors (TMA loads; 2-D, or
@@ -66,6 +68,7 @@ class MatmulConfig:
     KMAJOR: int = 0  # 1: copy an operand that is not K-contiguous to a K-contiguous layout first
     TMA: int = 0  # 1: fp16/bf16 operands through tensor descriptors where the GPU and layouts allow
     ALIGN: int = 0  # 1: copy an operand whose row stride is not a multiple of 16 elements into a padded one
+    FLAT: int = 0  # persistent: 1 flattens the tile and K loops into one (tl.range flatten) for the pipeliner
 
     def as_dict(self) -> dict[str, int | str]:
         return dict(self.__dict__)
@@ -422,7 +425,12 @@ class MatmulGen(KernelGen):
         with c.indent():
             if self.cfg.mode == "persistent":
                 c("total = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N) * NB")
-                c("for tile_id in range(tl.program_id(0), total, NUM_PROGS):")
+                if self.cfg.FLAT:
+                    # one loop over (tile, K step) for Triton's software pipeliner: the next tile's first
+                    # loads are issued under this tile's last MMAs and epilogue, as in a CUTLASS mainloop
+                    c("for tile_id in tl.range(tl.program_id(0), total, NUM_PROGS, flatten=True):")
+                else:
+                    c("for tile_id in range(tl.program_id(0), total, NUM_PROGS):")
                 with c.indent():
                     self._index(c, "tile_id")
                     mainloop()

@@ -57,11 +57,11 @@ def designs() -> dict[str, list[Design]]:
                    "one program per tile, GROUP_M band ordering"),
             Design("split_k", "matmul", "matmul", "split_k", {**mm_space, "SPLIT_K": (2, 4, 8, 16, 32, 64)},
                    _single, "K split over programs, partials reduced with the epilogue"),
-            Design("persistent", "matmul", "matmul", "persistent", mm_space, _single,
+            Design("persistent", "matmul", "matmul", "persistent", {**mm_space, "FLAT": (0, 1)}, _single,
                    "one program per SM walking the tiles"),
             Design("dual", "matmul", "matmul", "grouped", mm_space, _dual,
                    "two products sharing A in one kernel: A loaded once, two accumulators, one fused store"),
-            Design("dual_persistent", "matmul", "matmul", "persistent", mm_space, _dual,
+            Design("dual_persistent", "matmul", "matmul", "persistent", {**mm_space, "FLAT": (0, 1)}, _dual,
                    "the dual kernel with one program per SM walking the tiles"),
         ]
     }  # fmt: skip

@@ -141,15 +141,11 @@ def test_dual_kernel_verifies_on_swiglu_and_a_3d_biased_gate(pool):
         assert _kernels(answer.code) == 1 and answer.code.count("tl.dot(") == 4
         jobs.append((f"{task.name} [default]", task, answer.code))
         for design, cfg in (("dual", {"PREC": "bf16x6", "KMAJOR": 0, "BLOCK_N": 32}),
-                            ("dual_persistent", {"BLOCK_M": 16, "BLOCK_N": 16}),
+                            ("dual_persistent", {"BLOCK_M": 16, "BLOCK_N": 16, "FLAT": 1}),
                             ("dual", {"PREC": "ieee", "KMAJOR": 0, "BLOCK_N": 32})):  # fmt: skip
-            jobs.append(
-                (
-                    f"{task.name} [{design} {cfg}]",
-                    task,
-                    program_variant(task.source, task.name, design, cfg).code,
-                )
-            )
+            code = program_variant(task.source, task.name, design, cfg).code
+            assert ("flatten=True" in code) == bool(cfg.get("FLAT"))  # one (tile, K) loop for the pipeliner
+            jobs.append((f"{task.name} [{design} {cfg}]", task, code))
         unfused = program_variant(task.source, task.name, "grouped", TF32X3_KMAJOR, fuse=False).code
         assert unfused.count("tl.dot(") == 4 and "c_ptr" not in unfused
         jobs.append((f"{task.name} [unfused]", task, unfused))
