@@ -308,12 +308,14 @@ def _kw_launch(kernel, grid, *args, **meta):
             hit = _KW_COMPILED.get(key)
         except TypeError:  # an unhashable argument: the JIT's launch every time
             key = hit = None
-        if hit is not None and hit[0] == torch.cuda.current_device():
+        if hit is not None and hit[0] == torch.cuda.current_device() and not callable(grid):
             hit[1][(*grid, 1, 1)[:3]](*args, *hit[2])
             return
     compiled = kernel[grid](*args, **meta)
     if key is None or not isinstance(kernel, _KwJIT) or not hasattr(compiled, "packed_metadata"):
         return  # the interpreter's launch, an autotuner's (its configs' arguments are not in meta), ...
+    if len(_KW_COMPILED) >= 4096:  # arguments that change every call (a float computed per call): start over
+        _KW_COMPILED.clear()
     later = kernel.params[len(args):]
     if all(p.name in meta or p.has_default for p in later):
         tail = [meta[p.name] if p.name in meta else p.default for p in later]

@@ -202,3 +202,56 @@ def test_direct_launch_goes_through_the_jit_where_no_compiled_kernel_comes_back(
         launch["_kw_launch"](kernel, (2,), torch.zeros(4), 7, BLOCK=8)
     assert len(calls) == 3 and calls[0] == ((2,), calls[0][1], {"BLOCK": 8})
     assert launch["_KW_COMPILED"] == {}
+
+
+def test_direct_launch_keeps_the_compiled_kernel_and_appends_the_later_parameters(tmp_path):
+    """The GPU path of _kw_launch without a GPU: a real @triton.jit kernel whose JIT launch is replaced by
+    one that returns a stand-in compiled kernel (what Triton's JIT returns after a GPU launch)."""
+    import importlib.util
+    import types
+
+    from kernelwright.providers.offline.emit import HELPERS
+
+    path = tmp_path / "kw_direct_kernel.py"
+    path.write_text(
+        "import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+        "def k(x_ptr, n, scale, BLOCK: tl.constexpr, FLAG: tl.constexpr = 0):\n    pass\n"
+    )
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    kernel = module.k
+    jit_launches, direct = [], []
+
+    class Compiled:
+        packed_metadata = object()
+
+        def __getitem__(self, grid):
+            return lambda *args: direct.append((grid, args))
+
+    def jit_run(*args, grid, warmup, **kw):
+        jit_launches.append((grid, args, kw))
+        return Compiled()
+
+    kernel.run = jit_run
+    device = [0]
+    fake_torch = types.SimpleNamespace(
+        Tensor=torch.Tensor, cuda=types.SimpleNamespace(current_device=lambda: device[0])
+    )
+    ns: dict = {"torch": fake_torch}
+    exec(HELPERS["_kw_launch"], ns)
+    launch = ns["_kw_launch"]
+    x = torch.zeros(64)
+    launch(kernel, (4,), x, 64, 0.5, BLOCK=16)  # first: through the JIT
+    launch(kernel, (4,), x, 64, 0.5, BLOCK=16)  # the same kinds: direct, 1-D grid padded to 3-D
+    assert len(jit_launches) == 1 and direct == [((4, 1, 1), (x, 64, 0.5, 16, 0))]
+    launch(kernel, (4,), x[1:], 63, 0.5, BLOCK=16)  # another alignment and size: the JIT again
+    launch(kernel, (4,), x, 64, 0.5, BLOCK=16, FLAG=1)  # another constexpr: the JIT again
+    launch(kernel, lambda meta: (4,), x, 64, 0.5, BLOCK=16)  # a grid function: the JIT's to evaluate
+    device[0] = 1
+    launch(kernel, (4,), x, 64, 0.5, BLOCK=16)  # another current device: the JIT's kernel for it
+    assert len(jit_launches) == 5 and len(direct) == 1
+    assert len(ns["_KW_COMPILED"]) == 3
+    for i in range(4100):  # arguments that never repeat: the kept kernels are dropped, not accumulated
+        launch(kernel, (4,), x, i, 0.5, BLOCK=16)
+    assert len(ns["_KW_COMPILED"]) <= 4096
