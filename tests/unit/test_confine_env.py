@@ -1,0 +1,19 @@
+"""The candidate process's environment (hardware/confine.minimal_env): toolchain settings pass, secrets do not."""
+
+from __future__ import annotations
+
+from kernelwright.hardware.confine import minimal_env
+
+
+def test_toolchain_settings_pass_and_secrets_do_not(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy:3128")
+    monkeypatch.setenv("TRITON_PRINT_AUTOTUNING", "1")
+    monkeypatch.setenv("TRITON_CACHE_DIR", "/shared/cache")  # the candidate gets its own
+    monkeypatch.setenv("TEARDOWN_CUPTI", "1")  # the profiler's CUPTI teardown (benchmarks/judge_host_bias.py)
+    env = minimal_env("cuda", home="/tmp/kw-home", gpu="1")
+    assert "OPENAI_API_KEY" not in env and "HTTPS_PROXY" not in env
+    assert env["TRITON_PRINT_AUTOTUNING"] == "1" and env["TEARDOWN_CUPTI"] == "1"
+    assert env["TRITON_CACHE_DIR"] == "/tmp/kw-home/triton-cache" and env["CUDA_VISIBLE_DEVICES"] == "1"
+    assert "TRITON_INTERPRET" not in env
+    assert minimal_env("cpu", home="/tmp/kw-home")["TRITON_INTERPRET"] == "1"
