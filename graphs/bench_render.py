@@ -40,6 +40,16 @@ def _x(v: float | None, spec: str = ".2f", suffix: str = "x") -> str:
     return "-" if v is None else format(v, spec) + suffix
 
 
+def _ms(r: TaskRow) -> str:
+    """The best kernel's median time in ms with its timed calls' 20th-80th percentiles: a wide spread is a
+    host-bound forward or a noisy machine, and says how far the speedups beside it can be trusted."""
+    if r.runtime_ms is None:
+        return "-"
+    if r.runtime_p20_ms is None or r.runtime_p80_ms is None:
+        return f"{r.runtime_ms:.3g}"
+    return f"{r.runtime_ms:.3g} ({r.runtime_p20_ms:.3g}-{r.runtime_p80_ms:.3g})"
+
+
 def _pct(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.0f}%"
 
@@ -137,15 +147,16 @@ def markdown(suite: Suite) -> str:
         "",
         "## Tasks",
         "",
-        "| task | family | status | vs eager | vs compile | % floor | design | evals (to best) | wall s | GPU s "
-        "| verdict |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| task | family | status | vs eager | vs compile | ms (p20-p80) | % floor | design | evals (to best) "
+        "| wall s | GPU s | verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in suite.tasks:
         verdict = (r.verdict or r.error).replace("|", "\\|").replace("\n", " ")
         lines.append(
             f"| {r.id} | {r.family} | {STATUS_TEXT[r.status]} | {_x(r.speedup_vs_eager)} | "
-            f"{_x(r.speedup_vs_compile)} | {_pct(r.fraction_of_floor)} | {r.design.replace('|', '/') or '-'} | "
+            f"{_x(r.speedup_vs_compile)} | {_ms(r)} | {_pct(r.fraction_of_floor)} | "
+            f"{r.design.replace('|', '/') or '-'} | "
             f"{r.evaluations} ({r.evaluations_to_best or '-'}) | {r.wall_s:.0f} | {r.gpu_s:.0f} | {verdict} |"
         )
     return "\n".join(lines) + "\n"
@@ -318,7 +329,8 @@ def _agg_table(aggs: Sequence[Aggregate], first: str) -> str:
 
 def _task_table(rows: Sequence[TaskRow]) -> str:
     head = (
-        "<tr><th>task</th><th>family</th><th>status</th><th>vs eager</th><th>vs compile</th><th>% floor</th>"
+        "<tr><th>task</th><th>family</th><th>status</th><th>vs eager</th><th>vs compile</th>"
+        "<th>ms (p20-p80)</th><th>% floor</th>"
         "<th>design</th><th>evals (to best)</th><th>wall s</th><th>GPU s</th><th>worker</th><th>verdict</th></tr>"
     )
     out = []
@@ -330,7 +342,7 @@ def _task_table(rows: Sequence[TaskRow]) -> str:
             f"<tr class='task' data-task='{escape(r.id)}'><td>{name}</td><td>{escape(r.family)}</td>"
             f"<td class='st-{r.status}'>{STATUS_TEXT[r.status]}</td>"
             f"<td class=num>{_x(r.speedup_vs_eager)}</td><td class=num>{_x(r.speedup_vs_compile)}</td>"
-            f"<td class=num>{_pct(r.fraction_of_floor)}</td><td><code>{escape(r.design or '-')}</code></td>"
+            f"<td class=num>{_ms(r)}</td><td class=num>{_pct(r.fraction_of_floor)}</td><td><code>{escape(r.design or '-')}</code></td>"
             f"<td class=num>{r.evaluations} ({r.evaluations_to_best or '-'})</td><td class=num>{r.wall_s:.0f}</td>"
             f"<td class=num>{r.gpu_s:.0f}</td>"
             f"<td>{escape(r.worker or '-')}</td><td>{escape(r.verdict or r.error)}</td></tr>"

@@ -81,6 +81,9 @@ class TaskRow(BaseModel):
     speedup_vs_compile: float | None = None
     fraction_of_floor: float | None = None
     runtime_ms: float | None = None
+    runtime_p20_ms: float | None = None
+    runtime_p80_ms: float | None = None
+    """The best kernel's timed calls' 20th and 80th percentiles (a wide spread: see Timing)."""
     eager_ms: float | None = None
     compile_ms: float | None = None
     floor_ms: float | None = None

@@ -185,6 +185,8 @@ def run_task(t: BenchTask, bench_dir: Path, ctx: Any, label: str, device_name: s
             "speedup_vs_compile": best.speedup_vs_compile if best else None,
             "fraction_of_floor": best.fraction_of_floor if best else None,
             "runtime_ms": best.runtime_ms if best else None,
+            "runtime_p20_ms": best.runtime_p20_ms if best else None,
+            "runtime_p80_ms": best.runtime_p80_ms if best else None,
             "eager_ms": best.eager_ms if best else None,
             "compile_ms": best.compile_ms if best else None,
             "floor_ms": res.roofline_floor_ms,

@@ -70,6 +70,8 @@ def profiler(branch: Branch, runtime: Runtime[Context]) -> Command[Literal["refl
     update["timing"] = Timing(
         origin="measured",
         runtime_ms=timed.runtime_ms,
+        runtime_p20_ms=timed.runtime_p20_ms,
+        runtime_p80_ms=timed.runtime_p80_ms,
         eager_ms=timed.eager_ms,
         compile_ms=timed.compile_ms,
         speedup_vs_eager=timed.speedup_vs_eager,

@@ -160,6 +160,10 @@ class Timing(Record):
     origin: Literal["measured", "none", "test"] = "none"
     """measured by the harness; none: not meaningful on this device; test: from the test-only seam."""
     runtime_ms: float | None = None
+    runtime_p20_ms: float | None = None
+    runtime_p80_ms: float | None = None
+    """The 20th and 80th percentiles of the candidate's timed calls: a wide spread is a host-bound forward
+    (its Python slower than its kernels) or a noisy machine."""
     eager_ms: float | None = None
     compile_ms: float | None = None
     speedup_vs_eager: float | None = None
@@ -292,6 +296,8 @@ class BestKernel(Record):
     speedup_vs_compile: float | None = None
     speedup_ci: tuple[float, float] | None = None
     runtime_ms: float | None = None
+    runtime_p20_ms: float | None = None
+    runtime_p80_ms: float | None = None
     eager_ms: float | None = None
     compile_ms: float | None = None
     fraction_of_floor: float | None = None

@@ -30,8 +30,10 @@ def row(ident: str, status: str = "pending", family: str = "other", **kw) -> Tas
 def sample_rows() -> list[TaskRow]:
     return [
         row("level1/a", "correct", "matmul", speedup_vs_eager=2.0, speedup_vs_compile=1.5, fraction_of_floor=0.8,
-            evaluations=4, wall_s=10, gpu_s=5, **TIMED),
-        row("level1/b", "correct", "norm", speedup_vs_eager=0.5, fraction_of_floor=0.4, evaluations=3, **TIMED),
+            evaluations=4, wall_s=10, gpu_s=5, runtime_ms=0.417, runtime_p20_ms=0.267, runtime_p80_ms=0.506,
+            **TIMED),
+        row("level1/b", "correct", "norm", speedup_vs_eager=0.5, fraction_of_floor=0.4, evaluations=3,
+            runtime_ms=1.5, **TIMED),
         row("level2/c", "incorrect", "conv", evaluations=4, **TIMED),
         row("level2/d", "harness_error", "conv", evaluations=1, **TIMED),
         row("level2/e"),
@@ -229,6 +231,10 @@ def test_json_and_markdown_hold_the_same_numbers(tmp_path):
         "| overall | 4/5 | 2 (50%) | 1 | 1.00x (n=2) | 1.50x (n=1) | 50% / 25% / 0% | 25% / 25% / 0% |" in md
     )
     assert "| level2/d | conv | harness error |" in md
+    # the best kernel's time with its spread (a host-bound forward shows as a wide one)
+    assert "| level1/a | matmul | correct | 2.00x | 1.50x | 0.417 (0.267-0.506) | 80% |" in md
+    assert "| level1/b | norm | correct | 0.50x | - | 1.5 | 40% |" in md
+    assert data["tasks"][0]["runtime_p20_ms"] == 0.267
 
 
 def test_evaluations_to_best_is_the_best_candidates_place_and_sums_over_correct_tasks():

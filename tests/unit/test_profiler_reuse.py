@@ -47,6 +47,8 @@ def test_profiler_reuses_a_result_timed_while_verifying(tmp_path):
         stage="done",
         timing_meaningful=True,
         runtime_ms=1.0,
+        runtime_p20_ms=0.9,
+        runtime_p80_ms=1.3,
         eager_ms=2.0,
         compile_ms=1.5,
         speedup_vs_eager=2.0,
@@ -59,6 +61,7 @@ def test_profiler_reuses_a_result_timed_while_verifying(tmp_path):
     sent = cmd.goto.arg  # type: ignore[union-attr]
     assert sent.timing.origin == "measured"
     assert sent.timing.runtime_ms == 1.0 and sent.timing.speedup_vs_compile == 1.5
+    assert (sent.timing.runtime_p20_ms, sent.timing.runtime_p80_ms) == (0.9, 1.3)  # the spread travels on
     assert sent.timing.fraction_of_floor == 0.5
     assert cmd.update["cost"].evaluations == 0  # type: ignore[index]
     assert not (tmp_path / "evaluations.jsonl").exists()
