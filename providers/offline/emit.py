@@ -751,8 +751,9 @@ def _kw_bn_running(bn, mean, rstd, count):
     C = bn.running_mean.numel()
     _kw_launch(
         _kw_bn_update_kernel, (1,), bn.running_mean, bn.running_var, nbt if nbt is not None else mean,
-        mean.contiguous(), rstd.contiguous(), C, float(bn.momentum or 0.0), float(bn.eps), float(count) / max(float(count) - 1.0, 1.0),
-        CUMULATIVE=bn.momentum is None, HAS_NBT=nbt is not None, BLOCK=triton.next_power_of_2(C),
+        mean.contiguous(), rstd.contiguous(), C, float(bn.momentum or 0.0), float(bn.eps),
+        float(count) / max(float(count) - 1.0, 1.0), CUMULATIVE=bn.momentum is None, HAS_NBT=nbt is not None,
+        BLOCK=1 << max(C - 1, 0).bit_length(),  # the next power of two, in ints (not triton's jit function)
     )
 """
 """BatchNorm's running-statistics update in train mode, one Triton launch: shared by the generic and the
