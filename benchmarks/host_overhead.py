@@ -5,7 +5,8 @@
 For every task of the suites (default: the bundled level1 and level2), the root program the offline writer
 answers is loaded, its Triton kernels are replaced by no-ops, and its forward is called on meta tensors of
 the task's full input shapes (the least of five rounds): the time left is the launcher's own Python (shapes, strides, grids, output
-allocation), paid on every call on top of the kernels and of Triton's launch. A kernel of tens of
+allocation, and `_kw_launch`'s key for each launch, which a GPU launch computes too), paid on every call on top of
+the kernels and of Triton's launch. A kernel of tens of
 microseconds cannot run faster than this. CPU only; no kernel runs. Tasks whose forward needs real data on
 the host (or that the writer answers with torch calls only) are listed as skipped.
 """
