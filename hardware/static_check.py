@@ -295,10 +295,10 @@ def _called_name(call: ast.Call) -> str | None:
     return None
 
 
-def _launching_functions(tree: ast.Module, kernels: set[str]) -> set[str]:
-    """Functions of the module that launch a kernel, directly or through each other (fixed point)."""
+def _launching_functions(tree: ast.Module, kernels: set[str], helpers: AbstractSet[str]) -> set[str]:
+    """Functions of the module that launch a kernel, directly (or through a launch helper) or through each
+    other (fixed point)."""
     funcs = _functions(tree)
-    helpers = _launch_helpers(tree)
     calls: dict[str, set[str]] = {}
     launching: set[str] = set()
     for name, fn in funcs.items():
@@ -428,9 +428,10 @@ def _problems(mod: _Module, task_name: str | None, skip: set[int]) -> Iterator[s
                 yield f"line {line}: assigns {full}, changing torch/triton global state"
 
 
-def _check_try(mod: _Module, kernels: set[str], ops: _TorchOps, skip: set[int]) -> Iterator[str]:
-    launching = _launching_functions(mod.tree, kernels)
-    helpers = _launch_helpers(mod.tree)
+def _check_try(
+    mod: _Module, kernels: set[str], helpers: AbstractSet[str], ops: _TorchOps, skip: set[int]
+) -> Iterator[str]:
+    launching = _launching_functions(mod.tree, kernels, helpers)
     for node in _walk_outside(mod.tree, skip):
         if not isinstance(node, ast.Try | ast.TryStar) or not node.handlers:
             continue
@@ -507,7 +508,7 @@ def static_check(source: str, task_name: str | None = None) -> StaticReport:
             f"Triton kernel(s) {', '.join(sorted(kernels))} defined but never launched (kernel[grid](...))"
         )
     problems.extend(_problems(mod, task_name, skip))
-    problems.extend(_check_try(mod, kernels, ops, skip))
+    problems.extend(_check_try(mod, kernels, helpers, ops, skip))
     report = StaticReport(
         ok=not problems, kernels=sorted(kernels), launched=launched, torch_ops_remaining=remaining
     )
