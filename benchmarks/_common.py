@@ -44,6 +44,19 @@ def load_program(code: str, path: Path) -> Any:
     return module
 
 
+def cuda_models(mod: Any, program: Any, seed: int) -> tuple[Any, Any, list[Any]]:
+    """The task module's Model and the program's ModelNew on the GPU with the same weights (seeded), and the
+    task's inputs there: (reference, candidate, inputs)."""
+    import torch
+
+    torch.manual_seed(seed)
+    ref = mod.Model(*mod.get_init_inputs()).cuda()
+    new = program.ModelNew(*mod.get_init_inputs()).cuda()
+    new.load_state_dict(ref.state_dict())
+    inputs = [t.cuda() if isinstance(t, torch.Tensor) else t for t in mod.get_inputs()]
+    return ref, new, inputs
+
+
 def max_err_over_rms(out: Any, ref: Any) -> float:
     """The largest absolute error of `out` against `ref` (tensors, compared in float64) over the reference's
     root mean square (over 1 where the reference is all zeros)."""

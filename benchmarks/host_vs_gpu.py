@@ -27,6 +27,7 @@ from typing import Any
 import torch
 from _common import (
     cuda_event_times,
+    cuda_models,
     environment,
     load_program,
     max_err_over_rms,
@@ -130,11 +131,7 @@ def main() -> int:
         answer = root_program(load_task(path), target)
         program = load_program(answer.code, folder / f"p_{path.stem}.py")
         mod = exec_task_module(path.read_text(), "task_" + path.stem, filename=str(path))
-        torch.manual_seed(0)
-        ref = mod.Model(*mod.get_init_inputs()).cuda()
-        new = program.ModelNew(*mod.get_init_inputs()).cuda()
-        new.load_state_dict(ref.state_dict())
-        inputs = [t.cuda() if isinstance(t, torch.Tensor) else t for t in mod.get_inputs()]
+        ref, new, inputs = cuda_models(mod, program, seed=0)
         entry: dict[str, Any] = {"task": spec, "design": answer.code.splitlines()[0]}
         with torch.no_grad():
             entry["max_err_over_rms"] = max_err_over_rms(new(*inputs).float(), ref(*inputs).float())

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import torch
-from _common import cuda_event_times, load_program, root_program, task_path
+from _common import cuda_event_times, cuda_models, load_program, root_program, task_path
 
 
 def _median_ms(fn, flush: torch.Tensor, reps: int) -> float:
@@ -48,11 +48,7 @@ def main() -> int:
     rounds = []
     keep = []  # earlier rounds' tensors stay allocated: each round gets new addresses
     for r in range(args.rounds):
-        torch.manual_seed(r)
-        ref = mod.Model(*mod.get_init_inputs()).cuda()
-        new = program.ModelNew(*mod.get_init_inputs()).cuda()
-        new.load_state_dict(ref.state_dict())
-        inputs = [t.cuda() if isinstance(t, torch.Tensor) else t for t in mod.get_inputs()]
+        ref, new, inputs = cuda_models(mod, program, seed=r)
         with torch.no_grad():
             cand = _median_ms(lambda m=new, xs=inputs: m(*xs), flush, args.reps)
             eager = _median_ms(lambda m=ref, xs=inputs: m(*xs), flush, args.reps)
