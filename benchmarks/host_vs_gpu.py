@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -104,9 +105,10 @@ def main() -> int:
         "--profile", action="store_true", help="also profile the candidate's host work (cProfile)"
     )
     ap.add_argument(
-        "--after-profiler", action="store_true",
-        help="run one torch.profiler session (CUDA activity) in this process first, as the judge's candidate "
-        "process does for its kernel cross-check, and measure after it",
+        "--after-profiler", type=int, nargs="?", const=2, default=0, metavar="N",
+        help="run N torch.profiler sessions (CUDA activity; default 2) in this process first, as a judge's "
+        "candidate process does (its warm-up, then the kernel cross-check) before it is timed; their seconds "
+        "are in the output with TEARDOWN_CUPTI / DISABLE_CUPTI_LAZY_REINIT as set",
     )  # fmt: skip
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
@@ -116,15 +118,21 @@ def main() -> int:
     target = get_target("nvidia-h200")
     flush = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.int32, device="cuda")
     folder = Path(tempfile.mkdtemp(prefix="kw-host-"))
-    if args.after_profiler:
+    sessions_s = []
+    for _ in range(args.after_profiler):  # as a candidate process does: warm-up session, then the cross-check's
         from torch.profiler import ProfilerActivity, profile
 
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
+        t0 = time.perf_counter()
+        with profile(activities=[ProfilerActivity.CUDA]):
             flush.zero_()
             torch.cuda.synchronize()
+        sessions_s.append(time.perf_counter() - t0)
     _queued(lambda: None, flush, args.reps)  # the first queue loads the flush's kernel: the host waits there
     _, noop_host, _ = _queued(lambda: None, flush, args.reps)
-    out: dict[str, Any] = {"env": environment("cuda"), "noop_host_ms": noop_host, "tasks": []}
+    out: dict[str, Any] = {
+        "env": environment("cuda"), "noop_host_ms": noop_host, "tasks": [], "profiler_sessions_s": sessions_s,
+        "cupti_env": {k: os.environ.get(k) for k in ("TEARDOWN_CUPTI", "DISABLE_CUPTI_LAZY_REINIT")},
+    }  # fmt: skip
 
     def run(spec: str) -> dict[str, Any]:
         path = task_path(spec)

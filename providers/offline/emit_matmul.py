@@ -15,7 +15,8 @@ Designs (`MatmulConfig.mode`):
   by a second kernel: more parallelism when M*N is small and K is long;
 - "persistent": one program per SM walking the tiles, which trims launch and tail effects; `FLAT=1`
   flattens its tile and K loops into one for Triton's pipeliner (Triton's own persistent matmul tutorial
-  does so on Hopper), so the next tile's loads overlap this one's epilogue. Not measured yet: off by default.
+  does so on Hopper), so the next tile's loads overlap this one's epilogue: 1-6% faster on the bf16 GEMMs
+  measured on an H200 (kind_matmul.default_config), the default there.
 
 `TMA=1` (fp16/bf16 dots, grouped or persistent; one product, or a batch of them along which both A and B
 vary, as bmm) adds a twin kernel that reads A and B through Hopper tensor descriptors (TMA loads; 2-D, or

@@ -111,14 +111,14 @@ def default_design(info: KernelInfo, by_mode: dict[str, Design]) -> Design:
     if (
         "persistent" in by_mode
         and not info.fp32_dot
-        and info.NB == 1
         and _half_tiles(info) >= 2 * info.sm_count
     ):
         # A half-precision product of many 128 x 256 tiles: one program per SM walking them. In the
         # level2_bf16 benches on an H200 (8192 x 4096 x 4096 Linear + epilogue, the same tile and TMA) the
         # persistent program ran 0.379 and 0.385 ms where the grouped one ran 0.471-0.483 (linear + bias +
         # ReLU), 0.834-0.841 against 1.012-1.015 (linear + GELU + scale); benchmarks/gemm_variants.py had
-        # 728 against 707 TFLOP/s for A @ B at that size. Batched products (not measured) stay grouped.
+        # 728 against 707 TFLOP/s for A @ B at that size. Batched (level1_bf16/16, 32 x 2048 x 1024 x 2048):
+        # grouped 0.464 ms, persistent 0.456-0.461, flattened persistent (the default below) 0.429.
         return by_mode["persistent"]
     return by_mode["grouped"]
 
@@ -167,6 +167,12 @@ def default_config(design: Design, info: KernelInfo, tf32: bool = False) -> dict
         if info.dual:
             # two B tiles per stage: 128x256x64 in 3 stages needs 240 KiB of shared memory (an H200 has 227)
             cfg["BLOCK_N"] = 128
+        elif design.mode == "persistent":
+            # One (tile, K step) loop for the pipeliner: the next tile's loads run under this one's epilogue.
+            # On an H200 (design_sweep, 128x256x64, 3 stages, TMA; ms FLAT=0 -> 1): level1_bf16 15 0.406 ->
+            # 0.391, 16 (bmm) 0.456 -> 0.429, 17 0.382 -> 0.380, level2_bf16 01 0.388 -> 0.375, 02 0.841 ->
+            # 0.808; 14 (8192^3) 1.525 -> 1.529. The dual kernel's was not measured: it stays unflattened.
+            cfg["FLAT"] = 1
         if design.mode == "split_k":
             cfg.update(_split_k_config(info))
         return cfg
@@ -237,7 +243,13 @@ def fits(design: Design, info: KernelInfo, values: dict[str, Any]) -> bool:
     if bm * bn * products > 128 * 32 * int(cfg.num_warps):
         return False
     # + one 8-byte barrier per stage with tensor descriptors (147480 B for the TMA twin of 147456 B of tiles)
-    return stages * ((bm * bk + bk * bn * products) * info.itemsize + 8) <= info.smem_bytes
+    smem = stages * ((bm * bk + bk * bn * products) * info.itemsize + 8)
+    if int(getattr(cfg, "FLAT", 0)) and cfg.mode == "persistent":
+        # The flattened loop holds more: compiled for sm_90, 32768 B more with descriptors (128x256x64 and
+        # 128x128x64 in 3 or 4 stages, 128x256x32 in 5) and 49152 B for the pointer kernel (128x256x64 in 3).
+        # Counted as one more A tile per stage, which covers both (over by 8-16 KiB for the descriptor kernel).
+        smem += stages * bm * bk * info.itemsize
+    return smem <= info.smem_bytes
 
 
 MATMUL = register_kind(

@@ -383,6 +383,13 @@ def test_the_target_names_its_shared_memory_and_configs_beyond_it_are_never_writ
         grouped, info, dict(base, BLOCK_K=128)
     )
     assert fits(grouped, info, dict(base, num_stages=4))  # 196608 bytes
+    # the flattened persistent loop holds more (32-48 KiB at these tiles, compiled for sm_90): its default fits,
+    # four stages of it do not, though four stages of the unflattened loop do
+    persistent = find_design("matmul", "persistent")
+    flat = default_config(persistent, info)
+    assert flat["FLAT"] == 1 and fits(persistent, info, flat)
+    assert fits(persistent, info, dict(flat, num_stages=4, FLAT=0))
+    assert not fits(persistent, info, dict(flat, num_stages=4))
 
     # small steps from a parent one knob away from the limit never cross it, whatever the seed
     parent = "# kernelwright: family=matmul design=grouped config=" + ",".join(

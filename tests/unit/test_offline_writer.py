@@ -157,13 +157,14 @@ def test_complex_tensors_are_left_to_torch_and_a_task_of_nothing_else_is_unsuppo
 
 
 def test_a_large_step_from_a_bf16_bmm_reaches_split_k_last():
-    """A bf16 bmm of many output tiles starts grouped; its next large step is the persistent walk, not split-K
-    (which ran 2.5-6x the best in every bf16 bench on an H200), and split-K comes after the others."""
+    """A bf16 bmm of many output tiles starts with the persistent walk; its next large step is the grouped
+    tiles, not split-K (which ran 2.5-6x the best in every bf16 bench on an H200), and split-K comes after the
+    others."""
     source = _src("level1_bf16", "16_bmm.py")
     root = write_program(_prompt(source))
-    assert parse_meta(root.code).design == "grouped"
+    assert parse_meta(root.code).design == "persistent"
     step = write_program(_prompt(source, parent=root.code))
-    assert parse_meta(step.code).design == "persistent"
+    assert parse_meta(step.code).design == "grouped"
     tried = "\n".join(f"# kernelwright: family=matmul design={d}" for d in ("grouped", "persistent"))
     last = write_program(_prompt(source, parent=step.code, tried=tried))
     assert parse_meta(last.code).design == "split_k"
