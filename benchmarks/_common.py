@@ -105,10 +105,13 @@ def measure_task(name: str, run: Callable[[], dict[str, Any]]) -> dict[str, Any]
 
 
 def task_path(spec: str) -> Path:
-    """'level1/14' (or 'level1/14_matmul_square', 'published/06') -> the bundled task file; a one-line
-    SystemExit for a spec that names none."""
+    """'level1/14' (or 'level1/14_matmul_square', 'published/06') -> the bundled task file; a path to a task
+    file (e.g. one `kernelwright tasks generate` wrote) -> itself; a one-line SystemExit for a spec that names
+    none."""
     from kernelwright.tasks import BUNDLED_SUITES, bundled_suite_dir
 
+    if spec.strip().endswith(".py") and Path(spec.strip()).is_file():
+        return Path(spec.strip())
     level, _, prefix = spec.strip().partition("/")
     if level not in BUNDLED_SUITES or not prefix:
         raise SystemExit(f"task {spec!r}: expected level1/NN, level2/NN or published/NN")

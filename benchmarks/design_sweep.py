@@ -190,7 +190,8 @@ def table(entries: list[dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=os.environ.get("OUT", "design-sweep-out"))
-    ap.add_argument("--tasks", default=DEFAULT_TASKS, help="comma-separated level/NN task specs, or 'rows'")
+    ap.add_argument("--tasks", default=DEFAULT_TASKS,
+                    help="comma-separated level/NN task specs or task files, or 'rows'")  # fmt: skip
     ap.add_argument("--max-programs", type=int, default=14, help="programs per task (grid order)")
     ap.add_argument("--designs", default="", help="comma-separated design names: measure only these")
     ap.add_argument(

@@ -119,7 +119,8 @@ def main() -> int:
     flush = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.int32, device="cuda")
     folder = Path(tempfile.mkdtemp(prefix="kw-host-"))
     sessions_s = []
-    for _ in range(args.after_profiler):  # as a candidate process does: warm-up session, then the cross-check's
+    # as a candidate process does: its warm-up session, then the kernel cross-check's
+    for _ in range(args.after_profiler):
         from torch.profiler import ProfilerActivity, profile
 
         t0 = time.perf_counter()

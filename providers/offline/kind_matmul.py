@@ -108,11 +108,7 @@ def default_design(info: KernelInfo, by_mode: dict[str, Design]) -> Design:
         and info.K >= 4 * max(info.M, info.N)
     ):
         return by_mode["split_k"]
-    if (
-        "persistent" in by_mode
-        and not info.fp32_dot
-        and _half_tiles(info) >= 2 * info.sm_count
-    ):
+    if "persistent" in by_mode and not info.fp32_dot and _half_tiles(info) >= 2 * info.sm_count:
         # A half-precision product of many 128 x 256 tiles: one program per SM walking them. In the
         # level2_bf16 benches on an H200 (8192 x 4096 x 4096 Linear + epilogue, the same tile and TMA) the
         # persistent program ran 0.379 and 0.385 ms where the grouped one ran 0.471-0.483 (linear + bias +

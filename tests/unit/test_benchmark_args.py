@@ -47,3 +47,14 @@ def test_conv_half_probe_configs_are_overrides_of_the_default_one_entry_each():
         {"PERSIST": "2"},
         {"design": "implicit_gemm", "BLOCK_N": "64"},
     ]
+
+
+def test_a_task_spec_is_a_bundled_name_or_a_task_file(tmp_path):
+    common = _script("_common")
+    assert common.task_path("level1_bf16/16").name == "16_bmm.py"
+    generated = tmp_path / "23_bmm_softmax.py"
+    generated.write_text("# a task file\n")
+    assert common.task_path(str(generated)) == generated
+    for bad in ("level9/01", "level1/99", str(tmp_path / "missing.py")):
+        with pytest.raises(SystemExit, match="expected level1/NN|no bundled task"):
+            common.task_path(bad)

@@ -106,7 +106,8 @@ def test_a_half_precision_product_of_many_tiles_starts_persistent():
     assert (
         design("level2_bf16", "01_linear_bias_relu.py", sm_count=1024) == "grouped"
     )  # 1024 tiles < 2 x 1024
-    assert design("level2_bf16", "06_bmm_scale_residual.py") == "persistent"  # batched: 0.429 ms against 0.464
+    # batched too: 0.429 ms against 0.464 for a bf16 bmm on an H200
+    assert design("level2_bf16", "06_bmm_scale_residual.py") == "persistent"
     assert design("level2", "01_linear_bias_relu.py") == "grouped"  # fp32 (tf32x3) roots as measured
 
 
