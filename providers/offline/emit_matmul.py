@@ -315,10 +315,7 @@ class MatmulGen(KernelGen):
             name = self.out_names[v.id]
             strides = [f"{name}_s{gi}" for gi in range(len(self.groups))]
             off = self.offset(list(range(len(self.groups))), strides, False)
-            text = val.text
-            if cat_of(v.dtype) == "f" and v.dtype != torch.float32:
-                text = f"({text}).to({TL_DTYPE[v.dtype]})"
-            c(f"tl.store({name} + {off}, {text}, mask=omask)")
+            c(f"tl.store({name} + {off}, {self._store_cast(val.text, v)}, mask=omask)")
 
     def emit(self, c: Code, v: Value, scope: str, memo: dict[int, Operand] | None = None) -> Operand:
         j = next((i for i, x in enumerate([self.anchor, *self.extra]) if v is x), None)
@@ -346,10 +343,7 @@ class MatmulGen(KernelGen):
             if mask != "None"
             else f"tl.load({ld.name} + {off})"
         )
-        cat = cat_of(v.dtype)
-        if cat == "f" and v.dtype != torch.float32:
-            text = f"{text}.to(tl.float32)"
-        return Operand(text, cat)
+        return Operand(self._widen(text, v), cat_of(v.dtype))
 
     def _ab_strides(self) -> list[str]:
         out = [f"sa{gi}" for gi in self.a_groups] + ["sak"]
@@ -489,7 +483,7 @@ class MatmulGen(KernelGen):
                 ep += [f"st{ld.name}[{gi}]" for gi in ld.groups]
             outs = []
             for i, v in enumerate(self.k.outputs):
-                c(f"out{i} = torch.empty(shape, device=a.device, dtype={v.dtype})")
+                c(f"out{i} = torch.empty(shape, device=a.device, dtype={self.s.store_dtype(v)})")
                 c(f"_, stout{i} = _group_strides(out{i}, shape, groups)")
                 ep += [f"stout{i}[{gi}]" for gi in range(len(groups))]
                 outs.append(f"out{i}")

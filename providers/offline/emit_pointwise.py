@@ -103,12 +103,7 @@ class PointwiseGen(KernelGen):
             name = self.out_names[v.id]
             # Outputs are allocated contiguous: the flat index is the offset.
             off = "idx"
-            text = val.text
-            from kernelwright.providers.offline.emit import TL_DTYPE, cat_of
-
-            if cat_of(v.dtype) == "f" and str(v.dtype) != "torch.float32":
-                text = f"({text}).to({TL_DTYPE[v.dtype]})"
-            c(f"tl.store({name} + {off}, {text}, mask=mask)")
+            c(f"tl.store({name} + {off}, {self._store_cast(val.text, v)}, mask=mask)")
 
     def _emit_load(self, c: Code, v: Value, cls: str) -> Operand:
         from kernelwright.providers.offline.emit import cat_of
@@ -119,10 +114,7 @@ class PointwiseGen(KernelGen):
             return Operand(self._widen(f"tl.load({ld.name})", v), cat_of(v.dtype))
         off = "idx" if self.dense(ld) else self.offset(ld.groups, self.load_strides(ld), False)
         text = f"tl.load({ld.name} + {off}, mask=mask, other=0)"
-        cat = cat_of(v.dtype)
-        if cat == "f" and str(v.dtype) != "torch.float32":
-            text = f"{text}.to(tl.float32)"
-        return Operand(text, cat)
+        return Operand(self._widen(text, v), cat_of(v.dtype))
 
     def launcher_source(
         self, name: str, symmap: dict[sympy.Symbol, str]
@@ -159,7 +151,7 @@ class PointwiseGen(KernelGen):
                 stride_args += [f"st{ld.name}[{gi}]" for gi in ld.groups]
             outs = []
             for i, v in enumerate(self.k.outputs):
-                c(f"out{i} = torch.empty(shape, device=device, dtype={v.dtype})")
+                c(f"out{i} = torch.empty(shape, device=device, dtype={self.s.store_dtype(v)})")
                 outs.append(f"out{i}")
             c(f"BLOCK = min({cfg.BLOCK}, _np2(max(N, 1)))")
             c("nblocks = _cdiv(N, BLOCK)")

@@ -28,7 +28,6 @@ emit_rows_launch.py (the launcher).
 from __future__ import annotations
 
 import sympy
-import torch
 
 from kernelwright.providers.offline.emit import TL_DTYPE, Code, ExprContext, Operand, as_float, cat_of
 from kernelwright.providers.offline.emit_rows_launch import launcher_source
@@ -132,10 +131,7 @@ class RowKernelGen(RowPlan, KernelGen):
             hint = "evict_last"  # the same values for every row (a weight vector): keep them cached
         policy = f', eviction_policy="{hint}"' if hint and not row_only else ""
         text = f"tl.load({ld.name} + {off}, mask={mask}, other=0{policy})"
-        cat = cat_of(v.dtype)
-        if cat == "f" and v.dtype != torch.float32:
-            text = f"{text}.to(tl.float32)"
-        return Operand(text, cat)
+        return Operand(self._widen(text, v), cat_of(v.dtype))
 
     def _neutral(self, s: Value) -> str:
         op = s.op
@@ -253,9 +249,7 @@ class RowKernelGen(RowPlan, KernelGen):
         name = self.out_names[v.id]
         strides = [f"{name}_s{gi}" for gi in range(len(self.groups))]
         off = self.offset(list(range(len(self.groups))), strides, False)
-        text = val.text
-        if cat_of(v.dtype) == "f" and v.dtype != torch.float32:
-            text = f"({text}).to({TL_DTYPE[v.dtype]})"
+        text = self._store_cast(val.text, v)
         zero = "tl.zeros([BLOCK_M, BLOCK_R], dtype=tl.int1)" if self.layout == "rows" else \
             "tl.zeros([BLOCK_R, BLOCK_I], dtype=tl.int1)"  # fmt: skip
         if self.vclass(v) == "row":
@@ -264,9 +258,7 @@ class RowKernelGen(RowPlan, KernelGen):
 
     def store_row(self, c: Code, v: Value) -> None:
         val = self.emit(c, v, "row", self.row_memo)
-        text = val.text
-        if cat_of(v.dtype) == "f" and v.dtype != torch.float32:
-            text = f"({text}).to({TL_DTYPE[v.dtype]})"
+        text = self._store_cast(val.text, v)
         c(f"tl.store({self.out_names[v.id]} + {self.rowid}, {text}, mask={self.rowmask})")
 
     def kernel_source(self, name: str) -> str:

@@ -69,7 +69,7 @@ def launcher_source(
         outs = []
         for i, v in enumerate(gen.k.outputs):
             oshape = out_shape(gen, v)
-            c(f"out{i} = torch.empty({oshape}, device={dev}.device, dtype={v.dtype})")
+            c(f"out{i} = torch.empty({oshape}, device={dev}.device, dtype={gen.s.store_dtype(v)})")
             outs.append(f"out{i}")
         size_args = (
             ["NK", "NR"] + (["NI"] if gen.layout == "cols" else []) + [f"G{gi}" for gi in range(len(groups))]

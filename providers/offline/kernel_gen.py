@@ -225,6 +225,13 @@ class KernelGen(KernelPlan):
     def _scan_value(self, c: Code, v: Value) -> Operand:
         raise RowPlanError(f"cannot compute scan {v.op} in this kernel")
 
-    @staticmethod
-    def _widen(text: str, v: Value) -> str:
-        return f"{text}.to(tl.float32)" if cat_of(v.dtype) == "f" and v.dtype != torch.float32 else text
+    def _widen(self, text: str, v: Value) -> str:
+        """A load of `v` as the kernels compute with it: half-precision floats widened to fp32, whether the
+        value is half precision itself or stored that way (Schedule.stored)."""
+        dt = self.s.store_dtype(v)
+        return f"{text}.to(tl.float32)" if cat_of(dt) == "f" and dt != torch.float32 else text
+
+    def _store_cast(self, text: str, v: Value) -> str:
+        """A value as written to `v`'s memory: narrowed to its stored dtype where that is not fp32."""
+        dt = self.s.store_dtype(v)
+        return f"({text}).to({TL_DTYPE[dt]})" if cat_of(dt) == "f" and dt != torch.float32 else text

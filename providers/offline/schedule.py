@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import sympy
+import torch
 
 from kernelwright.providers.offline.ir import Graph, Shape, Value, aligned, is_one
 
@@ -72,6 +73,14 @@ class Schedule:
     owner: dict[int, Kernel]
     space: dict[int, str]  # "full" | "row" for values owned by row/matmul kernels
     materialised: set[int]
+    stored: dict[int, torch.dtype] = field(default_factory=dict)
+    """Values written in a narrower dtype than their own: an upcast of a half-precision value (a norm's
+    or softmax's fp32 view of a bf16 product) is stored as the half value it holds exactly, and the kernels
+    that read it widen it on load. Half the bytes between the two kernels; the same numbers."""
+
+    def store_dtype(self, v: Value) -> torch.dtype:
+        """The dtype `v` is written to and read from memory in."""
+        return self.stored.get(v.id, v.dtype)
 
     def triton_kernels(self) -> list[Kernel]:
         return [k for k in self.kernels if k.kind != "glue"]
@@ -184,7 +193,52 @@ class _Scheduler:
         for k in self.kernels:
             k.family = self._family(k)
         order = self._order()
-        return Schedule(self.g, order, self.owner, self.space, self.mat)
+        return Schedule(self.g, order, self.owner, self.space, self.mat, self._narrow_stores())
+
+    def _narrow_stores(self) -> dict[int, torch.dtype]:
+        """Materialised upcasts (`cast` of a fp16/bf16 value to fp32) that only row and pointwise kernels
+        read: stored in the half dtype, which holds their values exactly (see Schedule.stored). Graph
+        outputs keep their dtype, and so does anything a torch call (glue) or a matmul reads."""
+        outputs = {v.id for v in self.g.outputs + self.g.side_outputs}
+        readers: dict[int, set[int]] = {}
+        for k in self.kernels:
+            for x in self._values_read(k):
+                readers.setdefault(x.id, set()).add(k.id)
+        out: dict[int, torch.dtype] = {}
+        for k in self.kernels:
+            if k.kind == "glue":
+                continue
+            for v in k.outputs:
+                src = v.args[0] if v.kind == "pw" and v.op == "cast" and v.args else None
+                if (
+                    isinstance(src, Value)
+                    and src.dtype in (torch.float16, torch.bfloat16)
+                    and v.dtype == torch.float32
+                    and v.id not in outputs
+                    and readers.get(v.id)
+                    and all(self.kernels[r].kind in ("rows", "pointwise") for r in readers[v.id])
+                ):
+                    out[v.id] = src.dtype
+        return out
+
+    def _values_read(self, k: Kernel) -> list[Value]:
+        """Values kernel `k` reads from memory: arguments of its values (and of the free values it
+        recomputes) that it does not own."""
+        seen: set[int] = set()
+        read: dict[int, Value] = {}
+        stack = [a for v in k.values for a in _walk_values(v.args) + _walk_values(v.attrs.get("kwargs", {}))]
+        while stack:
+            x = stack.pop()
+            if x.id in seen:
+                continue
+            seen.add(x.id)
+            if self.owner.get(x.id) is k:
+                continue
+            if x.id in self.mat or x.kind in ("input", "param") or self.owner.get(x.id) is not None:
+                read[x.id] = x
+                continue
+            stack.extend(_walk_values(x.args) + _walk_values(x.attrs.get("kwargs", {})))  # free: recomputed
+        return list(read.values())
 
     def _glue(self, v: Value) -> None:
         k = self.new_kernel("glue", values=[v], outputs=[v], anchor=v)
