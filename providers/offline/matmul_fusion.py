@@ -94,7 +94,8 @@ def fuse_dual_matmuls(sched: Schedule) -> Schedule:
         owner = {vid: (merged if k in (k1, k2) else k) for vid, k in sched.owner.items()}
         dropped = {v.id for v in k1.outputs if v.id not in out_ids}
         kernels = [merged if k is k2 else k for k in sched.kernels if k is not k1]
-        sched = Schedule(sched.graph, kernels, owner, sched.space, sched.materialised - dropped)
+        stored = {vid: dt for vid, dt in sched.stored.items() if vid not in dropped}
+        sched = Schedule(sched.graph, kernels, owner, sched.space, sched.materialised - dropped, stored)
 
 
 __all__ = ["DualKernel", "fuse_dual_matmuls"]
