@@ -13,9 +13,10 @@ program whether to fuse them (`policy.fuse_allowed`: the root starts unfused). T
 `MatmulGen` (emit_matmul.py).
 
 fp16/bf16 matmuls start from 128x256x64 tiles (128x128 for a dual kernel) read through tensor descriptors
-(TMA=1) where A and B share their batch; one product (no batch) of at least two such tiles per SM in the
-persistent design (one program per SM walking the tiles). A large product whose traced sizes leave rows
-unaligned starts with ALIGN=1 (aligned operand copies). split_k splits K into enough parts for about two programs per SM.
+(TMA=1) where A and B share their batch; a product (or a batch of them) of at least two such tiles per SM in
+the persistent design (one program per SM walking the tiles, its tile and K loops flattened into one:
+FLAT=1). A large product whose traced sizes leave rows unaligned starts with ALIGN=1 (aligned operand
+copies). split_k splits K into enough parts for about two programs per SM.
 `fits` keeps every config within the target's shared memory.
 """
 
@@ -240,7 +241,7 @@ def fits(design: Design, info: KernelInfo, values: dict[str, Any]) -> bool:
         return False
     # + one 8-byte barrier per stage with tensor descriptors (147480 B for the TMA twin of 147456 B of tiles)
     smem = stages * ((bm * bk + bk * bn * products) * info.itemsize + 8)
-    if int(getattr(cfg, "FLAT", 0)) and cfg.mode == "persistent":
+    if int(cfg.FLAT) and cfg.mode == "persistent":  # a header's text gives "0" or "1"
         # The flattened loop holds more: compiled for sm_90, 32768 B more with descriptors (128x256x64 and
         # 128x128x64 in 3 or 4 stages, 128x256x32 in 5) and 49152 B for the pointer kernel (128x256x64 in 3).
         # Counted as one more A tile per stage, which covers both (over by 8-16 KiB for the descriptor kernel).

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kernelwright.providers.offline.ir import Value
-from kernelwright.providers.offline.schedule import Kernel, Schedule, _shape_eq, _walk_values
+from kernelwright.providers.offline.schedule import Kernel, Schedule, _shape_eq, _value_args, _walk_values
 
 
 @dataclass(eq=False)
@@ -35,7 +35,7 @@ def _same_operand(a: Value, b: Value) -> bool:
 
 def _reads(sched: Schedule, v: Value, k: Kernel) -> bool:
     """Whether computing `v` (its free pointwise inputs recomputed in place) needs a value `k` owns."""
-    stack = _walk_values(v.args) + _walk_values(v.attrs.get("kwargs", {}))
+    stack = _value_args(v)
     seen: set[int] = set()
     while stack:
         x = stack.pop()

@@ -164,8 +164,7 @@ class _Scheduler:
         memo[k.id] = set()
         direct: set[int] = set()
         for v in k.values:
-            args = _walk_values(v.args) + _walk_values(v.attrs.get("kwargs", {}))
-            for a in args:
+            for a in _value_args(v):
                 if self.owner.get(a.id) is not k:
                     direct |= {d for d in self.reads(a) if d != k.id}
         out = set(direct)
@@ -226,7 +225,7 @@ class _Scheduler:
         recomputes) that it does not own."""
         seen: set[int] = set()
         read: dict[int, Value] = {}
-        stack = [a for v in k.values for a in _walk_values(v.args) + _walk_values(v.attrs.get("kwargs", {}))]
+        stack = [a for v in k.values for a in _value_args(v)]
         while stack:
             x = stack.pop()
             if x.id in seen:
@@ -237,7 +236,7 @@ class _Scheduler:
             if x.id in self.mat or x.kind in ("input", "param") or self.owner.get(x.id) is not None:
                 read[x.id] = x
                 continue
-            stack.extend(_walk_values(x.args) + _walk_values(x.attrs.get("kwargs", {})))  # free: recomputed
+            stack.extend(_value_args(x))  # free: recomputed
         return list(read.values())
 
     def _glue(self, v: Value) -> None:
@@ -246,7 +245,7 @@ class _Scheduler:
         self.mat.add(v.id)
 
     def _on_opaque(self, v: Value) -> None:
-        for a in _walk_values(v.args) + _walk_values(v.attrs.get("kwargs", {})):
+        for a in _value_args(v):
             self.need(a)
         self._glue(v)
 
@@ -418,6 +417,11 @@ def _walk_values(x: object) -> list[Value]:
             out.extend(_walk_values(y))
         return out
     return []
+
+
+def _value_args(v: Value) -> list[Value]:
+    """The values `v` is computed from: in its arguments and its keyword arguments, nested or not."""
+    return _walk_values(v.args) + _walk_values(v.attrs.get("kwargs", {}))
 
 
 def schedule(graph: Graph) -> Schedule:

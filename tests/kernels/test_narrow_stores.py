@@ -18,34 +18,11 @@ from kernelwright.hardware import EvalConfig
 from kernelwright.providers.offline import write_program
 from kernelwright.providers.offline.analysis import analyze_cached
 from kernelwright.providers.offline.schedule import schedule
-from kernelwright.providers.protocol import render_section
 from kernelwright.tasks import bundled_suite_dir, load_task, load_task_source
+from kernelwright.tasks.variant import dtype_variant
+from tests.fakes.writer import writer_prompt
 
 CFG = EvalConfig(device="cpu", time=False, timeout=240, trials=3)
-
-FP16_TWIN = """
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def __init__(self, in_features: int, out_features: int):
-        super().__init__()
-        self.linear = nn.Linear(in_features, out_features)
-        self.ln = nn.LayerNorm(out_features)
-        self.to(torch.float16)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.relu(self.ln(self.linear(x)))
-
-
-def get_inputs():
-    return [torch.randn(9, 67, dtype=torch.float16)]
-
-
-def get_init_inputs():
-    return [67, 45]
-"""
 
 # The same upcast, returned to the caller: it must stay fp32.
 RETURNED = """
@@ -73,13 +50,7 @@ def get_init_inputs():
 
 
 def _root(source: str) -> str:
-    prompt = "\n\n".join(
-        [
-            render_section("request", "Write a faster kernel.", kind="large_step"),
-            render_section("task", source, name="t"),
-        ]
-    )
-    return write_program(prompt).code
+    return write_program(writer_prompt(source)).code
 
 
 def _stored(source: str, name: str) -> dict[int, torch.dtype]:
@@ -92,7 +63,8 @@ def test_the_linears_bf16_output_is_written_as_bf16_for_the_norm_and_verifies(po
     code = _root(task.source)
     assert "dtype=torch.float32)" not in code  # no fp32 buffer between the product and the norm
     assert code.count("dtype=torch.bfloat16)") == 2  # the product's output and the norm's
-    fp16 = load_task_source(textwrap.dedent(FP16_TWIN), "linear_layernorm_relu_fp16")
+    fp32 = (bundled_suite_dir("level2") / "11_linear_layernorm_relu.py").read_text()
+    fp16 = load_task_source(dtype_variant(fp32, "float16"), "linear_layernorm_relu_fp16")
     assert list(_stored(fp16.source, fp16.name).values()) == [torch.float16]
     for t in (task, fp16):
         res = pool.evaluate(t, _root(t.source), CFG)
