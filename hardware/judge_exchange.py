@@ -53,7 +53,7 @@ class CandidateIO(ReferenceSide):
         shared = [SharedTensor.create(t, "kw-state") for t in tensors]
         try:
             reply, fds = proc.request({"op": "load", "source": job["candidate_source"], "seed": cfg.seed,
-                                       "models": models, "memory_bytes": memory_bytes},
+                                       "precision": cfg.precision, "models": models, "memory_bytes": memory_bytes},
                                       shared, self._remaining(), "compile")  # fmt: skip
         finally:
             for lent in shared:

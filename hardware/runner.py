@@ -9,7 +9,9 @@ sealed shared-memory tensors (hardware.channel), which the judge checks for itse
 candidate and is then killed with every process it started.
 
 Requests (JSON, from the judge) and answers:
-- load: write and import the candidate, build ModelNew for each set of constructor arguments with
+- load: set torch's float32 precision switches as the judge set them for the reference (cuDNN TF32 and
+  float32 matmul precision: strict turns both off, whereas torch's default lets cuDNN convolutions use
+  TF32), write and import the candidate, build ModelNew for each set of constructor arguments with
   torch seeded as for the reference, load the reference's state_dict into it -> loaded | failed;
 - call: run forward once on the given inputs (poisoned memory, optionally recorded as evidence),
   check the output's structure and types, return each output tensor in a sealed memfd -> called |
@@ -80,6 +82,10 @@ class Runner(TimedCalls):
         self._pop_mode = _python_dispatch._pop_mode
         self._zero = torch._C.TensorBase.zero_
         self._no_grad = torch.no_grad
+        # torch's float32 precision switches, from C: set by `load` to what the precision mode allows
+        self._precision_now = (torch._C._get_cudnn_allow_tf32, torch._C._get_float32_matmul_precision)
+        self._precision_set = (torch._C._set_cudnn_allow_tf32, torch._C._set_float32_matmul_precision)
+        self._precision: tuple[bool, str] | None = None
         self._sync: Any = None
         if self.cuda:
             torch.cuda.init()
@@ -185,6 +191,7 @@ class Runner(TimedCalls):
         if msg.get("memory_bytes") and not self.cuda:  # a CUDA context needs far more address space
             limit = vm_bytes() + int(msg["memory_bytes"])
             self.confinement.notes.extend(limit_resources(limit))
+        self._apply_precision(str(msg.get("precision", "strict")))
         with open(self.path, "w") as f:
             f.write(msg["source"])
         spec = importlib.util.spec_from_file_location(CANDIDATE_MODULE, self.path)
@@ -200,6 +207,7 @@ class Runner(TimedCalls):
             _fail("compile", "import_error" if kind == "runtime_error" else kind,
                   f"importing the candidate failed: {format_exception(exc, self.path)}")  # fmt: skip
         self._check_threads("importing the candidate")
+        self._check_precision("importing the candidate", "compile")
         self.module = module
         model_cls = getattr(module, "ModelNew", None)
         if not isinstance(model_cls, type):

@@ -1,7 +1,7 @@
 """The candidate process's watch over candidate code: forward run with fresh memory poisoned, under the
 evidence recorder, and checked afterwards for tampering (the recorder, Triton's launcher, torch's mode
-stacks, the poisoning switch, the caching allocator, threads left running); the storages and input
-fingerprints a call compares; and the profiler's view of one more forward (GPU).
+stacks, the poisoning switch, the caching allocator, threads left running, torch's float32 precision
+switches); the storages and input fingerprints a call compares; and the profiler's view of one more forward (GPU).
 
 It uses only functions the Runner captured before the candidate was imported (hardware.runner), so a
 candidate that patches torch's Python modules does not change what is checked.
@@ -54,6 +54,10 @@ class ForwardGuard:
     _no_grad: Any
     _sync: Any
     _device_frees: Callable[[], int]
+    _precision_now: tuple[Callable[[], bool], Callable[[], str]]
+    _precision_set: tuple[Callable[[bool], None], Callable[[str], None]]
+    _precision: tuple[bool, str] | None
+    """(cuDNN TF32, float32 matmul precision) as `load` set them, None before."""
 
     def _storages(self, args: Any, model: Any) -> set[int]:
         """Storages that exist before forward: its inputs, the model's tensors and the module's."""
@@ -122,6 +126,7 @@ class ForwardGuard:
             _fail(stage, "forbidden", "forward released the CUDA caching allocator's memory (empty_cache), "
                   "which holds the harness's poisoned blocks")  # fmt: skip
         self._check_threads("forward")
+        self._check_precision("forward", stage)
         return out
 
     def _check_threads(self, when: str) -> None:
@@ -129,6 +134,26 @@ class ForwardGuard:
         if extra:
             _fail("run", "forbidden", f"{when} left {len(extra)} thread(s) running; a candidate may not start "
                   "threads (work in them is out of the harness's sight)")  # fmt: skip
+
+    def _apply_precision(self, precision: str) -> None:
+        """TF32 for cuDNN convolutions and float32 matmuls only where the mode allows it, as the judge runs
+        the reference (hardware.judge_base): a torch op the candidate calls runs at the same precision."""
+        tf32 = precision != "strict"
+        self._precision = (tf32, "high" if tf32 else "highest")
+        self._precision_set[0](tf32)
+        self._precision_set[1](self._precision[1])
+
+    def _check_precision(self, during: str, stage: str) -> None:
+        """The candidate may not change the precision its torch ops run at (static_check forbids writing
+        those switches; this catches what it cannot see)."""
+        if self._precision is None:
+            return
+        now = (bool(self._precision_now[0]()), str(self._precision_now[1]()))
+        if now != self._precision:
+            _fail(stage, "forbidden",
+                  f"{during} changed torch's float32 precision switches (cudnn allow_tf32, float32 matmul "
+                  f"precision) from {self._precision} to {now}; the judge sets them to what the precision "
+                  "mode allows")  # fmt: skip
 
     def _profile_kernels(self, model: Any, args: list[Any]) -> dict[str, int]:
         """GPU kernels one more forward ran, by name, as the CUDA profiler saw them (all threads)."""

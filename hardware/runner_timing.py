@@ -50,6 +50,7 @@ class TimedCalls(ForwardGuard):
         if self._stack_len() or self._fn_stack_len():
             _fail("timing", "forbidden", "forward left a dispatch or function mode on while being timed")
         self._check_threads("timing")
+        self._check_precision("timing", "timing")
         return {"op": "timed", "samples": samples}, []
 
     def loop(self, msg: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:

@@ -107,6 +107,7 @@ REJECTED: dict[str, tuple[str, str, str]] = {
     "fixed_shape.py": ("correctness", "shape_mismatch", "shape [5, 123, 77], expected [3, 81, 51]"),
     "writes_input.py": ("compile", "forbidden", "wrote into input 0"),
     "poison_off.py": ("compile", "forbidden", "switched off the harness's poisoning"),
+    "precision_switch.py": ("compile", "forbidden", "changed torch's float32 precision switches"),
     "list_output.py": ("correctness", "shape_mismatch", "got a list of 1, expected tensor[5, 123, 77]"),
     # faults
     "sys_exit.py": ("run", "runtime_error", "SystemExit(3)"),
@@ -137,6 +138,16 @@ def test_honest_candidates_keep_their_verdicts_after_the_hostile_ones(pool, relu
     # The patches, threads and corrupted state of every candidate above died with its process.
     assert_honest_still_judged(pool, relu_task)
     assert pool.restarts == 0  # no hostile candidate took its judge down
+
+
+@pytest.mark.parametrize("precision, expected", [("strict", (False, "highest")), ("tf32", (True, "high"))])
+def test_candidate_runs_at_the_precision_the_reference_ran(pool, relu_task, precision, expected):
+    # torch's default lets cuDNN convolutions use TF32: a strict candidate that kept F.conv2d was judged
+    # against a float64 reference while its convolution ran in TF32 (level2/21 on an H200, 13% mismatched)
+    res = pool.evaluate(
+        relu_task, hostile("precision_reader.py", EXPECTED=repr(expected)), EvalConfig(precision=precision)
+    )
+    assert res.correct, res.error
 
 
 def test_sys_exit_names_its_line(rejected):

@@ -172,6 +172,21 @@ def test_bf16_programs_are_verified_against_a_float64_anchor_on_the_gpu(pool):
         assert "used" in res.extra.get("float64_reference", {}).values(), res.extra.get("float64_reference")
 
 
+def test_a_kept_cudnn_convolution_runs_at_the_strict_precision(pool):
+    """The writer's softmax design for level2/21 keeps the 3-D convolution in torch (cuDNN). torch's default
+    lets cuDNN use TF32; the candidate process sets the switches as the judge ran the reference, so the
+    program holds strict fp32 (it once failed with 13% of its elements outside tolerance)."""
+    from kernelwright.providers.offline.variants import program_variant
+    from kernelwright.tasks import bundled_suite_dir
+
+    task = load_task(bundled_suite_dir("level2") / "21_conv3d_softmax_maxpool_maxpool.py")  # type: ignore[operator]
+    code = program_variant(task.source, task.name, "row_registers", {"BLOCK_I": 128, "TILE": 4096}).code
+    assert code is not None and "conv3d" in code
+    res = pool.evaluate(task, code, EvalConfig())
+    _RESULTS["kept cudnn conv, strict"] = res.model_dump(mode="json")
+    assert res.correct, res.error
+
+
 # Launches the compiled kernel Triton's JIT returned, as the generated programs' _kw_launch does after its
 # first launch: the recorder must still see every launch (it once saw only the JIT's), and a forward that
 # hides torch work behind such launches must still be read for what it is.
