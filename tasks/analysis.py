@@ -102,6 +102,13 @@ def _function_family(func: Callable[..., Any]) -> str | None:
     return None
 
 
+def family_ops(ops: list[str], family: str) -> set[str]:
+    """The ops of `ops` (as a signature names them, "logsumexp" or "aten.logsumexp.default") that belong to
+    `family` by name: what a reduction, conv, ... kernel of that family computes ("logsumexp", "mean")."""
+    names = {op.removeprefix("aten.").split(".")[0] for op in ops}
+    return {n for n in names if _ATEN_FAMILY.get(n[:-1] if n.endswith("_") else n) == family}
+
+
 def op_family(func: torch._ops.OpOverload) -> str | None:
     """The coarse family of one aten op, or None for ops that only move or describe data."""
     if func.namespace != "aten":

@@ -48,12 +48,14 @@ from kernelwright.providers.offline.designs import (
     task_derived_keys,
 )
 from kernelwright.providers.protocol import KernelHeader, Section
+from kernelwright.tasks.analysis import family_ops
 from kernelwright.tasks.similarity import NEAR, parse_case_line, parse_signature_key, signature_similarity
 from kernelwright.tasks.task import TaskSignature
 
 _PAIR_RE = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*=\s*([A-Za-z0-9_.+\-]+)")
 _CASE_RE = re.compile(r"<case\b([^>]*)>(.*?)</case>", re.S)
 _ATTR_RE = re.compile(r'([a-z_]+)="([^"]*)"')
+_STEP_RATIO_RE = re.compile(r"^step ratio vs parent:\s*([0-9.]+)\s*$", re.M)
 ERROR_KINDS = ("static_check", "syntax_error", "import_error", "compile_error", "runtime_error", "shape_mismatch",
                "mismatch", "timeout", "crash", "harness_error")  # fmt: skip
 _GOOD = ("effective", "partial")
@@ -133,6 +135,15 @@ class PromptCase:
     body: str
     signature: TaskSignature | None = None
     """The case's task, from its "task: NAME (families; in shapes; dtypes)" line."""
+    step_ratio: float | None = None
+    """Its speedup over its parent's ("step ratio vs parent" line), None when the case does not say."""
+
+    @property
+    def parent_speedup(self) -> float | None:
+        """Its parent's speedup over the reference (1.0: the parent was the reference itself)."""
+        if self.speedup is None or not self.step_ratio:
+            return None
+        return self.speedup / self.step_ratio
 
     @property
     def good(self) -> bool:
@@ -153,8 +164,10 @@ def parse_cases(body: str | None) -> list[PromptCase]:
             speedup = None
         # Only a case marked as from other hardware is; "unknown" (no target named) counts as this one.
         other = a.get("same_hardware", "").strip().lower() in ("false", "no", "0")
+        ratio = _STEP_RATIO_RE.search(inner)
         out.append(PromptCase(a.get("outcome", ""), speedup, not other,
-                        parse_meta(inner), inner, parse_case_line(inner)))  # fmt: skip
+                        parse_meta(inner), inner, parse_case_line(inner),
+                        float(ratio.group(1)) if ratio else None))  # fmt: skip
     return out
 
 
@@ -435,17 +448,38 @@ def ranked_cases(ctx: WriterContext, cases: list[PromptCase]) -> list[PromptCase
     return sorted(cases, key=key)
 
 
+_FIRST_KERNEL_PARENT = 1.02
+"""A lost case whose parent's speedup (speedup / step ratio, both shown rounded) is at most this had the
+reference for its parent: it was its task's first kernel."""
+
+
 def _start_from(c: PromptCase) -> bool:
-    """A case worth starting from: a win over its parent, or a correct kernel at least as fast as the
-    reference that did not beat its parent (a root at 1.00x is labelled "ineffective", and may still be
-    the best kernel known for its task)."""
-    return c.good or (_lost(c) and c.speedup is not None and c.speedup >= 1.0)
+    """A case worth starting from: a win over its parent, or a task's first kernel at least as fast as the
+    reference (a root at 1.00x is labelled "ineffective", and may still be the best kernel known for its
+    task). A step that lost to a kernel is not: that kernel, its parent, was faster and is a case too."""
+    if c.good:
+        return True
+    if not (_lost(c) and c.speedup is not None and c.speedup >= 1.0):
+        return False
+    parent = c.parent_speedup
+    return parent is None or parent <= _FIRST_KERNEL_PARENT
+
+
+def _other_ops(ctx: WriterContext, info: KernelInfo, case: PromptCase) -> bool:
+    """The case's task computes other ops of this kernel's family than this task (a mean where this
+    task has a logsumexp), as far as both signatures name them."""
+    if ctx.signature is None or case.signature is None:
+        return False
+    mine = family_ops(ctx.signature.ops, info.family)
+    theirs = family_ops(case.signature.ops, info.family)
+    return bool(mine and theirs and not mine & theirs)
 
 
 def _case_pick(ctx: WriterContext, info: KernelInfo, options: list[Design]) -> Choice | None:
     """The design and config of the nearest, then fastest, case worth starting from on this hardware: a
     speed learned on another target is not advice here (its cases are shown for what compiles and is
-    correct)."""
+    correct). A case of other ops of the kernel's family may advise a config of the default design, not
+    replace the default design."""
     good = ranked_cases(
         ctx,
         [
@@ -454,10 +488,15 @@ def _case_pick(ctx: WriterContext, info: KernelInfo, options: list[Design]) -> C
             if _start_from(c) and c.same_hardware and c.meta and c.meta.family == info.family
         ],
     )
+    default = default_design(info).name
     for case in good:
         assert case.meta is not None
         d = next((x for x in options if x.name == case.meta.design), None)
         if d is None:
+            continue
+        if d.name != default and _other_ops(ctx, info, case):
+            # A design that won for other ops says nothing against this task's default, which may be
+            # one the other task could not use (online softmax-style passes for a logsumexp, not a mean).
             continue
         base = default_config(d, info, ctx.tf32)
         derived = task_derived_keys(d)

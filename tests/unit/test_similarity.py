@@ -188,6 +188,49 @@ def test_the_writer_starts_from_a_root_as_fast_as_the_reference_and_compares_who
     assert (got.config["BLOCK_R"], got.config["num_warps"], got.config["EVICT"]) == (512, 8, 1), got.why
 
 
+def test_a_step_that_lost_to_its_parent_is_not_started_from():
+    # A small step at 1.51x that lost to its 1.82x parent (step ratio 0.83) is "ineffective" like a first
+    # kernel at 1.00x, but it is not the best kernel its task had: the writer starts from the win instead.
+    task, info = _sum_info()
+    shapes = ";".join("x".join(map(str, s)) for s in task.signature.input_shapes)
+    lost = _case("ineffective", "1.51", shapes, "looped", "BLOCK_R=256,num_warps=4").replace(
+        "</case>", "step ratio vs parent: 0.83\n</case>"
+    )
+    won = _case("effective", "1.82", shapes, "looped", "BLOCK_R=512,num_warps=8")
+    cases = parse_cases(lost + won)
+    assert cases[0].step_ratio == pytest.approx(0.83) and cases[0].parent_speedup == pytest.approx(1.82, 0.01)
+    got = choose(WriterContext(cases=cases, signature=task.signature), info, primary=True)
+    assert (got.config["BLOCK_R"], got.config["num_warps"]) == (512, 8), got.why
+    # a first kernel at 1.00x (its parent the reference: step ratio 1.00) still is a start
+    first = _case("ineffective", "1.00", shapes, "looped", "BLOCK_R=256,num_warps=4").replace(
+        "</case>", "step ratio vs parent: 1.00\n</case>"
+    )
+    got = choose(WriterContext(cases=parse_cases(first), signature=task.signature), info, primary=True)
+    assert (got.design.name, got.config["BLOCK_R"]) == ("looped", 256), got.why
+
+
+def test_a_design_that_won_for_other_ops_does_not_replace_the_default():
+    # level1/22 (logsumexp over the middle dim) once started from looped because looped won on a mean at
+    # the same sizes (similarity 0.85): 0.28 ms where its default, online, takes 0.15 on an H200.
+    task = load_task(bundled_suite_dir("level1") / "22_logsumexp_middle_dim.py")
+    analysed = analyze_cached(task.source, task.name)
+    k = next(k for k in schedule(analysed.graph).triton_kernels() if k.family == "reduction")
+    info = kernel_info(schedule(analysed.graph), k)
+    plain = choose(WriterContext(signature=task.signature), info, primary=True)
+    assert plain.design.name == "online"
+    shapes = ";".join("x".join(map(str, s)) for s in task.signature.input_shapes)
+
+    def case(ops: str) -> str:
+        return _case("effective", "1.31", shapes, "looped", "BLOCK_R=64,BLOCK_I=32,num_warps=8").replace(
+            "float32)\n", f"float32)\nops: {ops}\n"
+        )
+
+    mean = choose(WriterContext(cases=parse_cases(case("mean")), signature=task.signature), info, True)
+    assert mean.design.name == "online", mean.why
+    same = choose(WriterContext(cases=parse_cases(case("logsumexp")), signature=task.signature), info, True)
+    assert (same.design.name, same.config["BLOCK_I"]) == ("looped", 32), same.why
+
+
 def test_a_case_shown_in_a_prompt_names_its_ops_and_they_read_back():
     from kernelwright.memory.records import Case
     from kernelwright.nodes.prompts import case_text
