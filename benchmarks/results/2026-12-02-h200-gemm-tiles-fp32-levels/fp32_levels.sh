@@ -1,4 +1,4 @@
-# Not run: the strict fp32 levels after the direct launches (eleventh session) and the flattened persistent
+# Calls 2 and 3 of 2026-12-02 (thirteenth session): the strict fp32 levels after the direct launches (eleventh session) and the flattened persistent
 # GEMM and narrow stores (twelfth), for issue 17's "stays >= 1.15x / >= 1.5x torch.compile" (last measured
 # 1.166x and 1.537x on 2026-11-30). Two device calls: the second continues the first's bench folder
 # (carry the returned bench.tgz as .bench.tgz).
