@@ -17,7 +17,8 @@ for the offline writer (`register_task_writer("conv", conv_task_writer)`).
 Designs: implicit_gemm (K loop over taps x input-channel blocks; transposed convolutions split by
 output phase), implicit_gemm_flatk (K = input channels x taps flattened; for few channels per group),
 direct_depthwise (one input channel per group, fp32 FMAs; by default 2-D tiles of one (sample,
-channel) plane, BLOCK_W columns wide). Config knobs: BLOCK_M/N/K, BLOCK_W, GROUP_M, num_warps,
+channel) plane, BLOCK_W columns wide), direct (a forward convolution of at most 128 input channels x
+taps per group: one outer product per (channel, tap), fp32 FMAs). Config knobs: BLOCK_M/N/K, BLOCK_W, GROUP_M, num_warps,
 num_stages, LAYOUT (nchw | nhwc inside the kernel), DOT (ieee | tf32x3 | tf32), RECOMPUTE (a
 normalisation's second pass recomputes the convolution instead of re-reading it), PERSIST (programs per
 SM walking the tiles) and X_TMA (implicit_gemm over nhwc: tiles are boxes of output rows whose input
@@ -51,6 +52,7 @@ from kernelwright.providers.offline.conv_analysis import (
 )
 from kernelwright.providers.offline.conv_codegen import DESIGNS, ConvEmitError, emit
 from kernelwright.providers.offline.conv_ir import ConvConfig, ConvPlan, ConvSpec
+from kernelwright.providers.offline.conv_stages import DIRECT_MAX_K
 from kernelwright.providers.protocol import KernelHeader
 
 __all__ = [
@@ -104,7 +106,8 @@ def conv_designs(plan: ConvPlan | None = None) -> list[str]:
     """Designs that can write `plan`, the one expected to be fastest first (all designs without a plan).
 
     direct_depthwise needs one input channel per group; implicit_gemm_flatk suits few input channels
-    per group (the reduction dim is channels x taps), implicit_gemm many.
+    per group (the reduction dim is channels x taps), implicit_gemm many; direct, a forward convolution
+    whose reduction is short (<= DIRECT_MAX_K), comes after flat-K until it is measured against it.
     """
     spec = _sizes(plan)
     if spec is None:
@@ -112,9 +115,10 @@ def conv_designs(plan: ConvPlan | None = None) -> list[str]:
     cin_g = spec.in_per_group
     if cin_g == 1:
         return ["direct_depthwise", "implicit_gemm_flatk", "implicit_gemm"]
+    direct = ["direct"] if not spec.transposed and _reduction(spec) <= DIRECT_MAX_K else []
     if cin_g < 16:
-        return ["implicit_gemm_flatk", "implicit_gemm"]
-    return ["implicit_gemm", "implicit_gemm_flatk"]
+        return ["implicit_gemm_flatk", *direct, "implicit_gemm"]
+    return ["implicit_gemm", "implicit_gemm_flatk", *direct]
 
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages)
@@ -157,6 +161,11 @@ _DIRECT_TILES = [(256, 4, 16, 4, 1), (512, 2, 16, 4, 1), (128, 8, 16, 4, 1), (10
 # 128; a depthwise convolution with no statistics after it (published/32, 3x3, 16x64x512^2) the other way
 # round, 1.42 ms at 1024 x 128 against 1.85. So 2048 first where a norm follows, 1024 first otherwise.
 _DIRECT_PLANE_TILES = [(2048, 128, 4), (1024, 128, 4), (4096, 128, 8), (2048, 128, 8)]
+# direct (dense, short reduction): BLOCK_M pixels x BLOCK_N output channels of fp32 accumulators, one
+# outer product per (input channel, tap). Compiled for sm_90 at published/36 (3 -> 64 channels, 3x3x3):
+# 128 x 64 over 4 warps 150 registers, 256 x 64 over 8 warps 172, 128 x 32 over 4 warps 95, none spilled;
+# 64 x 64 over 4 warps and 128 x 64 over 8 spilled (~1 KB a thread). Not yet timed.
+_DENSE_TILES = [(128, 64, 16, 4, 1), (256, 64, 16, 8, 1), (128, 32, 16, 4, 1), (64, 32, 16, 4, 1)]
 _PLAIN_PLANE_FIRST = (1024, 128, 4)
 
 
@@ -178,12 +187,13 @@ def conv_configs(
         "implicit_gemm": _GEMM_TILES,
         "implicit_gemm_flatk": _FLAT_TILES,
         "direct_depthwise": _DIRECT_TILES,
+        "direct": _DENSE_TILES,
     }[design]
     tiles = list(tiles)
     short_k = design == "implicit_gemm_flatk" and spec is not None and _reduction(spec) <= _SHORT_K
     if short_k:
         tiles = _SHORT_K_TILES + [t for t in tiles if t not in _SHORT_K_TILES]
-    if spec is not None and design != "direct_depthwise" and not short_k:
+    if spec is not None and design not in ("direct_depthwise", "direct") and not short_k:
         oc_g = spec.out_per_group
         # channels per group decide the N tile: do not spend a wide tile on a few channels
         preferred = 128 if oc_g >= 128 else (64 if oc_g >= 48 else 32)
@@ -231,7 +241,7 @@ def conv_configs(
         # with 16-wide K slices on Hopper: they get BLOCK_K >= 32, duplicates dropped, order kept.
         out: list[tuple[int, int, int, int, int, int]] = []
         for m, n, k, w, s in tiles:
-            t = (m, n, k if half or dot == "ieee" or short_k else max(k, 32), w, s, 0)
+            t = (m, n, k if half or dot == "ieee" or short_k or design == "direct" else max(k, 32), w, s, 0)
             if t not in out:
                 out.append(t)
         return out
@@ -243,14 +253,16 @@ def conv_configs(
     # keeps pointer tiles, 3-D (not measured) reaches boxes by a small step.
     boxed = half and design == "implicit_gemm" and spec is not None and spec.ndim == 2 and not spec.transposed
     layouts = ["nchw", "nhwc"]
-    if design == "implicit_gemm":
+    if design == "direct":
+        layouts = ["nchw"]  # each step loads one channel's pixels: contiguous along the output row in NCHW
+    elif design == "implicit_gemm":
         # nhwc: 16-byte channel loads, fewer registers than the transposed nchw tile, and a K-major A
         # tile (with the K-major packed weight, both dot operands K-major, as TF32 wgmma wants)
         layouts = ["nhwc", "nchw"]
     recompute = [False, True] if has_norm else [False]
     out: list[ConvConfig] = []
     for i, rec in enumerate(recompute):
-        for dot in dots[:1] if half or design == "direct_depthwise" else dots:  # no dot in direct
+        for dot in dots[:1] if half or design in ("direct_depthwise", "direct") else dots:  # no dot in direct
             for layout in layouts:
                 space = tiles_for(dot, layout)
                 # the direct design's space is small: every tile both ways (flat tiles stay measurable)
@@ -286,6 +298,7 @@ def conv_neighbours(design: str, config: ConvConfig, precision: Precision = "str
     if design not in DESIGNS:
         raise ValueError(f"unknown conv design {design!r}")
     direct = design == "direct_depthwise"
+    dense = design == "direct"  # one stage, nchw, no dot: only its tile, warps, grouping and recompute move
     lo = 1 if direct else 16
     c = config.model_dump()
     out: list[ConvConfig] = []
@@ -306,7 +319,7 @@ def conv_neighbours(design: str, config: ConvConfig, precision: Precision = "str
         if new != config and new not in out:
             out.append(new)
 
-    for key in ("BLOCK_M", "BLOCK_N") + (() if direct else ("BLOCK_K",)):
+    for key in ("BLOCK_M", "BLOCK_N") + (() if direct or dense else ("BLOCK_K",)):
         add(**{key: c[key] * 2})
         add(**{key: c[key] // 2})
     if direct and c["BLOCK_W"]:
@@ -316,7 +329,7 @@ def conv_neighbours(design: str, config: ConvConfig, precision: Precision = "str
     elif direct and c["LAYOUT"] == "nchw":
         add(BLOCK_W=128, BLOCK_M=1024, BLOCK_N=1)
     add(num_warps=8 if c["num_warps"] == 4 else 4)
-    if not direct:
+    if not (direct or dense):
         add(num_stages=c["num_stages"] + 1)
         if c["num_stages"] > 2:
             add(num_stages=c["num_stages"] - 1)
@@ -324,16 +337,17 @@ def conv_neighbours(design: str, config: ConvConfig, precision: Precision = "str
         # plane tiles map programs to (tile, channel, sample) directly: GROUP_M is never read there (on an
         # H200 published/32 timed 1.4195 and 1.4196 ms with GROUP_M 8 and 1, a candidate spent on nothing)
         add(GROUP_M=1 if c["GROUP_M"] != 1 else 8)
-    add(LAYOUT="nhwc" if c["LAYOUT"] == "nchw" else "nchw", **({"BLOCK_W": 0} if direct else {}))
+    if not dense:
+        add(LAYOUT="nhwc" if c["LAYOUT"] == "nchw" else "nchw", **({"BLOCK_W": 0} if direct else {}))
     add(RECOMPUTE=not c["RECOMPUTE"])
-    if not direct:
+    if not (direct or dense):
         # two programs per SM walking the tiles: 0.230 against 0.293 ms on level2_bf16/27 (a 1-D convolution,
         # five K steps), slower on the 2-D bf16 tasks (0.67 against 0.59 ms on 09); one per SM was slower
         # everywhere (a 4-warp program alone on an SM)
         add(PERSIST=2 if not c["PERSIST"] else 0)
     if design == "implicit_gemm" and c["LAYOUT"] == "nhwc":
         add(X_TMA=not c["X_TMA"])
-    for dot in _dots(precision) if not direct else ():
+    for dot in _dots(precision) if not (direct or dense) else ():
         add(DOT=dot)
     return out
 

@@ -24,6 +24,8 @@ Convolution designs (all shape-generic: every size and stride is a run-time argu
 - implicit_gemm_flatk: K is (input channel, tap) flattened, for few input channels per group; a
   transposed convolution gathers input positions with the stride-divisibility check per element.
 - direct_depthwise: no tensor cores; one input channel per output channel, fp32 FMAs over the taps.
+- direct: no tensor cores; a forward convolution of a short reduction (input channels x taps <= 128
+  per group), one outer product of input pixels and weights per (channel, tap), a plane's taps unrolled.
 The input layout inside the kernel is a config knob: nchw reads the input as it is, nhwc copies it
 to channels-last first so a tile's channel slice is contiguous. With RECOMPUTE, a normalisation right
 after the convolution's stage gets a statistics-only first pass and a second pass that recomputes the

@@ -97,7 +97,9 @@ class HostWriter:
         else:
             h("xk = x5")
         # packed weight
-        if self.design == "direct_depthwise":
+        if self.design == "direct":  # (OC, CIN_G, taps) as [G, CIN_G x taps, OC_G]: a weight row per step
+            pack = "lambda t: _kw_as5d(t, ND).reshape(groups, OC_G, -1).permute(0, 2, 1).contiguous()"
+        elif self.design == "direct_depthwise":
             if s.transposed:
                 pack = "lambda t: _kw_as5d(t, ND).reshape(t.shape[0] * t.shape[1], -1).t().contiguous()"
             else:

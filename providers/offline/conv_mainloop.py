@@ -3,8 +3,9 @@
 The three designs (conv_stages.DESIGNS) each have their loop: implicit_gemm walks (kernel tap,
 input-channel block) and, for a transposed convolution, only the taps of the tile's output phase;
 implicit_gemm_flatk walks K = (input channel, tap) flattened; direct_depthwise does fp32 FMAs over the
-taps (unrolled at compile time for a forward convolution). The weights are packed by the launcher
-(conv_host) in the K order each loop reads.
+taps (unrolled at compile time for a forward convolution); direct, for short reductions, one outer
+product of input values and weights per (input channel, tap). The weights are packed by the
+launcher (conv_host) in the K order each loop reads.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ class MainLoopWriter:
             self._conv_tap(k, co, phase=phase, pooled=pooled)
         elif self.design == "implicit_gemm_flatk":
             self._conv_flat(k, co, per_sample=per_sample)
+        elif self.design == "direct":
+            self._conv_direct_dense(k, co)
         else:
             self._conv_direct(k, co)
 
@@ -229,6 +232,41 @@ class MainLoopWriter:
                 "b = tl.load(wg + j[None, :] * WK + kk[:, None], mask=kok[:, None] & col_ok[None, :], other=0.0)"
             )
             k(f"acc = tl.dot(a, b, acc{self._dot_args()})")
+
+    def _conv_direct_dense(self, k: Code, co: Coords) -> None:
+        # A short reduction (a 3-channel input layer: 3 channels x 27 taps) leaves a tensor-core loop a few
+        # steps and an im2col gather per element; here every (input channel, tap) is one outer product of
+        # BLOCK_M input values (one load, contiguous along the output row in NCHW) and BLOCK_N weights;
+        # exact fp32 FMAs, each input pointer computed once per pixel.
+        k("acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)")
+        k(f"od0 = {co.d} * STD - PADD")
+        k(f"oh0 = {co.h} * STH - PADH")
+        k(f"ow0 = {co.w} * STW - PADW")
+        k("xb = x_ptr + (pid_g * CIN_G).to(tl.int64) * sxc + n64 * sxn + od0 * sxd + oh0 * sxh + ow0 * sxw")
+        # the packed weight is [groups, CIN_G x taps, OC_G]: one (input channel, tap) row of weights per step
+        k("wg = w_ptr + (pid_g * (CIN_G * KD * KH * KW)).to(tl.int64) * OC_G + j")
+        # (input channel, depth tap) in a loop, the plane's taps unrolled: fully unrolled, the 81 steps of a
+        # 3 x 3 x 3 kernel over 3 channels had their loads hoisted into 240-255 registers (spilling at
+        # 128 x 64 over 4 warps, compiled for sm_90)
+        k("for ck in range(CIN_G * KD):")
+        with k.indent():
+            k("ic = ck // KD")
+            k("kd_ = ck - ic * KD")
+            k("id_ = od0 + kd_ * DLD")
+            k(f"okd = {co.ok} & (id_ >= 0) & (id_ < ID)")
+            k("xd = xb + ic * sxc + kd_ * DLD * sxd")
+            k("wk = wg + ck * (KH * KW * OC_G)")
+            k("for kh_ in tl.static_range(KH):")
+            with k.indent():
+                k("ih_ = oh0 + kh_ * DLH")
+                k("okh = okd & (ih_ >= 0) & (ih_ < IH)")
+                k("xr = xd + kh_ * DLH * sxh")
+                k("for kw_ in tl.static_range(KW):")
+                with k.indent():
+                    k("iw_ = ow0 + kw_ * DLW")
+                    k("xv = tl.load(xr + kw_ * DLW * sxw, mask=okh & (iw_ >= 0) & (iw_ < IW), other=0.0)")
+                    k("wv = tl.load(wk + (kh_ * KW + kw_) * OC_G, mask=col_ok, other=0.0)")
+                    k("acc += xv.to(tl.float32)[:, None] * wv.to(tl.float32)[None, :]")
 
     def _conv_direct_unrolled(self, k: Code, co: Coords) -> None:
         # Memory-bound: per pixel the input origin and one pointer are computed once; each tap then adds

@@ -9,11 +9,15 @@ statistics or recomputed, the trailing no-op stage dropped) and answers what bot
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from kernelwright.providers.offline.conv_ir import SPATIAL, ConvConfig, ConvPlan, Op
 
-DESIGNS = ("implicit_gemm", "implicit_gemm_flatk", "direct_depthwise")
+DESIGNS = ("implicit_gemm", "implicit_gemm_flatk", "direct_depthwise", "direct")
+DIRECT_MAX_K = 128
+"""`direct` is for short reductions, input channels x taps of a group: at most this many (published/36, a
+3-channel 3x3x3 input layer, has 81)."""
 
 
 class ConvEmitError(ValueError):
@@ -114,6 +118,10 @@ class StagedPlan:
             raise ConvEmitError(f"unknown conv design {design!r}; known: {', '.join(DESIGNS)}")
         if design == "direct_depthwise" and s.in_per_group != 1:
             raise ConvEmitError("direct_depthwise needs one input channel per group")
+        if design == "direct" and (s.transposed or s.in_per_group * math.prod(s.kernel_size) > DIRECT_MAX_K):
+            raise ConvEmitError(
+                f"direct needs a forward convolution of at most {DIRECT_MAX_K} input channels x taps per group"
+            )
         if precision == "strict" and cfg.DOT == "tf32":
             raise ConvEmitError("DOT=tf32 is not allowed under strict precision")
         self.gemm = design != "direct_depthwise"
@@ -267,8 +275,9 @@ class StagedPlan:
         return out
 
     def unrolled(self) -> bool:
-        """direct_depthwise of a forward convolution: taps unrolled at compile time."""
-        return self.design == "direct_depthwise" and not self.spec.transposed
+        """The direct designs of a forward convolution: the kernel's size and dilation are compile-time, its
+        taps unrolled (`direct`: a plane's taps, in a loop over input channels and depth taps)."""
+        return self.design in ("direct_depthwise", "direct") and not self.spec.transposed
 
     def persistent(self, st: Stage) -> bool:
         """Whether the stage's kernel walks its tiles in a loop (PERSIST > 0): the GEMM designs'

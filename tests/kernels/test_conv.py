@@ -22,6 +22,7 @@ from kernelwright.hardware.judge import PARAMETERS_NOTE
 from kernelwright.providers.offline.conv import (
     ConvConfig,
     analyze_conv_task,
+    conv_configs,
     conv_designs,
     default_conv_config,
     emit_conv_program,
@@ -531,6 +532,24 @@ CASES: dict[str, tuple[str, str, str | dict]] = {
         "implicit_gemm",
         "nchw",
     ),
+    "conv2d_direct_stride_pad_dilation_groups_gelu": (  # the dense direct design: channels x taps unrolled
+        _task(
+            "self.conv = nn.Conv2d(4, 6, 3, stride=2, padding=2, dilation=2, groups=2)",
+            "return F.gelu(self.conv(x))",
+            "[torch.randn(2, 4, 13, 10)]",
+        ),
+        "direct",
+        "nchw",
+    ),
+    "conv3d_direct_groupnorm_relu": (  # ... with a second stage (the norm) and a 3-D input, 3 channels
+        _task(
+            "self.conv = nn.Conv3d(3, 8, 3, padding=1)\nself.norm = nn.GroupNorm(4, 8)",
+            "return torch.relu(self.norm(self.conv(x)))",
+            "[torch.randn(2, 3, 5, 6, 7)]",
+        ),
+        "direct",
+        "nchw",
+    ),
     "conv3d_groupnorm_relu_mean_nofold": (
         _task(
             """
@@ -576,6 +595,7 @@ QUICK = {
     "conv1d_same_gelu", "conv2d_fp16_groupnorm_silu_persistent", "conv_transpose2d_phases_persistent",
     "conv_transpose3d_maxpool_softmax", "depthwise_flat_tiles_batchnorm_recompute",
     "conv2d_instancenorm_scale_sum_fold", "conv3d_groupnorm_relu_mean_nofold", "conv2d_activation_vocabulary",
+    "conv2d_direct_stride_pad_dilation_groups_gelu",
 }  # fmt: skip
 """One case per code path in the default suite: each layout and design, transposed, the direct tiles, a fold
 and a no-fold, half precision, and the persistent tile loop (three cases, their one-program-per-tile twins
@@ -696,6 +716,26 @@ def test_bundled_depthwise_batchnorm_task_verifies_with_default_direct_tiles(poo
     res = pool.evaluate(load_task_source(source, path.stem), text, CONFIG)
     assert res.correct, f"{res.stage} {res.error_kind}: {res.error}"
     assert res.kernel_launches == 3 if recompute else res.kernel_launches >= 3
+
+
+def test_the_direct_design_is_offered_for_short_reductions_only_and_compiles_for_sm90():
+    """published/36 (3 -> 64 channels, 3x3x3: 81 channels x taps) gets `direct` after flat-K; level2/09
+    (16 input channels x 25 taps) does not. Compiled for an H100/H200 without a GPU: its first tiles do not
+    spill (loads hoisted out of a fully unrolled loop once took 255 registers and spilled)."""
+    from kernelwright.hardware.compile_feedback import compile_for_target
+
+    short = (bundled_suite_dir("published") / "36_conv3d_16x3x64x64x64.py").read_text()
+    plan = analyze_conv_task(short).plan
+    assert plan is not None and conv_designs(plan) == ["implicit_gemm_flatk", "direct", "implicit_gemm"]
+    long = analyze_conv_task((bundled_suite_dir("level2") / "09_conv2d_bias_relu.py").read_text()).plan
+    assert long is not None and "direct" not in conv_designs(long)
+    task = load_task_source(short, "36_conv3d_16x3x64x64x64")
+    for cfg in conv_configs("direct", plan, "strict")[:3]:
+        text = emit_conv_program(plan, short, design="direct", config=cfg)
+        assert "for ck in range(CIN_G * KD):" in text and "tl.dot" not in text
+        res = compile_for_target(text, task, "nvidia-h200")
+        assert res.ok, res.error
+        assert all(k.spill_store_bytes == 0 for k in res.kernels), [k.model_dump() for k in res.kernels]
 
 
 BUNDLED = [

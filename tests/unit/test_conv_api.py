@@ -168,7 +168,7 @@ def test_designs_follow_the_channels_per_group():
     wide = analyze_conv_task((bundled_suite_dir("level2") / "09_conv2d_bias_relu.py").read_text())
     assert conv_designs(wide.plan)[0] == "implicit_gemm"
     assert "direct_depthwise" not in conv_designs(wide.plan)
-    assert set(conv_designs()) == {"implicit_gemm", "implicit_gemm_flatk", "direct_depthwise"}
+    assert set(conv_designs()) == {"implicit_gemm", "implicit_gemm_flatk", "direct_depthwise", "direct"}
 
 
 def test_configs_respect_precision():

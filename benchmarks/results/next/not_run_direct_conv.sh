@@ -1,0 +1,14 @@
+# Not run (written in the thirteenth session after its device time was spent): the dense `direct` conv
+# design against flat-K on a short reduction. published/36 (3 -> 64 channels, 3x3x3, 16 x 64^3, strict
+# fp32): flat-K 64x64x16 in one stage took 2.13 ms, cuDNN 1.85, torch.compile ~1.83 (0.86x). Predicted for
+# direct (40 GFLOP of fp32 FMAs, CUDA-core bound at ~50-60 TFLOP/s, output 0.9 GiB written once): 0.8-1.0 ms.
+# If it wins, make it published/36's first design (providers/offline/conv.py, conv_designs) and bench the
+# five standalone convolutions (issue 17's family goal: >= 1.5x torch.compile, last 1.47x).
+#   bash benchmarks/results/next/not_run_direct_conv.sh
+set -u
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD
+mkdir -p $OUT
+timeout 400 python3 benchmarks/conv_bench.py --out $OUT --suite published --tasks 36 \
+  --designs implicit_gemm_flatk,direct --configs 2 --alt-configs 4 --no-tf32 --no-epilogue --time-budget-s 300 \
+  > $OUT/conv_bench.log 2>&1
+tail -5 $OUT/conv_bench.log; cat $OUT/conv_bench.md
