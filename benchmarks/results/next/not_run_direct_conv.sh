@@ -4,6 +4,9 @@
 # direct (40 GFLOP of fp32 FMAs, CUDA-core bound at ~50-60 TFLOP/s, output 0.9 GiB written once): 0.8-1.0 ms.
 # If it wins, make it published/36's first design (providers/offline/conv.py, conv_designs) and bench the
 # five standalone convolutions (issue 17's family goal: >= 1.5x torch.compile, last 1.47x).
+# Part 2: level1_bf16/16 (bmm 32 x 2048 x 1024 x 2048, 0.429 ms, cuBLAS 0.403: 0.94x, the one bf16 GEMM
+# goal of issue 17 still missed): deeper pipelines for its short K (16 steps of 64). All five configs compile
+# for sm_90 without spills (shared memory 180248, 229408, 229392, 163872, 196648 B; the limit is 232448).
 #   bash benchmarks/results/next/not_run_direct_conv.sh
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD
@@ -12,3 +15,9 @@ timeout 400 python3 benchmarks/conv_bench.py --out $OUT --suite published --task
   --designs implicit_gemm_flatk,direct --configs 2 --alt-configs 4 --no-tf32 --no-epilogue --time-budget-s 300 \
   > $OUT/conv_bench.log 2>&1
 tail -5 $OUT/conv_bench.log; cat $OUT/conv_bench.md
+cd benchmarks
+P='persistent:BLOCK_M=128,BLOCK_K=64,GROUP_M=8,TMA=1,num_warps=8,FLAT=1'
+timeout 150 python3 design_sweep.py --no-compile --time-budget-s 130 --out /tmp/s2 --tasks level1_bf16/16 \
+  --variants "$P,BLOCK_N=256,num_stages=3;$P,BLOCK_N=256,num_stages=4;$P,BLOCK_N=256,BLOCK_K=128,num_stages=2;$P,BLOCK_N=128,num_stages=4;$P,BLOCK_N=128,num_stages=5" \
+  > $OUT/bmm.log 2>&1
+cp /tmp/s2/design_sweep.md $OUT/bmm.md; cat $OUT/bmm.md
