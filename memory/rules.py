@@ -8,7 +8,7 @@ retrieved by relevance instead of pasted whole, and carry a measured effect:
   callable (rule A, rule B) -> same?, e.g. nodes.reflector's chat-model judge; memory holds no prompt
   text), it decides whether two rules prohibit the same action. Without one, the normalised
   error signatures decide (see `records.error_signature`), with a check that the rule texts are not
-  unrelated. A duplicate raises the existing rule's count and adds its evidence, once per case: a case
+  unrelated, and rules that name different kernels (design, config, family) stay apart. A duplicate raises the existing rule's count and adds its evidence, once per case: a case
   already in the rule's evidence is not counted again (the same write repeated after a failure).
 - Injection. Only rules with count >= the threshold (default 3) are offered to the context manager.
 - Effect. For each attempt the reflector records which rules were in its context and whether it failed
@@ -120,8 +120,26 @@ def _informative(signature: str) -> bool:
     return len(re.findall(r"[a-z_]{2,}", body)) >= _MIN_SIGNATURE_WORDS
 
 
+# What a rule written from a kernel's header prohibits (nodes.reflector.signature_rule): "You cannot use
+# design=flat with BLOCK=1024,num_warps=4 for pointwise on <target>: <error>" -> "use design=flat ... pointwise"
+_HEADER_ACTION = re.compile(r"^You cannot (use design=\S+.*?) on ", re.S)
+
+
+def _header_action(text: str) -> str | None:
+    m = _HEADER_ACTION.match(text.strip())
+    return m.group(1) if m else None
+
+
 def signatures_match(cand_sig: str, cand_text: str, rule: Rule) -> str:
-    """Judge-free merge decision: "signature", "text" or "" (no match)."""
+    """Judge-free merge decision: "signature", "text" or "" (no match).
+
+    Two rules that name different kernels (design, config or family from a program's header) never merge,
+    however alike their errors: the error signature of a mismatch masks its numbers, so every mismatch
+    reads alike, and merged they forbid the first rule's kernel on evidence from other kernels (a flat
+    pointwise config was once forbidden on four mismatches of three other programs)."""
+    mine, theirs = _header_action(cand_text), _header_action(rule.text)
+    if mine is not None and theirs is not None and mine != theirs:
+        return ""
     text_sim = text_similarity(cand_text, rule.text)
     if text_sim >= TEXT_SAME:
         return "text"

@@ -154,6 +154,41 @@ def test_different_errors_stay_apart(mem) -> None:  # noqa: ANN001
     assert again.merged and again.rule.id == name.rule.id and again.matched_by == "signature"
 
 
+MISMATCH = (
+    "output 0 tensor[{a}, 64, 128] float32 on cuda:0: {n} of 524288 elements outside rtol=0.0001, atol=1e-05\n"
+    "  first mismatches: [0, 0, {a}]: got 0.2499{n} expected 0.2496{n}"
+)
+
+
+def mismatch_candidate(n: int, action: str) -> RuleCandidate:
+    return RuleCandidate(
+        text=f"You cannot {action} on NVIDIA H200: mismatch: first mismatches: got <n> expected <n>",
+        error_kind="mismatch",
+        error=MISMATCH.format(n=n, a=n % 7 + 1),
+        op_families=["pointwise"],
+        hardware="nvidia-h200",
+        versions=V36,
+        case_id=f"case-m{n}",
+    )
+
+
+def test_rules_about_different_kernels_never_merge_on_alike_errors(mem) -> None:  # noqa: ANN001
+    """A mismatch's signature masks its numbers, so mismatches of unrelated programs read alike: merged, the
+    first rule's kernel (the default pointwise config) was forbidden on evidence from three other programs."""
+    flat = "use design=flat with BLOCK=1024,num_warps=4 for pointwise"
+    first = mem.rules.add(mismatch_candidate(1, flat))
+    other = mem.rules.add(
+        mismatch_candidate(2, "use design=row_registers with BLOCK_I=128,TILE=4096 for softmax")
+    )
+    other_config = mem.rules.add(
+        mismatch_candidate(3, "use design=flat with BLOCK=512,num_warps=4 for pointwise")
+    )
+    same = mem.rules.add(mismatch_candidate(4, flat))
+    assert not other.merged and not other_config.merged
+    assert same.merged and same.rule.id == first.rule.id
+    assert sorted(r.count for r in mem.rules.all()) == [1, 1, 2]
+
+
 def test_judge_decides_when_given(mem) -> None:  # noqa: ANN001
     a = mem.rules.add(dot_candidate(1))
     # The judge says "no" even though the error signatures match: the judge wins.
