@@ -1,11 +1,11 @@
-"""`kernelwright memory stats|rules|export FILE|import FILE|prune`: look after the memory store.
+"""`kernelwright memory stats|rules|export FILE|import FILE|prune|forget RULE_ID...`: look after the memory store.
 
 Every subcommand takes `--memory DIR_OR_URL` (default $KERNELWRIGHT_MEMORY, else ~/.kernelwright) and
 `--json` for machine-readable output. Exit status 0 on success, 1 when the memory cannot be used or
 an import file is invalid (the one-line reason goes to stderr), 2 for usage errors.
 
 A memory folder this process cannot write is read from a snapshot (stats, rules and export work; import
-and prune say it is read-only). A damaged folder is named as such with what can be recovered; `export`
+prune and forget say it is read-only). A damaged folder is named as such with what can be recovered; `export`
 then writes every record SQLite can still read (memory/damage.py).
 """
 
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "memory",
-        help="inspect, export, import and prune the learned memory (cases and rules)",
+        help="inspect, export, import, prune and correct the learned memory (cases and rules)",
         description="Inspect and maintain the memory kernelwright learns into.",
     )
     common = argparse.ArgumentParser(add_help=False)
@@ -61,6 +61,15 @@ def add_parser(subparsers: Any) -> None:
         help="do not drop rules seen only with another Triton version",
     )
     p.set_defaults(func=_prune)
+
+    p = sub.add_parser(
+        "forget",
+        parents=[common],
+        help="delete rules by id (`rules --all --json` shows ids): one learned from a fault that was not "
+        "the kernel's",
+    )
+    p.add_argument("rule_ids", nargs="+", metavar="RULE_ID")
+    p.set_defaults(func=_forget)
 
 
 def _open(args: argparse.Namespace) -> Memory:
@@ -212,6 +221,26 @@ def _prune(args: argparse.Namespace) -> int:
         print(f"{verb} {len(rep.removed)} rules, kept {rep.kept}")
         for r in rep.removed:
             print(f"  {r.id}  {r.text}\n      {r.reason}")
+        return 0
+
+    return _run(args, body)
+
+
+def _forget(args: argparse.Namespace) -> int:
+    def body(mem: Memory) -> int:
+        unknown = [i for i in args.rule_ids if mem.rules.get(i) is None]
+        if unknown:
+            print(f"kernelwright memory: no rule {', '.join(unknown)} here (ids: `kernelwright memory rules "
+                  "--all --json`); nothing deleted", file=sys.stderr)  # fmt: skip
+            return 1
+        texts = {i: mem.rules.get(i).text for i in args.rule_ids}  # type: ignore[union-attr]
+        mem.rules.delete(args.rule_ids)
+        if args.json:
+            _print_json({"forgotten": args.rule_ids})
+        else:
+            print(f"forgot {len(texts)} rule(s)")
+            for i, text in texts.items():
+                print(f"  {i}  {text}")
         return 0
 
     return _run(args, body)

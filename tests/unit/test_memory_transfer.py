@@ -143,6 +143,15 @@ def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
     assert main(["memory", "prune", "--memory", str(loc), "--dry-run", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["removed"] == []
+    # forget: a rule learned from a fault that was not the kernel's goes by id; an unknown id deletes nothing
+    assert main(["memory", "rules", "--memory", str(loc), "--all", "--json"]) == 0
+    ids = [r["id"] for r in json.loads(capsys.readouterr().out)]
+    assert main(["memory", "forget", ids[0], "rule-nosuch", "--memory", str(loc)]) == 1
+    assert "no rule rule-nosuch here" in capsys.readouterr().err
+    assert main(["memory", "forget", ids[0], "--memory", str(loc)]) == 0
+    assert f"forgot 1 rule(s)\n  {ids[0]}" in capsys.readouterr().out
+    assert main(["memory", "rules", "--memory", str(loc), "--all", "--json"]) == 0
+    assert [r["id"] for r in json.loads(capsys.readouterr().out)] == ids[1:]
     assert main(["memory", "stats", "--memory", str(tmp_path / "afile.txt")]) == 0  # a new, empty memory
     capsys.readouterr()
     (tmp_path / "plainfile").write_text("x")
