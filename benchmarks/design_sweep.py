@@ -10,7 +10,9 @@ kernel (reduction, softmax, norm, loss): the register design at several warp cou
 and persistent programs, then the looped, online and split designs. Each program is evaluated by
 hardware.WorkerPool: verification against the reference on the full and the small inputs (three
 trials each, strict fp32 tolerance by default), then interleaved timing against eager with CUDA events
-and the torch.compile baseline (cached per task).
+and the torch.compile baseline (cached per task). A convolution task takes `--variants` of its conv
+designs (`'direct:BLOCK_M=256,num_warps=8;implicit_gemm_flatk'`, over each design's default for the task;
+benchmarks/conv_bench.py sweeps them by itself).
 
 Usage, from the repository root:
     python benchmarks/design_sweep.py [--out DIR] [--tasks level1/14,level2/04] [--max-programs 14]

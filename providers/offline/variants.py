@@ -3,6 +3,7 @@ and tests).
 
     answer = program_variant(source, name, "grouped", {"PREC": "tf32x3", "KMAJOR": 1, "BLOCK_K": 32})
     answer = program_variant(source, name, "row_registers", {"PERSIST": 2})
+    answer = program_variant(source, name, "direct", {"BLOCK_M": 256})   # a convolution task's conv design
     for v in design_grid(source, name): ...   # a small grid of (design, config, fuse) worth measuring
 
 The task goes through the writer's own pipeline (analysis, schedule, dual-matmul fusion, emission). The
@@ -10,7 +11,8 @@ main kernel is the task's costliest matmul kernel when it has one, else its cost
 (reduction, softmax, norm, loss, scan); it gets the given design with that design's default config
 updated by `config`, every other kernel its defaults (a second product that the design applies to
 gets the same config). `fuse=False` writes two products that share A as two kernels (the unfused
-baseline of the dual design).
+baseline of the dual design). A convolution design (providers/offline/conv.py) writes the task through
+the conv writer, its config over that design's default for the task.
 """
 
 from __future__ import annotations
@@ -19,6 +21,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernelwright.providers.offline.analysis import analyze_cached
+from kernelwright.providers.offline.conv import (
+    ConvConfig,
+    analyze_conv_task,
+    conv_configs,
+    conv_designs,
+    emit_conv_program,
+)
+from kernelwright.providers.offline.conv_stages import DESIGNS as CONV_DESIGNS
 from kernelwright.providers.offline.designs import (
     KernelInfo,
     default_config,
@@ -78,6 +88,8 @@ def program_variant(source: str, name: str, design: str, config: dict[str, Any] 
     """The program with the main kernel written as `design` with `config` over its defaults.
 
     Every other kernel the design applies to (the second product when unfused) gets the same config."""
+    if design in CONV_DESIGNS:
+        return _conv_variant(source, name, design, config or {}, tf32)
     analysed, sched, infos, primary = _plan(source, name, fuse)
     main = infos[primary]
     d = find_design(main.family, design)
@@ -98,6 +110,22 @@ def program_variant(source: str, name: str, design: str, config: dict[str, Any] 
     why = f"sweep: {main.family} kernel as {d.name}" + ("" if fuse else " (products unfused)")
     code = emit_program(analysed, sched, configs, meta, why + ".")
     return WriterAnswer(code, why, meta)
+
+
+def _conv_variant(source: str, name: str, design: str, config: dict[str, Any], tf32: bool) -> WriterAnswer:
+    analysis = analyze_conv_task(source)
+    if analysis.plan is None:
+        raise ValueError(f"{name}: not a convolution the conv writer supports ({analysis.reason})")
+    if design not in conv_designs(analysis.plan):
+        raise ValueError(
+            f"conv design {design!r} does not apply to {name} ({', '.join(conv_designs(analysis.plan))})"
+        )
+    precision = "tf32" if tf32 else "strict"
+    base = conv_configs(design, analysis.plan, precision)[0]
+    cfg = ConvConfig(**{**base.model_dump(), **config})
+    code = emit_conv_program(analysis.plan, source, design=design, config=cfg, precision=precision)
+    why = f"sweep: conv as {design}"
+    return WriterAnswer(code, why, ProgramMeta("conv", design, cfg.model_dump()))
 
 
 def _grid_single(big_prec: str, kmajor_hint: bool) -> list[Variant]:

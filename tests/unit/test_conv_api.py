@@ -7,6 +7,7 @@ static check (never executed here).
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -453,3 +454,16 @@ def test_folded_norm_has_no_recompute_variants_and_3d_gets_the_64_tile():
     report = static_check(text, "29_conv3d_groupnorm_mean")
     assert report.ok and not report.torch_ops_remaining, report.error
     assert "-> stats_only" in text and "(folded)" in text
+
+
+def test_program_variant_writes_a_convolution_at_a_chosen_design_and_config():
+    """benchmarks/design_sweep.py reaches the conv writer through program_variant: the config is laid over
+    the design's default for the task, and a design that does not apply says which do."""
+    from kernelwright.providers.offline.variants import program_variant
+
+    source = (bundled_suite_dir("published") / "36_conv3d_16x3x64x64x64.py").read_text()
+    answer = program_variant(source, "36", "direct", {"BLOCK_M": 256, "num_warps": 8})
+    header = (answer.code or "").splitlines()[0]
+    assert "family=conv design=direct config=BLOCK_M=256,BLOCK_N=64," in header and "num_warps=8" in header
+    with pytest.raises(ValueError, match="does not apply to 36 .implicit_gemm_flatk, direct, implicit_gemm"):
+        program_variant(source, "36", "direct_depthwise")
