@@ -210,6 +210,7 @@ class Attempt(Record):
             status=self.status,
             speedup=self.timing.speedup_vs_eager if self.status == "correct" else None,
             fraction_of_floor=self.timing.fraction_of_floor if self.status == "correct" else None,
+            speedup_vs_compile=self.timing.speedup_vs_compile if self.status == "correct" else None,
         )
 
 

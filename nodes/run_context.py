@@ -105,8 +105,8 @@ class Context:
     max_repairs: int = field(default_factory=_env("KERNELWRIGHT_MAX_REPAIRS", 2, int))
     """Consecutive repairs allowed on one failing line [KERNELWRIGHT_MAX_REPAIRS]."""
     roofline_stop: float | None = field(default_factory=_env("KERNELWRIGHT_ROOFLINE_STOP", 0.9, _opt_float))
-    """Stop once the best kernel reaches this fraction of the roofline floor; None never
-    [KERNELWRIGHT_ROOFLINE_STOP]."""
+    """Stop once the best kernel reaches this fraction of the roofline floor and is no slower than
+    torch.compile (where that was measured); None never [KERNELWRIGHT_ROOFLINE_STOP]."""
     context_tokens: int = field(default_factory=_env("KERNELWRIGHT_CONTEXT_TOKENS", 6000, int))
     """Token budget of the prompt the context manager builds [KERNELWRIGHT_CONTEXT_TOKENS]."""
     compile_check: bool = field(default_factory=_env("KERNELWRIGHT_COMPILE_CHECK", True, _flag))

@@ -291,6 +291,21 @@ def test_should_stop_on_each_budget_and_on_the_roofline():
     assert tree.should_stop(Budget(candidates=4, roofline_fraction=None), Spent(candidates=2)) is None
 
 
+def test_the_roofline_stop_waits_while_torch_compile_is_faster():
+    # The floor's bandwidth is a measured copy's; torch.compile ran some row tasks below it on an H200, and
+    # searches stopped at 90% of the floor at 0.98x torch.compile where more candidates found 1.04-1.05x.
+    budget = Budget(candidates=4, roofline_fraction=0.9)
+    tree = SearchTree()
+    tree.expand(Decision(seq=1, parent=ROOT_ID, action="large_step"))
+    tree.update("n1", Outcome(status="correct", speedup=1.3, fraction_of_floor=0.95, speedup_vs_compile=0.98))
+    assert tree.should_stop(budget, Spent(candidates=1)) is None
+    tree.expand(Decision(seq=2, parent="n1", action="small_step"))
+    tree.update(
+        "n2", Outcome(status="correct", speedup=1.35, fraction_of_floor=0.97, speedup_vs_compile=1.01)
+    )
+    assert "n2 reached 97% of the roofline floor" in (tree.should_stop(budget, Spent(candidates=2)) or "")
+
+
 def test_expand_rejects_out_of_order_or_duplicate_decisions():
     tree = SearchTree()
     with pytest.raises(ValueError):
