@@ -166,7 +166,10 @@ def _logsumexp(L: Lowerer, a: dict, target: Any) -> Value:
 
 
 def _softmax(L: Lowerer, x: Value, dim: int, log: bool, dtype: torch.dtype) -> Value:
-    if x.dtype != torch.float32 and dtype == torch.float32:
+    # torch's softmax computes a half-precision row in fp32 and rounds once, at the end; rounding x - max
+    # to fp16 before the exp (as op-by-op fp16 would) put a generated fp16 task 16 ulps off (x - max ~ -16
+    # has an fp16 ulp of 1/64, which the exp turns into 0.8% of the output)
+    if x.dtype != torch.float32 and (dtype == torch.float32 or x.dtype in (torch.float16, torch.bfloat16)):
         x = L.cast(x, torch.float32)
     if x.rank == 0:
         return L.full((), 0.0 if log else 1.0, dtype)
