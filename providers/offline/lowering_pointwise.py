@@ -218,11 +218,16 @@ def _lerp(L: Lowerer, a: dict, target: Any) -> Value:
 @handles("addcmul", "addcdiv")
 def _addc(L: Lowerer, a: dict, target: Any) -> Value:
     op = "mul" if target.overloadpacket.__name__.startswith("addcmul") else "div"
-    t = L.pw(op, a["tensor1"], a["tensor2"])
+    x, t1, t2 = a["self"], a["tensor1"], a["tensor2"]
+    half = isinstance(x, Value) and x.dtype in (torch.float16, torch.bfloat16)
+    if half:  # one op in torch: computed in fp32, rounded once
+        x, t1, t2 = _opmath(L, x), L.cast(t1, torch.float32), L.cast(t2, torch.float32)
+    t = L.pw(op, t1, t2)
     v = a.get("value", 1)
     if v != 1:
         t = L.pw("mul", t, v)
-    return L.pw("add", a["self"], t)
+    out = L.pw("add", x, t)
+    return L.cast(out, a["self"].dtype) if half else out
 
 
 @handles("nan_to_num")

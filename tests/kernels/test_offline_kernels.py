@@ -79,6 +79,20 @@ UNSEEN = {
         def get_small_inputs():
             return [torch.randn(6, 37, dtype=torch.float16) * 8]
     """,
+    # ... and a variance, a norm and addcmul of fp16 rows far from zero (torch: fp32 inside, one rounding)
+    "fp16_var_norm_addcmul_rows": """
+        class Model(nn.Module):
+            def forward(self, x, y):
+                v = torch.var(x, dim=-1) + torch.linalg.vector_norm(x, dim=-1) * 0.5
+                return torch.addcmul(y, y, y, value=0.25) * v[:, None]
+
+        def get_inputs():
+            return [torch.randn(64, 1024, dtype=torch.float16) * 4 + 40, torch.randn(64, 1024, dtype=torch.float16)]
+        def get_init_inputs():
+            return []
+        def get_small_inputs():
+            return [torch.randn(6, 37, dtype=torch.float16) * 4 + 40, torch.randn(6, 37, dtype=torch.float16)]
+    """,
     "hardswish_gate_broadcast": """
         class Model(nn.Module):
             def __init__(self, channels):
