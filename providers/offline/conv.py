@@ -39,7 +39,6 @@ multiply in their own type with fp32 accumulation.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -52,7 +51,7 @@ from kernelwright.providers.offline.conv_analysis import (
 )
 from kernelwright.providers.offline.conv_codegen import DESIGNS, ConvEmitError, emit
 from kernelwright.providers.offline.conv_ir import ConvConfig, ConvPlan, ConvSpec
-from kernelwright.providers.offline.conv_stages import DIRECT_MAX_K
+from kernelwright.providers.offline.conv_stages import direct_applies
 from kernelwright.providers.protocol import KernelHeader
 
 __all__ = [
@@ -97,11 +96,6 @@ def _sizes(plan: ConvPlan | None) -> ConvSpec | None:
     return plan.full_spec or plan.spec
 
 
-def _reduction(spec: ConvSpec) -> int:
-    """The implicit GEMM's reduction length: input channels per group times the kernel's taps."""
-    return spec.in_per_group * math.prod(spec.kernel_size)
-
-
 def conv_designs(plan: ConvPlan | None = None) -> list[str]:
     """Designs that can write `plan`, the one expected to be fastest first (all designs without a plan).
 
@@ -115,7 +109,7 @@ def conv_designs(plan: ConvPlan | None = None) -> list[str]:
     cin_g = spec.in_per_group
     if cin_g == 1:
         return ["direct_depthwise", "implicit_gemm_flatk", "implicit_gemm"]
-    direct = ["direct"] if not spec.transposed and _reduction(spec) <= DIRECT_MAX_K else []
+    direct = ["direct"] if direct_applies(spec) else []
     if cin_g < 16:
         return ["implicit_gemm_flatk", *direct, "implicit_gemm"]
     return ["implicit_gemm", "implicit_gemm_flatk", *direct]
@@ -190,7 +184,7 @@ def conv_configs(
         "direct": _DENSE_TILES,
     }[design]
     tiles = list(tiles)
-    short_k = design == "implicit_gemm_flatk" and spec is not None and _reduction(spec) <= _SHORT_K
+    short_k = design == "implicit_gemm_flatk" and spec is not None and spec.reduction <= _SHORT_K
     if short_k:
         tiles = _SHORT_K_TILES + [t for t in tiles if t not in _SHORT_K_TILES]
     if spec is not None and design not in ("direct_depthwise", "direct") and not short_k:

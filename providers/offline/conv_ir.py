@@ -12,6 +12,7 @@ on it as (N, C, 1, 1, L), a 2-D one's as (N, C, 1, H, W). Logical dims are numbe
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -158,6 +159,11 @@ class ConvSpec(BaseModel):
     @property
     def out_per_group(self) -> int:
         return self.out_channels // self.groups
+
+    @property
+    def reduction(self) -> int:
+        """The implicit GEMM's reduction length: input channels per group times the kernel's taps."""
+        return self.in_per_group * math.prod(self.kernel_size)
 
     @property
     def depthwise(self) -> bool:

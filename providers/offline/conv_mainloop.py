@@ -233,15 +233,19 @@ class MainLoopWriter:
             )
             k(f"acc = tl.dot(a, b, acc{self._dot_args()})")
 
+    def _window_origin(self, k: Code, co: Coords) -> None:
+        """od0/oh0/ow0: the input position of each output pixel's first tap (stride and padding applied)."""
+        k(f"od0 = {co.d} * STD - PADD")
+        k(f"oh0 = {co.h} * STH - PADH")
+        k(f"ow0 = {co.w} * STW - PADW")
+
     def _conv_direct_dense(self, k: Code, co: Coords) -> None:
         # A short reduction (a 3-channel input layer: 3 channels x 27 taps) leaves a tensor-core loop a few
         # steps and an im2col gather per element; here every (input channel, tap) is one outer product of
         # BLOCK_M input values (one load, contiguous along the output row in NCHW) and BLOCK_N weights;
         # exact fp32 FMAs, each input pointer computed once per pixel.
         k("acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)")
-        k(f"od0 = {co.d} * STD - PADD")
-        k(f"oh0 = {co.h} * STH - PADH")
-        k(f"ow0 = {co.w} * STW - PADW")
+        self._window_origin(k, co)
         k("xb = x_ptr + (pid_g * CIN_G).to(tl.int64) * sxc + n64 * sxn + od0 * sxd + oh0 * sxh + ow0 * sxw")
         # the packed weight is [groups, CIN_G x taps, OC_G]: one (input channel, tap) row of weights per step
         k("wg = w_ptr + (pid_g * (CIN_G * KD * KH * KW)).to(tl.int64) * OC_G + j")
@@ -273,9 +277,7 @@ class MainLoopWriter:
         # a per-row scalar (kd, kh) or a compile-time offset (kw, folded into the load) and one mask.
         nchw = self.cfg.LAYOUT == "nchw"
         k("ci = c // OC_G")
-        k(f"od0 = {co.d} * STD - PADD")
-        k(f"oh0 = {co.h} * STH - PADH")
-        k(f"ow0 = {co.w} * STW - PADW")
+        self._window_origin(k, co)
         k("xo = n64 * sxn + od0 * sxd + oh0 * sxh + ow0 * sxw")
         k("xc = (ci * sxc).to(tl.int64)")
         if nchw:

@@ -9,15 +9,19 @@ statistics or recomputed, the trailing no-op stage dropped) and answers what bot
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
-from kernelwright.providers.offline.conv_ir import SPATIAL, ConvConfig, ConvPlan, Op
+from kernelwright.providers.offline.conv_ir import SPATIAL, ConvConfig, ConvPlan, ConvSpec, Op
 
 DESIGNS = ("implicit_gemm", "implicit_gemm_flatk", "direct_depthwise", "direct")
 DIRECT_MAX_K = 128
 """`direct` is for short reductions, input channels x taps of a group: at most this many (published/36, a
 3-channel 3x3x3 input layer, has 81)."""
+
+
+def direct_applies(spec: ConvSpec) -> bool:
+    """Whether the dense `direct` design can write this convolution: a forward one of a short reduction."""
+    return not spec.transposed and spec.reduction <= DIRECT_MAX_K
 
 
 class ConvEmitError(ValueError):
@@ -118,7 +122,7 @@ class StagedPlan:
             raise ConvEmitError(f"unknown conv design {design!r}; known: {', '.join(DESIGNS)}")
         if design == "direct_depthwise" and s.in_per_group != 1:
             raise ConvEmitError("direct_depthwise needs one input channel per group")
-        if design == "direct" and (s.transposed or s.in_per_group * math.prod(s.kernel_size) > DIRECT_MAX_K):
+        if design == "direct" and not direct_applies(s):
             raise ConvEmitError(
                 f"direct needs a forward convolution of at most {DIRECT_MAX_K} input channels x taps per group"
             )

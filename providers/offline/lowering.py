@@ -98,6 +98,9 @@ def _touches_complex(node: fx.Node) -> bool:
     return any(isinstance(v, torch.Tensor) and v.is_complex() for v in flat)
 
 
+HALF = (torch.float16, torch.bfloat16)
+
+
 class Lowerer:
     """Walks an fx graph of aten ops and builds the IR graph."""
 
@@ -283,6 +286,12 @@ class Lowerer:
         if not isinstance(x, Value):
             return float(x) if dtype.is_floating_point else x
         return self.pw("cast", x, dtype=dtype)
+
+    def opmath(self, x: Any) -> Any:
+        """`x` in fp32 where it is a half-precision value, else as it is. torch runs many half ops (softmax,
+        variance, norms, hardswish, elu, lerp, ...) in fp32 inside and rounds once: their steps must not
+        round to the half dtype one by one; the caller casts the result back to the half dtype."""
+        return self.cast(x, torch.float32) if isinstance(x, Value) and x.dtype in HALF else x
 
     def reduce(self, op: str, x: Value, dims: Any, keepdim: bool, dtype: torch.dtype | None = None) -> Value:
         x = self._as_value(x)

@@ -14,6 +14,7 @@ from kernelwright.providers.offline.ir import (
 )
 from kernelwright.providers.offline.lowering import (
     _IDENTITY_OPS,
+    HALF,
     Lowerer,
     LoweringError,
     handles,
@@ -120,30 +121,22 @@ def _elu(L: Lowerer, a: dict, target: Any) -> Value:
         scale, in_scale = 1.0, 1.0 / alpha
     else:
         alpha, scale, in_scale = a.get("alpha", 1.0), a.get("scale", 1.0), a.get("input_scale", 1.0)
-    xf = _opmath(L, x)
+    xf = L.opmath(x)
     neg = L.pw("mul", L.pw("expm1", L.pw("mul", xf, in_scale)), alpha * scale)  # SymScalars multiply too
     return L.cast(L.pw("where", L.pw("gt", xf, 0.0), L.pw("mul", xf, scale), neg, dtype=xf.dtype), x.dtype)
-
-
-def _opmath(L: Lowerer, x: Value) -> Value:
-    """`x` as an activation made of several steps computes with it: torch runs a half-precision activation
-    (hardswish, elu, softplus, ...) as one op in fp32 and rounds once, so the steps must not round to the
-    half dtype one by one (hardswish's x * 6 rounded to fp16 near x = 16 was 1.3 of its ulps off, and a
-    softmax after it turned that into 0.7% of its output). The caller casts the result back to x's dtype."""
-    return L.cast(x, torch.float32) if x.dtype in (torch.float16, torch.bfloat16) else x
 
 
 @handles("hardsigmoid")
 def _hardsigmoid(L: Lowerer, a: dict, target: Any) -> Value:
     x = a["self"]
-    xf = _opmath(L, x)
+    xf = L.opmath(x)
     return L.cast(L.pw("div", L.pw("minimum", L.pw("maximum", L.pw("add", xf, 3.0), 0.0), 6.0), 6.0), x.dtype)
 
 
 @handles("hardswish")
 def _hardswish(L: Lowerer, a: dict, target: Any) -> Value:
     x = a["self"]
-    xf = _opmath(L, x)
+    xf = L.opmath(x)
     gate = L.pw("minimum", L.pw("maximum", L.pw("add", xf, 3.0), 0.0), 6.0)
     return L.cast(L.pw("div", L.pw("mul", xf, gate), 6.0), x.dtype)
 
@@ -151,7 +144,7 @@ def _hardswish(L: Lowerer, a: dict, target: Any) -> Value:
 @handles("softplus")
 def _softplus(L: Lowerer, a: dict, target: Any) -> Value:
     x = a["self"]
-    xf = _opmath(L, x)
+    xf = L.opmath(x)
     beta, threshold = a.get("beta", 1.0), a.get("threshold", 20.0)
     bx = L.pw("mul", xf, beta) if beta != 1 else xf
     soft = L.pw("softplus", bx)
@@ -163,7 +156,7 @@ def _softplus(L: Lowerer, a: dict, target: Any) -> Value:
 @handles("log_sigmoid_forward", "log_sigmoid")
 def _log_sigmoid(L: Lowerer, a: dict, target: Any) -> Any:
     x = a["self"]
-    out = L.cast(L.pw("neg", L.pw("softplus", L.pw("neg", _opmath(L, x)))), x.dtype)
+    out = L.cast(L.pw("neg", L.pw("softplus", L.pw("neg", L.opmath(x)))), x.dtype)
     if target.overloadpacket.__name__ == "log_sigmoid_forward":
         return (out, L.full((0,), 0.0, x.dtype))
     return out
@@ -208,10 +201,10 @@ def _bitwise_not(L: Lowerer, a: dict, target: Any) -> Value:
 @handles("lerp")
 def _lerp(L: Lowerer, a: dict, target: Any) -> Value:
     x, end, w = a["self"], a["end"], a["weight"]
-    if not (isinstance(x, Value) and x.dtype in (torch.float16, torch.bfloat16)):
+    if not (isinstance(x, Value) and x.dtype in HALF):
         return L.pw("add", x, L.pw("mul", w, L.pw("sub", end, x)))
     # one op in torch: computed in fp32, rounded once to the half dtype
-    xf, ef, wf = _opmath(L, x), L.cast(end, torch.float32), L.cast(w, torch.float32)
+    xf, ef, wf = L.opmath(x), L.cast(end, torch.float32), L.cast(w, torch.float32)
     return L.cast(L.pw("add", xf, L.pw("mul", wf, L.pw("sub", ef, xf))), x.dtype)
 
 
@@ -219,9 +212,9 @@ def _lerp(L: Lowerer, a: dict, target: Any) -> Value:
 def _addc(L: Lowerer, a: dict, target: Any) -> Value:
     op = "mul" if target.overloadpacket.__name__.startswith("addcmul") else "div"
     x, t1, t2 = a["self"], a["tensor1"], a["tensor2"]
-    half = isinstance(x, Value) and x.dtype in (torch.float16, torch.bfloat16)
+    half = isinstance(x, Value) and x.dtype in HALF
     if half:  # one op in torch: computed in fp32, rounded once
-        x, t1, t2 = _opmath(L, x), L.cast(t1, torch.float32), L.cast(t2, torch.float32)
+        x, t1, t2 = L.opmath(x), L.cast(t1, torch.float32), L.cast(t2, torch.float32)
     t = L.pw(op, t1, t2)
     v = a.get("value", 1)
     if v != 1:

@@ -20,6 +20,7 @@ from kernelwright.providers.offline.ir import (
 from kernelwright.providers.offline.lowering import (
     _REDUCTION_NONE,
     _REDUCTION_SUM,
+    HALF,
     Lowerer,
     LoweringError,
     _dims_arg,
@@ -78,13 +79,10 @@ def _count_nonzero(L: Lowerer, a: dict, target: Any) -> Value:
     return L.reduce("sum", L.cast(L.pw("ne", x, 0), torch.int64), _dims_arg(a), False, torch.int64)
 
 
-_HALF = (torch.float16, torch.bfloat16)
-
-
 def _var(L: Lowerer, x: Value, dims: Any, correction: float, keepdim: bool) -> tuple[Value, Value]:
     """(variance, mean); the mean is kept (keepdim) for the subtraction and squeezed for the result.
     Half-precision input is computed in fp32 (as torch does; the caller rounds the results once)."""
-    if not x.dtype.is_floating_point or x.dtype in _HALF:
+    if not x.dtype.is_floating_point or x.dtype in HALF:
         x = L.cast(x, torch.float32)
     mean = L.reduce("mean", x, dims, True)
     d = L.pw("sub", x, mean)
@@ -112,13 +110,13 @@ def _var_h(L: Lowerer, a: dict, target: Any) -> Any:
     x = a["self"]
     var, mean = _var(L, x, _dims_arg(a), _correction(a), bool(a.get("keepdim", False)))
     out = L.pw("sqrt", var) if name.startswith("std") else var
-    if x.dtype in _HALF:
+    if x.dtype in HALF:
         out, mean = L.cast(out, x.dtype), L.cast(mean, x.dtype)
     return (out, mean) if name.endswith("_mean") else out
 
 
 def _vector_norm(L: Lowerer, x: Value, ord_: Any, dims: Any, keepdim: bool) -> Value:
-    if x.dtype in _HALF:  # torch computes a half-precision norm in fp32 and rounds it once
+    if x.dtype in HALF:  # torch computes a half-precision norm in fp32 and rounds it once
         return L.cast(_vector_norm(L, L.cast(x, torch.float32), ord_, dims, keepdim), x.dtype)
     ord_ = 2.0 if ord_ is None else float(ord_)
     if not x.dtype.is_floating_point:
@@ -178,7 +176,7 @@ def _softmax(L: Lowerer, x: Value, dim: int, log: bool, dtype: torch.dtype) -> V
     # torch's softmax computes a half-precision row in fp32 and rounds once, at the end; rounding x - max
     # to fp16 before the exp (as op-by-op fp16 would) put a generated fp16 task 16 ulps off (x - max ~ -16
     # has an fp16 ulp of 1/64, which the exp turns into 0.8% of the output)
-    if x.dtype != torch.float32 and (dtype == torch.float32 or x.dtype in _HALF):
+    if x.dtype != torch.float32 and (dtype == torch.float32 or x.dtype in HALF):
         x = L.cast(x, torch.float32)
     if x.rank == 0:
         return L.full((), 0.0 if log else 1.0, dtype)
