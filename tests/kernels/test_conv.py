@@ -719,14 +719,15 @@ def test_bundled_depthwise_batchnorm_task_verifies_with_default_direct_tiles(poo
 
 
 def test_the_direct_design_is_offered_for_short_reductions_only_and_compiles_for_sm90():
-    """published/36 (3 -> 64 channels, 3x3x3: 81 channels x taps) gets `direct` after flat-K; level2/09
+    """published/36 (3 -> 64 channels, 3x3x3: 81 channels x taps) gets `direct` first; level2/09
     (16 input channels x 25 taps) does not. Compiled for an H100/H200 without a GPU: its first tiles do not
     spill (loads hoisted out of a fully unrolled loop once took 255 registers and spilled)."""
     from kernelwright.hardware.compile_feedback import compile_for_target
 
     short = (bundled_suite_dir("published") / "36_conv3d_16x3x64x64x64.py").read_text()
     plan = analyze_conv_task(short).plan
-    assert plan is not None and conv_designs(plan) == ["implicit_gemm_flatk", "direct", "implicit_gemm"]
+    assert plan is not None and conv_designs(plan) == ["direct", "implicit_gemm_flatk", "implicit_gemm"]
+    assert (conv_configs("direct", plan)[0].BLOCK_M, conv_configs("direct", plan)[0].BLOCK_N) == (128, 64)
     long = analyze_conv_task((bundled_suite_dir("level2") / "09_conv2d_bias_relu.py").read_text()).plan
     assert long is not None and "direct" not in conv_designs(long)
     task = load_task_source(short, "36_conv3d_16x3x64x64x64")
@@ -760,3 +761,32 @@ def test_bundled_conv_tasks_every_design(pool, path: Path):
             labels.append(f"{design}/{layout}")
     for label, res in zip(labels, pool.evaluate_many(jobs, CONFIG), strict=True):
         assert res.correct, f"{path.stem} {label}: {res.stage} {res.error_kind}: {res.error}"
+
+
+def test_a_direct_convolution_to_few_output_channels_starts_with_a_narrow_tile():
+    """3 -> 16 channels: a 64-wide channel tile would be three quarters empty, so 128 x 32 comes first."""
+    source = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 16, 3)
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+def get_inputs():
+    return [torch.randn(2, 3, 12, 12)]
+
+
+def get_init_inputs():
+    return []
+"""
+    plan = analyze_conv_task(source).plan
+    assert plan is not None and conv_designs(plan)[0] == "direct"
+    first = conv_configs("direct", plan)[0]
+    assert (first.BLOCK_M, first.BLOCK_N) == (128, 32)
