@@ -143,6 +143,18 @@ def judge_same_rule(judge: BaseChatModel, a: str, b: str) -> bool:
     return m.group(1) == "yes"
 
 
+_KEPT_LINE = re.compile(r"kept as torch: ([A-Za-z0-9_, ]+)")
+
+
+def kept_torch_call(code: str) -> str | None:
+    """The first op the offline writer says it kept in torch ("kept as torch: conv2d") that the program
+    really calls (`conv2d(`), or None."""
+    m = _KEPT_LINE.search(code)
+    if m is None:
+        return None
+    return next((n for n in (x.strip() for x in m.group(1).split(",")) if n and re.search(rf"\b{n}\(", code)), None)
+
+
 def signature_rule(code: str | None, result: EvalResult, target: str) -> str:
     """A rule from the kernel's metadata line and the normalised error, for when no LLM drafts one."""
     from kernelwright.memory.records import error_signature
@@ -159,6 +171,11 @@ def signature_rule(code: str | None, result: EvalResult, target: str) -> str:
             what += f" with {_config_text(header.config)}"
         if header.family:
             what += f" for {header.family}"
+        kept = kept_torch_call(code)
+        if kept:
+            # the header names the Triton part of a program that left an op to torch (cuDNN + a fused
+            # epilogue): what failed may be either part, so the rule is about that kind of program only
+            what += f" beside torch's {kept}"
     else:
         what = "write the kernel this way"
     return f"You cannot {what} on {target}: {sig}"

@@ -6,7 +6,8 @@ From the prompt sections (providers/protocol.py) this module reads
 - the parent's design and config, from its first line `# kernelwright: family=.. design=.. config=..`;
 - rules ("- You cannot ..."): a rule that names a design and/or KEY=VALUE pairs forbids every config
   that matches all of them (a rule naming only a design forbids the design); forbidden choices are
-  never made;
+  never made. A rule learned from a program that kept an op in torch ("... beside torch's conv2d")
+  applies only where the program being written keeps that op in torch too;
 - experience cases (<case outcome=".." speedup=".." same_hardware="..">): on a large step the design and
   config that won on a task of the same family (same hardware preferred) is tried first; design+config
   pairs of failed or negative cases are avoided;
@@ -52,6 +53,7 @@ from kernelwright.tasks.analysis import family_ops
 from kernelwright.tasks.similarity import NEAR, parse_case_line, parse_signature_key, signature_similarity
 from kernelwright.tasks.task import TaskSignature
 
+_BESIDE_RE = re.compile(r"\bbeside torch's ([A-Za-z0-9_]+)")
 _PAIR_RE = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*=\s*([A-Za-z0-9_.+\-]+)")
 _CASE_RE = re.compile(r"<case\b([^>]*)>(.*?)</case>", re.S)
 _ATTR_RE = re.compile(r'([a-z_]+)="([^"]*)"')
@@ -76,9 +78,14 @@ class PromptRule:
     family: str | None = None
     pairs: dict[str, str] = field(default_factory=dict)
     mentions: list[str] = field(default_factory=list)
+    beside: str | None = None
+    """The torch op the failing program kept ("beside torch's conv2d"): the rule is about that kind of
+    program (cuDNN + a fused epilogue), not about every kernel of its family and config."""
 
-    def forbids(self, family: str, design: str, config: dict[str, Any]) -> bool:
+    def forbids(self, family: str, design: str, config: dict[str, Any], kept: frozenset[str] = frozenset()) -> bool:
         if self.family and self.family != family:
+            return False
+        if self.beside and self.beside not in kept:
             return False
         names = [self.design] if self.design else []
         names += [d for d in self.mentions if d not in names]
@@ -110,6 +117,9 @@ def parse_rules(body: str | None, config_keys: set[str]) -> list[PromptRule]:
         text = line.lstrip("-* ").strip()
         norm = re.sub(r"split[- ]k\b", "split_k", text, flags=re.I)
         rule = PromptRule(text)
+        beside = _BESIDE_RE.search(norm)
+        if beside:
+            rule.beside = beside.group(1)
         for k, v in _PAIR_RE.findall(norm.replace("config=", " ")):
             v = v.rstrip(".")  # a sentence's full stop is not part of the value ("... design=rows.")
             if k == "design":
@@ -224,6 +234,8 @@ class WriterContext:
     rng: random.Random = field(default_factory=random.Random)
     signature: TaskSignature | None = None
     """This task's signature (the <task> section's `signature` attribute), to rank cases by."""
+    kept_torch: frozenset[str] = frozenset()
+    """The ops the program being written keeps in torch (conv2d, ...): rules learned beside them apply."""
 
     def similarity(self, case: PromptCase) -> float | None:
         """How alike the case's task is to this one (tasks.similarity), or None when either is unknown."""
@@ -298,7 +310,7 @@ class Choice:
 
 
 def forbidden(ctx: WriterContext, family: str, design: str, config: dict[str, Any]) -> bool:
-    return any(r.forbids(family, design, config) for r in ctx.rules)
+    return any(r.forbids(family, design, config, ctx.kept_torch) for r in ctx.rules)
 
 
 def admissible(ctx: WriterContext, info: KernelInfo, design: Design, config: dict[str, Any]) -> bool:
@@ -317,7 +329,7 @@ def was_tried(ctx: WriterContext, family: str, design: Design, space: dict[str, 
 
 def design_forbidden(ctx: WriterContext, family: str, design: str) -> bool:
     """A rule forbids every config of the design (it names the design and no KEY=VALUE pair)."""
-    return any(r.forbids(family, design, {}) and not r.pairs for r in ctx.rules)
+    return any(r.forbids(family, design, {}, ctx.kept_torch) and not r.pairs for r in ctx.rules)
 
 
 DUAL_DESIGNS = ("dual", "dual_persistent")

@@ -122,6 +122,7 @@ def write_program(prompt: str, seed: int = 0) -> WriterAnswer:
     if not kernels:
         ops = ", ".join(sorted({k.anchor.op for k in sched.kernels if k.anchor is not None}))
         return _no_program(f"nothing in it is work this writer expresses in Triton (only {ops})")
+    ctx.kept_torch = frozenset(kept_torch_ops(sched))
     infos = {k.id: kernel_info(sched, k, ctx.sm_count, ctx.smem_bytes) for k in kernels}
     primary = max(kernels, key=lambda k: (infos[k.id].cost, -k.id))
     return _emit(analysed, sched, ctx, infos, primary.id)
@@ -158,12 +159,17 @@ def _emit(
     raise AssertionError("unreachable")
 
 
+def kept_torch_ops(sched: Schedule) -> list[str]:
+    """The ops the program leaves to torch (a convolution through cuDNN, say), by their aten names."""
+    return sorted({k.anchor.op.split(".")[1] if k.anchor.op.startswith("aten.") else k.anchor.op
+                   for k in sched.kernels if k.kind == "glue" and k.anchor is not None and k.anchor.kind == "opaque"})  # fmt: skip
+
+
 def _explain(analysed: Any, sched: Schedule, infos: dict[int, KernelInfo], choices: dict[int, Choice],
              primary: int, ctx: WriterContext) -> str:  # fmt: skip
     main = choices[primary]
     n = len(choices)
-    torch_ops = sorted({k.anchor.op.split(".")[1] if k.anchor.op.startswith("aten.") else k.anchor.op
-                        for k in sched.kernels if k.kind == "glue" and k.anchor is not None and k.anchor.kind == "opaque"})  # fmt: skip
+    torch_ops = kept_torch_ops(sched)
     parts = [
         f"{ctx.kind.replace('_', ' ')}: {infos[primary].family} kernel as {main.design.name} ({main.why})"
     ]

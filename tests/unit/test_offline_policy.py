@@ -430,3 +430,32 @@ def test_split_k_splits_enough_to_give_every_sm_programs():
     # (two per SM would be 66 splits; the space stops at 64)
     assert (cfg["BLOCK_M"], cfg["SPLIT_K"]) == (128, 64) and tiles * cfg["SPLIT_K"] > 1.9 * info.sm_count
     assert cfg["SPLIT_K"] in config_space(split, info)["SPLIT_K"]
+
+
+def test_a_rule_from_a_program_that_kept_a_convolution_in_torch_stays_with_such_programs():
+    """level2/09's cuDNN + fused-epilogue program heads its Triton epilogue with the flat pointwise default
+    (the same header as a ReLU's root). A rule learned from its failure says what it kept in torch, so it
+    forbids that config where the program keeps conv2d in torch, and not a plain ReLU's default config
+    (a mismatch of such programs once forbade it for every pointwise task)."""
+    from kernelwright.hardware.result import EvalResult
+    from kernelwright.nodes.reflector import signature_rule
+    from kernelwright.providers.offline import write_program
+
+    conv = (bundled_suite_dir("level2") / "09_conv2d_bias_relu.py").read_text()
+    relu = (bundled_suite_dir("level1") / "01_relu.py").read_text()
+    triton_conv = write_program(writer_prompt(conv)).code
+    cudnn = write_program(writer_prompt(conv, kind="large_step", parent=triton_conv)).code
+    assert parse_meta(cudnn).family == "pointwise" and "conv2d(" in cudnn
+    failed = EvalResult(correct=False, stage="correctness", error_kind="mismatch", error="max abs error 0.01 > 1e-05")
+    rule = signature_rule(cudnn, failed, "NVIDIA H200")
+    assert "beside torch's conv2d" in rule, rule
+    default = parse_meta(write_program(writer_prompt(relu)).code).config
+
+    def config(source: str, rules: str, **sections: str) -> dict:
+        return parse_meta(write_program(writer_prompt(source, rules=rules, **sections)).code).config
+
+    assert config(relu, f"- {rule}") == default
+    assert config(conv, f"- {rule}", kind="large_step", parent=triton_conv) != default
+    # the same rule without the qualifier forbids the ReLU's default too
+    plain = rule.replace(" beside torch's conv2d", "")
+    assert config(relu, f"- {plain}") != default
