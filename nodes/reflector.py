@@ -152,7 +152,9 @@ def kept_torch_call(code: str) -> str | None:
     m = _KEPT_LINE.search(code)
     if m is None:
         return None
-    return next((n for n in (x.strip() for x in m.group(1).split(",")) if n and re.search(rf"\b{n}\(", code)), None)
+    return next(
+        (n for n in (x.strip() for x in m.group(1).split(",")) if n and re.search(rf"\b{n}\(", code)), None
+    )
 
 
 def signature_rule(code: str | None, result: EvalResult, target: str) -> str:

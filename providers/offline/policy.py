@@ -82,7 +82,9 @@ class PromptRule:
     """The torch op the failing program kept ("beside torch's conv2d"): the rule is about that kind of
     program (cuDNN + a fused epilogue), not about every kernel of its family and config."""
 
-    def forbids(self, family: str, design: str, config: dict[str, Any], kept: frozenset[str] = frozenset()) -> bool:
+    def forbids(
+        self, family: str, design: str, config: dict[str, Any], kept: frozenset[str] = frozenset()
+    ) -> bool:
         if self.family and self.family != family:
             return False
         if self.beside and self.beside not in kept:

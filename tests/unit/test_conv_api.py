@@ -351,7 +351,7 @@ def test_a_short_reduction_starts_from_one_stage_and_16_wide_k_slices():
     short = analyze_conv_task(
         (bundled_suite_dir("published") / "36_conv3d_16x3x64x64x64.py").read_text()
     ).plan
-    assert conv_designs(short)[0] == "implicit_gemm_flatk"
+    assert conv_designs(short)[:2] == ["direct", "implicit_gemm_flatk"]  # direct measured faster (1.69 ms)
     first = conv_configs("implicit_gemm_flatk", short, "strict")[0]
     assert (first.BLOCK_M, first.BLOCK_N, first.BLOCK_K, first.num_warps, first.num_stages) == (
         64,
@@ -465,5 +465,5 @@ def test_program_variant_writes_a_convolution_at_a_chosen_design_and_config():
     answer = program_variant(source, "36", "direct", {"BLOCK_M": 256, "num_warps": 8})
     header = (answer.code or "").splitlines()[0]
     assert "family=conv design=direct config=BLOCK_M=256,BLOCK_N=64," in header and "num_warps=8" in header
-    with pytest.raises(ValueError, match="does not apply to 36 .implicit_gemm_flatk, direct, implicit_gemm"):
+    with pytest.raises(ValueError, match="does not apply to 36 .direct, implicit_gemm_flatk, implicit_gemm"):
         program_variant(source, "36", "direct_depthwise")

@@ -446,7 +446,9 @@ def test_a_rule_from_a_program_that_kept_a_convolution_in_torch_stays_with_such_
     triton_conv = write_program(writer_prompt(conv)).code
     cudnn = write_program(writer_prompt(conv, kind="large_step", parent=triton_conv)).code
     assert parse_meta(cudnn).family == "pointwise" and "conv2d(" in cudnn
-    failed = EvalResult(correct=False, stage="correctness", error_kind="mismatch", error="max abs error 0.01 > 1e-05")
+    failed = EvalResult(
+        correct=False, stage="correctness", error_kind="mismatch", error="max abs error 0.01 > 1e-05"
+    )
     rule = signature_rule(cudnn, failed, "NVIDIA H200")
     assert "beside torch's conv2d" in rule, rule
     default = parse_meta(write_program(writer_prompt(relu)).code).config
