@@ -101,8 +101,9 @@ def conv_designs(plan: ConvPlan | None = None) -> list[str]:
 
     direct_depthwise needs one input channel per group; implicit_gemm_flatk suits few input channels
     per group (the reduction dim is channels x taps), implicit_gemm many; direct, a forward convolution
-    whose reduction is short (<= DIRECT_MAX_K), comes before flat-K for few input channels: on an H200
-    (2026-12-02, published/36, 3 -> 64 channels, 3x3x3) direct 128 x 64 took 1.69 ms, flat-K 2.13.
+    whose reduction is short (<= DIRECT_MAX_K), comes before flat-K for few fp32 input channels: on an H200
+    (2026-12-02, published/36, 3 -> 64 channels, 3x3x3) direct 128 x 64 took 1.69 ms, flat-K 2.13. Half
+    precision keeps flat-K first (bf16/fp16 tensor cores against direct's fp32 FMAs; not measured).
     """
     spec = _sizes(plan)
     if spec is None:
@@ -111,8 +112,10 @@ def conv_designs(plan: ConvPlan | None = None) -> list[str]:
     if cin_g == 1:
         return ["direct_depthwise", "implicit_gemm_flatk", "implicit_gemm"]
     direct = ["direct"] if direct_applies(spec) else []
-    if cin_g < 16:
+    if cin_g < 16 and spec.dtype == "float32":
         return [*direct, "implicit_gemm_flatk", "implicit_gemm"]
+    if cin_g < 16:  # half operands: flat-K's tensor cores against fp32 FMAs (not measured): flat-K first
+        return ["implicit_gemm_flatk", *direct, "implicit_gemm"]
     return ["implicit_gemm", "implicit_gemm_flatk", *direct]
 
 

@@ -790,3 +790,10 @@ def get_init_inputs():
     assert plan is not None and conv_designs(plan)[0] == "direct"
     first = conv_configs("direct", plan)[0]
     assert (first.BLOCK_M, first.BLOCK_N) == (128, 32)
+    # in bf16, flat-K's tensor cores come first (direct multiplies in fp32 on CUDA cores)
+    half = source.replace(
+        "self.conv = nn.Conv2d(3, 16, 3)", "self.conv = nn.Conv2d(3, 16, 3).to(torch.bfloat16)"
+    )
+    half = half.replace("torch.randn(2, 3, 12, 12)", "torch.randn(2, 3, 12, 12, dtype=torch.bfloat16)")
+    half_plan = analyze_conv_task(half).plan
+    assert half_plan is not None and conv_designs(half_plan)[:2] == ["implicit_gemm_flatk", "direct"]
