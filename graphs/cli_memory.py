@@ -1,4 +1,4 @@
-"""`kernelwright memory stats|rules|export FILE|import FILE|prune|forget RULE_ID...`: look after the memory store.
+"""`kernelwright memory stats|rules|export FILE|import FILE|prune|forget ID...`: look after the memory store.
 
 Every subcommand takes `--memory DIR_OR_URL` (default $KERNELWRIGHT_MEMORY, else ~/.kernelwright) and
 `--json` for machine-readable output. Exit status 0 on success, 1 when the memory cannot be used or
@@ -65,10 +65,10 @@ def add_parser(subparsers: Any) -> None:
     p = sub.add_parser(
         "forget",
         parents=[common],
-        help="delete rules by id (`rules --all --json` shows ids): one learned from a fault that was not "
-        "the kernel's",
+        help="delete rules or cases by id (`rules --all --json` shows rule ids, `export FILE` case ids): a "
+        "rule learned from a fault that was not the kernel's, a case judged wrongly",
     )
-    p.add_argument("rule_ids", nargs="+", metavar="RULE_ID")
+    p.add_argument("ids", nargs="+", metavar="ID", help="rule ids (rule-...) and case ids (case-...)")
     p.set_defaults(func=_forget)
 
 
@@ -228,18 +228,23 @@ def _prune(args: argparse.Namespace) -> int:
 
 def _forget(args: argparse.Namespace) -> int:
     def body(mem: Memory) -> int:
-        unknown = [i for i in args.rule_ids if mem.rules.get(i) is None]
+        rules = {i: mem.rules.get(i) for i in args.ids}
+        cases = {i: mem.cases.get(i) for i in args.ids if rules[i] is None}
+        unknown = [i for i in args.ids if rules[i] is None and cases.get(i) is None]
         if unknown:
-            print(f"kernelwright memory: no rule {', '.join(unknown)} here (ids: `kernelwright memory rules "
-                  "--all --json`); nothing deleted", file=sys.stderr)  # fmt: skip
+            print(f"kernelwright memory: no rule or case {', '.join(unknown)} here (ids: `kernelwright memory "
+                  "rules --all --json`, `kernelwright memory export FILE`); nothing deleted", file=sys.stderr)  # fmt: skip
             return 1
-        texts = {i: mem.rules.get(i).text for i in args.rule_ids}  # type: ignore[union-attr]
-        mem.rules.delete(args.rule_ids)
+        rule_texts = {i: r.text for i, r in rules.items() if r is not None}
+        case_lines = {i: f"{c.task_name}: {c.outcome}" for i, c in cases.items() if c is not None}
+        mem.rules.delete(list(rule_texts))
+        # a deleted case's ancestors keep the downstream credit it gave them; its children keep their lineage
+        mem.cases.delete(list(case_lines))
         if args.json:
-            _print_json({"forgotten": args.rule_ids})
+            _print_json({"forgotten": args.ids, "rules": list(rule_texts), "cases": list(case_lines)})
         else:
-            print(f"forgot {len(texts)} rule(s)")
-            for i, text in texts.items():
+            print(f"forgot {len(rule_texts)} rule(s), {len(case_lines)} case(s)")
+            for i, text in {**rule_texts, **case_lines}.items():
                 print(f"  {i}  {text}")
         return 0
 

@@ -147,11 +147,22 @@ def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["memory", "rules", "--memory", str(loc), "--all", "--json"]) == 0
     ids = [r["id"] for r in json.loads(capsys.readouterr().out)]
     assert main(["memory", "forget", ids[0], "rule-nosuch", "--memory", str(loc)]) == 1
-    assert "no rule rule-nosuch here" in capsys.readouterr().err
+    assert "no rule or case rule-nosuch here" in capsys.readouterr().err
     assert main(["memory", "forget", ids[0], "--memory", str(loc)]) == 0
-    assert f"forgot 1 rule(s)\n  {ids[0]}" in capsys.readouterr().out
+    assert f"forgot 1 rule(s), 0 case(s)\n  {ids[0]}" in capsys.readouterr().out
     assert main(["memory", "rules", "--memory", str(loc), "--all", "--json"]) == 0
     assert [r["id"] for r in json.loads(capsys.readouterr().out)] == ids[1:]
+    # ... and a case judged wrongly (its id from `export`), alone or with rules
+    records = [json.loads(line) for line in exported.read_text().splitlines()]
+    case_ids = [r["id"] for r in records if r["kind"] == "case"]
+    assert main(["memory", "forget", case_ids[0], "--memory", str(loc), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "forgotten": [case_ids[0]],
+        "rules": [],
+        "cases": [case_ids[0]],
+    }
+    assert main(["memory", "stats", "--memory", str(loc), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["cases"] == 2
     assert main(["memory", "stats", "--memory", str(tmp_path / "afile.txt")]) == 0  # a new, empty memory
     capsys.readouterr()
     (tmp_path / "plainfile").write_text("x")
