@@ -1,49 +1,80 @@
-import sys, tempfile, time, re
-from pathlib import Path
-sys.path.insert(0, "benchmarks")
-import host_overhead as h
-from _common import suite_roots
-from kernelwright.hardware.targets import get_target
-from kernelwright.tasks import load_task
-from kernelwright.tasks.module import exec_task_module, task_init_inputs
-import torch
-tgt = get_target("nvidia-h200")
-want = sys.argv[1]
-for name, path, answer in suite_roots(["level2_bf16"], tgt):
-    if want in name: break
-code = answer.code
-# checkpoints: after the conv geometry block, before each stage, at return
-lines = code.split("\n")
-out = []
-infwd = False
-for ln in lines:
-    if ln.startswith("def _kw_forward"):
-        infwd = True
-        out.append(ln); out.append("    _T = [time.perf_counter()]"); continue
-    if infwd and ln.strip().startswith("# stage"):
-        out.append("    _T.append(time.perf_counter())")
-    if infwd and ln.strip().startswith("xk = "):
-        out.append("    _T.append(time.perf_counter())")
-    if infwd and ln.strip().startswith("return "):
-        out.append("    _T.append(time.perf_counter()); _TIMES.append(_T)")
-        infwd = False
-    out.append(ln)
-code = "import time\n_TIMES = []\n" + "\n".join(out)
-tmp = Path(tempfile.mkdtemp())
-task = load_task(path)
-module = h.load_program(code, tmp / "cand.py")
-for n, v in list(module.__dict__.items()):
-    if hasattr(v, "run") and hasattr(v, "fn"):
-        setattr(module, n, h._NoLaunch())
-init = task_init_inputs(exec_task_module(task.source, "t"))
-with torch.device("meta"):
-    m = module.ModelNew(*init)
-sig = task.signature
-inputs = [torch.empty(s, dtype=getattr(torch, d), device="meta") for s, d in zip(sig.input_shapes, sig.input_dtypes)]
-for _ in range(300): m(*inputs)
-module._TIMES.clear()
-for _ in range(2000): m(*inputs)
+"""Where a conv launcher's Python goes, by part of its forward (CPU, no kernel runs).
+
+    PYTHONPATH=$PWD python benchmarks/results/2026-12-02b-cpu-conv-host-segments/host_segments.py 20_conv
+
+The root program of the matching level2_bf16 task, its Triton kernels replaced by no-ops (as
+benchmarks/host_overhead.py does), with perf_counter checkpoints added to its `_kw_forward`: after the
+convolution's geometry, before each stage, at the return. Called on meta tensors of the task's full input
+shapes; prints the median of each part over 2000 calls, in microseconds.
+"""
+
+from __future__ import annotations
+
 import statistics
-T = module._TIMES
-segs = len(T[0]) - 1
-print(name, "segments (us, median):", [round(statistics.median((t[i+1]-t[i])*1e6 for t in T), 1) for i in range(segs)], "total", round(statistics.median((t[-1]-t[0])*1e6 for t in T),1))
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, "benchmarks")
+import host_overhead  # noqa: E402
+from _common import suite_roots  # noqa: E402
+
+from kernelwright.hardware.targets import get_target  # noqa: E402
+from kernelwright.tasks import load_task  # noqa: E402
+from kernelwright.tasks.module import exec_task_module, task_init_inputs  # noqa: E402
+
+
+def with_checkpoints(code: str) -> str:
+    """The program with `_T.append(time.perf_counter())` at each part's start and `_TIMES` collecting them."""
+    out: list[str] = []
+    inside = False
+    for line in code.split("\n"):
+        stripped = line.strip()
+        if line.startswith("def _kw_forward"):
+            inside = True
+            out += [line, "    _T = [time.perf_counter()]"]
+            continue
+        if inside and (stripped.startswith("# stage") or stripped.startswith("xk = ")):
+            out.append("    _T.append(time.perf_counter())")
+        if inside and stripped.startswith("return "):
+            out.append("    _T.append(time.perf_counter()); _TIMES.append(_T)")
+            inside = False
+        out.append(line)
+    return "import time\n_TIMES = []\n" + "\n".join(out)
+
+
+def main() -> None:
+    want = sys.argv[1]
+    name, path, answer = next(
+        r for r in suite_roots(["level2_bf16"], get_target("nvidia-h200")) if want in r[0]
+    )
+    task = load_task(path)
+    module = host_overhead.load_program(with_checkpoints(answer.code), Path(tempfile.mkdtemp()) / "cand.py")
+    for attr, value in list(module.__dict__.items()):
+        if hasattr(value, "run") and hasattr(value, "fn"):
+            setattr(module, attr, host_overhead._NoLaunch())
+    init = task_init_inputs(exec_task_module(task.source, "t"))
+    with torch.device("meta"):
+        model = module.ModelNew(*init)
+    sig = task.signature
+    inputs = [
+        torch.empty(s, dtype=getattr(torch, d), device="meta")
+        for s, d in zip(sig.input_shapes, sig.input_dtypes, strict=True)
+    ]
+    for _ in range(300):
+        model(*inputs)
+    module._TIMES.clear()
+    for _ in range(2000):
+        model(*inputs)
+    times = module._TIMES
+    parts = [
+        round(statistics.median((t[i + 1] - t[i]) * 1e6 for t in times), 1) for i in range(len(times[0]) - 1)
+    ]
+    total = round(statistics.median((t[-1] - t[0]) * 1e6 for t in times), 1)
+    print(name, "parts (us, median):", parts, "total", total)
+
+
+if __name__ == "__main__":
+    main()
