@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -38,7 +39,9 @@ class _NoLaunch:
         return lambda *args, **kwargs: None
 
 
-def host_us(code: str, task_path: Path, calls: int, folder: Path) -> float:
+def meta_model(code: str, task_path: Path, folder: Path) -> tuple[Any, Any, list[Any]]:
+    """(program module, its ModelNew built on the meta device, meta inputs of the task's full shapes), the
+    program's Triton kernels replaced by no-ops: its forward runs only the launcher's Python."""
     task = load_task(task_path)
     module = load_program(code, folder / f"candidate_{task_path.stem}.py")
     for name, value in list(module.__dict__.items()):
@@ -52,6 +55,11 @@ def host_us(code: str, task_path: Path, calls: int, folder: Path) -> float:
         torch.empty(shape, dtype=getattr(torch, dtype), device="meta")
         for shape, dtype in zip(sig.input_shapes, sig.input_dtypes, strict=True)
     ]
+    return module, model, inputs
+
+
+def host_us(code: str, task_path: Path, calls: int, folder: Path) -> float:
+    _, model, inputs = meta_model(code, task_path, folder)
     for _ in range(20):
         model(*inputs)
     best = float("inf")

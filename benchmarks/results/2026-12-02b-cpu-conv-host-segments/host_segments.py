@@ -15,15 +15,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-import torch
-
 sys.path.insert(0, "benchmarks")
 import host_overhead  # noqa: E402
 from _common import suite_roots  # noqa: E402
 
 from kernelwright.hardware.targets import get_target  # noqa: E402
-from kernelwright.tasks import load_task  # noqa: E402
-from kernelwright.tasks.module import exec_task_module, task_init_inputs  # noqa: E402
 
 
 def with_checkpoints(code: str) -> str:
@@ -50,19 +46,9 @@ def main() -> None:
     name, path, answer = next(
         r for r in suite_roots(["level2_bf16"], get_target("nvidia-h200")) if want in r[0]
     )
-    task = load_task(path)
-    module = host_overhead.load_program(with_checkpoints(answer.code), Path(tempfile.mkdtemp()) / "cand.py")
-    for attr, value in list(module.__dict__.items()):
-        if hasattr(value, "run") and hasattr(value, "fn"):
-            setattr(module, attr, host_overhead._NoLaunch())
-    init = task_init_inputs(exec_task_module(task.source, "t"))
-    with torch.device("meta"):
-        model = module.ModelNew(*init)
-    sig = task.signature
-    inputs = [
-        torch.empty(s, dtype=getattr(torch, d), device="meta")
-        for s, d in zip(sig.input_shapes, sig.input_dtypes, strict=True)
-    ]
+    module, model, inputs = host_overhead.meta_model(
+        with_checkpoints(answer.code), path, Path(tempfile.mkdtemp())
+    )
     for _ in range(300):
         model(*inputs)
     module._TIMES.clear()
