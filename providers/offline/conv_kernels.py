@@ -43,10 +43,11 @@ class StageKernelWriter:
         if conv:
             args += ["x_ptr", "w_ptr", "sxn", "sxc", "sxd", "sxh", "sxw", "ID", "IH", "IW", "CIN_G", "OC_G",
                      "KD", "KH", "KW", "STD", "STH", "STW", "PADD", "PADH", "PADW", "DLD", "DLH", "DLW"]  # fmt: skip
-            if self.sp.unrolled():
-                # kernel size and dilation are compile-time: the taps unroll and their offsets fold
-                for name in ("KD", "KH", "KW", "DLD", "DLH", "DLW"):
-                    args[args.index(name)] = f"{name}: tl.constexpr"
+            # The kernel's geometry is compile-time (one compile per convolution module): the direct designs'
+            # taps unroll and their offsets fold, and the GEMM designs' per-element tap arithmetic (a K
+            # index into channel and kd/kh/kw, stride and dilation) divides by constants
+            for name in ("KD", "KH", "KW", "STD", "STH", "STW", "DLD", "DLH", "DLW"):
+                args[args.index(name)] = f"{name}: tl.constexpr"
             if self.design == "implicit_gemm" and self.spec.transposed:
                 args += ["STEPD", "STEPH", "STEPW"]
             if self.sp.w_tma:
