@@ -1,4 +1,4 @@
-# Not run (written in the fourteenth session after its device time was spent): conv kernels with their
+# Run on 2026-12-02 (fifteenth session), written in the fourteenth: conv kernels with their
 # geometry (kernel size, stride, dilation) as compile-time constants, conv_const_geometry.patch here.
 # Today only the direct designs take KD/KH/KW/dilation as tl.constexpr; the GEMM designs divide a K index
 # into channel and taps by runtime values, per element per K step in flat-K. Compiled for sm_90 (PTX div/rem
@@ -7,7 +7,7 @@
 # 233 -> 252, 170 -> 174, 159 -> 166, 240 -> 242, no spills. The interpreter's conv tests pass with it (112).
 # Predicted: flat-K on published/35 (gather half its 15 ms) a few % faster; the others within +-3%.
 # Measures the same programs before and after applying the patch on the device's copy of the tree.
-#   bash benchmarks/results/next/not_run_conv_const_geometry.sh
+#   bash benchmarks/results/2026-12-02c-h200-conv-const-geometry/run.sh (before commit a6ad787, which applied the patch)
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD
 mkdir -p $OUT; nvidia-smi -L > $OUT/host.txt; date -u >> $OUT/host.txt
@@ -20,5 +20,5 @@ sweep() {  # $1: tag
   cat /tmp/$1-35/design_sweep.md /tmp/$1-rest/design_sweep.md > $OUT/$1.md
 }
 sweep before
-git apply benchmarks/results/next/conv_const_geometry.patch && sweep after
+git apply benchmarks/results/2026-12-02c-h200-conv-const-geometry/conv_const_geometry.patch && sweep after
 cat $OUT/before.md $OUT/after.md
