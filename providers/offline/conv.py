@@ -157,8 +157,11 @@ _DIRECT_TILES = [(256, 4, 16, 4, 1), (512, 2, 16, 4, 1), (128, 8, 16, 4, 1), (10
 # the statistics' reductions amortise over fewer outputs), 32 x 128 ~58/51 at 126 registers. Timed on an
 # H200 (2026-12-01, one call): level2/24 (depthwise + batch norm) 0.379 ms at 2048 x 128, 0.418 at 1024 x
 # 128; a depthwise convolution with no statistics after it (published/32, 3x3, 16x64x512^2) the other way
-# round, 1.42 ms at 1024 x 128 against 1.85. So 2048 first where a norm follows, 1024 first otherwise.
-_DIRECT_PLANE_TILES = [(2048, 128, 4), (1024, 128, 4), (4096, 128, 8), (2048, 128, 8)]
+# round, 1.42 ms at 1024 x 128 against 1.85. Where a norm follows, 4096 x 128 over 4 warps (its small step
+# from 2048) then won twice: level2/24 fp32 0.368 ms against 0.379 (bench, 2026-12-02), level2_bf16/24 0.313
+# against 0.343 (design_sweep, 2026-12-02; 2048 over 8 warps 0.380, 512 0.393, NHWC flat tiles 0.40-0.57).
+# So 4096 over 4 warps first where a norm follows, 1024 first otherwise.
+_DIRECT_PLANE_TILES = [(4096, 128, 4), (2048, 128, 4), (1024, 128, 4), (4096, 128, 8), (2048, 128, 8)]
 # direct (dense, short reduction): BLOCK_M pixels x BLOCK_N output channels of fp32 accumulators, one
 # outer product per (input channel, tap). Compiled for sm_90 at published/36 (3 -> 64 channels, 3x3x3):
 # 128 x 64 over 4 warps 150 registers, 256 x 64 over 8 warps 172, 128 x 32 over 4 warps 95, none spilled;

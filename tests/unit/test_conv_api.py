@@ -196,8 +196,8 @@ def test_neighbours_change_one_knob():
 
 
 def test_direct_plane_tiles_are_the_default_and_flat_tiles_stay_in_the_space():
-    """direct_depthwise defaults to 2-D plane tiles (nchw, BLOCK_W > 0, one channel; 2048 pixels where a
-    norm follows, 1024 where nothing does); the flat tiles
+    """direct_depthwise defaults to 2-D plane tiles (nchw, BLOCK_W > 0, one channel; 4096 pixels over 4 warps
+    where a norm follows, 1024 where nothing does); the flat tiles
     (BLOCK_W=0) of both layouts remain, both ways of RECOMPUTE (storing the convolution's output
     first); neighbours move BLOCK_W."""
     source = (bundled_suite_dir("level2") / "24_conv2d_depthwise_batchnorm_relu6.py").read_text()
@@ -215,7 +215,8 @@ def test_direct_plane_tiles_are_the_default_and_flat_tiles_stay_in_the_space():
     assert {n.BLOCK_W for n in neighbours} >= {0, 64, 128, 256}
     assert all(n.GROUP_M == first.GROUP_M for n in neighbours if n.BLOCK_W)  # plane tiles never read it
     assert all(n.BLOCK_W == 0 for n in neighbours if n.LAYOUT == "nhwc")
-    assert first.BLOCK_M == 2048 and any(n.BLOCK_M == 1024 and n.BLOCK_W == 128 for n in neighbours)
+    assert (first.BLOCK_M, first.num_warps) == (4096, 4)
+    assert any(n.BLOCK_M == 2048 and n.BLOCK_W == 128 for n in neighbours)
     # with no normalisation after it, a depthwise convolution starts from 1024-pixel plane tiles
     plain = (bundled_suite_dir("published") / "32_conv_depthwise_2d_16x64x512x512.py").read_text()
     plain_first = conv_configs("direct_depthwise", analyze_conv_task(plain).plan, "strict")[0]
