@@ -50,7 +50,7 @@ from kernelwright.nodes.records import Attempt, Branch, CostLedger, Reflection, 
 from kernelwright.nodes.run_context import Context
 from kernelwright.nodes.search import reward_for
 from kernelwright.providers.chat import is_llm, usage_of
-from kernelwright.providers.protocol import KernelHeader
+from kernelwright.providers.protocol import KernelHeader, beside_torch, kept_as_torch
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -143,18 +143,10 @@ def judge_same_rule(judge: BaseChatModel, a: str, b: str) -> bool:
     return m.group(1) == "yes"
 
 
-_KEPT_LINE = re.compile(r"kept as torch: ([A-Za-z0-9_, ]+)")
-
-
 def kept_torch_call(code: str) -> str | None:
-    """The first op the offline writer says it kept in torch ("kept as torch: conv2d") that the program
-    really calls (`conv2d(`), or None."""
-    m = _KEPT_LINE.search(code)
-    if m is None:
-        return None
-    return next(
-        (n for n in (x.strip() for x in m.group(1).split(",")) if n and re.search(rf"\b{n}\(", code)), None
-    )
+    """The first op the program says it kept in torch (`providers.protocol.kept_as_torch`: "kept as torch:
+    conv2d") that it really calls (`conv2d(`), or None."""
+    return next((n for n in kept_as_torch(code) if n and re.search(rf"\b{n}\(", code)), None)
 
 
 def signature_rule(code: str | None, result: EvalResult, target: str) -> str:
@@ -177,7 +169,7 @@ def signature_rule(code: str | None, result: EvalResult, target: str) -> str:
         if kept:
             # the header names the Triton part of a program that left an op to torch (cuDNN + a fused
             # epilogue): what failed may be either part, so the rule is about that kind of program only
-            what += f" beside torch's {kept}"
+            what += f" {beside_torch(kept)}"
     else:
         what = "write the kernel this way"
     return f"You cannot {what} on {target}: {sig}"

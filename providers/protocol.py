@@ -175,3 +175,33 @@ def _fields(line: str, m: re.Match[str] | None) -> KernelHeader:
             config[key.strip()] = value.strip()
     word = {k: (values.get(k, "").split() or [""])[0] for k in ("family", "design")}
     return KernelHeader(word["family"], word["design"], config, line)
+
+
+# A program that leaves ops to torch (cuDNN + a fused Triton epilogue) says so in its docstring, and a rule
+# learned from such a program names the op, so that it binds only programs that keep that op too. Writers
+# and the reflector meet here: the offline writer writes the first phrase, the reflector reads it and writes
+# the second into its rule, the offline writer's policy reads that back.
+_KEPT_RE = re.compile(r"kept as torch: ([A-Za-z0-9_, ]+)")
+_BESIDE_RE = re.compile(r"\bbeside torch's ([A-Za-z0-9_]+)")
+
+
+def kept_as_torch_line(ops: list[str]) -> str:
+    """The docstring phrase naming the ops a program left to torch: "kept as torch: conv2d, max_pool2d"."""
+    return f"kept as torch: {', '.join(ops)}"
+
+
+def kept_as_torch(code: str) -> list[str]:
+    """The ops a program's `kept_as_torch_line` names, in order; [] without one."""
+    m = _KEPT_RE.search(code)
+    return [n for n in (x.strip() for x in m.group(1).split(","))] if m else []
+
+
+def beside_torch(op: str) -> str:
+    """A rule's qualifier for a program that kept `op` in torch: "beside torch's conv2d"."""
+    return f"beside torch's {op}"
+
+
+def beside_torch_op(rule: str) -> str | None:
+    """The op a rule's `beside_torch` qualifier names, or None."""
+    m = _BESIDE_RE.search(rule)
+    return m.group(1) if m else None

@@ -48,12 +48,11 @@ from kernelwright.providers.offline.designs import (
     target_smem_bytes,
     task_derived_keys,
 )
-from kernelwright.providers.protocol import KernelHeader, Section
+from kernelwright.providers.protocol import KernelHeader, Section, beside_torch_op
 from kernelwright.tasks.analysis import family_ops
 from kernelwright.tasks.similarity import NEAR, parse_case_line, parse_signature_key, signature_similarity
 from kernelwright.tasks.task import TaskSignature
 
-_BESIDE_RE = re.compile(r"\bbeside torch's ([A-Za-z0-9_]+)")
 _PAIR_RE = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*=\s*([A-Za-z0-9_.+\-]+)")
 _CASE_RE = re.compile(r"<case\b([^>]*)>(.*?)</case>", re.S)
 _ATTR_RE = re.compile(r'([a-z_]+)="([^"]*)"')
@@ -119,9 +118,7 @@ def parse_rules(body: str | None, config_keys: set[str]) -> list[PromptRule]:
         text = line.lstrip("-* ").strip()
         norm = re.sub(r"split[- ]k\b", "split_k", text, flags=re.I)
         rule = PromptRule(text)
-        beside = _BESIDE_RE.search(norm)
-        if beside:
-            rule.beside = beside.group(1)
+        rule.beside = beside_torch_op(norm)
         for k, v in _PAIR_RE.findall(norm.replace("config=", " ")):
             v = v.rstrip(".")  # a sentence's full stop is not part of the value ("... design=rows.")
             if k == "design":

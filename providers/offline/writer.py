@@ -31,7 +31,7 @@ from kernelwright.providers.offline.emit_rows import RowPlanError
 from kernelwright.providers.offline.matmul_fusion import fuse_dual_matmuls
 from kernelwright.providers.offline.policy import Choice, WriterContext, choose, fuse_allowed, read_context
 from kernelwright.providers.offline.schedule import Schedule, schedule
-from kernelwright.providers.protocol import parse_sections
+from kernelwright.providers.protocol import kept_as_torch_line, parse_sections
 
 CONFIG_KEYS = {
     "BLOCK", "BLOCK_M", "BLOCK_N", "BLOCK_K", "BLOCK_R", "BLOCK_I", "TILE", "RMAX", "num_warps", "num_stages",
@@ -175,7 +175,7 @@ def _explain(analysed: Any, sched: Schedule, infos: dict[int, KernelInfo], choic
     ]
     parts.append(f"{n} Triton kernel{'s' if n != 1 else ''}, shape-generic")
     if torch_ops:
-        parts.append(f"kept as torch: {', '.join(torch_ops)}")
+        parts.append(kept_as_torch_line(torch_ops))
     return "; ".join(parts) + "."
 
 

@@ -99,3 +99,30 @@ def test_the_offline_policy_and_the_conv_writer_read_the_same_grammar() -> None:
     assert m is not None and m.config == {"BLOCK_M": "64", "BLOCK_N": "32"}
     assert parse_meta("# kernelwright: design=flat") is None  # the policy needs a family and a design
     assert parse_conv_header("# kernelwright: family=pointwise design=flat config=") is None
+
+
+def test_kept_as_torch_and_beside_torch_phrases_round_trip() -> None:
+    """The docstring phrase a program uses for the ops it left to torch, and the rule qualifier made from it,
+    read back by the reflector (`kept_torch_call`, only an op the program really calls) and the policy."""
+    from kernelwright.nodes.reflector import kept_torch_call
+    from kernelwright.providers.offline.policy import parse_rules
+    from kernelwright.providers.protocol import (
+        beside_torch,
+        beside_torch_op,
+        kept_as_torch,
+        kept_as_torch_line,
+    )
+
+    line = kept_as_torch_line(["max_pool3d", "conv2d"])
+    assert kept_as_torch(f'"""cuDNN + epilogue; {line}."""') == ["max_pool3d", "conv2d"]
+    assert kept_as_torch("no such line") == []
+    program = f'"""{line}."""\ny = torch.nn.functional.conv2d(x, w)\n'
+    assert kept_torch_call(program) == "conv2d"  # max_pool3d is named but never called
+    rule = (
+        f"You cannot use design=flat with BLOCK=1024 for pointwise {beside_torch('conv2d')} on h200: mismatch"
+    )
+    assert beside_torch_op(rule) == "conv2d" and beside_torch_op("You cannot use design=flat") is None
+    assert [r.beside for r in parse_rules(f"- {rule}\n- You cannot use design=flat", {"BLOCK"})] == [
+        "conv2d",
+        None,
+    ]
