@@ -1,4 +1,4 @@
-"""`kernelwright tasks generate --out DIR [--count N] [--seed S]`: write tasks no one wrote by hand;
+"""`kernelwright tasks generate --out DIR [--count N] [--seed S] [--heads H,H]`: write tasks no one wrote by hand;
 `kernelwright tasks variant --dtype bfloat16|float16 --out DIR PATH ...`: the same tasks in bf16 or fp16.
 
 Each file is a KernelBench-format task (a head: Linear, matmul, batched matmul or Conv2d; one to three
@@ -40,6 +40,13 @@ def add_parser(subparsers: Any) -> None:
     g.add_argument("--out", required=True, metavar="DIR", help="folder to write into (new or empty)")
     g.add_argument("--count", type=int, default=30, help="how many tasks (default: 30)")
     g.add_argument("--seed", type=int, default=0, help="seed of the draw (default: 0)")
+    g.add_argument(
+        "--heads",
+        default="",
+        metavar="H,H",
+        help="draw the heads from these (default: linear,matmul,bmm,conv2d); also conv2d_depthwise and "
+        "conv2d_few_channels, drawn only when named",
+    )
     g.set_defaults(func=generate)
     v = sub.add_parser(
         "variant",
@@ -69,22 +76,30 @@ def _new_or_empty(out: Path) -> None:
 
 def generate(args: argparse.Namespace) -> int:
     from kernelwright.graphs.cli_optimize import UsageError
-    from kernelwright.tasks.generate import generate_tasks
+    from kernelwright.tasks.generate import HEADS, check_heads, generate_tasks
 
     out = Path(args.out)
+    heads = HEADS
     try:
         if args.count < 1:
             raise UsageError(f"--count {args.count}: give at least 1")
+        if args.heads:
+            try:
+                heads = check_heads(tuple(h.strip() for h in args.heads.split(",") if h.strip()))
+            except ValueError as exc:
+                raise UsageError(f"--heads {args.heads}: {exc}") from None
         _new_or_empty(out)
     except UsageError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
-    tasks = generate_tasks(args.count, args.seed)
+    tasks = generate_tasks(args.count, args.seed, heads)
     out.mkdir(parents=True, exist_ok=True)
     for t in tasks:
         (out / f"{t.name}.py").write_text(t.source, encoding="utf-8")
-    manifest = {"seed": args.seed, "count": args.count,
-                "tasks": [{"name": t.name, "chain": list(t.chain)} for t in tasks]}  # fmt: skip
+    manifest: dict[str, Any] = {"seed": args.seed, "count": args.count}
+    if heads != HEADS:
+        manifest["heads"] = list(heads)
+    manifest["tasks"] = [{"name": t.name, "chain": list(t.chain)} for t in tasks]
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     for t in tasks:
         print(f"{t.name}.py")

@@ -7,6 +7,10 @@ one to three pointwise ops, and an optional tail (a reduction, softmax, log-soft
 norm over the last dim; over channels after a convolution). Sizes are drawn per task from GPU-sized
 menus and small CPU ones; matmul heads are fp16 about a third of the time, everything else fp32.
 
+Two more convolution heads are drawn only when asked for (`heads=`, `--heads`), so that the default sets
+stay what they were: `conv2d_depthwise` (groups = channels, 3/5/7 taps, stride 1 or 2) and
+`conv2d_few_channels` (1-4 input channels into 16-64, as an image model's first layer).
+
 The same (count, seed) gives the same files byte for byte, and task i does not depend on `count`: these
 are the unseen tasks the learning measurements use (`kernelwright tasks generate`).
 """
@@ -18,6 +22,10 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 HEADS = ("linear", "matmul", "bmm", "conv2d")
+"""The heads a set is drawn from by default."""
+EXTRA_HEADS = ("conv2d_depthwise", "conv2d_few_channels")
+"""Heads drawn only when named (`generate_tasks(..., heads=...)`)."""
+CONV_HEADS = ("conv2d", *EXTRA_HEADS)
 
 POINTWISE: dict[str, str] = {
     "relu": "torch.relu(x)",
@@ -71,16 +79,27 @@ def _op(rng: random.Random, name: str) -> str:
     )
 
 
-def generate_task(seed: int, index: int) -> GeneratedTask:
-    """Task `index` of the set drawn with `seed`."""
+def check_heads(heads: tuple[str, ...]) -> tuple[str, ...]:
+    """`heads` when each is known and there is at least one (ValueError naming the known ones otherwise)."""
+    unknown = [h for h in heads if h not in HEADS + EXTRA_HEADS]
+    if unknown or not heads:
+        raise ValueError(
+            f"unknown head {', '.join(unknown) or '(none given)'}; known: {', '.join(HEADS + EXTRA_HEADS)}"
+        )
+    return heads
+
+
+def generate_task(seed: int, index: int, heads: tuple[str, ...] = HEADS) -> GeneratedTask:
+    """Task `index` of the set drawn with `seed` from `heads`."""
     rng = _rng(seed, index)
-    head = rng.choice(HEADS)
+    head = rng.choice(check_heads(heads))
     ops = rng.sample(sorted(POINTWISE), rng.randint(1, 3))
     tail = rng.choice(sorted(TAILS))
-    if head == "conv2d" and tail == "layer_norm":
+    conv = head in CONV_HEADS
+    if conv and tail == "layer_norm":
         tail = "softmax"  # a layer norm over the image width only: not a chain anyone writes
     dtype = "float16" if head in ("matmul", "bmm") and rng.random() < 1 / 3 else "float32"
-    dim = 1 if head == "conv2d" else -1
+    dim = 1 if conv else -1
     body = [f"        x = {_op(rng, op)}" for op in ops]
     if TAILS[tail]:
         body.append(f"        x = {TAILS[tail].format(dim=dim)}")
@@ -184,6 +203,10 @@ def _head(rng: random.Random, head: str, dtype: str) -> _Head:
             "",
             "",
         )
+    if head == "conv2d_depthwise":
+        return _depthwise_head(rng)
+    if head == "conv2d_few_channels":
+        return _few_channels_head(rng)
     # conv2d: same padding, odd kernel
     k = rng.choice((1, 3, 5))
     cin, cout = rng.choice((16, 32, 64)), rng.choice((32, 64, 128))
@@ -205,8 +228,48 @@ def _head(rng: random.Random, head: str, dtype: str) -> _Head:
     )
 
 
-def generate_tasks(count: int, seed: int = 0) -> list[GeneratedTask]:
-    """`count` tasks drawn with `seed` (task i is the same whatever `count` is)."""
+def _depthwise_head(rng: random.Random) -> _Head:
+    """A depthwise Conv2d (groups = channels), odd kernel, padding k // 2, stride 1 or 2."""
+    c, k, stride = rng.choice((32, 64, 128)), rng.choice((3, 5, 7)), rng.choice((1, 1, 2))
+    side, sside, sc = rng.choice((56, 112, 128)), rng.choice((7, 9, 11)), rng.choice((3, 4, 6))
+    bias = rng.random() < 0.5
+    return _Head(
+        ", channels: int, kernel_size: int, stride: int",
+        "        self.conv = nn.Conv2d(channels, channels, kernel_size, stride=stride, padding=kernel_size // 2, "
+        f"groups=channels, bias={bias})\n",
+        "x: torch.Tensor) -> torch.Tensor:\n        x = self.conv(x)",
+        f"batch_size = {rng.choice((8, 16, 32))}\nchannels = {c}\nkernel_size = {k}\nstride = {stride}\n"
+        f"height = width = {side}\n\nsmall_batch_size = 2\nsmall_channels = {sc}\n"
+        f"small_height = small_width = {sside}",
+        "torch.randn(batch_size, channels, height, width)",
+        "torch.randn(small_batch_size, small_channels, small_height, small_width)",
+        "channels, kernel_size, stride",
+        "small_channels, kernel_size, stride",
+    )
+
+
+def _few_channels_head(rng: random.Random) -> _Head:
+    """A same-padded Conv2d from 1-4 input channels (an image model's first layer): a short reduction."""
+    cin, cout, k = rng.choice((1, 3, 4)), rng.choice((16, 32, 64)), rng.choice((3, 5))
+    side, sside, scout = rng.choice((64, 128, 256)), rng.choice((6, 9, 11)), rng.choice((5, 8))
+    bias = rng.random() < 0.7
+    return _Head(
+        ", in_channels: int, out_channels: int, kernel_size: int",
+        "        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size, padding=kernel_size // 2, "
+        f"bias={bias})\n",
+        "x: torch.Tensor) -> torch.Tensor:\n        x = self.conv(x)",
+        f"batch_size = {rng.choice((8, 16, 32))}\nin_channels = {cin}\nout_channels = {cout}\n"
+        f"kernel_size = {k}\nheight = width = {side}\n\nsmall_batch_size = 2\nsmall_out_channels = {scout}\n"
+        f"small_height = small_width = {sside}",
+        "torch.randn(batch_size, in_channels, height, width)",
+        "torch.randn(small_batch_size, in_channels, small_height, small_width)",
+        "in_channels, out_channels, kernel_size",
+        "in_channels, small_out_channels, kernel_size",
+    )
+
+
+def generate_tasks(count: int, seed: int = 0, heads: tuple[str, ...] = HEADS) -> list[GeneratedTask]:
+    """`count` tasks drawn with `seed` from `heads` (task i is the same whatever `count` is)."""
     if count < 1:
         raise ValueError(f"count must be at least 1, got {count}")
-    return [generate_task(seed, i) for i in range(1, count + 1)]
+    return [generate_task(seed, i, heads) for i in range(1, count + 1)]
