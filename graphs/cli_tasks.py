@@ -79,7 +79,7 @@ def generate(args: argparse.Namespace) -> int:
     from kernelwright.tasks.generate import HEADS, check_heads, generate_tasks
 
     out = Path(args.out)
-    heads = HEADS
+    heads: tuple[str, ...] = HEADS
     try:
         if args.count < 1:
             raise UsageError(f"--count {args.count}: give at least 1")
