@@ -279,8 +279,9 @@ class StagedPlan:
         return out
 
     def unrolled(self) -> bool:
-        """The direct designs of a forward convolution: the kernel's size and dilation are compile-time, its
-        taps unrolled (`direct`: a plane's taps, in a loop over input channels and depth taps)."""
+        """The direct designs of a forward convolution: their taps unrolled (`direct`: a plane's taps, in a
+        loop over input channels and depth taps). Every design takes the kernel's size, stride and dilation
+        as compile-time constants (conv_kernels); only these unroll over them."""
         return self.design in ("direct_depthwise", "direct") and not self.spec.transposed
 
     def persistent(self, st: Stage) -> bool:
