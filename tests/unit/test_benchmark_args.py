@@ -58,3 +58,19 @@ def test_a_task_spec_is_a_bundled_name_or_a_task_file(tmp_path):
     for bad in ("level9/01", "level1/99", str(tmp_path / "missing.py")):
         with pytest.raises(SystemExit, match="expected level1/NN|no bundled task"):
             common.task_path(bad)
+
+
+def test_sass_counts_reads_opcodes_and_kinds_from_a_cuobjdump_listing():
+    sass = _script("sass_counts")
+    listing = """
+        /*0000*/                   LDC R1, c[0x0][0x28] ;                       /* 0x00000a00ff017b82 */
+        /*0010*/              @!P0 LDG.E.U16 R4, desc[UR4][R2.64] ;             /* 0x000000040204a981 */
+        /*0020*/                   FFMA R5, R4, R6, R5 ;                        /* 0x0000000604057223 */
+        /*0030*/                   ISETP.GE.AND P0, PT, R0, 0x70, PT ;          /* 0x000000700000780c */
+        /*0040*/               @P1 PLOP3.LUT P2, PT, P0, P1, PT, 0x80, 0x0 ;    /* 0x000000000000781c */
+        /*0050*/                   NOP ;                                        /* 0x0000000000007918 */
+        /*0060*/                   FFMA R7, R4, R6, R7 ;                        /* 0x0000000604077223 */
+    """
+    ops = sass.count_sass(listing)
+    assert ops == {"LDC": 1, "LDG": 1, "FFMA": 2, "ISETP": 1, "PLOP3": 1}  # predicated ones too, NOP out
+    assert sass.by_kind(ops) == {"fp32 math": 2, "predicate": 2, "other": 1, "global load": 1}
