@@ -330,6 +330,7 @@ def conv_neighbours(design: str, config: ConvConfig, precision: Precision = "str
     if direct and c["BLOCK_W"]:
         add(BLOCK_W=c["BLOCK_W"] * 2)
         add(BLOCK_W=c["BLOCK_W"] // 2)
+        add(INTERIOR=not c["INTERIOR"])
         add(BLOCK_W=0, BLOCK_M=256, BLOCK_N=4)  # back to the flat tiles
     elif direct and c["LAYOUT"] == "nchw":
         add(BLOCK_W=128, BLOCK_M=1024, BLOCK_N=1)

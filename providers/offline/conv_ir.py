@@ -269,6 +269,10 @@ class ConvConfig(BaseModel):
     TMA; the descriptor's zero fill is the padding) where the host allows it: a GPU with TMA, stride 1,
     CIN_G a multiple of BLOCK_K, 16-byte aligned strides. Elsewhere the same boxes are gathered through
     pointers."""
+    INTERIOR: bool = False
+    """direct_depthwise plane tiles: a tile whose taps all lie inside the input (every row and column of it
+    an output, no tap in the padding) loads without masks, one runtime branch per tile; edge tiles keep the
+    masked loads. The masks are a quarter of a 3 x 3 plane kernel's instructions on sm_90."""
     DOT: Literal["ieee", "tf32x3", "tf32"] = "tf32x3"
     """fp32 inputs: how tl.dot multiplies. ieee: exact fp32 on CUDA cores; tf32x3: three TF32 tensor-core
     products per term (fp32-level accuracy); tf32: one TF32 product (only under --allow-tf32).

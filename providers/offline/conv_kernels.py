@@ -305,6 +305,32 @@ class StageKernelWriter:
         k(f"v{st.src_op} = src")
         kinds[st.src_op] = kind
 
+    @staticmethod
+    def _plane_taps(k: Code, *, masked: bool) -> None:
+        """The taps of a plane tile into `acc`: per (kd, kh) a row pointer, per kw a compile-time column offset
+        folded into the load; `masked`: rows and columns outside the input read as zero."""
+        k("for kd_ in tl.static_range(KD):")
+        with k.indent():
+            k("id_ = od * STD + (kd_ * DLD - PADD)")
+            k("for kh_ in tl.static_range(KH):")
+            with k.indent():
+                k("ih_ = oh * STH + (kh_ * DLH - PADH)")
+                if masked:
+                    k("rok = q_ok & (id_ >= 0) & (id_ < ID) & (ih_ >= 0) & (ih_ < IH)")
+                k("xr = (xp + (id_ * sxd + ih_ * sxh))[:, None] + owx[None, :]")
+                k("for kw_ in tl.static_range(KW):")
+                with k.indent():
+                    k("wv = tl.load(w_ptr + ((kd_ * KH + kh_) * KW + kw_) * C + cs).to(tl.float32)")
+                    if masked:
+                        k("iw_ = owx + (kw_ * DLW - PADW)")
+                        k("cok = w_ok & (iw_ >= 0) & (iw_ < IW)")
+                        k(
+                            "xv = tl.load(xr + (kw_ * DLW - PADW), mask=rok[:, None] & cok[None, :], other=0.0)"
+                        )
+                    else:
+                        k("xv = tl.load(xr + (kw_ * DLW - PADW))")
+                    k("acc += xv.to(tl.float32) * wv")
+
     def _plane_body(self, k: Code, st: Stage) -> None:
         """A [BLOCK_H, BLOCK_W] tile of output rows (depth x height flattened) x columns of one plane.
 
@@ -336,23 +362,23 @@ class StageKernelWriter:
             k("xp = x_ptr + n64 * sxn + (cs // OC_G).to(tl.int64) * sxc")
             k("owx = ow * STW")
             k("acc = tl.zeros((BLOCK_H, BLOCK_W), dtype=tl.float32)")
-            k("for kd_ in tl.static_range(KD):")
-            with k.indent():
-                k("id_ = od * STD + (kd_ * DLD - PADD)")
-                k("for kh_ in tl.static_range(KH):")
+            if self.cfg.INTERIOR:
+                # every row and column of the tile an output, and every tap's input inside the input: the
+                # taps need no masks (once per tile; the rows' depth and height are per-row vectors)
+                k("inner = ((th + 1) * BLOCK_H <= SD * SH) & ((tw + 1) * BLOCK_W <= SW)")
+                k("inner = inner & (tl.min(od, axis=0) * STD >= PADD) & (tl.min(oh, axis=0) * STH >= PADH)")
+                k("inner = inner & (tl.max(od, axis=0) * STD + ((KD - 1) * DLD - PADD) < ID)")
+                k("inner = inner & (tl.max(oh, axis=0) * STH + ((KH - 1) * DLH - PADH) < IH)")
+                k("inner = inner & (tw * BLOCK_W * STW >= PADW)")
+                k("inner = inner & ((tw * BLOCK_W + BLOCK_W - 1) * STW + ((KW - 1) * DLW - PADW) < IW)")
+                k("if inner:")
                 with k.indent():
-                    k("ih_ = oh * STH + (kh_ * DLH - PADH)")
-                    k("rok = q_ok & (id_ >= 0) & (id_ < ID) & (ih_ >= 0) & (ih_ < IH)")
-                    k("xr = (xp + (id_ * sxd + ih_ * sxh))[:, None] + owx[None, :]")
-                    k("for kw_ in tl.static_range(KW):")
-                    with k.indent():
-                        k("iw_ = owx + (kw_ * DLW - PADW)")
-                        k("cok = w_ok & (iw_ >= 0) & (iw_ < IW)")
-                        k("wv = tl.load(w_ptr + ((kd_ * KH + kh_) * KW + kw_) * C + cs).to(tl.float32)")
-                        k(
-                            "xv = tl.load(xr + (kw_ * DLW - PADW), mask=rok[:, None] & cok[None, :], other=0.0)"
-                        )
-                        k("acc += xv.to(tl.float32) * wv")
+                    self._plane_taps(k, masked=False)
+                k("else:")
+                with k.indent():
+                    self._plane_taps(k, masked=True)
+            else:
+                self._plane_taps(k, masked=True)
             k(f"v{st.src_op} = acc")
             kinds[st.src_op] = "f"
         else:

@@ -312,6 +312,31 @@ CASES: dict[str, tuple[str, str, str | dict]] = {
         "direct_depthwise",
         {"LAYOUT": "nchw", "RECOMPUTE": False, "BLOCK_W": 8},
     ),
+    # INTERIOR: tiles whose taps all lie inside the input load without masks (a branch per tile): 6 of the
+    # 20 tiles of each plane here (15 x 40 outputs over 4 x 8 tiles, stride 2 and dilation 2 rows)
+    "depthwise_plane_interior_tiles_stride2_dilated": (
+        _task(
+            """
+            self.conv = nn.Conv2d(2, 2, 3, stride=(2, 1), padding=2, dilation=2, groups=2)
+            self.bn = nn.BatchNorm2d(2)
+            nn.init.normal_(self.bn.weight)
+            nn.init.normal_(self.bn.bias)
+            """,
+            "return F.relu6(self.bn(self.conv(x)))",
+            "[torch.randn(2, 2, 29, 40)]",
+        ),
+        "direct_depthwise",
+        {"LAYOUT": "nchw", "RECOMPUTE": True, "BLOCK_W": 8, "INTERIOR": True},
+    ),
+    "depthwise3d_plane_interior_tiles": (  # the rows of a tile flatten depth and height
+        _task(
+            "self.conv = nn.Conv3d(3, 3, 3, padding=1, groups=3, bias=False)",
+            "return self.conv(x) * 2.0",
+            "[torch.randn(2, 3, 6, 10, 32)]",
+        ),
+        "direct_depthwise",
+        {"LAYOUT": "nchw", "BLOCK_W": 8, "INTERIOR": True},
+    ),
     "depthwise1d_plane_groupnorm": (
         _task(
             """
@@ -595,7 +620,7 @@ QUICK = {
     "conv1d_same_gelu", "conv2d_fp16_groupnorm_silu_persistent", "conv_transpose2d_phases_persistent",
     "conv_transpose3d_maxpool_softmax", "depthwise_flat_tiles_batchnorm_recompute",
     "conv2d_instancenorm_scale_sum_fold", "conv3d_groupnorm_relu_mean_nofold", "conv2d_activation_vocabulary",
-    "conv2d_direct_stride_pad_dilation_groups_gelu",
+    "conv2d_direct_stride_pad_dilation_groups_gelu", "depthwise_plane_interior_tiles_stride2_dilated",
 }  # fmt: skip
 """One case per code path in the default suite: each layout and design, transposed, the direct tiles, a fold
 and a no-fold, half precision, and the persistent tile loop (three cases, their one-program-per-tile twins
@@ -664,6 +689,18 @@ def test_wrong_epilogue_is_caught(pool):
     assert "* 1.001" in text
     res = pool.evaluate(load_task_source(source, "conv_case_wrong"), text, CONFIG)
     assert not res.correct and res.error_kind == "mismatch", res.error
+
+
+def test_a_wrong_interior_tile_is_caught(pool):
+    """The interior tiles' unmasked loads run in the INTERIOR case above, and the check sees them: the same
+    program with those loads halved is rejected."""
+    source, design, change = CASES["depthwise_plane_interior_tiles_stride2_dilated"]
+    text = _program(source, design, **change, **SMALL)
+    unmasked = "xv = tl.load(xr + (kw_ * DLW - PADW))\n"
+    assert "if inner:" in text and text.count(unmasked) == 2  # the convolution stage and its recompute
+    broken = text.replace(unmasked, "xv = tl.load(xr + (kw_ * DLW - PADW)) * 0.5\n")
+    res = pool.evaluate(load_task_source(source, "conv_interior_broken"), broken, CONFIG)
+    assert not res.correct and res.error_kind == "mismatch", (res.error_kind, res.error)
 
 
 def test_fold_cases_fold_and_nofold_cases_do_not():

@@ -215,7 +215,8 @@ def test_direct_plane_tiles_are_the_default_and_flat_tiles_stay_in_the_space():
     assert {n.BLOCK_W for n in neighbours} >= {0, 64, 128, 256}
     assert all(n.GROUP_M == first.GROUP_M for n in neighbours if n.BLOCK_W)  # plane tiles never read it
     assert all(n.BLOCK_W == 0 for n in neighbours if n.LAYOUT == "nhwc")
-    assert (first.BLOCK_M, first.num_warps) == (4096, 4)
+    assert (first.BLOCK_M, first.num_warps) == (4096, 4) and not first.INTERIOR
+    assert any(n.INTERIOR and n.BLOCK_W == first.BLOCK_W for n in neighbours)  # unmasked interior tiles
     assert any(n.BLOCK_M == 2048 and n.BLOCK_W == 128 for n in neighbours)
     # with no normalisation after it, a depthwise convolution starts from 1024-pixel plane tiles
     plain = (bundled_suite_dir("published") / "32_conv_depthwise_2d_16x64x512x512.py").read_text()
