@@ -1,5 +1,5 @@
 # Not run (written in the fifteenth session after its device time was spent): depthwise plane tiles with
-# INTERIOR=1 (commit "Depthwise plane tiles: INTERIOR ..."): a tile whose taps all lie inside the input loads
+# INTERIOR=1 (commit 2fb5809): a tile whose taps all lie inside the input loads
 # without masks. sm_90 SASS of published/32's conv kernel (benchmarks/sass_counts.py, instructions per output,
 # masked / interior path): 1024 x 128 106 / 68, 1024 x 64 99 / 64, 2048 x 128 91 / 52; interior tiles are
 # 48%, 70% and 47% of each plane. The planes' counts tracked their times on level2_bf16/24 this session.
