@@ -193,7 +193,7 @@ def kept_as_torch_line(ops: list[str]) -> str:
 def kept_as_torch(code: str) -> list[str]:
     """The ops a program's `kept_as_torch_line` names, in order; [] without one."""
     m = _KEPT_RE.search(code)
-    return [n for n in (x.strip() for x in m.group(1).split(","))] if m else []
+    return [x.strip() for x in m.group(1).split(",")] if m else []
 
 
 def beside_torch(op: str) -> str:
