@@ -113,8 +113,7 @@ def _program(args: argparse.Namespace, task: Any) -> str:
     if args.program:
         return Path(args.program).read_text()
     if args.variant:
-        sys.path.insert(0, str(ROOT / "benchmarks"))
-        from design_sweep import parse_variants
+        from design_sweep import parse_variants  # beside this script, as _common is
 
         from kernelwright.providers.offline.variants import program_variant
 
