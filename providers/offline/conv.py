@@ -161,7 +161,13 @@ _DIRECT_TILES = [(256, 4, 16, 4, 1), (512, 2, 16, 4, 1), (128, 8, 16, 4, 1), (10
 # from 2048) then won twice: level2/24 fp32 0.368 ms against 0.379 (bench, 2026-12-02), level2_bf16/24 0.313
 # against 0.343 (design_sweep, 2026-12-02; 2048 over 8 warps 0.380, 512 0.393, NHWC flat tiles 0.40-0.57).
 # So 4096 over 4 warps first where a norm follows, 1024 first otherwise.
-_DIRECT_PLANE_TILES = [(4096, 128, 4), (2048, 128, 4), (1024, 128, 4), (4096, 128, 8), (2048, 128, 8)]
+# Unmasked interior tiles (INTERIOR, 2026-12-02, H200, design_sweep): published/32's 512-wide planes 1.421 ->
+# 1.026 ms at 1024 x 128, 1.510 -> 0.959 at 1024 x 64, 1.802 -> 0.934 at 2048 x 64 (the best), 1.850 ->
+# 1.342 at 2048 x 128; level2/24's 112-wide planes have no interior tile at 128 columns and paid the branch
+# (0.370 -> 0.380 ms at 4096 x 128), 1024 x 32 with interior tiles 0.364. So every plane tile carries
+# INTERIOR except the first where a norm follows, and a plain depthwise convolution starts at 2048 x 64.
+_DIRECT_PLANE_TILES = [(4096, 128, 4), (2048, 128, 4), (1024, 128, 4), (4096, 128, 8), (2048, 128, 8),
+                       (2048, 64, 4), (1024, 32, 4)]  # fmt: skip
 # direct (dense, short reduction): BLOCK_M pixels x BLOCK_N output channels of fp32 accumulators, one
 # outer product per (input channel, tap). Compiled for sm_90 at published/36 (3 -> 64 channels, 3x3x3):
 # 128 x 64 over 4 warps 150 registers, 256 x 64 over 8 warps 172, 128 x 32 over 4 warps 95, none spilled;
@@ -169,7 +175,7 @@ _DIRECT_PLANE_TILES = [(4096, 128, 4), (2048, 128, 4), (1024, 128, 4), (4096, 12
 # published/36, flat-K 2.13 ms): 128 x 64 1.69 ms, 128 x 32 1.79, 256 x 64 over 8 warps 2.30, 64 x 32 8.80.
 # Fewer than 48 output channels per group start at 128 x 32 (a 64-wide tile would be half empty).
 _DENSE_TILES = [(128, 64, 16, 4, 1), (128, 32, 16, 4, 1), (256, 64, 16, 8, 1), (64, 32, 16, 4, 1)]
-_PLAIN_PLANE_FIRST = (1024, 128, 4)
+_PLAIN_PLANE_FIRST = (2048, 64, 4)
 
 
 def _first_boundary(ops: list[Any]) -> int:
@@ -285,6 +291,7 @@ def conv_configs(
                             RECOMPUTE=rec,
                             X_TMA=boxed and layout == "nhwc",
                             PERSIST=2 if boxed and layout == "nhwc" else 0,
+                            INTERIOR=bw > 0 and not (has_norm and (m, bw, w) == _DIRECT_PLANE_TILES[0]),
                         )
                     )
     return out
@@ -333,7 +340,7 @@ def conv_neighbours(design: str, config: ConvConfig, precision: Precision = "str
         add(INTERIOR=not c["INTERIOR"])
         add(BLOCK_W=0, BLOCK_M=256, BLOCK_N=4)  # back to the flat tiles
     elif direct and c["LAYOUT"] == "nchw":
-        add(BLOCK_W=128, BLOCK_M=1024, BLOCK_N=1)
+        add(BLOCK_W=128, BLOCK_M=1024, BLOCK_N=1, INTERIOR=True)
     add(num_warps=8 if c["num_warps"] == 4 else 4)
     if not (direct or dense):
         add(num_stages=c["num_stages"] + 1)

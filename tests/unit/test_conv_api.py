@@ -197,7 +197,7 @@ def test_neighbours_change_one_knob():
 
 def test_direct_plane_tiles_are_the_default_and_flat_tiles_stay_in_the_space():
     """direct_depthwise defaults to 2-D plane tiles (nchw, BLOCK_W > 0, one channel; 4096 pixels over 4 warps
-    where a norm follows, 1024 where nothing does); the flat tiles
+    where a norm follows, 2048 x 64 with unmasked interior tiles where nothing does); the flat tiles
     (BLOCK_W=0) of both layouts remain, both ways of RECOMPUTE (storing the convolution's output
     first); neighbours move BLOCK_W."""
     source = (bundled_suite_dir("level2") / "24_conv2d_depthwise_batchnorm_relu6.py").read_text()
@@ -218,12 +218,17 @@ def test_direct_plane_tiles_are_the_default_and_flat_tiles_stay_in_the_space():
     assert (first.BLOCK_M, first.num_warps) == (4096, 4) and not first.INTERIOR
     assert any(n.INTERIOR and n.BLOCK_W == first.BLOCK_W for n in neighbours)  # unmasked interior tiles
     assert any(n.BLOCK_M == 2048 and n.BLOCK_W == 128 for n in neighbours)
-    # with no normalisation after it, a depthwise convolution starts from 1024-pixel plane tiles
+    # every other plane tile in the space loads its interior tiles without masks
+    assert all(c.INTERIOR == (c.BLOCK_W > 0) for c in configs if c.BLOCK_M != 4096 or c.BLOCK_W != 128
+               or c.num_warps != 4)  # fmt: skip
+    # with no normalisation after it, a depthwise convolution starts from 2048 x 64 interior-unmasked tiles
     plain = (bundled_suite_dir("published") / "32_conv_depthwise_2d_16x64x512x512.py").read_text()
-    plain_first = conv_configs("direct_depthwise", analyze_conv_task(plain).plan, "strict")[0]
-    assert plain_first.BLOCK_M == 1024 and plain_first.BLOCK_W == 128
+    plain_configs = conv_configs("direct_depthwise", analyze_conv_task(plain).plan, "strict")
+    plain_first = plain_configs[0]
+    assert (plain_first.BLOCK_M, plain_first.BLOCK_W, plain_first.num_warps) == (2048, 64, 4)
+    assert all(c.INTERIOR == (c.BLOCK_W > 0) for c in plain_configs)
     flat = next(c for c in configs if c.BLOCK_W == 0 and c.LAYOUT == "nchw")
-    assert any(n.BLOCK_W == 128 for n in conv_neighbours("direct_depthwise", flat, "strict"))
+    assert any(n.BLOCK_W == 128 and n.INTERIOR for n in conv_neighbours("direct_depthwise", flat, "strict"))
     text = emit_conv_program(plan, source, config=first)
     assert parse_conv_header(text) == ("direct_depthwise", first) and "tl.program_id(2)" in text
 
