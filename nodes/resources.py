@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models.chat_models import BaseChatModel
 
-from kernelwright.providers.chat import load_chat_model
+from kernelwright.providers.chat import OFFLINE_SPECS, load_chat_model
 
 if TYPE_CHECKING:
     from kernelwright.hardware import WorkerPool
@@ -97,7 +97,7 @@ def chat_model(context: Any) -> BaseChatModel:
     given = getattr(context, "chat_model", None)
     if given is not None:
         return given  # type: ignore[no-any-return]
-    offline = context.model.strip() == "offline"
+    offline = context.model.strip() in OFFLINE_SPECS
     key = (
         context.model,
         context.base_url,

@@ -2,6 +2,8 @@
 
 Specs:
 - "offline": the built-in deterministic kernel writer (providers/offline), no network;
+  "offline:ignore-target-limits" the same writer writing as for an H100/H200 whatever the target (it
+  fails where the target has less shared memory, for measuring what learned rules prevent);
 - "openai:<model>": ChatOpenAI against api.openai.com (OPENAI_API_KEY required);
 - any other "provider:model": LangChain's init_chat_model (the provider's package and key required);
 - with a base URL (argument, KERNELWRIGHT_BASE_URL or OPENAI_BASE_URL): ChatOpenAI against an
@@ -33,6 +35,8 @@ from pydantic import SecretStr
 
 from kernelwright.providers.protocol import extract_code, message_text
 
+OFFLINE_SPECS = ("offline", "offline:ignore-target-limits")
+"""Specs of the built-in writer (no network, no key)."""
 DEFAULT_TIMEOUT_S = 180.0
 DEFAULT_RETRIES = 4
 PROBE_TIMEOUT_S = 5.0
@@ -196,10 +200,12 @@ def load_chat_model(
         raise ProviderError(
             "no model given: use --model offline, openai:<model>, provider:model or a served name"
         )
-    if spec == "offline":
+    if spec in OFFLINE_SPECS:
         from kernelwright.providers.offline import OfflineKernelWriter
 
-        return OfflineKernelWriter(seed=int(kwargs.get("seed", 0)))
+        return OfflineKernelWriter(
+            seed=int(kwargs.get("seed", 0)), ignore_target_limits=spec == "offline:ignore-target-limits"
+        )
     url = resolve_base_url(base_url)
     if url:
         from langchain_openai import ChatOpenAI

@@ -12,6 +12,7 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
+from kernelwright.providers.offline.kind import without_target_limits
 from kernelwright.providers.offline.writer import write_program
 from kernelwright.providers.protocol import message_text
 
@@ -29,6 +30,10 @@ class OfflineKernelWriter(BaseChatModel):
     """
 
     seed: int = 0
+    ignore_target_limits: bool = False
+    """Write as for an H100/H200 whatever the <target> says (kind.without_target_limits): the spec
+    "offline:ignore-target-limits". Such a writer fails on a GPU with less shared memory until rules
+    learned from those failures steer it; for measuring what rules prevent, not for real runs."""
     is_offline_writer: bool = True
 
     @property
@@ -37,7 +42,7 @@ class OfflineKernelWriter(BaseChatModel):
 
     @property
     def _identifying_params(self) -> dict[str, Any]:
-        return {"seed": self.seed}
+        return {"seed": self.seed, "ignore_target_limits": self.ignore_target_limits}
 
     def _generate(
         self,
@@ -48,6 +53,8 @@ class OfflineKernelWriter(BaseChatModel):
     ) -> ChatResult:
         human = [m for m in messages if isinstance(m, HumanMessage)]
         prompt = message_text(human[-1]) if human else (message_text(messages[-1]) if messages else "")
+        if self.ignore_target_limits:
+            prompt = without_target_limits(prompt)
         answer = write_program(prompt, seed=self.seed)
         text = answer.text
         seen = "".join(message_text(m) for m in messages)

@@ -39,6 +39,19 @@ def target_smem_bytes(target: str | None) -> int:
     return n if n > 0 else DEFAULT_SMEM_BYTES
 
 
+_LIMIT_RES = (re.compile(r"smem/block\s+\d+\s*KiB"), re.compile(r"\bsm_count\s*[:=]\s*\d+"))
+
+
+def without_target_limits(prompt: str) -> str:
+    """`prompt` with the target's shared memory per block and SM count taken out, so that the writer
+    falls back to DEFAULT_SMEM_BYTES and DEFAULT_SM_COUNT (an H100/H200) whatever GPU it is asked to
+    write for: a writer with one GPU's habits, as a model trained on H100 kernels is, that learns another
+    GPU's limits only from the failures its rules record."""
+    for pattern in _LIMIT_RES:
+        prompt = pattern.sub("", prompt)
+    return prompt
+
+
 def target_sm_count(target: str | None) -> int:
     """The SM count a <target> section names (`sm_count: N`, as nodes/context_builder.target_facts
     writes it), or DEFAULT_SM_COUNT when it names none."""

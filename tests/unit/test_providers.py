@@ -84,6 +84,30 @@ def test_offline_is_the_built_in_writer():
     assert not is_llm(model)
 
 
+def test_an_offline_writer_that_ignores_the_targets_limits_writes_as_for_an_h200():
+    """ "offline:ignore-target-limits" (for measuring what rules prevent) writes an fp16 GEMM's pipelined tiles
+    for an H200's shared memory on an L4 too; the plain writer keeps them inside the L4's 99 KiB."""
+    from langchain_core.messages import HumanMessage
+
+    from kernelwright.hardware.targets import get_target
+    from kernelwright.providers.offline.policy import parse_meta
+    from kernelwright.tasks import bundled_suite_dir
+    from kernelwright.tasks.variant import dtype_variant
+    from tests.fakes.writer import writer_prompt
+
+    task = dtype_variant((bundled_suite_dir("level1") / "14_matmul_square.py").read_text(), "float16")
+
+    def config(spec: str, target: str) -> dict:
+        answer = load_chat_model(spec).invoke([HumanMessage(writer_prompt(task, target=target))])
+        return parse_meta(str(answer.content)).config
+
+    l4, h200 = get_target("nvidia-l4").summary(), get_target("nvidia-h200").summary()
+    assert "smem/block 99 KiB" in l4
+    assert config("offline:ignore-target-limits", l4) == config("offline", h200)
+    assert config("offline", l4) != config("offline", h200)
+    assert not is_llm(load_chat_model("offline:ignore-target-limits"))
+
+
 def test_usage_from_usage_metadata_or_response_metadata():
     m = AIMessage(content="x", usage_metadata={"input_tokens": 11, "output_tokens": 7, "total_tokens": 18})
     assert usage_of(m) == (11, 7)
