@@ -121,6 +121,25 @@ def _config_text(config: dict[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in config.items())
 
 
+# A kernel line of the compile feedback (hardware.compile_feedback.KernelCompileReport.summary) that ran
+# out of shared memory, and the launch constants that size its buffers: tiles and pipeline stages.
+_OVER_SMEM = re.compile(r"\[([^\]]*)\][^\n]*EXCEEDS shared memory limit")
+_SMEM_KEY = re.compile(r"BLOCK_[A-Z0-9_]+|num_stages")
+
+
+def _smem_pairs(error: str | None) -> dict[str, str] | None:
+    """The tile and stage constants of the first kernel the feedback says exceeds the target's shared
+    memory, or None. What failed is that kernel's buffers, which its tiles and stages size: not its
+    warps, tile order or hints, and not the primary kernel's config where another kernel of the program
+    ran out (a SwiGLU's second product once failed under its first product's header)."""
+    m = _OVER_SMEM.search(error or "")
+    if m is None:
+        return None
+    consts = dict(p.strip().split("=", 1) for p in m.group(1).split(",") if "=" in p)
+    keys = sorted((k for k in consts if _SMEM_KEY.fullmatch(k)), key=lambda k: k == "num_stages")
+    return {k: consts[k] for k in keys} or None  # tiles, then stages, as a header lists them
+
+
 def judge_same_rule(judge: BaseChatModel, a: str, b: str) -> bool:
     """Ask a chat model whether two rules are duplicates (the RuleBook's `judge`): structured output
     when the model supports it, else the first yes/no word of its answer."""
@@ -161,8 +180,9 @@ def signature_rule(code: str | None, result: EvalResult, target: str) -> str:
     header = KernelHeader.parse(code)
     if header is not None and header.design:
         what = f"use design={header.design}"
-        if header.config:
-            what += f" with {_config_text(header.config)}"
+        config = _smem_pairs(result.error) or header.config
+        if config:
+            what += f" with {_config_text(config)}"
         if header.family:
             what += f" for {header.family}"
         kept = kept_torch_call(code)

@@ -461,3 +461,48 @@ def test_a_rule_from_a_program_that_kept_a_convolution_in_torch_stays_with_such_
     # the same rule without the qualifier forbids the ReLU's default too
     plain = rule.replace(" beside torch's conv2d", "")
     assert config(relu, f"- {plain}") != default
+
+
+def test_a_rule_from_a_kernel_out_of_shared_memory_names_that_kernels_tiles_and_stages():
+    """A program that ran out of shared memory on a smaller GPU: the rule names the tiles and stages of the
+    kernel the compile feedback says exceeded the limit (its buffers' sizes), not the first kernel's whole
+    header (a SwiGLU's second product once failed while the rule named the first's warps and tile order,
+    so the same buffers failed again under other headers). Given the rule, the writer writes no kernel with
+    those tiles and stages, whatever its other knobs."""
+    from kernelwright.hardware.result import EvalResult
+    from kernelwright.nodes.reflector import signature_rule
+    from kernelwright.providers.offline import write_program
+    from kernelwright.tasks.variant import dtype_variant
+
+    src = dtype_variant((bundled_suite_dir("level2") / "12_linear_swiglu.py").read_text(), "float16")
+    code = write_program(writer_prompt(src)).code
+    error = (
+        "verified on the interpreter, but does not compile for nvidia-l4:\n"
+        "compile for nvidia-l4 (cuda:89, full shapes): FAILED (compile_error)\n"
+        "  k1_matmul[num_warps=4, num_stages=2, NB=1, BLOCK_M=64, BLOCK_N=128, BLOCK_K=32, GROUP_M=8]: "
+        "165 registers, 24576 B shared (limit 101376)\n"
+        "  k3_matmul[num_warps=8, num_stages=3, NB=1, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, "
+        "NUM_PROGS=4]: 255 registers, 147456 B shared (limit 101376), EXCEEDS shared memory limit: launch "
+        "would fail"
+    )
+    failed = EvalResult(correct=False, stage="compile", error_kind="compile_error", error=error)
+    rule = signature_rule(code, failed, "NVIDIA L4 24GB")
+    action = rule.split(" on NVIDIA L4")[0]
+    assert action == (
+        "You cannot use design=persistent with BLOCK_M=128,BLOCK_N=256,BLOCK_K=64,num_stages=3 for matmul"
+    ), rule
+
+    def buffers(c: dict) -> tuple:
+        return tuple(str(c.get(k)) for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_stages"))
+
+    def kernels(program: str) -> list[tuple]:
+        return [buffers(parse_meta(line).config) for line in program.splitlines()
+                if line.startswith("# kernelwright:")]  # fmt: skip
+
+    forbidden = ("128", "256", "64", "3")
+    assert forbidden in kernels(code)  # without the rule both products take these buffers
+    again = write_program(writer_prompt(src, rules=f"- {rule}")).code
+    assert again is not None and kernels(again) and forbidden not in kernels(again)
+    # a failure that is not about shared memory keeps the header's whole config
+    mismatch = EvalResult(correct=False, stage="correctness", error_kind="mismatch", error="max abs error 1")
+    assert "GROUP_M=8,num_warps=8" in signature_rule(code, mismatch, "NVIDIA L4 24GB")
