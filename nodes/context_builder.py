@@ -10,7 +10,9 @@
   Triton notes (memory/docs.py).
 
 Each warm and cold kind has its own cap, and everything fits the total budget: optional items are
-added best first while they fit, and what does not fit is recorded as cut, with the reason. The result
+added best first while they fit, and what does not fit is recorded as cut, with the reason. Rules are
+not optional: within their cap they go in even where the hot tier alone fills the budget (the prompt
+is then over it by the hot tier and the rules, never by anything else). The result
 says what was injected and cut, with token counts, for the graph state and the run report.
 
 The words of every section (request, answer format, precision line, how a rule, a case and a cut design
@@ -495,14 +497,19 @@ def _fit(
     cut: list[ContextItem],
 ) -> list[_Candidate]:
     """Candidates in order, each kind within its cap and all within `room` tokens; a design that does not
-    fit whole goes in as its outline; what is left out is recorded in `cut` with the reason."""
+    fit whole goes in as its outline; what is left out is recorded in `cut` with the reason.
+
+    Validity rules are the exception to `room`: within their own cap they go in even when the hot tier
+    has already spent the budget, as they are orders, not hints (a 6,000-token SwiGLU parent once left
+    no room, its small steps and repairs were written without the rule that forbade their buffers, and
+    three candidates failed on it)."""
     used_by_cap: dict[str, int] = {}
     chosen: list[_Candidate] = []
 
     def misfit(c: _Candidate, cap: int) -> str:
         if used_by_cap.get(c.cap_key, 0) + c.tokens > cap:
             return f"{c.cap_key} cap {cap}"
-        return f"budget {budget}" if c.tokens > room else ""
+        return f"budget {budget}" if c.tokens > room and c.kind != "rule" else ""
 
     for c in cands:
         c.tokens = count(c.text)
@@ -544,11 +551,12 @@ def _trim_to_budget(
     cut: list[ContextItem],
 ) -> tuple[str, int]:
     """The assembled prompt and its tokens. Section wrappers cost tokens too: the least important chosen
-    items are dropped (from the end of `chosen`, in place) until the whole fits."""
+    items are dropped (from the end of `chosen`, in place; never a rule, see `_fit`) until the whole
+    fits or only rules are left."""
     prompt = _assemble(hot, chosen, hw)
     total = count(prompt)
-    while total > budget and chosen:
-        victim = chosen.pop()
+    while total > budget and any(c.kind != "rule" for c in chosen):
+        victim = chosen.pop(max(i for i, c in enumerate(chosen) if c.kind != "rule"))
         cut.append(
             ContextItem(
                 kind=victim.kind,

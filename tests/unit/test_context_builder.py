@@ -166,16 +166,24 @@ def test_caps_and_budget_cut_and_say_why(mem) -> None:  # noqa: ANN001
     assert ("doc", "docs cap 0") in reasons
     assert "<docs>" not in b.prompt
 
-    hot_only = build(mem, budget=1)  # nothing optional fits; the hot tier is never cut
+    # nothing optional fits; the hot tier is never cut, and rules (orders, within their cap) go in anyway
+    hot_only = build(mem, budget=1)
     assert hot_only.over_budget
-    assert {i.tier for i in hot_only.injected} == {"hot"}
-    assert "<rules>" not in hot_only.prompt and "<task" in hot_only.prompt
-    assert all(i.reason.startswith("budget 1") for i in hot_only.cut)
+    assert [(i.kind, i.tier) for i in hot_only.injected if i.tier != "hot"] == [("rule", "warm")]
+    assert (
+        "<rules>" in hot_only.prompt and "<task" in hot_only.prompt and "<experience>" not in hot_only.prompt
+    )
+    assert hot_only.cut and all(i.reason.startswith("budget 1") and i.kind != "rule" for i in hot_only.cut)
+    # the same over a rules cap of 0: no rule, and the cut says why
+    capped = build(mem, budget=1, caps=TierCaps(rules=0))
+    assert "<rules>" not in capped.prompt and ("rule", "rules cap 0") in {
+        (i.kind, i.reason) for i in capped.cut
+    }
 
-    hot = sum(i.tokens for i in hot_only.injected)
+    hot = sum(i.tokens for i in hot_only.injected if i.tier == "hot")
     tight = build(mem, budget=hot + 120)
     assert tight.tokens_used <= hot + 120 and not tight.over_budget
-    assert tight.cut and any(i.kind in ("case", "doc", "rule") for i in tight.cut)
+    assert tight.cut and any(i.kind in ("case", "doc") for i in tight.cut) and "<rules>" in tight.prompt
     for budget in (hot + 40, hot + 300, hot + 800, hot + 2000):
         b = build(mem, budget=budget)
         assert b.tokens_used <= budget
