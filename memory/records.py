@@ -323,6 +323,12 @@ _TARGET_LIMITS = re.compile(
 )
 
 
+LIMIT_EXCEEDED = re.compile(
+    r"exceeds (?:the )?(?:shared memory|registers)|out of resources?|outofresources", re.I
+)
+"""How a compiler's resource report reads where a kernel does not fit its target (Rule.certain)."""
+
+
 class Rule(MemoryRecord):
     """A validity rule: one sentence naming the smallest prohibited action, with its evidence."""
 
@@ -356,6 +362,15 @@ class Rule(MemoryRecord):
         the same Triton version."""
         text = " ".join([self.error_signature, *(e.excerpt for e in self.evidence)])
         return bool(_TARGET_LIMITS.search(text))
+
+    @property
+    def certain(self) -> bool:
+        """Whether the evidence is a limit the compiler reported exceeded (shared memory, registers, out of
+        resources): the same kernel on the same target and Triton exceeds it every time, so one sighting
+        proves the rule, where a wrong result or a crash needs repeating to tell the kernel's fault from
+        chance."""
+        text = " ".join([self.error_signature, *(e.excerpt for e in self.evidence)])
+        return bool(LIMIT_EXCEEDED.search(text))
 
     def embedding_text(self) -> str:
         return " || ".join(

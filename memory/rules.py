@@ -10,7 +10,9 @@ retrieved by relevance instead of pasted whole, and carry a measured effect:
   error signatures decide (see `records.error_signature`), with a check that the rule texts are not
   unrelated, and rules that name different kernels (design, config, family) stay apart. A duplicate raises the existing rule's count and adds its evidence, once per case: a case
   already in the rule's evidence is not counted again (the same write repeated after a failure).
-- Injection. Only rules with count >= the threshold (default 3) are offered to the context manager.
+- Injection. Only rules with count >= the threshold (default 3) are offered to the context manager,
+  and rules whose evidence is a limit the compiler reported exceeded (`Rule.certain`: shared memory,
+  registers) from their first sighting: a compiler's resource report does not change on a second try.
 - Effect. For each attempt the reflector records which rules were in its context and whether it failed
   (`record_rule_exposure`). A rule's effect compares the failure rate of attempts that had it with
   that of comparable attempts (sharing an op family) that did not. Exposures are appended, never
@@ -35,6 +37,7 @@ from pydantic import BaseModel, Field
 from kernelwright.hardware.result import Versions
 from kernelwright.memory.embedding import text_similarity
 from kernelwright.memory.records import (
+    LIMIT_EXCEEDED,
     MAX_EVIDENCE,
     MAX_EXCERPT,
     Evidence,
@@ -150,9 +153,19 @@ def signatures_match(cand_sig: str, cand_text: str, rule: Rule) -> str:
     return ""
 
 
+def _offered(threshold: int) -> dict[str, Any] | None:
+    """The Chroma filter for rules offered at `threshold`: seen at least that often, or certain from
+    their first sighting (Rule.certain, a compiler's resource report); None (every rule) at 0."""
+    if threshold <= 0:
+        return None
+    seen: dict[str, Any] = {"count": {"$gte": threshold}}
+    return {"$or": [seen, {"certain": True}]} if threshold > 1 else seen
+
+
 def rule_metadata(rule: Rule) -> dict[str, Any]:
     meta: dict[str, Any] = {
         "count": int(rule.count),
+        "certain": rule.certain,
         "sig": rule.error_signature,
         "kinds": "," + ",".join(rule.error_kinds) + ",",
         "fams": "," + ",".join(rule.op_families) + ",",
@@ -320,10 +333,10 @@ class RuleBook:
         return Rule.from_json(docs[0]) if docs else None
 
     def all(self, min_count: int = 0) -> list[Rule]:
-        """Every rule (with count >= min_count), most counted first."""
+        """Every rule offered at `min_count` (count >= min_count, or certain: see `_offered`), most
+        counted first; every rule at 0."""
         with self._store.reading():
-            where = {"count": {"$gte": min_count}} if min_count > 0 else None
-            got = self._rules().get(where=where, include=["documents"])  # type: ignore[arg-type]
+            got = self._rules().get(where=_offered(min_count), include=["documents"])  # type: ignore[arg-type]
         rules = [Rule.from_json(d) for d in got["documents"] or []]
         return sorted(rules, key=lambda r: (-r.count, r.first_seen, r.id))
 
@@ -375,7 +388,8 @@ class RuleBook:
         return ranked[:k]
 
     def _injectable(self, threshold: int) -> tuple[list[Rule], np.ndarray] | None:
-        """Rules with count >= threshold and their embeddings, cached until anything writes to memory.
+        """Rules with count >= threshold (or certain ones) and their embeddings, cached until anything
+        writes to memory.
 
         Rules are few (hundreds), so ranking them in-process beats a filtered Chroma query; the cache
         makes repeated context builds between writes cost nothing here.
@@ -383,7 +397,7 @@ class RuleBook:
         token = self._store.cache_token()
         if token is not None and self._cache is not None and self._cache[0] == (token, threshold):
             return self._cache[1]
-        got = self._rules().get(where={"count": {"$gte": threshold}}, include=["documents", "embeddings"])
+        got = self._rules().get(where=_offered(threshold), include=["documents", "embeddings"])  # type: ignore[arg-type]
         docs = got["documents"] or []
         if not docs:
             pool: tuple[list[Rule], np.ndarray] | None = None
@@ -533,6 +547,9 @@ class RuleBook:
 
 
 def _excerpt(error: str) -> str:
+    """The error's last lines, or the first line saying a limit was exceeded (a compile report lists
+    every kernel of the program, and the one that did not fit need not be the last)."""
     lines = [ln.rstrip() for ln in (error or "").splitlines() if ln.strip()]
-    text = "\n".join(lines[-4:])
+    exceeded = [ln for ln in lines if LIMIT_EXCEEDED.search(ln)]
+    text = exceeded[0] if exceeded else "\n".join(lines[-4:])
     return text[-MAX_EXCERPT:]

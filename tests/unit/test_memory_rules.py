@@ -339,3 +339,42 @@ def test_a_rule_about_a_targets_limits_stays_on_that_target_and_validity_rules_t
 
     assert texts("nvidia-h100") == {limits.text, dot.text}
     assert texts("nvidia-a100") == {dot.text}  # another GPU: its own shared memory, the same compiler
+
+
+def test_a_limit_the_compiler_reported_exceeded_is_offered_from_its_first_sighting(mem) -> None:  # noqa: ANN001
+    """A compile report that says a kernel exceeds the target's shared memory is the same on every try:
+    its rule is offered at count 1 (on that target), where other rules wait for the threshold. The report
+    lists every kernel of the program; the line that did not fit is what the evidence keeps."""
+    report = (
+        "verified on the interpreter, but does not compile for nvidia-l4:\n"
+        "compile for nvidia-l4 (cuda:89, full shapes): FAILED (compile_error)\n"
+        "  k1_matmul[num_warps=8, num_stages=3, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64]: 255 registers, 147456 B "
+        "shared (limit 101376), EXCEEDS shared memory limit: launch would fail\n"
+        "  k2_softmax[num_warps=4, num_stages=1, BLOCK=1024]: 30 registers, 0 B shared (limit 101376)\n"
+    )
+    over = mem.rules.add(
+        RuleCandidate(
+            text="You cannot use design=persistent with BLOCK_M=128,BLOCK_N=256,BLOCK_K=64,num_stages=3 for "
+            "matmul on NVIDIA L4 24GB: compile_error",
+            error_kind="compile_error",
+            error=report,
+            op_families=["matmul"],
+            hardware="nvidia-l4",
+            versions=V36,
+        )
+    ).rule
+    assert over.count == 1 and over.certain and over.target_bound
+    assert "EXCEEDS shared memory" in over.evidence[0].excerpt
+    mem.rules.add(dot_candidate(1))  # a compile error too, but not a limit: seen once, not offered yet
+    q = "matmul | aten.mm | in 4096x4096;4096x4096 | float16"
+
+    def offered(hardware: str) -> list[str]:
+        return [
+            r.rule.id for r in mem.rules.relevant(q, op_families=["matmul"], hardware=hardware, versions=V36)
+        ]
+
+    assert mem.rules.threshold == 3
+    assert offered("nvidia-l4") == [over.id]
+    assert offered("nvidia-h200") == []  # another GPU's limit
+    assert [r.id for r in mem.rules.all(min_count=3)] == [over.id]
+    assert len(mem.rules.all()) == 2
