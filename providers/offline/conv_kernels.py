@@ -111,6 +111,8 @@ class StageKernelWriter:
             if conv:  # padding folds into the taps' offsets: the centre tap's loads stay aligned
                 for name in ("PADD", "PADH", "PADW"):
                     args[args.index(name)] = f"{name}: tl.constexpr"
+                if self.cfg.WORDS:
+                    args += ["WORDS: tl.constexpr"]
         k.jit_def(f"_kw_stage{st.index}", args)
         if self.sp.plane(st):
             with k.indent():
@@ -331,6 +333,87 @@ class StageKernelWriter:
                         k("xv = tl.load(xr + (kw_ * DLW - PADW))")
                     k("acc += xv.to(tl.float32) * wv")
 
+    @staticmethod
+    def _plane_word_taps(k: Code, *, masked: bool) -> None:
+        """The taps of a plane tile over 16-bit inputs read as 32-bit words: output columns 2j and 2j + 1
+        (accumulators `even` and `odd`, [BLOCK_H, BLOCK_W // 2]) take input columns 2j + e and 2j + 1 + e
+        for each tap's offset e = kw * DLW - PADW, i.e. the low or high half of word j + floor(e / 2) or
+        j + floor((e + 1) / 2). Each word offset is loaded once per (kd, kh) and feeds every tap that
+        reads it; the offsets and halves are compile-time (64 keeps the floor divisions non-negative).
+        The host passes WORDS only for an even input width and 4-byte aligned rows, so a word holding
+        an input column lies inside its row; `masked`: words outside the row or the input read as zero."""
+        k("for kd_ in tl.static_range(KD):")
+        with k.indent():
+            k("id_ = od * STD + (kd_ * DLD - PADD)")
+            k("for kh_ in tl.static_range(KH):")
+            with k.indent():
+                k("ih_ = oh * STH + (kh_ * DLH - PADH)")
+                if masked:
+                    k("rok = q_ok & (id_ >= 0) & (id_ < ID) & (ih_ >= 0) & (ih_ < IH)")
+                k("xr = (xp + (id_ * sxd + ih_ * sxh)).to(tl.pointer_type(tl.int32))[:, None] + jw[None, :]")
+                k("for d_ in tl.static_range((64 - PADW) // 2 - 32, ((KW - 1) * DLW - PADW + 65) // 2 - 31):")
+                with k.indent():
+                    if masked:
+                        k("jd_ = jw + d_")
+                        k(
+                            "xw = tl.load(xr + d_, mask=rok[:, None] & ((jd_ >= 0) & (jd_ < IW // 2))[None, :], other=0)"
+                        )
+                    else:
+                        k("xw = tl.load(xr + d_)")
+                    k("if x_ptr.dtype.element_ty == tl.bfloat16:")  # a bf16 is the top half of an fp32
+                    with k.indent():
+                        k("xlo = (xw << 16).to(tl.float32, bitcast=True)")
+                        k("xhi = (xw & -65536).to(tl.float32, bitcast=True)")
+                    k("else:")
+                    with k.indent():
+                        k("xlo = (xw & 65535).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)")
+                        k("xhi = (xw >> 16).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)")
+                    k("for kw_ in tl.static_range(KW):")
+                    with k.indent():
+                        for acc, e in (("even", "kw_ * DLW - PADW + 64"), ("odd", "kw_ * DLW - PADW + 65")):
+                            k(f"if ({e}) // 2 - 32 == d_:")
+                            with k.indent():
+                                k(
+                                    "wv = tl.load(w_ptr + ((kd_ * KH + kh_) * KW + kw_) * C + cs).to(tl.float32)"
+                                )
+                                k(f"if ({e}) % 2 == 0:")
+                                with k.indent():
+                                    k(f"{acc} += xlo * wv")
+                                k("else:")
+                                with k.indent():
+                                    k(f"{acc} += xhi * wv")
+
+    def _plane_conv(self, k: Code, *, words: bool) -> None:
+        """The convolution of a plane tile into `acc`: unmasked interior tiles first where INTERIOR is set."""
+        if words:
+            k("jw = tw * (BLOCK_W // 2) + tl.arange(0, BLOCK_W // 2)")
+            k("even = tl.zeros((BLOCK_H, BLOCK_W // 2), dtype=tl.float32)")
+            k("odd = tl.zeros((BLOCK_H, BLOCK_W // 2), dtype=tl.float32)")
+        else:
+            k("acc = tl.zeros((BLOCK_H, BLOCK_W), dtype=tl.float32)")
+        taps = self._plane_word_taps if words else self._plane_taps
+        if self.cfg.INTERIOR:
+            # every row and column of the tile an output, and every tap's input inside the input: the
+            # taps need no masks (once per tile; the rows' depth and height are per-row vectors)
+            k("inner = ((th + 1) * BLOCK_H <= SD * SH) & ((tw + 1) * BLOCK_W <= SW)")
+            k("inner = inner & (tl.min(od, axis=0) * STD >= PADD) & (tl.min(oh, axis=0) * STH >= PADH)")
+            k("inner = inner & (tl.max(od, axis=0) * STD + ((KD - 1) * DLD - PADD) < ID)")
+            k("inner = inner & (tl.max(oh, axis=0) * STH + ((KH - 1) * DLH - PADH) < IH)")
+            k("inner = inner & (tw * BLOCK_W * STW >= PADW)")
+            k("inner = inner & ((tw * BLOCK_W + BLOCK_W - 1) * STW + ((KW - 1) * DLW - PADW) < IW)")
+            k("if inner:")
+            with k.indent():
+                taps(k, masked=False)
+            k("else:")
+            with k.indent():
+                taps(k, masked=True)
+        else:
+            taps(k, masked=True)
+        if (
+            words
+        ):  # columns 2j and 2j + 1 side by side again: [BLOCK_H, BLOCK_W // 2, 2] -> [BLOCK_H, BLOCK_W]
+            k("acc = tl.reshape(tl.join(even, odd), (BLOCK_H, BLOCK_W))")
+
     def _plane_body(self, k: Code, st: Stage) -> None:
         """A [BLOCK_H, BLOCK_W] tile of output rows (depth x height flattened) x columns of one plane.
 
@@ -361,24 +444,15 @@ class StageKernelWriter:
         if st.source == "conv":
             k("xp = x_ptr + n64 * sxn + (cs // OC_G).to(tl.int64) * sxc")
             k("owx = ow * STW")
-            k("acc = tl.zeros((BLOCK_H, BLOCK_W), dtype=tl.float32)")
-            if self.cfg.INTERIOR:
-                # every row and column of the tile an output, and every tap's input inside the input: the
-                # taps need no masks (once per tile; the rows' depth and height are per-row vectors)
-                k("inner = ((th + 1) * BLOCK_H <= SD * SH) & ((tw + 1) * BLOCK_W <= SW)")
-                k("inner = inner & (tl.min(od, axis=0) * STD >= PADD) & (tl.min(oh, axis=0) * STH >= PADH)")
-                k("inner = inner & (tl.max(od, axis=0) * STD + ((KD - 1) * DLD - PADD) < ID)")
-                k("inner = inner & (tl.max(oh, axis=0) * STH + ((KH - 1) * DLH - PADH) < IH)")
-                k("inner = inner & (tw * BLOCK_W * STW >= PADW)")
-                k("inner = inner & ((tw * BLOCK_W + BLOCK_W - 1) * STW + ((KW - 1) * DLW - PADW) < IW)")
-                k("if inner:")
+            if self.cfg.WORDS:
+                k("if WORDS:")
                 with k.indent():
-                    self._plane_taps(k, masked=False)
+                    self._plane_conv(k, words=True)
                 k("else:")
                 with k.indent():
-                    self._plane_taps(k, masked=True)
+                    self._plane_conv(k, words=False)
             else:
-                self._plane_taps(k, masked=True)
+                self._plane_conv(k, words=False)
             k(f"v{st.src_op} = acc")
             kinds[st.src_op] = "f"
         else:

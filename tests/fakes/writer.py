@@ -52,7 +52,7 @@ def import_program(code: str, path: Path) -> ModuleType:
 
 
 # Runs each (task, program) pair beside the task's Model under Triton's interpreter, recording every launch of
-# the program's module-level kernels whose names match a pattern (name, and its W_TMA and X_TMA keywords if any); one
+# the program's module-level kernels whose names match a pattern (name, and the launch keywords asked for); one
 # process for all of them (importing torch and Triton is most of a run's time).
 _BESIDE_MODEL = """
 import importlib.util, json, os, re, sys
@@ -70,7 +70,7 @@ class Record:
         self.launches, self.name, self.fn = launches, name, fn
     def __getitem__(self, grid):
         def launch(*args, **kwargs):
-            self.launches.append([self.name, kwargs.get("W_TMA"), kwargs.get("X_TMA")])
+            self.launches.append([self.name, *(kwargs.get(k) for k in spec["keywords"])])
             return self.fn[grid](*args, **kwargs)
         return launch
 
@@ -92,16 +92,23 @@ print(json.dumps(out))
 """
 
 
-def run_beside_model(root: Path, programs: dict[str, tuple[str, str]], kernels: str) -> dict[str, list]:
+def run_beside_model(
+    root: Path,
+    programs: dict[str, tuple[str, str]],
+    kernels: str,
+    keywords: tuple[str, ...] = ("W_TMA", "X_TMA"),
+) -> dict[str, list]:
     """Each program (name -> (task source, program)) run on the task's inputs under the interpreter, in one
     subprocess; its output checked against the task's Model (fp16 tolerance). name -> the launches of the
-    kernels whose names match the regex `kernels`, in order: [kernel name, its W_TMA and X_TMA keywords or None]."""
+    kernels whose names match the regex `kernels`, in order: [kernel name, then its `keywords` or None]."""
     jobs = {}
     for name, (source, code) in programs.items():
         (root / f"task_{name}.py").write_text(textwrap.dedent(source))
         (root / f"program_{name}.py").write_text(code)
         jobs[name] = [str(root / f"task_{name}.py"), str(root / f"program_{name}.py")]
-    (root / "jobs.json").write_text(json.dumps({"jobs": jobs, "kernels": kernels}))
+    (root / "jobs.json").write_text(
+        json.dumps({"jobs": jobs, "kernels": kernels, "keywords": list(keywords)})
+    )
     (root / "beside_model.py").write_text(_BESIDE_MODEL)
     proc = subprocess.run([sys.executable, "beside_model.py", "jobs.json"], cwd=root, capture_output=True,
                           text=True, timeout=240)  # fmt: skip
