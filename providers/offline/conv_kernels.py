@@ -409,9 +409,8 @@ class StageKernelWriter:
                 taps(k, masked=True)
         else:
             taps(k, masked=True)
-        if (
-            words
-        ):  # columns 2j and 2j + 1 side by side again: [BLOCK_H, BLOCK_W // 2, 2] -> [BLOCK_H, BLOCK_W]
+        if words:
+            # columns 2j and 2j + 1 side by side again: [BLOCK_H, BLOCK_W // 2, 2] -> [BLOCK_H, BLOCK_W]
             k("acc = tl.reshape(tl.join(even, odd), (BLOCK_H, BLOCK_W))")
 
     def _plane_body(self, k: Code, st: Stage) -> None:
