@@ -360,8 +360,7 @@ class Rule(MemoryRecord):
         holds on the hardware it was seen on, not elsewhere (another GPU has other limits). Every other
         validity rule (a wrong result, a crash, a construct the compiler rejects) holds on any target of
         the same Triton version."""
-        text = " ".join([self.error_signature, *(e.excerpt for e in self.evidence)])
-        return bool(_TARGET_LIMITS.search(text))
+        return bool(_TARGET_LIMITS.search(self._evidence_text()))
 
     @property
     def certain(self) -> bool:
@@ -369,8 +368,10 @@ class Rule(MemoryRecord):
         resources): the same kernel on the same target and Triton exceeds it every time, so one sighting
         proves the rule, where a wrong result or a crash needs repeating to tell the kernel's fault from
         chance."""
-        text = " ".join([self.error_signature, *(e.excerpt for e in self.evidence)])
-        return bool(LIMIT_EXCEEDED.search(text))
+        return bool(LIMIT_EXCEEDED.search(self._evidence_text()))
+
+    def _evidence_text(self) -> str:
+        return " ".join([self.error_signature, *(e.excerpt for e in self.evidence)])
 
     def embedding_text(self) -> str:
         return " || ".join(
