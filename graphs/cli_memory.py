@@ -38,7 +38,9 @@ def add_parser(subparsers: Any) -> None:
     p.set_defaults(func=_stats)
 
     p = sub.add_parser("rules", parents=[common], help="list rules with counts and effect")
-    p.add_argument("--all", action="store_true", help="include rules under the injection threshold")
+    p.add_argument(
+        "--all", action="store_true", help="include rules under the injection threshold (and not certain)"
+    )
     p.add_argument("--limit", type=int, default=50, help="most rules to list (default 50; 0 = all)")
     p.set_defaults(func=_rules)
 
@@ -119,7 +121,10 @@ def _stats(args: argparse.Namespace) -> int:
         print(f"cases      {st.cases}")
         for outcome, n in st.outcomes.items():
             print(f"  {outcome:<12} {n}")
-        print(f"rules      {st.rules}  ({st.rules_injectable} at or over the threshold {st.rule_threshold})")
+        print(
+            f"rules      {st.rules}  ({st.rules_injectable} offered: at or over the threshold {st.rule_threshold},"
+            " or certain)"
+        )
         print(f"exposures  {st.exposures}")
         return 0
 
@@ -139,6 +144,7 @@ def _rules(args: argparse.Namespace) -> int:
                 out.append(
                     {
                         **r.model_dump(mode="json"),
+                        "certain": r.certain,
                         "effect": {
                             **eff.model_dump(),
                             "rate_with": eff.rate_with,
@@ -165,7 +171,14 @@ def _rules(args: argparse.Namespace) -> int:
             last = time.strftime("%Y-%m-%d", time.localtime(r.last_seen))
             seen = ", ".join(filter(None, [*r.hardware, *(f"triton {v}" for v in r.triton_versions)]))
             print(f"{r.count:>4}  {r.text}")
-            print(f"      {r.id}  {', '.join(r.error_kinds) or '-'}  {seen or '-'}  last {last}  {rate}")
+            certain = (
+                "  certain (a compiler's resource report: offered from its first sighting)"
+                if r.certain
+                else ""
+            )
+            print(
+                f"      {r.id}  {', '.join(r.error_kinds) or '-'}  {seen or '-'}  last {last}  {rate}{certain}"
+            )
         return 0
 
     return _run(args, body)

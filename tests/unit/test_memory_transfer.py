@@ -120,7 +120,7 @@ def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert stats["outcomes"] == {"effective": 2, "failed": 1}
 
     assert main(["memory", "stats", "--memory", str(loc)]) == 0
-    assert "rules      2  (1 at or over the threshold 3)" in capsys.readouterr().out
+    assert "rules      2  (1 offered: at or over the threshold 3, or certain)" in capsys.readouterr().out
 
     assert main(["memory", "rules", "--memory", str(loc), "--json"]) == 0
     rules = json.loads(capsys.readouterr().out)
