@@ -1,9 +1,8 @@
 """Depthwise plane tiles (1-D, 2-D, 3-D) over 16-bit inputs read their taps as 32-bit words (WORDS) where the
 launch allows: stride 1 along the width, an even input width, 4-byte aligned rows; elsewhere the element
-loads. Each program
-runs under Triton's interpreter beside the task's Model in one subprocess that records the conv stage's
-WORDS keyword (tests.fakes.writer.run_beside_model), and the judge rejects a program whose word halves are
-swapped."""
+loads. Each program runs under Triton's interpreter beside the task's Model in one subprocess that records
+the conv stage's WORDS keyword (tests.fakes.writer.run_beside_model), and the judge rejects a program whose
+word halves are swapped."""
 
 from __future__ import annotations
 
