@@ -1,4 +1,4 @@
-"""Half-precision 3x3 depthwise planes: taps as 2-byte loads, or as 4-byte words split in registers.
+"""3x3 depthwise planes: taps as element loads, or as words of two columns split in registers.
 
 A standalone probe (not the writer's code) for one question: level2_bf16/24's conv plane is
 instruction-bound, and its two shifted column taps are 2-byte loads. Read as 32-bit words (two bf16
@@ -10,6 +10,7 @@ fp32 accumulators, bf16 output); nothing else of the task.
     python benchmarks/depthwise_words_probe.py --check          # CPU, Triton's interpreter, small odd shapes
     python benchmarks/depthwise_words_probe.py --sass           # CPU, sm_90 SASS counts of both kernels
     python benchmarks/depthwise_words_probe.py [--out DIR]      # GPU: times both and cuDNN at 32x128x112^2
+    ... --dtype float32: the same with fp32 columns, two to a 64-bit word (plane_pairs)
 """
 
 from __future__ import annotations
@@ -93,16 +94,50 @@ def plane_words(x_ptr, w_ptr, y_ptr, C, IH, IW, BH: tl.constexpr, BWW: tl.conste
     tl.store(yw + base + oh[:, None] * WW + j[None, :], lo16 | hi16, mask=out_ok)
 
 
+@triton.jit
+def plane_pairs(x_ptr, w_ptr, y_ptr, C, IH, IW, BH: tl.constexpr, BWW: tl.constexpr):
+    """fp32 taps as 64-bit words (IW even): the same pairing as plane_words, two floats to a word."""
+    tile, plane = tl.program_id(0), tl.program_id(1)
+    WW = IW // 2
+    tiles_w = tl.cdiv(WW, BWW)
+    oh = (tile // tiles_w) * BH + tl.arange(0, BH)
+    j = (tile % tiles_w) * BWW + tl.arange(0, BWW)
+    base = plane.to(tl.int64) * IH * WW
+    xw = x_ptr.to(tl.pointer_type(tl.int64))
+    c = plane % C
+    even = tl.zeros((BH, BWW), dtype=tl.float32)
+    odd = tl.zeros((BH, BWW), dtype=tl.float32)
+    for kh in tl.static_range(3):
+        ih = oh + (kh - 1)
+        row_ok = ((ih >= 0) & (ih < IH))[:, None]
+        rows = xw + base + ih[:, None] * WW
+        left = tl.load(rows + (j - 1)[None, :], mask=row_ok & ((j >= 1) & (j <= WW))[None, :], other=0)
+        mid = tl.load(rows + j[None, :], mask=row_ok & (j < WW)[None, :], other=0)
+        right = tl.load(rows + (j + 1)[None, :], mask=row_ok & (j + 1 < WW)[None, :], other=0)
+        w0 = tl.load(w_ptr + c * 9 + kh * 3)
+        w1 = tl.load(w_ptr + c * 9 + kh * 3 + 1)
+        w2 = tl.load(w_ptr + c * 9 + kh * 3 + 2)
+        m_lo = mid.to(tl.int32).to(tl.float32, bitcast=True)
+        m_hi = (mid >> 32).to(tl.int32).to(tl.float32, bitcast=True)
+        even += w0 * (left >> 32).to(tl.int32).to(tl.float32, bitcast=True) + w1 * m_lo + w2 * m_hi
+        odd += w0 * m_lo + w1 * m_hi + w2 * right.to(tl.int32).to(tl.float32, bitcast=True)
+    out = tl.reshape(tl.join(even, odd), (BH, 2 * BWW))
+    col = (tile % tiles_w) * (2 * BWW) + tl.arange(0, 2 * BWW)
+    ok = ((oh < IH)[:, None]) & ((col < IW)[None, :])
+    tl.store(y_ptr + plane.to(tl.int64) * IH * IW + oh[:, None] * IW + col[None, :], out, mask=ok)
+
+
 def run(kind: str, x: torch.Tensor, w: torch.Tensor, bh: int, bw: int, warps: int) -> torch.Tensor:
     n, c, ih, iw = x.shape
     y = torch.empty_like(x)
     if kind == "halves":
         grid = (triton.cdiv(ih, bh) * triton.cdiv(iw, bw), n * c)
         plane_halves[grid](x, w, y, c, ih, iw, BH=bh, BW=bw, num_warps=warps)
-    else:
-        assert iw % 2 == 0 and x.dtype == torch.bfloat16
+    else:  # words: 32-bit words of two bf16, or 64-bit words of two fp32
+        assert iw % 2 == 0 and x.dtype in (torch.bfloat16, torch.float32)
         grid = (triton.cdiv(ih, bh) * triton.cdiv(iw // 2, bw // 2), n * c)
-        plane_words[grid](x, w, y, c, ih, iw, BH=bh, BWW=bw // 2, num_warps=warps)
+        kernel = plane_words if x.dtype == torch.bfloat16 else plane_pairs
+        kernel[grid](x, w, y, c, ih, iw, BH=bh, BWW=bw // 2, num_warps=warps)
     return y
 
 
@@ -114,19 +149,21 @@ def reference(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 def check() -> None:
     torch.manual_seed(0)
-    for n, c, ih, iw, bh, bw in ((2, 3, 7, 10, 4, 8), (1, 2, 9, 6, 8, 4), (1, 1, 5, 18, 2, 16)):
-        x = torch.randn(n, c, ih, iw).to(torch.bfloat16)
-        w = torch.randn(c, 9).to(torch.bfloat16)
-        ref = reference(x, w)
-        for kind in ("halves", "words"):
-            got = run(kind, x, w, bh, bw, 1)
-            err = (got.float() - ref.float()).abs().max().item()
-            print(f"{kind:6s} {n}x{c}x{ih}x{iw} tile {bh}x{bw}: max abs error {err:.4f}")
-            assert err <= 0.02 * ref.float().abs().max().item() + 1e-3, (kind, err)
+    for dtype in (torch.bfloat16, torch.float32):
+        for n, c, ih, iw, bh, bw in ((2, 3, 7, 10, 4, 8), (1, 2, 9, 6, 8, 4), (1, 1, 5, 18, 2, 16)):
+            x = torch.randn(n, c, ih, iw).to(dtype)
+            w = torch.randn(c, 9).to(dtype)
+            ref = reference(x, w)
+            for kind in ("halves", "words"):
+                got = run(kind, x, w, bh, bw, 1)
+                err = (got.float() - ref.float()).abs().max().item()
+                print(f"{kind:6s} {dtype} {n}x{c}x{ih}x{iw} tile {bh}x{bw}: max abs error {err:.6f}")
+                tol = 0.02 * ref.float().abs().max().item() + 1e-3 if dtype == torch.bfloat16 else 1e-4
+                assert err <= tol, (kind, dtype, err)
     print("ok")
 
 
-def sass(bh: int, bw: int, warps: int) -> None:
+def sass(bh: int, bw: int, warps: int, dtype: str) -> None:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
@@ -136,10 +173,11 @@ def sass(bh: int, bw: int, warps: int) -> None:
 
     from sass_counts import _cuobjdump, by_kind, count_sass
 
-    sig = {"x_ptr": "*bf16", "w_ptr": "*bf16", "y_ptr": "*bf16", "C": "i32", "IH": "i32", "IW": "i32"}
+    ptr = "*bf16" if dtype == "bfloat16" else "*fp32"
+    sig = {"x_ptr": ptr, "w_ptr": ptr, "y_ptr": ptr, "C": "i32", "IH": "i32", "IW": "i32"}
     for name, fn, consts in (
         ("halves", plane_halves, {"BH": bh, "BW": bw}),
-        ("words", plane_words, {"BH": bh, "BWW": bw // 2}),
+        ("words", plane_words if dtype == "bfloat16" else plane_pairs, {"BH": bh, "BWW": bw // 2}),
     ):
         src = ASTSource(fn=fn, signature={**sig, **{k: "constexpr" for k in consts}}, constexprs=consts)
         k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
@@ -153,13 +191,13 @@ def sass(bh: int, bw: int, warps: int) -> None:
         print(f"{name}: {total} instructions, {total / per:.1f} per output; {by_kind(ops)}")
 
 
-def time_all(out: Path | None, shape: tuple[int, int, int, int]) -> None:
+def time_all(out: Path | None, shape: tuple[int, int, int, int], dtype: str) -> None:
     from triton.testing import do_bench
 
     torch.manual_seed(0)
     n, c, ih, iw = shape
-    x = torch.randn(n, c, ih, iw, device="cuda").to(torch.bfloat16)
-    w = torch.randn(c, 9, device="cuda").to(torch.bfloat16)
+    x = torch.randn(n, c, ih, iw, device="cuda").to(getattr(torch, dtype))
+    w = torch.randn(c, 9, device="cuda").to(getattr(torch, dtype))
     ref = reference(x, w)
     rows = []
     cudnn_w = w.reshape(c, 1, 3, 3)
@@ -180,7 +218,8 @@ def time_all(out: Path | None, shape: tuple[int, int, int, int]) -> None:
         print(json.dumps(r))
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-        (out / "depthwise_words.json").write_text(json.dumps({"shape": shape, "rows": rows}, indent=1))
+        name = "depthwise_words.json" if dtype == "bfloat16" else f"depthwise_words_{dtype}.json"
+        (out / name).write_text(json.dumps({"shape": shape, "dtype": dtype, "rows": rows}, indent=1))
 
 
 def main() -> None:
@@ -189,15 +228,16 @@ def main() -> None:
     ap.add_argument("--sass", action="store_true")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--shape", default="32,128,112,112")
+    ap.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16")
     args = ap.parse_args()
     if args.check:
         check()
     elif args.sass:
-        for bh, bw, warps in ((32, 128, 4), (16, 128, 4)):
-            print(f"tile {bh} x {bw} over {warps} warps")
-            sass(bh, bw, warps)
+        for bh, bw, warps in ((32, 128, 4), (16, 128, 4), (32, 64, 4)):
+            print(f"tile {bh} x {bw} over {warps} warps, {args.dtype}")
+            sass(bh, bw, warps, args.dtype)
     else:
-        time_all(args.out, tuple(int(v) for v in args.shape.split(",")))  # type: ignore[arg-type]
+        time_all(args.out, tuple(int(v) for v in args.shape.split(",")), args.dtype)  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":
