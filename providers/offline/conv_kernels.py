@@ -8,6 +8,9 @@ The convolution's loop is conv_mainloop's, the ops and the sink conv_epilogue's.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from kernelwright.providers.offline.conv_epilogue import EpilogueWriter
 from kernelwright.providers.offline.conv_mainloop import Coords, MainLoopWriter
 from kernelwright.providers.offline.conv_stages import Stage, StagedPlan
@@ -308,9 +311,10 @@ class StageKernelWriter:
         kinds[st.src_op] = kind
 
     @staticmethod
-    def _plane_taps(k: Code, *, masked: bool) -> None:
-        """The taps of a plane tile into `acc`: per (kd, kh) a row pointer, per kw a compile-time column offset
-        folded into the load; `masked`: rows and columns outside the input read as zero."""
+    @contextmanager
+    def _plane_rows(k: Code, *, masked: bool) -> Iterator[None]:
+        """The (kd, kh) loops of a plane tile's taps: each tap row's depth `id_` and height `ih_` and, where
+        `masked`, whether that row lies in the input (`rok`); the body written inside goes in both loops."""
         k("for kd_ in tl.static_range(KD):")
         with k.indent():
             k("id_ = od * STD + (kd_ * DLD - PADD)")
@@ -319,19 +323,24 @@ class StageKernelWriter:
                 k("ih_ = oh * STH + (kh_ * DLH - PADH)")
                 if masked:
                     k("rok = q_ok & (id_ >= 0) & (id_ < ID) & (ih_ >= 0) & (ih_ < IH)")
-                k("xr = (xp + (id_ * sxd + ih_ * sxh))[:, None] + owx[None, :]")
-                k("for kw_ in tl.static_range(KW):")
-                with k.indent():
-                    k("wv = tl.load(w_ptr + ((kd_ * KH + kh_) * KW + kw_) * C + cs).to(tl.float32)")
-                    if masked:
-                        k("iw_ = owx + (kw_ * DLW - PADW)")
-                        k("cok = w_ok & (iw_ >= 0) & (iw_ < IW)")
-                        k(
-                            "xv = tl.load(xr + (kw_ * DLW - PADW), mask=rok[:, None] & cok[None, :], other=0.0)"
-                        )
-                    else:
-                        k("xv = tl.load(xr + (kw_ * DLW - PADW))")
-                    k("acc += xv.to(tl.float32) * wv")
+                yield
+
+    @staticmethod
+    def _plane_taps(k: Code, *, masked: bool) -> None:
+        """The taps of a plane tile into `acc`: per (kd, kh) a row pointer, per kw a compile-time column offset
+        folded into the load; `masked`: rows and columns outside the input read as zero."""
+        with StageKernelWriter._plane_rows(k, masked=masked):
+            k("xr = (xp + (id_ * sxd + ih_ * sxh))[:, None] + owx[None, :]")
+            k("for kw_ in tl.static_range(KW):")
+            with k.indent():
+                k("wv = tl.load(w_ptr + ((kd_ * KH + kh_) * KW + kw_) * C + cs).to(tl.float32)")
+                if masked:
+                    k("iw_ = owx + (kw_ * DLW - PADW)")
+                    k("cok = w_ok & (iw_ >= 0) & (iw_ < IW)")
+                    k("xv = tl.load(xr + (kw_ * DLW - PADW), mask=rok[:, None] & cok[None, :], other=0.0)")
+                else:
+                    k("xv = tl.load(xr + (kw_ * DLW - PADW))")
+                k("acc += xv.to(tl.float32) * wv")
 
     @staticmethod
     def _plane_word_taps(k: Code, *, masked: bool) -> None:
@@ -342,46 +351,37 @@ class StageKernelWriter:
         reads it; the offsets and halves are compile-time (64 keeps the floor divisions non-negative).
         The host passes WORDS only for an even input width and 4-byte aligned rows, so a word holding
         an input column lies inside its row; `masked`: words outside the row or the input read as zero."""
-        k("for kd_ in tl.static_range(KD):")
-        with k.indent():
-            k("id_ = od * STD + (kd_ * DLD - PADD)")
-            k("for kh_ in tl.static_range(KH):")
+        with StageKernelWriter._plane_rows(k, masked=masked):
+            k("xr = (xp + (id_ * sxd + ih_ * sxh)).to(tl.pointer_type(tl.int32))[:, None] + jw[None, :]")
+            k("for d_ in tl.static_range((64 - PADW) // 2 - 32, ((KW - 1) * DLW - PADW + 65) // 2 - 31):")
             with k.indent():
-                k("ih_ = oh * STH + (kh_ * DLH - PADH)")
                 if masked:
-                    k("rok = q_ok & (id_ >= 0) & (id_ < ID) & (ih_ >= 0) & (ih_ < IH)")
-                k("xr = (xp + (id_ * sxd + ih_ * sxh)).to(tl.pointer_type(tl.int32))[:, None] + jw[None, :]")
-                k("for d_ in tl.static_range((64 - PADW) // 2 - 32, ((KW - 1) * DLW - PADW + 65) // 2 - 31):")
+                    k("jd_ = jw + d_")
+                    k(
+                        "xw = tl.load(xr + d_, mask=rok[:, None] & ((jd_ >= 0) & (jd_ < IW // 2))[None, :], other=0)"
+                    )
+                else:
+                    k("xw = tl.load(xr + d_)")
+                k("if x_ptr.dtype.element_ty == tl.bfloat16:")  # a bf16 is the top half of an fp32
                 with k.indent():
-                    if masked:
-                        k("jd_ = jw + d_")
-                        k(
-                            "xw = tl.load(xr + d_, mask=rok[:, None] & ((jd_ >= 0) & (jd_ < IW // 2))[None, :], other=0)"
-                        )
-                    else:
-                        k("xw = tl.load(xr + d_)")
-                    k("if x_ptr.dtype.element_ty == tl.bfloat16:")  # a bf16 is the top half of an fp32
-                    with k.indent():
-                        k("xlo = (xw << 16).to(tl.float32, bitcast=True)")
-                        k("xhi = (xw & -65536).to(tl.float32, bitcast=True)")
-                    k("else:")
-                    with k.indent():
-                        k("xlo = (xw & 65535).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)")
-                        k("xhi = (xw >> 16).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)")
-                    k("for kw_ in tl.static_range(KW):")
-                    with k.indent():
-                        for acc, e in (("even", "kw_ * DLW - PADW + 64"), ("odd", "kw_ * DLW - PADW + 65")):
-                            k(f"if ({e}) // 2 - 32 == d_:")
+                    k("xlo = (xw << 16).to(tl.float32, bitcast=True)")
+                    k("xhi = (xw & -65536).to(tl.float32, bitcast=True)")
+                k("else:")
+                with k.indent():
+                    k("xlo = (xw & 65535).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)")
+                    k("xhi = (xw >> 16).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)")
+                k("for kw_ in tl.static_range(KW):")
+                with k.indent():
+                    for acc, e in (("even", "kw_ * DLW - PADW + 64"), ("odd", "kw_ * DLW - PADW + 65")):
+                        k(f"if ({e}) // 2 - 32 == d_:")
+                        with k.indent():
+                            k("wv = tl.load(w_ptr + ((kd_ * KH + kh_) * KW + kw_) * C + cs).to(tl.float32)")
+                            k(f"if ({e}) % 2 == 0:")
                             with k.indent():
-                                k(
-                                    "wv = tl.load(w_ptr + ((kd_ * KH + kh_) * KW + kw_) * C + cs).to(tl.float32)"
-                                )
-                                k(f"if ({e}) % 2 == 0:")
-                                with k.indent():
-                                    k(f"{acc} += xlo * wv")
-                                k("else:")
-                                with k.indent():
-                                    k(f"{acc} += xhi * wv")
+                                k(f"{acc} += xlo * wv")
+                            k("else:")
+                            with k.indent():
+                                k(f"{acc} += xhi * wv")
 
     def _plane_conv(self, k: Code, *, words: bool) -> None:
         """The convolution of a plane tile into `acc`: unmasked interior tiles first where INTERIOR is set."""
