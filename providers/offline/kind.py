@@ -31,15 +31,17 @@ DEFAULT_SMEM_BYTES = 227 * 1024
 """Shared memory one program may use on the GPU the defaults aim at (H100/H200) when the target does not say."""
 
 
+_SMEM_RE = re.compile(r"smem/block\s+(\d+)\s*KiB")
+_SM_COUNT_RE = re.compile(r"\bsm_count\s*[:=]\s*(\d+)")
+"""The target's limits as a <target> section states them (Target.summary, context_builder.target_facts)."""
+
+
 def target_smem_bytes(target: str | None) -> int:
     """The shared memory per block a <target> section names (`smem/block N KiB`, as Target.summary writes
     it), or DEFAULT_SMEM_BYTES when it names none."""
-    m = re.search(r"smem/block\s+(\d+)\s*KiB", target or "")
+    m = _SMEM_RE.search(target or "")
     n = int(m.group(1)) * 1024 if m else 0
     return n if n > 0 else DEFAULT_SMEM_BYTES
-
-
-_LIMIT_RES = (re.compile(r"smem/block\s+\d+\s*KiB"), re.compile(r"\bsm_count\s*[:=]\s*\d+"))
 
 
 def without_target_limits(prompt: str) -> str:
@@ -47,7 +49,7 @@ def without_target_limits(prompt: str) -> str:
     falls back to DEFAULT_SMEM_BYTES and DEFAULT_SM_COUNT (an H100/H200) whatever GPU it is asked to
     write for: a writer with one GPU's habits, as a model trained on H100 kernels is, that learns another
     GPU's limits only from the failures its rules record."""
-    for pattern in _LIMIT_RES:
+    for pattern in (_SMEM_RE, _SM_COUNT_RE):
         prompt = pattern.sub("", prompt)
     return prompt
 
@@ -55,7 +57,7 @@ def without_target_limits(prompt: str) -> str:
 def target_sm_count(target: str | None) -> int:
     """The SM count a <target> section names (`sm_count: N`, as nodes/context_builder.target_facts
     writes it), or DEFAULT_SM_COUNT when it names none."""
-    m = re.search(r"\bsm_count\s*[:=]\s*(\d+)", target or "")
+    m = _SM_COUNT_RE.search(target or "")
     n = int(m.group(1)) if m else 0
     return n if n > 0 else DEFAULT_SM_COUNT
 
