@@ -53,24 +53,35 @@ def plane_halves(x_ptr, w_ptr, y_ptr, C, IH, IW, BH: tl.constexpr, BW: tl.conste
 
 @triton.jit
 def _lo(word):
-    return (word << 16).to(tl.float32, bitcast=True)
+    """The word's first column as fp32: a bf16 in a 32-bit word, or an fp32 in a 64-bit one."""
+    if word.dtype == tl.int64:
+        col = word.to(tl.int32).to(tl.float32, bitcast=True)
+    else:
+        col = (word << 16).to(tl.float32, bitcast=True)
+    return col
 
 
 @triton.jit
 def _hi(word):
-    return (word & -65536).to(tl.float32, bitcast=True)
+    """The word's second column as fp32."""
+    if word.dtype == tl.int64:
+        col = (word >> 32).to(tl.int32).to(tl.float32, bitcast=True)
+    else:
+        col = (word & -65536).to(tl.float32, bitcast=True)
+    return col
 
 
 @triton.jit
-def plane_words(x_ptr, w_ptr, y_ptr, C, IH, IW, BH: tl.constexpr, BWW: tl.constexpr):
-    """Taps as 32-bit words (IW even, bf16): output columns 2j and 2j+1 from words j-1, j, j+1."""
+def _pair_taps(xw, w_ptr, C, IH, IW, BH: tl.constexpr, BWW: tl.constexpr):
+    """Both word kernels' convolution: output columns 2j and 2j+1 (`even`, `odd`) of the program's tile from
+    words j-1, j, j+1 of each tap row, `xw` the input as words (IW even). Returns the tile's rows, word
+    columns, the plane's offset in words and the two accumulators."""
     tile, plane = tl.program_id(0), tl.program_id(1)
     WW = IW // 2
     tiles_w = tl.cdiv(WW, BWW)
     oh = (tile // tiles_w) * BH + tl.arange(0, BH)
     j = (tile % tiles_w) * BWW + tl.arange(0, BWW)
     base = plane.to(tl.int64) * IH * WW
-    xw = x_ptr.to(tl.pointer_type(tl.int32))
     c = plane % C
     even = tl.zeros((BH, BWW), dtype=tl.float32)
     odd = tl.zeros((BH, BWW), dtype=tl.float32)
@@ -87,44 +98,30 @@ def plane_words(x_ptr, w_ptr, y_ptr, C, IH, IW, BH: tl.constexpr, BWW: tl.conste
         m_lo, m_hi = _lo(mid), _hi(mid)
         even += w0 * _hi(left) + w1 * m_lo + w2 * m_hi
         odd += w0 * m_lo + w1 * m_hi + w2 * _lo(right)
+    return oh, j, base, even, odd
+
+
+@triton.jit
+def plane_words(x_ptr, w_ptr, y_ptr, C, IH, IW, BH: tl.constexpr, BWW: tl.constexpr):
+    """Taps as 32-bit words (IW even, bf16), the output stored as words of two bf16."""
+    xw = x_ptr.to(tl.pointer_type(tl.int32))
+    oh, j, base, even, odd = _pair_taps(xw, w_ptr, C, IH, IW, BH, BWW)
     lo16 = even.to(tl.bfloat16).to(tl.int16, bitcast=True).to(tl.int32) & 65535
     hi16 = odd.to(tl.bfloat16).to(tl.int16, bitcast=True).to(tl.int32) << 16
     yw = y_ptr.to(tl.pointer_type(tl.int32))
-    out_ok = ((oh < IH)[:, None]) & ((j < WW)[None, :])
-    tl.store(yw + base + oh[:, None] * WW + j[None, :], lo16 | hi16, mask=out_ok)
+    out_ok = ((oh < IH)[:, None]) & ((j < IW // 2)[None, :])
+    tl.store(yw + base + oh[:, None] * (IW // 2) + j[None, :], lo16 | hi16, mask=out_ok)
 
 
 @triton.jit
 def plane_pairs(x_ptr, w_ptr, y_ptr, C, IH, IW, BH: tl.constexpr, BWW: tl.constexpr):
-    """fp32 taps as 64-bit words (IW even): the same pairing as plane_words, two floats to a word."""
-    tile, plane = tl.program_id(0), tl.program_id(1)
-    WW = IW // 2
-    tiles_w = tl.cdiv(WW, BWW)
-    oh = (tile // tiles_w) * BH + tl.arange(0, BH)
-    j = (tile % tiles_w) * BWW + tl.arange(0, BWW)
-    base = plane.to(tl.int64) * IH * WW
+    """fp32 taps as 64-bit words (IW even), the two columns interleaved again for the store."""
     xw = x_ptr.to(tl.pointer_type(tl.int64))
-    c = plane % C
-    even = tl.zeros((BH, BWW), dtype=tl.float32)
-    odd = tl.zeros((BH, BWW), dtype=tl.float32)
-    for kh in tl.static_range(3):
-        ih = oh + (kh - 1)
-        row_ok = ((ih >= 0) & (ih < IH))[:, None]
-        rows = xw + base + ih[:, None] * WW
-        left = tl.load(rows + (j - 1)[None, :], mask=row_ok & ((j >= 1) & (j <= WW))[None, :], other=0)
-        mid = tl.load(rows + j[None, :], mask=row_ok & (j < WW)[None, :], other=0)
-        right = tl.load(rows + (j + 1)[None, :], mask=row_ok & (j + 1 < WW)[None, :], other=0)
-        w0 = tl.load(w_ptr + c * 9 + kh * 3)
-        w1 = tl.load(w_ptr + c * 9 + kh * 3 + 1)
-        w2 = tl.load(w_ptr + c * 9 + kh * 3 + 2)
-        m_lo = mid.to(tl.int32).to(tl.float32, bitcast=True)
-        m_hi = (mid >> 32).to(tl.int32).to(tl.float32, bitcast=True)
-        even += w0 * (left >> 32).to(tl.int32).to(tl.float32, bitcast=True) + w1 * m_lo + w2 * m_hi
-        odd += w0 * m_lo + w1 * m_hi + w2 * right.to(tl.int32).to(tl.float32, bitcast=True)
+    oh, j, base, even, odd = _pair_taps(xw, w_ptr, C, IH, IW, BH, BWW)
     out = tl.reshape(tl.join(even, odd), (BH, 2 * BWW))
-    col = (tile % tiles_w) * (2 * BWW) + tl.arange(0, 2 * BWW)
+    col = (tl.program_id(0) % tl.cdiv(IW // 2, BWW)) * (2 * BWW) + tl.arange(0, 2 * BWW)
     ok = ((oh < IH)[:, None]) & ((col < IW)[None, :])
-    tl.store(y_ptr + plane.to(tl.int64) * IH * IW + oh[:, None] * IW + col[None, :], out, mask=ok)
+    tl.store(y_ptr + tl.program_id(1).to(tl.int64) * IH * IW + oh[:, None] * IW + col[None, :], out, mask=ok)
 
 
 def run(kind: str, x: torch.Tensor, w: torch.Tensor, bh: int, bw: int, warps: int) -> torch.Tensor:
