@@ -377,9 +377,11 @@ class HostWriter:
         if plane:
             extra = "BLOCK_H=BH, BLOCK_W=BW, "
             if conv and cfg.WORDS:
-                # 16-bit taps as 32-bit words: stride 1 along the width, an even width, 4-byte aligned rows
-                h(f"words{i} = xk.dtype in (torch.float16, torch.bfloat16) and stride3[2] == 1 and IW % 2 == 0 "
-                  "and xk.stride(-1) == 1 and all(s % 2 == 0 for s in xk.stride()[:-1]) and xk.data_ptr() % 4 == 0")  # fmt: skip
+                # taps as words of two columns (32-bit for fp16/bf16, 64-bit for fp32): stride 1 along the
+                # width, an even width, rows aligned to the word
+                h(f"words{i} = xk.dtype in (torch.float16, torch.bfloat16, torch.float32) and stride3[2] == 1 "
+                  "and IW % 2 == 0 and xk.stride(-1) == 1 and all(s % 2 == 0 for s in xk.stride()[:-1]) "
+                  "and xk.data_ptr() % (2 * xk.element_size()) == 0")  # fmt: skip
                 extra += f"WORDS=words{i}, "
         if conv and self.sp.w_tma:
             extra += f"W_TMA=wd{i} is not None, "

@@ -274,10 +274,11 @@ class ConvConfig(BaseModel):
     an output, no tap in the padding) loads without masks, one runtime branch per tile; edge tiles keep the
     masked loads. The masks are a quarter of a 3 x 3 plane kernel's instructions on sm_90."""
     WORDS: bool = True
-    """direct_depthwise plane tiles over fp16/bf16 inputs: each tap row is read as 32-bit words (two columns
-    each, at word offsets around the output pair) and split into its halves in registers, instead of one
-    2-byte load per shifted column; where the host finds stride 1 along the width, an even input width and
-    4-byte aligned rows. Elsewhere (fp32, strided, odd widths) the element loads."""
+    """direct_depthwise plane tiles: each tap row is read as words of two columns (32-bit for fp16/bf16,
+    64-bit for fp32) at word offsets around the output pair and split into its halves in registers, instead
+    of one load per shifted column (a column one off is not aligned for a wider load); where the host finds
+    stride 1 along the width, an even input width and rows aligned to the word. Elsewhere (strided, odd
+    widths) the element loads."""
     DOT: Literal["ieee", "tf32x3", "tf32"] = "tf32x3"
     """fp32 inputs: how tl.dot multiplies. ieee: exact fp32 on CUDA cores; tf32x3: three TF32 tensor-core
     products per term (fp32-level accuracy); tf32: one TF32 product (only under --allow-tf32).

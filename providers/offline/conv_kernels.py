@@ -344,15 +344,16 @@ class StageKernelWriter:
 
     @staticmethod
     def _plane_word_taps(k: Code, *, masked: bool) -> None:
-        """The taps of a plane tile over 16-bit inputs read as 32-bit words: output columns 2j and 2j + 1
-        (accumulators `even` and `odd`, [BLOCK_H, BLOCK_W // 2]) take input columns 2j + e and 2j + 1 + e
-        for each tap's offset e = kw * DLW - PADW, i.e. the low or high half of word j + floor(e / 2) or
+        """The taps of a plane tile read as words of two columns (`WORD`: 32-bit for fp16/bf16 inputs, 64-bit
+        for fp32): output columns 2j and 2j + 1 (accumulators `even` and `odd`, [BLOCK_H, BLOCK_W // 2])
+        take input columns 2j + e and 2j + 1 + e for each tap's offset e = kw * DLW - PADW, i.e. the low
+        or high half of word j + floor(e / 2) or
         j + floor((e + 1) / 2). Each word offset is loaded once per (kd, kh) and feeds every tap that
         reads it; the offsets and halves are compile-time (64 keeps the floor divisions non-negative).
-        The host passes WORDS only for an even input width and 4-byte aligned rows, so a word holding
+        The host passes WORDS only for an even input width and rows aligned to the word, so a word holding
         an input column lies inside its row; `masked`: words outside the row or the input read as zero."""
         with StageKernelWriter._plane_rows(k, masked=masked):
-            k("xr = (xp + (id_ * sxd + ih_ * sxh)).to(tl.pointer_type(tl.int32))[:, None] + jw[None, :]")
+            k("xr = (xp + (id_ * sxd + ih_ * sxh)).to(tl.pointer_type(WORD))[:, None] + jw[None, :]")
             k("for d_ in tl.static_range((64 - PADW) // 2 - 32, ((KW - 1) * DLW - PADW + 65) // 2 - 31):")
             with k.indent():
                 if masked:
@@ -362,7 +363,11 @@ class StageKernelWriter:
                     )
                 else:
                     k("xw = tl.load(xr + d_)")
-                k("if x_ptr.dtype.element_ty == tl.bfloat16:")  # a bf16 is the top half of an fp32
+                k("if x_ptr.dtype.element_ty == tl.float32:")  # two fp32 in a 64-bit word
+                with k.indent():
+                    k("xlo = xw.to(tl.int32).to(tl.float32, bitcast=True)")
+                    k("xhi = (xw >> 32).to(tl.int32).to(tl.float32, bitcast=True)")
+                k("elif x_ptr.dtype.element_ty == tl.bfloat16:")  # a bf16 is the top half of an fp32
                 with k.indent():
                     k("xlo = (xw << 16).to(tl.float32, bitcast=True)")
                     k("xhi = (xw & -65536).to(tl.float32, bitcast=True)")
@@ -386,6 +391,8 @@ class StageKernelWriter:
     def _plane_conv(self, k: Code, *, words: bool) -> None:
         """The convolution of a plane tile into `acc`: unmasked interior tiles first where INTERIOR is set."""
         if words:
+            # the word: two fp32 columns in 64 bits, two fp16/bf16 in 32
+            k("WORD: tl.constexpr = tl.int64 if x_ptr.dtype.element_ty == tl.float32 else tl.int32")
             k("jw = tw * (BLOCK_W // 2) + tl.arange(0, BLOCK_W // 2)")
             k("even = tl.zeros((BLOCK_H, BLOCK_W // 2), dtype=tl.float32)")
             k("odd = tl.zeros((BLOCK_H, BLOCK_W // 2), dtype=tl.float32)")

@@ -1,6 +1,6 @@
-"""Depthwise plane tiles (1-D, 2-D, 3-D) over 16-bit inputs read their taps as 32-bit words (WORDS) where the
-launch allows: stride 1 along the width, an even input width, 4-byte aligned rows; elsewhere the element
-loads. Each program runs under Triton's interpreter beside the task's Model in one subprocess that records
+"""Depthwise plane tiles (1-D, 2-D, 3-D) read their taps as words of two columns (WORDS: 32-bit for fp16/bf16,
+64-bit for fp32) where the launch allows: stride 1 along the width, an even input width, rows aligned to the
+word; elsewhere the element loads. Each program runs under Triton's interpreter beside the task's Model in one subprocess that records
 the conv stage's WORDS keyword (tests.fakes.writer.run_beside_model), and the judge rejects a program whose
 word halves are swapped."""
 
@@ -59,6 +59,25 @@ CASES = {
         dict(c=2, k=5, extra=", padding=2", shape="2, 2, 6, 20", dtype="bfloat16"),
         {"BLOCK_W": 8, "BLOCK_M": 16, "INTERIOR": True},
         True,
+    ),
+    # fp32: two columns to a 64-bit word; 3x3, padding 1, interior and edge tiles
+    "fp32_3x3_interior": (
+        dict(c=3, k=3, extra=", padding=1", shape="2, 3, 9, 40", dtype="float32"),
+        {"BLOCK_W": 8, "BLOCK_M": 32, "INTERIOR": True},
+        True,
+    ),
+    # fp32 3x5 taps with width dilation 2 and odd padding, every tile masked
+    "fp32_3x5_dilated": (
+        dict(
+            c=2, k="(3, 5)", extra=", padding=(1, 3), dilation=(1, 2)", shape="2, 2, 7, 18", dtype="float32"
+        ),
+        {"BLOCK_W": 16, "BLOCK_M": 32, "INTERIOR": False},
+        True,
+    ),
+    "fp32_odd_width": (
+        dict(c=3, k=3, extra=", padding=1", shape="2, 3, 9, 21", dtype="float32"),
+        {"BLOCK_W": 8, "BLOCK_M": 32},
+        False,
     ),
     # an odd width: a word would straddle two rows; element loads
     "bf16_odd_width": (
@@ -125,14 +144,24 @@ def test_half_taps_are_read_as_words_where_the_launch_allows(runs, name):
     assert conv_stage[0] == "_kw_stage0" and conv_stage[1] is CASES[name][2], runs[name]
 
 
-def test_swapped_halves_are_caught(pool):
+SWAPS = {  # name: (the low half's line, the high half's line), as the program writes them
+    "bf16_3x3_interior": ("xlo = (xw << 16)", "xhi = (xw & -65536)"),
+    "fp32_3x3_interior": ("xlo = xw.to(tl.int32)", "xhi = (xw >> 32).to(tl.int32)"),
+}
+
+
+@pytest.mark.parametrize("name", list(SWAPS))
+def test_swapped_halves_are_caught(pool, name):
     """The check can fail: the same program with each word's halves swapped is rejected by the judge."""
-    src, code = _case("bf16_3x3_interior")
-    swapped = code.replace("xlo = (xw << 16)", "xlo = (xw & -65536)").replace(
-        "xhi = (xw & -65536)", "xhi = (xw << 16)"
+    src, code = _case(name)
+    lo, hi = SWAPS[name]
+    swapped = (
+        code.replace(lo, "SWAP")
+        .replace(hi, lo.replace("xlo", "xhi"))
+        .replace("SWAP", hi.replace("xhi", "xlo"))
     )
-    assert swapped != code and swapped.count("xlo = (xw & -65536)") == 2  # interior and edge tiles
+    assert swapped != code and swapped.count(hi.replace("xhi", "xlo")) == 2  # interior and edge tiles
     config = EvalConfig(device="cpu", time=False, compile_baseline=False, second_shape=False)
     # (the unswapped program matches the Model in test_half_taps_are_read_as_words_where_the_launch_allows)
-    bad = pool.evaluate(load_task_source(src, "words_swapped"), swapped, config)
+    bad = pool.evaluate(load_task_source(src, f"words_swapped_{name}"), swapped, config)
     assert not bad.correct and bad.error_kind == "mismatch", bad.error
