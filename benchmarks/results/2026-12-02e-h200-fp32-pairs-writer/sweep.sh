@@ -14,3 +14,6 @@ cp /tmp/s24/design_sweep.md $OUT/s24.md; cat $OUT/s24.md
 timeout 150 python3 design_sweep.py --no-compile --time-budget-s 130 --out /tmp/s32 --tasks published/32 \
   --variants "$P,BLOCK_M=2048,BLOCK_W=64,INTERIOR=1,WORDS=0;$P,BLOCK_M=2048,BLOCK_W=64,INTERIOR=1,WORDS=1;$P,BLOCK_M=4096,BLOCK_W=128,INTERIOR=1,WORDS=1" > $OUT/s32.log 2>&1
 cp /tmp/s32/design_sweep.md $OUT/s32.md; cat $OUT/s32.md
+# Then, on the same machine (call 2, s32b.*), four more published/32 tiles with WORDS=1:
+#   design_sweep.py --no-compile --tasks published/32 --variants "$P,num_warps=4,BLOCK_M=2048,BLOCK_W=64,INTERIOR=0,WORDS=1;
+#   ...num_warps=2,BLOCK_M=1024,BLOCK_W=64,INTERIOR=1;...num_warps=4,BLOCK_M=4096,BLOCK_W=64,INTERIOR=1;...num_warps=4,BLOCK_M=2048,BLOCK_W=128,INTERIOR=1"
