@@ -66,19 +66,6 @@ CASES = {
         {"BLOCK_W": 8, "BLOCK_M": 32, "INTERIOR": True},
         True,
     ),
-    # fp32 3x5 taps with width dilation 2 and odd padding, every tile masked
-    "fp32_3x5_dilated": (
-        dict(
-            c=2, k="(3, 5)", extra=", padding=(1, 3), dilation=(1, 2)", shape="2, 2, 7, 18", dtype="float32"
-        ),
-        {"BLOCK_W": 16, "BLOCK_M": 32, "INTERIOR": False},
-        True,
-    ),
-    "fp32_odd_width": (
-        dict(c=3, k=3, extra=", padding=1", shape="2, 3, 9, 21", dtype="float32"),
-        {"BLOCK_W": 8, "BLOCK_M": 32},
-        False,
-    ),
     # an odd width: a word would straddle two rows; element loads
     "bf16_odd_width": (
         dict(c=3, k=3, extra=", padding=1", shape="2, 3, 9, 21", dtype="bfloat16"),
