@@ -37,57 +37,105 @@ import triton.language as tl
 
 
 @triton.jit
+def _chunk_sums(x_ptr, base, lo, L, shift, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
+    """Sum and sum of squares of x - shift over one chunk [lo, lo + CHUNK) of a row (cut at L)."""
+    s1 = tl.zeros([BLOCK], dtype=tl.float32)
+    s2 = tl.zeros([BLOCK], dtype=tl.float32)
+    for off in range(lo, lo + CHUNK, BLOCK):
+        idx = off + tl.arange(0, BLOCK)
+        ok = idx < L
+        v = tl.where(ok, tl.load(x_ptr + base + idx, mask=ok, other=0.0) - shift, 0.0)
+        s1 += v
+        s2 += v * v
+    return tl.sum(s1, axis=0), tl.sum(s2, axis=0)
+
+
+@triton.jit
+def _publish(part_ptr, cnt_ptr, row, member, a, b, S: tl.constexpr):
+    """This member's sums of `row`, then its count in the row's counter (release: the sums first)."""
+    pp = part_ptr + (row * S + member) * 2
+    tl.store(pp, a)
+    tl.store(pp + 1, b)
+    tl.debug_barrier()  # every thread's part written before the count says so
+    tl.atomic_add(cnt_ptr + row, 1, sem="release")
+
+
+@triton.jit
+def _gather(part_ptr, cnt_ptr, row, S: tl.constexpr):
+    """Wait until all S members of `row` have counted themselves, then the row's sums."""
+    seen = tl.atomic_add(cnt_ptr + row, 0, sem="acquire")
+    while seen < S:
+        seen = tl.atomic_add(cnt_ptr + row, 0, sem="acquire")
+    ms = tl.arange(0, S)
+    a = tl.sum(tl.load(part_ptr + (row * S + ms) * 2, volatile=True), axis=0)
+    b = tl.sum(tl.load(part_ptr + (row * S + ms) * 2 + 1, volatile=True), axis=0)
+    return a, b
+
+
+@triton.jit
+def _write_chunk(x_ptr, y_ptr, w_ptr, b_ptr, base, lo, L, mean, rstd, CHUNK: tl.constexpr,
+                 BLOCK: tl.constexpr, AFFINE: tl.constexpr, REVERSE: tl.constexpr):  # fmt: skip
+    for i in range(0, CHUNK, BLOCK):
+        if REVERSE:  # the block read last is re-read first
+            off = lo + CHUNK - BLOCK - i
+        else:
+            off = lo + i
+        idx = off + tl.arange(0, BLOCK)
+        ok = idx < L
+        y = (tl.load(x_ptr + base + idx, mask=ok, other=0.0) - mean) * rstd
+        if AFFINE:
+            y = y * tl.load(w_ptr + idx, mask=ok, other=0.0) + tl.load(b_ptr + idx, mask=ok, other=0.0)
+        tl.store(y_ptr + base + idx, y, mask=ok)
+
+
+@triton.jit
 def team_norm(
     x_ptr, y_ptr, w_ptr, b_ptr, part_ptr, cnt_ptr, R, L, eps,
     S: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr, AFFINE: tl.constexpr, REVERSE: tl.constexpr,
+    PIPE: tl.constexpr,
 ):  # fmt: skip
+    """PIPE: a member sums its chunk of the team's next row before it waits for this row's sums, so the
+    wait is mostly over when it starts (at the price of one more chunk held in L2 per program)."""
     p = tl.program_id(0)
     teams = tl.num_programs(0) // S
     team = p // S
-    lo = (p - team * S) * CHUNK  # this program's chunk of every row its team takes
-    for row in range(team, R, teams):
-        base = tl.cast(row, tl.int64) * L
-        shift = tl.load(x_ptr + base)  # the same for the whole team: sums around it lose less to cancellation
-        s1 = tl.zeros([BLOCK], dtype=tl.float32)
-        s2 = tl.zeros([BLOCK], dtype=tl.float32)
-        for off in range(lo, lo + CHUNK, BLOCK):
-            idx = off + tl.arange(0, BLOCK)
-            ok = idx < L
-            v = tl.where(ok, tl.load(x_ptr + base + idx, mask=ok, other=0.0) - shift, 0.0)
-            s1 += v
-            s2 += v * v
-        a = tl.sum(s1, axis=0)
-        b = tl.sum(s2, axis=0)
-        if S > 1:
-            pp = part_ptr + (row * S + (p - team * S)) * 2
-            tl.store(pp, a)
-            tl.store(pp + 1, b)
-            tl.debug_barrier()  # every thread's part written before the count says so
-            tl.atomic_add(cnt_ptr + row, 1, sem="release")
-            seen = tl.atomic_add(cnt_ptr + row, 0, sem="acquire")
-            while seen < S:
-                seen = tl.atomic_add(cnt_ptr + row, 0, sem="acquire")
-            ms = tl.arange(0, S)
-            a = tl.sum(tl.load(part_ptr + (row * S + ms) * 2, volatile=True), axis=0)
-            b = tl.sum(tl.load(part_ptr + (row * S + ms) * 2 + 1, volatile=True), axis=0)
-        m = a / L
-        rstd = 1.0 / tl.sqrt(tl.maximum(b / L - m * m, 0.0) + eps)
-        mean = m + shift
-        for i in range(0, CHUNK, BLOCK):
-            if REVERSE:  # the block read last is re-read first
-                off = lo + CHUNK - BLOCK - i
-            else:
-                off = lo + i
-            idx = off + tl.arange(0, BLOCK)
-            ok = idx < L
-            y = (tl.load(x_ptr + base + idx, mask=ok, other=0.0) - mean) * rstd
-            if AFFINE:
-                y = y * tl.load(w_ptr + idx, mask=ok, other=0.0) + tl.load(b_ptr + idx, mask=ok, other=0.0)
-            tl.store(y_ptr + base + idx, y, mask=ok)
+    member = p - team * S
+    lo = member * CHUNK  # this program's chunk of every row its team takes
+    if PIPE:
+        row = team
+        if row < R:
+            base = tl.cast(row, tl.int64) * L
+            a, b = _chunk_sums(x_ptr, base, lo, L, tl.load(x_ptr + base), CHUNK, BLOCK)
+            _publish(part_ptr, cnt_ptr, row, member, a, b, S)
+        while row < R:
+            nxt = row + teams
+            if nxt < R:
+                nbase = tl.cast(nxt, tl.int64) * L
+                a, b = _chunk_sums(x_ptr, nbase, lo, L, tl.load(x_ptr + nbase), CHUNK, BLOCK)
+                _publish(part_ptr, cnt_ptr, nxt, member, a, b, S)
+            base = tl.cast(row, tl.int64) * L
+            shift = tl.load(x_ptr + base)
+            a, b = _gather(part_ptr, cnt_ptr, row, S)
+            m = a / L
+            rstd = 1.0 / tl.sqrt(tl.maximum(b / L - m * m, 0.0) + eps)
+            _write_chunk(x_ptr, y_ptr, w_ptr, b_ptr, base, lo, L, m + shift, rstd, CHUNK, BLOCK, AFFINE, REVERSE)
+            row = nxt
+    else:
+        for row in range(team, R, teams):
+            base = tl.cast(row, tl.int64) * L
+            # the same shift for the whole team: sums around it lose less to cancellation
+            shift = tl.load(x_ptr + base)
+            a, b = _chunk_sums(x_ptr, base, lo, L, shift, CHUNK, BLOCK)
+            if S > 1:
+                _publish(part_ptr, cnt_ptr, row, member, a, b, S)
+                a, b = _gather(part_ptr, cnt_ptr, row, S)
+            m = a / L
+            rstd = 1.0 / tl.sqrt(tl.maximum(b / L - m * m, 0.0) + eps)
+            _write_chunk(x_ptr, y_ptr, w_ptr, b_ptr, base, lo, L, m + shift, rstd, CHUNK, BLOCK, AFFINE, REVERSE)
 
 
 def run(x2: torch.Tensor, w, b, eps: float, *, s: int, chunk: int, block: int, per_sm: int, warps: int,
-        reverse: bool) -> torch.Tensor:  # fmt: skip
+        reverse: bool, pipe: bool = False) -> torch.Tensor:  # fmt: skip
     """x2: [R, L] contiguous; w, b: [L] or None. `s` programs per row (1: a program takes whole rows)."""
     r, length = x2.shape
     if s * chunk < length or (s - 1) * chunk >= length:
@@ -106,7 +154,7 @@ def run(x2: torch.Tensor, w, b, eps: float, *, s: int, chunk: int, block: int, p
     extra = {"launch_cooperative_grid": True} if (x2.is_cuda and s > 1) else {}
     team_norm[(programs,)](
         x2, y, wb[0], wb[1], part, cnt, r, length, eps, S=s, CHUNK=chunk, BLOCK=block, AFFINE=w is not None,
-        REVERSE=reverse, num_warps=warps, **extra,
+        REVERSE=reverse, PIPE=pipe, num_warps=warps, **extra,
     )  # fmt: skip
     return y
 
@@ -116,20 +164,23 @@ CASES = {
     "instance": ((112, 64, 512, 512), 112 * 64, False),
     "layer": ((16, 64, 256, 256), 16, True),
 }
-# (S, CHUNK, BLOCK, programs per SM, warps, reverse) per case; S = 1 is the fused kernel without a team
+# (S, CHUNK, BLOCK, programs per SM, warps, reverse, pipelined) per case; S = 1: the fused kernel without a
+# team. The first run (2026-12-03, results/2026-12-03-h200-norm-team/probe.log) timed teams without the
+# pipeline: instance norm at S = 1, 8, 16, 32 and layer norm at S = 128, 256.
 VARIANTS = {
     "instance": [
-        (1, 262144, 4096, 2, 8, False),
-        (8, 32768, 4096, 2, 8, False),
-        (16, 16384, 4096, 2, 8, False),
-        (16, 16384, 4096, 2, 8, True),
-        (16, 16384, 4096, 4, 8, True),
-        (32, 8192, 2048, 4, 4, True),
+        (16, 16384, 4096, 2, 8, True, False),
+        (16, 16384, 4096, 2, 8, True, True),
+        (32, 8192, 2048, 2, 8, True, True),
+        (32, 8192, 2048, 4, 4, True, True),
+        (64, 4096, 2048, 4, 4, True, True),
+        (16, 16384, 2048, 4, 4, True, True),
     ],
     "layer": [
-        (128, 32768, 4096, 2, 8, True),
-        (256, 16384, 4096, 2, 8, True),
-        (256, 16384, 2048, 4, 4, True),
+        (256, 16384, 2048, 4, 4, True, False),
+        (256, 16384, 2048, 4, 4, True, True),
+        (128, 32768, 4096, 2, 8, True, True),
+        (512, 8192, 2048, 4, 4, True, True),
     ],
 }
 
@@ -178,16 +229,20 @@ def time_case(case: str) -> list[dict]:
     compiled = torch.compile(eager)
     compiled()
     out = []
-    for name, fn in (("eager", eager), ("torch.compile", compiled)):
+    def copy():  # one read and one write: the floor a one-read norm would reach
+        return x.clone()
+
+    for name, fn in (("copy (one read, one write)", copy), ("eager", eager), ("torch.compile", compiled)):
         ms = do_bench(fn, warmup=25, rep=300)
         out.append({"case": case, "variant": name, "ms": ms, "err": 0.0})
         print(f"{case:8s} {name:44s} {ms:8.3f} ms", flush=True)
     del compiled
-    for s, chunk, block, per_sm, warps, rev in VARIANTS[case]:
-        name = f"S={s} CHUNK={chunk} BLOCK={block} {per_sm}/SM {warps}w{' rev' if rev else ''}"
+    for s, chunk, block, per_sm, warps, rev, pipe in VARIANTS[case]:
+        name = f"S={s} CHUNK={chunk} BLOCK={block} {per_sm}/SM {warps}w{' rev' if rev else ''}{' pipe' if pipe else ''}"
 
-        def ours(s=s, chunk=chunk, block=block, per_sm=per_sm, warps=warps, rev=rev):
-            return run(x2, w1, b1, eps, s=s, chunk=chunk, block=block, per_sm=per_sm, warps=warps, reverse=rev)
+        def ours(s=s, chunk=chunk, block=block, per_sm=per_sm, warps=warps, rev=rev, pipe=pipe):
+            return run(x2, w1, b1, eps, s=s, chunk=chunk, block=block, per_sm=per_sm, warps=warps, reverse=rev,
+                       pipe=pipe)
 
         try:
             y = ours()
