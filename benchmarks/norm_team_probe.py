@@ -90,12 +90,14 @@ def _write_chunk(x_ptr, y_ptr, w_ptr, b_ptr, base, lo, L, mean, rstd, CHUNK: tl.
 
 @triton.jit
 def team_norm(
-    x_ptr, y_ptr, w_ptr, b_ptr, part_ptr, cnt_ptr, R, L, eps,
+    x_ptr, x2_ptr, y_ptr, w_ptr, b_ptr, part_ptr, cnt_ptr, R, L, eps,
     S: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr, AFFINE: tl.constexpr, REVERSE: tl.constexpr,
-    PIPE: tl.constexpr,
+    PIPE: tl.constexpr, WRITE: tl.constexpr,
 ):  # fmt: skip
     """PIPE: a member sums its chunk of the team's next row before it waits for this row's sums, so the
-    wait is mostly over when it starts (at the price of one more chunk held in L2 per program)."""
+    wait is mostly over when it starts (at the price of one more chunk held in L2 per program).
+    Diagnostics: the second pass reads x2 (x itself, or a copy of it, which the first pass left out of
+    L2); WRITE=False leaves the second pass out (statistics only, needs S > 1)."""
     p = tl.program_id(0)
     teams = tl.num_programs(0) // S
     team = p // S
@@ -118,7 +120,9 @@ def team_norm(
             a, b = _gather(part_ptr, cnt_ptr, row, S)
             m = a / L
             rstd = 1.0 / tl.sqrt(tl.maximum(b / L - m * m, 0.0) + eps)
-            _write_chunk(x_ptr, y_ptr, w_ptr, b_ptr, base, lo, L, m + shift, rstd, CHUNK, BLOCK, AFFINE, REVERSE)
+            if WRITE:
+                _write_chunk(x2_ptr, y_ptr, w_ptr, b_ptr, base, lo, L, m + shift, rstd, CHUNK, BLOCK, AFFINE,
+                             REVERSE)  # fmt: skip
             row = nxt
     else:
         for row in range(team, R, teams):
@@ -131,11 +135,14 @@ def team_norm(
                 a, b = _gather(part_ptr, cnt_ptr, row, S)
             m = a / L
             rstd = 1.0 / tl.sqrt(tl.maximum(b / L - m * m, 0.0) + eps)
-            _write_chunk(x_ptr, y_ptr, w_ptr, b_ptr, base, lo, L, m + shift, rstd, CHUNK, BLOCK, AFFINE, REVERSE)
+            if WRITE:
+                _write_chunk(x2_ptr, y_ptr, w_ptr, b_ptr, base, lo, L, m + shift, rstd, CHUNK, BLOCK, AFFINE,
+                             REVERSE)  # fmt: skip
 
 
 def run(x2: torch.Tensor, w, b, eps: float, *, s: int, chunk: int, block: int, per_sm: int, warps: int,
-        reverse: bool, pipe: bool = False) -> torch.Tensor:  # fmt: skip
+        reverse: bool, pipe: bool = False, second: torch.Tensor | None = None, write: bool = True
+        ) -> torch.Tensor:  # fmt: skip
     """x2: [R, L] contiguous; w, b: [L] or None. `s` programs per row (1: a program takes whole rows)."""
     r, length = x2.shape
     if s * chunk < length or (s - 1) * chunk >= length:
@@ -153,8 +160,8 @@ def run(x2: torch.Tensor, w, b, eps: float, *, s: int, chunk: int, block: int, p
     wb = (w, b) if w is not None else (x2, x2)
     extra = {"launch_cooperative_grid": True} if (x2.is_cuda and s > 1) else {}
     team_norm[(programs,)](
-        x2, y, wb[0], wb[1], part, cnt, r, length, eps, S=s, CHUNK=chunk, BLOCK=block, AFFINE=w is not None,
-        REVERSE=reverse, PIPE=pipe, num_warps=warps, **extra,
+        x2, x2 if second is None else second, y, wb[0], wb[1], part, cnt, r, length, eps, S=s, CHUNK=chunk,
+        BLOCK=block, AFFINE=w is not None, REVERSE=reverse, PIPE=pipe, WRITE=write, num_warps=warps, **extra,
     )  # fmt: skip
     return y
 
@@ -165,24 +172,24 @@ CASES = {
     "layer": ((16, 64, 256, 256), 16, True),
 }
 # (S, CHUNK, BLOCK, programs per SM, warps, reverse, pipelined) per case; S = 1: the fused kernel without a
-# team. The first run (2026-12-03, results/2026-12-03-h200-norm-team/probe.log) timed teams without the
-# pipeline: instance norm at S = 1, 8, 16, 32 and layer norm at S = 128, 256.
+# team. Earlier runs (2026-12-03, results/2026-12-03-h200-norm-team/probe.log, probe2.log) timed instance norm
+# at S = 1, 8, 16, 32, 64 and layer norm at S = 128, 256, 512, with and without the pipeline; the first
+# variant of each case is the best of them without it. DIAGNOSE: that variant again with the statistics pass
+# alone, and with its second pass reading a copy of the input (the L2 cannot hold it from the first pass).
 VARIANTS = {
     "instance": [
         (16, 16384, 4096, 2, 8, True, False),
-        (16, 16384, 4096, 2, 8, True, True),
-        (32, 8192, 2048, 2, 8, True, True),
-        (32, 8192, 2048, 4, 4, True, True),
-        (64, 4096, 2048, 4, 4, True, True),
-        (16, 16384, 2048, 4, 4, True, True),
+        (16, 16384, 8192, 2, 8, True, False),
+        (32, 8192, 8192, 2, 8, True, False),
+        (16, 16384, 4096, 3, 8, True, False),
     ],
     "layer": [
-        (256, 16384, 2048, 4, 4, True, False),
-        (256, 16384, 2048, 4, 4, True, True),
-        (128, 32768, 4096, 2, 8, True, True),
-        (512, 8192, 2048, 4, 4, True, True),
+        (128, 32768, 4096, 2, 8, True, False),
+        (128, 32768, 8192, 2, 8, True, False),
+        (256, 16384, 8192, 2, 8, True, False),
     ],
 }
+DIAGNOSE = ("statistics only", "second pass from a copy")
 
 
 def _reference(x: torch.Tensor, w, b, eps: float, case: str) -> torch.Tensor:
@@ -229,6 +236,7 @@ def time_case(case: str) -> list[dict]:
     compiled = torch.compile(eager)
     compiled()
     out = []
+
     def copy():  # one read and one write: the floor a one-read norm would reach
         return x.clone()
 
@@ -241,8 +249,19 @@ def time_case(case: str) -> list[dict]:
         name = f"S={s} CHUNK={chunk} BLOCK={block} {per_sm}/SM {warps}w{' rev' if rev else ''}{' pipe' if pipe else ''}"
 
         def ours(s=s, chunk=chunk, block=block, per_sm=per_sm, warps=warps, rev=rev, pipe=pipe):
-            return run(x2, w1, b1, eps, s=s, chunk=chunk, block=block, per_sm=per_sm, warps=warps, reverse=rev,
-                       pipe=pipe)
+            return run(
+                x2,
+                w1,
+                b1,
+                eps,
+                s=s,
+                chunk=chunk,
+                block=block,
+                per_sm=per_sm,
+                warps=warps,
+                reverse=rev,
+                pipe=pipe,
+            )
 
         try:
             y = ours()
@@ -256,6 +275,14 @@ def time_case(case: str) -> list[dict]:
             continue
         out.append({"case": case, "variant": name, "ms": ms, "err": err})
         print(f"{case:8s} {name:44s} {ms:8.3f} ms  max abs error {err:.2e}", flush=True)
+    s, chunk, block, per_sm, warps, rev, pipe = VARIANTS[case][0]
+    kw = dict(s=s, chunk=chunk, block=block, per_sm=per_sm, warps=warps, reverse=rev, pipe=pipe)
+    copy2 = x2.clone()
+    for what in DIAGNOSE:
+        extra = {"write": False} if what == "statistics only" else {"second": copy2}
+        ms = do_bench(lambda extra=extra: run(x2, w1, b1, eps, **kw, **extra), warmup=25, rep=300)
+        out.append({"case": case, "variant": f"{s}/{chunk}/{block}: {what}", "ms": ms})
+        print(f"{case:8s} {s}/{chunk}/{block}: {what:36s} {ms:8.3f} ms", flush=True)
     return out
 
 
