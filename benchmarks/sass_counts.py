@@ -10,6 +10,7 @@ instructions go, not how fast it is: the figures RESULTS.md quotes come from the
 
 Usage, from the repository root:
     python benchmarks/sass_counts.py TASK [--variant 'design:KEY=VAL,...'] [--program FILE] [--target T]
+                                      [--out DIR] [--dump DIR]
 TASK is a path or a bundled name (level2_bf16/24); without --variant or --program the writer's root program
 is compiled. Prints one table per kernel and writes sass_counts.json under --out when given.
 """
@@ -75,11 +76,13 @@ def _cuobjdump() -> str:
     return str(path)
 
 
-def compile_and_count(code: str, task: Any, target: str) -> list[dict[str, Any]]:
-    """Each kernel's name, registers, spills and SASS opcode counts, compiled for `target`."""
+def compile_and_count(code: str, task: Any, target: str, keep: str = "") -> list[dict[str, Any]]:
+    """Each kernel's name, registers, spills and SASS opcode counts, compiled for `target`; `keep`: a folder
+    that keeps Triton's dump of every compile stage (.ttir, .ttgir, .llir, .ptx, .cubin per kernel)."""
     from kernelwright.hardware.compile_feedback import compile_for_target
 
-    with tempfile.TemporaryDirectory(prefix="kw-sass-") as dump:
+    with tempfile.TemporaryDirectory(prefix="kw-sass-") as tmp:
+        dump = keep or tmp
         env = {"TRITON_KERNEL_DUMP": "1", "TRITON_DUMP_DIR": dump, "TRITON_ALWAYS_COMPILE": "1"}
         old = {k: os.environ.get(k) for k in env}
         os.environ.update(env)  # compile_for_target's child processes inherit them
@@ -129,13 +132,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--program", default="", help="a program file instead of the root")
     ap.add_argument("--target", default="nvidia-h200")
     ap.add_argument("--out", default="", help="folder for sass_counts.json")
+    ap.add_argument("--dump", default="", help="keep Triton's IR of every kernel (layouts: .ttgir) in this folder")
     args = ap.parse_args(argv)
     from kernelwright.tasks import load_task
 
     task = load_task(task_path(args.task))
     code = _program(args, task)
     print(code.splitlines()[0])
-    rows = compile_and_count(code, task, args.target)
+    rows = compile_and_count(code, task, args.target, args.dump)
     for r in rows:
         if "instructions" not in r:
             print(f"\n{r['kernel']}: not compiled ({r['error']})")

@@ -375,7 +375,7 @@ class HostWriter:
         if self.sp.persistent(st):
             a += [f"progs{i}"]
         if plane:
-            extra = "BLOCK_H=BH, BLOCK_W=BW, "
+            extra = f"BLOCK_H=BH, BLOCK_W=BW, ONE_DEPTH=S{i}[0] == 1, "
             if conv and cfg.WORDS:
                 # taps as words of two columns (32-bit for fp16/bf16, 64-bit for fp32): stride 1 along the
                 # width, an even width, rows aligned to the word

@@ -110,7 +110,7 @@ class StageKernelWriter:
         if self._box:
             args += ["BOX_H: tl.constexpr", "BOX_W: tl.constexpr", "X_TMA: tl.constexpr"]
         if self.sp.plane(st):
-            args += ["BLOCK_H: tl.constexpr", "BLOCK_W: tl.constexpr"]
+            args += ["BLOCK_H: tl.constexpr", "BLOCK_W: tl.constexpr", "ONE_DEPTH: tl.constexpr"]
             if conv:  # padding folds into the taps' offsets: the centre tap's loads stay aligned
                 for name in ("PADD", "PADH", "PADW"):
                     args[args.index(name)] = f"{name}: tl.constexpr"
@@ -438,8 +438,17 @@ class StageKernelWriter:
         k("ow = tw * BLOCK_W + tl.arange(0, BLOCK_W)")
         k("q_ok = q < SD * SH")
         k("w_ok = ow < SW")
-        k("od = q // SH")  # per row, not per pixel
-        k("oh = q - od * SH")
+        # per row, not per pixel; with one output depth (1-D and 2-D convolutions and pools) a row is a height
+        # and needs no division: a tile whose stores cannot be vectorised (an odd output width) gets a layout
+        # of one column and many rows per thread, where the division was done once per row and thread
+        k("if ONE_DEPTH:")
+        with k.indent():
+            k("od = q * 0")
+            k("oh = q")
+        k("else:")
+        with k.indent():
+            k("od = q // SH")
+            k("oh = q - od * SH")
         k("n64 = n.to(tl.int64)")
         k("nr64 = n64")
         k("c = cs + tl.arange(0, 1)")  # a one-channel vector: per-channel operands broadcast as [1, 1]
