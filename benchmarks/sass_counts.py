@@ -132,7 +132,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--program", default="", help="a program file instead of the root")
     ap.add_argument("--target", default="nvidia-h200")
     ap.add_argument("--out", default="", help="folder for sass_counts.json")
-    ap.add_argument("--dump", default="", help="keep Triton's IR of every kernel (layouts: .ttgir) in this folder")
+    ap.add_argument(
+        "--dump", default="", help="keep Triton's IR of every kernel (layouts: .ttgir) in this folder"
+    )
     args = ap.parse_args(argv)
     from kernelwright.tasks import load_task
 
