@@ -120,15 +120,25 @@ def _case(name: str) -> tuple[str, str]:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, list]:
-    """name -> the program's stage launches ([kernel, WORDS]), each run checked against Model."""
+    """name -> the program's stage launches ([kernel, WORDS, ONE_DEPTH]), each run checked against Model."""
     programs = {name: _case(name) for name in CASES}
-    return run_beside_model(tmp_path_factory.mktemp("conv_words"), programs, "_kw_stage", keywords=("WORDS",))
+    return run_beside_model(
+        tmp_path_factory.mktemp("conv_words"), programs, "_kw_stage", keywords=("WORDS", "ONE_DEPTH")
+    )
 
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_half_taps_are_read_as_words_where_the_launch_allows(runs, name):
     conv_stage = runs[name][0]
     assert conv_stage[0] == "_kw_stage0" and conv_stage[1] is CASES[name][2], runs[name]
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_planes_of_one_depth_skip_the_row_division(runs, name):
+    """A 1-D or 2-D plane's rows are heights (ONE_DEPTH); a 3-D plane's rows flatten depth and height. The
+    outputs are checked in the fixture, so a 3-D plane launched with ONE_DEPTH would fail there too."""
+    plane_stages = [launch for launch in runs[name] if launch[2] is not None]
+    assert plane_stages and all(launch[2] is ("3d" not in name) for launch in plane_stages), runs[name]
 
 
 SWAPS = {  # name: (the low half's line, the high half's line), as the program writes them
