@@ -10,7 +10,10 @@ cooperative launch: the launch fails rather than hang if they cannot be), and a 
 once per row: each writes its chunk's partial sums, counts itself in the row's counter and waits until
 all S have. Each then re-reads only its own chunk to normalize it, a chunk it read moments ago: while
 every resident program holds CHUNK bytes between its two passes (`programs x CHUNK`, e.g. 264 x 64 KiB
-= 16.5 MiB), the chunk is still in the H200's 50 MiB L2, and memory sees one read and one write.
+= 16.5 MiB), the chunk should still be in the H200's 50 MiB L2, and memory see one read and one write.
+Measured on an H200 (benchmarks/RESULTS.md, 2026-12-03): L2 served about half of the second pass, and the
+statistics pass is latency-bound at the two programs per SM a cooperative launch fits; instance norm at best
+1.21x torch.compile (the copy floor is 1.58x), layer norm no faster.
 
 This is a probe, outside the writer: each variant is checked against torch on the task's shape and
 timed with triton.testing.do_bench (L2 flushed before each call) next to eager and torch.compile.
@@ -172,10 +175,11 @@ CASES = {
     "layer": ((16, 64, 256, 256), 16, True),
 }
 # (S, CHUNK, BLOCK, programs per SM, warps, reverse, pipelined) per case; S = 1: the fused kernel without a
-# team. Earlier runs (2026-12-03, results/2026-12-03-h200-norm-team/probe.log, probe2.log) timed instance norm
-# at S = 1, 8, 16, 32, 64 and layer norm at S = 128, 256, 512, with and without the pipeline; the first
-# variant of each case is the best of them without it (third run: wider blocks, BLOCK 8192, the best). DIAGNOSE: that variant again with the statistics pass
-# alone, and with its second pass reading a copy of the input (the L2 cannot hold it from the first pass).
+# team. The first three runs (2026-12-03, results/2026-12-03-h200-norm-team/probe.log, probe2.log, probe3.log)
+# timed instance norm at S = 1, 8, 16, 32, 64 and layer norm at S = 128, 256, 512, pipelined or not, with 2048-
+# to 8192-wide blocks; the first variant of each case below is the best of them. DIAGNOSE: that variant again
+# with the statistics pass alone, and with its second pass reading a copy of the input (which the first pass
+# did not bring into L2).
 VARIANTS = {
     "instance": [
         (16, 16384, 8192, 2, 8, True, False),
