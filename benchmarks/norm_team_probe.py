@@ -177,9 +177,9 @@ CASES = {
 # (S, CHUNK, BLOCK, programs per SM, warps, reverse, pipelined) per case; S = 1: the fused kernel without a
 # team. The first three runs (2026-12-03, results/2026-12-03-h200-norm-team/probe.log, probe2.log, probe3.log)
 # timed instance norm at S = 1, 8, 16, 32, 64 and layer norm at S = 128, 256, 512, pipelined or not, with 2048-
-# to 8192-wide blocks; the first variant of each case below is the best of them. DIAGNOSE: that variant again
-# with the statistics pass alone, and with its second pass reading a copy of the input (which the first pass
-# did not bring into L2).
+# to 8192-wide blocks; the lists below are the fourth run's (probe4.log). DIAGNOSE: each list's first variant
+# again with the statistics pass alone, and with its second pass reading a copy of the input (which the first
+# pass did not bring into L2).
 VARIANTS = {
     "instance": [
         (16, 16384, 8192, 2, 8, True, False),
