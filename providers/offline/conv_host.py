@@ -141,19 +141,35 @@ class HostWriter:
         h(f"BC = min(64, _kw_npow2(CG{i}))")
         rows = f"TT{prev.index}" if per else f"N * TT{prev.index}"
         h(f"BT = max(1, min(2048 // BC, _kw_npow2({rows})))")
-        launch = (
-            f"_kw_launch(_kw_norm_stats, (NB{i} * G{i},), part{prev.index}, mean{i}, rstd{i}, TT{prev.index}, C{i}, CG{i}, "
-            f"G{i}, N, float({norm.attrs['eps']}), PER_SAMPLE={per}, BLOCK_T=BT, BLOCK_C=BC)"
-        )
+
+        def launch(update: str) -> str:
+            return (
+                f"_kw_launch(_kw_norm_stats, (NB{i} * G{i},), part{prev.index}, mean{i}, rstd{i}, TT{prev.index}, "
+                f"C{i}, CG{i}, G{i}, N, float({norm.attrs['eps']}), {update}, PER_SAMPLE={per}, BLOCK_T=BT, "
+                "BLOCK_C=BC)"
+            )
+
+        no_update = f"mean{i}, rstd{i}, mean{i}, 0.0, 1.0, UPDATE=False, HAS_NBT=False"
         bn = norm.attrs.get("running")
         if bn is None:
-            h(launch)
+            h(launch(no_update))
             return
         # A BatchNorm with running statistics follows its module's mode, as PyTorch's does: in eval mode
-        # the running statistics normalise (the batch statistics pass above still runs, unused); in
-        # train mode the batch statistics do, and update the running ones.
-        h(f"if {bn}.training:")
-        h(f"    {launch}")
+        # the running statistics normalise; in train mode the batch statistics do, and the statistics
+        # kernel also updates the running ones (a launch fewer: a depthwise stage's forward is host-bound).
+        # A momentum of None (a cumulative average, 1 / batches counted) needs the count before every
+        # channel's update: its own kernel after.
+        assert not per, "running statistics are a batch norm's"
+        h(f"nbt{i} = {bn}.num_batches_tracked")
+        h(f"cnt{i} = float(N * math.prod(S{prev.index}))")
+        update = (
+            f"{bn}.running_mean, {bn}.running_var, mean{i} if nbt{i} is None else nbt{i}, "
+            f"float({bn}.momentum), cnt{i} / max(cnt{i} - 1.0, 1.0), UPDATE=True, HAS_NBT=nbt{i} is not None"
+        )
+        h(f"if {bn}.training and {bn}.momentum is not None:")
+        h(f"    {launch(update)}")
+        h(f"elif {bn}.training:")
+        h(f"    {launch(no_update)}")
         h(f"    _kw_bn_running({bn}, mean{i}, rstd{i}, N * math.prod(S{prev.index}))")
         h("else:")
         h(f"    mean{i}, rstd{i} = _kw_bn_eval_stats({bn}, C{i})")

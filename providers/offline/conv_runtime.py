@@ -23,11 +23,15 @@ def _kw_bn_eval_kernel(rm_ptr, rv_ptr, mean_ptr, rstd_ptr, C, eps, BLOCK: tl.con
 NORM_STATS_KERNEL = """
 @triton.jit
 def _kw_norm_stats(
-    part_ptr, mean_ptr, rstd_ptr, T, C, CG, G, NS, eps,
-    PER_SAMPLE: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_C: tl.constexpr,
+    part_ptr, mean_ptr, rstd_ptr, T, C, CG, G, NS, eps, rm_ptr, rv_ptr, nbt_ptr, momentum, corr,
+    PER_SAMPLE: tl.constexpr, UPDATE: tl.constexpr, HAS_NBT: tl.constexpr, BLOCK_T: tl.constexpr,
+    BLOCK_C: tl.constexpr,
 ):
     # Combines per-tile (count, sum, centred sum of squares) partials into mean and 1/std for one
     # (sample, group) (PER_SAMPLE) or one channel over every sample (batch norm), with Chan's formula.
+    # UPDATE (a train-mode BatchNorm with a momentum, one channel per program): also moves the channel's
+    # running mean and unbiased variance (variance x corr) toward the batch's, and program 0 counts the
+    # batch in num_batches_tracked (HAS_NBT), in this launch rather than one of their own.
     pid = tl.program_id(0)
     if PER_SAMPLE:
         n_lo = pid // G
@@ -68,6 +72,14 @@ def _kw_norm_stats(
     var = tl.sum(tl.sum(acc_m, axis=1), axis=0) / cnt
     tl.store(mean_ptr + pid, mean)
     tl.store(rstd_ptr + pid, 1.0 / tl.sqrt(var + eps))
+    if UPDATE:
+        if HAS_NBT:
+            if pid == 0:
+                tl.store(nbt_ptr, tl.load(nbt_ptr) + 1)
+        rm = tl.load(rm_ptr + pid).to(tl.float32)
+        rv = tl.load(rv_ptr + pid).to(tl.float32)
+        tl.store(rm_ptr + pid, (rm * (1.0 - momentum) + momentum * mean).to(rm_ptr.dtype.element_ty))
+        tl.store(rv_ptr + pid, (rv * (1.0 - momentum) + momentum * var * corr).to(rv_ptr.dtype.element_ty))
 """
 
 # LAYOUT=nhwc: the input copied to channels-last by a tiled transpose. torch's permute + contiguous copy
