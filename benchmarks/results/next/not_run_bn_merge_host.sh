@@ -1,5 +1,6 @@
 # Not run (written in the twentieth session, its device time spent). level2/24's host work with the running
-# statistics updated in the statistics kernel (the commit after d6a37bb's results; one launch fewer) against the tree before it (revert_bn_merge.patch), interleaved twice.
+# statistics updated in the statistics kernel (one launch fewer) against the tree before it
+# (revert_bn_merge.patch), interleaved twice.
 # Predicted: host per call -20..-35 us (of 250-350), judged time down by as much where the host bounds it.
 #   bash benchmarks/results/next/not_run_bn_merge_host.sh     (carry .whl; ~2 min)
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
