@@ -160,17 +160,18 @@ class HostWriter:
         # A momentum of None (a cumulative average, 1 / batches counted) needs the count before every
         # channel's update: its own kernel after.
         assert not per, "running statistics are a batch norm's"
-        h(f"nbt{i} = {bn}.num_batches_tracked")
-        h(f"cnt{i} = float(N * math.prod(S{prev.index}))")
         update = (
             f"{bn}.running_mean, {bn}.running_var, mean{i} if nbt{i} is None else nbt{i}, "
             f"float({bn}.momentum), cnt{i} / max(cnt{i} - 1.0, 1.0), UPDATE=True, HAS_NBT=nbt{i} is not None"
         )
-        h(f"if {bn}.training and {bn}.momentum is not None:")
-        h(f"    {launch(update)}")
-        h(f"elif {bn}.training:")
-        h(f"    {launch(no_update)}")
-        h(f"    _kw_bn_running({bn}, mean{i}, rstd{i}, N * math.prod(S{prev.index}))")
+        h(f"if {bn}.training:")
+        h(f"    cnt{i} = float(N * math.prod(S{prev.index}))")
+        h(f"    if {bn}.momentum is not None:")
+        h(f"        nbt{i} = {bn}.num_batches_tracked")
+        h(f"        {launch(update)}")
+        h("    else:")
+        h(f"        {launch(no_update)}")
+        h(f"        _kw_bn_running({bn}, mean{i}, rstd{i}, cnt{i})")
         h("else:")
         h(f"    mean{i}, rstd{i} = _kw_bn_eval_stats({bn}, C{i})")
 

@@ -12,7 +12,7 @@ import textwrap
 
 PROGRAM = textwrap.dedent(
     """
-    import importlib.util, pathlib, sys, tempfile
+    import importlib.util, pathlib, tempfile, textwrap
     import torch
     from kernelwright.providers.offline.conv import analyze_conv_task, default_conv_config, emit_conv_program
     from kernelwright.tasks.module import exec_task_module
@@ -41,10 +41,9 @@ PROGRAM = textwrap.dedent(
     def get_init_inputs():
         return []
     '''
-    import textwrap
     SOURCE = textwrap.dedent(SOURCE)
     plan = analyze_conv_task(SOURCE).plan
-    design = sys.argv[1]
+    design = "direct_depthwise"
     text = emit_conv_program(plan, SOURCE, design=design, config=default_conv_config(design, plan, "strict"))
     path = pathlib.Path(tempfile.mkdtemp()) / "bn_running_program.py"
     path.write_text(text)
@@ -83,10 +82,10 @@ PROGRAM = textwrap.dedent(
 )
 
 
-def _run(design: str) -> dict[str, tuple[float, int, int]]:
+def _run() -> dict[str, tuple[float, int, int]]:
     env = dict(os.environ, TRITON_INTERPRET="1")
     out = subprocess.run(
-        [sys.executable, "-c", PROGRAM, design], capture_output=True, text=True, env=env, timeout=240
+        [sys.executable, "-c", PROGRAM], capture_output=True, text=True, env=env, timeout=240
     )
     assert out.returncode == 0, out.stderr[-3000:]
     rows = {}
@@ -98,7 +97,7 @@ def _run(design: str) -> dict[str, tuple[float, int, int]]:
 
 
 def test_running_statistics_follow_pytorch_with_and_without_a_momentum():
-    rows = _run("direct_depthwise")
+    rows = _run()
     assert set(rows) == {"float32 0.3", "float32 None", "bfloat16 0.3", "bfloat16 None"}, rows
     for case, (worst, batches, updates) in rows.items():
         tol = 1e-4 if case.startswith("float32") else 0.05  # a bf16 running statistic holds 8 bits
