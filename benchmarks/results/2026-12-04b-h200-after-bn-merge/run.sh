@@ -1,5 +1,5 @@
-# Not run (written in the twentieth session, its device time spent). One call, ~8 min (carry .whl):
-#   bash benchmarks/results/next/not_run_after_bn_merge.sh
+# Ran 2026-12-04 06:39-06:46 UTC (twenty-first session; written in the twentieth). Of its outputs, t24_suite.md/json did not come back (more than 8 files): t24_suite.* here are from the second call (gemm-overlap/run1.sh part 2, the same bench).
+#   bash benchmarks/results/2026-12-04b-h200-after-bn-merge/run.sh
 # 1. level2/24's host work with the running statistics updated in the statistics kernel (one launch fewer)
 #    against the tree before it (revert_bn_merge.patch), interleaved twice. Predicted: host per call -20..-35 us
 #    (of 250-350), the judged time down by as much where the host bounds it.
@@ -8,7 +8,7 @@
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 mkdir -p $OUT; nvidia-smi -L > $OUT/host.txt; date -u >> $OUT/host.txt
-D=benchmarks/results/next
+D=benchmarks/results/2026-12-04b-h200-after-bn-merge
 rm -rf /tmp/old && mkdir /tmp/old && cp -r . /tmp/old/ && (cd /tmp/old && patch -s -p1 < $D/revert_bn_merge.patch) || exit 1
 for round in 1 2; do
   for tree in old new; do
