@@ -42,10 +42,12 @@ Verification (hardware.verify has the tolerance table):
   an allowance for the reference's own rounding error (hardware.verify).
 
 Timing (GPU): the candidate process times its calls with CUDA events (L2 flushed before each), the
-judge times the eager reference the same way, in alternating rounds; the judge then times a
+judge times the eager reference the same way, in alternating rounds (each side first in every other
+round); the judge then times a
 synchronised loop of candidate calls with its own wall clock and fails a candidate whose reported
 times are far below it; last, the timed inputs get new contents (a seed no trial used) and the
-answer must follow. The torch.compile'd reference is timed once per task in the judge, cached on disk.
+answer must follow. The torch.compile'd reference is timed once per task in the judge, in alternating
+rounds with eager, cached on disk; a candidate is compared with it through eager (hardware.judge_timing).
 
 The parts, one module each: candidate processes (hardware.candidate_process), what is kept per task
 (hardware.judge_records), shapes and the memory bound (hardware.judge_inputs), the references

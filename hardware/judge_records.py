@@ -98,7 +98,8 @@ class _TaskState:
     """Per (device is CUDA, second shape wanted): the shapes verified, primary first."""
     refs: dict[tuple[str, int], _Reference] = field(default_factory=dict)
     reference_ops: set[str] | None = None
-    baseline_ms: dict[str, float | None] = field(default_factory=dict)
+    baseline: dict[str, tuple[float, float] | None] = field(default_factory=dict)
+    """torch.compile baselines by key: (its median ms, its speedup over eager in paired rounds), or None."""
     modes: list[str] | None = None
     """The modules' modes a candidate is verified in: ["train"], ["eval"] or ["train", "eval"]."""
     modes_note: str = ""
