@@ -16,7 +16,10 @@ Designs (`MatmulConfig.mode`):
 - "persistent": one program per SM walking the tiles, which trims launch and tail effects; `FLAT=1`
   flattens its tile and K loops into one for Triton's pipeliner (Triton's own persistent matmul tutorial
   does so on Hopper), so the next tile's loads overlap this one's epilogue: 1-6% faster on the bf16 GEMMs
-  measured on an H200 (kind_matmul.default_config), the default there.
+  measured on an H200 (kind_matmul.default_config), the default there. `PER_SM=2` launches two programs
+  per SM: without warp specialization (which hangs with Triton 3.6 on sm_90) a program's tensor cores
+  wait while it stores a tile, and a second resident program's MMAs fill that wait, which counts where K
+  is short (kind_matmul.default_config).
 
 `TMA=1` (fp16/bf16 dots, grouped or persistent; one product, or a batch of them along which both A and B
 vary, as bmm) adds a twin kernel that reads A and B through Hopper tensor descriptors (TMA loads; 2-D, or
@@ -70,6 +73,7 @@ class MatmulConfig:
     TMA: int = 0  # 1: fp16/bf16 operands through tensor descriptors where the GPU and layouts allow
     ALIGN: int = 0  # 1: copy an operand whose row stride is not a multiple of 16 elements into a padded one
     FLAT: int = 0  # persistent: 1 flattens the tile and K loops into one (tl.range flatten) for the pipeliner
+    PER_SM: int = 1  # persistent: programs per SM (2: one stores its tile while the other's MMAs run)
 
     def as_dict(self) -> dict[str, int | str]:
         return dict(self.__dict__)
@@ -516,7 +520,8 @@ class MatmulGen(KernelGen):
             else:
                 grid = "tiles"
                 if cfg.mode == "persistent":
-                    c("NUM_PROGS = max(1, min(tiles, _num_sms(a.device)))")
+                    per_sm = "" if int(cfg.PER_SM) <= 1 else f"{int(cfg.PER_SM)} * "
+                    c(f"NUM_PROGS = max(1, min(tiles, {per_sm}_num_sms(a.device)))")
                     meta += ", NUM_PROGS=NUM_PROGS"
                     grid = "NUM_PROGS"
                 if self.tma_twin():

@@ -16,8 +16,9 @@ fp16/bf16 matmuls start from 128x256x64 tiles (128x128 for a dual kernel, or whe
 pad N by a third) read through tensor descriptors
 (TMA=1) where A and B share their batch; a product (or a batch of them) of at least two such tiles per SM in
 the persistent design (one program per SM walking the tiles, its tile and K loops flattened into one:
-FLAT=1). A large product whose traced sizes leave rows unaligned starts with ALIGN=1 (aligned operand
-copies). split_k splits K into enough parts for about two programs per SM.
+FLAT=1); with K at most 2048, two programs of 128x128 tiles per SM (PER_SM=2) where two fit, so one's MMAs
+run while the other stores. A large product whose traced sizes leave rows unaligned starts with ALIGN=1
+(aligned operand copies). split_k splits K into enough parts for about two programs per SM.
 `fits` keeps every config within the target's shared memory.
 """
 
@@ -59,8 +60,8 @@ def designs() -> dict[str, list[Design]]:
                    "one program per tile, GROUP_M band ordering"),
             Design("split_k", "matmul", "matmul", "split_k", {**mm_space, "SPLIT_K": (2, 4, 8, 16, 32, 64)},
                    _single, "K split over programs, partials reduced with the epilogue"),
-            Design("persistent", "matmul", "matmul", "persistent", {**mm_space, "FLAT": (0, 1)}, _single,
-                   "one program per SM walking the tiles"),
+            Design("persistent", "matmul", "matmul", "persistent", {**mm_space, "FLAT": (0, 1), "PER_SM": (1, 2)},
+                   _single, "one program (or two) per SM walking the tiles"),
             Design("dual", "matmul", "matmul", "grouped", mm_space, _dual,
                    "two products sharing A in one kernel: A loaded once, two accumulators, one fused store"),
             Design("dual_persistent", "matmul", "matmul", "persistent", {**mm_space, "FLAT": (0, 1)}, _dual,
@@ -157,6 +158,17 @@ def _split_k_config(info: KernelInfo, wide: bool = False) -> dict[str, Any]:
     return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "num_warps": 8 if wide else 4}
 
 
+SHORT_K = 2048
+"""Up to this K a half-precision persistent product starts with two programs of 128 x 128 tiles per SM."""
+_TWO_PER_SM = {"BLOCK_N": 128, "num_warps": 4, "num_stages": 3, "PER_SM": 2}
+"""Two resident programs per SM, 128 x 128 x 64 tiles over one warpgroup each: one program's MMAs run while
+the other stores a tile, where one program of 128 x 256 tiles leaves its tensor cores idle through each store
+(no warp specialization on sm_90 with Triton 3.6), a share of a tile's time that grows as K shrinks. Judged
+on an H200 (`kernelwright eval`, 2026-12-04, the root 128 x 256 program vs this): level1_bf16/16 (bmm, K =
+1024) 0.922-0.931x -> 0.968x eager (cuBLAS), level1_bf16/15 (8192 x 2048 x 8192) 0.990-0.993x -> 1.009x.
+Longer K was not judged this way and keeps the wide tile."""
+
+
 def default_config(design: Design, info: KernelInfo, tf32: bool = False) -> dict[str, Any]:
     cfg: dict[str, Any] = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 8,
                            "num_stages": 3}  # fmt: skip
@@ -179,6 +191,8 @@ def default_config(design: Design, info: KernelInfo, tf32: bool = False) -> dict
             # 0.391, 16 (bmm) 0.456 -> 0.429, 17 0.382 -> 0.380, level2_bf16 01 0.388 -> 0.375, 02 0.841 ->
             # 0.808; 14 (8192^3) 1.525 -> 1.529. The dual kernel's was not measured: it stays unflattened.
             cfg["FLAT"] = 1
+            if cfg.get("TMA") and info.K <= SHORT_K and fits(design, info, {**cfg, **_TWO_PER_SM}):
+                cfg.update(_TWO_PER_SM)  # where two such programs fit an SM (an H100 / H200; not an L4)
         if design.mode == "split_k":
             cfg.update(_split_k_config(info))
         return cfg
@@ -248,6 +262,8 @@ def fits(design: Design, info: KernelInfo, values: dict[str, Any]) -> bool:
     # where 8 warps ran 0.47-0.88, and 256 x 256 over 8 warps 1.72 ms against 0.47 (level2_bf16 benches).
     if bm * bn * products > 128 * 32 * int(cfg.num_warps):
         return False
+    if cfg.mode == "persistent" and int(cfg.PER_SM) > 1:
+        return _fits_per_sm(cfg, info, bm, bn, bk, products)
     # + one 8-byte barrier per stage with tensor descriptors (147480 B for the TMA twin of 147456 B of tiles)
     smem = stages * ((bm * bk + bk * bn * products) * info.itemsize + 8)
     if int(cfg.FLAT) and cfg.mode == "persistent":  # a header's text gives "0" or "1"
@@ -256,6 +272,23 @@ def fits(design: Design, info: KernelInfo, values: dict[str, Any]) -> bool:
         # Counted as one more A tile per stage, which covers both (over by 8-16 KiB for the descriptor kernel).
         smem += stages * bm * bk * info.itemsize
     return smem <= info.smem_bytes
+
+
+def _fits_per_sm(cfg: MatmulConfig, info: KernelInfo, bm: int, bn: int, bk: int, products: int) -> bool:
+    """Whether PER_SM programs of the flattened descriptor kernel (the only kind it is offered for) are resident
+    together: registers (each thread's accumulators plus ~64 of its own: 128 x 128 over 4 warps compiled to
+    189 per thread for sm_90, over 8 warps to 114; 65536 per SM) and shared memory (its pipelined tiles, a
+    barrier per stage and the epilogue's staging, 8192 x (num_warps / 4)^2 B or 64 x BLOCK_N B, whichever is
+    more: what Triton 3.6 allocated compiled for sm_90 in ten configs, 128 x 64 .. 128 x 256 and 64 x 256, 4
+    and 8 warps, 2-4 stages, to the byte; plus the 1 KiB the GPU reserves per block, within the SM's)."""
+    per_sm, warps, stages = int(cfg.PER_SM), int(cfg.num_warps), int(cfg.num_stages)
+    if not (int(cfg.FLAT) and int(cfg.TMA)) or info.dual:
+        return False
+    if per_sm * (bm * bn * products + 64 * 32 * warps) > 65536:
+        return False
+    staging = max(8192 * (warps // 4) ** 2 if warps >= 4 else 8192, 64 * bn)
+    smem = stages * ((bm * bk + bk * bn) * info.itemsize + 8) + staging
+    return per_sm * (smem + 1024) <= info.smem_bytes + 1024
 
 
 MATMUL = register_kind(

@@ -109,6 +109,23 @@ def _programs() -> dict[str, tuple[str, str]]:
         "bmm": (BMM, write_program(writer_prompt(BMM)).code),
         "broadcast_batch": (BROADCAST, write_program(writer_prompt(BROADCAST)).code),
         "dual": (SWIGLU, _variant(SWIGLU, "dual", {"TMA": 1})),
+        # 18 tiles of 16 x 16 over the interpreter's 2 x 4 programs: each walks two or three of them
+        "two_per_sm": (
+            BMM,
+            _variant(
+                BMM,
+                "persistent",
+                {
+                    "TMA": 1,
+                    "FLAT": 1,
+                    "PER_SM": 2,
+                    "BLOCK_M": 16,
+                    "BLOCK_N": 16,
+                    "BLOCK_K": 16,
+                    "num_warps": 4,
+                },
+            ),
+        ),
     }
 
 
@@ -161,3 +178,12 @@ def test_the_dual_kernel_reads_both_weights_through_descriptors(runs):
 
 def test_tma_zero_writes_no_twin():
     assert "_tma" not in _variant(ALIGNED, "grouped", {"TMA": 0})
+
+
+def test_two_programs_per_sm_walk_every_tile_of_a_bmm(runs):
+    """PER_SM=2: twice the programs (the interpreter's device counts as 4 SMs), each walking its share of
+    the batch's tiles through the descriptors, checked against Model."""
+    code, launched = runs["two_per_sm"]
+    assert "NUM_PROGS = max(1, min(tiles, 2 * _num_sms(a.device)))" in code
+    assert launched == ["tma"]
+    assert "2 * _num_sms" not in _variant(BMM, "persistent", {"TMA": 1, "FLAT": 1, "PER_SM": 1})  # as before

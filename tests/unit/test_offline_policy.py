@@ -409,6 +409,36 @@ def test_the_target_names_its_shared_memory_and_configs_beyond_it_are_never_writ
     assert not fits(grouped, small_info, base)
 
 
+def test_a_short_k_half_product_starts_with_two_programs_per_sm_where_two_fit():
+    from kernelwright.providers.offline.designs import fits
+
+    persistent = find_design("matmul", "persistent")
+    bmm = _info("16_bmm.py", "matmul", "level1_bf16")  # 32 x 2048 x 1024 x 2048: K = 1024
+    cfg = default_config(persistent, bmm)
+    assert (cfg["PER_SM"], cfg["BLOCK_N"], cfg["num_warps"], cfg["num_stages"], cfg["FLAT"]) == (
+        2,
+        128,
+        4,
+        3,
+        1,
+    )
+    assert fits(persistent, bmm, cfg) and 2 in config_space(persistent, bmm)["PER_SM"]
+    long_k = _info("17_matmul_transposed_a.py", "matmul", "level1_bf16")  # K = 4096: the 128 x 256 tile
+    assert "PER_SM" not in default_config(persistent, long_k)
+    # two such programs take 2 x 107 KiB of shared memory: not on a target of 99 KiB per block
+    assert "PER_SM" not in default_config(persistent, dataclasses.replace(bmm, smem_bytes=99 * 1024))
+    # which pairs are resident together follows what Triton 3.6 allocated compiled for sm_90: 3 stages of
+    # 128 x 128 x 64 over 4 warps (106520 B each) fit, 4 stages (139296 B) and 8 warps in 3 (131096 B) do not;
+    # 128 x 256 over 8 warps needs twice the registers an SM has; only the flattened descriptor kernel is
+    # offered two per SM
+    assert not fits(persistent, bmm, dict(cfg, num_stages=4))
+    assert not fits(persistent, bmm, dict(cfg, num_warps=8))
+    assert fits(persistent, bmm, dict(cfg, num_warps=8, num_stages=2))  # 98320 B, 114 registers
+    assert not fits(persistent, bmm, dict(cfg, BLOCK_N=256, num_warps=8, num_stages=2))
+    assert not fits(persistent, bmm, dict(cfg, TMA=0)) and not fits(persistent, bmm, dict(cfg, FLAT=0))
+    assert fits(persistent, bmm, dict(cfg, PER_SM=1, num_stages=4))
+
+
 def test_align_is_a_default_only_where_the_sizes_leave_rows_unaligned():
     from kernelwright.providers.offline import write_program
 
