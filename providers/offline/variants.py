@@ -95,6 +95,7 @@ def program_variant(source: str, name: str, design: str, config: dict[str, Any] 
     d = find_design(main.family, design)
     if d is None or not d.applies(main):
         raise ValueError(f"design {design!r} does not apply to the main {main.family} kernel of {name}")
+    _known_keys(config or {}, vars(make_config(d, {})), f"design {design!r}")
     configs = {}
     full: dict[str, Any] = {}
     for kid, info in infos.items():
@@ -112,6 +113,16 @@ def program_variant(source: str, name: str, design: str, config: dict[str, Any] 
     return WriterAnswer(code, why, meta)
 
 
+def _known_keys(config: dict[str, Any], known: Any, what: str) -> None:
+    """A config key the design's config does not have would be dropped without a word (a typo, or a knob of
+    another tree), and a sweep would time the default under its name: refuse it."""
+    unknown = sorted(k for k in config if k not in known)
+    if unknown:
+        raise ValueError(
+            f"{what} has no config keys {', '.join(unknown)} (it has: {', '.join(sorted(known))})"
+        )
+
+
 def _conv_variant(source: str, name: str, design: str, config: dict[str, Any], tf32: bool) -> WriterAnswer:
     analysis = analyze_conv_task(source)
     if analysis.plan is None:
@@ -120,6 +131,7 @@ def _conv_variant(source: str, name: str, design: str, config: dict[str, Any], t
         raise ValueError(
             f"conv design {design!r} does not apply to {name} ({', '.join(conv_designs(analysis.plan))})"
         )
+    _known_keys(config, ConvConfig.model_fields, f"conv design {design!r}")
     precision = "tf32" if tf32 else "strict"
     base = conv_configs(design, analysis.plan, precision)[0]
     cfg = ConvConfig(**{**base.model_dump(), **config})

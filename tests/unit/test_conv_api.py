@@ -474,3 +474,11 @@ def test_program_variant_writes_a_convolution_at_a_chosen_design_and_config():
     assert "family=conv design=direct config=BLOCK_M=256,BLOCK_N=64," in header and "num_warps=8" in header
     with pytest.raises(ValueError, match="does not apply to 36 .direct, implicit_gemm_flatk, implicit_gemm"):
         program_variant(source, "36", "direct_depthwise")
+    # a key the design's config does not have is refused, not dropped (a sweep would time the default)
+    with pytest.raises(ValueError, match="conv design 'direct' has no config keys BLOCKM .it has: .*BLOCK_M"):
+        program_variant(source, "36", "direct", {"BLOCKM": 256})
+    mm = (bundled_suite_dir("level1_bf16") / "16_bmm.py").read_text()
+    with pytest.raises(
+        ValueError, match="design 'persistent' has no config keys TMA_STORE .it has: .*PER_SM"
+    ):
+        program_variant(mm, "16", "persistent", {"TMA_STORE": 1, "FLAT": 1})
