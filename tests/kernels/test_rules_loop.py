@@ -38,7 +38,11 @@ def _tasks(tmp_path: Path) -> Path:
     tasks = tmp_path / "tasks"
     tasks.mkdir()
     for name, suite, file in (
-        ("a_matmul", "level1", "15_matmul_rect.py"),
+        (
+            "a_matmul",
+            "level1",
+            "17_matmul_transposed_a.py",
+        ),  # K = 4096: the 128 x 256 root (K <= 2048: 128 x 128)
         ("b_linear_bias_relu", "level2", "01_linear_bias_relu.py"),
     ):
         (tasks / f"{name}.py").write_text(

@@ -139,8 +139,10 @@ def test_the_irregular_matmul_keeps_32_wide_tf32x3_steps():
 
 def test_half_products_take_128_wide_tiles_where_256_would_pad_n_by_a_third():
     """N = 384 in 256-wide tiles computes 512 columns (four generated fp16 bmm tasks ran 1-43% faster in
-    128-wide ones on an H200); N = 2048 keeps 256."""
-    src = _task("level1_bf16", "16").source
+    128-wide ones on an H200); N = 2048 keeps 256. (K = 4096: at K <= 2048 a persistent product starts two
+    programs of 128-wide tiles per SM whatever N is.)"""
+    src = _task("level1_bf16", "16").source.replace("K = 1024", "K = 4096")
+    assert "K = 4096" in src
     wide = main_matmul_info(src, "16")
     narrow = main_matmul_info(src.replace("N = 2048", "N = 384"), "16n")
     for info, block_n in ((wide, 256), (narrow, 128)):
