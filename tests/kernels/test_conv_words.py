@@ -147,7 +147,9 @@ SWAPS = {  # name: (the low half's line, the high half's line), as the program w
 }
 
 
-@pytest.mark.parametrize("name", list(SWAPS))
+@pytest.mark.parametrize(
+    "name", [n if n.startswith("bf16") else pytest.param(n, marks=pytest.mark.slow) for n in SWAPS]
+)  # fp32's 64-bit words with the slow tests: its values are checked in the run above, this is the meta-check
 def test_swapped_halves_are_caught(pool, name):
     """The check can fail: the same program with each word's halves swapped is rejected by the judge."""
     src, code = _case(name)
