@@ -6,6 +6,7 @@
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 R=benchmarks/results/2026-12-04b-h200-gemm-overlap
+tar xzf $R/judged_programs.tgz -C $R  # the programs judged, kept as one tarball
 mkdir -p $OUT; nvidia-smi -L > $OUT/host.txt; date -u >> $OUT/host.txt
 rm -rf /tmp/fixed && mkdir /tmp/fixed && cp -r . /tmp/fixed/ && (cd /tmp/fixed && patch -s -R -p1 < $R/alternate_order.patch) || exit 1
 export KERNELWRIGHT_CACHE_DIR=/tmp/kw-cache

@@ -7,6 +7,7 @@ set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD KERNELWRIGHT_CACHE_DIR=/tmp/kw-cache
 R=benchmarks/results/2026-12-04b-h200-gemm-overlap
+tar xzf $R/judged_programs.tgz -C $R  # the programs judged, kept as one tarball
 mkdir -p $OUT; nvidia-smi -L > $OUT/host.txt; date -u >> $OUT/host.txt
 for c in "bmm_root tasks/level1_bf16/16_bmm.py 1" "mm15_root tasks/level1_bf16/15_matmul_rect.py 1" \
          "bmm_root tasks/level1_bf16/16_bmm.py 2" "mm15_root tasks/level1_bf16/15_matmul_rect.py 2" \

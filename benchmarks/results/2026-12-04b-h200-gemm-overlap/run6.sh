@@ -6,6 +6,7 @@ set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD KERNELWRIGHT_CACHE_DIR=/tmp/kw-cache
 R=benchmarks/results/2026-12-04b-h200-gemm-overlap
+tar xzf $R/judged_programs.tgz -C $R  # the programs judged, kept as one tarball
 mkdir -p $OUT; date -u > $OUT/host6.txt
 for c in "bmm_w4s3 tasks/level1_bf16/16_bmm.py" "bmm_root tasks/level1_bf16/16_bmm.py" "mm15_w4s3 tasks/level1_bf16/15_matmul_rect.py"; do
   set -- $c

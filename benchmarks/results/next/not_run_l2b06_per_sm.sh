@@ -3,6 +3,7 @@
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD KERNELWRIGHT_CACHE_DIR=/tmp/kw-cache
+tar xzf benchmarks/results/next/l2b06_programs.tgz -C benchmarks/results/next
 R=benchmarks/results/next
 mkdir -p $OUT; date -u > $OUT/host7.txt
 for c in l2b06_new_root l2b06_old_root; do
