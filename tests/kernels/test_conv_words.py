@@ -42,7 +42,7 @@ def get_init_inputs():
 CASES = {
     # 3x3, padding 1 (odd: each output pair reads words j-1, j, j+1), interior tiles unmasked and edge tiles masked
     "bf16_3x3_interior": (
-        dict(c=3, k=3, extra=", padding=1", shape="2, 3, 9, 40", dtype="bfloat16"),
+        dict(c=3, k=3, extra=", padding=1", shape="2, 3, 9, 24", dtype="bfloat16"),
         {"BLOCK_W": 8, "BLOCK_M": 32, "INTERIOR": True},
         True,
     ),
@@ -62,7 +62,7 @@ CASES = {
     ),
     # fp32: two columns to a 64-bit word; 3x3, padding 1, interior and edge tiles
     "fp32_3x3_interior": (
-        dict(c=3, k=3, extra=", padding=1", shape="2, 3, 9, 40", dtype="float32"),
+        dict(c=3, k=3, extra=", padding=1", shape="2, 3, 9, 24", dtype="float32"),
         {"BLOCK_W": 8, "BLOCK_M": 32, "INTERIOR": True},
         True,
     ),
@@ -74,7 +74,7 @@ CASES = {
     ),
     # stride 2 along the width: the output pair's taps are not one word apart; element loads
     "bf16_width_stride2": (
-        dict(c=3, k=3, extra=", padding=1, stride=(1, 2)", shape="2, 3, 9, 40", dtype="bfloat16"),
+        dict(c=3, k=3, extra=", padding=1, stride=(1, 2)", shape="2, 3, 9, 24", dtype="bfloat16"),
         {"BLOCK_W": 8, "BLOCK_M": 32},
         False,
     ),
