@@ -97,8 +97,12 @@ class EvalResult(BaseModel):
     runtime_p80_ms: float | None = None
     eager_ms: float | None = None
     compile_ms: float | None = None
+    """torch.compile's time at this candidate's session: eager_ms over torch.compile's speedup on eager, which the
+    judge timed in paired rounds once per task (its own median is extra["compile_ms_measured"])."""
     speedup_vs_eager: float | None = None
+    """Median of the per-round eager/candidate time ratios (alternating rounds)."""
     speedup_vs_compile: float | None = None
+    """speedup_vs_eager over torch.compile's paired speedup on eager (extra["compile_speedup_vs_eager"])."""
     speedup_vs_eager_ci: tuple[float, float] | None = None
     """95% bootstrap interval of the median of paired (interleaved) eager/candidate time ratios."""
     timing_reps: int = 0
