@@ -110,6 +110,12 @@ def test_honest_candidate_is_verified_and_timed(pool, relu_task):
     assert 0.5 < res.speedup_vs_eager < 2.0, res.speedup_vs_eager  # a ReLU kernel runs at copy speed
     assert res.extra["wall_ms_per_call"] > 0 and res.extra["confinement"]["environment"] == "minimal"
     assert res.extra["gpu_kernels"]["triton"] >= 1
+    # torch.compile, timed in paired rounds with eager, is compared through eager: a ReLU compiles to a copy-speed
+    # kernel like eager's, and the candidate's figures against it follow from the paired ratios
+    ratio = res.extra["compile_speedup_vs_eager"]
+    assert 0.8 < ratio < 1.25 and res.extra["compile_ms_measured"] > 0, res.extra
+    assert res.speedup_vs_compile == pytest.approx(res.speedup_vs_eager / ratio)
+    assert res.compile_ms == pytest.approx(res.eager_ms / ratio)
 
 
 def test_python_timer_patches_change_nothing(pool, relu_task):
