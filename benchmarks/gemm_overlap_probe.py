@@ -8,8 +8,10 @@ cores wait. With a short K that store is a visible share of a tile's time: the b
 
 - `tma_store`: the output tile staged in shared memory and written by the TMA engine, which runs on while the
   next tile's loop starts (the writer's `TMA_STORE=1`, kept as a patch: written in a tree where it is applied);
-- `two_per_sm_*`: 128 x 128 tiles and two resident programs per SM, so one's products run while the other
-  stores (the root program's text with BLOCK_N 128 and twice the programs).
+- `two_per_sm_*`: 128 x 128 tiles and two resident programs per SM (`PER_SM=2`), so one's products run while
+  the other stores: since 2026-12-04 the writer's root for K <= 2048, so `one_per_sm_w8s3` is the former
+  root there (the 2026-12-04 calls ran this script's first version, which wrote these by editing the root's
+  text; results/2026-12-04b-h200-gemm-overlap/programs.tgz holds what it wrote).
 
 Usage, from the repository root:
     python benchmarks/gemm_overlap_probe.py --write DIR [--tasks level1_bf16/16,...]   (CPU: the programs)
@@ -17,14 +19,15 @@ Usage, from the repository root:
 The write step adds to DIR/manifest.json, so a second tree (with the patch) can add its variants.
 Timing as the judge times (L2 flushed before each call, CUDA events around it, one synchronize after --reps calls,
 the median), in --rounds rounds over every variant with eager (cuBLAS) timed after each; each variant checked
-against the task's Model first (max error over the RMS).
+against the task's Model first (max error over the RMS). Read the per-position medians, not the ratios alone: on
+an H200 at its power limit the ratios favoured a variant that equal positions did not, and only the judge
+(`kernelwright eval`, RESULTS.md 2026-12-04) settled it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import re
 import statistics
 import sys
 import tempfile
@@ -35,17 +38,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import cuda_event_times, cuda_models, load_program, max_err_over_rms, root_program, task_path  # noqa: E402
 
 DEFAULT_TASKS = "level1_bf16/16,level1_bf16/15,level1_bf16/17"
-_PROGS = "NUM_PROGS = max(1, min(tiles, _num_sms(a.device)))"
-_BLOCK_N = "BLOCK_N = min(256, max(16, _np2(N)))"
-
-
-def _two_per_sm(code: str, warps: int, stages: int) -> str:
-    """The root persistent program with 128-wide tiles, two programs per SM and the given launch."""
-    if _PROGS not in code or _BLOCK_N not in code:
-        raise ValueError("not the persistent GEMM launcher this probe edits")
-    code = code.replace(_PROGS, "NUM_PROGS = max(1, min(tiles, 2 * _num_sms(a.device)))")
-    code = code.replace(_BLOCK_N, "BLOCK_N = min(128, max(16, _np2(N)))")
-    return re.sub(r"num_warps=8, num_stages=3", f"num_warps={warps}, num_stages={stages}", code)
+_FLAT_TMA = {"TMA": 1, "FLAT": 1}
+VARIANTS = {  # name: the persistent design's config over its default (descriptor loads, one flattened loop)
+    "one_per_sm_w8s3": {"BLOCK_N": 256, "num_warps": 8, "num_stages": 3, "PER_SM": 1},
+    "two_per_sm_w4s3": {"BLOCK_N": 128, "num_warps": 4, "num_stages": 3, "PER_SM": 2},
+    "two_per_sm_w8s2": {"BLOCK_N": 128, "num_warps": 8, "num_stages": 2, "PER_SM": 2},
+}
 
 
 def write(folder: Path, specs: list[str]) -> None:
@@ -59,16 +57,19 @@ def write(folder: Path, specs: list[str]) -> None:
         task = load_task(task_path(spec))
         root = root_program(task, get_target("nvidia-h200")).code
         programs = {"root": root}
-        for warps, stages in ((8, 3), (4, 3), (8, 2)):
+        for name, config in VARIANTS.items():
             try:
-                programs[f"two_per_sm_w{warps}s{stages}"] = _two_per_sm(root, warps, stages)
-            except ValueError as exc:
-                print(f"{spec}: {exc}")
-        try:  # only where the writer knows TMA_STORE (the patched tree)
-            store = {"TMA": 1, "FLAT": 1, "TMA_STORE": 1}
-            programs["tma_store"] = program_variant(task.source, task.name, "persistent", store).code
-        except Exception as exc:  # noqa: BLE001 - an unknown knob in this tree
-            print(f"{spec}: no tma_store variant here ({type(exc).__name__})")
+                programs[name] = program_variant(
+                    task.source, task.name, "persistent", {**_FLAT_TMA, **config}
+                ).code
+            except ValueError as exc:  # not a product the persistent design applies to
+                print(f"{spec}: no {name} ({exc})")
+        try:  # only where the writer knows TMA_STORE (a tree with its patch applied)
+            programs["tma_store"] = program_variant(
+                task.source, task.name, "persistent", {**_FLAT_TMA, "TMA_STORE": 1}
+            ).code
+        except ValueError as exc:
+            print(f"{spec}: no tma_store variant here ({exc})")
         key = spec.replace("/", "_")
         (folder / key).mkdir(parents=True, exist_ok=True)
         for name, code in programs.items():
@@ -150,8 +151,10 @@ def time_all(folder: Path, out: Path, reps: int, rounds: int, only: set[str], so
             entry["gpu_state"] = []
             for r in range(rounds):
                 entry["gpu_state"].append(_gpu_state())
-                for name, (ref, new, inputs) in list(models.items())[:: -1 if r % 2 else 1]:
+                order = list(models.items())[:: -1 if r % 2 else 1]
+                for position, (name, (ref, new, inputs)) in enumerate(order):
                     row = entry["variants"][name]
+                    row.setdefault("position", []).append(position)
                     row["ms"].append(judged(lambda new=new, inputs=inputs: new(*inputs)))
                     row.setdefault("eager_ms", []).append(judged(lambda ref=ref, inputs=inputs: ref(*inputs)))
                     entry["eager_ms"].append(row["eager_ms"][-1])
@@ -170,6 +173,14 @@ def time_all(folder: Path, out: Path, reps: int, rounds: int, only: set[str], so
             ratios = row["ratios"] = [e / m for e, m in zip(row["eager_ms"], row["ms"], strict=True)]
             print(f"{spec} {name}: eager / variant per round, median {statistics.median(ratios):.3f}: "
                   f"{' '.join(f'{x:.3f}' for x in ratios)}", flush=True)  # fmt: skip
+            # A GPU at its power limit runs the first program after the pause between rounds faster (an H200:
+            # up to 10%), and the ratios above can carry that: compare variants at equal positions too.
+            at = {
+                p: [m for m, q in zip(row["ms"], row["position"], strict=True) if q == p]
+                for p in set(row["position"])
+            }
+            print(f"{spec} {name}: median ms by position in the round: "
+                  f"{', '.join(f'{p}: {statistics.median(ms):.4f}' for p, ms in sorted(at.items()))}")  # fmt: skip
         out.write_text(json.dumps(results, indent=1))
         del models
         torch.cuda.empty_cache()

@@ -95,7 +95,9 @@ def program_variant(source: str, name: str, design: str, config: dict[str, Any] 
     d = find_design(main.family, design)
     if d is None or not d.applies(main):
         raise ValueError(f"design {design!r} does not apply to the main {main.family} kernel of {name}")
-    _known_keys(config or {}, vars(make_config(d, {})), f"design {design!r}")
+    _known_keys(
+        config or {}, set(vars(make_config(d, {}))) - {"mode"}, f"design {design!r}"
+    )  # mode: the design's
     configs = {}
     full: dict[str, Any] = {}
     for kid, info in infos.items():
