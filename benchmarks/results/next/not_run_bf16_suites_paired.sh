@@ -1,4 +1,6 @@
-# Not run (written in the twenty-first session, its device time spent). One call, ~9 min (carry .whl):
+# Not run (written in the twenty-first session, its device time spent). One call of ~9 min (carry .whl), and a
+# second if the bench stops at BENCH_S (copy the first call's bench.tgz into the tree, carry it, and run
+# `BENCH_TGZ=<it> bash benchmarks/bench_device.sh`: it resumes):
 #   bash benchmarks/results/next/not_run_bf16_suites_paired.sh
 # Both bf16 suites at budget 4 with this session's two changes: the writer's two programs per SM for short-K
 # half-precision products (level1_bf16/15 and /16, level2_bf16/06 start there) and the judge's torch.compile
