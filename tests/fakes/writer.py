@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -22,6 +23,18 @@ def writer_prompt(source: str, kind: str = "large_step", **sections: str) -> str
     ]
     parts += [render_section(tag, body) for tag, body in sections.items()]
     return "\n\n".join(parts)
+
+
+def run_interpreted(program: str, timeout: float) -> list[str]:
+    """Run `program` (Python source) in a fresh interpreter under Triton's interpreter (TRITON_INTERPRET=1), so
+    its kernels run on the CPU and nothing it imports or patches reaches the test process; its stdout lines.
+    Fails the test with the end of its stderr if it exits non-zero."""
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    out = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, env=env, timeout=timeout
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout.splitlines()
 
 
 def check_programs(pool: Any, jobs: list[tuple[str, object, str]], cfg: Any) -> None:

@@ -5,10 +5,9 @@ two forwards, in fp32 and with a bf16 module."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
+
+from tests.fakes.writer import run_interpreted
 
 PROGRAM = textwrap.dedent(
     """
@@ -83,13 +82,8 @@ PROGRAM = textwrap.dedent(
 
 
 def _run() -> dict[str, tuple[float, int, int]]:
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    out = subprocess.run(
-        [sys.executable, "-c", PROGRAM], capture_output=True, text=True, env=env, timeout=240
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
     rows = {}
-    for line in out.stdout.splitlines():
+    for line in run_interpreted(PROGRAM, timeout=240):
         case, values = line.split(" | ")
         worst, batches, updates = values.split()
         rows[case] = (float(worst), int(batches), int(updates))

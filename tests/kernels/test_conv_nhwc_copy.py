@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
+
+from tests.fakes.writer import run_interpreted
 
 PROGRAM = textwrap.dedent(
     """
@@ -43,13 +42,9 @@ PROGRAM = textwrap.dedent(
 
 
 def test_channels_last_copy_matches_torch_values_and_strides():
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    out = subprocess.run(
-        [sys.executable, "-c", PROGRAM], capture_output=True, text=True, env=env, timeout=120
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    rows = dict(line.split(" | ") for line in out.stdout.splitlines())
-    assert len(rows) == 6, out.stdout
+    lines = run_interpreted(PROGRAM, timeout=120)
+    rows = dict(line.split(" | ") for line in lines)
+    assert len(rows) == 6, lines
     for name, flags in rows.items():
         same_values, same_strides, in_place, launched = flags.split()
         assert same_values == "1" and same_strides == "1", (name, flags)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
+
+from tests.fakes.writer import run_interpreted
 
 PROGRAM = textwrap.dedent(
     """
@@ -41,13 +40,8 @@ PROGRAM = textwrap.dedent(
 
 
 def test_bf16_dots_and_casts_match_a_gpu_with_the_fix_and_not_without():
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    out = subprocess.run(
-        [sys.executable, "-c", PROGRAM], capture_output=True, text=True, env=env, timeout=120
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
     seen = {}
-    for line in out.stdout.splitlines():
+    for line in run_interpreted(PROGRAM, timeout=120):
         step, dot, same = line.rsplit(" ", 2)
         seen[step] = (float(dot), same == "1")
     # fixed: the dot is the exact product of the bf16 operands (to fp32 accumulation), and the cast
