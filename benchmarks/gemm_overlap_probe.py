@@ -124,7 +124,7 @@ def time_all(folder: Path, out: Path, reps: int, rounds: int, only: set[str], so
         path = task_path(spec)
         mod = exec_task_module(path.read_text(), "task_" + path.stem, filename=str(path))
         key = spec.replace("/", "_")
-        entry: dict[str, Any] = {"eager_ms": [], "variants": {}}
+        entry: dict[str, Any] = {"variants": {}}
         results["tasks"][spec] = entry
         models: dict[str, Any] = {}
         with torch.no_grad():
@@ -157,8 +157,8 @@ def time_all(folder: Path, out: Path, reps: int, rounds: int, only: set[str], so
                     row.setdefault("position", []).append(position)
                     row["ms"].append(judged(lambda new=new, inputs=inputs: new(*inputs)))
                     row.setdefault("eager_ms", []).append(judged(lambda ref=ref, inputs=inputs: ref(*inputs)))
-                    entry["eager_ms"].append(row["eager_ms"][-1])
-        eager = statistics.median(entry["eager_ms"]) if entry["eager_ms"] else float("nan")
+        all_eager = [e for row in entry["variants"].values() for e in row.get("eager_ms", [])]
+        eager = statistics.median(all_eager) if all_eager else float("nan")
         for name, row in entry["variants"].items():
             shown = (f"{statistics.median(row['ms']):.4f} ms (rounds {', '.join(f'{m:.4f}' for m in row['ms'])}), "
                      f"{eager / statistics.median(row['ms']):.3f}x eager" if row["ms"] else row.get("error"))  # fmt: skip

@@ -286,7 +286,7 @@ def _fits_per_sm(cfg: MatmulConfig, info: KernelInfo, bm: int, bn: int, bk: int,
         return False
     if per_sm * (bm * bn * products + 64 * 32 * warps) > 65536:
         return False
-    staging = max(8192 * (warps // 4) ** 2 if warps >= 4 else 8192, 64 * bn)
+    staging = max(8192 * max(1, warps // 4) ** 2, 64 * bn)
     smem = stages * ((bm * bk + bk * bn) * info.itemsize + 8) + staging
     return per_sm * (smem + 1024) <= info.smem_bytes + 1024
 

@@ -95,9 +95,8 @@ def program_variant(source: str, name: str, design: str, config: dict[str, Any] 
     d = find_design(main.family, design)
     if d is None or not d.applies(main):
         raise ValueError(f"design {design!r} does not apply to the main {main.family} kernel of {name}")
-    _known_keys(
-        config or {}, set(vars(make_config(d, {}))) - {"mode"}, f"design {design!r}"
-    )  # mode: the design's
+    knobs = set(vars(make_config(d, {}))) - {"mode"}  # the mode is the design's, not a knob
+    _known_keys(config or {}, knobs, f"design {design!r}")
     configs = {}
     full: dict[str, Any] = {}
     for kid, info in infos.items():
