@@ -9,8 +9,8 @@ cores wait. With a short K that store is a visible share of a tile's time: the b
 - `tma_store`: the output tile staged in shared memory and written by the TMA engine, which runs on while the
   next tile's loop starts (the writer's `TMA_STORE=1`, kept as a patch: written in a tree where it is applied);
 - `two_per_sm_*`: 128 x 128 tiles and two resident programs per SM (`PER_SM=2`), so one's products run while
-  the other stores: since 2026-12-04 the writer's root for K <= 2048, so `one_per_sm_w8s3` is the former
-  root there (the 2026-12-04 calls ran this script's first version, which wrote these by editing the root's
+  the other stores: since 2026-12-04 the writer's root where two fit an SM (for K <= 2048 at first, then for
+  any K), so `one_per_sm_w8s3` is the former root there (the 2026-12-04 calls ran this script's first version, which wrote these by editing the root's
   text; results/2026-12-04b-h200-gemm-overlap/programs.tgz holds what it wrote).
 
 Usage, from the repository root:

@@ -18,8 +18,8 @@ Designs (`MatmulConfig.mode`):
   does so on Hopper), so the next tile's loads overlap this one's epilogue: 1-6% faster on the bf16 GEMMs
   measured on an H200 (kind_matmul.default_config), the default there. `PER_SM=2` launches two programs
   per SM: without warp specialization (which hangs with Triton 3.6 on sm_90) a program's tensor cores
-  wait while it stores a tile, and a second resident program's MMAs fill that wait, which counts where K
-  is short (kind_matmul.default_config).
+  wait while it stores a tile, and a second resident program's MMAs fill that wait (the default where two
+  fit an SM: kind_matmul.default_config).
 
 `TMA=1` (fp16/bf16 dots, grouped or persistent; one product, or a batch of them along which both A and B
 vary, as bmm) adds a twin kernel that reads A and B through Hopper tensor descriptors (TMA loads; 2-D, or

@@ -16,8 +16,8 @@ fp16/bf16 matmuls start from 128x256x64 tiles (128x128 for a dual kernel, or whe
 pad N by a third) read through tensor descriptors
 (TMA=1) where A and B share their batch; a product (or a batch of them) of at least two such tiles per SM in
 the persistent design (one program per SM walking the tiles, its tile and K loops flattened into one:
-FLAT=1); with K at most 2048, two programs of 128x128 tiles per SM (PER_SM=2) where two fit, so one's MMAs
-run while the other stores. A large product whose traced sizes leave rows unaligned starts with ALIGN=1
+FLAT=1); two programs of 128x128 tiles per SM (PER_SM=2) where two fit, so one's MMAs run while the other
+stores. A large product whose traced sizes leave rows unaligned starts with ALIGN=1
 (aligned operand copies). split_k splits K into enough parts for about two programs per SM.
 `fits` keeps every config within the target's shared memory.
 """
@@ -158,15 +158,13 @@ def _split_k_config(info: KernelInfo, wide: bool = False) -> dict[str, Any]:
     return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "SPLIT_K": split, "num_warps": 8 if wide else 4}
 
 
-SHORT_K = 2048
-"""Up to this K a half-precision persistent product starts with two programs of 128 x 128 tiles per SM."""
 _TWO_PER_SM = {"BLOCK_N": 128, "num_warps": 4, "num_stages": 3, "PER_SM": 2}
 """Two resident programs per SM, 128 x 128 x 64 tiles over one warpgroup each: one program's MMAs run while
 the other stores a tile, where one program of 128 x 256 tiles leaves its tensor cores idle through each store
-(no warp specialization on sm_90 with Triton 3.6), a share of a tile's time that grows as K shrinks. Judged
-on an H200 (`kernelwright eval`, 2026-12-04, the root 128 x 256 program vs this): level1_bf16/16 (bmm, K =
-1024) 0.922-0.931x -> 0.968x eager (cuBLAS), level1_bf16/15 (8192 x 2048 x 8192) 0.990-0.993x -> 1.009x.
-Longer K was not judged this way and keeps the wide tile."""
+(no warp specialization on sm_90 with Triton 3.6). Judged on an H200 (`kernelwright eval`, the 128 x 256 root
+vs this, vs eager = cuBLAS; benchmarks/RESULTS.md, twenty-first and twenty-second sessions): level1_bf16/16
+(bmm, K = 1024) 0.922-0.931x -> 0.968-0.975x, 15 (8192 x 2048 x 8192) 0.990-0.993x -> 1.009x, level2_bf16/06
+(bmm + residual) 1.521x -> 1.548x, 17 (K = 4096) 0.984x -> 0.990x, 14 (8192^3) 1.014x -> 1.026x."""
 
 
 def default_config(design: Design, info: KernelInfo, tf32: bool = False) -> dict[str, Any]:
@@ -191,7 +189,7 @@ def default_config(design: Design, info: KernelInfo, tf32: bool = False) -> dict
             # 0.391, 16 (bmm) 0.456 -> 0.429, 17 0.382 -> 0.380, level2_bf16 01 0.388 -> 0.375, 02 0.841 ->
             # 0.808; 14 (8192^3) 1.525 -> 1.529. The dual kernel's was not measured: it stays unflattened.
             cfg["FLAT"] = 1
-            if cfg.get("TMA") and info.K <= SHORT_K and fits(design, info, {**cfg, **_TWO_PER_SM}):
+            if cfg.get("TMA") and fits(design, info, {**cfg, **_TWO_PER_SM}):
                 cfg.update(_TWO_PER_SM)  # where two such programs fit an SM (an H100 / H200; not an L4)
         if design.mode == "split_k":
             cfg.update(_split_k_config(info))

@@ -42,7 +42,7 @@ def _tasks(tmp_path: Path) -> Path:
             "a_matmul",
             "level1",
             "17_matmul_transposed_a.py",
-        ),  # K = 4096: the 128 x 256 root (K <= 2048: 128 x 128)
+        ),  # on an L4 two 128 x 128 programs do not fit an SM: the 128 x 256 root
         ("b_linear_bias_relu", "level2", "01_linear_bias_relu.py"),
     ):
         (tasks / f"{name}.py").write_text(

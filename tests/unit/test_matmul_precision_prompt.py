@@ -4,6 +4,7 @@ for split-K, each one small step from the other)."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
@@ -139,13 +140,13 @@ def test_the_irregular_matmul_keeps_32_wide_tf32x3_steps():
 
 def test_half_products_take_128_wide_tiles_where_256_would_pad_n_by_a_third():
     """N = 384 in 256-wide tiles computes 512 columns (four generated fp16 bmm tasks ran 1-43% faster in
-    128-wide ones on an H200); N = 2048 keeps 256. (K = 4096: at K <= 2048 a persistent product starts two
-    programs of 128-wide tiles per SM whatever N is.)"""
-    src = _task("level1_bf16", "16").source.replace("K = 1024", "K = 4096")
-    assert "K = 4096" in src
+    128-wide ones on an H200); N = 2048 keeps 256. (Where two programs of 128-wide tiles fit an SM a
+    persistent product starts with those whatever N is: here a target of 99 KiB per block, an L4's.)"""
+    src = _task("level1_bf16", "16").source
     wide = main_matmul_info(src, "16")
     narrow = main_matmul_info(src.replace("N = 2048", "N = 384"), "16n")
     for info, block_n in ((wide, 256), (narrow, 128)):
+        info = dataclasses.replace(info, smem_bytes=99 * 1024)
         by_name = {d.name: d for d in designs_for(info)}
         for name in ("grouped", "persistent"):
             assert default_config(by_name[name], info)["BLOCK_N"] == block_n, (name, info.N)
