@@ -21,6 +21,19 @@ _RECHECK_SEED_OFFSET = 7919
 """The post-timing re-check draws inputs from seed + this: a seed no verification trial uses."""
 
 _ROUNDS = 10
+_MAX_CALLS_PER_ROUND = 200
+
+
+def calls_per_round(rep_ms: float, est_ms: float) -> int:
+    """Calls one side makes in a round: its share of `rep_ms` at its own estimated time per call.
+
+    Each side's count follows its own time, not the slower side's: with one count for both, a candidate
+    24x faster than eager (published/09: 0.23 ms of kernels against eager's 8 ms) was timed one call per
+    round, each call starting on an idle GPU with its host work (three launches) exposed, while the same
+    program timed in a plain process, and torch.compile in its own rounds, ran with calls queued: 0.30-0.39
+    ms judged against 0.226 on one H200 (benchmarks/RESULTS.md, twenty-second session)."""
+    return int(min(_MAX_CALLS_PER_ROUND, max(1, rep_ms / _ROUNDS / max(est_ms, 1e-3))))
+
 
 _WALL_SLACK_MS = 0.05
 
@@ -96,7 +109,7 @@ class Timing(Verification):
         warm_c, warm_e = max(1, int(cfg.warmup_ms / est_c)), max(1, int(cfg.warmup_ms / est_e))
         cand(1, min(warm_c, 200))
         self._time_eager(ref, args_r, 1, min(warm_e, 200))
-        k = int(min(200, max(1, cfg.rep_ms / _ROUNDS / max(est_c, est_e))))
+        k_c, k_e = calls_per_round(cfg.rep_ms, est_c), calls_per_round(cfg.rep_ms, est_e)
         cand_samples: list[float] = []
         eager_samples: list[float] = []
         ratios: list[float] = []
@@ -106,11 +119,11 @@ class Timing(Verification):
             # GEMM first in a round up to 10% faster than last, after ~0.1 s pauses). With this loop's short
             # pauses the fixed order measured no bias (bmm 0.931x eager either way); this keeps it so.
             if r % 2 == 0:
-                c = cand(k, 0)
-                e = self._time_eager(ref, args_r, k, 0)
+                c = cand(k_c, 0)
+                e = self._time_eager(ref, args_r, k_e, 0)
             else:
-                e = self._time_eager(ref, args_r, k, 0)
-                c = cand(k, 0)
+                e = self._time_eager(ref, args_r, k_e, 0)
+                c = cand(k_c, 0)
             cand_samples += c
             eager_samples += e
             ratios.append(float(sorted(e)[len(e) // 2] / max(sorted(c)[len(c) // 2], 1e-6)))
@@ -142,8 +155,9 @@ class Timing(Verification):
         res.timing_meaningful = True
         res.extra["eager_ci_ms"] = list(e_stats.ci_ms)
         res.timing_note = (
-            f"CUDA events, L2 flushed, {_ROUNDS} alternating rounds of {k} calls (candidate in its own "
-            f"process, eager in the judge, each first in every other round), wall-clock cross-check passed, precision {cfg.precision}"
+            f"CUDA events, L2 flushed, {_ROUNDS} alternating rounds of {k_c} candidate / {k_e} eager calls (candidate "
+            f"in its own process, eager in the judge, each first in every other round), wall-clock cross-check "
+            f"passed, precision {cfg.precision}"
         )
         if cfg.compile_baseline:
             self.conn.send(("partial", job_id, res.model_dump(mode="json")))
