@@ -1,6 +1,4 @@
 # Eighth call: run4.sh again after the judge change (each side's calls per round from its own time, commit ae8cc2f).
-# 0.97x torch.compile; 09 judged 0.314 ms there), now with the paired torch.compile baseline. run3.sh measured
-# 09's root at 0.230 ms judged / 0.225 GPU / 0.246 host per forward on this call's kind of machine.
 # Predicted: 09 0.225-0.235 ms (1.4x torch.compile; run7 judged its root at 0.227 / 0.226), 08, 10, 11 as in
 # run4 (their candidates run 3.5-5.9 ms, so their counts barely change); the family ~1.05x.
 set -u
