@@ -33,7 +33,7 @@ Designs (both walk the window with compile-time loops, one load per window eleme
 Configs: BLOCK (outputs per program, per row for `rows`), BLOCK_H (`rows`: output rows per program) and
 num_warps. A large step takes the first preset (design, config)
 that is neither written in the run nor forbidden (the design and config of a correct experience case of
-this family go first, the nearest case first: policy.ranked_cases); a small step moves one knob of the
+this family go first, the nearest case first: policy.ranked_cases, from a pooling over as many dims); a small step moves one knob of the
 parent's design one step (seeded); a repair after a resource error halves BLOCK.
 """
 
@@ -462,6 +462,17 @@ def _as_pick(meta: Any) -> Pick | None:
     return (meta.design, config) if config is not None else None
 
 
+def _same_rank(ctx: Any, case: Any) -> bool:
+    """Whether a case pooled an input of as many dims as this task's (so over as many dims), as far as both
+    signatures say. A config does not carry over between them: on an H200 a 1-D pool's best (256 outputs a
+    program, 0.7% ahead of 512 on published/26) started published/27's 2-D pool at 3.21 ms where its own
+    default (512) ran 2.57 (benchmarks/RESULTS.md, twenty-second session)."""
+    mine, theirs = ctx.signature, case.signature
+    if mine is None or theirs is None or not mine.input_shapes or not theirs.input_shapes:
+        return True
+    return len(mine.input_shapes[0]) == len(theirs.input_shapes[0])
+
+
 def _choose(ctx: Any, task: PoolTask) -> tuple[str, dict[str, int], str] | None:
     """A (design, config, why) for this step. Programs compare by what they launch at the task's size
     (`launched`): a step never writes a config that launches as one already written, the parent included,
@@ -496,7 +507,8 @@ def _choose(ctx: Any, task: PoolTask) -> tuple[str, dict[str, int], str] | None:
             pick = (fresh or options)[0]
             changed = ", ".join(f"{k}={pick[k]}" for k in pick if pick[k] != base[k])
             return design, pick, f"small step: {changed}"
-    good = ranked_cases(ctx, [c for c in ctx.cases if c.good and c.same_hardware and _as_pick(c.meta)])
+    good = ranked_cases(ctx, [c for c in ctx.cases
+                              if c.good and c.same_hardware and _as_pick(c.meta) and _same_rank(ctx, c)])  # fmt: skip
     for design, config in [p for c in good if (p := _as_pick(c.meta)) is not None]:
         if key(design, config) not in written and ok(design, config):
             return design, config, "the design and config of a correct pooling case"

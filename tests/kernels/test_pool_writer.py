@@ -194,3 +194,30 @@ def test_other_tasks_are_passed_on():
     # a pooling in a convolution's epilogue stays with the convolution writer
     conv = load_task(bundled_suite_dir("level2") / "21_conv3d_softmax_maxpool_maxpool.py")
     assert pool_task_writer(conv.source, "t", WriterContext()) is None
+
+
+def test_a_large_step_takes_a_pooling_cases_config_only_from_a_pooling_over_as_many_dims():
+    """A 1-D pool's best config (256 outputs a program) started a 2-D pool 25% slower than its default on an
+    H200; a case from another 2-D pool is still followed."""
+    from kernelwright.nodes.prompts import render_section
+
+    task = load_task(bundled_suite_dir("published") / "27_max_pool2d_32x64x512x512.py")
+
+    def root_config(case_task_line: str) -> dict:
+        case = (
+            '<case id="c1" outcome="effective" speedup="3.6" hardware="h200" same_hardware="true">'
+            f"{case_task_line}\naction: small_step; idea: -\n"
+            "design: kernelwright: family=pool design=rows config=BLOCK=256,BLOCK_H=1,num_warps=8\n</case>"
+        )
+        prompt = "\n\n".join([
+            render_section("request", "Write a faster kernel.", kind="large_step"),
+            render_section("task", task.source, name=task.name, signature=task.signature.key()),
+            render_section("experience", case),
+        ])  # fmt: skip
+        meta = parse_meta(write_program(prompt).code)
+        assert meta.family == "pool"
+        return meta.config
+
+    one_d = root_config("task: 26_max_pool1d_64x192x65536 (pool; in 64x192x65536; float32)")
+    two_d = root_config("task: 30_avg_pool2d_32x64x512x512 (pool; in 32x64x512x512; float32)")
+    assert int(one_d["BLOCK"]) == 512 and int(two_d["BLOCK"]) == 256
