@@ -58,7 +58,9 @@ def main() -> None:
     prof.disable()
     text = io.StringIO()
     pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(25)
-    report = f"{args.task} {args.program.name}: {plain:.1f} us per forward (wall, GPU queue drained every 50)\n"
+    report = (
+        f"{args.task} {args.program.name}: {plain:.1f} us per forward (wall, GPU queue drained every 50)\n"
+    )
     report += text.getvalue()
     print(report)
     if args.out:
