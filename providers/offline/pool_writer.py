@@ -31,10 +31,10 @@ Designs (both walk the window with compile-time loops, one load per window eleme
   (batch, od, oh, ow), in 64-bit only when a tensor has 2^31 elements or more.
 
 Configs: BLOCK (outputs per program, per row for `rows`), BLOCK_H (`rows`: output rows per program) and
-num_warps. A large step takes the first preset (design, config)
-that is neither written in the run nor forbidden (the design and config of a correct experience case of
-this family go first, the nearest case first: policy.ranked_cases, from a pooling over as many dims); a small step moves one knob of the
-parent's design one step (seeded); a repair after a resource error halves BLOCK.
+num_warps. A large step takes the first preset (design, config) that is neither written in the run nor
+forbidden (the design and config of a correct experience case of this family go first, the nearest case
+first: policy.ranked_cases, if it pooled over as many dims); a small step moves one knob of the parent's
+design one step (seeded); a repair after a resource error halves BLOCK.
 """
 
 from __future__ import annotations
