@@ -10,6 +10,9 @@ each task this times the writer's root program, eager PyTorch and (with --compil
   holds only the GPU's work;
 - host: the wall time per call of queueing those calls, less the same loop around a no-op (flush and events).
 
+`--profile` adds cProfile's view of the candidate's host work; `--launch-hooks` first routes every Triton launch
+in this process (torch.compile's too) through the judge's evidence hooks, as a candidate process's launches are.
+
     python benchmarks/host_vs_gpu.py --tasks level2_bf16/20,level2_bf16/24 --compile --out host.json
 """
 
@@ -110,8 +113,17 @@ def main() -> int:
         "candidate process does (its warm-up, then the kernel cross-check) before it is timed; their seconds "
         "are in the output with TEARDOWN_CUPTI / DISABLE_CUPTI_LAZY_REINIT as set",
     )  # fmt: skip
+    ap.add_argument(
+        "--launch-hooks", action="store_true",
+        help="route Triton launches through the judge's evidence hooks first (a recorder that is not recording), "
+        "as every launch in a candidate process is",
+    )  # fmt: skip
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
+    if args.launch_hooks:
+        from kernelwright.hardware.evidence import Recorder, install_launch_hooks
+
+        install_launch_hooks(Recorder(sync=torch.cuda.synchronize))
     from kernelwright.hardware.targets import get_target
     from kernelwright.tasks import exec_task_module, load_task
 
@@ -133,6 +145,7 @@ def main() -> int:
     out: dict[str, Any] = {
         "env": environment("cuda"), "noop_host_ms": noop_host, "tasks": [], "profiler_sessions_s": sessions_s,
         "cupti_env": {k: os.environ.get(k) for k in ("TEARDOWN_CUPTI", "DISABLE_CUPTI_LAZY_REINIT")},
+        "launch_hooks": args.launch_hooks,
     }  # fmt: skip
 
     def run(spec: str) -> dict[str, Any]:

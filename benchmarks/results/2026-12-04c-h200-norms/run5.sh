@@ -1,3 +1,4 @@
+# (benchmarks/host_profile_forward.py was removed after this call: `host_vs_gpu.py --profile` gives the same view.)
 # Fifth call: where the host time per forward goes (benchmarks/host_profile_forward.py, cProfile) for four
 # roots whose judged time has followed the host: published/09 (judged 0.347 ms in run4's bench, p20-p80
 # 0.311-0.386, against 0.225 ms of GPU work), 08, level2/24, level2_bf16/20. Predicted: Triton's launcher
