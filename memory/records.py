@@ -28,17 +28,24 @@ CASE_SCHEMA = 1
 RULE_SCHEMA = 1
 EXPOSURE_SCHEMA = 1
 
-Outcome = Literal["effective", "partial", "unmeasured", "ineffective", "negative", "failed"]
+Outcome = Literal["effective", "partial", "tie", "unmeasured", "ineffective", "negative", "failed"]
 """Label of an attempt by its step ratio r = speedup / parent speedup (KOPE): effective r >= 1.05,
 partial 1 <= r < 1.05, ineffective 0.85 <= r < 1, negative r < 0.85, failed = not correct.
+`tie`: within the judge's noise of its parent, neither a win nor a loss: 1/TIE_R < r < TIE_R, or r's
+interval (the two speedups' 95% intervals) holds 1 while r is below EFFECTIVE_R.
 `unmeasured`: correct, but no meaningful timing (e.g. the CPU interpreter), so r is unknown."""
 
-OUTCOMES: tuple[str, ...] = ("effective", "partial", "unmeasured", "ineffective", "negative", "failed")
+OUTCOMES: tuple[str, ...] = ("effective", "partial", "tie", "unmeasured", "ineffective", "negative", "failed")
 OUTCOME_RANK = {o: i for i, o in enumerate(OUTCOMES)}
 """Retrieval order: lower is better. An unmeasured correct kernel ranks above a measured slowdown."""
 
 EFFECTIVE_R = 1.05
 NEGATIVE_R = 0.85
+TIE_R = 1.02
+"""Steps closer than 2% to their parent are ties. The same program judged in two evaluations of one session
+differs by up to ~1% on an H200 (0.2273 / 0.2255 ms, benchmarks/RESULTS.md, twenty-second session), more
+across machines; a 0.7% "win" (a 1-D pooling's BLOCK=256) was once carried to every later pooling task
+and cost 2-D max pooling 25%."""
 DOWNSTREAM_SELF = 0.5
 DOWNSTREAM_CHILDREN = 0.35
 """d(v) = 0.5 r_v + 0.35 * sum of d over v's children (KOPE's downstream score)."""
@@ -84,11 +91,34 @@ def step_ratio(correct: bool, speedup: float | None, parent_speedup: float | Non
     return speedup / base
 
 
-def outcome_label(correct: bool, r: float | None) -> Outcome:
+def step_ratio_interval(
+    speedup_ci: tuple[float, float] | None,
+    parent_speedup: float | None,
+    parent_speedup_ci: tuple[float, float] | None = None,
+) -> tuple[float, float] | None:
+    """The range of r that the two speedups' 95% intervals allow: (child low / parent high, child high /
+    parent low). The parent's point speedup stands in for an interval it does not have, and the
+    reference (speedup 1, exact) for a parent without a speedup. None without the child's interval."""
+    if speedup_ci is None or not all(math.isfinite(x) and x > 0 for x in speedup_ci):
+        return None
+    if parent_speedup_ci is not None and all(math.isfinite(x) and x > 0 for x in parent_speedup_ci):
+        p_lo, p_hi = min(parent_speedup_ci), max(parent_speedup_ci)
+    else:
+        base = parent_speedup if parent_speedup is not None and parent_speedup > 0 else 1.0
+        p_lo = p_hi = base
+    return min(speedup_ci) / p_hi, max(speedup_ci) / p_lo
+
+
+def outcome_label(correct: bool, r: float | None, r_interval: tuple[float, float] | None = None) -> Outcome:
+    """The label of a step with ratio r (step_ratio) and, where the judge gave intervals, r's range
+    (step_ratio_interval): a step within noise of its parent is a tie (TIE_R)."""
     if not correct:
         return "failed"
     if r is None:
         return "unmeasured"
+    if 1.0 / TIE_R < r < TIE_R or (r_interval is not None and r_interval[0] <= 1.0 <= r_interval[1]
+                                    and NEGATIVE_R <= r < EFFECTIVE_R):
+        return "tie"
     if r >= EFFECTIVE_R:
         return "effective"
     if r >= 1.0:
@@ -179,6 +209,8 @@ class Case(MemoryRecord):
     correct: bool = False
     speedup: float | None = None
     """Speedup vs eager; None when not measured."""
+    speedup_ci: tuple[float, float] | None = None
+    """The judge's 95% interval of that speedup, where it gave one."""
     parent_speedup: float | None = None
     step_ratio: float | None = None
     outcome: Outcome = "failed"
@@ -209,6 +241,8 @@ class Case(MemoryRecord):
         speedup: float | None = None,
         parent: Case | None = None,
         parent_speedup: float | None = None,
+        speedup_ci: tuple[float, float] | None = None,
+        parent_speedup_ci: tuple[float, float] | None = None,
         hardware: str = "",
         compute_capability: Any = None,
         versions: Versions | None = None,
@@ -223,18 +257,20 @@ class Case(MemoryRecord):
     ) -> Case:
         """Build a case from an attempt, computing r, the outcome label and confidence.
 
-        `result` supplies correctness, speedup (vs eager), stage, error and versions unless they are given
-        explicitly. The parent's speedup comes from `parent` when it is given.
+        `result` supplies correctness, speedup (vs eager) and its interval, stage, error and versions unless
+        they are given explicitly. The parent's speedup and interval come from `parent` when it is given.
         """
         if correct is None:
             correct = bool(result.correct) if result is not None else False
         if speedup is None and result is not None and result.timing_meaningful:
             speedup = result.speedup_vs_eager
-        if not correct:
-            speedup = None
+            speedup_ci = speedup_ci or result.speedup_vs_eager_ci
+        if not correct or speedup is None:
+            speedup, speedup_ci = None, None
         if parent is not None and parent_speedup is None:
-            parent_speedup = parent.speedup
+            parent_speedup, parent_speedup_ci = parent.speedup, parent_speedup_ci or parent.speedup_ci
         r = step_ratio(correct, speedup, parent_speedup)
+        r_interval = step_ratio_interval(speedup_ci, parent_speedup, parent_speedup_ci)
         header = KernelHeader.parse(code) or KernelHeader()
         if versions is None:
             versions = result.versions if result is not None else Versions()
@@ -256,9 +292,10 @@ class Case(MemoryRecord):
             error_kind=result.error_kind if result is not None and not correct else None,
             correct=correct,
             speedup=speedup,
+            speedup_ci=speedup_ci,
             parent_speedup=parent_speedup,
             step_ratio=r,
-            outcome=outcome_label(correct, r),
+            outcome=outcome_label(correct, r, r_interval),
             confidence=confidence if confidence is not None else timing_confidence(result),
             hardware=hardware or (result.target if result is not None else ""),
             compute_capability=compute_capability,

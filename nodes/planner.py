@@ -161,6 +161,7 @@ def make_job(decision: Decision, run_id: str, by_node: dict[str, Attempt]) -> Jo
         parent_status=parent.status if parent else None,
         parent_error_kind=parent.result.error_kind if parent else None,
         parent_speedup=parent.timing.speedup_vs_eager if parent else None,
+        parent_speedup_ci=parent.timing.speedup_ci if parent else None,
         parent_case_id=parent.reflection.case_id if parent else None,
         designs=designs,
         tried=tried,

@@ -52,6 +52,8 @@ class Job(Record):
     parent_status: Status | None = None
     parent_error_kind: str | None = None
     parent_speedup: float | None = None
+    parent_speedup_ci: tuple[float, float] | None = None
+    """The judge's 95% interval of the parent's speedup: a step within it of its parent is a tie."""
     parent_case_id: str | None = None
     """Memory case of the parent kernel, for the lineage edge."""
     designs: list[RepresentativeDesign] = Field(default_factory=list)

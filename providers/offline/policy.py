@@ -466,11 +466,12 @@ reference for its parent: it was its task's first kernel."""
 
 def _start_from(c: PromptCase) -> bool:
     """A case worth starting from: a win over its parent, or a task's first kernel at least as fast as the
-    reference (a root at 1.00x is labelled "ineffective", and may still be the best kernel known for its
-    task). A step that lost to a kernel is not: that kernel, its parent, was faster and is a case too."""
+    reference (a root at 1.00x is labelled "tie" or "ineffective", and may still be the best kernel known
+    for its task). A step that tied or lost to a kernel is not: that kernel, its parent, was as fast or
+    faster and is a case too."""
     if c.good:
         return True
-    if not (_lost(c) and c.speedup is not None and c.speedup >= 1.0):
+    if not ((_lost(c) or _tie(c)) and c.speedup is not None and c.speedup >= 1.0):
         return False
     parent = c.parent_speedup
     return parent is None or parent <= _FIRST_KERNEL_PARENT
@@ -525,9 +526,15 @@ def _case_pick(ctx: WriterContext, info: KernelInfo, options: list[Design]) -> C
 
 
 def _lost(c: PromptCase) -> bool:
-    """A correct case no faster than its parent, on this hardware (outcome "ineffective"; "negative", a
+    """A correct case slower than its parent, on this hardware (outcome "ineffective"; "negative", a
     clear loss, is already bad)."""
     return c.outcome.lower() == "ineffective" and c.same_hardware
+
+
+def _tie(c: PromptCase) -> bool:
+    """A correct case within the judge's noise of its parent, on this hardware (outcome "tie"): neither
+    advice to start from nor a config to avoid."""
+    return c.outcome.lower() == "tie" and c.same_hardware
 
 
 def _failed(c: PromptCase) -> bool:
@@ -545,7 +552,8 @@ def _bad_configs(
     """Configs of `d` that failed, or lost to their parent on this hardware, on near tasks (with
     `at_least`, on tasks at least that similar): not written again. A loss of `won` itself (a config
     started from because it won, or was the fastest known, on a task at least as near) does not count
-    against it: a root at 1.00x is "ineffective" and still the best kernel its task has; a failure does."""
+    against it: a root a little slower than eager is "ineffective" and still the best kernel its task has; a
+    failure does."""
     out = []
     space, base = config_space(d, info, ctx.tf32), default_config(d, info, ctx.tf32)
     for c in ctx.cases:

@@ -20,6 +20,7 @@ from kernelwright.memory.records import (
     major_minor,
     outcome_label,
     step_ratio,
+    step_ratio_interval,
 )
 from kernelwright.tasks.task import TaskSignature
 
@@ -33,12 +34,17 @@ SIG = TaskSignature(
     [
         (1.05, None, "effective"),
         (1.049, None, "partial"),
-        (1.0, None, "partial"),
-        (0.99, None, "ineffective"),
+        (1.02, None, "partial"),
+        (1.019, None, "tie"),  # within the judge's noise of the reference
+        (1.0, None, "tie"),
+        (0.99, None, "tie"),
+        (0.98, None, "ineffective"),
         (0.85, None, "ineffective"),
         (0.849, None, "negative"),
         (2.2, 2.0, "effective"),  # r = 1.1
-        (2.0, 2.0, "partial"),
+        (2.0, 2.0, "tie"),
+        (2.014, 2.0, "tie"),  # r = 1.007: a 0.7% "win"
+        (2.06, 2.0, "partial"),  # r = 1.03
         (1.8, 2.0, "ineffective"),  # r = 0.9
         (1.2, 2.0, "negative"),  # r = 0.6: faster than eager, but a step back from the parent
     ],
@@ -46,6 +52,35 @@ SIG = TaskSignature(
 def test_outcome_label_follows_the_step_ratio(speedup: float, parent: float | None, label: str) -> None:
     r = step_ratio(True, speedup, parent)
     assert outcome_label(True, r) == label
+
+
+def test_a_step_whose_interval_holds_its_parent_is_a_tie() -> None:
+    # r = 1.04 but the child's 95% interval reaches below the parent's speedup: no measured gain.
+    r = step_ratio(True, 2.08, 2.0)
+    assert outcome_label(True, r, step_ratio_interval((1.98, 2.2), 2.0)) == "tie"
+    assert outcome_label(True, r, step_ratio_interval((2.06, 2.1), 2.0)) == "partial"
+    # The parent's interval counts too: 2.06 is within the parent's own spread (1.95-2.07).
+    assert step_ratio_interval((2.06, 2.1), 2.0, (1.95, 2.07)) == pytest.approx((2.06 / 2.07, 2.1 / 1.95))
+    assert outcome_label(True, r, step_ratio_interval((2.06, 2.1), 2.0, (1.95, 2.07))) == "tie"
+    # A parent without a speedup is the reference, exact; a clear win or loss keeps its label.
+    assert step_ratio_interval((1.1, 1.3), None) == pytest.approx((1.1, 1.3))
+    assert outcome_label(True, 1.2, (0.95, 1.4)) == "effective"
+    assert outcome_label(True, 0.8, (0.7, 1.01)) == "negative"
+    assert step_ratio_interval(None, 2.0) is None
+
+
+def test_a_case_takes_its_interval_from_the_result_and_its_parent() -> None:
+    res = EvalResult(correct=True, stage="done", timing_meaningful=True, runtime_ms=1.0,
+                     speedup_vs_eager=2.03, speedup_vs_eager_ci=(2.02, 2.04))  # fmt: skip
+    parent = Case.from_attempt(signature=SIG, code="p", correct=True, speedup=2.0, speedup_ci=(1.99, 2.01))
+    child = Case.from_attempt(signature=SIG, code="c", result=res, parent=parent)
+    assert child.speedup_ci == (2.02, 2.04) and child.step_ratio == pytest.approx(1.015)
+    assert child.outcome == "tie"
+    better = Case.from_attempt(signature=SIG, code="c", correct=True, speedup=2.07, speedup_ci=(2.06, 2.08),
+                               parent=parent)  # fmt: skip
+    assert better.outcome == "partial"
+    wrong = Case.from_attempt(signature=SIG, code="w", correct=False, speedup=2.1, speedup_ci=(2.0, 2.2))
+    assert wrong.speedup is None and wrong.speedup_ci is None and wrong.outcome == "failed"
 
 
 def test_failed_and_unmeasured_attempts() -> None:
