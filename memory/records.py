@@ -116,8 +116,9 @@ def outcome_label(correct: bool, r: float | None, r_interval: tuple[float, float
         return "failed"
     if r is None:
         return "unmeasured"
-    if 1.0 / TIE_R < r < TIE_R or (r_interval is not None and r_interval[0] <= 1.0 <= r_interval[1]
-                                    and NEGATIVE_R <= r < EFFECTIVE_R):
+    if 1.0 / TIE_R < r < TIE_R or (
+        r_interval is not None and r_interval[0] <= 1.0 <= r_interval[1] and NEGATIVE_R <= r < EFFECTIVE_R
+    ):
         return "tie"
     if r >= EFFECTIVE_R:
         return "effective"
