@@ -40,7 +40,9 @@ allowed, input_precision="tf32" is fine); <parent> and
 <feedback> the kernel you build on and what its evaluation said; <designs> representative kernels found
 so far; <tried> the metadata lines of the kernels already written in this run (do not write one of them
 again); <rules> things that are known not to work here (obey every one); <experience> earlier attempts on
-similar tasks and how they turned out; <docs> reference notes. Accumulate in fp32, mask every load and
+similar tasks and how they turned out (outcome: effective or partial, faster than its parent; tie, within
+the timing's noise of it, no evidence either way; ineffective or negative, slower; failed); <docs>
+reference notes. Accumulate in fp32, mask every load and
 store that can go out of bounds, and size blocks with triton.next_power_of_2 where shapes vary."""
 
 REQUEST_TEXT = {
