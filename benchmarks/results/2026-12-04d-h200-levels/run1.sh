@@ -4,7 +4,7 @@
 # Predicted: level 1 1.18x -> 1.18-1.22x torch.compile and level 2 1.71x -> 1.71-1.80x (tasks far faster than
 # eager, multi-kernel programs most: level2/24 ran 36 / 11 calls after the change and judged as before, 09-style
 # gains where a program's host work showed); pooling 1.80x -> ~1.87x (27 back at ~2.57 ms).
-#   bash benchmarks/results/next/not_run_levels_after_calls_per_round.sh   (carry .whl; ~9.5 min: resume level 2
+#   bash benchmarks/results/2026-12-04d-h200-levels/run1.sh   (carry .whl; ~9.5 min: resume level 2
 #   in a second call from its bench.tgz with BENCH_TGZ=<it> if it stops at BENCH_S)
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
