@@ -157,7 +157,9 @@ def case_text(case: Case, code_chars: int, cross: bool) -> str:
     if case.kernel_header:
         meta.append(f"design: {case.kernel_header.removeprefix('#').strip()}")
     if case.step_ratio is not None and case.correct:
-        meta.append(f"step ratio vs parent: {case.step_ratio:.2f}")
+        # A first kernel's ratio is to the reference itself (as is one whose parent had no speedup).
+        first = not case.parent_speedup or case.parent_speedup <= 0
+        meta.append(f"step ratio vs {'the reference' if first else 'parent'}: {case.step_ratio:.2f}")
     if not case.correct:
         meta.append(f"failed: {case.error_kind or '?'}: {(case.feedback or '').strip()[-300:]}")
     if cross:

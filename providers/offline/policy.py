@@ -9,8 +9,9 @@ From the prompt sections (providers/protocol.py) this module reads
   never made. A rule learned from a program that kept an op in torch ("... beside torch's conv2d")
   applies only where the program being written keeps that op in torch too;
 - experience cases (<case outcome=".." speedup=".." same_hardware="..">): on a large step the design and
-  config that won on a task of the same family (same hardware preferred) is tried first; design+config
-  pairs of failed or negative cases are avoided;
+  config that won on a task of the same family (same hardware preferred), or a task's first kernel at
+  least as fast as the reference, is tried first (a tie with its parent is no win); design+config pairs
+  of failed, negative or slower ("ineffective") cases are avoided;
 - the target: whether TF32 is allowed for fp32 matmuls (`tf32_allowed`: a `precision: tf32` line, as
   the context builder writes under --allow-tf32, or words to that effect; `precision: strict` never),
   its SM count (`sm_count: N`, 132 when not named) and its shared memory per program (`smem/block N KiB`,
@@ -56,7 +57,7 @@ from kernelwright.tasks.task import TaskSignature
 _PAIR_RE = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*=\s*([A-Za-z0-9_.+\-]+)")
 _CASE_RE = re.compile(r"<case\b([^>]*)>(.*?)</case>", re.S)
 _ATTR_RE = re.compile(r'([a-z_]+)="([^"]*)"')
-_STEP_RATIO_RE = re.compile(r"^step ratio vs parent:\s*([0-9.]+)\s*$", re.M)
+_STEP_RATIO_RE = re.compile(r"^step ratio vs (parent|the reference):\s*([0-9.]+)\s*$", re.M)
 ERROR_KINDS = ("static_check", "syntax_error", "import_error", "compile_error", "runtime_error", "shape_mismatch",
                "mismatch", "timeout", "crash", "harness_error")  # fmt: skip
 _GOOD = ("effective", "partial")
@@ -145,11 +146,16 @@ class PromptCase:
     signature: TaskSignature | None = None
     """The case's task, from its "task: NAME (families; in shapes; dtypes)" line."""
     step_ratio: float | None = None
-    """Its speedup over its parent's ("step ratio vs parent" line), None when the case does not say."""
+    """Its speedup over its parent's ("step ratio vs parent" line) or over the reference's ("step ratio vs
+    the reference": its task's first kernel), None when the case does not say."""
+    first_kernel: bool | None = None
+    """Whether its ratio is to the reference (a first kernel), as its step ratio line says; None without one."""
 
     @property
     def parent_speedup(self) -> float | None:
         """Its parent's speedup over the reference (1.0: the parent was the reference itself)."""
+        if self.first_kernel:
+            return 1.0
         if self.speedup is None or not self.step_ratio:
             return None
         return self.speedup / self.step_ratio
@@ -176,7 +182,8 @@ def parse_cases(body: str | None) -> list[PromptCase]:
         ratio = _STEP_RATIO_RE.search(inner)
         out.append(PromptCase(a.get("outcome", ""), speedup, not other,
                         parse_meta(inner), inner, parse_case_line(inner),
-                        float(ratio.group(1)) if ratio else None))  # fmt: skip
+                        float(ratio.group(2)) if ratio else None,
+                        (ratio.group(1) == "the reference") if ratio else None))  # fmt: skip
     return out
 
 
@@ -460,8 +467,9 @@ def ranked_cases(ctx: WriterContext, cases: list[PromptCase]) -> list[PromptCase
 
 
 _FIRST_KERNEL_PARENT = 1.02
-"""A lost case whose parent's speedup (speedup / step ratio, both shown rounded) is at most this had the
-reference for its parent: it was its task's first kernel."""
+"""Where a case does not say whether its ratio is to the reference: a lost case whose parent's speedup
+(speedup / step ratio, both shown rounded) is at most this had the reference for its parent, it was its
+task's first kernel."""
 
 
 def _start_from(c: PromptCase) -> bool:
@@ -473,6 +481,8 @@ def _start_from(c: PromptCase) -> bool:
         return True
     if not ((_lost(c) or _tie(c)) and c.speedup is not None and c.speedup >= 1.0):
         return False
+    if c.first_kernel is not None:
+        return c.first_kernel
     parent = c.parent_speedup
     return parent is None or parent <= _FIRST_KERNEL_PARENT
 

@@ -192,6 +192,7 @@ def test_a_step_that_lost_to_its_parent_is_not_started_from():
     # A small step at 1.51x that lost to its 1.82x parent (step ratio 0.83) is "ineffective" like a first
     # kernel at 1.00x, but it is not the best kernel its task had: the writer starts from the win instead.
     task, info = _sum_info()
+    plain = choose(WriterContext(signature=task.signature), info, primary=True)
     shapes = ";".join("x".join(map(str, s)) for s in task.signature.input_shapes)
     lost = _case("ineffective", "1.51", shapes, "looped", "BLOCK_R=256,num_warps=4").replace(
         "</case>", "step ratio vs parent: 0.83\n</case>"
@@ -201,12 +202,21 @@ def test_a_step_that_lost_to_its_parent_is_not_started_from():
     assert cases[0].step_ratio == pytest.approx(0.83) and cases[0].parent_speedup == pytest.approx(1.82, 0.01)
     got = choose(WriterContext(cases=cases, signature=task.signature), info, primary=True)
     assert (got.config["BLOCK_R"], got.config["num_warps"]) == (512, 8), got.why
-    # a first kernel at 1.00x (its parent the reference: step ratio 1.00) still is a start
-    first = _case("ineffective", "1.00", shapes, "looped", "BLOCK_R=256,num_warps=4").replace(
-        "</case>", "step ratio vs parent: 1.00\n</case>"
+    # a first kernel at 1.00x (its ratio to the reference) still is a start; a step that tied a parent at
+    # 1.00x is not, though the two read alike by their numbers
+    first = _case("tie", "1.00", shapes, "looped", "BLOCK_R=256,num_warps=4").replace(
+        "</case>", "step ratio vs the reference: 1.00\n</case>"
     )
     got = choose(WriterContext(cases=parse_cases(first), signature=task.signature), info, primary=True)
     assert (got.design.name, got.config["BLOCK_R"]) == ("looped", 256), got.why
+    tied = first.replace("vs the reference", "vs parent")
+    assert parse_cases(tied)[0].first_kernel is False and parse_cases(first)[0].first_kernel is True
+    got = choose(WriterContext(cases=parse_cases(tied), signature=task.signature), info, primary=True)
+    assert (got.design.name, got.config) == (plain.design.name, plain.config), got.why
+    # without a step ratio line the parent's speedup is guessed from the numbers, as before
+    unsaid = _case("ineffective", "1.00", shapes, "looped", "BLOCK_R=256,num_warps=4")
+    got = choose(WriterContext(cases=parse_cases(unsaid), signature=task.signature), info, primary=True)
+    assert got.config["BLOCK_R"] == 256, got.why
 
 
 def test_a_design_that_won_for_other_ops_does_not_replace_the_default():
@@ -256,6 +266,23 @@ def test_a_case_shown_in_a_prompt_names_its_ops_and_they_read_back():
         )
     )
     assert other is not None and NEAR <= signature_similarity(other, signature) < 1.0
+
+
+def test_a_case_says_whether_its_step_ratio_is_to_the_reference_and_it_reads_back():
+    from kernelwright.memory.records import Case
+    from kernelwright.nodes.prompts import case_text
+
+    signature = sig("reduction", [[128, 4096, 256]])
+    header = "# kernelwright: family=reduction design=looped config=BLOCK_R=64,num_warps=8"
+    first = Case.from_attempt(signature=signature, code=header + "\npass", correct=True, speedup=1.004)
+    child = Case.from_attempt(signature=signature, code=header + "\npass", correct=True, speedup=1.01,
+                              parent=first)  # fmt: skip
+    shown = [f'<case outcome="{c.outcome}" speedup="{c.speedup}">{case_text(c, 100, False)}</case>'
+             for c in (first, child)]  # fmt: skip
+    assert "step ratio vs the reference: 1.00" in shown[0] and "step ratio vs parent: 1.01" in shown[1]
+    back = parse_cases("".join(shown))
+    assert [c.first_kernel for c in back] == [True, False] and [c.outcome for c in back] == ["tie", "tie"]
+    assert back[0].parent_speedup == 1.0 and back[1].parent_speedup == pytest.approx(1.0, abs=0.02)
 
 
 def test_a_case_does_not_carry_over_knobs_that_follow_from_its_own_sizes():
