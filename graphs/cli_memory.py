@@ -1,11 +1,12 @@
-"""`kernelwright memory stats|rules|export FILE|import FILE|prune|forget ID...`: look after the memory store.
+"""`kernelwright memory stats|rules|export FILE|import FILE|prune|relabel|forget ID...`: look after the memory
+store.
 
 Every subcommand takes `--memory DIR_OR_URL` (default $KERNELWRIGHT_MEMORY, else ~/.kernelwright) and
 `--json` for machine-readable output. Exit status 0 on success, 1 when the memory cannot be used or
 an import file is invalid (the one-line reason goes to stderr), 2 for usage errors.
 
-A memory folder this process cannot write is read from a snapshot (stats, rules and export work; import
-prune and forget say it is read-only). A damaged folder is named as such with what can be recovered; `export`
+A memory folder this process cannot write is read from a snapshot (stats, rules and export work; import,
+prune, relabel and forget say it is read-only). A damaged folder is named as such with what can be recovered; `export`
 then writes every record SQLite can still read (memory/damage.py).
 """
 
@@ -63,6 +64,14 @@ def add_parser(subparsers: Any) -> None:
         help="do not drop rules seen only with another Triton version",
     )
     p.set_defaults(func=_prune)
+
+    p = sub.add_parser(
+        "relabel",
+        parents=[common],
+        help="label every case again by today's outcome labels (a memory from before ties were labelled)",
+    )
+    p.add_argument("--dry-run", action="store_true", help="report what would change, change nothing")
+    p.set_defaults(func=_relabel)
 
     p = sub.add_parser(
         "forget",
@@ -234,6 +243,26 @@ def _prune(args: argparse.Namespace) -> int:
         print(f"{verb} {len(rep.removed)} rules, kept {rep.kept}")
         for r in rep.removed:
             print(f"  {r.id}  {r.text}\n      {r.reason}")
+        return 0
+
+    return _run(args, body)
+
+
+def _relabel(args: argparse.Namespace) -> int:
+    from collections import Counter
+
+    def body(mem: Memory) -> int:
+        changed = mem.cases.relabel(dry_run=args.dry_run)
+        moves = Counter(f"{old} -> {case.outcome}" for case, old in changed)
+        if args.json:
+            _print_json(
+                {"dry_run": args.dry_run, "changed": len(changed), "moves": dict(sorted(moves.items()))}
+            )
+            return 0
+        verb = "would relabel" if args.dry_run else "relabelled"
+        print(f"{verb} {len(changed)} of {mem.cases.count()} cases")
+        for move, n in sorted(moves.items()):
+            print(f"  {move}: {n}")
         return 0
 
     return _run(args, body)

@@ -36,7 +36,9 @@ from kernelwright.memory.records import (
     DOWNSTREAM_SELF,
     OUTCOME_RANK,
     Case,
+    outcome_label,
     own_value,
+    step_ratio_interval,
 )
 from kernelwright.memory.store import ChromaStore
 from kernelwright.tasks.similarity import NEAR, parse_signature_key, signature_similarity
@@ -277,6 +279,28 @@ class ExperienceGraph:
                 col.update(ids=list(part), metadatas=[{"d": new[i]} for i in part])
             self._facets.clear()
         return len(changed)
+
+    def relabel(self, dry_run: bool = False) -> list[tuple[Case, str]]:
+        """Label every case again from its step ratio and the judge's intervals (records.outcome_label), as a
+        case written now would be: a memory built before a change to the labels (ties, 2026-12-04) keeps
+        its old ones until this runs. Returns (the case with its new label, its old label) for each that
+        changes; with `dry_run` nothing is written. Downstream scores follow the step ratio, not the label,
+        and stay as they are."""
+        with self._store.writing("relabelling the cases"):
+            cases = {c.id: c for c in self.iter_all()}
+            changed: list[tuple[Case, str]] = []
+            for c in cases.values():
+                parent = cases.get(c.parent_id) if c.parent_id else None
+                interval = step_ratio_interval(
+                    c.speedup_ci, c.parent_speedup, parent.speedup_ci if parent is not None else None
+                )
+                label = outcome_label(c.correct, c.step_ratio, interval)
+                if label != c.outcome:
+                    changed.append((c.model_copy(update={"outcome": label}), c.outcome))
+            if changed and not dry_run:
+                self.put_raw([c for c, _ in changed])
+                self._facets.clear()
+        return changed
 
     def put_raw(self, cases: Sequence[Case]) -> None:
         """Store cases exactly as given (overwriting same ids), without touching downstream scores.

@@ -168,3 +168,33 @@ def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "plainfile").write_text("x")
     assert main(["memory", "stats", "--memory", str(tmp_path / "plainfile")]) == 1
     assert "not a folder" in capsys.readouterr().err
+
+
+def test_relabel_brings_a_memory_from_before_ties_to_todays_labels(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Cases written before ties were labelled keep "partial" for a 0.7% step until `memory relabel`."""
+    loc = tmp_path / "mem"
+    with open_memory(loc) as m:
+        root = m.cases.add(Case.from_attempt(signature=MM, code="r", correct=True, speedup=3.6, hardware="h"))
+        step = Case.from_attempt(
+            signature=MM, code="s", correct=True, speedup=3.626, parent=root, hardware="h"
+        )
+        win = Case.from_attempt(signature=MM, code="w", correct=True, speedup=3.8, parent=root, hardware="h")
+        assert (step.outcome, win.outcome) == ("tie", "effective")
+        m.cases.add_many([step.model_copy(update={"outcome": "partial"}), win])  # as written before ties
+    assert main(["memory", "relabel", "--memory", str(loc), "--dry-run"]) == 0
+    assert "would relabel 1 of 3 cases\n  partial -> tie: 1" in capsys.readouterr().out
+    with open_memory(loc) as m:
+        assert m.cases.get(step.id).outcome == "partial"  # a dry run writes nothing
+    assert main(["memory", "relabel", "--memory", str(loc), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "dry_run": False,
+        "changed": 1,
+        "moves": {"partial -> tie": 1},
+    }
+    with open_memory(loc) as m:
+        got = m.cases.get(step.id)
+        assert got.outcome == "tie" and m.cases.count_where({"outcome": "partial"}) == 0
+        assert got.downstream == pytest.approx(step.downstream) and got.code == "s"
+        assert m.cases.relabel() == []  # labelled as a case written now would be: nothing left to change
