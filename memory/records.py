@@ -78,6 +78,17 @@ class MemoryRecord(BaseModel):
 # --- outcome labels ----------------------------------------------------------------------------------
 
 
+def ratio_to_reference(parent_speedup: float | None) -> bool:
+    """Whether a step's ratio is taken to the reference (speedup 1): its parent had no speedup (a task's
+    first kernel, or a parent that failed or was not timed)."""
+    return parent_speedup is None or not parent_speedup > 0
+
+
+def ratio_base(parent_speedup: float | None) -> float:
+    """The speedup a step's ratio is taken to: its parent's, or the reference's 1.0 (ratio_to_reference)."""
+    return 1.0 if parent_speedup is None or ratio_to_reference(parent_speedup) else parent_speedup
+
+
 def step_ratio(correct: bool, speedup: float | None, parent_speedup: float | None) -> float | None:
     """r = speedup / parent speedup; the reference (speedup 1) stands in for a parent without one.
 
@@ -87,8 +98,7 @@ def step_ratio(correct: bool, speedup: float | None, parent_speedup: float | Non
         return 0.0
     if speedup is None or not math.isfinite(speedup) or speedup <= 0:
         return None
-    base = parent_speedup if parent_speedup is not None and parent_speedup > 0 else 1.0
-    return speedup / base
+    return speedup / ratio_base(parent_speedup)
 
 
 def step_ratio_interval(
@@ -104,8 +114,7 @@ def step_ratio_interval(
     if parent_speedup_ci is not None and all(math.isfinite(x) and x > 0 for x in parent_speedup_ci):
         p_lo, p_hi = min(parent_speedup_ci), max(parent_speedup_ci)
     else:
-        base = parent_speedup if parent_speedup is not None and parent_speedup > 0 else 1.0
-        p_lo = p_hi = base
+        p_lo = p_hi = ratio_base(parent_speedup)
     return min(speedup_ci) / p_hi, max(speedup_ci) / p_lo
 
 

@@ -10,15 +10,13 @@ plain callable, so memory/ holds no prompt text and does not import nodes/).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from kernelwright.hardware.result import EvalResult
+from kernelwright.memory.records import Case, ratio_to_reference
 from kernelwright.providers.protocol import render_section
-
-if TYPE_CHECKING:
-    from kernelwright.memory.records import Case
 
 SYSTEM_PROMPT = """\
 You write Triton kernels that replace PyTorch reference programs.
@@ -157,9 +155,8 @@ def case_text(case: Case, code_chars: int, cross: bool) -> str:
     if case.kernel_header:
         meta.append(f"design: {case.kernel_header.removeprefix('#').strip()}")
     if case.step_ratio is not None and case.correct:
-        # A first kernel's ratio is to the reference itself (as is one whose parent had no speedup).
-        first = not case.parent_speedup or case.parent_speedup <= 0
-        meta.append(f"step ratio vs {'the reference' if first else 'parent'}: {case.step_ratio:.2f}")
+        against = "the reference" if ratio_to_reference(case.parent_speedup) else "parent"
+        meta.append(f"step ratio vs {against}: {case.step_ratio:.2f}")
     if not case.correct:
         meta.append(f"failed: {case.error_kind or '?'}: {(case.feedback or '').strip()[-300:]}")
     if cross:
