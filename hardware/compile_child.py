@@ -119,8 +119,13 @@ class _LaunchRecorder:
 
         binders = self.binders
         if interp.fn not in binders:
-            kw = {k: interp.kwargs.get(k) for k in ("do_not_specialize", "do_not_specialize_on_alignment")}
-            jf = JITFunction(interp.fn, **kw)
+            if isinstance(interp, JITFunction):  # a Gluon kernel, which the interpreter leaves as it is
+                jf = interp
+            else:
+                kw = {
+                    k: interp.kwargs.get(k) for k in ("do_not_specialize", "do_not_specialize_on_alignment")
+                }
+                jf = JITFunction(interp.fn, **kw)
             binders[interp.fn] = (jf, create_function_from_signature(jf.signature, jf.params, BaseBackend))
         return binders[interp.fn]
 
@@ -210,6 +215,21 @@ class _LaunchRecorder:
 
         InterpretedFunction.run = run  # type: ignore[method-assign]
         Autotuner.run = autotuned_run  # type: ignore[method-assign]
+        try:  # Gluon kernels stay compiled functions under the interpreter, which cannot run them
+            from triton.experimental.gluon._runtime import GluonJITFunction
+        except ImportError:
+            return
+
+        def gluon_run(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
+            if recorder.execute:  # small CPU inputs: a launcher must not take a Gluon kernel there
+                raise RuntimeError(
+                    f"Gluon kernel {self.fn.__name__} launched on CPU inputs (the interpreter "
+                    "cannot run Gluon)"
+                )
+            recorder.record(self, args, kwargs, grid, "warmup" if warmup else "launch")
+            return None
+
+        GluonJITFunction.run = gluon_run  # type: ignore[method-assign]
 
 
 def _child_capture(job: Path) -> int:
@@ -442,10 +462,15 @@ def _child_compile(job: Path) -> int:
             constexprs = {tuple(p): _decode(v, jit_index) for p, v in launch["constexprs"]}
             attrs = {tuple(p): backend.parse_attr(a) for p, a in launch["attrs"]}
             options = {k: v for k, v in launch["options"].items() if k in option_names}
+            source_cls: Any = ASTSource
+            if getattr(fn, "is_gluon", lambda: False)():  # a Gluon kernel: its own front end
+                from triton.experimental.gluon._runtime import GluonASTSource
+
+                source_cls = GluonASTSource
             buf = io.StringIO()
             with contextlib.redirect_stdout(buf):
                 kernel = triton.compile(
-                    ASTSource(fn, signature, constexprs, attrs), target=target, options=options
+                    source_cls(fn, signature, constexprs, attrs), target=target, options=options
                 )
             result.update(_parse_ptxas(buf.getvalue()))
             result.update(

@@ -245,6 +245,11 @@ launchers then take their tensor-descriptor twin on meta tensors (emit.HELPERS["
 compiled and reported is the one that GPU runs; for older targets they take the pointer kernel, as there."""
 
 
+CAPTURE_WS_ENV = "KERNELWRIGHT_CAPTURE_WS"
+"""Set to 1 in the capture of a compile for an sm_90 target: the matmul launchers then take Hopper's Gluon
+ping-pong kernel on meta tensors (emit_gluon), as an sm_90 GPU would; 0 for other targets, which never run it."""
+
+
 def phase_env(interpret: bool) -> dict[str, str]:
     """The environment of a phase process (and of the warm server its fork comes from): this checkout
     importable, no GPU, one OpenMP thread, Triton's interpreter on for the capture only."""
@@ -266,6 +271,7 @@ def _child_env(job: Path, interpret: bool) -> dict[str, str]:
     spec = json.loads((job / "job.json").read_text())
     tma = spec.get("backend") == "cuda" and int(spec.get("arch") or 0) >= 90
     env[CAPTURE_TMA_ENV] = "1" if tma else "0"
+    env[CAPTURE_WS_ENV] = "1" if spec.get("backend") == "cuda" and int(spec.get("arch") or 0) == 90 else "0"
     env["TRITON_CACHE_DIR"] = str(job / "triton-cache")
     return env
 

@@ -21,6 +21,7 @@ from typing import Any
 # Importing the kind modules registers them, in this order (REGISTRY keeps it).
 from kernelwright.providers.offline import kind_matmul, kind_pointwise, kind_rows
 from kernelwright.providers.offline.kind import (
+    DEFAULT_ARCH,
     DEFAULT_SM_COUNT,
     DEFAULT_SMEM_BYTES,
     KINDS,
@@ -29,6 +30,7 @@ from kernelwright.providers.offline.kind import (
     KernelKind,
     make_config,
     register_kind,
+    target_arch,
     target_sm_count,
     target_smem_bytes,
 )
@@ -60,11 +62,15 @@ def find_design(family: str, name: str) -> Design | None:
 
 
 def kernel_info(
-    sched: Schedule, k: Kernel, sm_count: int = DEFAULT_SM_COUNT, smem_bytes: int = DEFAULT_SMEM_BYTES
+    sched: Schedule,
+    k: Kernel,
+    sm_count: int = DEFAULT_SM_COUNT,
+    smem_bytes: int = DEFAULT_SMEM_BYTES,
+    arch: int = DEFAULT_ARCH,
 ) -> KernelInfo:
-    """The facts of kernel `k` a design choice reads (no generator is built); `sm_count` and
-    `smem_bytes`: the target's."""
-    info = KernelInfo(k, k.kind, k.family, sm_count=sm_count, smem_bytes=smem_bytes)
+    """The facts of kernel `k` a design choice reads (no generator is built); `sm_count`, `smem_bytes` and
+    `arch` (compute capability): the target's."""
+    info = KernelInfo(k, k.kind, k.family, sm_count=sm_count, smem_bytes=smem_bytes, arch=arch)
     KINDS[k.kind].facts(sched, k, info)
     return info
 
@@ -118,6 +124,7 @@ def config_space(design: Design, info: KernelInfo, tf32: bool = False) -> dict[s
 
 __all__ = [
     "BIG_MATMUL",
+    "DEFAULT_ARCH",
     "DEFAULT_SM_COUNT",
     "DEFAULT_SMEM_BYTES",
     "DESIGN_NAMES",
@@ -140,6 +147,7 @@ __all__ = [
     "launch_effect",
     "make_config",
     "register_kind",
+    "target_arch",
     "target_sm_count",
     "target_smem_bytes",
 ]

@@ -16,6 +16,7 @@ from typing import Any
 import sympy
 import torch
 
+from kernelwright.providers.offline.emit_gluon import WS_GEMM_HELPER
 from kernelwright.providers.offline.ir import SymScalar
 
 # ---- a code writer ---------------------------------------------------------------------------------
@@ -360,6 +361,7 @@ def _kw_align(t):
     return out
 ''',
 }
+HELPERS["_kw_ws_gemm"] = WS_GEMM_HELPER
 HELPER_DEPS = {"_kw_softplus": ["_kw_log1p"]}
 
 EMITTABLE = {

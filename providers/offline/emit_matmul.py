@@ -21,6 +21,11 @@ Designs (`MatmulConfig.mode`):
   wait while it stores a tile, and a second resident program's MMAs fill that wait (the default where two
   fit an SM: kind_matmul.default_config).
 
+`WS=n` (persistent, `TMA=1`, a plain fp16/bf16 product: no epilogue, one output in the operands' dtype) adds
+Hopper's warp-specialized ping-pong GEMM, written in Gluon (emit_gluon.py; a ring of n stages), which the
+launcher runs first on an sm_90 GPU where the operands' layouts allow, and the Triton kernels otherwise (and
+in the interpreter, which cannot run Gluon).
+
 `TMA=1` (fp16/bf16 dots, grouped or persistent; one product, or a batch of them along which both A and B
 vary, as bmm) adds a twin kernel that reads A and B through Hopper tensor descriptors (TMA loads; 2-D, or
 3-D with a batch dim, built on the host by `_kw_tma`). The launcher runs it when the GPU has TMA (sm_90+;
@@ -74,6 +79,7 @@ class MatmulConfig:
     ALIGN: int = 0  # 1: copy an operand whose row stride is not a multiple of 16 elements into a padded one
     FLAT: int = 0  # persistent: 1 flattens the tile and K loops into one (tl.range flatten) for the pipeliner
     PER_SM: int = 1  # persistent: programs per SM (2: one stores its tile while the other's MMAs run)
+    WS: int = 0  # persistent, a plain fp16/bf16 product: >0 runs Hopper's ping-pong kernel first (WS stages)
 
     def as_dict(self) -> dict[str, int | str]:
         return dict(self.__dict__)
@@ -183,6 +189,21 @@ class MatmulGen(KernelGen):
             and (not self.bg or (len(self.bg) == 1 and self.bg == self.a_groups[:1] == self.b_groups))
             and self.A.dtype in half
             and all(B.dtype == self.A.dtype for B in self.Bs)
+        )
+
+    def ws_kernel(self) -> bool:
+        """Whether the launcher tries the Gluon ping-pong kernel first (`WS`; see the module docstring): a
+        single product with nothing fused after it, stored in its operands' dtype."""
+        return (
+            bool(self.cfg.WS)
+            and self.cfg.mode == "persistent"
+            and self.tma_twin()
+            and not self.extra
+            and not self.loads
+            and not self.syms
+            and len(self.k.outputs) == 1
+            and self.k.outputs[0] is self.anchor
+            and self.s.store_dtype(self.anchor) == self.A.dtype
         )
 
     # ---- kernel ------------------------------------------------------------------------------------
@@ -524,6 +545,11 @@ class MatmulGen(KernelGen):
                     c(f"NUM_PROGS = max(1, min(tiles, {per_sm}_num_sms(a.device)))")
                     meta += ", NUM_PROGS=NUM_PROGS"
                     grid = "NUM_PROGS"
+                if self.ws_kernel():
+                    # Hopper's ping-pong kernel (Gluon) where the device and the layouts allow
+                    self.ctx.use("_kw_ws_gemm")
+                    c(f"if _kw_ws_gemm(a, sa, b, sb, out0, M, N, K, NB, {cfg.GROUP_M}, {int(cfg.WS)}):")
+                    c(f"    {ret}")
                 if self.tma_twin():
                     # tensor descriptors where the device and both operands' layouts allow
                     i = 1 if self.bg else 0  # sa / sb: [batch,] rows, cols

@@ -31,7 +31,12 @@ DEFAULT_SMEM_BYTES = 227 * 1024
 """Shared memory one program may use on the GPU the defaults aim at (H100/H200) when the target does not say."""
 
 
+DEFAULT_ARCH = 90
+"""The compute capability the defaults aim at (an H100/H200: sm_90) when the target does not say."""
+
+
 _SMEM_RE = re.compile(r"smem/block\s+(\d+)\s*KiB")
+_ARCH_RE = re.compile(r"\bsm_(\d+)")
 _SM_COUNT_RE = re.compile(r"\bsm_count\s*[:=]\s*(\d+)")
 """The target's limits as a <target> section states them (Target.summary, context_builder.target_facts)."""
 
@@ -52,6 +57,13 @@ def without_target_limits(prompt: str) -> str:
     for pattern in (_SMEM_RE, _SM_COUNT_RE):
         prompt = pattern.sub("", prompt)
     return prompt
+
+
+def target_arch(target: str | None) -> int:
+    """The compute capability a <target> section names (`sm_90`, as Target.summary writes it), or DEFAULT_ARCH
+    when it names none."""
+    m = _ARCH_RE.search(target or "")
+    return int(m.group(1)) if m else DEFAULT_ARCH
 
 
 def target_sm_count(target: str | None) -> int:
@@ -96,6 +108,10 @@ class KernelInfo:
     """The target's SM count: how many programs fill the GPU."""
     smem_bytes: int = DEFAULT_SMEM_BYTES
     """The target's shared memory per program: which configs can launch at all (KernelKind.fits)."""
+    arch: int = DEFAULT_ARCH
+    """The target's compute capability (90 for sm_90): designs that only one architecture runs."""
+    plain_product: bool = False
+    """Matmul: one product with nothing fused after it, stored in its operands' dtype (a bmm, a bare GEMM)."""
 
     @property
     def cost(self) -> float:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernelwright.providers.offline.emit_gluon import WS_STAGES, ws_smem_bytes
 from kernelwright.providers.offline.emit_matmul import BF16_PARTS, MatmulConfig, MatmulGen
 from kernelwright.providers.offline.kind import Design, KernelInfo, KernelKind, make_config, register_kind
 from kernelwright.providers.offline.row_plan import next_pow2
@@ -60,7 +61,8 @@ def designs() -> dict[str, list[Design]]:
                    "one program per tile, GROUP_M band ordering"),
             Design("split_k", "matmul", "matmul", "split_k", {**mm_space, "SPLIT_K": (2, 4, 8, 16, 32, 64)},
                    _single, "K split over programs, partials reduced with the epilogue"),
-            Design("persistent", "matmul", "matmul", "persistent", {**mm_space, "FLAT": (0, 1), "PER_SM": (1, 2)},
+            Design("persistent", "matmul", "matmul", "persistent",
+                   {**mm_space, "FLAT": (0, 1), "PER_SM": (1, 2), "WS": (0, *WS_STAGES)},
                    _single, "one program (or two) per SM walking the tiles"),
             Design("dual", "matmul", "matmul", "grouped", mm_space, _dual,
                    "two products sharing A in one kernel: A loaded once, two accumulators, one fused store"),
@@ -84,6 +86,12 @@ def facts(sched: Schedule, k: Kernel, info: KernelInfo) -> None:
     # Triton proves of a stride argument: M, N and K are multiples of 16
     info.aligned_rows = all(n % 16 == 0 for n in (info.M, info.N, info.K))
     info.dual = bool(getattr(k, "extra_anchors", None))
+    info.plain_product = (
+        not info.dual
+        and len(k.outputs) == 1
+        and k.outputs[0] is k.anchor
+        and sched.store_dtype(k.anchor) == a.dtype == b.dtype
+    )
     info.b_kmajor = _kmajor_view(b)
     a_batch = [g.hint(d) for d in a.shape[:-2]]
     b_batch = [g.hint(d) for d in b.shape[:-2]]
@@ -167,6 +175,22 @@ vs this, vs eager = cuBLAS; benchmarks/RESULTS.md, twenty-first and twenty-secon
 (bmm + residual) 1.521x -> 1.548x, 17 (K = 4096) 0.984x -> 0.990x, 14 (8192^3) 1.014x -> 1.026x."""
 
 
+def _ws_offered(info: KernelInfo) -> bool:
+    """Whether the persistent design may add Hopper's warp-specialized ping-pong kernel (`WS`, Gluon:
+    emit_gluon.py): a plain fp16/bf16 product (nothing fused after it: the kernel's epilogue only stores) on an
+    sm_90 target, read through descriptors (no batch broadcast between A and B)."""
+    return not info.fp32_dot and info.plain_product and info.arch == 90 and not info.batch_broadcast
+
+
+WS_DEFAULT_MAX_K = 1024
+"""The longest K at which a plain half-precision product starts from the ping-pong kernel (WS=5). Judged on an
+H200 against the two-per-SM Triton program (`kernelwright eval`, vs eager = cuBLAS; benchmarks/RESULTS.md,
+twenty-fourth session): level1_bf16/16 (bmm, K = 1024) 0.971x -> 1.001x at WS=4, 1.035x at WS=5; but 15 (K =
+2048) 1.006x -> 0.999x, 17 (K = 4096, A read transposed) 0.988x -> 0.940x, 14 (K = 8192) 1.021x -> 0.978x.
+Its 128 x 128 tiles, one warpgroup's MMAs at a time, read more shared memory per product than the Triton
+program's: a short K, where a tile's store is a large share of its time, is where overlapping that store pays."""
+
+
 def default_config(design: Design, info: KernelInfo, tf32: bool = False) -> dict[str, Any]:
     cfg: dict[str, Any] = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 8,
                            "num_stages": 3}  # fmt: skip
@@ -191,6 +215,14 @@ def default_config(design: Design, info: KernelInfo, tf32: bool = False) -> dict
             cfg["FLAT"] = 1
             if cfg.get("TMA") and fits(design, info, {**cfg, **_TWO_PER_SM}):
                 cfg.update(_TWO_PER_SM)  # where two such programs fit an SM (an H100 / H200; not an L4)
+            if (
+                _ws_offered(info)
+                and info.K <= WS_DEFAULT_MAX_K
+                and fits(design, info, {**cfg, "WS": WS_STAGES[-1]})
+            ):
+                cfg["WS"] = WS_STAGES[
+                    -1
+                ]  # Hopper's ping-pong kernel first where K is short (WS_DEFAULT_MAX_K)
         if design.mode == "split_k":
             cfg.update(_split_k_config(info))
         return cfg
@@ -239,6 +271,8 @@ def config_space(design: Design, info: KernelInfo, tf32: bool = False) -> dict[s
         space.pop("KMAJOR", None)
     if info.fp32_dot or design.mode == "split_k" or info.batch_broadcast:
         space.pop("TMA", None)
+    if not _ws_offered(info):
+        space.pop("WS", None)
     return space
 
 
@@ -260,6 +294,12 @@ def fits(design: Design, info: KernelInfo, values: dict[str, Any]) -> bool:
     # where 8 warps ran 0.47-0.88, and 256 x 256 over 8 warps 1.72 ms against 0.47 (level2_bf16 benches).
     if bm * bn * products > 128 * 32 * int(cfg.num_warps):
         return False
+    if (
+        cfg.mode == "persistent"
+        and int(cfg.WS)
+        and ws_smem_bytes(int(cfg.WS), info.itemsize) > info.smem_bytes
+    ):
+        return False  # the ping-pong kernel's ring and output tiles (emit_gluon.ws_smem_bytes)
     if cfg.mode == "persistent" and int(cfg.PER_SM) > 1:
         return _fits_per_sm(cfg, info, bm, bn, bk, products)
     # + one 8-byte barrier per stage with tensor descriptors (147480 B for the TMA twin of 147456 B of tiles)

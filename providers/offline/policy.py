@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernelwright.providers.offline.designs import (
+    DEFAULT_ARCH,
     DEFAULT_SM_COUNT,
     DEFAULT_SMEM_BYTES,
     DESIGN_NAMES,
@@ -45,6 +46,7 @@ from kernelwright.providers.offline.designs import (
     last_resort,
     launch_effect,
     make_config,
+    target_arch,
     target_sm_count,
     target_smem_bytes,
     task_derived_keys,
@@ -237,6 +239,8 @@ class WriterContext:
     smem_bytes: int = DEFAULT_SMEM_BYTES
     """The target's shared memory per program (<target> `smem/block N KiB`): configs beyond it are never
     written (designs.fits)."""
+    arch: int = DEFAULT_ARCH
+    """The target's compute capability (<target> `sm_90`): designs one architecture alone runs."""
     rng: random.Random = field(default_factory=random.Random)
     signature: TaskSignature | None = None
     """This task's signature (the <task> section's `signature` attribute), to rank cases by."""
@@ -300,6 +304,7 @@ def read_context(sections: dict[str, Section], seed: int, config_keys: set[str])
         ),  # fmt: skip
         sm_count=target_sm_count(sections["target"].body if "target" in sections else None),
         smem_bytes=target_smem_bytes(sections["target"].body if "target" in sections else None),
+        arch=target_arch(sections["target"].body if "target" in sections else None),
         rng=rng,
         signature=signature,
     )

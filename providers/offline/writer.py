@@ -123,7 +123,7 @@ def write_program(prompt: str, seed: int = 0) -> WriterAnswer:
         ops = ", ".join(sorted({k.anchor.op for k in sched.kernels if k.anchor is not None}))
         return _no_program(f"nothing in it is work this writer expresses in Triton (only {ops})")
     ctx.kept_torch = frozenset(kept_torch_ops(sched))
-    infos = {k.id: kernel_info(sched, k, ctx.sm_count, ctx.smem_bytes) for k in kernels}
+    infos = {k.id: kernel_info(sched, k, ctx.sm_count, ctx.smem_bytes, ctx.arch) for k in kernels}
     primary = max(kernels, key=lambda k: (infos[k.id].cost, -k.id))
     return _emit(analysed, sched, ctx, infos, primary.id)
 

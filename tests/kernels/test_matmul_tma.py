@@ -91,6 +91,7 @@ def get_init_inputs():
 
 ALIGNED = LINEAR.format(M=40, K=72, N=24)  # 72 and 24 halves: 144- and 48-byte strides, aligned
 MISALIGNED = LINEAR.format(M=7, K=93, N=24)  # 93 halves: a 186-byte row stride, which TMA cannot take
+PLAIN_BMM = BMM.replace(" + 1.0", "")  # nothing fused after the product: the ping-pong kernel applies
 BROADCAST = BMM.replace("torch.bmm(a, b.transpose(1, 2))", "torch.matmul(a[0], b.transpose(1, 2))")
 
 
@@ -107,6 +108,7 @@ def _programs() -> dict[str, tuple[str, str]]:
         "transposed_a_grouped": (TRANSPOSED_A, _variant(TRANSPOSED_A, "grouped", {"TMA": 1})),
         "transposed_a_persistent": (TRANSPOSED_A, _variant(TRANSPOSED_A, "persistent", {"TMA": 1})),
         "bmm": (BMM, write_program(writer_prompt(BMM)).code),
+        "plain_bmm_ws": (PLAIN_BMM, _variant(PLAIN_BMM, "persistent", {"TMA": 1, "FLAT": 1, "WS": 5})),
         "broadcast_batch": (BROADCAST, write_program(writer_prompt(BROADCAST)).code),
         "dual": (SWIGLU, _variant(SWIGLU, "dual", {"TMA": 1})),
         # 18 tiles of 16 x 16 over the interpreter's 2 x 4 programs: each walks two or three of them
@@ -187,3 +189,42 @@ def test_two_programs_per_sm_walk_every_tile_of_a_bmm(runs):
     assert "NUM_PROGS = max(1, min(tiles, 2 * _num_sms(a.device)))" in code
     assert launched == ["tma"]
     assert "2 * _num_sms" not in _variant(BMM, "persistent", {"TMA": 1, "FLAT": 1, "PER_SM": 1})  # as before
+
+
+def test_a_ping_pong_program_runs_its_triton_twin_in_the_interpreter(runs):
+    """WS=5 adds Hopper's Gluon ping-pong kernel, tried first by the launcher; the interpreter (CPU) cannot
+    run Gluon, so the same program takes its descriptor twin there, checked against Model."""
+    code, launched = runs["plain_bmm_ws"]
+    assert "_kw_ws_gemm(a, sa, b, sb, out0, M, N, K, NB, 8, 5)" in code and "def _kw_ws_gemm_kernel(" in code
+    assert launched == ["tma"]
+    assert "_kw_ws_gemm" not in runs["bmm"][0]  # an epilogue after the product (+ 1.0): no ping-pong kernel
+
+
+def test_the_ping_pong_kernel_reads_operands_it_can_tile_and_declines_the_rest(tmp_path):
+    """`_kw_ws_view`: one 2-D descriptor over a batch of matrices where no tile straddles two of them, column-
+    major operands through their transposes, 16-byte aligned rows only; `_kw_ws_gemm` launches nothing (and
+    says so) off an sm_90 GPU."""
+    import importlib.util
+
+    import torch
+
+    from kernelwright.providers.offline.emit import HELPERS
+
+    path = tmp_path / "ws_helper.py"  # a file: Gluon's jit reads its kernels' source
+    path.write_text("import torch\n" + HELPERS["_kw_ws_gemm"])
+    spec = importlib.util.spec_from_file_location("ws_helper", path)
+    assert spec is not None and spec.loader is not None
+    helper = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(helper)
+    view = helper._kw_ws_view
+    assert view([1024, 1], 200, 1024, 1, 128, 64, 2) == ([200, 1024], [1024, 1], [128, 64], False)
+    assert view([1, 200], 200, 1024, 1, 128, 64, 2) == ([1024, 200], [200, 1], [64, 128], True)
+    assert view([2048 * 1024, 1024, 1], 2048, 1024, 32, 128, 64, 2) == (
+        [32 * 2048, 1024], [1024, 1], [128, 64], False)  # fmt: skip
+    assert view([100 * 128, 128, 1], 100, 128, 2, 128, 64, 2) is None  # a tile would straddle two matrices
+    assert view([1, 130], 130, 70, 1, 128, 64, 2) is None  # rows 260 bytes apart: not 16-byte aligned
+    assert view([64, 2], 32, 32, 1, 128, 64, 2) is None  # neither stride is 1
+    a = torch.randn(256, 128, dtype=torch.bfloat16)
+    b = torch.randn(128, 128, dtype=torch.bfloat16)
+    out = torch.empty(256, 128, dtype=torch.bfloat16)
+    assert helper._kw_ws_gemm(a, [128, 1], b, [128, 1], out, 256, 128, 128, 1, 8, 5) is False

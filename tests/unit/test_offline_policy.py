@@ -441,6 +441,36 @@ def test_a_half_product_starts_with_two_programs_per_sm_where_two_fit():
     assert fits(persistent, bmm, dict(cfg, PER_SM=1, num_stages=4))
 
 
+def test_the_ping_pong_kernel_starts_plain_short_k_products_on_sm90_only():
+    """WS (Hopper's Gluon ping-pong kernel, emit_gluon): offered for a plain half-precision product on an sm_90
+    target, the default where K <= 1024 (judged faster there, slower at K = 2048-8192: kind_matmul), never for a
+    product with an epilogue fused after it, fp32 dots, or another architecture; its ring must fit the target."""
+    from kernelwright.hardware.targets import get_target
+    from kernelwright.providers.offline import write_program
+    from kernelwright.providers.offline.designs import fits, target_arch
+
+    persistent = find_design("matmul", "persistent")
+    bmm = _info("16_bmm.py", "matmul", "level1_bf16")  # K = 1024
+    assert bmm.plain_product and default_config(persistent, bmm)["WS"] == 5
+    assert set(config_space(persistent, bmm)["WS"]) == {0, 4, 5}
+    square = _info("14_matmul_square.py", "matmul", "level1_bf16")  # K = 8192: offered, not the default
+    assert "WS" not in default_config(persistent, square) and 4 in config_space(persistent, square)["WS"]
+    residual = _info("06_bmm_scale_residual.py", "matmul", "level2_bf16")  # * scale + residual after the bmm
+    assert not residual.plain_product and "WS" not in config_space(persistent, residual)
+    fp32 = _info("16_bmm.py", "matmul")
+    assert "WS" not in config_space(persistent, fp32)
+    l4 = dataclasses.replace(bmm, arch=89)
+    assert "WS" not in default_config(persistent, l4) and "WS" not in config_space(persistent, l4)
+    cfg = default_config(persistent, bmm)
+    assert not fits(persistent, dataclasses.replace(bmm, smem_bytes=160 * 1024), cfg)  # 5 stages: 224 KiB
+
+    assert target_arch(get_target("nvidia-h200").summary()) == 90 and target_arch(None) == 90
+    assert target_arch(get_target("nvidia-l4").summary()) == 89
+    source = (bundled_suite_dir("level1_bf16") / "16_bmm.py").read_text()
+    on_l4 = parse_meta(write_program(writer_prompt(source, target=get_target("nvidia-l4").summary())).code)
+    assert "WS" not in on_l4.config
+
+
 def test_align_is_a_default_only_where_the_sizes_leave_rows_unaligned():
     from kernelwright.providers.offline import write_program
 
