@@ -54,8 +54,24 @@ def _tile_origin(tile, M, N, NUM_PID_M, NUM_PID_N, BM: gl.constexpr, BN: gl.cons
 
 
 @gluon.jit
-def _producer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, ready, empty, order, M, N, K, NB,
-              ROLE: gl.constexpr, NUM_PROGS: gl.constexpr, GROUP: gl.constexpr):
+def _producer(
+    a_desc,
+    b_desc,
+    c_desc,
+    a_bufs,
+    b_bufs,
+    c_bufs,
+    ready,
+    empty,
+    order,
+    M,
+    N,
+    K,
+    NB,
+    ROLE: gl.constexpr,
+    NUM_PROGS: gl.constexpr,
+    GROUP: gl.constexpr,
+):
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     BN: gl.constexpr = b_desc.block_type.shape[1]
@@ -79,13 +95,31 @@ def _producer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, ready, empty, orde
 
 
 @gluon.jit
-def _consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, ready, empty, order, M, N, K, NB,
-              ROLE: gl.constexpr, NUM_PROGS: gl.constexpr, GROUP: gl.constexpr):
+def _consumer(
+    a_desc,
+    b_desc,
+    c_desc,
+    a_bufs,
+    b_bufs,
+    c_bufs,
+    ready,
+    empty,
+    order,
+    M,
+    N,
+    K,
+    NB,
+    ROLE: gl.constexpr,
+    NUM_PROGS: gl.constexpr,
+    GROUP: gl.constexpr,
+):
     BM: gl.constexpr = a_desc.block_type.shape[0]
     BK: gl.constexpr = a_desc.block_type.shape[1]
     BN: gl.constexpr = b_desc.block_type.shape[1]
     NSTAGE: gl.constexpr = a_bufs.type.shape[0]
-    layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 16])
+    layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 16]
+    )
     c_smem = c_bufs.index(ROLE)
     my_turn = order.index(ROLE)  # arrived by the other consumer when its main loop ends
     theirs_done = order.index(1 - ROLE)
@@ -123,8 +157,9 @@ def _consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, ready, empty, orde
 
 
 @gluon.jit
-def bmm_pingpong_kernel(a_desc, b_desc, c_desc, M, N, K, NB, NUM_PROGS: gl.constexpr, GROUP: gl.constexpr,
-                        NSTAGE: gl.constexpr):
+def bmm_pingpong_kernel(
+    a_desc, b_desc, c_desc, M, N, K, NB, NUM_PROGS: gl.constexpr, GROUP: gl.constexpr, NSTAGE: gl.constexpr
+):
     dtype: gl.constexpr = a_desc.dtype
     a_bufs = gl.allocate_shared_memory(dtype, [NSTAGE] + a_desc.block_type.shape, a_desc.layout)
     b_bufs = gl.allocate_shared_memory(dtype, [NSTAGE] + b_desc.block_type.shape, b_desc.layout)
@@ -141,12 +176,69 @@ def bmm_pingpong_kernel(a_desc, b_desc, c_desc, M, N, K, NB, NUM_PROGS: gl.const
     SECOND: gl.constexpr = 1
     gl.warp_specialize(
         [
-            (_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, ready, empty, order, M, N, K, NB, FIRST,
-                         NUM_PROGS, GROUP)),
-            (_producer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, ready, empty, order, M, N, K, NB, FIRST,
-                         NUM_PROGS, GROUP)),
-            (_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, ready, empty, order, M, N, K, NB, SECOND,
-                         NUM_PROGS, GROUP)),
+            (
+                _consumer,
+                (
+                    a_desc,
+                    b_desc,
+                    c_desc,
+                    a_bufs,
+                    b_bufs,
+                    c_bufs,
+                    ready,
+                    empty,
+                    order,
+                    M,
+                    N,
+                    K,
+                    NB,
+                    FIRST,
+                    NUM_PROGS,
+                    GROUP,
+                ),
+            ),
+            (
+                _producer,
+                (
+                    a_desc,
+                    b_desc,
+                    c_desc,
+                    a_bufs,
+                    b_bufs,
+                    c_bufs,
+                    ready,
+                    empty,
+                    order,
+                    M,
+                    N,
+                    K,
+                    NB,
+                    FIRST,
+                    NUM_PROGS,
+                    GROUP,
+                ),
+            ),
+            (
+                _consumer,
+                (
+                    a_desc,
+                    b_desc,
+                    c_desc,
+                    a_bufs,
+                    b_bufs,
+                    c_bufs,
+                    ready,
+                    empty,
+                    order,
+                    M,
+                    N,
+                    K,
+                    NB,
+                    SECOND,
+                    NUM_PROGS,
+                    GROUP,
+                ),
+            ),
         ],
         [1, 4],
         [24, 240],
@@ -196,7 +288,18 @@ def bmm_pingpong(a, b, stages=STAGES, group=GROUP_M):
     tiles = (m // BLOCK_M) * triton.cdiv(n, BLOCK_N) * nb
     progs = max(1, min(_num_sms(a.device), triton.cdiv(tiles, 2)))
     bmm_pingpong_kernel[(progs,)](
-        a_desc, b_desc, c_desc, m, n, k, nb, NUM_PROGS=progs, GROUP=group, NSTAGE=stages, num_warps=4, maxnreg=168
+        a_desc,
+        b_desc,
+        c_desc,
+        m,
+        n,
+        k,
+        nb,
+        NUM_PROGS=progs,
+        GROUP=group,
+        NSTAGE=stages,
+        num_warps=4,
+        maxnreg=168,
     )
     return c
 

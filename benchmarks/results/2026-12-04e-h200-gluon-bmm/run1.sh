@@ -1,3 +1,4 @@
+# (root16.py, the writer's root program judged here, is kept in programs1.tgz: tar xzf it here first.)
 # First call: does the Gluon ping-pong bmm (benchmarks/candidates/bmm_gluon_pingpong.py) run, is it correct, and
 # how does it time against cuBLAS and the writer's root (two Triton programs per SM, 0.97x cuBLAS in the judge)?
 # Predicted: correct; 0.98-1.03x cuBLAS in the probe; then the judge's verdict on the task.
