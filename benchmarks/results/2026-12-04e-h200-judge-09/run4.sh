@@ -1,4 +1,4 @@
-# Not run (written in the twenty-third session). published/09's root judged 0.263 ms (p20-p80 0.237-0.291, 37 / 1
+# Written in the twenty-third session, run in the twenty-fourth (code at 9cd083b and after). published/09's root judged 0.263 ms (p20-p80 0.237-0.291, 37 / 1
 # calls per round) in one evaluation on 2026-12-04 11:2x UTC, against 0.2255-0.2273 on two machines the session
 # before and 0.2253 in a plain process on the same machine minutes earlier. Is the judge's figure for a task whose
 # eager call takes 8 ms noisy, or was that one evaluation? Three evaluations each of published/09 and level2/24
