@@ -167,10 +167,12 @@ def default_config(design: Design, info: KernelInfo, tf32: bool = False) -> dict
         return {"BLOCK_R": max(8, min(128, 4096 // bi)), "BLOCK_I": bi, "num_warps": 8, "EVICT": 1}
     if design.mode == "registers":
         cfg: dict[str, Any] = {"TILE": 4096, "RMAX": 16384, "num_warps": 0}
-        if next_pow2(max(info.NR, 1)) <= 8192:
+        if next_pow2(max(info.NR, 1)) <= 8192 and info.itemsize >= 4:
             # Weights loaded with the row, not after the statistics: on an H200 (rows of 8192) RMSnorm
             # + SiLU*gate went 0.207 -> 0.191 ms, layer norm 0.136 -> 0.133; a no-op with one load.
             # Longer rows would hold twice the registers per thread and lose occupancy: not measured.
+            # In bf16 the same task went the other way (design_sweep, twenty-fourth session: 0.104 ms
+            # without, 0.119 with; torch.compile 0.107): half-precision rows keep the default load order.
             cfg["PRELOAD"] = 1
         if design.name == PREFETCH_DESIGN:
             # On an H200, layer norm + GELU over rows of 8192 with libdevice's erf: 0.294 ms this way
