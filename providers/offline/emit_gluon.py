@@ -50,12 +50,15 @@ def ws_smem_bytes(stages: int, itemsize: int = 2) -> int:
 WS_GEMM_HELPER = '''
 import os
 
-try:  # Gluon (Triton >= 3.5): Hopper's warp-specialized ping-pong GEMM (providers/offline/emit_gluon.py)
+try:  # Gluon: Hopper's warp-specialized ping-pong GEMM (providers/offline/emit_gluon.py), written against
+    # Triton 3.6's Gluon API (it changed between releases): older Triton runs the Triton kernels instead
+    if tuple(int(p) for p in triton.__version__.split(".")[:2]) < (3, 6):
+        raise ImportError("Gluon's API before Triton 3.6")
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.language.nvidia import hopper as glh
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as _GlDesc
-except ImportError:
+except (ImportError, ValueError):
     gluon = None
 
 _WS_DEVICES = {}

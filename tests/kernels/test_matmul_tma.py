@@ -211,7 +211,7 @@ def test_the_ping_pong_kernel_reads_operands_it_can_tile_and_declines_the_rest(t
     from kernelwright.providers.offline.emit import HELPERS
 
     path = tmp_path / "ws_helper.py"  # a file: Gluon's jit reads its kernels' source
-    path.write_text("import torch\n" + HELPERS["_kw_ws_gemm"])
+    path.write_text("import torch\nimport triton\n" + HELPERS["_kw_ws_gemm"])
     spec = importlib.util.spec_from_file_location("ws_helper", path)
     assert spec is not None and spec.loader is not None
     helper = importlib.util.module_from_spec(spec)
