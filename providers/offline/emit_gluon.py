@@ -22,9 +22,10 @@ Operands are read as 2-D matrices: a batch of NB [rows, cols] matrices as one [N
 is exact when no tile straddles two of them (`_kw_ws_view`); a column-major operand through its row-major
 transpose, permuted in shared memory for the MMA (A_T, B_T). `_kw_ws_gemm` is the host side: it builds the
 descriptors and launches where the product fits (fp16/bf16, an sm_90 GPU, unit-stride layouts, 16-byte aligned
-rows) and returns False otherwise, so the program's Triton kernels run instead. Measured on an H200 through the
-judge (`kernelwright eval`, level1_bf16/16): 1.015-1.031x cuBLAS where the writer's Triton root was 0.964x
-(RESULTS.md, 2026-12-04, twenty-fourth session).
+rows) and returns False otherwise, so the program's Triton kernels run instead. Judged on an H200 (`kernelwright
+eval`, level1_bf16/16, the bf16 bmm with K = 1024): 1.035-1.048x cuBLAS at 5 stages, 1.001x at 4, where the
+two-per-SM Triton program ran 0.964-0.971x; slower than that program at K = 4096-8192 (RESULTS.md, 2026-12-04,
+twenty-fourth session; kind_matmul.WS_DEFAULT_MAX_K).
 
 Gluon kernels do not run in Triton's interpreter (CPU): there the program takes its Triton kernels; the
 offline compile for an sm_90 target captures and compiles this kernel (hardware.compile_feedback,
