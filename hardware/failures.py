@@ -77,7 +77,20 @@ def format_exception(exc: BaseException, candidate_file: str | None = None) -> s
     elif exc.__traceback__ is not None:
         last = traceback.extract_tb(exc.__traceback__)[-1]
         lines.append(f"  at {last.filename}, line {last.lineno}, in {last.name}")
+    if _no_driver(chain):
+        lines.append(
+            "hint: this ran under Triton's interpreter (a CPU judge), which runs @triton.jit kernels only; a "
+            "Gluon kernel (triton.experimental.gluon), a compiled kernel or a driver call needs a GPU"
+        )
     text = "\n".join(line for line in lines if line)
     if candidate_file:
         text = text.replace(candidate_file, "candidate.py")
     return tail(text)
+
+
+def _no_driver(chain: list[BaseException]) -> bool:
+    """Triton found no GPU driver while its interpreter was on: the candidate reached for the GPU itself
+    (Triton 3.6 says "0 active drivers")."""
+    import os
+
+    return os.environ.get("TRITON_INTERPRET") == "1" and any("active drivers" in str(e) for e in chain)

@@ -60,6 +60,8 @@ BATCH: dict[str, tuple[str, str | None, str]] = {
     "relu_compile_error.py": ("compile", "compile_error", "power of 2"),
     "relu_no_launch.py": ("run", "torch_fallback", "launched no Triton kernel"),
     "relu_runtime_error.py": ("run", "runtime_error", "view"),
+    # Gluon kernels do not run in the interpreter: the error says so, where Triton only says "0 active drivers"
+    "relu_gluon.py": ("run", "runtime_error", "a Gluon kernel (triton.experimental.gluon)"),
 }
 
 
