@@ -103,8 +103,8 @@ def _kw_ws_gemm(a, sa, b, sb, out, M, N, K, NB, GROUP, NSTAGE):
     """out[NB, M, N] = a @ b by the ping-pong kernel; False (nothing launched) where it cannot run."""
     BM, BN, BK = 128, 128, 64
     dt = {torch.float16: "float16", torch.bfloat16: "bfloat16"}.get(a.dtype)
-    if dt is None or b.dtype != a.dtype or out.dtype != a.dtype or not _kw_ws_device(a):
-        return False
+    if dt is None or b.dtype != a.dtype or out.dtype != a.dtype or min(M, N, K, NB) <= 0 or not _kw_ws_device(a):
+        return False  # (a descriptor cannot have an empty dim: the Triton kernels take empty products)
     size = a.element_size()
     va = _kw_ws_view(sa, M, K, NB, BM, BK, size)
     vb = _kw_ws_view(sb, K, N, NB, BK, BN, size)
