@@ -228,6 +228,8 @@ def test_the_ping_pong_kernel_reads_operands_it_can_tile_and_declines_the_rest(t
     b = torch.randn(128, 128, dtype=torch.bfloat16)
     out = torch.empty(256, 128, dtype=torch.bfloat16)
     assert helper._kw_ws_gemm(a, [128, 1], b, [128, 1], out, 256, 128, 128, 1, 8, 5) is False
-    helper._kw_ws_device = lambda t: True  # as on an sm_90 GPU: an empty product still goes to the Triton kernels
+    helper._kw_ws_device = lambda t: (
+        True
+    )  # as on an sm_90 GPU: an empty product still goes to the Triton kernels
     empty = torch.empty(256, 0, dtype=torch.bfloat16)
     assert helper._kw_ws_gemm(empty, [0, 1], b[:0], [128, 1], out, 256, 128, 0, 1, 8, 5) is False
