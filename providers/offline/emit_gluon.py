@@ -63,6 +63,7 @@ except (ImportError, ValueError):
     gluon = None
 
 _WS_DEVICES = {}
+_WS_LAYOUTS = {}
 
 
 def _kw_ws_device(t):
@@ -112,10 +113,12 @@ def _kw_ws_gemm(a, sa, b, sb, out, M, N, K, NB, GROUP, NSTAGE):
         return False
     if any(t.data_ptr() % 16 for t in (a, b, out)):
         return False
-    gdt = getattr(gl, dt)
     descs = []
     for t, (shape, strides, box, _) in ((a, va), (b, vb), (out, ([NB * M, N], [N, 1], [BM, BN], False))):
-        layout = gl.NVMMASharedLayout.get_default_for(box, gdt)
+        key = (box[0], box[1], dt)
+        layout = _WS_LAYOUTS.get(key)
+        if layout is None:  # ~6 us a call in Python: once per tile shape and dtype
+            layout = _WS_LAYOUTS[key] = gl.NVMMASharedLayout.get_default_for(box, getattr(gl, dt))
         descs.append(_GlDesc(t, shape, strides, box, layout))
     tiles = _cdiv(M, BM) * _cdiv(N, BN) * NB
     progs = max(1, min(_num_sms(a.device), _cdiv(tiles, 2)))
