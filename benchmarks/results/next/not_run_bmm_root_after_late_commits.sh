@@ -1,4 +1,4 @@
-# Seventh call (the session's last device seconds): the writer's bmm root after the commits that followed the
+# Not run (the twenty-fourth session had no device time left; carry .whl, ~2 min): the writer's bmm root after the commits that followed the
 # benches (Triton >= 3.6 gate, empty products to the Triton kernels, shared layouts cached): the helper at odd
 # layouts (layouts2.py) and one judge evaluation. Predicted: all correct, ~1.03-1.05x eager as before.
 set -u
