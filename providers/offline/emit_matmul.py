@@ -17,9 +17,9 @@ Designs (`MatmulConfig.mode`):
   flattens its tile and K loops into one for Triton's pipeliner (Triton's own persistent matmul tutorial
   does so on Hopper), so the next tile's loads overlap this one's epilogue: 1-6% faster on the bf16 GEMMs
   measured on an H200 (kind_matmul.default_config), the default there. `PER_SM=2` launches two programs
-  per SM: without warp specialization (which hangs with Triton 3.6 on sm_90) a program's tensor cores
-  wait while it stores a tile, and a second resident program's MMAs fill that wait (the default where two
-  fit an SM: kind_matmul.default_config).
+  per SM: without warp specialization (Triton's own hangs with 3.6 on sm_90; `WS` below is Gluon's) a
+  program's tensor cores wait while it stores a tile, and a second resident program's MMAs fill that wait
+  (the default where two fit an SM: kind_matmul.default_config).
 
 `WS=n` (persistent, `TMA=1`, a plain fp16/bf16 product: no epilogue, one output in the operands' dtype) adds
 Hopper's warp-specialized ping-pong GEMM, written in Gluon (emit_gluon.py; a ring of n stages), which the
