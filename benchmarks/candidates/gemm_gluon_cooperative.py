@@ -1,5 +1,5 @@
 """A hand-written candidate for the long-K bf16 GEMMs (level1_bf16/14, 15, 17): a warp-specialized *cooperative*
-persistent GEMM in Gluon, for sm_90. Not judged yet (benchmarks/results/next/ has the call that judges it).
+persistent GEMM in Gluon, for sm_90. Not judged yet (benchmarks/results/next/not_run_gluon_candidates.sh judges it).
 
 The ping-pong kernel the writer emits (providers/offline/emit_gluon.py: two consumer warpgroups on 128 x 128 tiles
 in turn) beat cuBLAS on the K = 1024 bmm but lost at K = 2048-8192 (RESULTS.md, twenty-fourth session): one
