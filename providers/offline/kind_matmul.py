@@ -170,9 +170,10 @@ _TWO_PER_SM = {"BLOCK_N": 128, "num_warps": 4, "num_stages": 3, "PER_SM": 2}
 """Two resident programs per SM, 128 x 128 x 64 tiles over one warpgroup each: one program's MMAs run while
 the other stores a tile, where one program of 128 x 256 tiles leaves its tensor cores idle through each store
 (Triton 3.6's own warp specialization hangs on sm_90; `WS`'s Gluon kernel is the specialized alternative).
-Judged on an H200 (`kernelwright eval`, the 128 x 256 root vs this, vs eager = cuBLAS; benchmarks/RESULTS.md, twenty-first and twenty-second sessions): level1_bf16/16
-(bmm, K = 1024) 0.922-0.931x -> 0.968-0.975x, 15 (8192 x 2048 x 8192) 0.990-0.993x -> 1.009x, level2_bf16/06
-(bmm + residual) 1.521x -> 1.548x, 17 (K = 4096) 0.984x -> 0.990x, 14 (8192^3) 1.014x -> 1.026x."""
+Judged on an H200 (`kernelwright eval`, the 128 x 256 root vs this, vs eager = cuBLAS; benchmarks/RESULTS.md,
+twenty-first and twenty-second sessions): level1_bf16/16 (bmm, K = 1024) 0.922-0.931x -> 0.968-0.975x, 15 (8192
+x 2048 x 8192) 0.990-0.993x -> 1.009x, level2_bf16/06 (bmm + residual) 1.521x -> 1.548x, 17 (K = 4096) 0.984x ->
+0.990x, 14 (8192^3) 1.014x -> 1.026x."""
 
 
 def _ws_offered(info: KernelInfo) -> bool:
@@ -215,14 +216,10 @@ def default_config(design: Design, info: KernelInfo, tf32: bool = False) -> dict
             cfg["FLAT"] = 1
             if cfg.get("TMA") and fits(design, info, {**cfg, **_TWO_PER_SM}):
                 cfg.update(_TWO_PER_SM)  # where two such programs fit an SM (an H100 / H200; not an L4)
-            if (
-                _ws_offered(info)
-                and info.K <= WS_DEFAULT_MAX_K
-                and fits(design, info, {**cfg, "WS": WS_STAGES[-1]})
-            ):
-                cfg["WS"] = WS_STAGES[
-                    -1
-                ]  # Hopper's ping-pong kernel first where K is short (WS_DEFAULT_MAX_K)
+            # Hopper's ping-pong kernel first where K is short (WS_DEFAULT_MAX_K), at its deepest ring
+            ws = {"WS": WS_STAGES[-1]}
+            if _ws_offered(info) and info.K <= WS_DEFAULT_MAX_K and fits(design, info, {**cfg, **ws}):
+                cfg.update(ws)
         if design.mode == "split_k":
             cfg.update(_split_k_config(info))
         return cfg
