@@ -302,3 +302,34 @@ def test_a_case_does_not_carry_over_knobs_that_follow_from_its_own_sizes():
         picked.config["BLOCK_R"] == 1024 and picked.config["WAVES"] == 8 and picked.config["num_warps"] == 4
     )
     assert picked.config.get("WRITE_CHUNKS", 0) == 0, picked.config
+
+
+def test_a_short_k_products_ping_pong_kernel_is_not_advice_for_a_long_k_one():
+    """WS (Hopper's Gluon ping-pong kernel) is the default where K <= 1024 and measured slower at K = 8192: a
+    case of the bf16 bmm (K = 1024) that won with WS=5 starts the 8192^3 bf16 GEMM from its tuning without it,
+    and the bmm itself keeps its own WS=5 when started from a long-K case without it."""
+    from kernelwright.providers.offline.designs import config_space, find_design
+
+    def matmul(stem: str):
+        task = load_task(bundled_suite_dir("level1_bf16") / f"{stem}.py")
+        sched = schedule(analyze_cached(task.source, task.name).graph)
+        return task, kernel_info(sched, next(k for k in sched.triton_kernels() if k.family == "matmul"))
+
+    def case(task, config: str) -> str:
+        shapes = ";".join("x".join(map(str, s)) for s in task.signature.input_shapes)
+        return (
+            f'<case outcome="effective" speedup="1.05" same_hardware="true">\n'
+            f"task: t (matmul; in {shapes}; bfloat16)\n"
+            f"design: kernelwright: family=matmul design=persistent config={config}\n</case>"
+        )
+
+    base = "BLOCK_M=128,BLOCK_N=128,BLOCK_K=64,GROUP_M=4,num_warps=4,num_stages=3,TMA=1,FLAT=1,PER_SM=2"
+    bmm_task, bmm = matmul("16_bmm")
+    square_task, square = matmul("14_matmul_square")
+    assert 5 in config_space(find_design("matmul", "persistent"), square)["WS"]  # a step the search may take
+    picked = choose(WriterContext(cases=parse_cases(case(bmm_task, base + ",WS=5")), signature=square_task.signature),
+                    square, primary=True)  # fmt: skip
+    assert picked.config["GROUP_M"] == 4 and picked.config.get("WS", 0) == 0, (picked.why, picked.config)
+    picked = choose(WriterContext(cases=parse_cases(case(square_task, base)), signature=bmm_task.signature), bmm,
+                    primary=True)  # fmt: skip
+    assert picked.config["GROUP_M"] == 4 and picked.config["WS"] == 5, (picked.why, picked.config)
