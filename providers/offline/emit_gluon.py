@@ -62,6 +62,7 @@ try:  # Gluon: Hopper's warp-specialized ping-pong GEMM (providers/offline/emit_
 except (ImportError, ValueError):
     gluon = None
 
+_KW_WS_TILE = __WS_TILE__  # BLOCK_M, BLOCK_N, BLOCK_K: emit_gluon.WS_TILE
 _WS_DEVICES = {}
 _WS_LAYOUTS = {}
 
@@ -102,7 +103,7 @@ def _kw_ws_view(s, rows, cols, nb, b_rows, b_cols, size):
 
 def _kw_ws_gemm(a, sa, b, sb, out, M, N, K, NB, GROUP, NSTAGE):
     """out[NB, M, N] = a @ b by the ping-pong kernel; False (nothing launched) where it cannot run."""
-    BM, BN, BK = 128, 128, 64
+    BM, BN, BK = _KW_WS_TILE
     dt = {torch.float16: "float16", torch.bfloat16: "bfloat16"}.get(a.dtype)
     if dt is None or b.dtype != a.dtype or out.dtype != a.dtype or min(M, N, K, NB) <= 0 or not _kw_ws_device(a):
         return False  # (a descriptor cannot have an empty dim: the Triton kernels take empty products)
@@ -252,4 +253,4 @@ if gluon is not None:
             [1, 4],
             [24, 240],
         )
-'''
+'''.replace("__WS_TILE__", repr(WS_TILE))

@@ -93,6 +93,19 @@ _BF16_TERMS = {
 }
 
 
+def plain_product(sched: Schedule, k: Kernel) -> bool:
+    """One product with nothing fused after it, stored in its operands' dtype (a bmm, a bare GEMM): what the
+    Gluon ping-pong kernel (`WS`) computes."""
+    assert k.anchor is not None
+    a, b = k.anchor.args
+    return (
+        not getattr(k, "extra_anchors", None)
+        and len(k.outputs) == 1
+        and k.outputs[0] is k.anchor
+        and sched.store_dtype(k.anchor) == a.dtype == b.dtype
+    )
+
+
 def _split_bf16(c: Code, x: str, parts: int) -> None:
     """`{x}0`, `{x}1`[, `{x}2`]: bf16 parts of the fp32 tile `x`, each the rounded rest of the one before."""
     c(f"{x}0 = {x}.to(tl.bfloat16)")
@@ -193,17 +206,14 @@ class MatmulGen(KernelGen):
 
     def ws_kernel(self) -> bool:
         """Whether the launcher tries the Gluon ping-pong kernel first (`WS`; see the module docstring): a
-        single product with nothing fused after it, stored in its operands' dtype."""
+        plain product (`plain_product`) that reads nothing else."""
         return (
             bool(self.cfg.WS)
             and self.cfg.mode == "persistent"
             and self.tma_twin()
-            and not self.extra
+            and plain_product(self.s, self.k)
             and not self.loads
             and not self.syms
-            and len(self.k.outputs) == 1
-            and self.k.outputs[0] is self.anchor
-            and self.s.store_dtype(self.anchor) == self.A.dtype
         )
 
     # ---- kernel ------------------------------------------------------------------------------------
@@ -582,6 +592,7 @@ __all__ = [
     "MatmulConfig",
     "MatmulGen",
     "RowPlanError",
+    "plain_product",
     "_Load",
     "ExprContext",
     "fuse_dual_matmuls",

@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelwright.providers.offline.emit_gluon import WS_STAGES, ws_smem_bytes
-from kernelwright.providers.offline.emit_matmul import BF16_PARTS, MatmulConfig, MatmulGen
+from kernelwright.providers.offline.emit_matmul import BF16_PARTS, MatmulConfig, MatmulGen, plain_product
 from kernelwright.providers.offline.kind import Design, KernelInfo, KernelKind, make_config, register_kind
 from kernelwright.providers.offline.row_plan import next_pow2
 from kernelwright.providers.offline.schedule import Kernel, Schedule
@@ -86,12 +86,7 @@ def facts(sched: Schedule, k: Kernel, info: KernelInfo) -> None:
     # Triton proves of a stride argument: M, N and K are multiples of 16
     info.aligned_rows = all(n % 16 == 0 for n in (info.M, info.N, info.K))
     info.dual = bool(getattr(k, "extra_anchors", None))
-    info.plain_product = (
-        not info.dual
-        and len(k.outputs) == 1
-        and k.outputs[0] is k.anchor
-        and sched.store_dtype(k.anchor) == a.dtype == b.dtype
-    )
+    info.plain_product = plain_product(sched, k)
     info.b_kmajor = _kmajor_view(b)
     a_batch = [g.hint(d) for d in a.shape[:-2]]
     b_batch = [g.hint(d) for d in b.shape[:-2]]
