@@ -269,9 +269,9 @@ def _child_env(job: Path, interpret: bool) -> dict[str, str]:
     """`phase_env` with this job's Triton cache and the capture's TMA setting for its target."""
     env = phase_env(interpret)
     spec = json.loads((job / "job.json").read_text())
-    tma = spec.get("backend") == "cuda" and int(spec.get("arch") or 0) >= 90
-    env[CAPTURE_TMA_ENV] = "1" if tma else "0"
-    env[CAPTURE_WS_ENV] = "1" if spec.get("backend") == "cuda" and int(spec.get("arch") or 0) == 90 else "0"
+    cuda_arch = int(spec.get("arch") or 0) if spec.get("backend") == "cuda" else 0
+    env[CAPTURE_TMA_ENV] = "1" if cuda_arch >= 90 else "0"
+    env[CAPTURE_WS_ENV] = "1" if cuda_arch == 90 else "0"
     env["TRITON_CACHE_DIR"] = str(job / "triton-cache")
     return env
 

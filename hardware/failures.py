@@ -6,6 +6,7 @@ reference's); imports torch and triton lazily, so the judge can use it before ei
 
 from __future__ import annotations
 
+import os
 import traceback
 
 ERROR_TAIL_CHARS = 2000
@@ -91,6 +92,4 @@ def format_exception(exc: BaseException, candidate_file: str | None = None) -> s
 def _no_driver(chain: list[BaseException]) -> bool:
     """Triton found no GPU driver while its interpreter was on: the candidate reached for the GPU itself
     (Triton 3.6 says "0 active drivers")."""
-    import os
-
     return os.environ.get("TRITON_INTERPRET") == "1" and any("active drivers" in str(e) for e in chain)

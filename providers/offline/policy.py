@@ -289,6 +289,7 @@ def read_context(sections: dict[str, Section], seed: int, config_keys: set[str])
         # 1.83 and 1.85 ms). What was measured still decides which program is the parent.
         h.update(f"<{tag}>{_MEASURED.sub('#', _IDS.sub('', s.body)) if s else ''}".encode())
     rng = random.Random(f"{seed}:{h.hexdigest()}")
+    target = sections["target"].body if "target" in sections else None
     return WriterContext(
         kind=kind,
         parent=parse_meta(parent.body if parent else None),
@@ -298,13 +299,13 @@ def read_context(sections: dict[str, Section], seed: int, config_keys: set[str])
         listed=listed,
         tried=[m for m in (parse_meta(x) for x in tried.body.splitlines()) if m] if tried else [],
         tf32=tf32_allowed(
-            sections["target"].body if "target" in sections else None,
+            target,
             req.body if req else None,
             " ".join(f"{k}={v}" for k, v in (req.attrs.items() if req else [])),
         ),  # fmt: skip
-        sm_count=target_sm_count(sections["target"].body if "target" in sections else None),
-        smem_bytes=target_smem_bytes(sections["target"].body if "target" in sections else None),
-        arch=target_arch(sections["target"].body if "target" in sections else None),
+        sm_count=target_sm_count(target),
+        smem_bytes=target_smem_bytes(target),
+        arch=target_arch(target),
         rng=rng,
         signature=signature,
     )
