@@ -1,4 +1,5 @@
-"""Hopper's warp-specialized "ping-pong" GEMM, written in Gluon, as a helper block of the offline writer's programs.
+"""Hopper's warp-specialized GEMMs ("ping-pong" and "cooperative"), written in Gluon, as a helper block of the
+offline writer's programs.
 
 Triton 3.6 cannot warp-specialize a plain `tl.dot` loop on sm_90 (`tl.range(..., warp_specialize=True)` hangs
 there: benchmarks/RESULTS.md, 2026-12-02), so the writer's persistent GEMM stores each output tile while its
@@ -18,14 +19,22 @@ The ring counter is global (tile j's k-th step is ring step j * k_steps + k), so
 slot and its phase without talking. Registers: 168 per thread at launch (12 warps), moved by the partitions to
 240 for each consumer (a 128 x 128 fp32 accumulator is 128 of them) and 24 for the producer.
 
+With `COOP` the same producer feeds the schedule CUTLASS calls cooperative: both consumer warpgroups work on one
+128 x 256 tile, each on 64 of its rows (a 64 x 256 accumulator, again 128 registers), sharing each stage's B
+tile, and each stores its half through a 64 x 256 buffer of its own; a ring slot is free when both have read it.
+Per product it reads less shared memory than a 128 x 128 tile does, which is what a long K needs; its store is
+not overlapped with the tile's products (only with the next tile's loads). Three stages fit (208 KiB).
+
 Operands are read as 2-D matrices: a batch of NB [rows, cols] matrices as one [NB * rows, cols] matrix, which
 is exact when no tile straddles two of them (`_kw_ws_view`); a column-major operand through its row-major
 transpose, permuted in shared memory for the MMA (A_T, B_T). `_kw_ws_gemm` is the host side: it builds the
 descriptors and launches where the product fits (fp16/bf16, an sm_90 GPU, unit-stride layouts, 16-byte aligned
 rows) and returns False otherwise, so the program's Triton kernels run instead. Judged on an H200 (`kernelwright
-eval`, level1_bf16/16, the bf16 bmm with K = 1024): 1.035-1.048x cuBLAS at 5 stages, 1.001x at 4, where the
-two-per-SM Triton program ran 0.964-0.971x; slower than that program at K = 4096-8192 (RESULTS.md, 2026-12-04,
-twenty-fourth session; kind_matmul.WS_DEFAULT_MAX_K).
+eval`, vs cuBLAS; RESULTS.md, 2026-12-04, twenty-fourth and twenty-fifth sessions; kind_matmul.WS_DEFAULT_MAX_K):
+ping-pong on level1_bf16/16, the bf16 bmm with K = 1024: 1.035-1.048x at 5 stages, 1.001x at 4, where the
+two-per-SM Triton program ran 0.964-0.971x, but slower than that program at K = 4096-8192; cooperative (a
+hand-written twin) at K = 2048-8192: 2.4-4.2% faster than that program (level1_bf16/14, 15, 17: 1.028x, 1.026x,
+1.007x).
 
 Gluon kernels do not run in Triton's interpreter (CPU): there the program takes its Triton kernels; the
 offline compile for an sm_90 target captures and compiles this kernel (hardware.compile_feedback,
@@ -35,23 +44,28 @@ KERNELWRIGHT_CAPTURE_WS).
 WS_TILE = (128, 128, 64)
 """BLOCK_M, BLOCK_N, BLOCK_K of the ping-pong kernel: one warpgroup's 128 x 128 fp32 accumulator in registers."""
 
-WS_STAGES = (4, 5)
-"""Ring depths offered (the `WS` knob): two 32 KiB output buffers plus 32 KiB per stage fit an H100/H200's
-227 KiB at 4 and 5."""
+WS_COOP_TILE = (128, 256, 64)
+"""The cooperative kernel's tile (`COOP`): two warpgroups' 64 x 256 fp32 accumulators."""
+
+WS_STAGES = (3, 4, 5)
+"""Ring depths offered (the `WS` knob). Ping-pong: two 32 KiB output buffers plus 32 KiB per stage fit an
+H100/H200's 227 KiB at 3-5; cooperative: two 32 KiB output buffers plus 48 KiB per stage, at 3."""
 
 
-def ws_smem_bytes(stages: int, itemsize: int = 2) -> int:
-    """Shared memory of the ping-pong kernel at `stages`, an upper bound: the ring, two output tiles and 32 B a
-    stage plus 128 for barriers and alignment (compiled for sm_90 by Triton 3.6: the tiles plus 248 B at 4
-    stages, 280 B at 5; 232 B at 4 with A read transposed)."""
-    bm, bn, bk = WS_TILE
-    return stages * ((bm * bk + bk * bn) * itemsize + 32) + 2 * bm * bn * itemsize + 128
+def ws_smem_bytes(stages: int, itemsize: int = 2, coop: bool = False) -> int:
+    """Shared memory of the Gluon kernel at `stages`, an upper bound: the ring, two output buffers (a tile each
+    for ping-pong, half a tile each for cooperative) and 32 B a stage plus 128 for barriers and alignment
+    (compiled for sm_90 by Triton 3.6: ping-pong's tiles plus 248 B at 4 stages, 280 B at 5, 232 B at 4 with A
+    read transposed; the cooperative twin's 213184 B at 3 stages against 213216 counted here)."""
+    bm, bn, bk = WS_COOP_TILE if coop else WS_TILE
+    out_tiles = 1 if coop else 2  # two halves of one tile, or two tiles
+    return stages * ((bm * bk + bk * bn) * itemsize + 32) + out_tiles * bm * bn * itemsize + 128
 
 
 WS_GEMM_HELPER = '''
 import os
 
-try:  # Gluon: Hopper's warp-specialized ping-pong GEMM (providers/offline/emit_gluon.py), written against
+try:  # Gluon: Hopper's warp-specialized GEMMs (providers/offline/emit_gluon.py), written against
     # Triton 3.6's Gluon API (it changed between releases): older Triton runs the Triton kernels instead
     if tuple(int(p) for p in triton.__version__.split(".")[:2]) < (3, 6):
         raise ImportError("Gluon's API before Triton 3.6")
@@ -62,13 +76,13 @@ try:  # Gluon: Hopper's warp-specialized ping-pong GEMM (providers/offline/emit_
 except (ImportError, ValueError):
     gluon = None
 
-_KW_WS_TILE = __WS_TILE__  # BLOCK_M, BLOCK_N, BLOCK_K: emit_gluon.WS_TILE
+_KW_WS_TILES = (__WS_TILE__, __WS_COOP_TILE__)  # BLOCK_M, BLOCK_N, BLOCK_K: ping-pong's, cooperative's
 _WS_DEVICES = {}
 _WS_LAYOUTS = {}
 
 
 def _kw_ws_device(t):
-    """Whether the ping-pong GEMM can run on t's device: an NVIDIA sm_90 GPU (wgmma is Hopper's own), or an
+    """Whether the Gluon GEMM can run on t's device: an NVIDIA sm_90 GPU (wgmma is Hopper's own), or an
     offline compile's capture for such a target (meta tensors, KERNELWRIGHT_CAPTURE_WS=1)."""
     if gluon is None:
         return False
@@ -84,7 +98,7 @@ def _kw_ws_device(t):
 
 
 def _kw_ws_view(s, rows, cols, nb, b_rows, b_cols, size):
-    """How the ping-pong GEMM reads nb [rows, cols] matrices with element strides s ([batch,] row, col): as
+    """How the Gluon GEMM reads nb [rows, cols] matrices with element strides s ([batch,] row, col): as
     (shape, strides, box, transposed) of one 2-D descriptor, or None. Row-major matrices stack as [nb * rows,
     cols], column-major ones through their transposes as [nb * cols, rows]; stacked, a tile must not straddle
     two matrices (rows, or cols, a multiple of its box)."""
@@ -101,9 +115,10 @@ def _kw_ws_view(s, rows, cols, nb, b_rows, b_cols, size):
     return shape, strides, box, transposed
 
 
-def _kw_ws_gemm(a, sa, b, sb, out, M, N, K, NB, GROUP, NSTAGE):
-    """out[NB, M, N] = a @ b by the ping-pong kernel; False (nothing launched) where it cannot run."""
-    BM, BN, BK = _KW_WS_TILE
+def _kw_ws_gemm(a, sa, b, sb, out, M, N, K, NB, GROUP, NSTAGE, COOP):
+    """out[NB, M, N] = a @ b by the Gluon kernel (ping-pong, or cooperative where COOP); False (nothing
+    launched) where it cannot run."""
+    BM, BN, BK = _KW_WS_TILES[COOP]
     dt = {torch.float16: "float16", torch.bfloat16: "bfloat16"}.get(a.dtype)
     if dt is None or b.dtype != a.dtype or out.dtype != a.dtype or min(M, N, K, NB) <= 0 or not _kw_ws_device(a):
         return False  # (a descriptor cannot have an empty dim: the Triton kernels take empty products)
@@ -115,17 +130,19 @@ def _kw_ws_gemm(a, sa, b, sb, out, M, N, K, NB, GROUP, NSTAGE):
     if any(t.data_ptr() % 16 for t in (a, b, out)):
         return False
     descs = []
-    for t, (shape, strides, box, _) in ((a, va), (b, vb), (out, ([NB * M, N], [N, 1], [BM, BN], False))):
+    c_box = [BM // 2, BN] if COOP else [BM, BN]  # cooperative: each consumer stores its half of the rows
+    for t, (shape, strides, box, _) in ((a, va), (b, vb), (out, ([NB * M, N], [N, 1], c_box, False))):
         key = (box[0], box[1], dt)
         layout = _WS_LAYOUTS.get(key)
         if layout is None:  # ~6 us a call in Python: once per tile shape and dtype
             layout = _WS_LAYOUTS[key] = gl.NVMMASharedLayout.get_default_for(box, getattr(gl, dt))
         descs.append(_GlDesc(t, shape, strides, box, layout))
     tiles = _cdiv(M, BM) * _cdiv(N, BN) * NB
-    progs = max(1, min(_num_sms(a.device), _cdiv(tiles, 2)))
+    # ping-pong: a program's consumers take its tiles in turn, so two tiles a program at least
+    progs = max(1, min(_num_sms(a.device), tiles if COOP else _cdiv(tiles, 2)))
     _kw_launch(_kw_ws_gemm_kernel, (progs,), *descs, M, N, K, NB,
-               BLOCK_K=BK, A_T=va[3], B_T=vb[3], NUM_PROGS=progs, GROUP=GROUP, NSTAGE=NSTAGE,
-               num_warps=4, maxnreg=168)
+               BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, A_T=va[3], B_T=vb[3], NUM_PROGS=progs, GROUP=GROUP,
+               NSTAGE=NSTAGE, COOP=bool(COOP), num_warps=4, maxnreg=168)
     return True
 
 
@@ -144,17 +161,16 @@ if gluon is not None:
 
     @gluon.jit
     def _kw_ws_producer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, ready, empty, order, M, N, K, NB,
-                        ROLE: gl.constexpr, BLOCK_K: gl.constexpr, A_T: gl.constexpr, B_T: gl.constexpr,
-                        NUM_PROGS: gl.constexpr, GROUP: gl.constexpr):
-        BM: gl.constexpr = c_desc.block_type.shape[0]
-        BN: gl.constexpr = c_desc.block_type.shape[1]
+                        ROLE: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
+                        A_T: gl.constexpr, B_T: gl.constexpr, NUM_PROGS: gl.constexpr, GROUP: gl.constexpr):
+        # every tile of the program, in order, for either schedule
         NSTAGE: gl.constexpr = a_bufs.type.shape[0]
-        num_pid_m = gl.cdiv(M, BM)
-        num_pid_n = gl.cdiv(N, BN)
+        num_pid_m = gl.cdiv(M, BLOCK_M)
+        num_pid_n = gl.cdiv(N, BLOCK_N)
         k_steps = gl.cdiv(K, BLOCK_K)
         step = 0
         for tile in range(gl.program_id(0), num_pid_m * num_pid_n * NB, NUM_PROGS):
-            pb, off_m, off_n = _kw_ws_tile(tile, num_pid_m, num_pid_n, BM, BN, GROUP)
+            pb, off_m, off_n = _kw_ws_tile(tile, num_pid_m, num_pid_n, BLOCK_M, BLOCK_N, GROUP)
             for kk in range(k_steps):
                 s = step % NSTAGE
                 # a fresh barrier passes a wait for the phase before its first: the first lap does not wait
@@ -173,40 +189,47 @@ if gluon is not None:
                 step += 1
 
     @gluon.jit
+    def _kw_ws_operands(a_bufs, b_bufs, s, ROLE: gl.constexpr, HALF: gl.constexpr, A_T: gl.constexpr,
+                        B_T: gl.constexpr):
+        # ring slot s's A and B as the MMA reads them: [rows, BLOCK_K] and [BLOCK_K, BLOCK_N]; with HALF > 0
+        # (cooperative) this consumer's HALF rows of A, ROLE * HALF on
+        a_tile = a_bufs.index(s)
+        if HALF > 0:
+            a_tile = a_tile.slice(ROLE * HALF, HALF, dim=1 if A_T else 0)
+        if A_T:
+            a_tile = a_tile.permute((1, 0))
+        b_tile = b_bufs.index(s)
+        if B_T:
+            b_tile = b_tile.permute((1, 0))
+        return a_tile, b_tile
+
+    @gluon.jit
     def _kw_ws_consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, ready, empty, order, M, N, K, NB,
-                        ROLE: gl.constexpr, BLOCK_K: gl.constexpr, A_T: gl.constexpr, B_T: gl.constexpr,
-                        NUM_PROGS: gl.constexpr, GROUP: gl.constexpr):
-        BM: gl.constexpr = c_desc.block_type.shape[0]
-        BN: gl.constexpr = c_desc.block_type.shape[1]
+                        ROLE: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
+                        A_T: gl.constexpr, B_T: gl.constexpr, NUM_PROGS: gl.constexpr, GROUP: gl.constexpr):
+        # ping-pong: the program's tiles ROLE, ROLE + 2, ..., main loops in turn with the other consumer
         NSTAGE: gl.constexpr = a_bufs.type.shape[0]
         layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                         instr_shape=[16, BN, 16])
+                                                         instr_shape=[16, BLOCK_N, 16])
         c_smem = c_bufs.index(ROLE)
         my_turn = order.index(ROLE)  # arrived by the other consumer when its main loop ends
         theirs = order.index(1 - ROLE)
-        num_pid_m = gl.cdiv(M, BM)
-        num_pid_n = gl.cdiv(N, BN)
+        num_pid_m = gl.cdiv(M, BLOCK_M)
+        num_pid_n = gl.cdiv(N, BLOCK_N)
         k_steps = gl.cdiv(K, BLOCK_K)
         j = ROLE  # the program's local tile index: this consumer takes j = ROLE, ROLE + 2, ...
         lap = 0
         for tile in range(gl.program_id(0) + ROLE * NUM_PROGS, num_pid_m * num_pid_n * NB, 2 * NUM_PROGS):
-            pb, off_m, off_n = _kw_ws_tile(tile, num_pid_m, num_pid_n, BM, BN, GROUP)
+            pb, off_m, off_n = _kw_ws_tile(tile, num_pid_m, num_pid_n, BLOCK_M, BLOCK_N, GROUP)
             # main loop j waits for main loop j - 1, the other consumer's (its barrier's completion lap - 1 +
             # ROLE); consumer 0's first waits for none
             glh.mbarrier.wait(my_turn, (lap + ROLE + 1) & 1, pred=(lap + ROLE) > 0)
             step = j * k_steps
-            acc = gl.zeros([BM, BN], gl.float32, layout)
+            acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout)
             for kk in range(k_steps):
                 s = step % NSTAGE
                 glh.mbarrier.wait(ready.index(s), (step // NSTAGE) & 1)
-                if A_T:
-                    a_tile = a_bufs.index(s).permute((1, 0))
-                else:
-                    a_tile = a_bufs.index(s)
-                if B_T:
-                    b_tile = b_bufs.index(s).permute((1, 0))
-                else:
-                    b_tile = b_bufs.index(s)
+                a_tile, b_tile = _kw_ws_operands(a_bufs, b_bufs, s, ROLE, 0, A_T, B_T)
                 acc = glh.warpgroup_mma(a_tile, b_tile, acc, is_async=True)
                 # one product in flight: the step before is done and its slot may be refilled
                 acc = glh.warpgroup_mma_wait(1, deps=(acc,))
@@ -224,33 +247,83 @@ if gluon is not None:
         glh.tma.store_wait(0)
 
     @gluon.jit
-    def _kw_ws_gemm_kernel(a_desc, b_desc, c_desc, M, N, K, NB, BLOCK_K: gl.constexpr, A_T: gl.constexpr,
-                           B_T: gl.constexpr, NUM_PROGS: gl.constexpr, GROUP: gl.constexpr, NSTAGE: gl.constexpr):
+    def _kw_ws_coop_consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, ready, empty, order, M, N, K, NB,
+                             ROLE: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                             BLOCK_K: gl.constexpr, A_T: gl.constexpr, B_T: gl.constexpr, NUM_PROGS: gl.constexpr,
+                             GROUP: gl.constexpr):
+        # cooperative: every tile of the program, rows ROLE * HALF .. of each; a slot's empty barrier counts
+        # both consumers' arrivals
+        HALF: gl.constexpr = BLOCK_M // 2
+        NSTAGE: gl.constexpr = a_bufs.type.shape[0]
+        layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                         instr_shape=[16, BLOCK_N, 16])
+        c_smem = c_bufs.index(ROLE)
+        num_pid_m = gl.cdiv(M, BLOCK_M)
+        num_pid_n = gl.cdiv(N, BLOCK_N)
+        k_steps = gl.cdiv(K, BLOCK_K)
+        step = 0
+        for tile in range(gl.program_id(0), num_pid_m * num_pid_n * NB, NUM_PROGS):
+            pb, off_m, off_n = _kw_ws_tile(tile, num_pid_m, num_pid_n, BLOCK_M, BLOCK_N, GROUP)
+            acc = gl.zeros([HALF, BLOCK_N], gl.float32, layout)
+            for kk in range(k_steps):
+                s = step % NSTAGE
+                glh.mbarrier.wait(ready.index(s), (step // NSTAGE) & 1)
+                a_tile, b_tile = _kw_ws_operands(a_bufs, b_bufs, s, ROLE, HALF, A_T, B_T)
+                acc = glh.warpgroup_mma(a_tile, b_tile, acc, is_async=True)
+                acc = glh.warpgroup_mma_wait(1, deps=(acc,))
+                glh.mbarrier.arrive(empty.index((step + NSTAGE - 1) % NSTAGE), count=1, pred=kk > 0)
+                step += 1
+            acc = glh.warpgroup_mma_wait(0, deps=(acc,))
+            glh.mbarrier.arrive(empty.index((step + NSTAGE - 1) % NSTAGE), count=1)
+            glh.tma.store_wait(0)  # this consumer's last half tile has left c_smem
+            c_smem.store(acc.to(c_desc.dtype))
+            glh.fence_async_shared()
+            glh.tma.async_copy_shared_to_global(c_desc, [pb * M + off_m + ROLE * HALF, off_n], c_smem)
+        glh.tma.store_wait(0)
+
+    @gluon.jit
+    def _kw_ws_gemm_kernel(a_desc, b_desc, c_desc, M, N, K, NB, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                           BLOCK_K: gl.constexpr, A_T: gl.constexpr, B_T: gl.constexpr, NUM_PROGS: gl.constexpr,
+                           GROUP: gl.constexpr, NSTAGE: gl.constexpr, COOP: gl.constexpr):
         dtype: gl.constexpr = a_desc.dtype
         a_bufs = gl.allocate_shared_memory(dtype, [NSTAGE] + a_desc.block_type.shape, a_desc.layout)
         b_bufs = gl.allocate_shared_memory(dtype, [NSTAGE] + b_desc.block_type.shape, b_desc.layout)
         c_bufs = gl.allocate_shared_memory(dtype, [2] + c_desc.block_type.shape, c_desc.layout)
         ready = gl.allocate_shared_memory(gl.int64, [NSTAGE, 1], glh.mbarrier.MBarrierLayout())
         empty = gl.allocate_shared_memory(gl.int64, [NSTAGE, 1], glh.mbarrier.MBarrierLayout())
-        order = gl.allocate_shared_memory(gl.int64, [2, 1], glh.mbarrier.MBarrierLayout())
+        order = gl.allocate_shared_memory(gl.int64, [2, 1], glh.mbarrier.MBarrierLayout())  # ping-pong's
         for i in gl.static_range(NSTAGE):
             glh.mbarrier.init(ready.index(i), count=1)
-            glh.mbarrier.init(empty.index(i), count=1)
+            glh.mbarrier.init(empty.index(i), count=2 if COOP else 1)
         for i in gl.static_range(2):
             glh.mbarrier.init(order.index(i), count=1)
         FIRST: gl.constexpr = 0
         SECOND: gl.constexpr = 1
         # each partition's arguments written out: a tuple built by concatenation loses its constexprs
-        gl.warp_specialize(
-            [
-                (_kw_ws_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, ready, empty, order, M, N, K,
-                                   NB, FIRST, BLOCK_K, A_T, B_T, NUM_PROGS, GROUP)),
-                (_kw_ws_producer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, ready, empty, order, M, N, K,
-                                   NB, FIRST, BLOCK_K, A_T, B_T, NUM_PROGS, GROUP)),
-                (_kw_ws_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, ready, empty, order, M, N, K,
-                                   NB, SECOND, BLOCK_K, A_T, B_T, NUM_PROGS, GROUP)),
-            ],
-            [1, 4],
-            [24, 240],
-        )
-'''.replace("__WS_TILE__", repr(WS_TILE))
+        if COOP:
+            gl.warp_specialize(
+                [
+                    (_kw_ws_coop_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, ready, empty, order, M,
+                                            N, K, NB, FIRST, BLOCK_M, BLOCK_N, BLOCK_K, A_T, B_T, NUM_PROGS, GROUP)),
+                    (_kw_ws_producer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, ready, empty, order, M, N,
+                                       K, NB, FIRST, BLOCK_M, BLOCK_N, BLOCK_K, A_T, B_T, NUM_PROGS, GROUP)),
+                    (_kw_ws_coop_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, ready, empty, order, M,
+                                            N, K, NB, SECOND, BLOCK_M, BLOCK_N, BLOCK_K, A_T, B_T, NUM_PROGS, GROUP)),
+                ],
+                [1, 4],
+                [24, 240],
+            )
+        else:
+            gl.warp_specialize(
+                [
+                    (_kw_ws_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, ready, empty, order, M, N,
+                                       K, NB, FIRST, BLOCK_M, BLOCK_N, BLOCK_K, A_T, B_T, NUM_PROGS, GROUP)),
+                    (_kw_ws_producer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, ready, empty, order, M, N,
+                                       K, NB, FIRST, BLOCK_M, BLOCK_N, BLOCK_K, A_T, B_T, NUM_PROGS, GROUP)),
+                    (_kw_ws_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, ready, empty, order, M, N,
+                                       K, NB, SECOND, BLOCK_M, BLOCK_N, BLOCK_K, A_T, B_T, NUM_PROGS, GROUP)),
+                ],
+                [1, 4],
+                [24, 240],
+            )
+'''.replace("__WS_TILE__", repr(WS_TILE)).replace("__WS_COOP_TILE__", repr(WS_COOP_TILE))

@@ -22,9 +22,9 @@ Designs (`MatmulConfig.mode`):
   (the default where two fit an SM: kind_matmul.default_config).
 
 `WS=n` (persistent, `TMA=1`, a plain fp16/bf16 product: no epilogue, one output in the operands' dtype) adds
-Hopper's warp-specialized ping-pong GEMM, written in Gluon (emit_gluon.py; a ring of n stages), which the
-launcher runs first on an sm_90 GPU where the operands' layouts allow, and the Triton kernels otherwise (and
-in the interpreter, which cannot run Gluon).
+Hopper's warp-specialized GEMM, written in Gluon (emit_gluon.py; a ring of n stages; `WS_COOP=1` for its
+cooperative schedule, 0 for ping-pong), which the launcher runs first on an sm_90 GPU where the operands'
+layouts allow, and the Triton kernels otherwise (and in the interpreter, which cannot run Gluon).
 
 `TMA=1` (fp16/bf16 dots, grouped or persistent; one product, or a batch of them along which both A and B
 vary, as bmm) adds a twin kernel that reads A and B through Hopper tensor descriptors (TMA loads; 2-D, or
@@ -79,7 +79,10 @@ class MatmulConfig:
     ALIGN: int = 0  # 1: copy an operand whose row stride is not a multiple of 16 elements into a padded one
     FLAT: int = 0  # persistent: 1 flattens the tile and K loops into one (tl.range flatten) for the pipeliner
     PER_SM: int = 1  # persistent: programs per SM (2: one stores its tile while the other's MMAs run)
-    WS: int = 0  # persistent, a plain fp16/bf16 product: >0 runs Hopper's ping-pong kernel first (WS stages)
+    WS: int = 0  # persistent, a plain fp16/bf16 product: >0 runs Hopper's Gluon GEMM first (WS stages)
+    WS_COOP: int = (
+        0  # with WS: 1 runs its cooperative schedule (one 128 x 256 tile, two warpgroups), 0 ping-pong
+    )
 
     def as_dict(self) -> dict[str, int | str]:
         return dict(self.__dict__)
@@ -95,7 +98,7 @@ _BF16_TERMS = {
 
 def plain_product(sched: Schedule, k: Kernel) -> bool:
     """One product with nothing fused after it, stored in its operands' dtype (a bmm, a bare GEMM): what the
-    Gluon ping-pong kernel (`WS`) computes."""
+    Gluon kernel (`WS`) computes."""
     assert k.anchor is not None
     a, b = k.anchor.args
     return (
@@ -205,7 +208,7 @@ class MatmulGen(KernelGen):
         )
 
     def ws_kernel(self) -> bool:
-        """Whether the launcher tries the Gluon ping-pong kernel first (`WS`; see the module docstring): a
+        """Whether the launcher tries the Gluon GEMM first (`WS`; see the module docstring): a
         plain product (`plain_product`) that reads nothing else."""
         return (
             bool(self.cfg.WS)
@@ -556,9 +559,10 @@ class MatmulGen(KernelGen):
                     meta += ", NUM_PROGS=NUM_PROGS"
                     grid = "NUM_PROGS"
                 if self.ws_kernel():
-                    # Hopper's ping-pong kernel (Gluon) where the device and the layouts allow
+                    # Hopper's warp-specialized GEMM (Gluon) where the device and the layouts allow
                     self.ctx.use("_kw_ws_gemm")
-                    c(f"if _kw_ws_gemm(a, sa, b, sb, out0, M, N, K, NB, {cfg.GROUP_M}, {int(cfg.WS)}):")
+                    args = f"{cfg.GROUP_M}, {int(cfg.WS)}, {int(cfg.WS_COOP)}"
+                    c(f"if _kw_ws_gemm(a, sa, b, sb, out0, M, N, K, NB, {args}):")
                     c(f"    {ret}")
                 if self.tma_twin():
                     # tensor descriptors where the device and both operands' layouts allow

@@ -62,7 +62,8 @@ def designs() -> dict[str, list[Design]]:
             Design("split_k", "matmul", "matmul", "split_k", {**mm_space, "SPLIT_K": (2, 4, 8, 16, 32, 64)},
                    _single, "K split over programs, partials reduced with the epilogue"),
             Design("persistent", "matmul", "matmul", "persistent",
-                   {**mm_space, "FLAT": (0, 1), "PER_SM": (1, 2), "WS": (0, *WS_STAGES)},
+                   {**mm_space, "FLAT": (0, 1), "PER_SM": (1, 2), "WS": (0, *WS_STAGES),
+                    "WS_COOP": (0, 1)},
                    _single, "one program (or two) per SM walking the tiles"),
             Design("dual", "matmul", "matmul", "grouped", mm_space, _dual,
                    "two products sharing A in one kernel: A loaded once, two accumulators, one fused store"),
@@ -172,19 +173,25 @@ x 2048 x 8192) 0.990-0.993x -> 1.009x, level2_bf16/06 (bmm + residual) 1.521x ->
 
 
 def _ws_offered(info: KernelInfo) -> bool:
-    """Whether the persistent design may add Hopper's warp-specialized ping-pong kernel (`WS`, Gluon:
+    """Whether the persistent design may add Hopper's warp-specialized Gluon GEMM (`WS`, `WS_COOP`:
     emit_gluon.py): a plain fp16/bf16 product (nothing fused after it: the kernel's epilogue only stores) on an
     sm_90 target, read through descriptors (no batch broadcast between A and B)."""
     return not info.fp32_dot and info.plain_product and info.arch == 90 and not info.batch_broadcast
 
 
 WS_DEFAULT_MAX_K = 1024
-"""The longest K at which a plain half-precision product starts from the ping-pong kernel (WS=5). Judged on an
-H200 against the two-per-SM Triton program (`kernelwright eval`, vs eager = cuBLAS; benchmarks/RESULTS.md,
-twenty-fourth session): level1_bf16/16 (bmm, K = 1024) 0.971x -> 1.001x at WS=4, 1.035x at WS=5; but 15 (K =
-2048) 1.006x -> 0.999x, 17 (K = 4096, A read transposed) 0.988x -> 0.940x, 14 (K = 8192) 1.021x -> 0.978x.
-Its 128 x 128 tiles, one warpgroup's MMAs at a time, read more shared memory per product than the Triton
-program's: a short K, where a tile's store is a large share of its time, is where overlapping that store pays."""
+"""The longest K at which a plain half-precision product starts from the ping-pong kernel (WS=5); a longer one
+starts from the cooperative kernel (WS=3, WS_COOP=1). Judged on an H200 against the two-per-SM Triton program
+(`kernelwright eval`, vs eager = cuBLAS; benchmarks/RESULTS.md, twenty-fourth and twenty-fifth sessions):
+ping-pong on level1_bf16/16 (bmm, K = 1024) 0.971x -> 1.001x at WS=4, 1.035x at WS=5; but 15 (K = 2048)
+1.006x -> 0.999x, 17 (K = 4096, A read transposed) 0.988x -> 0.940x, 14 (K = 8192) 1.021x -> 0.978x: its
+128 x 128 tiles, one warpgroup's MMAs at a time, read more shared memory per product than the Triton program's,
+and a short K, where a tile's store is a large share of its time, is where overlapping that store pays. The
+cooperative kernel's 128 x 256 tiles (a hand-written twin, benchmarks/candidates/gemm_gluon_cooperative.py)
+ran 14 1.501 against 1.537 ms, 15 0.375 against 0.392, 17 0.369 against 0.379."""
+
+_WS_PINGPONG = {"WS": WS_STAGES[-1]}
+_WS_COOPERATIVE = {"WS": 3, "WS_COOP": 1}
 
 
 def default_config(design: Design, info: KernelInfo, tf32: bool = False) -> dict[str, Any]:
@@ -211,9 +218,9 @@ def default_config(design: Design, info: KernelInfo, tf32: bool = False) -> dict
             cfg["FLAT"] = 1
             if cfg.get("TMA") and fits(design, info, {**cfg, **_TWO_PER_SM}):
                 cfg.update(_TWO_PER_SM)  # where two such programs fit an SM (an H100 / H200; not an L4)
-            # Hopper's ping-pong kernel first where K is short (WS_DEFAULT_MAX_K), at its deepest ring
-            ws = {"WS": WS_STAGES[-1]}
-            if _ws_offered(info) and info.K <= WS_DEFAULT_MAX_K and fits(design, info, {**cfg, **ws}):
+            # Hopper's Gluon GEMM first: ping-pong where K is short (WS_DEFAULT_MAX_K), else cooperative
+            ws = _WS_PINGPONG if info.K <= WS_DEFAULT_MAX_K else _WS_COOPERATIVE
+            if _ws_offered(info) and fits(design, info, {**cfg, **ws}):
                 cfg.update(ws)
         if design.mode == "split_k":
             cfg.update(_split_k_config(info))
@@ -265,6 +272,7 @@ def config_space(design: Design, info: KernelInfo, tf32: bool = False) -> dict[s
         space.pop("TMA", None)
     if not _ws_offered(info):
         space.pop("WS", None)
+        space.pop("WS_COOP", None)
     return space
 
 
@@ -289,9 +297,9 @@ def fits(design: Design, info: KernelInfo, values: dict[str, Any]) -> bool:
     if (
         cfg.mode == "persistent"
         and int(cfg.WS)
-        and ws_smem_bytes(int(cfg.WS), info.itemsize) > info.smem_bytes
+        and ws_smem_bytes(int(cfg.WS), info.itemsize, coop=bool(int(cfg.WS_COOP))) > info.smem_bytes
     ):
-        return False  # the ping-pong kernel's ring and output tiles (emit_gluon.ws_smem_bytes)
+        return False  # the Gluon kernel's ring and output buffers (emit_gluon.ws_smem_bytes)
     if cfg.mode == "persistent" and int(cfg.PER_SM) > 1:
         return _fits_per_sm(cfg, info, bm, bn, bk, products)
     # + one 8-byte barrier per stage with tensor descriptors (147480 B for the TMA twin of 147456 B of tiles)
@@ -335,8 +343,8 @@ MATMUL = register_kind(
         simplest_mode="grouped",
         fits=fits,
         last_resort=last_resort,
-        # Whether the ping-pong kernel starts a product follows from its K (WS_DEFAULT_MAX_K): a K = 1024 bmm's
-        # WS=5 is not advice for a K = 8192 GEMM, where it measured 4% slower. The search may still step to it.
-        task_derived=("WS",),
+        # Which Gluon schedule starts a product follows from its K (WS_DEFAULT_MAX_K): a K = 1024 bmm's
+        # ping-pong is not advice for a K = 8192 GEMM, where it measured 4% slower. The search may still step to it.
+        task_derived=("WS", "WS_COOP"),
     )
 )

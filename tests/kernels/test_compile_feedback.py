@@ -278,11 +278,16 @@ def test_a_half_matmul_compiles_the_kernel_its_target_runs(tmp_path, monkeypatch
         assert (helpers["_kw_tma"](meta, 64, 64, 64, 1, 32, 32) is not None) is taken
 
 
-def test_a_short_k_bmm_compiles_the_ping_pong_kernel_for_sm90_only(tmp_path):
-    """The writer's bf16 bmm with K = 1024 starts from Hopper's Gluon ping-pong kernel (WS=5); compiled for
-    sm_90 its capture takes that kernel (KERNELWRIGHT_CAPTURE_WS) and Gluon's source compiles it: 12 warps
-    (two consumer warpgroups, a producer's), within the shared memory emit_gluon.ws_smem_bytes counts and
-    without spills. For another architecture the capture takes the Triton twin, as that GPU would."""
+@pytest.mark.parametrize(
+    "stem, stages, coop",
+    [("16_bmm", 5, False), ("17_matmul_transposed_a", 3, True)],  # K = 1024: ping-pong; K = 4096: cooperative
+)
+def test_a_plain_bf16_product_compiles_its_gluon_gemm_for_sm90_only(tmp_path, stem, stages, coop):
+    """The writer's plain bf16 products start from Hopper's Gluon GEMM (the bmm, K = 1024, ping-pong at WS=5;
+    A.T @ B, K = 4096, cooperative at WS=3); compiled for sm_90 the capture takes that kernel
+    (KERNELWRIGHT_CAPTURE_WS) and Gluon's source compiles it: 12 warps (two consumer warpgroups, a producer's),
+    within the shared memory emit_gluon.ws_smem_bytes counts and without spills. For another architecture the
+    capture takes the Triton twin, as that GPU would."""
     import json
 
     from kernelwright.hardware.compile_feedback import CAPTURE_WS_ENV, _child_env
@@ -290,14 +295,16 @@ def test_a_short_k_bmm_compiles_the_ping_pong_kernel_for_sm90_only(tmp_path):
     from kernelwright.providers.offline.emit_gluon import ws_smem_bytes
     from tests.fakes.writer import writer_prompt
 
-    task = _task("level1_bf16", "16_bmm")
+    task = _task("level1_bf16", stem)
     code = write_program(writer_prompt(task.source)).code
-    assert parse_meta(code).config.get("WS") == "5"
+    config = parse_meta(code).config
+    assert (config.get("WS"), config.get("WS_COOP", "0")) == (str(stages), str(int(coop)))
     r = compile_for_target(code, task, "h200", shapes="full")
     assert r.ok and [k.name for k in r.kernels] == ["_kw_ws_gemm_kernel"], r.summary()
     k = r.kernels[0]
     assert k.num_warps == 12 and k.spill_store_bytes == 0, r.summary()
-    assert ws_smem_bytes(5) - 64 < k.shared_memory_bytes <= ws_smem_bytes(5) <= 232448, r.summary()
+    smem = ws_smem_bytes(stages, coop=coop)
+    assert smem - 64 < k.shared_memory_bytes <= smem <= 232448, r.summary()
     for arch, has in ((90, "1"), (100, "0"), (89, "0")):
         (tmp_path / "job.json").write_text(json.dumps({"backend": "cuda", "arch": arch}))
         assert _child_env(tmp_path, interpret=True)[CAPTURE_WS_ENV] == has

@@ -192,15 +192,20 @@ def test_two_programs_per_sm_walk_every_tile_of_a_bmm(runs):
 
 
 def test_a_ping_pong_program_runs_its_triton_twin_in_the_interpreter(runs):
-    """WS=5 adds Hopper's Gluon ping-pong kernel, tried first by the launcher; the interpreter (CPU) cannot
-    run Gluon, so the same program takes its descriptor twin there, checked against Model."""
+    """WS=5 adds Hopper's Gluon GEMM (ping-pong), tried first by the launcher; the interpreter (CPU) cannot
+    run Gluon, so the same program takes its descriptor twin there, checked against Model. WS_COOP=1 passes
+    the cooperative schedule to the same launch."""
     code, launched = runs["plain_bmm_ws"]
-    assert "_kw_ws_gemm(a, sa, b, sb, out0, M, N, K, NB, 8, 5)" in code and "def _kw_ws_gemm_kernel(" in code
+    assert (
+        "_kw_ws_gemm(a, sa, b, sb, out0, M, N, K, NB, 8, 5, 0)" in code and "def _kw_ws_gemm_kernel(" in code
+    )
     assert launched == ["tma"]
-    assert "_kw_ws_gemm" not in runs["bmm"][0]  # an epilogue after the product (+ 1.0): no ping-pong kernel
+    assert "_kw_ws_gemm" not in runs["bmm"][0]  # an epilogue after the product (+ 1.0): no Gluon kernel
+    coop = _variant(PLAIN_BMM, "persistent", {"TMA": 1, "FLAT": 1, "WS": 3, "WS_COOP": 1})
+    assert "_kw_ws_gemm(a, sa, b, sb, out0, M, N, K, NB, 8, 3, 1)" in coop
 
 
-def test_the_ping_pong_kernel_reads_operands_it_can_tile_and_declines_the_rest(tmp_path):
+def test_the_gluon_gemm_reads_operands_it_can_tile_and_declines_the_rest(tmp_path):
     """`_kw_ws_view`: one 2-D descriptor over a batch of matrices where no tile straddles two of them, column-
     major operands through their transposes, 16-byte aligned rows only; `_kw_ws_gemm` launches nothing (and
     says so) off an sm_90 GPU."""
@@ -227,9 +232,10 @@ def test_the_ping_pong_kernel_reads_operands_it_can_tile_and_declines_the_rest(t
     a = torch.randn(256, 128, dtype=torch.bfloat16)
     b = torch.randn(128, 128, dtype=torch.bfloat16)
     out = torch.empty(256, 128, dtype=torch.bfloat16)
-    assert helper._kw_ws_gemm(a, [128, 1], b, [128, 1], out, 256, 128, 128, 1, 8, 5) is False
+    for stages, coop in ((5, 0), (3, 1)):
+        assert helper._kw_ws_gemm(a, [128, 1], b, [128, 1], out, 256, 128, 128, 1, 8, stages, coop) is False
     helper._kw_ws_device = lambda t: (
         True
     )  # as on an sm_90 GPU: an empty product still goes to the Triton kernels
     empty = torch.empty(256, 0, dtype=torch.bfloat16)
-    assert helper._kw_ws_gemm(empty, [0, 1], b[:0], [128, 1], out, 256, 128, 0, 1, 8, 5) is False
+    assert helper._kw_ws_gemm(empty, [0, 1], b[:0], [128, 1], out, 256, 128, 0, 1, 8, 5, 0) is False

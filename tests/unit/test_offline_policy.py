@@ -441,27 +441,32 @@ def test_a_half_product_starts_with_two_programs_per_sm_where_two_fit():
     assert fits(persistent, bmm, dict(cfg, PER_SM=1, num_stages=4))
 
 
-def test_the_ping_pong_kernel_starts_plain_short_k_products_on_sm90_only():
-    """WS (Hopper's Gluon ping-pong kernel, emit_gluon): offered for a plain half-precision product on an sm_90
-    target, the default where K <= 1024 (judged faster there, slower at K = 2048-8192: kind_matmul), never for a
-    product with an epilogue fused after it, fp32 dots, or another architecture; its ring must fit the target."""
+def test_the_gluon_gemm_starts_plain_half_precision_products_on_sm90_only():
+    """WS (Hopper's warp-specialized Gluon GEMM, emit_gluon): offered for a plain half-precision product on an
+    sm_90 target and its default there: ping-pong where K <= 1024, cooperative (WS_COOP=1, 3 stages) where K is
+    longer (each judged faster where it starts: kind_matmul.WS_DEFAULT_MAX_K); never for a product with an
+    epilogue fused after it, fp32 dots, or another architecture; its ring and output buffers must fit."""
     from kernelwright.hardware.targets import get_target
     from kernelwright.providers.offline import write_program
     from kernelwright.providers.offline.designs import fits, target_arch
 
     persistent = find_design("matmul", "persistent")
     bmm = _info("16_bmm.py", "matmul", "level1_bf16")  # K = 1024
-    assert bmm.plain_product and default_config(persistent, bmm)["WS"] == 5
-    assert set(config_space(persistent, bmm)["WS"]) == {0, 4, 5}
-    square = _info("14_matmul_square.py", "matmul", "level1_bf16")  # K = 8192: offered, not the default
-    assert "WS" not in default_config(persistent, square) and 4 in config_space(persistent, square)["WS"]
-    residual = _info("06_bmm_scale_residual.py", "matmul", "level2_bf16")  # * scale + residual after the bmm
-    assert not residual.plain_product and "WS" not in config_space(persistent, residual)
-    fp32 = _info("16_bmm.py", "matmul")
-    assert "WS" not in config_space(persistent, fp32)
-    l4 = dataclasses.replace(bmm, arch=89)
-    assert "WS" not in default_config(persistent, l4) and "WS" not in config_space(persistent, l4)
     cfg = default_config(persistent, bmm)
+    assert bmm.plain_product and cfg["WS"] == 5 and "WS_COOP" not in cfg
+    space = config_space(persistent, bmm)
+    assert set(space["WS"]) == {0, 3, 4, 5} and set(space["WS_COOP"]) == {0, 1}
+    square = _info("14_matmul_square.py", "matmul", "level1_bf16")  # K = 8192: cooperative
+    square_cfg = default_config(persistent, square)
+    assert square_cfg["WS"] == 3 and square_cfg["WS_COOP"] == 1 and fits(persistent, square, square_cfg)
+    assert not fits(persistent, square, dict(square_cfg, WS=4))  # 4 stages of 48 KiB and the outputs: 256 KiB
+    assert fits(persistent, square, dict(square_cfg, WS=5, WS_COOP=0))  # ping-pong's 5 stages of 32 KiB
+    residual = _info("06_bmm_scale_residual.py", "matmul", "level2_bf16")  # * scale + residual after the bmm
+    fp32, l4 = _info("16_bmm.py", "matmul"), dataclasses.replace(bmm, arch=89)
+    for other in (residual, fp32, l4):
+        keys = set(config_space(persistent, other)) | set(default_config(persistent, other))
+        assert not keys & {"WS", "WS_COOP"}, other
+    assert not residual.plain_product
     assert not fits(persistent, dataclasses.replace(bmm, smem_bytes=160 * 1024), cfg)  # 5 stages: 224 KiB
 
     assert target_arch(get_target("nvidia-h200").summary()) == 90 and target_arch(None) == 90

@@ -304,10 +304,11 @@ def test_a_case_does_not_carry_over_knobs_that_follow_from_its_own_sizes():
     assert picked.config.get("WRITE_CHUNKS", 0) == 0, picked.config
 
 
-def test_a_short_k_products_ping_pong_kernel_is_not_advice_for_a_long_k_one():
-    """WS (Hopper's Gluon ping-pong kernel) is the default where K <= 1024 and measured slower at K = 8192: a
-    case of the bf16 bmm (K = 1024) that won with WS=5 starts the 8192^3 bf16 GEMM from its tuning without it,
-    and the bmm itself keeps its own WS=5 when started from a long-K case without it."""
+def test_a_short_k_products_gluon_schedule_is_not_advice_for_a_long_k_one():
+    """Hopper's Gluon GEMM starts a short-K product ping-pong (WS=5) and a long-K one cooperative (WS=3,
+    WS_COOP=1), each measured slower in the other's place: a case of the bf16 bmm (K = 1024) that won with
+    ping-pong starts the 8192^3 bf16 GEMM from its tuning with the GEMM's own schedule, and the bmm keeps
+    ping-pong when started from a long-K case that ran cooperative."""
     from kernelwright.providers.offline.designs import config_space, find_design
 
     def matmul(stem: str):
@@ -329,7 +330,9 @@ def test_a_short_k_products_ping_pong_kernel_is_not_advice_for_a_long_k_one():
     assert 5 in config_space(find_design("matmul", "persistent"), square)["WS"]  # a step the search may take
     picked = choose(WriterContext(cases=parse_cases(case(bmm_task, base + ",WS=5")), signature=square_task.signature),
                     square, primary=True)  # fmt: skip
-    assert picked.config["GROUP_M"] == 4 and picked.config.get("WS", 0) == 0, (picked.why, picked.config)
-    picked = choose(WriterContext(cases=parse_cases(case(square_task, base)), signature=bmm_task.signature), bmm,
-                    primary=True)  # fmt: skip
+    assert picked.config["GROUP_M"] == 4, (picked.why, picked.config)
+    assert (picked.config["WS"], picked.config["WS_COOP"]) == (3, 1), (picked.why, picked.config)
+    picked = choose(WriterContext(cases=parse_cases(case(square_task, base + ",WS=3,WS_COOP=1")),
+                                  signature=bmm_task.signature), bmm, primary=True)  # fmt: skip
     assert picked.config["GROUP_M"] == 4 and picked.config["WS"] == 5, (picked.why, picked.config)
+    assert picked.config.get("WS_COOP", 0) == 0, (picked.why, picked.config)

@@ -1,4 +1,4 @@
-# Not run (written in the twenty-fourth session, which had no device time left; carry .whl, ~6 min). One call:
+# Run in the twenty-fifth session (2026-12-04, 17:20 UTC; output under run1/), written in the twenty-fourth. One call:
 # 1. the writer's bmm root (level1_bf16/16, WS=5) after the commits that followed that session's GPU runs (Triton
 #    >= 3.6 gate, empty products to the Triton kernels, shared layouts cached): its helper at odd sizes and
 #    layouts (layouts2.py) and one judge evaluation. Predicted: all correct, 1.03-1.05x eager as before.
