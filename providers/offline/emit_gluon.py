@@ -206,79 +206,53 @@ if gluon is not None:
     @gluon.jit
     def _kw_ws_consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, ready, empty, order, M, N, K, NB,
                         ROLE: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
-                        A_T: gl.constexpr, B_T: gl.constexpr, NUM_PROGS: gl.constexpr, GROUP: gl.constexpr):
-        # ping-pong: the program's tiles ROLE, ROLE + 2, ..., main loops in turn with the other consumer
+                        A_T: gl.constexpr, B_T: gl.constexpr, NUM_PROGS: gl.constexpr, GROUP: gl.constexpr,
+                        COOP: gl.constexpr):
+        # ping-pong: the program's tiles ROLE, ROLE + 2, ... whole, each main loop in turn with the other
+        # consumer's; cooperative: every tile of the program, its ROWS rows from ROLE * ROWS
+        TURNS: gl.constexpr = 1 if COOP else 2  # consumers taking the program's tiles in turn
+        ROWS: gl.constexpr = BLOCK_M // 2 if COOP else BLOCK_M
+        FIRST_ROW: gl.constexpr = ROLE * ROWS if COOP else 0
         NSTAGE: gl.constexpr = a_bufs.type.shape[0]
         layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                          instr_shape=[16, BLOCK_N, 16])
         c_smem = c_bufs.index(ROLE)
-        my_turn = order.index(ROLE)  # arrived by the other consumer when its main loop ends
+        my_turn = order.index(ROLE)  # ping-pong: arrived by the other consumer when its main loop ends
         theirs = order.index(1 - ROLE)
         num_pid_m = gl.cdiv(M, BLOCK_M)
         num_pid_n = gl.cdiv(N, BLOCK_N)
         k_steps = gl.cdiv(K, BLOCK_K)
-        j = ROLE  # the program's local tile index: this consumer takes j = ROLE, ROLE + 2, ...
+        j = 0 if COOP else ROLE  # the program's local index of this consumer's tile
         lap = 0
-        for tile in range(gl.program_id(0) + ROLE * NUM_PROGS, num_pid_m * num_pid_n * NB, 2 * NUM_PROGS):
+        first = gl.program_id(0) + (0 if COOP else ROLE) * NUM_PROGS
+        for tile in range(first, num_pid_m * num_pid_n * NB, TURNS * NUM_PROGS):
             pb, off_m, off_n = _kw_ws_tile(tile, num_pid_m, num_pid_n, BLOCK_M, BLOCK_N, GROUP)
-            # main loop j waits for main loop j - 1, the other consumer's (its barrier's completion lap - 1 +
-            # ROLE); consumer 0's first waits for none
-            glh.mbarrier.wait(my_turn, (lap + ROLE + 1) & 1, pred=(lap + ROLE) > 0)
+            if not COOP:
+                # main loop j waits for main loop j - 1, the other consumer's (its barrier's completion lap -
+                # 1 + ROLE); consumer 0's first waits for none
+                glh.mbarrier.wait(my_turn, (lap + ROLE + 1) & 1, pred=(lap + ROLE) > 0)
             step = j * k_steps
-            acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout)
+            acc = gl.zeros([ROWS, BLOCK_N], gl.float32, layout)
             for kk in range(k_steps):
                 s = step % NSTAGE
                 glh.mbarrier.wait(ready.index(s), (step // NSTAGE) & 1)
-                a_tile, b_tile = _kw_ws_operands(a_bufs, b_bufs, s, ROLE, 0, A_T, B_T)
+                a_tile, b_tile = _kw_ws_operands(a_bufs, b_bufs, s, ROLE, ROWS if COOP else 0, A_T, B_T)
                 acc = glh.warpgroup_mma(a_tile, b_tile, acc, is_async=True)
-                # one product in flight: the step before is done and its slot may be refilled
+                # one product in flight: the step before is done and its slot may be refilled (cooperative:
+                # once both consumers say so, the slot's barrier counting two arrivals)
                 acc = glh.warpgroup_mma_wait(1, deps=(acc,))
                 glh.mbarrier.arrive(empty.index((step + NSTAGE - 1) % NSTAGE), count=1, pred=kk > 0)
                 step += 1
             acc = glh.warpgroup_mma_wait(0, deps=(acc,))
             glh.mbarrier.arrive(empty.index((step + NSTAGE - 1) % NSTAGE), count=1)
-            glh.mbarrier.arrive(theirs, count=1)  # the other consumer's next main loop may start
-            glh.tma.store_wait(0)  # this consumer's last tile has left c_smem
+            if not COOP:
+                glh.mbarrier.arrive(theirs, count=1)  # the other consumer's next main loop may start
+            glh.tma.store_wait(0)  # this consumer's last tile (or half tile) has left c_smem
             c_smem.store(acc.to(c_desc.dtype))
             glh.fence_async_shared()
-            glh.tma.async_copy_shared_to_global(c_desc, [pb * M + off_m, off_n], c_smem)
-            j += 2
+            glh.tma.async_copy_shared_to_global(c_desc, [pb * M + off_m + FIRST_ROW, off_n], c_smem)
+            j += TURNS
             lap += 1
-        glh.tma.store_wait(0)
-
-    @gluon.jit
-    def _kw_ws_coop_consumer(a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, ready, empty, order, M, N, K, NB,
-                             ROLE: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                             BLOCK_K: gl.constexpr, A_T: gl.constexpr, B_T: gl.constexpr, NUM_PROGS: gl.constexpr,
-                             GROUP: gl.constexpr):
-        # cooperative: every tile of the program, rows ROLE * HALF .. of each; a slot's empty barrier counts
-        # both consumers' arrivals
-        HALF: gl.constexpr = BLOCK_M // 2
-        NSTAGE: gl.constexpr = a_bufs.type.shape[0]
-        layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                         instr_shape=[16, BLOCK_N, 16])
-        c_smem = c_bufs.index(ROLE)
-        num_pid_m = gl.cdiv(M, BLOCK_M)
-        num_pid_n = gl.cdiv(N, BLOCK_N)
-        k_steps = gl.cdiv(K, BLOCK_K)
-        step = 0
-        for tile in range(gl.program_id(0), num_pid_m * num_pid_n * NB, NUM_PROGS):
-            pb, off_m, off_n = _kw_ws_tile(tile, num_pid_m, num_pid_n, BLOCK_M, BLOCK_N, GROUP)
-            acc = gl.zeros([HALF, BLOCK_N], gl.float32, layout)
-            for kk in range(k_steps):
-                s = step % NSTAGE
-                glh.mbarrier.wait(ready.index(s), (step // NSTAGE) & 1)
-                a_tile, b_tile = _kw_ws_operands(a_bufs, b_bufs, s, ROLE, HALF, A_T, B_T)
-                acc = glh.warpgroup_mma(a_tile, b_tile, acc, is_async=True)
-                acc = glh.warpgroup_mma_wait(1, deps=(acc,))
-                glh.mbarrier.arrive(empty.index((step + NSTAGE - 1) % NSTAGE), count=1, pred=kk > 0)
-                step += 1
-            acc = glh.warpgroup_mma_wait(0, deps=(acc,))
-            glh.mbarrier.arrive(empty.index((step + NSTAGE - 1) % NSTAGE), count=1)
-            glh.tma.store_wait(0)  # this consumer's last half tile has left c_smem
-            c_smem.store(acc.to(c_desc.dtype))
-            glh.fence_async_shared()
-            glh.tma.async_copy_shared_to_global(c_desc, [pb * M + off_m + ROLE * HALF, off_n], c_smem)
         glh.tma.store_wait(0)
 
     @gluon.jit
@@ -300,30 +274,16 @@ if gluon is not None:
         FIRST: gl.constexpr = 0
         SECOND: gl.constexpr = 1
         # each partition's arguments written out: a tuple built by concatenation loses its constexprs
-        if COOP:
-            gl.warp_specialize(
-                [
-                    (_kw_ws_coop_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, ready, empty, order, M,
-                                            N, K, NB, FIRST, BLOCK_M, BLOCK_N, BLOCK_K, A_T, B_T, NUM_PROGS, GROUP)),
-                    (_kw_ws_producer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, ready, empty, order, M, N,
-                                       K, NB, FIRST, BLOCK_M, BLOCK_N, BLOCK_K, A_T, B_T, NUM_PROGS, GROUP)),
-                    (_kw_ws_coop_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, ready, empty, order, M,
-                                            N, K, NB, SECOND, BLOCK_M, BLOCK_N, BLOCK_K, A_T, B_T, NUM_PROGS, GROUP)),
-                ],
-                [1, 4],
-                [24, 240],
-            )
-        else:
-            gl.warp_specialize(
-                [
-                    (_kw_ws_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, ready, empty, order, M, N,
-                                       K, NB, FIRST, BLOCK_M, BLOCK_N, BLOCK_K, A_T, B_T, NUM_PROGS, GROUP)),
-                    (_kw_ws_producer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, ready, empty, order, M, N,
-                                       K, NB, FIRST, BLOCK_M, BLOCK_N, BLOCK_K, A_T, B_T, NUM_PROGS, GROUP)),
-                    (_kw_ws_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, ready, empty, order, M, N,
-                                       K, NB, SECOND, BLOCK_M, BLOCK_N, BLOCK_K, A_T, B_T, NUM_PROGS, GROUP)),
-                ],
-                [1, 4],
-                [24, 240],
-            )
+        gl.warp_specialize(
+            [
+                (_kw_ws_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, ready, empty, order, M, N, K,
+                                   NB, FIRST, BLOCK_M, BLOCK_N, BLOCK_K, A_T, B_T, NUM_PROGS, GROUP, COOP)),
+                (_kw_ws_producer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, ready, empty, order, M, N, K,
+                                   NB, FIRST, BLOCK_M, BLOCK_N, BLOCK_K, A_T, B_T, NUM_PROGS, GROUP)),
+                (_kw_ws_consumer, (a_desc, b_desc, c_desc, a_bufs, b_bufs, c_bufs, ready, empty, order, M, N, K,
+                                   NB, SECOND, BLOCK_M, BLOCK_N, BLOCK_K, A_T, B_T, NUM_PROGS, GROUP, COOP)),
+            ],
+            [1, 4],
+            [24, 240],
+        )
 '''.replace("__WS_TILE__", repr(WS_TILE)).replace("__WS_COOP_TILE__", repr(WS_COOP_TILE))
