@@ -247,7 +247,8 @@ compiled and reported is the one that GPU runs; for older targets they take the 
 
 CAPTURE_WS_ENV = "KERNELWRIGHT_CAPTURE_WS"
 """Set to 1 in the capture of a compile for an sm_90 target: the matmul launchers then take Hopper's Gluon
-ping-pong kernel on meta tensors (emit_gluon), as an sm_90 GPU would; 0 for other targets, which never run it."""
+GEMM (ping-pong or cooperative) on meta tensors (emit_gluon), as an sm_90 GPU would; 0 for other targets, which
+never run it."""
 
 
 def phase_env(interpret: bool) -> dict[str, str]:

@@ -189,13 +189,13 @@ if gluon is not None:
                 step += 1
 
     @gluon.jit
-    def _kw_ws_operands(a_bufs, b_bufs, s, ROLE: gl.constexpr, HALF: gl.constexpr, A_T: gl.constexpr,
-                        B_T: gl.constexpr):
-        # ring slot s's A and B as the MMA reads them: [rows, BLOCK_K] and [BLOCK_K, BLOCK_N]; with HALF > 0
-        # (cooperative) this consumer's HALF rows of A, ROLE * HALF on
+    def _kw_ws_operands(a_bufs, b_bufs, s, ROLE: gl.constexpr, ROWS: gl.constexpr, COOP: gl.constexpr,
+                        A_T: gl.constexpr, B_T: gl.constexpr):
+        # ring slot s's A and B as the MMA reads them: [ROWS, BLOCK_K] and [BLOCK_K, BLOCK_N]; cooperative, this
+        # consumer's ROWS rows of A's tile, from ROLE * ROWS
         a_tile = a_bufs.index(s)
-        if HALF > 0:
-            a_tile = a_tile.slice(ROLE * HALF, HALF, dim=1 if A_T else 0)
+        if COOP:
+            a_tile = a_tile.slice(ROLE * ROWS, ROWS, dim=1 if A_T else 0)
         if A_T:
             a_tile = a_tile.permute((1, 0))
         b_tile = b_bufs.index(s)
@@ -236,7 +236,7 @@ if gluon is not None:
             for kk in range(k_steps):
                 s = step % NSTAGE
                 glh.mbarrier.wait(ready.index(s), (step // NSTAGE) & 1)
-                a_tile, b_tile = _kw_ws_operands(a_bufs, b_bufs, s, ROLE, ROWS if COOP else 0, A_T, B_T)
+                a_tile, b_tile = _kw_ws_operands(a_bufs, b_bufs, s, ROLE, ROWS, COOP, A_T, B_T)
                 acc = glh.warpgroup_mma(a_tile, b_tile, acc, is_async=True)
                 # one product in flight: the step before is done and its slot may be refilled (cooperative:
                 # once both consumers say so, the slot's barrier counting two arrivals)

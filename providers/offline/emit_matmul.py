@@ -80,9 +80,7 @@ class MatmulConfig:
     FLAT: int = 0  # persistent: 1 flattens the tile and K loops into one (tl.range flatten) for the pipeliner
     PER_SM: int = 1  # persistent: programs per SM (2: one stores its tile while the other's MMAs run)
     WS: int = 0  # persistent, a plain fp16/bf16 product: >0 runs Hopper's Gluon GEMM first (WS stages)
-    WS_COOP: int = (
-        0  # with WS: 1 runs its cooperative schedule (one 128 x 256 tile, two warpgroups), 0 ping-pong
-    )
+    WS_COOP: int = 0  # with WS: 1 the cooperative schedule (two warpgroups on a 128 x 256 tile), 0 ping-pong
 
     def as_dict(self) -> dict[str, int | str]:
         return dict(self.__dict__)
