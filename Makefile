@@ -12,13 +12,16 @@ RUN_OUT  ?= runs/demo
 
 install: $(STAMP)
 
+# setuptools' editable install ends with a ten-line note that folders named like the package may shadow it:
+# here kernelwright/ is that package on purpose (links to the top-level folders), so that note is silenced;
+# setuptools' other warnings still show.
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 ifeq ($(HAS_GPU),)
 	$(PY) -m pip install -q torch==2.13.0
 endif
-	$(PY) -m pip install -q -e '.[dev]' 'triton==3.6.0' 'numpy<2.4'
+	PYTHONWARNINGS='ignore:Editable installation' $(PY) -m pip install -q -e '.[dev]' 'triton==3.6.0' 'numpy<2.4'
 	touch $(STAMP)
 
 run: install

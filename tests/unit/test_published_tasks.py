@@ -116,8 +116,8 @@ def test_suite_is_registered_beside_level1_and_level2() -> None:
     with pytest.raises(TaskError, match="choose one of level1, level2, published"):
         bundled_suite_dir("level3")  # type: ignore[arg-type]
     # Installed packages carry the task files, as they do level1's and level2's.
-    data = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
-    assert "published/*.py" in data["kernelwright.tasks"]
+    packages = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    assert "kernelwright.tasks.published" in packages
 
 
 def test_suite_has_exactly_the_published_tasks_in_order(published: dict[str, Task]) -> None:
