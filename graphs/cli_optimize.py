@@ -10,8 +10,10 @@ $KERNELWRIGHT_RUNS) gets kernel.py, result.json, report.html, the checkpoints an
 For a folder, --out DIR (else <runs root>/<folder>-<id>) gets one subfolder per task and summary.json
 and summary.txt. An interrupted run continues with --resume RUN_DIR.
 
-Everything is checked before anything starts: the flags, the output folder, the memory (it must be
-writable), the model, and every task (a folder's broken tasks are named at once and skipped).
+Everything is checked before anything starts or is made: the flags (a GPU asked for must be visible, a
+target must be known), the output folder (one that holds another run is refused: resume that run or give
+another folder), the memory (it must be writable), the model, and every task (a folder's broken tasks are
+named at once and skipped).
 
 Progress is one line per finished candidate (node, action, design, result and, for a failure, the first
 line of its error, best so far) on stderr when --json is given (stdout then holds only the JSON
@@ -197,12 +199,16 @@ class ProgressPrinter:
         self.label = label
 
     def __call__(self, ev: Progress) -> None:
+        from kernelwright.nodes.compiler import SAME_PROGRAM  # loaded by the run already
+
         c = self.console
         prefix = f"[dim]{self.label}[/] " if self.label else ""
         if ev.kind == "started" and ev.run is not None:
             r = ev.run
+            # a folder's runs are labelled with their task's name: said once
+            head = "" if self.label == r.task_name else prefix
             c.print(
-                f"{prefix}[bold]{r.task_name}[/]: model {r.model}, target {r.target}, device {r.device}, "
+                f"{head}[bold]{r.task_name}[/]: model {r.model}, target {r.target}, device {r.device}, "
                 f"budget {ev.budget} -> {r.run_dir}",
                 highlight=False,
             )
@@ -211,7 +217,11 @@ class ProgressPrinter:
         elif ev.kind == "attempt" and ev.attempt is not None:
             a = ev.attempt
             reason = ""
-            if a.status == "correct":
+            same = a.result.extra.get(SAME_PROGRAM)
+            if same:  # judged once: its verdict is that program's line
+                plain = f"same program as {same}"
+                styled = f"[{'green' if a.status == 'correct' else 'red'}]{plain}[/]"
+            elif a.status == "correct":
                 s = a.timing.speedup_vs_eager
                 plain = f"correct {s:.2f}x" if s is not None else "correct (untimed)"
                 styled = f"[green]{plain}[/]"
@@ -258,12 +268,34 @@ def check_output_folder(path: Path, what: str) -> None:
         raise UsageError(f"{what} {path}: cannot make it, {parent} is not writable")
 
 
+def check_flags(ctx: Context) -> None:
+    """The settings that need no service: the device (a GPU asked for is visible here) and the target
+    (a known profile); a one-line UsageError before anything is made."""
+    try:
+        ctx.check_usable()
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def check_run_folder(path: Path, what: str) -> None:
+    """`path` can be made or used as a new run's folder: writable, and holding no other run."""
+    from kernelwright.graphs.run_files import check_new_run_folder
+
+    check_output_folder(path, what)
+    try:
+        check_new_run_folder(path, what)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+
+
 def check_memory_and_model(ctx: Context, *, model: bool = True) -> None:
-    """Open the memory (it must be usable and writable) and the model, before any folder is made."""
+    """Check the flags, then open the memory (it must be usable and writable) and the model, before any
+    folder is made."""
     from kernelwright.memory import MemoryLocationError
     from kernelwright.nodes import resources
     from kernelwright.providers.chat import ProviderError
 
+    check_flags(ctx)
     if ctx.memory not in (resources.MEMORY_OFF, resources.MEMORY_FRESH):  # fresh: made in the run folder
         try:
             mem = resources.open_shared_memory(ctx.memory)
@@ -333,6 +365,7 @@ def _main(args: argparse.Namespace, console: Console, say: Any) -> int:
         from kernelwright.nodes.run_context import Context
 
         ctx = context_from_args(args, Context.from_json(saved.context))
+        check_flags(ctx)
         check_memory_and_model(ctx, model=False)  # run_optimize checks the model if work is left
         try:
             result = run_optimize(None, ctx, rd, resume=True, on_progress=ProgressPrinter(console))
@@ -346,9 +379,13 @@ def _main(args: argparse.Namespace, console: Console, say: Any) -> int:
     if not path.exists():
         raise UsageError(f"{path}: no such task file or folder")
     ctx = context_from_args(args)
+    check_flags(ctx)
     if path.is_file():
         run_dir = Path(args.out) if args.out else None
-        check_output_folder(run_dir or Path(ctx.runs_root).expanduser(), "--out" if run_dir else "runs root")
+        if run_dir is not None:
+            check_run_folder(run_dir, "--out")
+        else:
+            check_output_folder(Path(ctx.runs_root).expanduser(), "runs root")
         load_task(path)  # a task that does not load is a one-line error before anything starts
         check_memory_and_model(ctx)
         try:
@@ -364,6 +401,8 @@ def _main(args: argparse.Namespace, console: Console, say: Any) -> int:
         raise UsageError(f"{path}: no task files (*.py)")
     out_root = Path(args.out) if args.out else ctx.default_run_dir(path.resolve().name, uuid.uuid4().hex)
     check_output_folder(out_root, "--out" if args.out else "runs root")
+    for f in files:  # one folder per task run: none may hold another run
+        check_run_folder(out_root / f.stem, "--out" if args.out else "runs root")
     # Every task loads before the first run starts: a broken one is named now, not when its turn comes.
     loaded: list[Path] = []
     results: list[tuple[str, OptimizeResult | None, str]] = []

@@ -140,5 +140,6 @@ def variant(args: argparse.Namespace) -> int:
     for name, text in written.items():
         (out / name).write_text(text, encoding="utf-8")
         print(name)
-    print(f"wrote {len(written)} {args.dtype} variants to {out}", file=sys.stderr)
+    variants = "variant" if len(written) == 1 else "variants"
+    print(f"wrote {len(written)} {args.dtype} {variants} to {out}", file=sys.stderr)
     return 0

@@ -33,7 +33,13 @@ from pydantic import BaseModel, Field
 
 # The run folder's files (graphs/run_files.py), also named here by the run's callers
 from kernelwright.graphs.run_files import CHECKPOINT_FILE as CHECKPOINT_FILE
-from kernelwright.graphs.run_files import RUN_FILE, RunFile, open_checkpointer, read_run_file
+from kernelwright.graphs.run_files import (
+    RUN_FILE,
+    RunFile,
+    check_new_run_folder,
+    open_checkpointer,
+    read_run_file,
+)
 from kernelwright.graphs.run_files import serializer as serializer
 from kernelwright.memory.store import MemoryLocationError, MemoryServerError
 from kernelwright.nodes import resources
@@ -173,7 +179,10 @@ def run_optimize(
             Path(graph_input["task_path"]).stem if "task_path" in graph_input else graph_input["task_name"]
         )
         rd = Path(run_dir or ctx.run_dir or ctx.default_run_dir(default_name, thread_id))
-        # memory and model first: a run that cannot start leaves no half-made run directory behind
+        # the device, the folder, memory and model first: a run that cannot start leaves no half-made
+        # run directory behind, and a folder holding another run is never mixed with this one
+        ctx.check_usable()
+        check_new_run_folder(rd)
         if ctx.memory not in (resources.MEMORY_OFF, resources.MEMORY_FRESH):  # fresh: made in the run folder
             check_memory_writable(resources.open_shared_memory(ctx.memory))
         resources.chat_model(ctx)

@@ -1,5 +1,5 @@
 """A run folder's files: run.json (what `--resume` needs) and the LangGraph SQLite checkpoints, with the
-serializer that revives the state's records from them.
+serializer that revives the state's records from them; whether a folder already holds a run.
 
 Kept apart from the optimize graph so that reading a run (`kernelwright show`) does not build the graph,
 whose nodes import torch and Triton.
@@ -17,6 +17,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from pydantic import BaseModel, ValidationError
 
+from kernelwright.nodes.run_folder import RUN_ID_FILE, RUN_OUTPUTS, UNKNOWN_RUN, RunFolderTaken, folder_owner
 from kernelwright.nodes.state import CHECKPOINT_TYPES
 
 RUN_FILE = "run.json"
@@ -95,3 +96,47 @@ def read_run_file(run_dir: str | Path) -> RunFile:
     except (ValidationError, UnicodeDecodeError) as exc:
         detail = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
         raise ValueError(f"{path} is damaged, not a run file kernelwright wrote ({detail})") from exc
+
+
+def held_run(run_dir: str | Path) -> str | None:
+    """The run id of a run `run_dir` holds that started (it has a checkpoint or wrote results), else None.
+
+    A folder whose run.json names a run that never reached its first checkpoint holds nothing worth
+    keeping (a run stopped while it started): a new run may take it over."""
+    rd = Path(run_dir)
+    owner = folder_owner(rd)
+    if owner is None:
+        return None
+    if any((rd / name).exists() for name in RUN_OUTPUTS) or not (rd / RUN_FILE).is_file():
+        return owner
+    try:
+        saved = read_run_file(rd)
+    except ValueError:
+        return UNKNOWN_RUN
+    if not (rd / CHECKPOINT_FILE).is_file():
+        return None
+    saver = open_checkpointer(rd)
+    try:
+        started = saver.get_tuple({"configurable": {"thread_id": saved.thread_id}}) is not None
+    except sqlite3.DatabaseError:
+        started = True
+    finally:
+        saver.conn.close()
+    return owner if started else None
+
+
+def check_new_run_folder(run_dir: str | Path, what: str = "") -> None:
+    """A new run may write to `run_dir`: RunFolderTaken (one line, naming how to continue the run there)
+    when it holds another run; a stale claim of a run that never started is removed."""
+    rd = Path(run_dir)
+    owner = held_run(rd)
+    name = f"{what} {rd}" if what else str(rd)
+    if owner is not None:
+        how = (
+            f"continue it with kernelwright optimize --resume {rd}, or give another folder"
+            if (rd / RUN_FILE).is_file()
+            else "give another folder"
+        )
+        who = owner if owner == UNKNOWN_RUN else f"run {owner}"
+        raise RunFolderTaken(f"{name} already holds {who}: {how}")
+    (rd / RUN_ID_FILE).unlink(missing_ok=True)

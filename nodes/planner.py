@@ -2,7 +2,9 @@
 
 A thread holds one run at a time. Input given to a thread whose run finished, or another task given to
 a thread whose run did not finish, starts a new run there (a new run id; the old run's jobs, attempts
-and costs are cleared from the state): a thread never answers a new task with an old result.
+and costs are cleared from the state): a thread never answers a new task with an old result. The same
+task given again to a thread whose run did not finish (interrupted in Studio) continues that run: the
+expansions that were in flight were dropped by LangGraph with the new input, so they are planned again.
 
 On its first step it loads the task, fixes the target, device and timing policy, computes the roofline
 floor, opens the chat model (so a missing key or dead server stops the run before any work) and picks
@@ -24,10 +26,11 @@ from langgraph.types import Command, Overwrite, Send
 
 from kernelwright.hardware.config import toolchain_versions
 from kernelwright.hardware.roofline import roofline_floor_ms
-from kernelwright.hardware.targets import Target, detect_target, get_target, resolve_device
+from kernelwright.hardware.targets import Target, detect_target, get_target
 from kernelwright.nodes import resources
 from kernelwright.nodes.records import Attempt, Branch, CostLedger, Job, RepresentativeDesign, RunInfo
-from kernelwright.nodes.run_context import Context
+from kernelwright.nodes.run_context import Context, usable_device
+from kernelwright.nodes.run_folder import claim_run_folder
 from kernelwright.nodes.search import Decision, SearchTree, Spent
 from kernelwright.tasks.loader import load_task, load_task_source
 from kernelwright.tasks.task import Task
@@ -63,16 +66,34 @@ def load_input_task(state: dict[str, Any]) -> Task:
     raise ValueError("the graph input needs task_path (a task file) or task_source (its text)")
 
 
+PATH_KEY = "path:"
+
+
 def input_key(state: dict[str, Any]) -> str:
     """What the graph input names: the task file (resolved), or a digest of the task source and name."""
     path = state.get("task_path")
     if path:
-        return f"path:{Path(path).resolve()}"
+        return f"{PATH_KEY}{Path(path).resolve()}"
     source = state.get("task_source")
     if source:
         digest = hashlib.sha256(f"{state.get('task_name') or 'task'}\0{source}".encode()).hexdigest()
         return f"source:{digest[:32]}"
     return ""
+
+
+def given_input(state: dict[str, Any], run: RunInfo | None) -> dict[str, Any]:
+    """The input keys as given to the thread. A finished run's state shows the task_path it was given;
+    a task_source given to the thread since then is the new input, not that path."""
+    given = {k: state.get(k) for k in ("task_path", "task_source", "task_name")}
+    if (
+        run is not None
+        and state.get("result") is not None
+        and given["task_source"]
+        and given["task_path"]
+        and input_key({"task_path": given["task_path"]}) == run.input_key
+    ):
+        given["task_path"] = None
+    return given
 
 
 def is_new_input(state: dict[str, Any], run: RunInfo) -> bool:
@@ -92,14 +113,16 @@ def start_run(
 ) -> tuple[RunInfo, Task]:
     """Everything fixed at the start of a run."""
     task = (None if reload_task else state.get("task")) or load_input_task(state)
-    device = resolve_device(ctx.device)
+    device = usable_device(ctx.device)  # a GPU asked for where none is visible stops the run here
     target: Target = get_target(ctx.target) if ctx.target else detect_target(device)
     timing_meaningful = device.startswith("cuda")
     floor = roofline_floor_ms(task, target, "tf32" if ctx.allow_tf32 else "strict")
     run_id = thread_id or uuid.uuid4().hex
-    run_dir = ctx.run_dir or str(ctx.default_run_dir(task.name, run_id))
-    Path(run_dir).mkdir(parents=True, exist_ok=True)
     resources.chat_model(ctx)  # a missing key or unreachable server fails here, before any work
+    # one run, one folder: a named folder holding another run is refused, a default name moves on
+    run_dir = claim_run_folder(
+        ctx.run_dir or ctx.default_run_dir(task.name, run_id), run_id, named=bool(ctx.run_dir)
+    )
     return (
         RunInfo(
             run_id=run_id,
@@ -205,12 +228,14 @@ def planner(state: Any, runtime: Runtime[Context]) -> Command[Literal["context",
     jobs: list[Job] = list(state.get("jobs") or [])
     attempts: list[Attempt] = list(state.get("attempts") or [])
     cost: CostLedger = state.get("cost") or CostLedger()
-    fresh = run is not None and is_new_input(state, run)
+    given = {**state, **given_input(state, run)}
+    fresh = run is not None and is_new_input(given, run)
+    again = run is not None and task is not None and not fresh and input_key(given) != ""
     if run is None or task is None or fresh:
         thread_id = runtime.execution_info.thread_id if runtime.execution_info else None
         # The thread's first run takes the thread's id; a later one on the same thread a new id, so its
         # memory cases and run-directory journals never collide with the first run's.
-        run, task = start_run(state, ctx, None if fresh else thread_id, reload_task=fresh)
+        run, task = start_run(given, ctx, None if fresh else thread_id, reload_task=fresh)
         update["run"] = run
         update["task"] = task
         # The input is consumed: the next input on this thread sets only the keys it gives, and telling
@@ -226,6 +251,15 @@ def planner(state: Any, runtime: Runtime[Context]) -> Command[Literal["context",
                 stop_reason="",
                 result=None,
             )
+    elif again:
+        # The unfinished run's task given again (a run interrupted in Studio, then sent again): LangGraph
+        # dropped the branches in flight when it took the input, so their jobs would never finish; they
+        # are planned again. The time the run lay interrupted is not billed to it.
+        finished = {a.node_id for a in attempts}
+        jobs = [j for j in jobs if j.node_id in finished]
+        update["jobs"] = Overwrite(jobs)
+        update.update(task_path=None, task_source=None, task_name=None)
+        reset_wall(run.run_id)
     delta = wall_delta(run.run_id)
     if not fresh:
         update["cost"] = CostLedger(wall_s=delta)
@@ -243,8 +277,9 @@ def planner(state: Any, runtime: Runtime[Context]) -> Command[Literal["context",
         if decisions:
             by_node = {a.node_id: a for a in attempts}
             new_jobs = [make_job(d, run.run_id, by_node) for d in decisions]
-            # a new run's first jobs replace the old run's in the same update that clears them
-            update["jobs"] = Overwrite(new_jobs) if fresh else new_jobs
+            # a new run's first jobs replace the old run's in the same update that clears them (a
+            # continued run's replace its dropped ones)
+            update["jobs"] = Overwrite(jobs + new_jobs) if fresh or again else new_jobs
             sends = [Send("context", Branch(job=j, task=task, run=run)) for j in new_jobs]
             return Command(update=update, goto=sends)
         if in_flight:
@@ -254,4 +289,8 @@ def planner(state: Any, runtime: Runtime[Context]) -> Command[Literal["context",
         # finish what is running; the last branch to finish brings the planner back here
         return Command(update=update, goto=[])
     update["stop_reason"] = stop
+    if run.input_key.startswith(PATH_KEY):
+        # the finished state shows the task file it was given (Studio's panel); given_input tells it
+        # from a task given to the thread later
+        update["task_path"] = run.input_key[len(PATH_KEY) :]
     return Command(update=update, goto="finalize")

@@ -10,13 +10,18 @@ import it at run time and nodes/ never imports graphs/.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from kernelwright.hardware.targets import check_device
+from pydantic import ConfigDict, GetJsonSchemaHandler
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
+
+from kernelwright.hardware.targets import check_device, get_target, resolve_device
 from kernelwright.nodes.search import Budget, SearchConfig
 
 
@@ -58,9 +63,37 @@ def _opt_str(raw: str) -> str | None:
     return raw
 
 
+def run_folder_tag(run_id: str) -> str:
+    """8 hex digits that tell runs apart in folder names, whatever the form of their ids."""
+    return hashlib.sha256(run_id.encode("utf-8")).hexdigest()[:8]
+
+
+def usable_device(device: str) -> str:
+    """The device `device` resolves to here (hardware.targets.resolve_device), checked to exist: a
+    ValueError in one line for cuda without a visible GPU or cuda:N past the GPUs visible."""
+    resolved = resolve_device(device)
+    if not resolved.startswith("cuda"):
+        return resolved
+    try:
+        import torch
+    except ImportError:
+        raise ValueError(f"device {device}: torch is not installed here") from None
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if n == 0:
+        raise ValueError(f"device {device}: no GPU is visible here; use cpu (or auto)")
+    index = int(resolved.partition(":")[2] or 0)
+    if index >= n:
+        raise ValueError(f"device {device}: there is no GPU {index}; {n} visible (0-{n - 1})")
+    return resolved
+
+
 @dataclass(kw_only=True)
 class Context:
     """How one optimize run is carried out (environment variable in brackets)."""
+
+    # LangGraph Studio's panel shows the JSON schema of this class: each field's docstring is its
+    # description (see __get_pydantic_json_schema__ for defaults and the Python-only fields)
+    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(use_attribute_docstrings=True)
 
     model: str = field(default_factory=_env("KERNELWRIGHT_MODEL", "offline", str))
     """Chat model spec: "offline", "openai:<model>", any init_chat_model "provider:model", or a model name
@@ -148,6 +181,40 @@ class Context:
         if self.base_url is None:
             self.base_url = os.environ.get("OPENAI_BASE_URL") or None
 
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        """The schema Studio shows: every field with its description and its default as this process
+        reads it (environment variables included); the Python-only fields left out, as they cannot be
+        given as JSON (a run given them through Studio would drop them anyway)."""
+        schema = handler.resolve_ref_schema(handler(core_schema))
+        props = schema.get("properties", {})
+        defaults = cls.defaults()
+        for name in _PYTHON_ONLY:
+            props.pop(name, None)
+        schema["required"] = [r for r in schema.get("required", []) if r not in _PYTHON_ONLY]
+        if not schema["required"]:
+            schema.pop("required")
+        for name, prop in props.items():
+            if name in defaults:
+                prop["default"] = defaults[name]
+        return schema
+
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
+        """Each serializable field's value when not given (environment variables read now); a field whose
+        environment variable is invalid is left out."""
+        out: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name in _PYTHON_ONLY:
+                continue
+            try:
+                out[f.name] = f.default_factory() if callable(f.default_factory) else f.default
+            except ValueError:
+                continue
+        return out
+
     @property
     def k(self) -> int:
         """Expansions kept in flight at once."""
@@ -158,8 +225,19 @@ class Context:
         return "tf32" if self.allow_tf32 else "strict"
 
     def default_run_dir(self, task_name: str, run_id: str) -> Path:
-        """Where a run without `run_dir` writes: <runs_root>/<task>-<first 8 characters of the run id>."""
-        return Path(self.runs_root).expanduser() / f"{task_name}-{run_id[:8]}"
+        """Where a run without `run_dir` writes: <runs_root>/<task>-<8 hex digits of a digest of the run id>.
+
+        A digest, not the id's first characters: Studio's thread ids are uuid7, whose leading digits are a
+        timestamp shared by every thread started in the same minute."""
+        return Path(self.runs_root).expanduser() / f"{task_name}-{run_folder_tag(run_id)}"
+
+    def check_usable(self) -> str:
+        """The device this context runs on, after checking that it and the target exist here: a ValueError
+        in one line otherwise (a GPU asked for where none is visible, an unknown target profile)."""
+        device = usable_device(self.device)
+        if self.target:
+            get_target(self.target)
+        return device
 
     def search_config(self) -> SearchConfig:
         return SearchConfig(

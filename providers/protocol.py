@@ -116,8 +116,9 @@ class KernelHeader:
 
     @classmethod
     def of(cls, family: str, design: str, config: Mapping[str, Any]) -> KernelHeader:
-        """A header for a program being written; config values are shown as f"{value}" renders them."""
-        return cls(family, design, {str(k): f"{v}" for k, v in config.items()})
+        """A header for a program being written; config values are shown as f"{value}" renders them, but
+        num_warps=0 (derived from the tile) as num_warps=auto."""
+        return cls(family, design, {str(k): _shown(str(k), v) for k, v in config.items()})
 
     def render(self) -> str:
         """The header line: `# kernelwright: family=F design=D config=K=V,...` (no newline)."""
@@ -148,6 +149,14 @@ class KernelHeader:
         return None
 
 
+AUTO_WARPS = "auto"
+"""How a header writes num_warps=0: the writer derives the warps from the tile."""
+
+
+def _shown(key: str, value: Any) -> str:
+    return AUTO_WARPS if key == "num_warps" and value == 0 else f"{value}"
+
+
 def header_line(text: str | None) -> str | None:
     """A program's header line as written (stripped): its first non-empty line, when that is a
     `# kernelwright:` line naming at least one field; else None."""
@@ -171,8 +180,10 @@ def _fields(line: str, m: re.Match[str] | None) -> KernelHeader:
     config: dict[str, str] = {}
     for part in values.get("config", "").split(","):
         key, eq, value = part.partition("=")
-        if eq and key.strip():
-            config[key.strip()] = value.strip()
+        key, value = key.strip(), value.strip()
+        if eq and key:
+            # num_warps=auto reads back as the 0 the writer's configs hold
+            config[key] = "0" if (key, value) == ("num_warps", AUTO_WARPS) else value
     word = {k: (values.get(k, "").split() or [""])[0] for k in ("family", "design")}
     return KernelHeader(word["family"], word["design"], config, line)
 

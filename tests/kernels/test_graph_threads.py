@@ -123,3 +123,54 @@ def test_checkpoints_written_before_the_kernelwright_namespace_still_load():
     # a serializer that knows only today's names does not revive them
     plain = JsonPlusSerializer(allowed_msgpack_modules=[(t.__module__, t.__name__) for t in CHECKPOINT_TYPES])
     assert not isinstance(plain.loads_typed((kind, old))["cost"], CostLedger)
+
+
+def test_the_same_task_sent_again_after_an_interrupt_continues_the_run(tmp_path):
+    """Studio's interrupt stops a run with a candidate in flight; sending the same task again continues
+    that run: the dropped candidate is planned again and the run ends with a result, in the folder it
+    started in. The finished state still shows the task_path it was given."""
+    model = ScriptedChatModel(script=[fenced(relu_kernel("ok"))], loop=True)
+    ctx = Context(
+        chat_model=model, budget=2, device="cpu", memory=str(tmp_path / "memory"), llm_rules=False,
+        runs_root=str(tmp_path / "runs"),
+    )  # fmt: skip
+    conn = sqlite3.connect(str(tmp_path / "checkpoints.sqlite"), check_same_thread=False)
+    app = builder.compile(checkpointer=SqliteSaver(conn, serde=serializer()))
+    config: Any = {"configurable": {"thread_id": "studio-thread"}}
+    try:
+        # stopped while the first candidate is between its coder and its compiler
+        app.invoke({"task_path": RELU}, config=config, context=ctx, interrupt_before=["compiler"])
+        stopped = app.get_state(config)
+        assert stopped.next == ("compiler",) and len(stopped.values["jobs"]) == 1
+        assert not stopped.values.get("attempts")
+        app.invoke({"task_path": RELU}, config=config, context=ctx)
+        done = app.get_state(config)
+    finally:
+        conn.close()
+    values = done.values
+    assert done.next == () and values["result"] is not None, values.get("stop_reason")
+    assert values["run"].run_id == "studio-thread"  # the same run, continued
+    assert [a.node_id for a in values["attempts"]] == ["n1", "n2"] and len(values["jobs"]) == 2
+    assert values["result"].stop_reason and values["result"].search["nodes"] == 2
+    assert values["task_path"] == str(Path(RELU).resolve())
+    assert len(list((tmp_path / "runs").iterdir())) == 1
+
+
+def test_a_task_source_after_a_finished_task_path_run_is_the_new_task(tmp_path):
+    """The finished state keeps its task_path; a task_source given next is the task run, not that path."""
+    model = ScriptedChatModel(script=[fenced(relu_kernel("ok"))], loop=True)
+    ctx = Context(
+        chat_model=model, budget=1, device="cpu", memory="off", llm_rules=False, runs_root=str(tmp_path / "runs")
+    )
+    conn = sqlite3.connect(str(tmp_path / "checkpoints.sqlite"), check_same_thread=False)
+    app = builder.compile(checkpointer=SqliteSaver(conn, serde=serializer()))
+    config: Any = {"configurable": {"thread_id": "t"}}
+    try:
+        app.invoke({"task_path": RELU}, config=config, context=ctx)
+        assert app.get_state(config).values["task_path"] == str(Path(RELU).resolve())
+        app.invoke({"task_source": SILU_SOURCE, "task_name": "silu"}, config=config, context=ctx)
+        values = app.get_state(config).values
+    finally:
+        conn.close()
+    assert values["result"].task == "silu" and values["run"].run_id != "t"
+    assert values.get("task_path") is None  # a task given as source has no path to show
