@@ -52,11 +52,18 @@ class EvalConfig(BaseModel):
     timing_timeout_s: float | None = Field(default=None, gt=0)
     baseline_timeout_s: float | None = Field(default=None, gt=0)
     trials: int = Field(default=3, ge=3)
-    """Verification trials on the first input shape, each with fresh inputs from seed + trial."""
+    """Verification trials on the first input shape, each with fresh inputs (a seed of its own, drawn from
+    the OS for the job)."""
     second_shape_trials: int = Field(default=1, ge=1)
     """Trials on the second shape (a shape-specific bug shows on its first call; the cached-result check
     and the train/eval alternation run on the first shape)."""
     seed: int = 0
+    """Builds the reference and ModelNew (torch seeded) and perturbs the parameters; never the inputs a
+    candidate is verified on: those are drawn from the OS for every job (see `input_seeds`)."""
+    input_seeds: dict[str, list[int]] | None = None
+    """Replay only: the seeds of an earlier job's inputs, as its result's `extra["input_seeds"]` lists them
+    (per input shape, and "recheck"), to reproduce its verdict. None, the default, draws fresh seeds from
+    the OS for every job, so no candidate can know or reproduce the inputs it is verified on."""
     precision: PrecisionMode = "strict"
     """`strict`: fp32 outputs held to fp32 tolerance and TF32 off for the reference too; `tf32`
     (--allow-tf32): TF32 matmul/conv on for the reference and fp32 held to a TF32-level tolerance;

@@ -8,17 +8,24 @@ Two halves:
   given, and which of them it really changed (a fingerprint of each before and after the launch).
   It also lists the storages that were there before forward (inputs, the model's and the module's
   tensors). The report is plain JSON.
+  It also checks that memory holds what the recorder last saw in it: every storage there before
+  forward is fingerprinted when forward starts, every storage a recorded op or launch writes after it,
+  and every storage a recorded op or launch reads (and every output, when forward returns) is
+  fingerprinted again and compared. A difference is a write nobody recorded (`unseen`): torch in
+  another thread, numpy on a tensor's memory, a library outside torch.
 - `analyse` runs in the judge. It follows each output back through the recorded writes: an output
   must depend on a write by a Triton kernel (else the kernels were decoration: `torch_fallback`), must
-  not depend on storage that no recorded op produced and that was not there before forward (work done
-  out of sight, e.g. in a thread), and forward must not run every compute op the reference runs (the
-  reference's own computation with a kernel beside it). The torch ops that ran are reported.
+  not depend on storage that no recorded op produced and that was not there before forward, nor on
+  memory changed out of the recorder's sight (work done out of sight, e.g. in a thread), and forward
+  must not run every compute op the reference runs (the reference's own computation with a kernel
+  beside it). The torch ops that ran are reported.
 
 What this can prove and what it cannot is written in the README ("How a candidate is judged"); in
 short: it sees what runs on the forward's thread through PyTorch's dispatcher and Triton's launchers,
-and the judge also rejects candidates that leave threads or processes behind. A candidate that
-rewrites its own process's memory, or takes the recorder off and puts it back within forward, can
-hide work from it; on a GPU, the kernels the profiler saw are cross-checked against the record.
+and what anything else wrote into memory that a recorded op then read; the candidate process also
+fails a candidate that starts a thread at all. A candidate that rewrites its own process's memory (the
+recorder's included), or takes the recorder off and puts it back within forward, can hide work from
+it; on a GPU, the kernels the profiler saw in one more forward are cross-checked against the record.
 """
 
 from __future__ import annotations
@@ -126,13 +133,61 @@ class Recorder:
     depth: int = 0
     launches: Counter[str] = field(default_factory=Counter)
     mode: Any = None
+    known: dict[int, tuple[int, int]] = field(default_factory=dict)
+    """Per storage: its fingerprint when forward started or after the last recorded write to it."""
+    unseen: list[list[Any]] = field(default_factory=list)
+    """[event index, storage, what found it]: memory that changed with no recorded write to it."""
 
-    def start(self) -> None:
+    def start(self, before: Any = ()) -> None:
+        """Start recording; `before`: the tensors that exist before forward (fingerprinted now)."""
         self.events, self.truncated, self.launches = [], False, Counter()
+        self.known, self.unseen = {}, []
         self.active, self.depth = True, 0
+        self.depth += 1  # the fingerprints' own ops are not forward's
+        try:
+            if self.sync is not None:
+                self.sync()
+            for t in before:
+                key = _storage_key(t)
+                if key is not None and key not in self.known:
+                    self.known[key] = fingerprint(t)
+        finally:
+            self.depth -= 1
 
     def stop(self) -> None:
         self.active = False
+
+    def check(self, tensors: Any, where: str) -> None:
+        """Whether each of `tensors` still holds what the recorder last saw in its storage; a change is
+        noted in `unseen` (and the new fingerprint kept, so one unseen write is reported once)."""
+        if not self.active or self.depth:
+            return
+        self.depth += 1
+        try:
+            if self.sync is not None:
+                self.sync()
+            for t in tensors:
+                key = _storage_key(t)
+                if key is None or key not in self.known:
+                    continue
+                now = fingerprint(t)
+                if now != self.known[key]:
+                    self.unseen.append([len(self.events), key, where])
+                    self.known[key] = now
+        finally:
+            self.depth -= 1
+
+    def _note_written(self, tensors: Any) -> None:
+        self.depth += 1
+        try:
+            if self.sync is not None:
+                self.sync()
+            for t in tensors:
+                key = _storage_key(t)
+                if key is not None:
+                    self.known[key] = fingerprint(t)
+        finally:
+            self.depth -= 1
 
     def _add(self, kind: str, name: str, reads: list[int], writes: list[int]) -> None:
         if len(self.events) >= MAX_EVENTS:
@@ -149,17 +204,19 @@ class Recorder:
         written_args = {
             a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write
         }
+        written: list[torch.Tensor] = []
         if written_args:
             for i, a in enumerate(schema.arguments):
                 if a.name in written_args:
-                    value = args[i] if i < len(args) else kwargs.get(a.name)
-                    writes.extend(k for t in _tensors_in(value) if (k := _storage_key(t)) is not None)
+                    written.extend(_tensors_in(args[i] if i < len(args) else kwargs.get(a.name)))
         fresh = all(r.alias_info is None for r in schema.returns)
         if fresh:
-            writes.extend(k for t in _tensors_in(out) if (k := _storage_key(t)) is not None)
+            written.extend(_tensors_in(out))
+        writes.extend(k for t in written if (k := _storage_key(t)) is not None)
         if not writes:
             return  # a view, a query, or an op that returns no tensor
         self._add("aten", _op_name(func), reads, writes)
+        self._note_written(written)
 
     def wrap_launch(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any], run: Any) -> Any:
         """Run one Triton launch; when recording, note its tensors and which of them it changed."""
@@ -168,6 +225,8 @@ class Recorder:
         tensors = [t for t in _launch_tensors(args, kwargs)]
         self.depth += 1
         try:
+            if self.sync is not None:
+                self.sync()
             before = [fingerprint(t) for t in tensors]
             result = run()
             if self.sync is not None:
@@ -178,6 +237,12 @@ class Recorder:
         keys = [_storage_key(t) for t in tensors]
         reads = [k for k in keys if k is not None]
         writes = [k for k, b, a in zip(keys, before, after, strict=True) if k is not None and b != a]
+        for k, b in zip(keys, before, strict=True):  # what it read must be what the recorder last saw
+            if k is not None and self.known.get(k, b) != b:
+                self.unseen.append([len(self.events), k, f"read by Triton kernel {name}"])
+        for k, a in zip(keys, after, strict=True):
+            if k is not None:
+                self.known[k] = a
         self.launches[name] += 1
         self._add("triton", name, reads, writes)
         return result
@@ -204,6 +269,9 @@ class RecordingMode(TorchDispatchMode):
         self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
     ) -> Any:
         kwargs = kwargs or {}
+        # What the op reads must be what the recorder last saw there (checked before it runs: an
+        # in-place op reads what it then writes).
+        self.recorder.check(_tensors_in((args, kwargs)), f"read by aten::{_op_name(func)}")
         out = func(*args, **kwargs)
         self.recorder.on_aten(func, args, kwargs, out)
         return out
@@ -327,6 +395,16 @@ def analyse(report: dict[str, Any], reference_ops: set[str] | None = None) -> Pr
 
     if report.get("truncated"):
         return verdict(False, "forbidden", f"forward dispatched over {MAX_EVENTS} torch ops")
+    unseen = report.get("unseen")
+    if unseen:
+        where = unseen[0][2] if isinstance(unseen[0], list) and len(unseen[0]) == 3 else "?"
+        return verdict(
+            False,
+            "forbidden",
+            f"memory changed with no recorded op writing it ({len(unseen)} time(s); first found when "
+            f"{str(where)[:120]}): work done out of the harness's sight (another thread, numpy on a "
+            "tensor's memory, a library outside torch)",
+        )
     if launches == 0:
         return verdict(False, "torch_fallback", "forward launched no Triton kernel")
     if reference_ops and reference_ops <= set(ops):

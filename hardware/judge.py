@@ -29,15 +29,18 @@ Verification (hardware.verify has the tolerance table):
   second shape: `get_small_inputs()` where defined, else the task at other sizes found by changing its
   module-level size constants (tasks.resize); a task too large for the CPU interpreter is verified
   there at such a size;
-- every trial uses fresh inputs from seed + trial; the model instance is kept across trials, so a
-  result cached from an earlier call fails a later one; inputs must be unchanged after forward (or
-  changed exactly as the reference changes them);
+- every trial uses fresh inputs from a seed of its own, drawn from the OS for the job (never from the
+  configured seed: a candidate cannot know or reproduce them; the result lists them after the verdict,
+  hardware.judge_inputs.JobSeeds); the model instance is kept across trials, so a result cached from an
+  earlier call fails a later one; inputs must be unchanged after forward (or changed exactly as the
+  reference changes them);
 - the output's structure must match the reference's exactly (a tensor is not a one-element list),
   every tensor a plain torch.Tensor, same shape, dtype and device, then values within tolerance, NaN
   and inf included; memory forward allocates reads as NaN unless written (the candidate side poisons
   it and fails a candidate that switches the poisoning off);
-- runtime evidence (hardware.evidence) from one recorded forward: the output must come from Triton
-  kernels' writes, not from torch ops with kernels beside them, and nothing may run out of sight;
+- runtime evidence (hardware.evidence) from every forward whose output the judge reads: the output
+  must come from Triton kernels' writes, not from torch ops with kernels beside them, and nothing may
+  run out of sight (no thread started, no memory changed that no recorded op wrote);
 - in strict precision, float32 outputs are also compared against a float64 run of the reference with
   an allowance for the reference's own rounding error (hardware.verify).
 
@@ -69,7 +72,15 @@ from kernelwright.hardware.candidate_process import CandidateProcess, ForkServer
 from kernelwright.hardware.config import EvalConfig
 from kernelwright.hardware.failures import classify_exception, tail
 from kernelwright.hardware.judge_base import _Stop, _Unverifiable
-from kernelwright.hardware.judge_inputs import LEAN_BYTES, lean_float64_fits, perturb_, verified_shapes
+from kernelwright.hardware.judge_inputs import (
+    LEAN_BYTES,
+    JobSeeds,
+    draw_seeds,
+    lean_float64_fits,
+    perturb_,
+    trial_count,
+    verified_shapes,
+)
 from kernelwright.hardware.judge_records import _Reference, _TaskState
 from kernelwright.hardware.judge_tensors import _tensors
 from kernelwright.hardware.judge_timing import Timing, paired_speedup_from_ratios
@@ -183,6 +194,8 @@ class Judge(Timing):
         self._phases: dict[str, float] = {}
         self._peaks: dict[str, int] = {}
         self._fp64_budget_s = cfg.stage_timeout("reference") * _FP64_BUDGET_SHARE
+        self._seeds: JobSeeds | None = None
+        self._ref_ops: set[str] = set()
         os.ftruncate(1, 0)  # the log holds this job's output only (stdout and stderr share it, O_APPEND)
         if self.device == "cuda":
             self.torch.cuda.reset_peak_memory_stats()
@@ -207,6 +220,12 @@ class Judge(Timing):
                 self._phases["candidate close"] = time.perf_counter() - t0
                 self._proc = None
             res.extra["phases_s"] = {k: round(v, 4) for k, v in self._phases.items()}
+            # The seeds are told only now, with the candidate process gone: to reproduce the verdict.
+            if self._seeds is not None:
+                res.extra["input_seeds"] = self._seeds.as_json()
+            for state in self.tasks.values():  # this job's inputs are never used again
+                for ref in state.refs.values():
+                    ref.samples.clear()
             if self.device == "cuda":  # the judge's own share of the device memory this job needed
                 memory = res.extra.setdefault("memory", {})
                 memory["judge_peak_allocated_bytes"] = int(self.torch.cuda.max_memory_allocated())
@@ -235,13 +254,16 @@ class Judge(Timing):
             smallest = refs[shapes[-1].label]
             self._modes(task, smallest, cfg.seed)
             modes = task.modes or ["train"]
+            self._seeds = seeds = draw_seeds(shapes, cfg)
             for s in shapes:
-                n = cfg.trials if s is shapes[0] else min(cfg.trials, cfg.second_shape_trials)
+                n = trial_count(cfg, s is shapes[0])
                 for trial in range(n if not refs[s.label].lean else 0):  # a large task: on demand
-                    self._sample(refs[s.label], cfg.seed + trial, cfg.precision, fp64=cfg.reference_fp64,
-                                 mode=modes[trial % len(modes)])  # fmt: skip
-            ref_ops = self._reference_ops(task, smallest, self._sample(smallest, cfg.seed, cfg.precision,
-                                                                       fp64=cfg.reference_fp64, mode=modes[0]))  # fmt: skip
+                    self._sample(refs[s.label], seeds.trials[s.label][trial], cfg.precision,
+                                 fp64=cfg.reference_fp64, mode=modes[trial % len(modes)])  # fmt: skip
+            ref_ops = self._reference_ops(task, smallest, self._sample(smallest, seeds.trials[shapes[-1].label][0],
+                                                                       cfg.precision, fp64=cfg.reference_fp64,
+                                                                       mode=modes[0]))  # fmt: skip
+            self._ref_ops = ref_ops
         except _Unverifiable as exc:
             self._fail(res, "compile", "harness_error", f"the task cannot be judged here: {exc}")
         except Exception as exc:
@@ -261,7 +283,7 @@ class Judge(Timing):
         self._stage(job_id, "compile")
         memory = None
         if self.device == "cpu":  # the candidate process's address-space limit
-            footprint = max(self._footprint(refs[s.label], cfg) for s in shapes)
+            footprint = max(self._footprint(refs[s.label], cfg, seeds.trials[s.label][0]) for s in shapes)
             memory = _CPU_MEMORY_BASE + _CPU_MEMORY_FACTOR * footprint
         try:
             self._proc = proc = CandidateProcess(self.forkserver)
@@ -272,7 +294,9 @@ class Judge(Timing):
             proc.wait_ready(min(self._remaining(), _CANDIDATE_START_S))
             self._load(proc, job, shapes, refs, cfg, res, memory)
             for shp in shapes:
-                first = self._sample(refs[shp.label], cfg.seed, cfg.precision, mode=modes[0])
+                first = self._sample(
+                    refs[shp.label], seeds.trials[shp.label][0], cfg.precision, mode=modes[0]
+                )
                 self._attach(proc, refs[shp.label], first, res)
             del first  # a large task holds one trial's tensors at a time (ref.samples), not two
             self._verify(job_id, proc, task, shapes, refs, ref_ops, cfg, res)
@@ -292,7 +316,7 @@ class Judge(Timing):
                      "baseline": "timing"}.get(self._stage_name, "compile")  # fmt: skip
             self._fail(res, stage, gone.kind, gone.text)
 
-    def _footprint(self, ref: _Reference, cfg: EvalConfig) -> int:
-        sample = next(v for k, v in ref.samples.items() if k[:2] == (cfg.seed, cfg.precision))
+    def _footprint(self, ref: _Reference, cfg: EvalConfig, seed: int) -> int:
+        sample = next(v for k, v in ref.samples.items() if k[:2] == (seed, cfg.precision))
         tensors = _tensors(sample.inputs) + _tensors(sample.out) + list(ref.model.state_dict().values())
         return sum(t.numel() * t.element_size() for t in tensors)

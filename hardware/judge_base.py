@@ -19,6 +19,7 @@ from typing import Any, NoReturn, get_args
 from kernelwright.hardware.candidate_process import CandidateProcess, ForkServer
 from kernelwright.hardware.config import EvalConfig
 from kernelwright.hardware.failures import tail
+from kernelwright.hardware.judge_inputs import JobSeeds
 from kernelwright.hardware.judge_records import _TaskState
 from kernelwright.hardware.result import ErrorKind, EvalResult, Versions
 
@@ -60,6 +61,10 @@ class JudgeBase:
     _fp64_budget_s: float
     _stage_name: str
     _stage_deadline: float
+    _seeds: JobSeeds | None
+    """The job's input seeds, drawn from the OS once its shapes are known (hardware.judge_inputs)."""
+    _ref_ops: set[str]
+    """The compute ops the task's reference dispatches (judged against every recorded forward)."""
 
     def _stage(self, job_id: int, stage: str) -> None:
         self.conn.send(("stage", job_id, stage))

@@ -5,6 +5,12 @@ each trial's inputs (`_call`, through host shared memory or device buffers lent 
 `_attach`); reads back only sealed memfds or the lent buffers, checked against the declared structure
 (`_rebuild`, `_from_exchange`, `_tensor_descs`); checks that inputs were left as they were and that
 the buffers a forward updates match the reference's (`_check_buffers`).
+
+Nothing a reply describes is mapped before two checks: that the reply is the runner's own (a ping
+right after it must be answered by a pong: a frame candidate code wrote during forward would have
+arrived first, and the runner's real answer would then answer the ping), and that every tensor it
+declares has the shape, dtype and device the reference's has (a different one is reported from its
+description alone), so a forged or oversized answer costs the judge no more memory than a right one.
 """
 
 from __future__ import annotations
@@ -64,10 +70,13 @@ class CandidateIO(ReferenceSide):
             proc.info["confinement"]["memory_limit_bytes"] = reply.get("memory_limit_bytes")
 
     def _call(self, proc: CandidateProcess, ref: _Reference, sample: _Sample, stage: str, res: EvalResult,
-              *, evidence: bool = False, keep: bool = False, refill: bool = False, mode: str = "train",
+              *, profile: bool = False, keep: bool = False, refill: bool = False, mode: str = "train",
               reset: bool = False) -> tuple[Any, dict[str, Any]]:  # fmt: skip
-        """One forward in the candidate process on `sample`'s inputs; (output, reply). Checks that the
-        inputs are unchanged (where the judge can see them) and the output is sealed and well formed."""
+        """One forward in the candidate process on `sample`'s inputs, recorded as evidence (every call is:
+        the reply's "evidence"; `profile`: on a GPU also the profiler's view of one more forward);
+        (output, reply). Checks that the reply is the runner's own, that the inputs are unchanged (where
+        the judge can see them) and that the output is sealed and fits the reference's before it is
+        read."""
         tensors: list[Any] = []
         args = encode_value(list(sample.inputs), tensors)
         exchange = ref.exchange if ref.shape.label in proc.attached else None
@@ -79,13 +88,15 @@ class CandidateIO(ReferenceSide):
         poison = [t.numel() * t.element_size() for t in _tensors(sample.out)]
         try:
             reply, fds = proc.request(
-                {"op": "call", "model": ref.shape.label, "args": args, "evidence": evidence, "stage": stage,
-                 "poison_bytes": poison, "keep": keep, "refill": refill, "exchange": exchange is not None,
-                 "mode": mode, "reset": reset, "buffers": sorted(sample.buffers) if reset else []},
+                {"op": "call", "model": ref.shape.label, "args": args, "evidence": True, "profile": profile,
+                 "stage": stage, "poison_bytes": poison, "keep": keep, "refill": refill,
+                 "exchange": exchange is not None, "mode": mode, "reset": reset,
+                 "buffers": sorted(sample.buffers) if reset else []},
                 shared, self._remaining(), stage,
             )  # fmt: skip
             try:
                 self._check_reply(reply, "called", res)
+                self._in_step(proc, stage, res)
                 seen = (
                     [b.tensor for b in exchange.inputs]
                     if exchange is not None
@@ -106,7 +117,7 @@ class CandidateIO(ReferenceSide):
                 if exchange is not None and reply.get("exchanged") is True and n_out == 0:
                     out = self._from_exchange(reply.get("structure"), exchange, res, copy=not ref.lean)
                 else:
-                    out = self._rebuild(reply.get("structure"), fds[:n_out], res)
+                    out = self._rebuild(reply.get("structure"), fds[:n_out], res, expected=sample.out)
                 if reset:
                     self._check_buffers(state_descs, fds[n_out:], sample, mode, stage, res)
             finally:
@@ -115,6 +126,17 @@ class CandidateIO(ReferenceSide):
             for x in shared:
                 x.close()
         return out, reply
+
+    def _in_step(self, proc: CandidateProcess, stage: str, res: EvalResult) -> None:
+        """The reply just read must be the runner's own answer: a ping now must get a pong. A frame written
+        by candidate code during forward arrives before the runner's answer, which then answers the ping
+        (and a frame written after it is waiting when the ping is sent: CandidateProcess.request)."""
+        reply, fds = proc.request({"op": "ping"}, [], max(self._remaining(), 5.0), stage)
+        close_fds(fds)
+        if reply.get("op") != "pong":
+            self._fail(res, stage, "forbidden",
+                       f"the candidate process's answers are out of step with the judge's requests (got "
+                       f"{reply.get('op')!r} for a ping): a frame written by candidate code was read as an answer")  # fmt: skip
 
     def _check_buffers(self, descs: list[Any], fds: list[int], sample: _Sample, mode: str, stage: str,
                        res: EvalResult) -> None:  # fmt: skip
@@ -125,9 +147,16 @@ class CandidateIO(ReferenceSide):
         try:
             for desc, fd in zip(descs, fds, strict=True):
                 shape, dtype = parse_description(desc)
+                name = str(desc.get("name"))
+                want = sample.buffers.get(name)
+                if want is None or name in got:
+                    raise ProtocolError(f"a buffer {name[:80]!r} the judge did not ask for, or sent twice")
+                if shape != list(want.shape):  # reported from the description: nothing mapped
+                    self._fail(res, "correctness", "shape_mismatch",
+                               f"buffer {name} has shape {shape} after forward, expected {list(want.shape)}")  # fmt: skip
                 check_sealed(fd, tensor_nbytes(shape, dtype))
                 st = SharedTensor(os.dup(fd), shape, dtype, writable=False)
-                got[str(desc.get("name"))] = st.tensor.clone()
+                got[name] = st.tensor.clone()
                 st.close()
         except ProtocolError as exc:
             self._fail(res, stage, "forbidden", f"the candidate process sent malformed buffers: {exc}")
@@ -200,20 +229,35 @@ class CandidateIO(ReferenceSide):
             res.extra["notes"].append(f"CUDA IPC refused in the candidate process ({str(reply.get('text'))[-600:]}); "
                                       "tensors staged through host memory")  # fmt: skip
 
-    def _rebuild(self, structure: Any, fds: list[int], res: EvalResult) -> Any:
-        """The candidate's output from its JSON structure and sealed memfds, as the judge's own tensors."""
+    def _rebuild(self, structure: Any, fds: list[int], res: EvalResult, *, expected: Any = None) -> Any:
+        """The candidate's output from its JSON structure and sealed memfds, as the judge's own tensors.
+
+        With `expected` (the reference's output): unless every declared tensor has the shape, dtype and
+        device of the reference's, in order, nothing is mapped; the output is rebuilt from its description
+        over one element per tensor, for the comparison to report how it differs."""
+        import torch
+
         tensors: list[Any] = []
         try:
             descs = _tensor_descs(structure)
             if len(descs) != len(fds):
                 raise ProtocolError(f"{len(fds)} output descriptors for {len(descs)} tensors")
-            for desc, fd in zip(descs, fds, strict=True):
+            declared = []
+            for desc in descs:
                 shape, dtype = parse_description(desc)
+                device = self.device if desc.get("device") == self.device else str(desc.get("device"))
+                if device not in ("cpu", "cuda") or (device == "cuda" and self.device != "cuda"):
+                    raise ProtocolError(f"output on unknown device {device[:40]!r}")
+                declared.append((shape, dtype, device))
+            if expected is not None:
+                want = [(list(t.shape), t.dtype, t.device.type) for t in _tensors(expected)]
+                if declared != want:  # compare_outputs reports the difference before it reads a value
+                    stand_ins = [torch.zeros((), dtype=dtype, device=device).expand(shape)
+                                 for shape, dtype, device in declared]  # fmt: skip
+                    return decode_value(structure, stand_ins)
+            for (shape, dtype, device), fd in zip(declared, fds, strict=True):
                 check_sealed(fd, tensor_nbytes(shape, dtype))
                 st = SharedTensor(os.dup(fd), shape, dtype, writable=False)
-                device = self.device if desc.get("device") == self.device else str(desc.get("device"))
-                if device not in ("cpu", "cuda"):
-                    raise ProtocolError(f"output on unknown device {device!r}")
                 t = st.tensor.to(device, copy=True) if device != "cpu" else st.tensor.clone()
                 st.close()
                 tensors.append(t)

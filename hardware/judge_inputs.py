@@ -10,6 +10,8 @@ gets its float64 reference (`lean_float64_fits`); benchmarks/judge_memory.py mea
 from __future__ import annotations
 
 import math
+import secrets
+from dataclasses import dataclass
 from typing import Any
 
 from kernelwright.hardware.config import EvalConfig
@@ -29,6 +31,43 @@ CONTEXT_BYTES = 1 << 30
 """Beside a task's own tensors: CUDA contexts, L2-flush buffers and the allocator's slack."""
 
 _PERTURB_SEED_OFFSET = 104729
+
+
+@dataclass
+class JobSeeds:
+    """The seeds one job draws its inputs from: one per trial per shape, and one for the re-check after
+    timing. Drawn from the OS for every job (never from the configured seed, never reused), so a candidate
+    can neither know them nor reproduce its inputs; the result lists them once the verdict is in
+    (`as_json`), and `EvalConfig.input_seeds` replays them."""
+
+    trials: dict[str, list[int]]
+    """Per shape label, one seed per trial."""
+    recheck: int
+
+    def as_json(self) -> dict[str, list[int]]:
+        return {**{label: list(seeds) for label, seeds in self.trials.items()}, "recheck": [self.recheck]}
+
+
+def _fresh_seed() -> int:
+    return secrets.randbits(63)
+
+
+def draw_seeds(shapes: list[_Shape], cfg: EvalConfig) -> JobSeeds:
+    """Seeds for one job's inputs (see JobSeeds): `cfg.input_seeds` where it names them (a replay), fresh
+    from the OS otherwise."""
+    given = cfg.input_seeds or {}
+
+    def seeds(label: str, n: int) -> list[int]:
+        replay = [int(x) for x in given.get(label, [])][:n]
+        return replay + [_fresh_seed() for _ in range(n - len(replay))]
+
+    trials = {s.label: seeds(s.label, trial_count(cfg, s is shapes[0])) for s in shapes}
+    return JobSeeds(trials, seeds("recheck", 1)[0])
+
+
+def trial_count(cfg: EvalConfig, primary: bool) -> int:
+    """Verification trials on the primary shape (`cfg.trials`) or on the second one."""
+    return cfg.trials if primary else min(cfg.trials, cfg.second_shape_trials)
 
 
 def held_bytes(fp: Any) -> int:

@@ -17,9 +17,6 @@ from kernelwright.hardware.judge_tensors import _clone, _tensors
 from kernelwright.hardware.judge_verification import Verification
 from kernelwright.hardware.result import EvalResult
 
-_RECHECK_SEED_OFFSET = 7919
-"""The post-timing re-check draws inputs from seed + this: a seed no verification trial uses."""
-
 _ROUNDS = 10
 _MAX_CALLS_PER_ROUND = 200
 
@@ -81,9 +78,12 @@ class Timing(Verification):
         res.stage = "timing"
         self._stage(job_id, "timing")
         mode = (task.modes or ["train"])[0]
-        sample = self._sample(ref, cfg.seed, cfg.precision, fp64=cfg.reference_fp64, mode=mode)
+        assert self._seeds is not None
+        sample = self._sample(ref, self._seeds.trials[ref.shape.label][0], cfg.precision, fp64=cfg.reference_fp64,
+                              mode=mode)  # fmt: skip
         # The timed inputs, kept on the device there; the model stays in `mode` while it is timed.
-        self._call(proc, ref, sample, "timing", res, keep=True, mode=mode, reset=task.stateful)
+        _, reply = self._call(proc, ref, sample, "timing", res, keep=True, mode=mode, reset=task.stateful)
+        self._judge_evidence(reply, res)
         self._apply_precision(cfg.precision)
         fb = flush_bytes(0)
         label = ref.shape.label
@@ -135,17 +135,17 @@ class Timing(Verification):
             del args_r
             self.torch.cuda.empty_cache()
         # A candidate that remembers its answer per input tensor would look fast on the repeated calls
-        # above: give the timed tensors new contents (a seed no trial used) and check the answer follows.
-        other = self._sample(
-            ref, cfg.seed + _RECHECK_SEED_OFFSET, cfg.precision, fp64=cfg.reference_fp64, mode=mode
-        )
-        out, _ = self._call(proc, ref, other, "timing", res, refill=True, mode=mode, reset=task.stateful)
+        # above: give the timed tensors new contents (a seed of their own, from the OS) and check the answer
+        # follows.
+        other = self._sample(ref, self._seeds.recheck, cfg.precision, fp64=cfg.reference_fp64, mode=mode)
+        out, reply = self._call(proc, ref, other, "timing", res, refill=True, mode=mode, reset=task.stateful)
         ref64 = other.out64 if cfg.reference_fp64 else None
         cmp = compare_outputs(out, other.out, cfg.precision, rtol=cfg.rtol, atol=cfg.atol, ref64=ref64)
         if not cmp.ok:
             self._fail(res, "timing", cmp.error_kind or "mismatch",
                        "the timed input tensors, given new contents, produced a wrong answer (a result remembered "
                        f"per input tensor?):\n{cmp.report}")  # fmt: skip
+        self._judge_evidence(reply, res)
         res.runtime_ms, res.runtime_ci_ms = c_stats.median_ms, c_stats.ci_ms
         res.runtime_p20_ms, res.runtime_p80_ms = c_stats.p20_ms, c_stats.p80_ms
         res.eager_ms = e_stats.median_ms

@@ -1,6 +1,7 @@
 """The judge's verification stage: every trial on every shape compared with the reference (hardware.verify
-has the tolerance table), the runtime evidence of one forward analysed (hardware.evidence) and, on a GPU,
-the library kernels the profiler saw cross-checked against recorded torch ops."""
+has the tolerance table), the runtime evidence of every forward analysed (hardware.evidence, as each call
+is read: hardware.judge_exchange) and, on a GPU, the library kernels the profiler saw in one more forward
+cross-checked against recorded torch ops."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 from kernelwright.hardware.candidate_process import CandidateProcess
 from kernelwright.hardware.config import EvalConfig
+from kernelwright.hardware.evidence import Provenance
 from kernelwright.hardware.judge_exchange import CandidateIO
 from kernelwright.hardware.judge_records import _Reference, _Sample, _Shape, _TaskState
 from kernelwright.hardware.judge_tensors import _tensors
@@ -19,25 +21,30 @@ class Verification(CandidateIO):
 
     def _verify(self, job_id: int, proc: CandidateProcess, task: _TaskState, shapes: list[_Shape],
                 refs: dict[str, _Reference], ref_ops: set[str], cfg: EvalConfig, res: EvalResult) -> None:  # fmt: skip
-        from kernelwright.hardware.evidence import analyse
+        from kernelwright.hardware.judge_inputs import trial_count
         from kernelwright.hardware.verify import compare_outputs
+
+        assert self._seeds is not None
 
         first = True
         max_abs = max_rel = 0.0
         tolerances = []
         for s_index, shape in enumerate(shapes):
             ref = refs[shape.label]
-            trials = cfg.trials if s_index == 0 else min(cfg.trials, cfg.second_shape_trials)
+            trials = trial_count(cfg, s_index == 0)
             for trial in range(trials):
-                seed = cfg.seed + trial
+                seed = self._seeds.trials[shape.label][trial]
                 modes = task.modes or ["train"]
                 mode = modes[trial % len(modes)]
                 sample = self._sample(ref, seed, cfg.precision, fp64=cfg.reference_fp64, mode=mode)
                 if trial == 0:
                     res.shapes_checked.append([list(t.shape) for t in _tensors(sample.inputs)])
-                evidence = s_index == 0 and trial == 1
+                # Every call is recorded and its evidence judged as it is read (CandidateIO._call); this one
+                # (past the first call's compiling and autotuning) is the one reported, and on a GPU it also
+                # runs one more forward under the profiler.
+                reported = s_index == 0 and trial == 1
                 out, reply = self._call(proc, ref, sample, "compile" if first else "correctness", res,
-                                        evidence=evidence, mode=mode, reset=task.stateful)  # fmt: skip
+                                        profile=reported, mode=mode, reset=task.stateful)  # fmt: skip
                 if first:
                     first = False
                     res.stage = "correctness"
@@ -58,14 +65,12 @@ class Verification(CandidateIO):
                     self._fail(res, "correctness", cmp.error_kind or "mismatch",
                                f"{cmp.report}\n({shape.label} inputs {in_shapes}, trial {trial + 1}/{trials}, "
                                f"seed {seed}{in_mode})")  # fmt: skip
-                if evidence:
+                prov = self._judge_evidence(reply, res)
+                if reported:
                     report = reply.get("evidence")
-                    prov = analyse(report if isinstance(report, dict) else {}, ref_ops)
                     res.kernel_launches = prov.triton_launches
                     res.extra["torch_ops_in_source"] = list(res.torch_ops_remaining)
                     res.torch_ops_remaining = prov.torch_ops  # what ran, which the source scan only guessed
-                    if not prov.ok:
-                        self._fail(res, "run", prov.error_kind or "torch_fallback", prov.reason)
                     if self.device == "cuda" and isinstance(report, dict):
                         self._check_kernels(report, res)
                 max_abs, max_rel = max(max_abs, cmp.max_abs_error), max(max_rel, cmp.max_rel_error)
@@ -82,6 +87,18 @@ class Verification(CandidateIO):
                 ),
             )
         res.correct = True
+
+    def _judge_evidence(self, reply: dict[str, Any], res: EvalResult) -> Provenance:
+        """The runtime evidence of one call (hardware.evidence.analyse), failing the candidate on it."""
+        from kernelwright.hardware.evidence import analyse
+
+        report = reply.get("evidence")
+        if not isinstance(report, dict):
+            self._fail(res, "run", "forbidden", "the candidate process sent no evidence for a recorded call")
+        prov = analyse(report, self._ref_ops)
+        if not prov.ok:
+            self._fail(res, "run", prov.error_kind or "torch_fallback", prov.reason)
+        return prov
 
     def _check_kernels(self, report: dict[str, Any], res: EvalResult) -> None:
         """GPU: library kernels the profiler saw in one forward must have a recorded torch op behind them."""

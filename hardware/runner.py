@@ -13,9 +13,10 @@ Requests (JSON, from the judge) and answers:
   float32 matmul precision: strict turns both off, whereas torch's default lets cuDNN convolutions use
   TF32), write and import the candidate, build ModelNew for each set of constructor arguments with
   torch seeded as for the reference, load the reference's state_dict into it -> loaded | failed;
-- call: run forward once on the given inputs (poisoned memory, optionally recorded as evidence),
-  check the output's structure and types, return each output tensor in a sealed memfd -> called |
-  failed;
+- call: run forward once on the given inputs (poisoned memory, recorded as evidence: the judge asks
+  for it on every call, so no call it reads is one the candidate could tell unwatched; on a GPU one of
+  them also asks for the profiler's view of one more forward), check the output's structure and types,
+  return each output tensor in a sealed memfd -> called | failed;
 - time (GPU): warm-up, then timed calls with CUDA events and an L2 flush before each -> timed;
 - loop (GPU): n calls and a device-wide synchronize, for the judge's wall clock -> looped;
 - exit.
@@ -47,10 +48,11 @@ from kernelwright.hardware.channel import (
     parse_description,
     tensor_to_memfd,
 )
-from kernelwright.hardware.confine import Confinement, limit_resources, vm_bytes
+from kernelwright.hardware.confine import Confinement
 from kernelwright.hardware.evidence import Recorder, install_launch_hooks
 from kernelwright.hardware.failures import classify_exception, format_exception, tail
-from kernelwright.hardware.runner_guard import _fail, _Failed
+from kernelwright.hardware.memory_cap import cap_memory
+from kernelwright.hardware.runner_guard import _fail, _Failed, thread_state_counter
 from kernelwright.hardware.runner_timing import TimedCalls
 
 CANDIDATE_MODULE = "candidate"
@@ -105,6 +107,8 @@ class Runner(TimedCalls):
 
             warm_up_device()
         self._threads_at_start = set(self._frames())
+        self._thread_state_id = thread_state_counter()
+        self._mark_threads()
         self.versions = {"torch": torch.__version__, "triton": triton.__version__,
                          "python": sys.version.split()[0],
                          "cuda": torch.version.cuda if self.cuda else None}  # fmt: skip
@@ -189,8 +193,7 @@ class Runner(TimedCalls):
 
             self._flush(flush_bytes(torch.cuda.current_device()))
         if msg.get("memory_bytes") and not self.cuda:  # a CUDA context needs far more address space
-            limit = vm_bytes() + int(msg["memory_bytes"])
-            self.confinement.notes.extend(limit_resources(limit))
+            limit = cap_memory(self.confinement, int(msg["memory_bytes"]))
         self._apply_precision(str(msg.get("precision", "strict")))
         with open(self.path, "w") as f:
             f.write(msg["source"])
@@ -252,6 +255,7 @@ class Runner(TimedCalls):
                 k: v.detach().clone() for k, v in model.state_dict().items()
             }
             self.built_modes[str(spec_m["key"])] = {name: m.training for name, m in model.named_modules()}
+        self._check_threads("building ModelNew")
         for s in shared:
             s.close()
         return {"op": "loaded", "notes": notes, "memory_limit_bytes": limit}, []
@@ -311,12 +315,10 @@ class Runner(TimedCalls):
                 module.training = self.built_modes[key].get(name, True)
         stage = str(msg.get("stage", "correctness"))
         record = bool(msg.get("evidence"))
-        before_keys: set[int] = set()
-        if record:
-            before_keys = self._storages(args, model)
+        existing = self._existing(args, model) if record else []
         arg_prints = self._arg_prints(args) if self.cuda and not msg.get("exchange") else None
         self._poison([int(n) for n in msg.get("poison_bytes", [])])
-        out = self._forward(model, args, stage, record)
+        out = self._forward(model, args, stage, record, existing)
         if arg_prints is not None and self._arg_prints(args) != arg_prints:
             _fail(
                 "correctness",
@@ -332,7 +334,8 @@ class Runner(TimedCalls):
             report["evidence"] = {
                 "events": self.recorder.events,
                 "truncated": self.recorder.truncated,
-                "before": sorted(before_keys),
+                "unseen": self.recorder.unseen[:16],
+                "before": sorted({k for t in existing if (k := _storage_key(t)) is not None}),
                 "outputs": [k for t in tensors if (k := _storage_key(t)) is not None],
                 "launch_names": dict(self.recorder.launches),
             }
@@ -370,8 +373,9 @@ class Runner(TimedCalls):
         if self.cuda:  # on CPU forward may keep references to its inputs; the mapping stays with them
             for s in shared:
                 s.close()
-        del out, tensors
-        if record and self.cuda:  # after this call's output is gone: one output's memory at a time
+        del out, tensors, existing
+        # After this call's output is gone: one output's memory at a time.
+        if record and msg.get("profile") and self.cuda:
             report["evidence"]["kernels"] = self._profile_kernels(model, args)
         return report, out_fds + state_fds
 

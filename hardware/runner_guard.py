@@ -58,15 +58,17 @@ class ForwardGuard:
     _precision_set: tuple[Callable[[bool], None], Callable[[str], None]]
     _precision: tuple[bool, str] | None
     """(cuDNN TF32, float32 matmul precision) as `load` set them, None before."""
+    _thread_state_id: Callable[[], int]
+    _thread_mark: int
 
-    def _storages(self, args: Any, model: Any) -> set[int]:
-        """Storages that exist before forward: its inputs, the model's tensors and the module's."""
-        from kernelwright.hardware.evidence import _storage_key, _tensors_in
+    def _existing(self, args: Any, model: Any) -> list[Any]:
+        """Tensors that exist before forward: its inputs, the model's tensors and the module's."""
+        from kernelwright.hardware.evidence import _tensors_in
 
         found = list(_tensors_in(args)) + list(tensors_reachable(model))
         if self.module is not None:
             found += list(tensors_reachable(list(vars(self.module).values())))
-        return {k for t in found if (k := _storage_key(t)) is not None}
+        return found
 
     def _arg_prints(self, args: Any) -> list[tuple[int, int]]:
         from kernelwright.hardware.evidence import _tensors_in, fingerprint
@@ -82,7 +84,13 @@ class ForwardGuard:
         blocks = [torch.empty(max(n, 512), dtype=torch.uint8, device="cuda").fill_(255) for n in nbytes]
         del blocks
 
-    def _forward(self, model: Any, args: list[Any], stage: str, record: bool) -> Any:
+    def _forward(
+        self, model: Any, args: list[Any], stage: str, record: bool, existing: list[Any] | None = None
+    ) -> Any:
+        """One guarded forward; with `record`, under the evidence recorder (`existing`: the tensors there
+        before forward, whose contents the recorder fingerprints first)."""
+        from kernelwright.hardware.evidence import _tensors_in
+
         frees = self._device_frees() if self.cuda else 0
         mode = RecordingMode(self.recorder) if record else None
         tampered = []
@@ -91,13 +99,15 @@ class ForwardGuard:
             self._set_det(True, warn_only=True)
             self._det_module.fill_uninitialized_memory = True  # type: ignore[attr-defined]
             if mode is not None:
-                self.recorder.start()
+                self.recorder.start(existing or [])
                 self._push_mode(mode)
             try:
                 with self._no_grad():
                     out = model(*args)
                 if self._sync is not None:
                     self._sync()
+                if mode is not None:  # what is returned must be what the recorder last saw written there
+                    self.recorder.check(_tensors_in(out), "returned by forward")
             except BaseException as exc:  # noqa: B036 - SystemExit and KeyboardInterrupt are the candidate's too
                 kind = classify_exception(exc) if isinstance(exc, Exception) else "runtime_error"
                 where = (
@@ -130,10 +140,22 @@ class ForwardGuard:
         return out
 
     def _check_threads(self, when: str) -> None:
+        """No thread of the candidate's may be running, and none may have been started since the last
+        check, even one that has ended since: every Python thread takes a new thread state, whose ids
+        only grow (`_thread_state_id`), however it was started."""
         extra = set(self._frames()) - self._threads_at_start
         if extra:
             _fail("run", "forbidden", f"{when} left {len(extra)} thread(s) running; a candidate may not start "
                   "threads (work in them is out of the harness's sight)")  # fmt: skip
+        now = self._thread_state_id()
+        started, self._thread_mark = now - self._thread_mark - 1, now
+        if started > 0:
+            _fail("run", "forbidden", f"{when} started {started} thread(s) (ended since); a candidate may not "
+                  "start threads (work in them is out of the harness's sight)")  # fmt: skip
+
+    def _mark_threads(self) -> None:
+        """Start counting thread states from here (after the harness's own work that may start some)."""
+        self._thread_mark = self._thread_state_id()
 
     def _apply_precision(self, precision: str) -> None:
         """TF32 for cuDNN convolutions and float32 matmuls only where the mode allows it, as the judge runs
@@ -171,4 +193,32 @@ class ForwardGuard:
         except Exception as exc:  # the profiler is a cross-check; its absence is reported, not fatal
             counts = {"<profiler unavailable>": 1}
             del exc
+        self._mark_threads()  # the profiler's own threads are not the candidate's
         return counts
+
+
+def thread_state_counter() -> Callable[[], int]:
+    """A function that returns a new Python thread state's id: ids only grow, by one per thread state
+    made, so two calls more than one apart mean a thread was started in between (by any means: threading,
+    _thread, a fresh copy of the _thread module, a pool), even if it has ended. Captured from the C API
+    before any candidate code exists."""
+    import ctypes
+
+    api = ctypes.pythonapi
+    interp, new, get_id = api.PyInterpreterState_Get, api.PyThreadState_New, api.PyThreadState_GetID
+    clear, delete = api.PyThreadState_Clear, api.PyThreadState_Delete
+    interp.restype, interp.argtypes = ctypes.c_void_p, []
+    new.restype, new.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
+    get_id.restype, get_id.argtypes = ctypes.c_uint64, [ctypes.c_void_p]
+    clear.restype, clear.argtypes = None, [ctypes.c_void_p]
+    delete.restype, delete.argtypes = None, [ctypes.c_void_p]
+
+    def next_id() -> int:
+        state = new(interp())
+        try:
+            return int(get_id(state))
+        finally:
+            clear(state)
+            delete(state)
+
+    return next_id

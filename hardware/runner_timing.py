@@ -65,4 +65,5 @@ class TimedCalls(ForwardGuard):
                 self._zero(flush)
                 model(*args)
             self._sync()
+        self._check_threads("timing")
         return {"op": "looped"}, []

@@ -88,7 +88,8 @@ def assert_honest_still_judged(pool: WorkerPool, task) -> None:
 # name -> (stage, error kind, text the error must contain)
 REJECTED: dict[str, tuple[str, str, str]] = {
     # 1. forged verdicts
-    "forged_reply.py": ("correctness", "forbidden", "no request asked for"),
+    # (caught at once: the runner's own answer to that call answers the ping that follows every call)
+    "forged_reply.py": ("compile", "forbidden", "out of step"),
     # 2. the judge in the candidate's process
     "patch_judge_modules.py": ("correctness", "mismatch", "outside rtol"),
     "gc_expected.py": ("correctness", "mismatch", "outside rtol"),
@@ -99,7 +100,7 @@ REJECTED: dict[str, tuple[str, str, str]] = {
     "operator_fallback.py": ("run", "torch_fallback", "does not depend on anything a Triton kernel wrote"),
     "suppress_fallback.py": ("run", "torch_fallback", "does not depend on anything a Triton kernel wrote"),
     "copy_through_kernel.py": ("run", "torch_fallback", "every compute op the reference runs (aten::relu)"),
-    "thread_compute.py": ("run", "forbidden", "no recorded op wrote"),
+    "thread_compute.py": ("run", "forbidden", "forward started 1 thread(s)"),
     "thread_left_running.py": ("run", "forbidden", "thread(s) running"),
     "pop_recorder.py": ("run", "forbidden", "no recorded op wrote"),
     "replace_launcher.py": ("compile", "forbidden", "launcher was replaced"),
