@@ -53,6 +53,11 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    if getattr(args, "json", False):
+        from kernelwright.graphs.stdout_json import json_only_stdout
+
+        with json_only_stdout():  # stdout holds the JSON only; what tasks print goes to stderr
+            return int(args.func(args) or 0)
     return int(args.func(args) or 0)
 
 

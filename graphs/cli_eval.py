@@ -1,7 +1,9 @@
 """`kernelwright eval TASK CANDIDATE`: evaluate one candidate kernel file against one task file.
 
 Exit status 0 whenever the evaluation ran, whatever the candidate's verdict; 2 for bad arguments or a
-task/candidate file that cannot be used, with a one-line message on stderr.
+task/candidate file that cannot be used, with a one-line message on stderr: that includes a task whose own
+code does not finish loading in time (tasks/loader.py) and, on CPU, a task too large to verify there
+(`tasks.loader.check_cpu_size`). With --json, stdout holds the JSON only.
 """
 
 from __future__ import annotations
@@ -68,8 +70,12 @@ def _fail(message: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kernelwright.graphs.stdout_json import print_json
     from kernelwright.hardware import EvalConfig, evaluate
     from kernelwright.tasks import TaskError, load_task
+    from kernelwright.tasks.loader import check_cpu_size, prestart
+
+    prestart()
 
     for flag, given in (("TASK", args.task), ("CANDIDATE", args.candidate)):
         if Path(given).is_dir():
@@ -95,14 +101,19 @@ def run(args: argparse.Namespace) -> int:
         )
     except ValidationError as exc:
         return _fail(f"bad option: {exc.errors()[0]['msg']}")
-    if args.device == "cuda":
-        import torch
+    import torch
 
-        if not torch.cuda.is_available():
-            return _fail("--device cuda: no CUDA device is available")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        return _fail("--device cuda: no CUDA device is available")
+    try:
+        note = check_cpu_size(task, args.device)
+    except TaskError as exc:
+        return _fail(str(exc))
+    if note:
+        print(f"{PROG}: {note}", file=sys.stderr)
     result = evaluate(task, source, config)
     if args.json:
-        print(result.model_dump_json(indent=2))
+        print_json(result.model_dump_json(indent=2))
     else:
         print(render(result, task.name, str(candidate)))
     return 0

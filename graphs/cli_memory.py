@@ -117,7 +117,9 @@ def _run(args: argparse.Namespace, body: Any, on_damaged: Any = None) -> int:
 
 
 def _print_json(data: Any) -> None:
-    print(json.dumps(data, indent=2, sort_keys=True))
+    from kernelwright.graphs.stdout_json import print_json
+
+    print_json(json.dumps(data, indent=2, sort_keys=True))
 
 
 def _stats(args: argparse.Namespace) -> int:

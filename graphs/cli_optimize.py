@@ -357,7 +357,7 @@ def _main(args: argparse.Namespace, console: Console, say: Any) -> int:
     from kernelwright.nodes import resources
     from kernelwright.providers.chat import ProviderUnavailable
     from kernelwright.tasks.errors import TaskError
-    from kernelwright.tasks.loader import load_task
+    from kernelwright.tasks.loader import check_cpu_size, load_task
 
     if args.resume:
         rd = Path(args.resume)
@@ -386,7 +386,9 @@ def _main(args: argparse.Namespace, console: Console, say: Any) -> int:
             check_run_folder(run_dir, "--out")
         else:
             check_output_folder(Path(ctx.runs_root).expanduser(), "runs root")
-        load_task(path)  # a task that does not load is a one-line error before anything starts
+        note = check_cpu_size(load_task(path), ctx.device)  # a task that does not load: one line, now
+        if note:
+            say(note)
         check_memory_and_model(ctx)
         try:
             result = run_optimize(path, ctx, run_dir, on_progress=ProgressPrinter(console))
@@ -408,7 +410,9 @@ def _main(args: argparse.Namespace, console: Console, say: Any) -> int:
     results: list[tuple[str, OptimizeResult | None, str]] = []
     for f in files:
         try:
-            load_task(f)
+            note = check_cpu_size(load_task(f), ctx.device)
+            if note:
+                say(note)
             loaded.append(f)
         except TaskError as exc:
             say(f"{f.stem}: {exc} (skipped)")
@@ -476,7 +480,11 @@ def _finish(
         (out_root / SUMMARY_JSON).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
         (out_root / SUMMARY_TEXT).write_text(summary_text(results), encoding="utf-8")
     if args.json:
-        print(json.dumps(payload[0] if len(payload) == 1 and not args.path_is_dir else payload, indent=2))
+        from kernelwright.graphs.stdout_json import print_json
+
+        print_json(
+            json.dumps(payload[0] if len(payload) == 1 and not args.path_is_dir else payload, indent=2)
+        )
     else:
         if out_root is not None:
             console.print(summary_text(results), highlight=False, markup=False, end="")

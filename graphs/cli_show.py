@@ -15,6 +15,8 @@ import json
 import sys
 from typing import Any
 
+from kernelwright.graphs.stdout_json import print_json
+
 PROG = "kernelwright show"
 
 
@@ -101,14 +103,14 @@ def run(args: argparse.Namespace) -> int:
     attempt = attempts.get(args.node)
     if attempt is not None:
         if args.json:
-            print(json.dumps(attempt.model_dump(mode="json"), indent=2))
+            print_json(json.dumps(attempt.model_dump(mode="json"), indent=2))
         else:
             print(render_attempt(attempt), end="")
         return 0
     job = jobs.get(args.node)
     if job is not None:
         if args.json:
-            print(json.dumps(job.model_dump(mode="json"), indent=2))
+            print_json(json.dumps(job.model_dump(mode="json"), indent=2))
         else:
             d = job.decision
             print(f"node {job.node_id} <- {d.parent}: {d.action} ({d.reason}); in flight, not finished yet")

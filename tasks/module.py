@@ -22,6 +22,21 @@ import torch
 
 from kernelwright.tasks.errors import TaskError, describe_exception
 
+_phase_reporter: Callable[[str], None] | None = None
+
+
+def set_phase_reporter(reporter: Callable[[str], None] | None) -> None:
+    """Have `reporter` told, in words, each step of the task's own code about to run ("importing the
+    file", "get_inputs()", "building Model"): the task loader's child process reports them to its parent,
+    which names the step in its message when a task does not finish (tasks/loader.py)."""
+    global _phase_reporter
+    _phase_reporter = reporter
+
+
+def report_phase(what: str) -> None:
+    if _phase_reporter is not None:
+        _phase_reporter(what)
+
 
 def exec_task_module(source: str, name: str, *, filename: str | None = None) -> types.ModuleType:
     """Compile and run `source` in a fresh module called `name`, registered nowhere global.
@@ -37,6 +52,7 @@ def exec_task_module(source: str, name: str, *, filename: str | None = None) -> 
         raise TaskError(f"{filename}{line}: syntax error: {exc.msg}") from None
     module = types.ModuleType(name)
     module.__file__ = filename
+    report_phase("importing the file")
     try:
         exec(code, module.__dict__)
     except Exception as exc:
@@ -53,6 +69,7 @@ def _call(module: types.ModuleType, fn_name: str) -> list[Any]:
     fn: Callable[[], Any] | None = getattr(module, fn_name, None)
     if not callable(fn):
         raise TaskError(f"{module.__file__}: no {fn_name}() function")
+    report_phase(f"{fn_name}()")
     try:
         values = fn()
     except Exception as exc:
@@ -127,6 +144,8 @@ def task_model(
     if not isinstance(model_cls, type):
         raise TaskError(f"{module.__file__}: no Model class")
     torch.manual_seed(seed)
+    if cls is None:
+        report_phase(f"building {model_cls.__name__}")
     if cls is not None:
         # A candidate's constructor failing is the candidate's fault: the caller reports it as such.
         return cls(*init_inputs).to(device)

@@ -47,3 +47,6 @@ class Task(BaseModel):
     checked_on: str = ""
     """Where loading ran the forward for real: "cpu-small" (get_small_inputs), "cpu-full" (the full size
     was cheap enough), or "meta" (too large for CPU, no get_small_inputs: checked on the meta device only)."""
+    cpu_resizable: bool | None = None
+    """For a task checked on "meta": whether the CPU judge can verify it at a smaller size found by changing
+    its module-level size constants (tasks/resize.py); False means only at its full size. None otherwise."""

@@ -338,7 +338,15 @@ _RSS_PROBE = textwrap.dedent(
     """
     import json
     import torch
-    from kernelwright.tasks import bundled_suite_dir, load_suite, load_task
+    from kernelwright.tasks import bundled_suite_dir
+    from kernelwright.tasks.loader import load_here
+
+    # What the loader's child process runs for each task (tasks/load_child.py), here in this process.
+    def load_task(path):
+        return load_here(path.read_text(), path.stem, path)
+
+    def load_suite(folder):
+        return [load_task(p) for p in sorted(folder.glob("*.py")) if not p.name.startswith("_")]
 
     def status_mib(field):
         # VmHWM is this process's peak resident set; unlike getrusage's ru_maxrss it does not start from
