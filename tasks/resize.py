@@ -184,6 +184,96 @@ def shrink(source: str, name: str, max_elements: int, *, odd: bool = True) -> Re
     return Resized(with_sizes(source, values), changed, shapes) if changed else None
 
 
+_VARIATIONS: dict[str, Callable[[int], int]] = {
+    "half": lambda v: v // 2,
+    "two_thirds": lambda v: (2 * v) // 3,
+    "plus_one": lambda v: v + 1,
+    "double": lambda v: 2 * v,
+}
+
+
+def vary(source: str, name: str, order: tuple[str, ...] = ("half", "two_thirds", "plus_one", "double"),
+         max_elements: int | None = None) -> Resized | None:  # fmt: skip
+    """The task with as many of its size constants changed as stay valid (each checked on the meta
+    device), or None when none can change.
+
+    A writer traces this beside the task itself: a number in the two traces that differs comes from the
+    sizes (a constructor argument, a dim the trace fixed), not from the computation, so it must be read
+    at run time. Constants are tried in source order, each at the values of `order` (`_VARIATIONS`) in
+    turn until one keeps the task valid (and, with `max_elements`, its tensors that small), so sizes that
+    must agree (a divisibility) still can.
+    """
+    constants = {c.name: c.value for c in size_constants(source)}
+    if not constants:
+        return None
+
+    def run(values: dict[str, int]) -> tuple[list[list[int]], int] | None:
+        try:
+            module = exec_task_module(with_sizes(source, values), name)
+        except Exception:
+            return None
+        got = _meta_run(module)
+        if got is None or (max_elements is not None and got[1] > max_elements):
+            return None
+        return got
+
+    values = dict(constants)
+    got = run(values)
+    if got is None:
+        return None
+    shapes = got[0]
+    for k, v in constants.items():
+        for new in dict.fromkeys(_VARIATIONS[o](v) for o in order):
+            if new < 2 or new == v:
+                continue
+            tried = run({**values, k: new})
+            if tried is not None:
+                values, shapes = {**values, k: new}, tried[0]
+                break
+    changed = {k: v for k, v in values.items() if v != constants[k]}
+    return Resized(with_sizes(source, values), changed, shapes) if changed else None
+
+
+_SMALL_FUNCS = ("get_small_inputs", "get_small_init_inputs")
+
+
+def without_small_inputs(source: str) -> str:
+    """`source` without `get_small_inputs` and `get_small_init_inputs`: a task judged at its constants' sizes."""
+    lines = source.splitlines(keepends=True)
+    for node in sorted(ast.parse(source).body, key=lambda n: n.lineno, reverse=True):
+        if isinstance(node, ast.FunctionDef) and node.name in _SMALL_FUNCS and node.end_lineno is not None:
+            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            del lines[first - 1 : node.end_lineno]
+    return "".join(lines)
+
+
+def other_sizes(source: str, name: str, count: int = 2, budgets: tuple[int, ...] = (60_000, 12_000),
+                max_elements: int = 300_000) -> list[Resized]:  # fmt: skip
+    """`count` other sizes of the task, each without its small inputs so that a judge runs it at those
+    sizes, and each with input shapes neither the task's own (full or small) nor another's.
+
+    Tried in turn: the task shrunk to each budget of elements (`shrink`: odd where it can be), then its
+    constants varied (`vary`: one more, then two thirds, within `max_elements`), for a task already that
+    small."""
+    base = without_small_inputs(source)
+    module = exec_task_module(source, name)
+    seen = [first_input_shapes(module, small=False), first_input_shapes(module, small=True)]
+    out: list[Resized] = []
+    tries: list[Callable[[], Resized | None]] = [lambda b=b: shrink(base, name, b) for b in budgets]
+    tries += [
+        lambda o=o: vary(base, name, o, max_elements)
+        for o in (("plus_one", "double"), ("two_thirds", "half"))
+    ]
+    for attempt in tries:
+        got = attempt()
+        if got is not None and got.input_shapes not in seen:
+            seen.append(got.input_shapes)
+            out.append(got)
+            if len(out) == count:
+                break
+    return out
+
+
 def first_input_shapes(module: types.ModuleType, *, small: bool) -> list[list[int]] | None:
     """Input shapes of the task's own inputs (`get_small_inputs` with small=True), made on the meta
     device so nothing is allocated; None when that fails."""

@@ -358,6 +358,45 @@ def bind_hyperparameters(gm_full: Any, gm_small: Any, m_full: torch.nn.Module, m
     return sources, notes
 
 
+def _varied_module(source: str, name: str) -> Any:
+    """The task's module with its size constants varied (tasks/resize.py `vary`), or None."""
+    from kernelwright.tasks.resize import vary
+
+    try:
+        varied = vary(source, f"kw_offline_{name}_varied")
+        return exec_task_module(varied.source, f"kw_offline_{name}_varied") if varied is not None else None
+    except Exception:  # the task's own code may raise anything at other sizes: no second trace then
+        return None
+
+
+def _shapes_by_node(gm: Any, gm_other: Any) -> dict[str, tuple[int, ...]]:
+    """Output shape of each op node in `gm_other` (at its traced values), by the name of the node at the
+    same place in `gm`; empty when the two traces do not have the same ops."""
+    a_nodes = [n for n in gm.graph.nodes if n.op == "call_function"]
+    b_nodes = [n for n in gm_other.graph.nodes if n.op == "call_function"]
+    if [n.target for n in a_nodes] != [n.target for n in b_nodes]:
+        return {}
+    values = _var_to_val(gm_other)
+    out: dict[str, tuple[int, ...]] = {}
+    for na, nb in zip(a_nodes, b_nodes, strict=True):
+        val = nb.meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            continue
+        try:
+            out[na.name] = tuple(int(_hint(d, values)) for d in val.shape)
+        except (TypeError, ValueError):
+            continue
+    return out
+
+
+def _hint(d: Any, values: dict) -> Any:
+    if isinstance(d, torch.SymInt):
+        import sympy
+
+        return sympy.sympify(d.node.expr).xreplace(values)
+    return d
+
+
 def analyze_source(source: str, name: str = "task") -> AnalyzedTask:
     """Trace and lower a task's source; raises AnalysisError with a one-line reason."""
     msrc = model_source(source)
@@ -379,30 +418,47 @@ def analyze_source(source: str, name: str = "task") -> AnalyzedTask:
     small = callable(getattr(module, "get_small_init_inputs", None)) and callable(
         getattr(module, "get_small_inputs", None)
     )
+    # A second trace at other sizes: the task's small inputs, else its size constants varied. A number
+    # that differs between the two traces comes from the sizes and must be read at run time.
+    other = module if small else _varied_module(source, name)
     for mode in modes:
         try:
             gm, pnames = _trace(model, inputs, mode)
-            gm_small = None
-            if small:
-                # The harness also builds the model from the small constructor arguments: constants that
-                # come from them must be read from the module at run time, not baked in.
-                m_small, in_small = _build(module, small=True)
-                gm_small, _ = _trace(m_small, in_small, mode)
         except AnalysisError:
             raise
         except Exception as exc:  # tracing failures come in many types; fixed sizes may still trace
             last = exc
             continue
+        gm_small = m_small = None
+        if other is not None:
+            # The harness also builds the model from other constructor arguments (the small ones, a second
+            # shape's): constants that come from them must be read from the module at run time.
+            try:
+                m_small, in_small = _build(other, small=small)
+                gm_small, _ = _trace(m_small, in_small, mode)
+            except AnalysisError:
+                if small:
+                    raise
+                gm_small = m_small = None
+            except Exception as exc:
+                if small:
+                    last = exc
+                    continue
+                gm_small = m_small = None  # varied sizes the task cannot trace at: no second trace
         phs = [("param", n) for n in pnames] + [
             ("input", msrc.arg_names[i] if i < len(msrc.arg_names) else f"arg{i}") for i in range(len(inputs))
         ]
         var_to_val = _var_to_val(gm)
         sources: dict = {}
-        if gm_small is not None:
+        other_shapes: dict[str, tuple[int, ...]] = {}
+        if gm_small is not None and m_small is not None:
+            other_shapes = _shapes_by_node(gm, gm_small)
             sources, hnotes = bind_hyperparameters(gm, gm_small, model, m_small, var_to_val)
             notes.extend(n for n in dict.fromkeys(hnotes) if n not in notes)
         try:
-            graph = Lowerer(gm, var_to_val).run(phs)
+            lowerer = Lowerer(gm, var_to_val, other_shapes)
+            graph = lowerer.run(phs)
+            notes.extend(n for n in dict.fromkeys(lowerer.notes) if n not in notes)
         except LoweringError as exc:
             raise AnalysisError(str(exc)) from exc
         graph.attr_sources.update(sources)

@@ -104,11 +104,15 @@ HALF = (torch.float16, torch.bfloat16)
 class Lowerer:
     """Walks an fx graph of aten ops and builds the IR graph."""
 
-    def __init__(self, gm: fx.GraphModule, var_to_val: dict[sympy.Symbol, int]) -> None:
+    def __init__(self, gm: fx.GraphModule, var_to_val: dict[sympy.Symbol, int],
+                 other_shapes: dict[str, tuple[int, ...]] | None = None) -> None:  # fmt: skip
         self.gm = gm
         self.g = Graph(var_to_val)
         self.env: dict[fx.Node, Any] = {}
         self.node: fx.Node | None = None
+        self.other_shapes = other_shapes or {}
+        """Each op node's output shape in a trace of the task at other sizes (by node name), if any."""
+        self.notes: list[str] = []
 
     # ---- entry -------------------------------------------------------------------------------------
     def run(self, placeholders: list[tuple[str, str]]) -> Graph:
@@ -337,7 +341,26 @@ class Lowerer:
             return x
         # The glue prints -1 where the source had it: always right, whatever the sizes.
         infer = next((i for i, r in enumerate(raw) if r == -1), None)
+        if infer is None:
+            infer = self._size_dependent_dim(shape)
         return self.g.add("view", "reshape", (x,), shape, x.dtype, {"shape": shape, "infer": infer})
+
+    def _size_dependent_dim(self, shape: Shape) -> int | None:
+        """The dim of a view's shape that is a number in this trace but another number in the trace at
+        other sizes: a size the trace fixed (an op whose shape function specializes its input's sizes,
+        such as max_pool1d's), left for the reshape to infer (-1). None when no dim is such a number. Two
+        or more cannot all be inferred: they stay as traced, and a note says the program holds only at
+        these sizes."""
+        if self.node is None or self.node.name not in self.other_shapes:
+            return None
+        other = self.other_shapes[self.node.name]
+        if len(other) != len(shape) or self.g.hints(shape) != self.g.hints(self.meta_shape()):
+            return None  # not the node's own output: an inner view of a decomposition
+        fixed = [i for i, d in enumerate(shape) if d.is_number and int(d) != other[i]]
+        if len(fixed) > 1:
+            self.notes.append(f"a view's shape keeps {len(fixed)} sizes fixed by the trace: the program "
+                              "holds only at the traced sizes")  # fmt: skip
+        return fixed[0] if len(fixed) == 1 else None
 
     def unsqueeze(self, x: Value, dim: int) -> Value:
         dim = dim + x.rank + 1 if dim < 0 else dim

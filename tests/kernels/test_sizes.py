@@ -1,0 +1,181 @@
+"""The offline writer's programs hold at every size, not only the one it traced.
+
+Each program is written once from its task, as a search writes it, then judged by the real harness on CPU
+(Triton interpreter) at the task's own small size and at two other sizes (`tasks/resize.other_sizes`: the
+task's size constants shrunk to two budgets, odd where they can be, its small inputs removed). A size the
+writer copied from the trace into the program (a view's shape, a pooling window) fails at the other two.
+
+The default tests take a sample; `test_every_bundled_and_generated_program_holds_at_other_sizes` (slow)
+takes every bundled task (level1, level2, published, level1_bf16, level2_bf16) and 30 generated ones.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from kernelwright.hardware import EvalConfig, WorkerPool
+from kernelwright.providers.offline import write_program
+from kernelwright.providers.protocol import render_section
+from kernelwright.tasks import bundled_suite_dir, load_task_source
+from kernelwright.tasks.generate import generate_tasks
+from kernelwright.tasks.resize import other_sizes, vary
+
+CFG = EvalConfig(device="cpu", time=False, timeout=300, trials=3, second_shape=False)
+
+# A linear layer, a max pooling over its features, a sum and a scale, with no small inputs: the pooling's
+# shape function fixes the features in the trace, and the pool's window is a constructor argument.
+POOLED_LINEAR = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, in_features, out_features, kernel_size, scale):
+        super().__init__()
+        self.fc = nn.Linear(in_features, out_features)
+        self.pool = nn.MaxPool1d(kernel_size)
+        self.scale = scale
+
+    def forward(self, x):
+        y = self.pool(self.fc(x).unsqueeze(1)).squeeze(1)
+        return y.sum(dim=1) * self.scale
+
+
+batch_size = 12
+in_features = 40
+out_features = 96
+kernel_size = 2
+scale = 0.5
+
+
+def get_inputs():
+    return [torch.rand(batch_size, in_features)]
+
+
+def get_init_inputs():
+    return [in_features, out_features, kernel_size, scale]
+"""
+
+# A linear layer and a group norm whose group count is a size constant the same in every size the writer
+# sees (the task has no small inputs): only a trace at varied sizes tells it from a fixed number.
+GROUPED_LINEAR = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, in_features, out_features, num_groups):
+        super().__init__()
+        self.fc = nn.Linear(in_features, out_features)
+        self.gn = nn.GroupNorm(num_groups, out_features)
+
+    def forward(self, x):
+        return torch.relu(self.gn(self.fc(x)))
+
+
+batch_size = 10
+in_features = 36
+out_features = 64
+num_groups = 8
+
+
+def get_inputs():
+    return [torch.rand(batch_size, in_features)]
+
+
+def get_init_inputs():
+    return [in_features, out_features, num_groups]
+"""
+
+
+def _prompt(source: str) -> str:
+    return "\n\n".join(
+        [
+            render_section("request", "Write a faster kernel.", kind="large_step"),
+            render_section("task", source, name="t"),
+        ]
+    )
+
+
+def _write(source: str) -> str:
+    answer = write_program(_prompt(source))
+    assert answer.code is not None, answer.explanation
+    return answer.code
+
+
+def _wrong_at_sizes(pool: WorkerPool, name: str, source: str, code: str) -> list[str]:
+    """Judge `code` at the task's own size and at two other sizes; one line per size it fails at."""
+    sized = [("own size", source)] + [(r.description, r.source) for r in other_sizes(source, name)]
+    assert len(sized) == 3, f"{name}: fewer than two other sizes: {[s for s, _ in sized]}"
+    bad = []
+    for label, src in sized:
+        r = pool.evaluate(load_task_source(src, name), code, CFG)
+        if not r.correct:
+            bad.append(f"{name} at {label}: {r.summary()}\n{(r.error or '')[-600:]}")
+    return bad
+
+
+def _forward(code: str) -> str:
+    tree = ast.parse(code)
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ModelNew")
+    return ast.unparse(next(f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "forward"))
+
+
+@pytest.mark.parametrize("source", [POOLED_LINEAR, GROUPED_LINEAR], ids=["pooled_linear", "grouped_linear"])
+def test_a_program_written_at_one_size_has_the_same_forward_at_another(source: str) -> None:
+    """No size of the trace is in the program: written from the task at other sizes, ModelNew.forward is
+    the same text."""
+    varied = vary(source, "t_varied")
+    assert varied is not None and len(varied.sizes) >= 3, varied
+    assert _forward(_write(source)) == _forward(_write(varied.source))
+
+
+def test_sizes_fixed_by_the_trace_are_read_at_run_time() -> None:
+    forward = _forward(_write(POOLED_LINEAR))
+    assert "96" not in forward and "48" not in forward, forward
+    assert "self.pool.kernel_size" in forward, forward
+
+
+@pytest.mark.parametrize("source", [POOLED_LINEAR, GROUPED_LINEAR], ids=["pooled_linear", "grouped_linear"])
+def test_a_program_holds_at_its_own_size_and_two_others(source: str, pool: WorkerPool) -> None:
+    bad = _wrong_at_sizes(pool, "t", source, _write(source))
+    assert not bad, "\n\n".join(bad)
+
+
+# The default sample: a row kernel, a matmul with an epilogue, a norm, a convolution with a group norm.
+SAMPLE = ["level1/09_softmax", "level2/01_linear_bias_relu", "level2/04_layernorm_gelu"]
+
+
+def _bundled(key: str) -> tuple[str, str]:
+    suite, stem = key.split("/")
+    path = bundled_suite_dir(suite) / f"{stem}.py"  # type: ignore[arg-type]
+    return stem, path.read_text()
+
+
+@pytest.mark.parametrize("key", SAMPLE)
+def test_a_sample_of_bundled_programs_holds_at_other_sizes(key: str, pool: WorkerPool) -> None:
+    name, source = _bundled(key)
+    bad = _wrong_at_sizes(pool, name, source, _write(source))
+    assert not bad, "\n\n".join(bad)
+
+
+def _all_tasks() -> list[tuple[str, str]]:
+    out = []
+    for suite in ("level1", "level2", "published", "level1_bf16", "level2_bf16"):
+        for p in sorted(Path(bundled_suite_dir(suite)).glob("*.py")):  # type: ignore[arg-type]
+            if not p.name.startswith("_"):
+                out.append((f"{suite}/{p.stem}", p.read_text()))
+    out += [(f"generated/{t.name}", t.source) for t in generate_tasks(30, 0)]
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("key", "source"), _all_tasks(), ids=lambda x: x if "/" in x else "")
+def test_every_bundled_and_generated_program_holds_at_other_sizes(
+    key: str, source: str, pool: WorkerPool
+) -> None:
+    bad = _wrong_at_sizes(pool, key.split("/")[-1], source, _write(source))
+    assert not bad, "\n\n".join(bad)
