@@ -9,6 +9,10 @@ writes for a GPU target (--target), a verified kernel is also compiled for that 
 (hardware.compile_feedback); a kernel the GPU backend rejects (out of resources, unsupported construct)
 fails as a compile_error. Correct candidates go on to the profiler, the rest straight to the reflector.
 
+A program the coder blocked (it repeats a failed program of the run, or uses a design closed for the
+task: nodes/repeats.py) is not judged: it fails at the parse stage with the failure it repeats named, and
+costs no evaluation.
+
 Each worker evaluation is appended to the run's evaluation log before the step finishes; a step re-run
 after a crash reuses the logged result instead of evaluating the same code again.
 """
@@ -26,6 +30,7 @@ from kernelwright.hardware.static_check import static_check
 from kernelwright.nodes import resources
 from kernelwright.nodes.evaluations import EvaluationEntry, EvaluationLog, Phase, code_sha
 from kernelwright.nodes.records import Branch, CostLedger, RunInfo
+from kernelwright.nodes.repeats import BLOCKED, blocked_result_extra
 from kernelwright.nodes.run_context import Context
 
 SAME_PROGRAM = "same_program_as"
@@ -140,6 +145,26 @@ def compile_for_gpu_target(branch: Branch, ctx: Context) -> EvalResult:
     return result
 
 
+def blocked_result(branch: Branch) -> EvalResult:
+    """The verdict on a program the coder blocked, without judging it (see the module docstring)."""
+    assert branch.candidate is not None
+    candidate = branch.candidate
+    failed = next((f for f in branch.job.failed_programs if f.node_id == candidate.repeat_of), None)
+    error = candidate.blocked or "not judged"
+    if failed is not None:
+        error += f"; {failed.node_id} failed with {failed.error_kind}:\n{failed.error}"
+    return EvalResult(
+        stage="parse",
+        error_kind="static_check",
+        error=error,
+        target=branch.run.target,
+        device=branch.run.device,
+        extra=blocked_result_extra(failed, candidate.blocked or "")
+        if failed is not None
+        else {BLOCKED: error},
+    )
+
+
 def compiler(branch: Branch, runtime: Runtime[Context]) -> Command[Literal["profiler", "reflector"]]:
     branch = Branch.model_validate(branch)
     ctx = runtime.context
@@ -155,6 +180,8 @@ def compiler(branch: Branch, runtime: Runtime[Context]) -> Command[Literal["prof
             device=branch.run.device,
         )
         return Command(goto=Send("reflector", branch.model_copy(update={"result": result})))
+    if candidate.blocked:
+        return Command(goto=Send("reflector", branch.model_copy(update={"result": blocked_result(branch)})))
     report = static_check(candidate.code, branch.task.name)
     if not report.ok:
         result = EvalResult(

@@ -16,6 +16,7 @@ from langgraph.runtime import Runtime
 
 from kernelwright.nodes.planner import wall_delta
 from kernelwright.nodes.records import Attempt, BestKernel, CostLedger, Job, OptimizeResult, RunInfo
+from kernelwright.nodes.repeats import failure_counts
 from kernelwright.nodes.report import write_report
 from kernelwright.nodes.run_context import Context
 from kernelwright.nodes.search import Outcome, SearchTree
@@ -113,6 +114,7 @@ def build_result(state: dict[str, Any], config: Any = None) -> OptimizeResult:
         tolerance = a.result.tolerance
     verdict, slower = verdict_for(best, len(attempts), run, str(state.get("stop_reason") or ""))
     summary: dict[str, object] = dict(tree.summary())
+    summary["failures"] = failure_counts(attempts)  # by kind, repeats judged and blocked (nodes/repeats.py)
     summary["nodes_detail"] = [
         {
             "id": n.id,

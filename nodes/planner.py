@@ -29,6 +29,7 @@ from kernelwright.hardware.roofline import roofline_floor_ms
 from kernelwright.hardware.targets import Target, detect_target, get_target
 from kernelwright.nodes import resources
 from kernelwright.nodes.records import Attempt, Branch, CostLedger, Job, RepresentativeDesign, RunInfo
+from kernelwright.nodes.repeats import failure_memory
 from kernelwright.nodes.run_context import Context, usable_device
 from kernelwright.nodes.run_folder import claim_run_folder
 from kernelwright.nodes.search import Decision, SearchTree, Spent
@@ -154,7 +155,9 @@ def start_run(
 
 def rebuild_tree(jobs: list[Job], attempts: list[Attempt], ctx: Context) -> SearchTree:
     outcomes = {a.node_id: a.outcome for a in attempts}
-    return SearchTree.replay([j.decision for j in jobs], outcomes, ctx.search_config())
+    tree = SearchTree.replay([j.decision for j in jobs], outcomes, ctx.search_config())
+    tree.close(a.node_id for a in attempts if a.candidate.blocked)  # a blocked repeat is not repaired
+    return tree
 
 
 def make_job(decision: Decision, run_id: str, by_node: dict[str, Attempt]) -> Job:
@@ -176,9 +179,12 @@ def make_job(decision: Decision, run_id: str, by_node: dict[str, Attempt]) -> Jo
     # from the same parent, a step back to the grandparent's config, a large step to a design written).
     steps = decision.action in ("small_step", "large_step")
     tried = [a.candidate.meta for a in by_node.values() if a.candidate.meta] if steps else []
+    failed, closed = failure_memory(by_node.values())  # what must not be judged again (nodes/repeats.py)
     return Job(
         decision=decision,
         run_id=run_id,
+        failed_programs=failed,
+        closed_designs=closed,
         parent_code=parent.candidate.code if parent else None,
         parent_feedback=parent.feedback if parent else None,
         parent_status=parent.status if parent else None,

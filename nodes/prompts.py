@@ -256,3 +256,49 @@ def same_rule_prompt(a: str, b: str) -> str:
         "(a reworded duplicate), rather than two different actions?\n"
         f"Rule A: {a}\nRule B: {b}\nAnswer yes or no."
     )
+
+
+# --- no failure repeated (nodes/repeats.py) --------------------------------------------------------------
+
+
+def closed_design_rule(design: str, family: str, error_kind: str) -> str:
+    """The rule line a design closed for the task reads as in <rules>. It names the design and no KEY=VALUE
+    pair, so the offline writer reads it as forbidding every config of the design (providers/offline
+    policy.design_forbidden); an LLM reads the sentence. The error's text is not in it: its words could
+    name other designs or configs."""
+    fam = f" for {family}" if family else ""
+    return (
+        f"You cannot use design={design}{fam} on this task again: two of its programs failed the same way "
+        f"({error_kind or 'error'})"
+    )
+
+
+def with_rules(user: str, lines: list[str]) -> str:
+    """The user prompt with rule lines added to its <rules> section (one is made when it has none)."""
+    new = [rule_line(t) for t in lines if rule_line(t) not in user]
+    if not new:
+        return user
+    if "</rules>" in user:
+        head, tail = user.split("</rules>", 1)
+        return head.rstrip("\n") + "\n" + "\n".join(new) + "\n</rules>" + tail
+    return user.rstrip("\n") + "\n" + render_section("rules", "\n".join(new)) + "\n"
+
+
+def repeat_request(node_id: str, up_to_config: bool, error_kind: str, error: str, closed: str | None) -> str:
+    """What the coder adds to a prompt whose answer repeated a failed program: the failure, named."""
+    same = "the same program as" + (" (up to its block sizes and launch settings)" if up_to_config else "")
+    tail = "\n".join(error.strip().splitlines()[-6:])
+    lines = [
+        f"Your answer was {same} {node_id}, which already failed on this task with {error_kind or 'an error'}:",
+        tail,
+        ("Another block size or launch setting does not fix this. " if up_to_config else "")
+        + "Change the construct the error names, or write another design.",
+    ]
+    if closed:
+        lines.append(f"Design {closed} is closed for this task: do not write it again.")
+    return "\n".join(x for x in lines if x)
+
+
+def closed_request(design: str) -> str:
+    """What the coder adds to a prompt whose answer used a design closed for the task."""
+    return f"Your answer uses design={design}, which is closed for this task (see <rules>): write another design."

@@ -40,6 +40,38 @@ class RepresentativeDesign(Record):
     """The kernel's `# kernelwright:` metadata line, if it has one."""
 
 
+class FailedProgram(Record):
+    """A program of this run that failed, as the repeat check needs it (nodes/repeats.py)."""
+
+    node_id: str
+    key: str
+    """Its syntax tree without comments and config (repeats.program_key)."""
+    exact_key: str
+    """The same with its config kept."""
+    design: str = ""
+    family: str = ""
+    error_kind: str = ""
+    signature: str = ""
+    """The normalised error message (memory.records.error_signature)."""
+    error: str = ""
+    """The error's tail, to name it to the writer."""
+    config_caused: bool = False
+    """Another config can fix it (resources, a timeout): only the same program with the same config repeats it."""
+    blocked: bool = False
+    """It was not judged: a repeat stopped before the judge (it stands for the failure it repeats)."""
+
+
+class ClosedDesign(Record):
+    """A design closed for the task: two of its programs failed with one error kind and message."""
+
+    design: str
+    family: str = ""
+    error_kind: str = ""
+    signature: str = ""
+    nodes: list[str] = Field(default_factory=list)
+    """The failed nodes that closed it."""
+
+
 class Job(Record):
     """One planned expansion and everything its branch needs from the tree (the Send payload's core)."""
 
@@ -60,6 +92,10 @@ class Job(Record):
     tried: list[str] = Field(default_factory=list)
     """Header lines of the programs already written in this run, oldest first (for small and large steps:
     a step should write something new)."""
+    failed_programs: list[FailedProgram] = Field(default_factory=list)
+    """The run's failed programs when the job was planned: a program repeating one is not judged."""
+    closed_designs: list[ClosedDesign] = Field(default_factory=list)
+    """Designs closed for the task when the job was planned: the prompt says so, none is judged."""
 
     @property
     def node_id(self) -> str:
@@ -135,6 +171,15 @@ class Candidate(Record):
     unsupported: str | None = None
     """The writer's statement that it cannot write this task at all (an operator or dtype it has no
     design for), as it gave it; the run stops after this step (nodes/planner.py unsupported_stop)."""
+    repeat_asks: int = 0
+    """How often the writer was asked again because its program repeated a failure or a closed design."""
+    blocked: str | None = None
+    """Why the program is not judged: it still repeated a failure (or a closed design) after the asks."""
+    repeat_of: str | None = None
+    """The node whose failed program it repeats (for a blocked one)."""
+    closed: list[str] = Field(default_factory=list)
+    """Failed nodes whose program an answer repeated while the coder asked: each repeat is its failure's
+    second occurrence and closes that failure's design (nodes/repeats.py)."""
 
     @property
     def design(self) -> str:
@@ -185,6 +230,8 @@ class Reflection(Record):
     rule_texts: list[str] = Field(default_factory=list)
     rule_source: Literal["llm", "signature", "none"] = "none"
     note: str = ""
+    closed_design: str | None = None
+    """The design this failure closed for the task (its second identical failure), if any."""
 
 
 class Attempt(Record):

@@ -10,6 +10,12 @@ For every attempt it:
    normalised error signature, e.g. "You cannot use design=tiled with BLOCK=4096,num_warps=16 on
    NVIDIA H200: compile_error: out of resources ...".
 
+No failure repeated (nodes/repeats.py): a failure that is its design's second with one error kind and
+message closes the design for the task (the coder's prompts say so from then on), and a rule is learned
+from it that forbids the design itself: "You cannot use design=rows for norm on NVIDIA H200: two of its
+programs failed the same way (...)". A program the coder blocked before the judge (it repeated a failed
+one) writes no case and no rule exposure (nothing ran); it learns the closing rule when it closes a design.
+
 Nothing is learned from an attempt that says nothing about its kernel (`not_the_kernels_fault`): a
 timeout (on the CPU interpreter a large task alone can run past the limit), a failure of the evaluation
 machinery (harness_error, a worker killed from outside), or the offline writer having no program for
@@ -46,7 +52,8 @@ from kernelwright.nodes.prompts import (
     rule_prompt,
     same_rule_prompt,
 )
-from kernelwright.nodes.records import Attempt, Branch, CostLedger, Reflection, Status, Timing
+from kernelwright.nodes.records import Attempt, Branch, ClosedDesign, CostLedger, Reflection, Status, Timing
+from kernelwright.nodes.repeats import closes_design, failed_of
 from kernelwright.nodes.run_context import Context
 from kernelwright.nodes.search import reward_for
 from kernelwright.providers.chat import is_llm, usage_of
@@ -221,6 +228,63 @@ def draft_rule(
         return None, tin, tout, f"the model's rule was unusable: {exc}"
 
 
+def closing_rule(closure: ClosedDesign, target: str) -> str:
+    """The rule a closed design teaches: the design itself, with no config, cannot be used (see above)."""
+    sig = closure.signature
+    if len(sig) > SIGNATURE_CHARS:
+        sig = sig[:SIGNATURE_CHARS].rsplit(" ", 1)[0] + " ..."
+    fam = f" for {closure.family}" if closure.family else ""
+    return f"You cannot use design={closure.design}{fam} on {target}: two of its programs failed the same way ({sig})"
+
+
+def closures_of(branch: Branch, status: Status) -> list[ClosedDesign]:
+    """The designs this attempt closes: its failure is its design's second identical one, or the coder
+    caught a repeat of an earlier failure while asking (Candidate.closed)."""
+    assert branch.candidate is not None and branch.result is not None
+    job = branch.job
+    out: list[ClosedDesign] = []
+    already = {c.design for c in job.closed_designs}
+    by_node = {f.node_id: f for f in job.failed_programs}
+    for nid in branch.candidate.closed:
+        f = by_node.get(nid)
+        if f is not None and f.design and f.design not in already:
+            out.append(ClosedDesign(design=f.design, family=f.family, error_kind=f.error_kind,
+                                    signature=f.signature, nodes=[nid, job.node_id]))  # fmt: skip
+            already.add(f.design)
+    mine = failed_of(job.node_id, status, branch.candidate.code, branch.result)
+    if mine is not None:
+        closure = closes_design(mine, job.failed_programs, [*job.closed_designs, *out])
+        if closure is not None:
+            out.append(closure)
+    return out
+
+
+def learn_closures(
+    memory: Any, branch: Branch, closures: list[ClosedDesign], cid: str
+) -> tuple[list[str], list[str]]:
+    """Merge the closing rule of each closed design into the rule book; (rule ids, rule texts)."""
+    from kernelwright.memory.records import RuleCandidate
+
+    run, task = branch.run, branch.task
+    errors = {f.node_id: f.error for f in branch.job.failed_programs}
+    ids, texts = [], []
+    for closure in closures:
+        update = memory.rules.add(
+            RuleCandidate(
+                text=closing_rule(closure, run.target_display or run.target),
+                error_kind=closure.error_kind or None,
+                error=next((errors[n] for n in closure.nodes if errors.get(n)), closure.signature),
+                case_id=cid,
+                op_families=task.signature.op_families,
+                hardware=run.target,
+                versions=run.versions,
+            )
+        )
+        ids.append(update.rule.id)
+        texts.append(update.rule.text)
+    return ids, texts
+
+
 def reflect_to_memory(
     branch: Branch, ctx: Context, status: Status, feedback: str, timing: Timing
 ) -> tuple[Reflection, CostLedger]:
@@ -246,6 +310,20 @@ def reflect_to_memory(
         _journal_append(run.run_dir, run.run_id, job.node_id, reflection)
         return reflection, CostLedger()
     cid = case_id_for(run.run_id, job.node_id)
+    closures = closures_of(branch, status)
+    closed_names = ", ".join(c.design for c in closures) or None
+    if branch.candidate.blocked:  # nothing ran: no case, no exposure; a closed design still teaches
+        ids, texts = learn_closures(memory, branch, closures, cid) if ctx.rules else ([], [])
+        reflection = Reflection(
+            rule_ids=ids,
+            rule_texts=texts,
+            rule_source="signature" if ids else "none",
+            note=f"{branch.candidate.blocked}"
+            + (f"; closes design {closed_names} for this task" if closed_names else ""),
+            closed_design=closed_names,
+        )
+        _journal_append(run.run_dir, run.run_id, job.node_id, reflection)
+        return reflection, CostLedger()
     rule_ids_in_context = branch.context.rule_ids if branch.context else []
     code = branch.candidate.code
     if memory.cases.get(cid) is None:
@@ -279,7 +357,11 @@ def reflect_to_memory(
         case_id=cid,
         run_id=run.run_id,
     )
-    reflection = Reflection(case_id=cid, note="" if ctx.rules else "no rule: rules are off for this run")
+    reflection = Reflection(
+        case_id=cid,
+        note="" if ctx.rules else "no rule: rules are off for this run",
+        closed_design=closed_names,
+    )
     cost = CostLedger()
     if status != "correct" and ctx.rules:
         text: str | None = None
@@ -313,6 +395,7 @@ def reflect_to_memory(
             rule_ids=[update.rule.id],
             rule_texts=[update.rule.text],
             rule_source=source,
+            closed_design=closed_names,
             note="; ".join(
                 x
                 for x in (
@@ -321,6 +404,18 @@ def reflect_to_memory(
                 )
                 if x
             ),
+        )
+    if closures and ctx.rules:
+        ids, texts = learn_closures(memory, branch, closures, cid)
+        reflection = reflection.model_copy(
+            update={
+                "rule_ids": [*reflection.rule_ids, *ids],
+                "rule_texts": [*reflection.rule_texts, *texts],
+                "rule_source": reflection.rule_source if reflection.rule_ids else "signature",
+                "note": "; ".join(
+                    x for x in (reflection.note, f"closes design {closed_names} for this task") if x
+                ),
+            }
         )
     _journal_append(run.run_dir, run.run_id, job.node_id, reflection)
     return reflection, cost

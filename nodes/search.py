@@ -38,6 +38,8 @@ Choosing the next expansion
    repairs, that node (and the failed nodes before it on the same repair chain) is credited with the
    repair's reward in W, so a design that needed a fix is valued as the kernel it became, not as a
    failure. Its own status and reward stay as evaluated; only W (the value UCT sees) changes.
+   A closed node (`close`: a program that only repeated an earlier failure and was not judged,
+   nodes/repeats.py) is never repaired: its failure is the earlier node's, whose repairs stand for it.
 3. The action at the chosen node: the root takes a large step; a node with `max_small_children`
    (default 2) small-step children is forced to take a large step; otherwise a large step with
    probability `p_large` (default 0.2), else a small step. Only correct nodes are expanded this way.
@@ -59,6 +61,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Iterable
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -190,6 +193,8 @@ class SearchTree:
         root.visits = 1
         root.value_sum = 0.0
         self.nodes: dict[str, TreeNode] = {ROOT_ID: root}
+        self.closed: set[str] = set()
+        """Failed nodes that are not repaired (see `close`)."""
 
     # -- construction ---------------------------------------------------------------------------------
     @classmethod
@@ -227,11 +232,16 @@ class SearchTree:
     def pending(self) -> list[TreeNode]:
         return [n for n in self.nodes.values() if n.status == "pending"]
 
+    def close(self, node_ids: Iterable[str]) -> None:
+        """Never repair these failed nodes (programs that only repeated an earlier failure)."""
+        self.closed.update(n for n in node_ids if n in self.nodes and n != ROOT_ID)
+
     def _needs_repair(self, node: TreeNode) -> bool:
         return (
             node.status in ("failed", "wrong")
             and not node.children
             and node.repair_depth < self.config.max_repairs
+            and node.id not in self.closed
         )
 
     def _expandable(self, node: TreeNode) -> bool:

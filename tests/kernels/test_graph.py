@@ -97,43 +97,45 @@ def test_tree_grows_as_specified_and_failures_are_repaired(tmp_path):
 
 
 def test_failures_become_rules_and_cases_with_lineage(tmp_path):
-    # three failures with one cause: the rule is merged to count 3 and then injected into the next prompt
+    # A writer that answers one failing program three times: it is judged once; the repair's repeat is
+    # its second failure, which closes design=broken (nodes/repeats.py), so the writer is asked again
+    # with the failure named until it writes another program. The failure and the closing are rules.
     model = ScriptedChatModel(
         script=[fenced(relu_compile_error("broken"))] * 3 + [fenced(relu_kernel("ok"))] * 2
     )
-    ctx = make_ctx(tmp_path, model, budget=5)
+    ctx = make_ctx(tmp_path, model, budget=3)
     state = run_graph(ctx)
     run_id = state["run"].run_id
     attempts = {a.node_id: a for a in state["attempts"]}
-    assert [a.status for a in state["attempts"]][:3] == ["failed"] * 3
-    assert [j.action for j in state["jobs"]][:4] == ["large_step", "repair", "repair", "large_step"]
+    assert [a.status for a in state["attempts"]] == ["failed", "correct", "correct"]
+    assert [j.action for j in state["jobs"]][:2] == ["large_step", "repair"]
+    assert attempts["n2"].candidate.repeat_asks == 2 and attempts["n2"].reflection.closed_design == "broken"
 
     mem = open_memory(ctx.memory)
     try:
         cases = [c for c in mem.cases.iter_all() if c.run_id == run_id]
-        assert len(cases) == len(state["attempts"]) == 5
+        assert len(cases) == len(state["attempts"]) == 3
         by_id = {c.id: c for c in cases}
         n2 = by_id[attempts["n2"].reflection.case_id]
         assert n2.parent_id == attempts["n1"].reflection.case_id  # lineage edge
-        assert not n2.correct and n2.error_kind == "compile_error"
-        rules = mem.rules.all()
-        assert len(rules) == 1
-        rule = rules[0]
-        assert rule.count == 3
-        assert rule.text.startswith("You cannot use design=broken with BLOCK=1024,num_warps=4")
-        assert {e.case_id for e in rule.evidence} == {
-            attempts[n].reflection.case_id for n in ("n1", "n2", "n3")
-        }
-        assert mem.rules.exposure_count() == 5
+        assert n2.correct and not by_id[attempts["n1"].reflection.case_id].correct
+        rules = {r.text.split(":")[0]: r for r in mem.rules.all()}
+        assert len(rules) == 2
+        failed = next(r for t, r in rules.items() if t.startswith("You cannot use design=broken with BLOCK="))
+        closing = next(r for t, r in rules.items() if t.startswith("You cannot use design=broken for "))
+        assert failed.text.startswith("You cannot use design=broken with BLOCK=1024,num_warps=4")
+        assert failed.count == 1 and closing.count == 1
+        assert {e.case_id for e in failed.evidence} == {attempts["n1"].reflection.case_id}
+        assert "two of its programs failed the same way" in closing.text
+        assert mem.rules.exposure_count() == 3
     finally:
         mem.close()
     assert attempts["n1"].reflection.rule_source == "signature"
-    # rule count reached the injection threshold after n3: the prompt for n4 carries it
-    prompt4 = user_prompt(model.prompts[3])
-    assert "<rules>" in prompt4 and "You cannot use design=broken" in prompt4
-    assert rule.id in (attempts["n4"].context.rule_ids if attempts["n4"].context else [])
+    # the asks after the repeat carry the closed design as a rule; the first prompt has no rules
+    assert "design=broken for pointwise on this task again" in user_prompt(model.prompts[2])
+    assert "design=broken for pointwise on this task again" in user_prompt(model.prompts[3])
     assert "<rules>" not in user_prompt(model.prompts[0])
-    assert state["result"].rules_learned == [rule.text]
+    assert state["result"].rules_learned == [failed.text, closing.text]
 
 
 def test_llm_drafts_the_rule_when_the_provider_is_an_llm(tmp_path):
