@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
 from typing import NoReturn
 
@@ -47,12 +48,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _StderrLines(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        print(self.format(record), file=sys.stderr, flush=True)  # the sys.stderr of each line's moment
+
+
+def show_waits() -> None:
+    """Lines of the `kernelwright.wait` logger (a model retried or slow to answer, a memory server not
+    answering: providers/chat.py, memory/http_retry.py) go to stderr, one plain line each."""
+    log = logging.getLogger("kernelwright.wait")
+    if not log.handlers:
+        log.addHandler(_StderrLines(logging.INFO))
+        log.setLevel(logging.INFO)
+        log.propagate = False
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    show_waits()
     if getattr(args, "json", False):
         from kernelwright.graphs.stdout_json import json_only_stdout
 

@@ -14,11 +14,17 @@ its answer came back). memory/store.py makes every request it sends safe to repe
 
 Chroma's HTTP client exposes no transport setting, so `install` puts the transport into the client's
 httpx session; with a Chroma whose client is built otherwise, memory works without retries and warns.
+
+An outage is not ridden out silently: once a request has been failing for ANNOUNCE_AFTER_S, a line on the
+`kernelwright.wait.memory` logger names the server and the error (the CLI prints it on stderr), another
+every ANNOUNCE_EVERY_S while it lasts, and one when the server answers again. A blip shorter than that
+stays quiet.
 """
 
 from __future__ import annotations
 
 import contextvars
+import logging
 import os
 import random
 import time
@@ -37,6 +43,9 @@ TRANSIENT_ERRORS = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProt
 """Refused, reset or timed out, or closed without an answer. Not: a bad URL, a TLS or protocol misuse."""
 FIRST_DELAY_S = 0.05
 MAX_DELAY_S = 2.0
+ANNOUNCE_AFTER_S = 1.0
+ANNOUNCE_EVERY_S = 10.0
+_wait_log = logging.getLogger("kernelwright.wait.memory")
 
 _RETRIES_OFF: contextvars.ContextVar[bool] = contextvars.ContextVar("kernelwright_retries_off", default=False)
 
@@ -94,6 +103,9 @@ class RetryTransport(httpx.BaseTransport):
         deadline = start + self.budget_s
         delay = FIRST_DELAY_S
         tries = 0
+        server = f"{request.url.scheme}://{request.url.netloc.decode('ascii', 'replace')}"
+        announce_at = start + ANNOUNCE_AFTER_S
+        announced = False
         while True:
             tries += 1
             # Chroma's client waits forever for an answer; here a try ends with the budget, so a server
@@ -110,6 +122,11 @@ class RetryTransport(httpx.BaseTransport):
                 last = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             else:
                 if response.status_code not in TRANSIENT_STATUS:
+                    if announced:
+                        _wait_log.warning(
+                            f"memory server {server} answered again after {time.monotonic() - start:.1f} s "
+                            f"({tries} tries)"
+                        )
                     return response
                 wait = _retry_after(response)
                 response.read()
@@ -118,6 +135,13 @@ class RetryTransport(httpx.BaseTransport):
             now = time.monotonic()
             if now >= deadline:
                 raise ServerUnavailable(str(request.url), request.method, tries, now - start, last)
+            if now >= announce_at:
+                _wait_log.warning(
+                    f"memory server {server}: {last}; no answer for {now - start:.0f} s ({tries} tries), "
+                    f"sending {request.method} {request.url.path} again for up to {deadline - now:.0f} s more"
+                )
+                announced = True
+                announce_at = now + ANNOUNCE_EVERY_S
             # The last try is made at the deadline, not skipped because the next wait would pass it.
             time.sleep(min(max(wait, delay * random.uniform(0.5, 1.0)), deadline - now))
             delay = min(delay * 2, MAX_DELAY_S)

@@ -17,18 +17,28 @@ a silent fallback to the offline writer. Transient failures (timeouts, HTTP 408/
 dropped connections) are retried with exponential backoff by the OpenAI client (`max_retries`) and,
 in a run, by `invoke_with_retry`: backoff that honours `Retry-After`, for a total time rather than a
 count, then one `ProviderUnavailable` line.
+
+No wait is silent: each retry is announced ("... HTTP 500, retry 4 in 8 s ...") and a model whose answer
+is slow in coming says so after 10, 30 and 60 s and then every minute (`WaitReporter`). These lines are
+log records of the `kernelwright.wait` logger (the CLI prints them on stderr; Studio and Python programs
+get them as log records) and, inside a graph run, custom stream events too; never prints to stdout.
 """
 
 from __future__ import annotations
 
 import email.utils
+import logging
 import os
 import random
+import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
+from uuid import UUID
 
 import httpx
+from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import SecretStr
@@ -43,6 +53,41 @@ PROBE_TIMEOUT_S = 5.0
 DEFAULT_RETRY_S = 120.0
 MAX_BACKOFF_S = 30.0
 T = TypeVar("T")
+
+WAIT_LOGGER = "kernelwright.wait"
+"""The logger of every line that says what a long wait is waiting for: a model that fails and is retried
+or is slow to answer (`kernelwright.wait.model`), a memory server that does not answer
+(`kernelwright.wait.memory`, memory/http_retry.py)."""
+_wait_log = logging.getLogger(f"{WAIT_LOGGER}.model")
+SLOW_NOTICES_S = (10.0, 30.0, 60.0)
+"""When a model's answer is late, the seconds after which to say so; then every SLOW_REPEAT_S."""
+SLOW_REPEAT_S = 60.0
+
+
+def seconds(x: float) -> str:
+    """A wait as a person reads it: tenths below 10 s ("0.4 s"), whole seconds above ("40 s")."""
+    return f"{x:.1f} s" if x < 10 else f"{x:.0f} s"
+
+
+def stream_writer() -> Callable[[Any], None] | None:
+    """The running graph's custom stream writer, or None outside a graph run."""
+    try:
+        from langgraph.config import get_stream_writer
+
+        return get_stream_writer()
+    except Exception:  # outside a runnable context there is no writer: the log record is enough
+        return None
+
+
+def announce_wait(log: logging.Logger, level: int, message: str, **fields: Any) -> None:
+    """One wait line: a log record, and a custom stream event `{"wait": {...}}` inside a graph run."""
+    log.log(level, message)
+    writer = stream_writer()
+    if writer is not None:
+        try:
+            writer({"wait": {"message": message, **fields}})
+        except Exception:  # a stream that cannot take the event does not stop the call it describes
+            log.debug("could not stream a wait event", exc_info=True)
 
 
 class ProviderError(RuntimeError):
@@ -123,13 +168,21 @@ def invoke_with_retry(
     the server's `Retry-After`, while the next try would start within `total_s` of the first.
 
     Then `ProviderUnavailable` with one line naming `what`, the tries and the last error. A failure that
-    is not transient (a rejected request) becomes a `ProviderError` at once."""
+    is not transient (a rejected request) becomes a `ProviderError` at once. Each retry is announced on
+    WAIT_LOGGER before its wait, and an answer after retries says how long it took."""
     started = clock()
     tries = 0
     while True:
         tries += 1
         try:
-            return call()
+            answer = call()
+            if tries > 1:
+                elapsed = clock() - started
+                announce_wait(
+                    _wait_log, logging.INFO, f"{what} answered after {tries - 1} {'retry' if tries == 2 else 'retries'} ({seconds(elapsed)})",
+                    what=what, retries=tries - 1, elapsed_s=round(elapsed, 1),
+                )  # fmt: skip
+            return answer
         except Exception as exc:
             if not is_transient(exc):
                 if status_of(exc) is not None or type(exc).__module__.startswith("openai"):
@@ -144,7 +197,104 @@ def invoke_with_retry(
                     f"{what} kept failing for {elapsed:.0f} s ({tries} tries, retry time {total_s:g} s): "
                     f"{describe_failure(exc)}"
                 ) from exc
+            announce_wait(
+                _wait_log,
+                logging.WARNING,
+                f"{what}: {describe_failure(exc)}; retry {tries} in {seconds(delay)} "
+                f"({seconds(total_s - elapsed)} of the {total_s:g} s retry time left)",
+                what=what, error=describe_failure(exc), retry=tries, delay_s=round(delay, 1),
+                elapsed_s=round(elapsed, 1), retry_time_s=total_s,
+            )  # fmt: skip
             sleep(delay)
+
+
+@dataclass
+class _Call:
+    started: float
+    notices: int = 0
+    next_at: float = 0.0
+
+
+class WaitReporter(BaseCallbackHandler):
+    """Says when a chat model's answers are slow in coming: a callback on the model (every call: the
+    coder's, the rule judge's) that, while requests are in flight, logs "no answer yet after N s" after
+    SLOW_NOTICES_S and then every SLOW_REPEAT_S (one line for all requests then waiting), and, for a
+    request that was reported late, how long its answer took. A background thread keeps the time; the
+    call itself is not touched."""
+
+    run_inline = True
+    raise_error = False
+
+    def __init__(self, what: str, timeout_s: float | None = None) -> None:
+        self.what = what
+        self.timeout_s = timeout_s
+        self._calls: dict[UUID, _Call] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._watcher: threading.Thread | None = None
+
+    @staticmethod
+    def notice_at(notices: int) -> float:
+        """Seconds after a call's start at which its notice number `notices` (0, 1, ...) is due."""
+        if notices < len(SLOW_NOTICES_S):
+            return SLOW_NOTICES_S[notices]
+        return SLOW_NOTICES_S[-1] + SLOW_REPEAT_S * (notices - len(SLOW_NOTICES_S) + 1)
+
+    def in_flight(self) -> int:
+        with self._lock:
+            return len(self._calls)
+
+    # -- callbacks ---------------------------------------------------------------------------------
+    def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self._begin(run_id)
+
+    def on_llm_start(self, serialized: Any, prompts: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self._begin(run_id)
+
+    def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self._end(run_id, failed=False)
+
+    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        self._end(run_id, failed=True)
+
+    # -- bookkeeping -------------------------------------------------------------------------------
+    def _begin(self, run_id: UUID) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self._calls[run_id] = _Call(started=now, next_at=now + self.notice_at(0))
+            if self._watcher is None:
+                self._watcher = threading.Thread(target=self._watch, name="kernelwright-wait", daemon=True)
+                self._watcher.start()
+        self._wake.set()
+
+    def _end(self, run_id: UUID, *, failed: bool) -> None:
+        with self._lock:
+            call = self._calls.pop(run_id, None)
+        self._wake.set()
+        if call is not None and call.notices and not failed:
+            took = time.monotonic() - call.started
+            _wait_log.info(f"{self.what} answered after {seconds(took)}")
+
+    def _watch(self) -> None:
+        while True:
+            self._wake.clear()
+            with self._lock:
+                if not self._calls:
+                    self._watcher = None
+                    return
+                now = time.monotonic()
+                due = [c for c in self._calls.values() if now >= c.next_at]
+                for c in due:
+                    c.notices += 1
+                    c.next_at = c.started + self.notice_at(c.notices)
+                waiting = len(self._calls)
+                oldest = max(now - c.started for c in self._calls.values())
+                next_at = min(c.next_at for c in self._calls.values())
+            if due:
+                several = f" ({waiting} requests waiting)" if waiting > 1 else ""
+                limit = f"; a request times out after {self.timeout_s:g} s" if self.timeout_s else ""
+                _wait_log.info(f"{self.what}: no answer yet after {seconds(oldest)}{several}{limit}")
+            self._wake.wait(max(0.05, next_at - time.monotonic()))
 
 
 def resolve_base_url(base_url: str | None = None) -> str | None:
@@ -220,6 +370,7 @@ def load_chat_model(
             api_key=SecretStr(key),
             timeout=timeout,
             max_retries=max_retries,
+            callbacks=[WaitReporter(f"the model {model} at {url}", timeout)],
             **kwargs,
         )
     if spec.startswith("openai:"):
@@ -235,6 +386,7 @@ def load_chat_model(
             api_key=SecretStr(openai_key),
             timeout=timeout,
             max_retries=max_retries,
+            callbacks=[WaitReporter(f"the model {spec}", timeout)],
             **kwargs,
         )
     if ":" not in spec:
@@ -258,6 +410,11 @@ def load_chat_model(
         ) from exc
     if not isinstance(model_obj, BaseChatModel):
         raise ProviderError(f"model {spec!r} did not resolve to a chat model")
+    reporter = WaitReporter(f"the model {spec}", timeout)
+    if isinstance(model_obj.callbacks, BaseCallbackManager):
+        model_obj.callbacks.add_handler(reporter)
+    else:
+        model_obj.callbacks = [*(model_obj.callbacks or []), reporter]
     return model_obj
 
 

@@ -10,6 +10,8 @@ and the write.
 from __future__ import annotations
 
 import http.client
+import logging
+import re
 import socket
 import struct
 import threading
@@ -247,8 +249,14 @@ def test_every_request_failing_once_loses_and_repeats_nothing(
     assert len(lost_writes) >= 3 * 3 and set(proxy.faults()) == set(reads)
 
 
-def test_a_server_restart_mid_bench_loses_and_repeats_nothing(chroma: ChromaServer, tmp_path: Path) -> None:
-    """The server stops (connections refused) in the middle of the steps and starts again 0.1 s later."""
+def test_a_server_restart_mid_bench_loses_and_repeats_nothing(
+    chroma: ChromaServer, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server stops (connections refused) in the middle of the steps and starts again 0.1 s later;
+    the outage is announced (here after 0.05 s) and so is its end."""
+    monkeypatch.setattr(http_retry, "ANNOUNCE_AFTER_S", 0.05)
+    monkeypatch.setattr(logging.getLogger("kernelwright.wait"), "propagate", True)  # as the CLI may not
+    caplog.set_level(logging.INFO, logger="kernelwright.wait")
     restarts: list[threading.Thread] = []
 
     def restart_before_step_2(i: int) -> None:
@@ -260,10 +268,27 @@ def test_a_server_restart_mid_bench_loses_and_repeats_nothing(chroma: ChromaServ
     with open_memory(chroma.url) as mem:
         write_steps(mem, "restart", 4, before_step=restart_before_step_2)
     restarts[0].join()
+    lines = [r.getMessage() for r in caplog.records if r.name == "kernelwright.wait.memory"]
+    server = f"memory server {chroma.url}"
+    down = [line for line in lines if line.startswith(f"{server}: ") and "no answer for" in line]
+    assert down and "ConnectError" in down[0] and "again for up to" in down[0], lines
+    assert re.fullmatch(rf"{re.escape(server)} answered again after \d+\.\d s \(\d+ tries\)", lines[-1])
     with open_memory(tmp_path / "reference") as ref:
         write_steps(ref, "restart", 4)
     assert contents(chroma.url) == contents(str(tmp_path / "reference"))
     assert collections_at(chroma.url) == {CASES, RULES, EXPOSURES}
+
+
+def test_a_short_blip_is_not_announced(
+    proxy: FaultProxy, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(logging.getLogger("kernelwright.wait"), "propagate", True)
+    caplog.set_level(logging.INFO, logger="kernelwright.wait")
+    with open_memory(proxy.url) as mem:
+        proxy.decide = lambda method, path, n: "reset" if n % 2 == 0 else ""
+        write_steps(mem, "blip", 2)
+    assert [f for _, _, f in proxy.log].count("reset") >= 4
+    assert not [r for r in caplog.records if r.name.startswith("kernelwright.wait")]
 
 
 def test_a_write_repeated_after_it_failed_part_way_counts_once(

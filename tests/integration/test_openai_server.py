@@ -8,6 +8,8 @@ answer show the retries; a closed port, a wrong key and an unknown model are cle
 from __future__ import annotations
 
 import json
+import logging
+import re
 import socket
 import time
 from pathlib import Path
@@ -187,10 +189,19 @@ def test_a_provider_that_keeps_failing_ends_in_one_line_and_a_resumable_run(tmp_
         code = cli_main(args)
         took = time.monotonic() - t0
         assert len(server.chat_requests) >= 2
-    err = capsys.readouterr().err.strip().splitlines()
+        url, requests = server.base_url, len(server.chat_requests)
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
     assert code == 3, err
-    assert len(err) == 1 and "kept failing" in err[0] and "HTTP 500" in err[0]
-    assert f"--resume {out}" in err[0] and took < 30
+    # every retry said so while it waited; then one line says the run stopped and how to resume it
+    assert len(err) >= 2 and "kept failing" in err[-1] and "HTTP 500" in err[-1]
+    assert f"--resume {out}" in err[-1] and took < 30
+    waits = err[:-1]
+    assert len(waits) == requests - 1, err
+    for n, line in enumerate(waits, 1):
+        assert line.startswith(f"the model fake-coder at {url}: HTTP 500"), line
+        assert f"; retry {n} in " in line and "of the 3 s retry time left" in line, line
+    assert "retry" not in captured.out
     # the run is checkpointed: resuming against a server that answers finishes it
     with FakeOpenAIServer([], default=lambda body: {"content": fenced(relu_kernel())}) as server:
         saved = json.loads((out / "run.json").read_text())
@@ -198,3 +209,88 @@ def test_a_provider_that_keeps_failing_ends_in_one_line_and_a_resumable_run(tmp_
         (out / "run.json").write_text(json.dumps(saved))
         assert cli_main(["optimize", "--resume", str(out)]) == 0
     assert json.loads((out / "result.json").read_text())["correct"] is True
+
+
+# --- no silent waits ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def waits(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> pytest.LogCaptureFixture:
+    """caplog, with the wait lines reaching it also after the CLI (which prints them itself) has run."""
+    monkeypatch.setattr(logging.getLogger("kernelwright.wait"), "propagate", True)
+    caplog.set_level(logging.INFO, logger="kernelwright.wait")
+    return caplog
+
+
+def _wait_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name.startswith("kernelwright.wait")]
+
+
+def test_each_retry_is_announced_before_its_wait_and_the_answer_after_retries(waits):
+    from kernelwright.providers.chat import invoke_with_retry
+
+    caplog = waits
+    fail = {"status": 500, "headers": {"retry-after-ms": "150"}}
+    busy = {"status": 503, "headers": {"retry-after": "1"}}
+    with FakeOpenAIServer([fail, fail, busy, {"content": "ok"}]) as server:
+        model = load_chat_model("fake-coder", base_url=server.base_url, max_retries=0, timeout=10)
+        msg = invoke_with_retry(lambda: model.invoke("hi"), total_s=30, what="the model")
+        assert msg.content == "ok" and server.statuses == [500, 500, 503, 200]
+    lines = _wait_lines(caplog)
+    assert len(lines) == 4, lines
+    assert (
+        lines[0].startswith("the model: HTTP 500")
+        and "; retry 1 in 0.1 s (30 s of the 30 s retry time left)" in lines[0]
+    )
+    assert lines[1].startswith("the model: HTTP 500") and "; retry 2 in 0.1 s" in lines[1]
+    assert lines[2].startswith("the model: HTTP 503") and "; retry 3 in 1.0 s (" in lines[2]
+    assert re.fullmatch(r"the model answered after 3 retries \(\d+\.\d s\)", lines[3]), lines[3]
+    retry_records = [r for r in caplog.records if "; retry" in r.getMessage()]
+    assert all(r.levelno == logging.WARNING for r in retry_records)
+
+
+def test_a_slow_answer_is_reported_while_it_is_awaited(waits, monkeypatch):
+    from kernelwright.providers import chat
+
+    caplog = waits
+    monkeypatch.setattr(chat, "SLOW_NOTICES_S", (0.4, 0.8))
+    monkeypatch.setattr(chat, "SLOW_REPEAT_S", 0.4)
+    with FakeOpenAIServer([{"sleep": 1.5, "content": "late"}, {"content": "quick"}]) as server:
+        model = load_chat_model("fake-coder", base_url=server.base_url, max_retries=0, timeout=10)
+        t0 = time.monotonic()
+        assert model.invoke("hi").content == "late"
+        late = time.monotonic() - t0
+        during = _wait_lines(caplog)
+        assert model.invoke("hi").content == "quick"
+        time.sleep(0.6)  # a quick answer is never reported late, not even after it came
+        url = server.base_url
+    lines = _wait_lines(caplog)
+    assert lines == during, lines
+    slow = [line for line in lines if "no answer yet" in line]
+    # notices at 0.4, 0.8 and 1.2 s of a 1.5 s wait (a loaded machine may run the last one late)
+    assert 2 <= len(slow) <= 3 and late >= 1.5, lines
+    prefix = f"the model fake-coder at {url}: no answer yet after "
+    assert all(line.startswith(prefix) and line.endswith("a request times out after 10 s") for line in slow)
+    assert re.fullmatch(rf"the model fake-coder at {re.escape(url)} answered after 1\.\d s", lines[-1])
+
+
+def test_a_graph_run_streams_its_retries_as_custom_events(tmp_path):
+    fail = {"status": 502, "headers": {"retry-after-ms": "100"}}
+    with FakeOpenAIServer([fail, {"content": fenced(relu_kernel("served"))}]) as server:
+        url = server.base_url
+        ctx = Context(
+            model="fake-coder", base_url=url, budget=1, device="cpu", workers=1, memory="off",
+            run_dir=str(tmp_path / "run"), llm_timeout_s=30, llm_retry_s=10,
+        )  # fmt: skip
+        app = builder.compile(checkpointer=InMemorySaver(serde=serializer()))
+        config: dict[str, Any] = {"configurable": {"thread_id": "waits"}}
+        events = list(app.stream({"task_path": RELU}, config=config, context=ctx, stream_mode="custom"))
+    waits = [e["wait"] for e in events if isinstance(e, dict) and "wait" in e]
+    assert len(waits) == 2, events
+    assert waits[0]["retry"] == 1 and waits[0]["error"].startswith("HTTP 502") and waits[0]["delay_s"] == 0.1
+    assert waits[0]["message"].startswith(f"the model fake-coder at {url}: HTTP 502")
+    assert re.fullmatch(
+        rf"the model fake-coder at {re.escape(url)} answered after 1 retry \(\d+\.\d s\)", waits[1]["message"]
+    )
+    first = app.get_state(config).values["attempts"][0]
+    assert first.status == "correct", (first.result.error_kind, first.result.error)
