@@ -12,6 +12,7 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -111,9 +112,12 @@ class ForkServer:
         reply, _ = self._request({"op": "kill", "pid": pid})
         return reply.get("status")
 
-    def wait(self, pid: int, timeout: float) -> int | None:
+    def wait(self, pid: int, timeout: float) -> tuple[int | None, bool]:
+        """(the keeper's exit status or None while it runs, whether its memory cgroup's cap killed it)."""
         reply, _ = self._request({"op": "wait", "pid": pid, "timeout": timeout}, timeout=timeout + 10)
-        return reply.get("status") if reply.get("op") == "exited" else None
+        if reply.get("op") != "exited":
+            return None, False
+        return reply.get("status"), bool(reply.get("memory_cap_hit"))
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -122,6 +126,34 @@ class ForkServer:
         if self.chan is not None:
             self.chan.close()
         self.proc, self.chan = None, None
+
+
+def _read_tail(folder: str, name: str, size: int) -> str:
+    """At most the last `size` bytes of `folder`/`name`, opened without following a link at either step
+    (O_NOFOLLOW, relative to the folder's own descriptor), and only when it is a plain file with one
+    name (a hard link made by the candidate would lend it someone else's file); "" otherwise."""
+    try:
+        dfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return ""
+    try:
+        fd = os.open(
+            name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC, dir_fd=dfd
+        )
+    except OSError:
+        return ""
+    finally:
+        os.close(dfd)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+            return ""
+        os.lseek(fd, max(0, st.st_size - size), os.SEEK_SET)
+        return os.read(fd, size).decode(errors="replace")
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
 
 
 def _died(code: int | None) -> str:
@@ -154,23 +186,20 @@ class CandidateProcess:
         """Shapes whose device buffers this process has opened (CUDA IPC)."""
 
     def log_tail(self, limit: int = 1500) -> str:
-        try:
-            with open(os.path.join(self.private_dir, "output.log"), "rb") as f:
-                f.seek(0, os.SEEK_END)
-                f.seek(max(0, f.tell() - 4 * limit))
-                text = f.read().decode(errors="replace")
-        except OSError:
-            return ""
+        """The end of the candidate's output.log, read as the candidate left it but never through a link:
+        a link (symbolic or hard) or anything but a plain file there reads as no output."""
+        text = _read_tail(self.private_dir, "output.log", 4 * limit)
         kept = [line for line in text.splitlines() if not line.startswith("Extension modules:")]
         text = "\n".join(kept).replace(os.path.join(self.private_dir, "candidate.py"), "candidate.py")
         return text.strip()[-limit:]
 
     def _gone(self, stage: str) -> _CandidateGone:
-        status = self.server.wait(self.pid, 5.0)
+        status, memory_cap_hit = self.server.wait(self.pid, 5.0)
         self.alive = False
         log = self.log_tail()
+        why = " (killed by its memory cgroup: it took more memory than its cap)" if memory_cap_hit else ""
         return _CandidateGone(
-            "crash", f"{_died(status)} during the {stage} stage" + (f"\noutput:\n{log}" if log else "")
+            "crash", f"{_died(status)}{why} during the {stage} stage" + (f"\noutput:\n{log}" if log else "")
         )
 
     def wait_ready(self, timeout: float) -> dict[str, Any]:

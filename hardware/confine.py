@@ -1,20 +1,30 @@
 """Confining a candidate process: what the OS allows here, applied before candidate code is imported.
 
 Every step is best effort and reports what it did; `Confinement` records the outcome and travels
-with every EvalResult (`extra["confinement"]`), so a user can see what held on their machine.
+with every EvalResult (`extra["confinement"]`), so a user can see what held on their machine. Whatever
+imports candidate code is a candidate process: the judge's (hardware.forkserver) and the offline compile
+feedback's phases (hardware.compile_child, through `run_contained`) get the same steps.
 
 - environment: a minimal, fixed set of variables (no `*_KEY`, tokens, proxy settings; nothing of the
   caller's environment but a few toolchain settings), a private HOME, TMPDIR, working directory and
   Triton cache, removed after the candidate;
 - namespaces (`unshare`, as root or through a user namespace): a PID namespace whose first process is
   the candidate, so every process it starts dies with it and it sees no other process; a network
-  namespace with no interfaces up; a mount namespace with its own /proc;
-- Landlock (Linux 5.13+, no privileges needed): writes only beneath the private directory (and device
-  files and the process's own /proc entries), no TCP bind or connect (ABI 4+), no signals to processes outside the sandbox and no abstract
-  Unix sockets outside it (ABI 6+);
+  namespace with no interfaces up; a mount namespace with its own /proc and its own /dev (`private_dev`:
+  a read-only tmpfs holding only null, zero, full, random, urandom and the GPU's nodes, and a private
+  /dev/shm that dies with the candidate);
+- Landlock (Linux 5.13+, no privileges needed): writes only beneath the private directory, to those
+  device nodes (no node made or removed in /dev) and the process's own /proc entries; no TCP bind or
+  connect (ABI 4+), no signals to processes outside the sandbox and no abstract Unix sockets outside it
+  (ABI 6+);
 - read-only mounts, where a mount namespace exists but Landlock does not;
+- privileges (`drop_privileges`): no capabilities (bounding set, ambient set and the process's own),
+  no new privileges, and a non-root uid of its own where the host lets that uid read what the candidate
+  needs (`uid_probe`);
 - resource limits: address space on CPU (a multiple of the task's footprint plus a base), file size,
-  open files, no core dumps; no new privileges; death with the parent (PR_SET_PDEATHSIG).
+  open files, no core dumps; death with the parent (PR_SET_PDEATHSIG). What memory the candidate really
+  takes (memfds and /dev/shm included) is capped by a memory cgroup where one can be made
+  (hardware.memory_cap).
 """
 
 from __future__ import annotations
@@ -22,11 +32,13 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
+import glob
 import os
 import resource
 import signal
 import struct
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -36,6 +48,11 @@ PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
+PR_CAPBSET_DROP = 24
+PR_SET_SECUREBITS = 28
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+# securebits: root gains no capabilities by exec, none may be raised into the ambient set, all locked
+_SECUREBITS = (1 << 0) | (1 << 1) | (1 << 5) | (1 << 6) | (1 << 7)
 # unshare flags
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
@@ -72,7 +89,14 @@ class Confinement(BaseModel):
     """"landlock: writes only in the private directory", "read-only mounts", or "not confined"."""
     network: str = "not confined"
     signals: str = "not confined"
+    devices: str = "the host's /dev"
+    """"own /dev: ..." where a mount namespace let it have one, else what Landlock left writable there."""
+    privileges: str = "not dropped"
+    """Capabilities and uid: "no capabilities, uid N" when both were dropped, else what was kept and why."""
+    memory: str = "address space only (RLIMIT_AS)"
+    """Which cap holds what the candidate really takes: a memory cgroup, or the limits that stand in."""
     memory_limit_bytes: int | None = None
+    """On CPU: the cap set at load (the cgroup's where one holds, else the address-space limit)."""
     notes: list[str] = Field(default_factory=list)
 
 
@@ -152,11 +176,11 @@ def enter_namespaces() -> tuple[list[str], str | None]:
     return [], f"unshare refused ({reason})"
 
 
-def _mount(source: str | None, target: str, fstype: str | None, flags: int) -> int:
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> int:
     def b(s: str | None) -> bytes | None:
         return s.encode() if s is not None else None
 
-    if _libc.mount(b(source), b(target), b(fstype), ctypes.c_ulong(flags), None) != 0:
+    if _libc.mount(b(source), b(target), b(fstype), ctypes.c_ulong(flags), b(data)) != 0:
         return ctypes.get_errno()
     return 0
 
@@ -189,6 +213,184 @@ def read_only_mounts(writable: list[str]) -> str | None:
     return f"{failed} mounts stayed writable" if failed else None
 
 
+# -------------------------------------------------------------------------------------------- /dev
+_DEV_BASICS = ("null", "zero", "full", "random", "urandom")
+SHM_BYTES = 256 << 20
+"""The private /dev/shm's size: nothing of the judge's goes through it; a memory cgroup counts it too."""
+
+
+def device_nodes() -> list[str]:
+    """The device files a candidate may use: null, zero, full, random, urandom and the GPU's (NVIDIA's
+    nodes, /dev/nvidia-caps, /dev/dri), those that exist here."""
+    found = [f"/dev/{n}" for n in _DEV_BASICS if os.path.exists(f"/dev/{n}")]
+    found += sorted(glob.glob("/dev/nvidia*"))
+    found += [d for d in ("/dev/dri",) if os.path.isdir(d)]
+    return found
+
+
+def private_dev() -> str | None:
+    """In a new mount namespace (after `private_proc`): replace /dev with a read-only tmpfs holding only
+    `device_nodes()` (bound from the host's), the usual /dev/fd links and a private /dev/shm; the problem,
+    or None. The host's /dev, its kernel log and its /dev/shm are out of reach from then on."""
+    nodes = device_nodes()
+    held = {}
+    try:
+        for path in nodes:  # held open: once the tmpfs covers /dev they are reached through /proc/self/fd
+            held[path] = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+        err = _mount("tmpfs", "/dev", "tmpfs", MS_NOSUID, "mode=755,size=1m")
+        if err:
+            return f"could not mount a tmpfs on /dev ({os.strerror(err)})"
+        missing = []
+        for path, fd in held.items():
+            if os.path.isdir(f"/proc/self/fd/{fd}"):
+                os.makedirs(path, exist_ok=True)
+            else:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            if _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC):
+                missing.append(path)
+        for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+                             ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):  # fmt: skip
+            os.symlink(target, f"/dev/{name}")
+        os.mkdir("/dev/shm")
+        shm = _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={SHM_BYTES}")
+        ro = _mount(None, "/dev", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID)
+    except OSError as exc:
+        return f"could not make a private /dev: {exc}"
+    finally:
+        for fd in held.values():
+            os.close(fd)
+    problems = [f"could not bind {', '.join(missing)}"] if missing else []
+    problems += [f"no private /dev/shm ({os.strerror(shm)})"] if shm else []
+    problems += [f"/dev stayed writable ({os.strerror(ro)})"] if ro else []
+    return "; ".join(problems) or None
+
+
+def dev_is_private() -> bool:
+    """True where /dev is the tmpfs `private_dev` mounted (this process's mount namespace)."""
+    try:
+        for line in Path("/proc/self/mountinfo").read_text().splitlines():
+            fields = line.split()
+            sep = fields.index("-")
+            if fields[4] == "/dev" and fields[sep + 1] == "tmpfs" and "ro" in fields[5].split(","):
+                return True
+    except (OSError, ValueError):
+        pass
+    return False
+
+
+# -------------------------------------------------------------------------------------- privileges
+CANDIDATE_UID_BASE = 2_000_000_000
+"""Candidates run as uids of their own from here up (no user owns them): the judge's as BASE + 1 + its
+keeper's pid, the compile feedback's phases as BASE. Files they leave are removed with their directory."""
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
+
+
+def _capabilities() -> dict[str, int]:
+    """This process's capability sets as /proc/self/status shows them (CapEff, CapPrm, CapBnd, ...)."""
+    caps = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("Cap"):
+                key, value = line.split(":")
+                caps[key] = int(value, 16)
+    return caps
+
+
+def uid_probe(paths: list[tuple[str, int]], uid: int = CANDIDATE_UID_BASE) -> str | None:
+    """Whether `uid` could run a candidate here: None when it has the access asked for (os.R_OK, W_OK,
+    X_OK) to every one of `paths` that exists (for this process), else why not. Only root can change uid; run in a fork,
+    so this process keeps its own."""
+    if os.geteuid() != 0:
+        return "not root: the candidate keeps this user's uid"
+    paths = [(p, mode) for p, mode in paths if os.path.exists(p)]  # as root: the uid may not even see them
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        problem = "the probe failed"
+        try:
+            os.close(rfd)
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            problem = next((f"uid {uid} cannot use {p}" for p, mode in paths if not os.access(p, mode)), "")
+        except BaseException as exc:  # noqa: B036 - the probe must exit, whatever happened
+            problem = f"could not change uid ({exc})"
+        os.write(wfd, problem.encode()[:2000])
+        os._exit(0)
+    os.close(wfd)
+    with os.fdopen(rfd, "rb") as f:
+        problem = f.read().decode(errors="replace")
+    os.waitpid(pid, 0)
+    return problem or None
+
+
+def candidate_paths(private_dir: str) -> list[tuple[str, int]]:
+    """What a candidate process reads or runs, with the access it needs: Python and its libraries, the
+    packages already imported (torch, triton, this one), every directory on sys.path, the way to its
+    private directory, the GPU's nodes."""
+    read = [os.path.realpath(sys.executable), os.path.dirname(os.__file__), sys.prefix]
+    for name in ("torch", "triton", "numpy", "kernelwright"):
+        mod = sys.modules.get(name)
+        if mod is not None and getattr(mod, "__file__", None):
+            read.append(os.path.dirname(os.path.realpath(str(mod.__file__))))
+    read += [p for p in sys.path if p and os.path.isdir(p)]
+    paths = [(p, os.R_OK | (os.X_OK if os.path.isdir(p) else 0)) for p in read]
+    parts = Path(os.path.realpath(private_dir)).parts
+    paths += [(str(Path(*parts[:i])), os.X_OK) for i in range(2, len(parts))]
+    gpu = [p for p in device_nodes() if not p.startswith(tuple(f"/dev/{n}" for n in _DEV_BASICS))]
+    return paths + [(p, os.R_OK | os.W_OK) for p in gpu if not os.path.isdir(p)]
+
+
+def drop_privileges(uid: int | None) -> tuple[str, list[str]]:
+    """No capabilities left in any set, securebits locked so none comes back (exec as root included),
+    and, with `uid`, that uid and gid and no supplementary groups; (what holds, problems)."""
+    problems = []
+    try:
+        last = int(Path("/proc/sys/kernel/cap_last_cap").read_text())
+    except (OSError, ValueError):
+        last = 63
+    if not all(_prctl(PR_CAPBSET_DROP, cap) for cap in range(last + 1)):
+        problems.append("the bounding set could not be emptied (no CAP_SETPCAP)")
+    _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
+    _prctl(PR_SET_SECUREBITS, _SECUREBITS)  # fails without CAP_SETPCAP: the bounding set is the guard then
+    if uid is not None:
+        try:
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+        except OSError as exc:
+            problems.append(f"could not become uid {uid}: {exc}")
+    header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3: two 32-bit words per set
+    data = (_CapData * 2)()
+    if _libc.capset(ctypes.byref(header), data) != 0:
+        problems.append(f"capset failed ({os.strerror(ctypes.get_errno())})")
+    # A change of uid clears the death signal and makes the process undumpable, which hands its /proc
+    # entries to root: set both back (its uid is its own, so being dumpable shows it to nobody else).
+    die_with_parent()
+    _prctl(PR_SET_DUMPABLE, 1)
+    no_new_privileges()
+    caps = _capabilities()
+    left = {
+        k: hex(v) for k, v in caps.items() if k in ("CapEff", "CapPrm", "CapInh", "CapAmb", "CapBnd") and v
+    }
+    if left:
+        problems.append(f"capabilities left: {left}")
+    who = f"uid {os.getuid()}" + (" (root)" if os.getuid() == 0 else "")
+    return ("no capabilities" if not left else "capabilities kept") + f", {who}", problems
+
+
 # ----------------------------------------------------------------------------------------- Landlock
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
 _LANDLOCK_CREATE_RULESET_VERSION = 1
@@ -207,20 +409,23 @@ def landlock_abi() -> int:
     return max(0, abi)
 
 
-def landlock(writable: list[str]) -> tuple[int, str | None]:
+def landlock(writable: list[str], devices: list[str] | None = None) -> tuple[int, str | None]:
     """Restrict this process (and its future children) with Landlock; (ABI used, problem or None).
 
-    Writes are allowed only beneath `writable`; all reads stay allowed (libraries, the task's own
-    files). With ABI 4+ no TCP bind/connect; with ABI 6+ no signals or abstract Unix sockets outside.
+    Writes are allowed only beneath `writable`, and to the files beneath `devices` (written, never made
+    or removed); all reads stay allowed (libraries, the task's own files). With ABI 4+ no TCP
+    bind/connect; with ABI 6+ no signals or abstract Unix sockets outside.
     """
     abi = landlock_abi()
     if abi <= 0:
         return 0, "Landlock is not available on this kernel"
     write_access = _FS_WRITE_FILE | _FS_REMOVE_DIR | _FS_REMOVE_FILE | _FS_MAKE
+    file_access = _FS_WRITE_FILE
     if abi >= 2:
         write_access |= _FS_REFER
     if abi >= 3:
         write_access |= _FS_TRUNCATE
+        file_access |= _FS_TRUNCATE
     net = (_NET_BIND_TCP | _NET_CONNECT_TCP) if abi >= 4 else 0
     scoped = (_SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL) if abi >= 6 else 0
     attr = struct.pack("QQQ", write_access, net, scoped)
@@ -229,14 +434,15 @@ def landlock(writable: list[str]) -> tuple[int, str | None]:
     ruleset = _libc.syscall(_SYS_CREATE_RULESET, buf, ctypes.c_size_t(size), 0)
     if ruleset < 0:
         return 0, f"landlock_create_ruleset failed ({os.strerror(ctypes.get_errno())})"
+    rules = [(p, write_access) for p in writable] + [(p, file_access) for p in devices or []]
     try:
-        for path in writable:
+        for path, access in rules:
             try:
                 fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
             except OSError:
                 continue
             try:
-                rule = ctypes.create_string_buffer(struct.pack("=Qi", write_access, fd), 12)
+                rule = ctypes.create_string_buffer(struct.pack("=Qi", access, fd), 12)
                 if _libc.syscall(_SYS_ADD_RULE, ruleset, _RULE_PATH_BENEATH, rule, 0) != 0:
                     return 0, f"landlock_add_rule({path}) failed ({os.strerror(ctypes.get_errno())})"
             finally:
@@ -250,12 +456,14 @@ def landlock(writable: list[str]) -> tuple[int, str | None]:
     return abi, None
 
 
-def limit_resources(memory_bytes: int | None) -> list[str]:
-    """Resource limits for a candidate process; the notes say what could not be set."""
+def limit_resources(memory_bytes: int | None, file_bytes: int = 4 << 30) -> list[str]:
+    """Resource limits for a candidate process; the notes say what could not be set. `file_bytes` bounds
+    every file it writes, memfds and /dev/shm files included (no file over 4 GiB by default, even in
+    the private directory)."""
     notes = []
     limits = [
         (resource.RLIMIT_CORE, 0),
-        (resource.RLIMIT_FSIZE, 4 << 30),  # no file over 4 GiB, even in the private directory
+        (resource.RLIMIT_FSIZE, file_bytes),
         (resource.RLIMIT_NOFILE, 4096),
     ]
     if memory_bytes is not None:
@@ -285,30 +493,52 @@ def confine_level() -> str:
 
 
 def confine_candidate(
-    c: Confinement, *, private_dir: str, namespaces: list[str], use_landlock: bool = True
+    c: Confinement,
+    *,
+    private_dir: str,
+    namespaces: list[str],
+    use_landlock: bool = True,
+    uid: int | None = None,
 ) -> Confinement:
     """The steps taken inside the candidate process itself, before the candidate is imported.
 
     `namespaces` are those its parent entered for it (this process is the first of the new PID
-    namespace when "pid" is among them).
+    namespace when "pid" is among them; with "mount", /dev is `private_dev`'s). `uid`: the uid to
+    become, None to keep this one (`uid_probe` says whether one would work).
     """
     c.namespaces = list(namespaces)
-    # Device files for the GPU, and this process's own /proc entries: the CUDA driver names its threads
-    # through /proc/self/task/*/comm and fails to start without that (resolved now, to this process).
-    writable = [private_dir, "/dev", "/proc/self"]
-    abi, problem = landlock(writable) if use_landlock else (0, "Landlock switched off (KERNELWRIGHT_CONFINE)")
+    own_dev = "mount" in namespaces and dev_is_private()
+    # The device nodes it may write, and this process's own /proc entries: the CUDA driver names its
+    # threads through /proc/self/task/*/comm and fails to start without that (resolved now, to this
+    # process). A private /dev/shm is its own; the host's stays out of reach.
+    writable = [private_dir, "/proc/self"] + (["/dev/shm"] if own_dev else [])
+    if uid is not None:
+        try:
+            os.chown(private_dir, uid, uid)
+        except OSError as exc:
+            c.notes.append(f"could not hand the private directory to uid {uid}: {exc}")
+            uid = None
+    abi, problem = (
+        landlock(writable, device_nodes())
+        if use_landlock
+        else (0, "Landlock switched off (KERNELWRIGHT_CONFINE)")
+    )
     c.landlock_abi = abi
     if abi:
         c.filesystem = (
             "landlock: writes only in the private directory, device files and its own /proc entries"
         )
     elif "mount" in namespaces:
-        ro_problem = read_only_mounts([private_dir])
+        ro_problem = read_only_mounts([private_dir] + (["/dev/shm"] if own_dev else []))
         c.filesystem = "read-only mounts except the private directory" + (
             f" ({ro_problem})" if ro_problem else ""
         )
     if problem:
         c.notes.append(problem)
+    if own_dev:
+        c.devices = "own /dev, read-only: null, zero, full, random, urandom, the GPU's nodes; own /dev/shm"
+    elif abi:
+        c.devices = "the host's /dev: landlock lets it write only null, zero, full, random, urandom, the GPU"
     if "net" in namespaces:
         c.network = "own network namespace (no interfaces up)"
     elif abi >= 4:
@@ -317,9 +547,62 @@ def confine_candidate(
         c.signals = "landlock: no signals to processes outside the sandbox"
     elif "pid" in namespaces:
         c.signals = "own PID namespace: no other process is visible"
-    no_new_privileges()
+    c.privileges, problems = drop_privileges(uid)
+    c.notes.extend(problems)
     c.notes.extend(limit_resources(None))
     return c
+
+
+def run_contained(private_dir: str, fn: Callable[[], int]) -> int:
+    """Run `fn` in a candidate process of its own, confined as the judge's are (KERNELWRIGHT_CONFINE):
+    namespaces with an init as the PID namespace's first process, a private /proc and /dev, Landlock,
+    no capabilities and uid CANDIDATE_UID_BASE where the host allows; its exit code (128 + signal when a
+    signal ended it). This process must be single-threaded; it enters the mount and network namespaces
+    itself and runs no candidate code. The caller's environment is the candidate's: keep it minimal."""
+    level = confine_level()
+    uid = None if level == "none" or uid_probe(candidate_paths(private_dir)) else CANDIDATE_UID_BASE
+    namespaces, problem = enter_namespaces() if level == "full" else ([], None)
+    become_subreaper()  # without a PID namespace, what the worker leaves behind is found and killed here
+    init = os.fork()
+    if init == 0:
+        code = 70
+        try:
+            die_with_parent()
+            if "mount" in namespaces:
+                problem = private_proc() or private_dev() or problem
+            worker = os.fork()
+            if worker == 0:
+                code = 71
+                try:
+                    die_with_parent()
+                    c = Confinement(notes=[problem] if problem else [])
+                    confine_candidate(c, private_dir=private_dir, namespaces=namespaces,
+                                      use_landlock=level != "none", uid=uid)  # fmt: skip
+                    code = fn()
+                except SystemExit as exc:
+                    code = exc.code if isinstance(exc.code, int) else 1
+                except BaseException:  # noqa: B036 - the worker must exit, whatever happened
+                    import traceback
+
+                    traceback.print_exc()
+                finally:
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                    os._exit(code)
+            while True:  # reap orphans until the worker is done
+                pid, status = os.waitpid(-1, 0)
+                if pid == worker:
+                    code = os.waitstatus_to_exitcode(status)
+                    code = 128 - code if code < 0 else min(code, 127)
+                    break
+        except BaseException:  # noqa: B036
+            pass
+        os._exit(code)
+    _, status = os.waitpid(init, 0)
+    if "pid" not in namespaces:
+        kill_descendants()
+    code = os.waitstatus_to_exitcode(status)
+    return 128 - code if code < 0 else code
 
 
 def vm_bytes() -> int:

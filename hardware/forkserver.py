@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import os
 import resource
+import select
 import signal
 import socket
 import sys
@@ -45,15 +46,20 @@ import time
 import traceback
 from dataclasses import dataclass
 
+from kernelwright.hardware import memory_cap
 from kernelwright.hardware.channel import Channel, ChannelClosed, ProtocolError, close_fds
 from kernelwright.hardware.confine import (
+    CANDIDATE_UID_BASE,
     Confinement,
     become_subreaper,
+    candidate_paths,
     confine_candidate,
     die_with_parent,
     enter_namespaces,
     kill_descendants,
+    private_dev,
     private_proc,
+    uid_probe,
 )
 
 
@@ -66,12 +72,28 @@ def _keeper(msg: dict, sock_fd: int, device: str) -> None:
         os.closerange(sock_fd + 1, max(sock_fd + 2, min(maxfd, 1 << 20)))
         die_with_parent()
         become_subreaper()
+        # Its memory cgroup first, while it is still in the server's namespaces: everything it forks is in it.
+        cgroup, memory = None, str(msg.get("memory") or "address space (RLIMIT_AS) only")
+        if msg.get("cgroup"):
+            cgroup, memory = memory_cap.join(msg["cgroup"], _cgroup_name(os.getpid()))
         namespaces, problem = enter_namespaces() if msg.get("namespaces", True) else ([], "switched off")
         private_dir = str(msg["private_dir"])
+        msg = {**msg, "keeper": os.getpid()}
+        keeper_end, candidate_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         child = os.fork()
         if child == 0:
-            _init(msg, sock_fd, device, private_dir, namespaces, problem)
+            keeper_end.close()
+            _init(msg, sock_fd, device, private_dir, namespaces, problem,
+                  candidate_end.fileno() if cgroup else -1, memory)  # fmt: skip
+        candidate_end.close()
         os.close(sock_fd)
+        if cgroup is not None:  # the candidate's one request for its cap, or its end
+            pidfd = os.pidfd_open(child)
+            ready, _, _ = select.select([pidfd, keeper_end.fileno()], [], [])
+            if keeper_end.fileno() in ready:
+                memory_cap.serve_request(keeper_end, cgroup, msg["cgroup"]["version"])
+            os.close(pidfd)
+        keeper_end.close()
         _, status = os.waitpid(child, 0)
         if "pid" not in namespaces:
             kill_descendants()
@@ -82,9 +104,12 @@ def _keeper(msg: dict, sock_fd: int, device: str) -> None:
     os._exit(code)
 
 
-def _init(
-    msg: dict, sock_fd: int, device: str, private_dir: str, namespaces: list[str], problem: str | None
-) -> None:
+def _cgroup_name(keeper: int) -> str:
+    return f"keeper-{keeper}"
+
+
+def _init(msg: dict, sock_fd: int, device: str, private_dir: str, namespaces: list[str], problem: str | None,
+          cap_fd: int, memory: str) -> None:  # fmt: skip
     """The first process of the candidate's PID namespace (or a plain child without one): mounts the
     namespace's /proc, forks the candidate process, reaps whatever is orphaned to it and exits with
     the candidate's status. A PID namespace's first process ignores signals it has no handler for
@@ -93,13 +118,15 @@ def _init(
     try:
         die_with_parent()
         if "mount" in namespaces:
-            problem_proc = private_proc()
-            if problem_proc:
-                problem = f"{problem}; {problem_proc}" if problem else problem_proc
+            problem_mounts = private_proc() or private_dev()
+            if problem_mounts:
+                problem = f"{problem}; {problem_mounts}" if problem else problem_mounts
         child = os.fork()
         if child == 0:
-            _candidate(msg, sock_fd, device, private_dir, namespaces, problem)
+            _candidate(msg, sock_fd, device, private_dir, namespaces, problem, cap_fd, memory)
         os.close(sock_fd)
+        if cap_fd >= 0:
+            os.close(cap_fd)
         while True:
             pid, status = os.waitpid(-1, 0)
             if pid == child:
@@ -111,9 +138,8 @@ def _init(
     os._exit(code)
 
 
-def _candidate(
-    msg: dict, sock_fd: int, device: str, private_dir: str, namespaces: list[str], problem: str | None
-) -> None:
+def _candidate(msg: dict, sock_fd: int, device: str, private_dir: str, namespaces: list[str],
+               problem: str | None, cap_fd: int, memory: str) -> None:  # fmt: skip
     """The candidate process's start: confinement, then the runner; never returns."""
     try:
         die_with_parent()
@@ -128,9 +154,16 @@ def _candidate(
             private_dir  # the fork server's choice is cached in the module; this one is its own
         )
         _point_triton_at(private_dir)
-        confinement = Confinement(notes=[problem] if problem else [])
+        confinement = Confinement(memory=memory, notes=[problem] if problem else [])
+        uid = msg.get("uid")
+        if uid is not None:  # a uid of its own: BASE + 1 + its keeper's pid (as the server sees it)
+            uid = CANDIDATE_UID_BASE + 1 + int(msg["keeper"])
+        elif msg.get("uid_problem"):
+            confinement.notes.append(str(msg["uid_problem"]))
+        if cap_fd >= 0:
+            memory_cap.attach(cap_fd)
         confine_candidate(confinement, private_dir=private_dir, namespaces=namespaces,
-                          use_landlock=msg.get("landlock", True))  # fmt: skip
+                          use_landlock=msg.get("landlock", True), uid=uid)  # fmt: skip
         from kernelwright.hardware.runner import serve_candidate
 
         serve_candidate(sock_fd, device, private_dir, confinement)
@@ -183,9 +216,45 @@ def _fork_candidate(device: str, settings: dict) -> _Standby:
     if pid == 0:
         judge_end.close()
         _keeper({"private_dir": private_dir, "env": settings["env"], "namespaces": settings.get("namespaces", True),
-                 "landlock": settings.get("landlock", True)}, candidate_end.fileno(), device)  # fmt: skip
+                 "landlock": settings.get("landlock", True), "uid": settings.get("uid"),
+                 "uid_problem": settings.get("uid_problem"), "cgroup": settings.get("cgroup"),
+                 "memory": settings.get("memory")}, candidate_end.fileno(), device)  # fmt: skip
     candidate_end.close()
     return _Standby(pid, judge_end, private_dir)
+
+
+def _settle(settings: dict) -> None:
+    """What the host allows, found once per configuration: a uid of the candidates' own (where it can
+    read what they need) and a parent for their memory cgroups."""
+    if settings.get("landlock", True):  # "none" keeps root: it is for debugging the harness only
+        root = str(settings["root"])
+        mode = os.stat(root).st_mode & 0o777
+        os.chmod(root, mode | 0o111)  # the way to each candidate's own directory (0700, its uid's) is open
+        problem = uid_probe(candidate_paths(os.path.join(root, "cand-probe")))
+        if problem is None:  # the judge's logs beside them stay the judge's
+            for entry in os.scandir(root):
+                if entry.is_file(follow_symlinks=False):
+                    os.chmod(entry.path, 0o600)
+        else:
+            os.chmod(root, mode)
+        settings["uid"], settings["uid_problem"] = (None, problem) if problem else (CANDIDATE_UID_BASE, None)
+    parent, memory = memory_cap.find_parent()
+    settings["cgroup"] = parent
+    settings["memory"] = memory if parent is None else None
+
+
+def _reaped(settings: dict, pid: int, status: int | None) -> dict:
+    """After a keeper is gone: its cgroup's verdict (whether the memory cap killed the candidate), then
+    the cgroup removed."""
+    parent = settings.get("cgroup")
+    if not parent or status is None:
+        return {}
+    path = os.path.join(parent["path"], _cgroup_name(pid))
+    if not os.path.isdir(path):
+        return {}
+    hit = memory_cap.oom_kills(path, parent["version"]) > 0
+    memory_cap.remove_tree(path)
+    return {"memory_cap_hit": hit}
 
 
 def serve(chan: Channel, device: str) -> None:
@@ -210,8 +279,9 @@ def serve(chan: Channel, device: str) -> None:
         msg, fds = got
         close_fds(fds)
         op = msg.get("op")
-        if op == "configure":  # {env, root, standby, namespaces}: what every candidate process gets
+        if op == "configure":  # {env, root, standby, namespaces, landlock}: what every candidate process gets
             settings = dict(msg)
+            _settle(settings)
             top_up()
             chan.send({"op": "configured"})
         elif op == "spawn":
@@ -234,16 +304,20 @@ def serve(chan: Channel, device: str) -> None:
                 status = _wait(pid, 10.0)
                 keepers.discard(pid)
             kill_descendants(spare={s.pid for s in standby})
-            chan.send({"op": "killed", "status": status})
+            chan.send({"op": "killed", "status": status, **_reaped(settings, pid, status)})
         elif op == "wait":
             pid = int(msg["pid"])
             status = _wait(pid, float(msg.get("timeout", 5.0))) if pid in keepers else None
             if status is not None:
                 keepers.discard(pid)
-            chan.send({"op": "exited", "status": status} if status is not None else {"op": "running"})
+                chan.send({"op": "exited", "status": status, **_reaped(settings, pid, status)})
+            else:
+                chan.send({"op": "running"})
         else:
             chan.send({"op": "error", "error": f"unknown request {op!r}"})
     kill_descendants()
+    if settings.get("cgroup"):
+        memory_cap.remove_tree(settings["cgroup"]["path"])
 
 
 def main(argv: list[str]) -> None:
