@@ -69,6 +69,13 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    from kernelwright.hardware.confine import confine_level
+
+    try:
+        confine_level()  # a bad KERNELWRIGHT_CONFINE is one clear line, before anything runs
+    except ValueError as exc:
+        print(f"{parser.prog}: {exc}", file=sys.stderr)
+        return 2
     show_waits()
     if getattr(args, "json", False):
         from kernelwright.graphs.stdout_json import json_only_stdout
