@@ -1,6 +1,7 @@
 """The subprocess side of offline compile feedback (hardware.compile_feedback runs this file as a script).
 
-`python compile_child.py capture JOBDIR` (TRITON_INTERPRET=1): load the task and the candidate, run the
+Each phase runs in a confined candidate process (hardware.confine.run_contained): it imports candidate
+code. `python compile_child.py capture JOBDIR` (TRITON_INTERPRET=1): load the task and the candidate, run the
 candidate's forward once, and record every Triton launch's specialization (`_LaunchRecorder`) into
 JOBDIR/capture.jsonl. `python compile_child.py compile JOBDIR` (interpreter off): load the candidate
 again and `triton.compile` each pending launch for the target, writing registers, spills, shared memory
@@ -497,7 +498,23 @@ def _child_main(argv: list[str]) -> int:
         print("usage: compile_child.py capture|compile JOBDIR", file=sys.stderr)
         return 2
     phase, job = argv[0], Path(argv[1])
-    return _child_capture(job) if phase == "capture" else _child_compile(job)
+    # The phase imports the candidate: it runs in a candidate process, confined as the judge's are, with
+    # this process's environment (compile_feedback.phase_env: the candidate's minimal one).
+    import os
+    import signal
+    import tempfile
+
+    from kernelwright.hardware.confine import run_contained
+
+    tempfile.tempdir = str(job)  # a warm server's choice may be cached here; ptxas's files go in the job
+    code = run_contained(str(job), lambda: _child_capture(job) if phase == "capture" else _child_compile(job))
+    if code > 128:  # a signal ended the phase: end this process the same way, for the caller's report
+        sys.stdout.flush()
+        sys.stderr.flush()
+        with contextlib.suppress(ValueError, OSError):
+            signal.signal(code - 128, signal.SIG_DFL)
+            os.kill(os.getpid(), code - 128)
+    return code
 
 
 if __name__ == "__main__":

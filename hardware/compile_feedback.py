@@ -45,6 +45,7 @@ from pydantic import BaseModel, Field, computed_field
 from kernelwright import IMPORT_ROOT
 from kernelwright.hardware import compile_server
 from kernelwright.hardware.compile_child import _ERROR_TAIL, _read_jsonl
+from kernelwright.hardware.confine import confine_level, minimal_env
 
 if TYPE_CHECKING:
     from kernelwright.hardware.targets import Target
@@ -194,6 +195,7 @@ def compile_for_target(
     if shapes not in ("auto", "small", "full"):
         raise ValueError(f"shapes must be 'auto', 'small' or 'full', not {shapes!r}")
     task_name, task_source = _task_source(task)
+    confine_level()  # an unknown KERNELWRIGHT_CONFINE: a one-line ValueError before anything runs
     started = time.monotonic()
     deadline = started + timeout_s
     report = CompileReport(target=tgt.name, gpu_target=f"{backend}:{arch}", shapes=shapes)
@@ -252,16 +254,18 @@ never run it."""
 
 
 def phase_env(interpret: bool) -> dict[str, str]:
-    """The environment of a phase process (and of the warm server its fork comes from): this checkout
-    importable, no GPU, one OpenMP thread, Triton's interpreter on for the capture only."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(_REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    """The environment of a phase process (and of the warm server its fork comes from): the candidate's
+    minimal one (hardware.confine.minimal_env: no keys, tokens or proxies of the caller's), this checkout
+    importable, no GPU, one OpenMP thread, Triton's interpreter on for the capture only. A phase imports
+    the candidate, so it is a candidate process: compile_child confines it as the judge's are."""
+    env = minimal_env("cpu" if interpret else "cuda", home=tempfile.gettempdir())
+    env["PYTHONPATH"] = os.pathsep.join([str(_REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     # The capture runs on CPU by design; the compile needs no device. Hide any GPU from candidate code.
     env["CUDA_VISIBLE_DEVICES"] = ""
     env.setdefault("OMP_NUM_THREADS", "1")
-    if interpret:
-        env["TRITON_INTERPRET"] = "1"
-    else:
+    if "KERNELWRIGHT_CONFINE" in os.environ:
+        env["KERNELWRIGHT_CONFINE"] = os.environ["KERNELWRIGHT_CONFINE"]
+    if not interpret:
         env.pop("TRITON_INTERPRET", None)
     return env
 
@@ -273,7 +277,7 @@ def _child_env(job: Path, interpret: bool) -> dict[str, str]:
     cuda_arch = int(spec.get("arch") or 0) if spec.get("backend") == "cuda" else 0
     env[CAPTURE_TMA_ENV] = "1" if cuda_arch >= 90 else "0"
     env[CAPTURE_WS_ENV] = "1" if cuda_arch == 90 else "0"
-    env["TRITON_CACHE_DIR"] = str(job / "triton-cache")
+    env.update(HOME=str(job), TMPDIR=str(job), TRITON_CACHE_DIR=str(job / "triton-cache"))
     return env
 
 

@@ -6,7 +6,10 @@ a hang costs only that process. Started cold, each phase spends ~1.8 s of CPU im
 before it does anything. This server imports them (and compile_child) once, never runs candidate code
 itself, and forks one child per phase: the child is as fresh as a cold process as far as any candidate is
 concerned (no earlier candidate ran in its parent), starts in milliseconds, and is killed the same way
-(its own session, so the caller kills its process group, ptxas included, at the deadline).
+(its own session, so the caller kills its process group, ptxas included, at the deadline). The child
+imports no candidate code itself: compile_child runs the phase in a confined candidate process
+(hardware.confine.run_contained), with the candidate's minimal environment (compile_feedback.phase_env),
+which is also the only environment this server gets.
 
 Protocol (JSON lines; the server reads its stdin and writes its stdout):
 - after its imports: {"ready": true}
