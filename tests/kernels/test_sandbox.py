@@ -50,7 +50,7 @@ BATCH: dict[str, tuple[str, str | None, str]] = {
         "mismatch",
         "NaN/inf in the output where the reference is finite",
     ),
-    "relu_cached_result.py": ("correctness", "mismatch", "trial 2/3, seed 1"),
+    "relu_cached_result.py": ("correctness", "mismatch", "trial 2/3, seed "),
     "relu_nan.py": ("correctness", "mismatch", "NaN/inf mismatches"),
     "relu_import_error.py": ("compile", "import_error", "kernelwright_no_such_module"),
     "relu_syntax_error.py": ("parse", "syntax_error", "line 11"),
