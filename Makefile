@@ -6,7 +6,10 @@ STAMP  := $(VENV)/.installed
 # With no NVIDIA GPU here, take the CPU build of torch first, so that nothing pulls a multi-GB CUDA build.
 HAS_GPU := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo 1)
 RUN_TASK ?= tasks/level1/09_softmax.py
-RUN_OUT  ?= runs/demo
+# Each `make run` is a new run in a folder of its own, runs/<task>-<id> (printed with the result). RUN_OUT=DIR
+# names the folder instead; one that holds another run is refused: continue that run with
+# `kernelwright optimize --resume DIR`, or give another folder.
+RUN_OUT  ?=
 
 .PHONY: install run test test-all lint clean
 
@@ -25,7 +28,7 @@ endif
 	touch $(STAMP)
 
 run: install
-	$(KW) optimize $(RUN_TASK) --model offline --budget 6 --device auto --out $(RUN_OUT)
+	KERNELWRIGHT_RUNS=runs $(KW) optimize $(RUN_TASK) --model offline --budget 6 --device auto $(if $(RUN_OUT),--out $(RUN_OUT))
 
 # The default suite: unit, interpreter kernels and integration tests, slow ones excluded. Most tests wait
 # on child processes (judges, servers), so two pytest workers (a test file each) halve the wall time.

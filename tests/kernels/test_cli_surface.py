@@ -188,6 +188,92 @@ def test_a_folder_loads_every_task_first_and_writes_a_readable_summary(tmp_path)
     assert all(len(line) <= 80 for line in text.splitlines()), text
 
 
+def _gpu_visible() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+@pytest.mark.skipif(_gpu_visible(), reason="checks the answer where no GPU is visible")
+def test_flags_are_checked_before_anything_is_made(tmp_path, capsys, monkeypatch):
+    """A device or target this machine cannot give is one line, exit 2, and no folder, run.json,
+    checkpoint or memory is made: for a task file, a folder of tasks and a bench alike."""
+    runs, mem = tmp_path / "runs", tmp_path / "memory"
+    expected = "kernelwright optimize: device cuda: no GPU is visible here; use cpu (or auto)"
+    folder = [str(RELU.parent), "--out", str(tmp_path / "out")]
+    done = kw("optimize", *folder, "--device", "cuda", "--memory", str(mem), KERNELWRIGHT_RUNS=str(runs))
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    assert one_line(done.stderr) == expected  # once, not once per task
+    monkeypatch.setenv("KERNELWRIGHT_RUNS", str(runs))
+    assert cli_main(["optimize", str(RELU), "--device", "cuda", "--memory", str(mem)]) == 2
+    assert one_line(capsys.readouterr().err) == expected
+    for command in ("optimize", "bench"):
+        args = [command, str(RELU.parent), "--device", "cpu", "--target", "nvidia-h900", "--memory", str(mem)]
+        assert cli_main(args) == 2, args
+        assert "unknown target 'nvidia-h900'" in one_line(capsys.readouterr().err), args
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing made: no runs root, memory or --out
+
+
+def test_an_out_folder_holding_another_run_is_refused(tmp_path):
+    """One folder, one run: --out naming a folder that holds a run (one a Studio run left, one an earlier
+    optimize left) is refused in one line, and nothing in it changes."""
+    studio = tmp_path / "studio_run"
+    studio.mkdir()
+    (studio / ".run-id").write_text("1f0c2a7e-0000-7000-8000-000000000001\n")
+    (studio / "evaluations.jsonl").write_text("{}\n")
+    earlier = tmp_path / "earlier_run"
+    earlier.mkdir()
+    (earlier / "run.json").write_text(json.dumps({"thread_id": "abc123", "input": {}, "context": {}}))
+    (earlier / "result.json").write_text("{}\n")
+    before = {p: p.read_bytes() for d in (studio, earlier) for p in d.iterdir()}
+    for folder, expected in (
+        (studio, "already holds run 1f0c2a7e-0000-7000-8000-000000000001: give another folder"),
+        (earlier, f"already holds run abc123: continue it with kernelwright optimize --resume {earlier}"),
+    ):
+        done = kw("optimize", str(RELU), "--device", "cpu", "--memory", "off", "--out", str(folder))
+        assert done.returncode == 2, done.stderr
+        assert expected in one_line(done.stderr)
+    assert {p: p.read_bytes() for d in (studio, earlier) for p in d.iterdir()} == before
+
+
+def _make_run_command() -> str:
+    """The command `make run` runs (install left out), with this checkout's kernelwright and the ReLU task."""
+    done = subprocess.run(
+        ["make", "-s", "-n", "run", f"KW={KW}", f"RUN_TASK={RELU}"], cwd=ROOT, capture_output=True, text=True
+    )
+    lines = [line for line in done.stdout.splitlines() if f"{KW} optimize" in line]
+    assert len(lines) == 1, done.stdout
+    return lines[0]
+
+
+@pytest.mark.slow  # ~40 s: two offline runs end to end
+def test_make_run_twice_makes_two_runs_in_two_folders(tmp_path):
+    """The second `make run` works and prints its result: each run has a folder of its own, whose
+    evaluation log holds that run only; the first folder, named with --out, is refused, not mixed."""
+    command = _make_run_command() + f" --budget 1 --memory {tmp_path / 'memory'}"
+    for _ in range(2):
+        done = subprocess.run(
+            ["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, timeout=600
+        )
+        assert done.returncode == 0, done.stderr
+        assert "wrote: " in done.stdout and "result.json" in done.stdout
+    folders = sorted((tmp_path / "runs").iterdir())
+    assert len(folders) == 2 and all(f.name.startswith("01_relu-") for f in folders), folders
+    ids = []
+    for folder in folders:
+        result = json.loads((folder / "result.json").read_text())
+        logged = {
+            json.loads(line)["run_id"] for line in (folder / "evaluations.jsonl").read_text().splitlines()
+        }
+        assert logged == {result["run_id"]}, folder
+        ids.append(result["run_id"])
+    assert ids[0] != ids[1]
+    done = subprocess.run(
+        ["bash", "-c", command + f" --out {folders[0]}"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 2 and "--resume" in one_line(done.stderr), done.stderr
+
+
 def test_nothing_is_learned_from_timeouts_or_infrastructure_failures():
     from kernelwright.hardware.result import EvalResult
     from kernelwright.nodes.reflector import not_the_kernels_fault
