@@ -48,7 +48,7 @@ def run_on_worker(task_id: str, bench_dir: str) -> dict[str, Any]:
     ctx = Context.from_json(bench.context)
     label = f"dask {get_worker().name}"
     with open(os.devnull, "w", encoding="utf-8") as sink:
-        row = run_task(task, folder, ctx, label, device_name_for(ctx), Events(sink))
+        row = run_task(task, folder, ctx, label, device_name_for(ctx), Events(sink), bench.unseen)
     return row.model_dump(mode="json")
 
 

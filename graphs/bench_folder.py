@@ -63,6 +63,9 @@ class BenchFile(BaseModel):
     paths: list[str]
     context: dict[str, Any]
     tasks: list[BenchTask]
+    unseen: int = 0
+    """--unseen K: each task's best kernel judged at K sizes its search never saw (graphs/bench_unseen.py);
+    0 in benches made before the option."""
 
 
 def utc_now() -> str:
@@ -196,20 +199,23 @@ def write_reports(
         "paths": bench.paths,
         "created_at": bench.created_at,
         "updated_at": utc_now(),
-        "settings": settings_of(bench.context),
+        "settings": {**settings_of(bench.context), "unseen": bench.unseen},
         **extra,
     }
     write_suite(build_suite(rows, info), bench_dir)
     return bench_dir / "suite.html"
 
 
-def create(bench_dir: Path, paths: Sequence[str], tasks: list[BenchTask], context: Context) -> BenchFile:
+def create(
+    bench_dir: Path, paths: Sequence[str], tasks: list[BenchTask], context: Context, unseen: int = 0
+) -> BenchFile:
     bench_dir.mkdir(parents=True, exist_ok=True)
     bench = BenchFile(
         created_at=utc_now(),
         paths=[str(Path(p).expanduser().resolve()) for p in paths],
         context=context.to_json(),
         tasks=tasks,
+        unseen=unseen,
     )
     write_json_atomic(bench_dir / BENCH_FILE, bench.model_dump(mode="json"))
     return bench

@@ -159,7 +159,90 @@ def markdown(suite: Suite) -> str:
             f"{r.design.replace('|', '/') or '-'} | "
             f"{r.evaluations} ({r.evaluations_to_best or '-'}) | {r.wall_s:.0f} | {r.gpu_s:.0f} | {verdict} |"
         )
+    lines += _unseen_markdown(suite)
     return "\n".join(lines) + "\n"
+
+
+# -- unseen sizes and repeated failures (the same rows in markdown and HTML) ---------------------------------------
+
+
+def holds_text(r: TaskRow) -> str:
+    """ "holds at N unseen sizes", "does not hold (M of N)", or why it was not checked."""
+    judged = [c for c in r.unseen if c.get("correct") is not None]
+    if r.holds_unseen is None:
+        return r.unseen_note or ("-" if not r.correct else "not checked")
+    if r.holds_unseen:
+        return f"holds at {len(judged)} unseen size(s)"
+    bad = [c for c in judged if not c.get("correct")]
+    first = bad[0] if bad else {}
+    return f"does not hold ({len(bad)} of {len(judged)}: {first.get('error_kind') or '?'})"
+
+
+def _sizes_text(r: TaskRow) -> str:
+    return "; ".join(",".join(f"{k}={v}" for k, v in c.get("sizes", {}).items()) for c in r.unseen) or "-"
+
+
+def _kinds_text(kinds: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])) or "none"
+
+
+def unseen_group_line(a: Aggregate) -> str:
+    """One group's unseen-size and repeat figures in a sentence."""
+    held = (
+        f"{a.holds_unseen}/{a.unseen_checked} best kernels hold at unseen sizes ({_pct(a.holds_unseen_share)})"
+        if a.unseen_checked
+        else "no best kernel judged at unseen sizes"
+    )
+    ratio = f"geomean speedup there vs the searched size {_fig(a.geomean_unseen_vs_searched)}"
+    per100 = "-" if a.repeats_per_100 is None else f"{a.repeats_per_100:.1f}"
+    return (
+        f"{a.name}: {held}; {ratio}; {a.repeats} repeated failure(s) judged of {a.candidates} candidates "
+        f"({per100} per 100), {a.blocked} stopped before the judge; failures by kind: "
+        f"{_kinds_text(a.failed_by_kind)}"
+    )
+
+
+def unseen_rows(rows: Sequence[TaskRow]) -> list[list[str]]:
+    """Per finished task: task, holds at unseen sizes, speedup there, vs searched, sizes, failures by
+    kind, repeats judged, blocked."""
+    return [
+        [
+            r.id,
+            holds_text(r),
+            _x(r.unseen_speedup_vs_eager),
+            _x(r.unseen_vs_searched),
+            _sizes_text(r),
+            _kinds_text(r.failed_by_kind),
+            str(r.repeats),
+            str(r.blocked),
+        ]
+        for r in rows
+        if r.finished
+    ]
+
+
+UNSEEN_HEAD = ["task", "unseen sizes", "vs eager there", "vs searched", "sizes", "failures by kind", "repeats",
+               "blocked"]  # fmt: skip
+
+
+def _unseen_markdown(suite: Suite) -> list[str]:
+    lines = ["", "## Unseen sizes and repeated failures", ""]
+    lines += [f"- {unseen_group_line(a)}" for a in [suite.overall, *suite.suites]]
+    lines += ["", "| " + " | ".join(UNSEEN_HEAD) + " |", "|" + "---|" * len(UNSEEN_HEAD)]
+    lines += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in unseen_rows(suite.tasks)]
+    return lines
+
+
+def _unseen_html(suite: Suite) -> str:
+    groups = "".join(f"<li>{escape(unseen_group_line(a))}</li>" for a in [suite.overall, *suite.suites])
+    head = "".join(f"<th>{escape(h)}</th>" for h in UNSEEN_HEAD)
+    body = "".join(
+        f"<tr class='unseen' data-task='{escape(row[0])}'>"
+        + "".join(f"<td>{escape(c)}</td>" for c in row)
+        + "</tr>"
+        for row in unseen_rows(suite.tasks)
+    )
+    return f"<ul id='unseen-groups'>{groups}</ul><table id='unseen'><tr>{head}</tr>{body}</table>"
 
 
 # -- HTML -------------------------------------------------------------------------------------------------------
@@ -390,6 +473,8 @@ baseline (KernelBench's fast_p); failed and untimed tasks count as not fast. The
 {_agg_table([suite.overall, *suite.suites], "group")}
 <h2>Tasks</h2>
 {_task_table(suite.tasks)}
+<h2>Unseen sizes and repeated failures</h2>
+{_unseen_html(suite)}
 <p class="muted">Definitions: geometric means and the mean fraction of the roofline floor are over correct tasks
 with a measured speedup (n); fast_p and the correct share are over all finished tasks. suite.json holds every
 number here, the whole fast_p grid and every candidate tried.</p>

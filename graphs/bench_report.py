@@ -16,6 +16,12 @@ Definitions (the same in every file):
   nothing was timed (on CPU, where timings are not meaningful), and vs torch.compile also where none of
   the group's timed tasks has that baseline; `measured_eager`/`measured_compile` say how many correct
   tasks have the speedup measured;
+- `holds_unseen_share`: of the correct tasks whose best kernel was judged at unseen sizes (`--unseen K`,
+  graphs/bench_unseen.py), the share correct at every one; `geomean_unseen_vs_searched`: the geomean of
+  (speedup at the unseen sizes / speedup at the searched size) over those that hold and were timed;
+- `repeats_per_100`: judged candidates that repeated an earlier failure of their task (the same program
+  up to its config, the same error kind and message; nodes/repeats.py) per 100 candidates; `blocked`
+  counts the repeats stopped before the judge;
 - a task's `family` is the heaviest op family its reference runs (conv over matmul over scan, loss,
   softmax, norm, pool, reduction, pointwise, other; `families` lists them all), from the loaded task's
   `signature.op_families`.
@@ -111,6 +117,27 @@ class TaskRow(BaseModel):
     """The task's run directory, relative to the bench folder (kernel.py, result.json, report.html)."""
     attempts: list[dict[str, Any]] = Field(default_factory=list)
     """Every tried candidate: id, parent, action, status, design, runtime_ms, error_kind."""
+    candidates: int = 0
+    """Candidates the search made (blocked repeats included)."""
+    failed_by_kind: dict[str, int] = Field(default_factory=dict)
+    """Failed candidates that were judged (or rejected by the static check), by error kind."""
+    repeats: int = 0
+    """Judged candidates that repeated an earlier failure of the task: the same program up to its config,
+    failing with the same error kind and message (nodes/repeats.py; the goal is 0)."""
+    blocked: int = 0
+    """Candidates stopped before the judge because they repeated a failure or used a closed design."""
+    closed_designs: list[str] = Field(default_factory=list)
+    """Designs two identical failures closed for the task."""
+    unseen: list[dict[str, Any]] = Field(default_factory=list)
+    """The best kernel judged at sizes the search never saw (graphs/bench_unseen.py): per size, the
+    constants changed, input shapes, correct, error kind and message, speedups and runtime."""
+    holds_unseen: bool | None = None
+    """Correct at every unseen size judged; None when not checked (no kernel, --unseen 0, no size made)."""
+    unseen_speedup_vs_eager: float | None = None
+    """Geomean speedup vs eager at the unseen sizes (None where timing is not meaningful)."""
+    unseen_vs_searched: float | None = None
+    """unseen_speedup_vs_eager over the searched speedup vs eager."""
+    unseen_note: str = ""
     finished_at: str = ""
 
     @property
@@ -163,6 +190,20 @@ class Aggregate(BaseModel):
     """Summed over the tasks with a correct kernel: how many candidates each took to reach its best."""
     wall_s: float = 0.0
     gpu_s: float = 0.0
+    unseen_checked: int = 0
+    """Correct tasks whose best kernel was judged at unseen sizes."""
+    holds_unseen: int = 0
+    holds_unseen_share: float | None = None
+    """holds_unseen / unseen_checked: best kernels that hold at every unseen size."""
+    geomean_unseen_vs_searched: Figure = Field(default_factory=Figure)
+    """Geomean over tasks of (speedup at the unseen sizes / speedup at the searched size); timed tasks that
+    hold only."""
+    candidates: int = 0
+    repeats: int = 0
+    blocked: int = 0
+    repeats_per_100: float | None = None
+    """Judged candidates that repeated an earlier failure of their task, per 100 candidates (goal: 0)."""
+    failed_by_kind: dict[str, int] = Field(default_factory=dict)
 
 
 def geomean(values: Iterable[float]) -> Figure:
@@ -201,6 +242,12 @@ def aggregate(name: str, rows: Sequence[TaskRow]) -> Aggregate:
     # Curves exist where timings mean something (not on CPU); vs torch.compile also needs its baseline,
     # which some tasks lack: a group whose timed tasks all lack it has no compile curve, not a zero one.
     meaningful = any(r.timing_meaningful for r in done)
+    checked = [r for r in correct if r.holds_unseen is not None]
+    candidates = sum(r.candidates or len(r.attempts) for r in done)
+    by_kind: dict[str, int] = {}
+    for r in done:
+        for k, v in r.failed_by_kind.items():
+            by_kind[k] = by_kind.get(k, 0) + v
     n_eager = sum(1 for r in correct if eager(r) is not None)
     n_comp = sum(1 for r in correct if comp(r) is not None)
     return Aggregate(
@@ -226,6 +273,17 @@ def aggregate(name: str, rows: Sequence[TaskRow]) -> Aggregate:
         evaluations_to_best=sum(r.evaluations_to_best or 0 for r in correct),
         wall_s=sum(r.wall_s for r in done),
         gpu_s=sum(r.gpu_s for r in done),
+        unseen_checked=len(checked),
+        holds_unseen=sum(1 for r in checked if r.holds_unseen),
+        holds_unseen_share=sum(1 for r in checked if r.holds_unseen) / len(checked) if checked else None,
+        geomean_unseen_vs_searched=geomean(
+            x for r in checked if r.holds_unseen and (x := r.unseen_vs_searched) is not None
+        ),
+        candidates=candidates,
+        repeats=sum(r.repeats for r in done),
+        blocked=sum(r.blocked for r in done),
+        repeats_per_100=100 * sum(r.repeats for r in done) / candidates if candidates else None,
+        failed_by_kind=by_kind,
     )
 
 

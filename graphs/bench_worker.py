@@ -91,6 +91,20 @@ def evaluations_to_best(search: dict[str, Any]) -> int | None:
     return made.index(best) + 1 if best in made else None
 
 
+def failure_fields(failures: Any) -> dict[str, Any]:
+    """A run's failure counts (nodes/repeats.failure_counts) as task row fields."""
+    if not isinstance(failures, dict):
+        return {}
+    kinds = failures.get("failed_by_kind")
+    return {
+        "candidates": int(failures.get("candidates") or 0),
+        "failed_by_kind": dict(kinds) if isinstance(kinds, dict) else {},
+        "repeats": int(failures.get("repeats") or 0),
+        "blocked": int(failures.get("blocked") or 0),
+        "closed_designs": list(failures.get("closed_designs") or []),
+    }
+
+
 def _resumable(run_dir: Path) -> bool:
     """The run directory holds a run that reached its first checkpoint (else it starts afresh)."""
     from kernelwright.graphs.optimize import RUN_FILE, open_checkpointer, read_run_file
@@ -108,7 +122,28 @@ def _resumable(run_dir: Path) -> bool:
         saver.conn.close()
 
 
-def run_task(t: BenchTask, bench_dir: Path, ctx: Any, label: str, device_name: str, emit: Events) -> TaskRow:
+def run_task(
+    t: BenchTask, bench_dir: Path, ctx: Any, label: str, device_name: str, emit: Events, unseen: int = 0
+) -> TaskRow:
+    """One task's search, then (`unseen` > 0) its best kernel judged at unseen sizes (graphs/bench_unseen.py)."""
+    row, code = _search_task(t, bench_dir, ctx, label, device_name, emit)
+    if unseen <= 0 or not row.correct or code is None:
+        return row
+    from kernelwright.graphs.bench_unseen import judge_unseen
+
+    emit("unseen", task=t.id, k=unseen)
+    try:
+        got = judge_unseen(t.path, t.name, code, ctx, unseen, row.speedup_vs_eager)
+    except Exception as exc:  # the search's result stands; the row says why the check is missing
+        traceback.print_exc()
+        got = {"unseen_note": f"unseen sizes not judged: {type(exc).__name__}: {str(exc)[:200]}"}
+    return row.model_copy(update=got)
+
+
+def _search_task(
+    t: BenchTask, bench_dir: Path, ctx: Any, label: str, device_name: str, emit: Events
+) -> tuple[TaskRow, str | None]:
+    """The task's search as a row, and its best kernel's code (None without one)."""
     from kernelwright.graphs.optimize import Progress, run_optimize
     from kernelwright.nodes.planner import HARNESS_STOP, UNSUPPORTED_STOP
     from kernelwright.providers.chat import ProviderUnavailable
@@ -126,7 +161,7 @@ def run_task(t: BenchTask, bench_dir: Path, ctx: Any, label: str, device_name: s
     try:
         task = load_task(t.path)
     except TaskError as exc:
-        return _load_error(base, exc)
+        return _load_error(base, exc), None
     families = list(task.signature.op_families)
     base = base.model_copy(update={"families": families, "family": primary_family(families)})
     run_dir = t.run_dir(bench_dir)
@@ -154,14 +189,14 @@ def run_task(t: BenchTask, bench_dir: Path, ctx: Any, label: str, device_name: s
     except ProviderUnavailable:
         raise
     except TaskError as exc:
-        return _load_error(base, exc)
+        return _load_error(base, exc), None
     except Exception as exc:  # one task must not end the bench: its error is its row, retried by --resume
         traceback.print_exc()
         first = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
         msg = f"the run stopped with an error: {first}; the next --resume continues it"
         return base.model_copy(
             update={"status": "error", "error": first, "verdict": msg, "finished_at": utc_now()}
-        )
+        ), None
     best = res.best
     if res.correct:
         status = "correct"
@@ -177,7 +212,7 @@ def run_task(t: BenchTask, bench_dir: Path, ctx: Any, label: str, device_name: s
         for n in (nodes if isinstance(nodes, list) else [])
         if isinstance(n, dict) and n.get("action")
     ]
-    return base.model_copy(
+    row = base.model_copy(
         update={
             "status": status,
             "correct": res.correct,
@@ -202,9 +237,11 @@ def run_task(t: BenchTask, bench_dir: Path, ctx: Any, label: str, device_name: s
             "stop_reason": res.stop_reason,
             "versions": res.versions.model_dump(),
             "attempts": attempts,
+            **failure_fields(res.search.get("failures")),
             "finished_at": res.finished_at,
         }
     )
+    return row, best.code if best else None
 
 
 def main(argv: list[str]) -> int:
@@ -229,7 +266,7 @@ def main(argv: list[str]) -> int:
             tid = json.loads(line)["run"]
             print(f"--- {utc_now()} {tid}", file=sys.stderr, flush=True)
             try:
-                row = run_task(tasks[tid], bench_dir, ctx, label, device_name, events)
+                row = run_task(tasks[tid], bench_dir, ctx, label, device_name, events, bench.unseen)
             except ProviderUnavailable as exc:
                 events("provider", task=tid, error=str(exc))
                 return 3

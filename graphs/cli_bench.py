@@ -3,6 +3,7 @@
     kernelwright bench PATH... [--out DIR] [--gpus all|I,J,...] [--model SPEC] [--base-url URL]
                        [--budget N] [--device auto|cpu|cuda] [--target NAME]
                        [--memory DIR_OR_URL|off|fresh] [--rules on|off] [--allow-tf32] [--seed N]
+                       [--unseen K]
     kernelwright bench --resume DIR [--gpus all|I,J,...]
     ... [--cluster local|local:N|tcp://HOST:8786]   tasks on Dask workers (graphs/bench_dask.py)
 
@@ -32,7 +33,8 @@ from typing import Any
 from kernelwright.graphs.cli_optimize import UsageError, _int_at_least, add_rules_argument
 
 PROG = "kernelwright bench"
-SETTING_FLAGS = ("model", "base_url", "budget", "device", "target", "memory", "allow_tf32", "seed")
+SETTING_FLAGS = ("model", "base_url", "budget", "device", "target", "memory", "allow_tf32", "seed", "unseen")
+DEFAULT_UNSEEN = 2
 
 
 def _gpus(text: str) -> list[int] | None:
@@ -106,6 +108,14 @@ def add_parser(subparsers: Any) -> None:
     add_rules_argument(p)
     p.add_argument("--allow-tf32", action="store_true", default=None, help="allow TF32 for fp32 matmul/conv")
     p.add_argument("--seed", type=int, default=None, help="search and verification seed (default: 0)")
+    p.add_argument(
+        "--unseen",
+        type=_int_at_least(0),
+        default=None,
+        metavar="K",
+        help="judge each task's best kernel again at K sizes its search never saw, and report whether it "
+        f"holds there (default: {DEFAULT_UNSEEN}; 0: off)",
+    )
     p.set_defaults(func=main, workers=None, fanout=None)  # one evaluation worker per GPU: timings stay clean
 
 
@@ -202,7 +212,8 @@ def _main(args: argparse.Namespace) -> int:
     if ctx.memory == resources.MEMORY_FRESH:  # one empty store for the whole bench, shared by its workers
         ctx.memory = str(bench_dir.resolve() / "memory")
     args.bench_dir = bench_dir.resolve()
-    create(bench_dir.resolve(), args.paths, tasks, ctx)
+    unseen = DEFAULT_UNSEEN if args.unseen is None else args.unseen
+    create(bench_dir.resolve(), args.paths, tasks, ctx, unseen)
     return run_bench(bench_dir.resolve(), slots, console, say, cluster=cluster)
 
 
