@@ -102,9 +102,15 @@ REJECTED: dict[str, tuple[str, str, str]] = {
     "copy_through_kernel.py": ("run", "torch_fallback", "every compute op the reference runs (aten::relu)"),
     "thread_compute.py": ("run", "forbidden", "forward started 1 thread(s)"),
     "thread_left_running.py": ("run", "forbidden", "thread(s) running"),
+    "thread_joined_into_buffer.py": ("run", "forbidden", "forward started 1 thread(s)"),
+    "thread_from_init.py": ("run", "forbidden", "building ModelNew left"),
+    "numpy_into_buffer.py": ("run", "forbidden", "memory changed with no recorded op writing it"),
+    "numpy_over_output.py": ("run", "forbidden", "returned by forward"),
+    "torch_off_the_recorded_call.py": ("run", "torch_fallback", "launched no Triton kernel"),
     "pop_recorder.py": ("run", "forbidden", "no recorded op wrote"),
     "replace_launcher.py": ("compile", "forbidden", "launcher was replaced"),
     # 6. verification as documented
+    "precomputed_seed_inputs.py": ("correctness", "mismatch", "outside rtol"),
     "fixed_shape.py": ("correctness", "shape_mismatch", "shape [5, 123, 77], expected [3, 81, 51]"),
     "writes_input.py": ("compile", "forbidden", "wrote into input 0"),
     "poison_off.py": ("compile", "forbidden", "switched off the harness's poisoning"),
@@ -380,3 +386,73 @@ def test_unbounded_recursion_is_contained_by_the_memory_limit(pool, relu_task):
     res = pool.evaluate(relu_task, hostile("deep_recursion.py"))
     assert (res.correct, res.error_kind, res.stage) == (False, "crash", "compile"), res.error
     assert pool.restarts == 0
+
+
+def test_inputs_come_from_fresh_seeds_listed_after_the_verdict(pool, relu_task):
+    """Every job draws its own input seeds from the OS, whatever the configured seed; the result lists them."""
+    a = pool.evaluate(relu_task, hostile("honest.py"), EvalConfig(seed=0))
+    b = pool.evaluate(relu_task, hostile("honest.py"), EvalConfig(seed=0))
+    assert a.correct and b.correct, (a.error, b.error)
+    seeds_a, seeds_b = a.extra["input_seeds"], b.extra["input_seeds"]
+    assert set(seeds_a) == set(seeds_b) and "recheck" in seeds_a and len(seeds_a) == 3, seeds_a
+    every = [s for v in seeds_a.values() for s in v]
+    assert len(set(every)) == len(every) and not set(every) & {s for v in seeds_b.values() for s in v}
+    assert len(next(iter(seeds_a.values()))) == 3  # one per trial of the first shape
+
+
+def test_answers_precomputed_for_guessable_seeds_pass_only_on_those_seeds(pool, relu_task, rejected):
+    """The attack works where the seeds are known (replayed here as the judge once drew them: 0, 1, 2 and a
+    fixed offset): it is the judge's fresh seeds that fail it (REJECTED above), not its kernel."""
+    labels = [k for k in rejected["precomputed_seed_inputs.py"].extra["input_seeds"] if k != "recheck"]
+    guessed = {labels[0]: [0, 1, 2], labels[1]: [0], "recheck": [7919]}
+    res = pool.evaluate(relu_task, hostile("precomputed_seed_inputs.py"), EvalConfig(input_seeds=guessed))
+    assert res.correct, res.error
+    assert res.extra["input_seeds"] == guessed
+
+
+def test_listed_seeds_reproduce_a_failure(pool, relu_task):
+    first = pool.evaluate(relu_task, hostile("honest_wrong.py"))
+    again = pool.evaluate(
+        relu_task, hostile("honest_wrong.py"), EvalConfig(input_seeds=first.extra["input_seeds"])
+    )
+    assert (first.error_kind, again.error_kind) == ("mismatch", "mismatch"), (first.error, again.error)
+    assert again.extra["input_seeds"] == first.extra["input_seeds"]
+    assert again.max_abs_error == first.max_abs_error and again.error == first.error
+
+
+def _peak_rss_since_reset(pid: int, job) -> int | None:
+    """Bytes the process's resident set grew to above where it stood, while `job` ran (None: cannot tell)."""
+
+    def status(field: str) -> int:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+        raise KeyError(field)
+
+    try:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")  # the peak resident set starts again from here
+    except OSError:
+        return None
+    base = status("VmRSS")
+    job()
+    return status("VmHWM") - base
+
+
+@pytest.mark.parametrize(
+    "name, kind, text",
+    [
+        ("forged_huge_reply.py", "forbidden", "out of step"),  # a 1 GiB output declared in a forged frame
+        ("huge_output.py", "shape_mismatch", "shape [67108864], expected [5, 123, 77]"),  # 256 MiB answered
+    ],
+)
+def test_an_oversized_answer_costs_the_judge_nothing(pool, relu_task, name, kind, text):
+    """Nothing a reply declares is mapped before it is known to be the runner's own and to fit the reference's
+    output: a forged 1 GiB answer once took the judge's peak memory from 363 MB to 3.3 GB."""
+    got: list[EvalResult] = []
+    grew = _peak_rss_since_reset(judge_pid(pool), lambda: got.append(pool.evaluate(relu_task, hostile(name))))
+    res = got[0]
+    assert (res.correct, res.error_kind) == (False, kind), res.error
+    assert text in (res.error or ""), res.error
+    if grew is None:
+        pytest.skip("this host does not let the judge's peak memory be reset (/proc/PID/clear_refs)")
+    assert grew < 96 << 20, f"the judge's resident set grew by {grew >> 20} MiB"
