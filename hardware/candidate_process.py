@@ -73,6 +73,13 @@ class ForkServer:
         if got is None or got[0].get("op") != "ready":
             raise RuntimeError(f"the fork server did not start: {self._log_tail()}")
         level = confine_level()
+        if self.device == "cuda":  # the GPU's nodes (nvidia-uvm's are made on first use) exist before the
+            try:  # candidates' own /dev is made from the host's
+                import torch
+
+                torch.cuda.init()
+            except Exception as exc:
+                print(f"CUDA did not start in the judge: {exc}", file=sys.stderr)
         chan.send({"op": "configure", "root": self.tmpdir, "standby": self.standby,
                    "env": minimal_env(self.device, home=self.tmpdir, gpu=self.gpu),
                    "namespaces": level == "full", "landlock": level != "none"})  # fmt: skip

@@ -35,9 +35,11 @@ import errno
 import glob
 import os
 import resource
+import shutil
 import signal
 import struct
 import sys
+import sysconfig
 from collections.abc import Callable
 from pathlib import Path
 
@@ -346,7 +348,10 @@ def candidate_paths(private_dir: str) -> list[tuple[str, int]]:
         if mod is not None and getattr(mod, "__file__", None):
             read.append(os.path.dirname(os.path.realpath(str(mod.__file__))))
     read += [p for p in sys.path if p and os.path.isdir(p)]
-    paths = [(p, os.R_OK | (os.X_OK if os.path.isdir(p) else 0)) for p in read]
+    # On a GPU, Triton builds its launcher with the C compiler against Python's headers.
+    read += [sysconfig.get_paths().get("include") or ""]
+    read += [os.path.realpath(c) for c in map(shutil.which, ("cc", "gcc")) if c]
+    paths = [(p, os.R_OK | (os.X_OK if os.path.isdir(p) else 0)) for p in read if p]
     parts = Path(os.path.realpath(private_dir)).parts
     paths += [(str(Path(*parts[:i])), os.X_OK) for i in range(2, len(parts))]
     gpu = [p for p in device_nodes() if not p.startswith(tuple(f"/dev/{n}" for n in _DEV_BASICS))]
