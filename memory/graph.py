@@ -36,6 +36,7 @@ from kernelwright.memory.records import (
     DOWNSTREAM_SELF,
     OUTCOME_RANK,
     Case,
+    code_key,
     outcome_label,
     own_value,
     step_ratio_interval,
@@ -414,6 +415,8 @@ class ExperienceGraph:
         k: int = 5,
         pool: int = 48,
         max_pool: int = POOL_LIMIT,
+        distinct: bool = False,
+        skip_codes: Iterable[str] = (),
     ) -> list[RetrievedCase]:
         """The k best cases for a query (a task signature or free text).
 
@@ -427,6 +430,10 @@ class ExperienceGraph:
         The filters are applied to the `pool` nearest cases, widened (x4 each time, up to `max_pool`)
         while fewer than k match. A memory of up to `max_pool` cases is therefore searched exactly; in
         a larger one, a case outside the `max_pool` nearest is not found even if it matches.
+
+        `distinct`: the k best cases of k different programs (`records.code_key`: the same kernel stored
+        by several attempts counts once, as its best-ranked case), none of them one of `skip_codes`
+        (programs the caller shows already: a design, the parent).
         """
         if k <= 0:
             return []
@@ -478,8 +485,11 @@ class ExperienceGraph:
                         -h[2],
                     )
                 )
-            top = hits[:k]
-            cases = {c.id: c for c in self._fetch([h[0] for h in top])}
+            if distinct:
+                top, cases = self._distinct_programs(hits, k, set(skip_codes))
+            else:
+                top = hits[:k]
+                cases = {c.id: c for c in self._fetch([h[0] for h in top])}
         return [
             RetrievedCase(
                 case=cases[cid],
@@ -490,6 +500,29 @@ class ExperienceGraph:
             for cid, f, sim in top
             if cid in cases
         ]
+
+    def _distinct_programs(
+        self, hits: Sequence[tuple[str, Facets, float]], k: int, seen: set[str]
+    ) -> tuple[list[tuple[str, Facets, float]], dict[str, Case]]:
+        """The first k ranked hits whose programs differ from each other and from `seen` (code keys),
+        fetched a few at a time."""
+        top: list[tuple[str, Facets, float]] = []
+        cases: dict[str, Case] = {}
+        at = 0
+        while len(top) < k and at < len(hits):
+            batch = hits[at : at + max(2 * k, 8)]
+            at += len(batch)
+            fetched = {c.id: c for c in self._fetch([h[0] for h in batch])}
+            for hit in batch:
+                case = fetched.get(hit[0])
+                if case is None or code_key(case.code) in seen:
+                    continue
+                seen.add(code_key(case.code))
+                top.append(hit)
+                cases[case.id] = case
+                if len(top) == k:
+                    break
+        return top, cases
 
     def _near_tasks(
         self, query: TaskSignature, hits: Sequence[tuple[str, Facets, float]]

@@ -11,6 +11,7 @@ messages into signatures that rule merging compares. A case's header fields come
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -56,6 +57,20 @@ MAX_EVIDENCE = 8
 
 def new_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:16]}"
+
+
+def text_key(text: str) -> str:
+    """What two rule texts that say the same thing word for word share: a hash of the text with its
+    spacing, letter case and final full stop ignored (a judge is never asked whether "X" and "X" agree)."""
+    norm = " ".join((text or "").split()).rstrip(" .").casefold()
+    return hashlib.sha1(norm.encode("utf-8")).hexdigest()[:16]
+
+
+def code_key(code: str) -> str:
+    """What two programs that are the same code share: a hash of the code with trailing spaces and blank
+    lines ignored (the same kernel stored by several attempts is shown to a model once)."""
+    lines = [ln.rstrip() for ln in (code or "").splitlines()]
+    return hashlib.sha1("\n".join(ln for ln in lines if ln).encode("utf-8")).hexdigest()[:16]
 
 
 class MemoryRecord(BaseModel):

@@ -46,6 +46,7 @@ from kernelwright.memory.records import (
     RuleCandidate,
     error_signature,
     major_minor,
+    text_key,
 )
 from kernelwright.memory.store import ChromaStore
 
@@ -71,7 +72,7 @@ class RuleUpdate(BaseModel):
     rule: Rule
     merged: bool
     matched_by: str = ""
-    """"judge", "signature", "text" when merged; "" for a new rule."""
+    """"exact" (the same words), "judge", "signature", "text" when merged; "" for a new rule."""
     note: str = ""
 
 
@@ -167,6 +168,7 @@ def rule_metadata(rule: Rule) -> dict[str, Any]:
         "count": int(rule.count),
         "certain": rule.certain,
         "sig": rule.error_signature,
+        "text": text_key(rule.text),
         "kinds": "," + ",".join(rule.error_kinds) + ",",
         "fams": "," + ",".join(rule.op_families) + ",",
         "hardware": "," + ",".join(rule.hardware) + ",",
@@ -269,6 +271,8 @@ class RuleBook:
         if total == 0:
             return None, "", ""
         exact = col.get(where={"sig": sig}, include=["documents"]) if _informative(sig) else {"documents": []}
+        key = text_key(cand.text)
+        worded = col.get(where={"text": key}, include=["documents"])
         near = col.query(
             query_texts=[f"{cand.text} || {' '.join(cand.op_families)} || {cand.error_kind or ''} || {sig}"],
             n_results=min(MERGE_NEIGHBOURS, total),
@@ -278,10 +282,15 @@ class RuleBook:
         for doc, dist in zip(near["documents"][0], near["distances"][0], strict=True):  # type: ignore[index]
             r = Rule.from_json(doc)
             candidates[r.id] = (r, 1.0 - float(dist))
-        for doc in exact["documents"] or []:
+        for doc in [*(worded["documents"] or []), *(exact["documents"] or [])]:
             r = Rule.from_json(doc)
             candidates.setdefault(r.id, (r, 1.0))
         ordered = sorted(candidates.values(), key=lambda rs: -rs[1])
+        # The same words are the same rule: no judge is asked (a store written before the text key was
+        # kept in metadata finds it among the neighbours).
+        for rule, _ in ordered:
+            if text_key(rule.text) == key:
+                return rule, "exact", ""
         note = ""
         if judge is not None:
             try:
@@ -385,7 +394,11 @@ class RuleBook:
                 score += 0.05
             ranked.append(RankedRule(rule=rule, score=score, similarity=sim))
         ranked.sort(key=lambda r: (-r.score, r.rule.id))
-        return ranked[:k]
+        # A rule stored twice in the same words (before exact duplicates were merged) is offered once.
+        distinct: dict[str, RankedRule] = {}
+        for r in ranked:
+            distinct.setdefault(text_key(r.rule.text), r)
+        return list(distinct.values())[:k]
 
     def _injectable(self, threshold: int) -> tuple[list[Rule], np.ndarray] | None:
         """Rules with count >= threshold (or certain ones) and their embeddings, cached until anything

@@ -39,7 +39,7 @@ from pydantic import BaseModel, Field
 from kernelwright.hardware.result import Versions
 from kernelwright.memory import Memory
 from kernelwright.memory.docs import select_docs
-from kernelwright.memory.records import Case, capability_str
+from kernelwright.memory.records import Case, capability_str, code_key
 from kernelwright.nodes.prompts import (
     case_text,
     design_outline,
@@ -305,12 +305,19 @@ def build_context(
     query = task.signature.key()
     fb_tail = (feedback or "")[-400:]
     cands = _design_candidates(designs if request_kind == "large_step" else [], caps)
+    # A program goes into the prompt once: a case with a shown design's or the parent's code adds nothing.
+    shown = {
+        code_key(_design_parts(d, i)[1])
+        for i, d in enumerate(designs if request_kind == "large_step" else [])
+    }
+    if parent_code:
+        shown.add(code_key(parent_code))
     if memory is not None:
         if rules:
             cands += _rule_candidates(
                 memory, f"{query} || {error_kind or ''} || {fb_tail}", fams, hw, versions, caps
             )
-        cands += _experience_candidates(memory, task, fams, hw, list(exclude_case_ids), caps)
+        cands += _experience_candidates(memory, task, fams, hw, list(exclude_case_ids), caps, shown)
     cands += _doc_candidates(f"{query} {error_kind or ''} {fb_tail}", [*fams, error_kind or ""], caps)
 
     chosen = _fit(cands, budget - hot_tokens, budget, caps, count, cut)
@@ -390,10 +397,17 @@ def _capped_feedback(fb: str, cap: int, count: Callable[[str], int], cut: list[C
 
 
 def _design_candidates(designs: Sequence[Any], caps: TierCaps) -> list[_Candidate]:
-    """The representative designs of a large step, each with its outline as the short form."""
-    out = []
-    for i, design in enumerate(designs[: caps.max_designs]):
+    """The representative designs of a large step (each program once), each with its outline as the
+    short form."""
+    out: list[_Candidate] = []
+    seen: set[str] = set()
+    for i, design in enumerate(designs):
         did, code, speedup = _design_parts(design, i)
+        if code_key(code) in seen:
+            continue
+        seen.add(code_key(code))
+        if len(out) == caps.max_designs:
+            break
         lines = code.strip().splitlines()
         header = next((ln for ln in lines[:3] if header_line(ln)), None)
         body = tagged("design", code, id=did, speedup=fmt_speedup(speedup))
@@ -427,9 +441,17 @@ def _rule_candidates(
 
 
 def _experience_candidates(
-    memory: Memory, task: Task, fams: list[str], hw: str, excluded: list[str], caps: TierCaps
+    memory: Memory,
+    task: Task,
+    fams: list[str],
+    hw: str,
+    excluded: list[str],
+    caps: TierCaps,
+    shown: set[str] | None = None,
 ) -> list[_Candidate]:
-    """Ranked cases of similar tasks on this hardware (warm), then correct ones from other hardware (cold)."""
+    """Ranked cases of similar tasks on this hardware (warm), then correct ones from other hardware (cold):
+    each of a different program, and none of a program in `shown` (code keys of the designs and parent)."""
+    shown = set(shown or ())
     same = memory.cases.search(
         task.signature,
         op_families=fams or None,
@@ -437,6 +459,8 @@ def _experience_candidates(
         exclude_ids=excluded,
         min_similarity=caps.min_case_similarity,
         k=caps.max_cases,
+        distinct=True,
+        skip_codes=shown,
     )
     out = [_case_candidate(rc.case, hw, cross=False, tier="warm", cap_key="cases", caps=caps) for rc in same]
     if hw and caps.max_cross_cases > 0:
@@ -449,6 +473,8 @@ def _experience_candidates(
             exclude_ids=excluded,
             min_similarity=caps.min_case_similarity,
             k=caps.max_cross_cases,
+            distinct=True,
+            skip_codes=shown | {code_key(rc.case.code) for rc in same},
         )
         out += [
             _case_candidate(rc.case, hw, cross=True, tier="cold", cap_key="cross_cases", caps=caps)

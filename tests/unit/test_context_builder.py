@@ -293,3 +293,39 @@ def test_steps_are_shown_the_headers_already_written_and_repairs_are_not() -> No
         TASK, "repair", parent_code=PARENT, feedback="boom", memory=None, tried=tried, budget=4000
     )
     assert "tried" not in parse_sections(repair.prompt)
+
+
+def test_a_program_is_shown_once_and_the_cases_are_the_best_distinct_ones(tmp_path: Path) -> None:
+    """Three attempts that stored the same kernel, a fourth the design pool shows already, two rules in the
+    same words: the prompt holds each program once and each rule once, and the experience section is
+    filled with the next best distinct programs instead of copies."""
+    from kernelwright.memory.records import Rule
+
+    relu = kernel("relu_flat")
+    design = kernel("design_pool")
+    m = open_memory(tmp_path / "mem")
+    try:
+        copies = [
+            Case.from_attempt(signature=SIG, code=relu + "\n" * i, correct=True, speedup=3.0 - 0.01 * i, hardware=HW)
+            for i in range(3)
+        ]  # fmt: skip
+        shown = Case.from_attempt(signature=SIG, code=design, correct=True, speedup=2.9, hardware=HW)
+        others = [
+            Case.from_attempt(signature=SIG, code=kernel(f"other{i}"), correct=True, speedup=1.5 - 0.1 * i, hardware=HW)
+            for i in range(3)
+        ]  # fmt: skip
+        m.cases.add_many([*copies, shown, *others])
+        text = "You cannot use tl.dot with block dimensions below 16"
+        m.rules.put_raw([Rule(text=text, count=3, op_families=["matmul"]) for _ in range(4)])
+        b = build_context(
+            TASK, "large_step", memory=m, designs=[design, design], versions=V, budget=8000,
+            target={"name": HW}, caps=TierCaps(max_cross_cases=0),
+        )  # fmt: skip
+    finally:
+        m.close()
+    sec = parse_sections(b.prompt)
+    assert sec["rules"].body.splitlines() == [f"- {text}"]
+    assert sec["designs"].body.count("design=design_pool") == 1
+    experience = sec["experience"].body
+    assert experience.count("<case ") == 3 and "design=design_pool" not in experience
+    assert b.case_ids == [copies[0].id, others[0].id, others[1].id]

@@ -223,8 +223,69 @@ def test_judge_decides_when_given(mem) -> None:  # noqa: ANN001
     assert d.merged and d.matched_by == "judge" and d.rule.id == c.rule.id
     # A failing judge falls back to the signatures and says so.
     broken = JudgeModel(decide=lambda prompt: True, fail=True)
-    e = mem.rules.add(dot_candidate(5), judge=partial(judge_same_rule, broken))
+    reworded = "You cannot use tl.dot when a block dimension is below 16"
+    e = mem.rules.add(dot_candidate(5, text=reworded), judge=partial(judge_same_rule, broken))
     assert e.merged and e.rule.id == a.rule.id and "judge failed" in e.note
+
+
+def test_the_same_words_are_one_rule_and_no_judge_is_asked(mem) -> None:  # noqa: ANN001
+    """Byte-identical rules were stored several times when the judge said "not the same": the same words
+    (up to spacing, case and a final full stop) now merge before any judge is asked."""
+    no = JudgeModel(decide=lambda prompt: False)
+    judge = partial(judge_same_rule, no)
+    text = "You cannot call tl.exp2 on an int32 tensor"
+    first = mem.rules.add(
+        RuleCandidate(text=text, error_kind="compile_error", error="TypeError: a", versions=V36)
+    )
+    again = [
+        mem.rules.add(
+            RuleCandidate(
+                text=t,
+                error_kind=kind,
+                error=f"{kind}: {n}",
+                versions=V36,
+                case_id=f"case-{n}",
+                op_families=["pointwise"],
+            ),
+            judge=judge,
+        )
+        for n, (t, kind) in enumerate(
+            [
+                (text, "compile_error"),
+                ("  you cannot call tl.exp2 on an  int32 tensor. ", "runtime_error"),
+                (text, "mismatch"),
+            ]
+        )
+    ]
+    assert all(u.merged and u.matched_by == "exact" and u.rule.id == first.rule.id for u in again)
+    assert no.calls == []  # not one model call spent on "X" and "X"
+    (rule,) = mem.rules.all()
+    assert rule.count == 4 and rule.text == text and set(rule.op_families) == {"pointwise"}
+    # A different rule still goes to the judge, which keeps it apart.
+    other = mem.rules.add(
+        RuleCandidate(
+            text="You cannot call tl.exp2 on a float64 tensor",
+            error_kind="compile_error",
+            error="TypeError: b",
+            versions=V36,
+        ),
+        judge=judge,
+    )
+    assert not other.merged and len(no.calls) == 1
+
+
+def test_rules_stored_twice_in_the_same_words_are_offered_once(mem) -> None:  # noqa: ANN001
+    """A memory written before exact duplicates were merged holds the same rule under several ids: a
+    prompt gets it once (the best-ranked copy) and the other offered rules keep their places."""
+    from kernelwright.memory.records import Rule
+
+    text = "You cannot use tl.dot with block dimensions below 16"
+    copies = [Rule(text=text, count=3 + i, op_families=["matmul"], triton_versions=["3.6"]) for i in range(4)]
+    other = Rule(text="You cannot pass num_ctas to a triton.Config", count=3, op_families=["matmul"])
+    mem.rules.put_raw([*copies, other])
+    got = mem.rules.relevant("matmul | aten.mm", op_families=["matmul"], versions=V36, k=5)
+    assert [r.rule.text for r in got].count(text) == 1 and len(got) == 2
+    assert got[0].rule.id == copies[-1].id  # the copy seen most often ranks first and is the one kept
 
 
 def test_threshold_and_relevance(mem) -> None:  # noqa: ANN001
