@@ -1,0 +1,101 @@
+"""The recorder's memory check (hardware/evidence.Recorder): whatever a recorded op or launch reads, and
+whatever forward returns, must hold what the recorder last saw there; the thread-state counter the
+candidate process uses to see threads that ended (hardware/runner_guard); and the job's input seeds
+(hardware/judge_inputs)."""
+
+from __future__ import annotations
+
+import threading
+import types
+
+import pytest
+import torch
+from torch.utils._python_dispatch import _pop_mode, _push_mode
+
+from kernelwright.hardware.config import EvalConfig
+from kernelwright.hardware.evidence import Recorder, RecordingMode, analyse
+from kernelwright.hardware.judge_inputs import draw_seeds
+from kernelwright.hardware.runner_guard import thread_state_counter
+
+
+def recorded(before: list[torch.Tensor], forward) -> dict:
+    """Run `forward` under a recorder as the candidate process does; the report the judge would read."""
+    rec = Recorder()
+    rec.start(before)
+    _push_mode(RecordingMode(rec))
+    try:
+        out = forward()
+        rec.check([out], "returned by forward")
+    finally:
+        _pop_mode()
+        rec.stop()
+    return {"events": [list(e) for e in rec.events], "unseen": rec.unseen,
+            "outputs": [out.untyped_storage().data_ptr()],
+            "before": [t.untyped_storage().data_ptr() for t in before]}  # fmt: skip
+
+
+def test_a_buffer_written_out_of_sight_before_a_recorded_read_is_caught():
+    x, buf = torch.randn(64), torch.zeros(64)
+
+    def forward():
+        buf.numpy()[:] = torch.relu(x).numpy()  # numpy: no torch op writes buf
+        return buf.clone()
+
+    report = recorded([x, buf], forward)
+    assert report["unseen"] and report["unseen"][0][2] == "read by aten::clone", report["unseen"]
+    prov = analyse(report)
+    assert (prov.ok, prov.error_kind) == (False, "forbidden") and "no recorded op writing it" in prov.reason
+
+
+def test_an_output_overwritten_after_its_last_recorded_write_is_caught():
+    x = torch.randn(64)
+
+    def forward():
+        out = torch.zeros_like(x)
+        out.numpy()[:] = 1.0
+        return out
+
+    report = recorded([x], forward)
+    assert [u[2] for u in report["unseen"]] == ["returned by forward"]
+
+
+def test_recorded_writes_in_place_and_fresh_are_not_unseen():
+    x, buf = torch.randn(64), torch.zeros(64)
+
+    def forward():
+        buf.add_(x)  # an in-place write to storage that existed before forward
+        y = buf * 2
+        y.mul_(3)
+        return y + buf
+
+    assert recorded([x, buf], forward)["unseen"] == []
+
+
+def test_a_thread_that_has_ended_is_still_counted():
+    next_id = thread_state_counter()
+    a, b = next_id(), next_id()
+    assert b == a + 1  # nothing started in between
+    t = threading.Thread(target=lambda: None)
+    t.start()
+    t.join()
+    assert next_id() > b + 1
+
+
+def test_input_seeds_are_fresh_per_job_and_replayable():
+    shapes = [types.SimpleNamespace(label="small"), types.SimpleNamespace(label="sliced")]
+    cfg = EvalConfig(seed=0)
+    a, b = draw_seeds(shapes, cfg), draw_seeds(shapes, cfg)  # type: ignore[arg-type]
+    assert [len(a.trials["small"]), len(a.trials["sliced"])] == [3, 1]
+    assert set(a.trials["small"]).isdisjoint(b.trials["small"]) and a.recheck != b.recheck
+    assert not {0, 1, 2} & set(a.trials["small"])  # nothing derived from the configured seed
+    replay = draw_seeds(shapes, EvalConfig(input_seeds=a.as_json()))  # type: ignore[arg-type]
+    assert replay.as_json() == a.as_json()
+
+
+@pytest.mark.parametrize("bad", [{"small": [1]}, {}])
+def test_a_partial_replay_draws_the_rest_fresh(bad):
+    shapes = [types.SimpleNamespace(label="small")]
+    seeds = draw_seeds(shapes, EvalConfig(input_seeds=bad))  # type: ignore[arg-type]
+    assert len(seeds.trials["small"]) == 3 and seeds.trials["small"][: len(bad.get("small", []))] == bad.get(
+        "small", []
+    )
