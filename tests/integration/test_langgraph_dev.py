@@ -4,7 +4,11 @@ The server is started on a free loopback port with tracing, analytics and the br
 (so default run directories and memory land there), and stopped (its whole process group) at the end.
 Runs use the offline writer on bundled tasks with budgets of one or two candidates.
 
-- a run works, and the graph Studio draws has every route of the code;
+- a run works, its final state still shows the task_path it was given, Studio's panel shows each setting
+  with its description and default (and no Python-only ones), and the graph Studio draws has every route;
+- a run interrupted with a candidate in flight continues when the same task is sent again;
+- two threads started in the same minute on one task write two run folders; a thread given a folder that
+  holds another run is refused;
 - a second task on a used thread starts a new run with that task's result, never the old one;
 - with reloading on (as `langgraph dev` runs by default), runs with default run directories do not make
   the server reload, and a run queued behind another is not cancelled.
@@ -123,7 +127,10 @@ def test_run_the_graph_through_the_sdk(server, tmp_path):
     assert assistants and assistants[0]["name"] == "kernelwright-optimize"
     schemas = client.assistants.get_schemas(assistants[0]["assistant_id"])
     assert set(schemas["input_schema"]["properties"]) == {"task_path", "task_source", "task_name"}
-    assert "budget" in json.dumps(schemas.get("context_schema") or {})
+    panel = schemas["context_schema"]["properties"]
+    assert panel["budget"]["default"] == 8 and "candidate kernels" in panel["budget"]["description"]
+    assert panel["device"]["default"] == "auto" and "chat_model" not in panel and "timing_source" not in panel
+    assert all(p.get("description") for p in panel.values())
 
     thread = client.threads.create()
     run_dir = tmp_path / "run"
@@ -151,7 +158,7 @@ def test_run_the_graph_through_the_sdk(server, tmp_path):
     if result["correct"]:
         assert (run_dir / "kernel.py").exists()
     state = client.threads.get_state(thread["thread_id"])
-    assert state["next"] == []
+    assert state["next"] == [] and state["values"]["task_path"] == RELU
 
 
 def test_two_runs_on_two_threads_at_once_each_get_their_own_result(server, tmp_path):
@@ -240,3 +247,82 @@ def test_runs_with_default_directories_do_not_reload_the_server(reloading_server
     assert not [line for line in log.splitlines() if any(s in line for s in RELOAD_SIGNS)], log[-3000:]
     kernels = sorted((tmp_path / "home" / ".kernelwright" / "runs").glob("*/kernel.py"))
     assert [k.parent.name.split("-")[0] for k in kernels] == ["01_relu", "03_silu"]
+
+
+def _uuid7_like(ms: int, tail: int) -> str:
+    """A thread id as Studio makes them (uuid7): 48 bits of milliseconds first, random bits after."""
+    import uuid
+
+    return str(uuid.UUID(int=(ms << 80) | (0x7 << 76) | (0x8 << 60) | tail))
+
+
+def test_an_interrupted_run_continues_when_its_task_is_sent_again(server, tmp_path):
+    """Studio's interrupt while a candidate is in flight (the model is answering), then the same task
+    sent again: the run continues to its result, in the folder it started in."""
+    from langgraph_sdk import get_sync_client
+
+    from tests.fakes.chat import fenced
+    from tests.fakes.kernels import relu_kernel
+    from tests.fakes.openai_server import FakeOpenAIServer
+
+    code = fenced(relu_kernel("ok"))
+    client = get_sync_client(url=server, api_key=None, timeout=600)
+    with FakeOpenAIServer([{"sleep": 30.0, "content": code}], default=lambda body: {"content": code}) as fake:
+        context = {"model": "fake-coder", "base_url": fake.base_url, "budget": 2, "device": "cpu",
+                   "llm_rules": False, "memory": str(tmp_path / "memory"), "llm_timeout_s": 60}  # fmt: skip
+        thread = client.threads.create()["thread_id"]
+        run = client.runs.create(thread, "optimize", input={"task_path": RELU}, context=context)
+        deadline = time.monotonic() + 120
+        while not fake.chat_requests:  # the first candidate's coder is waiting for the model
+            assert time.monotonic() < deadline, client.runs.get(thread, run["run_id"])
+            time.sleep(0.2)
+        client.runs.cancel(thread, run["run_id"], wait=True, action="interrupt")
+        stopped = client.threads.get_state(thread)["values"]
+        assert stopped.get("result") is None and len(stopped["jobs"]) == 1 and not stopped.get("attempts")
+        values = client.runs.wait(thread, "optimize", input={"task_path": RELU}, context=context)
+    assert isinstance(values, dict) and "__error__" not in values, values
+    result = values["result"]
+    assert result is not None and result["run_id"] == thread and result["stop_reason"], values.get(
+        "stop_reason"
+    )
+    assert [a["node_id"] for a in values["attempts"]] == ["n1", "n2"] and result["correct"]
+    assert result["run_dir"] == stopped["run"]["run_dir"]
+    assert json.loads((Path(result["run_dir"]) / "result.json").read_text())["run_id"] == thread
+    assert client.threads.get_state(thread)["next"] == []
+
+
+def test_threads_started_in_the_same_minute_write_their_own_folders(served, tmp_path):
+    """Studio's thread ids begin with a timestamp: two threads on one task must not share a run folder,
+    and a thread given (run_dir) a folder that holds another run is refused, the folder untouched."""
+    from langgraph_sdk import get_sync_client
+
+    server, home = served
+    client = get_sync_client(url=server, api_key=None, timeout=600)
+    now = int(time.time() * 1000)
+    context = {"model": "offline", "budget": 1, "device": "cpu", "memory": str(tmp_path / "memory")}
+    runs = []
+    for tail in (1, 2):
+        thread = client.threads.create(thread_id=_uuid7_like(now, tail))["thread_id"]
+        runs.append(
+            (thread, client.runs.create(thread, "optimize", input={"task_path": RELU}, context=context))
+        )
+    assert runs[0][0][:8] == runs[1][0][:8]
+    folders = []
+    for thread, run in runs:
+        values = client.runs.join(thread, run["run_id"])
+        assert "__error__" not in values, values
+        folder = Path(values["result"]["run_dir"])
+        assert json.loads((folder / "result.json").read_text())["run_id"] == thread
+        logged = {
+            json.loads(line)["run_id"] for line in (folder / "evaluations.jsonl").read_text().splitlines()
+        }
+        assert logged == {thread}
+        folders.append(folder)
+    assert folders[0] != folders[1] and all(f.parent == home / ".kernelwright" / "runs" for f in folders)
+    before = {p.name: p.read_bytes() for p in folders[0].iterdir() if p.is_file()}
+    thread = client.threads.create()["thread_id"]
+    with pytest.raises(Exception, match="RunFolderTaken: .* already holds run "):
+        client.runs.wait(
+            thread, "optimize", input={"task_path": RELU}, context={**context, "run_dir": str(folders[0])}
+        )
+    assert {p.name: p.read_bytes() for p in folders[0].iterdir() if p.is_file()} == before
