@@ -1,6 +1,7 @@
 """The judge on a real GPU: transport, timing and its cross-checks, runtime evidence (skipped without CUDA).
 
-One command on a GPU machine runs it: `pytest tests/kernels/test_judge_gpu.py -q`. With $OUT set, the
+One command on a GPU machine runs it: `pytest tests/kernels/test_judge_gpu.py -q` (self-contained: the
+tasks and candidates it needs are in the repository). With $OUT set, the
 results of every evaluation are written to $OUT/judge_gpu.json.
 """
 
@@ -123,6 +124,9 @@ def test_python_timer_patches_change_nothing(pool, relu_task):
     patched = run(pool, relu_task, "patched timers", PATCHED_TIMERS)
     assert patched.correct, patched.error
     assert abs(patched.runtime_ms - honest.runtime_ms) / honest.runtime_ms < 0.2
+    # every job drew its own input seeds (listed after the verdict): none in common
+    seeds = [{s for v in r.extra["input_seeds"].values() for s in v} for r in (honest, patched)]
+    assert seeds[0] and not seeds[0] & seeds[1], seeds
 
 
 def test_work_on_a_side_stream_disagrees_with_the_wall_clock(pool, relu_task):
@@ -134,6 +138,85 @@ def test_work_on_a_side_stream_disagrees_with_the_wall_clock(pool, relu_task):
 def test_torch_in_a_thread_is_caught(pool, relu_task):
     res = run(pool, relu_task, "thread", THREAD)
     assert (res.correct, res.error_kind) == (False, "forbidden"), res.error
+
+
+# The judge once recorded one call (first shape, second trial): torch on every other one. Every call the
+# judge reads is recorded now, the first (compiling) one included.
+TORCH_OFF_THE_RECORDED_CALL = (HOSTILE / "torch_off_the_recorded_call.py").read_text()
+
+# Torch computes on the GPU in a thread started and joined within forward, into a buffer made in __init__
+# (storage there before forward); a kernel copies it out, so no thread is left running.
+THREAD_JOINED = """
+import threading
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.buf = torch.empty(4096 * 16384, device="cuda")
+
+    def forward(self, x):
+        def work():
+            torch.clamp(x.reshape(-1), min=0, out=self.buf[: x.numel()])
+            torch.cuda.synchronize()
+
+        t = threading.Thread(target=work)
+        t.start()
+        t.join()
+        out = torch.empty_like(x)
+        copy_kernel[(triton.cdiv(x.numel(), 4096),)](self.buf, out, x.numel(), BLOCK=4096)
+        return out
+"""
+
+# The same work in a thread started while ModelNew is built, which waits for forward and ends before it
+# returns.
+THREAD_FROM_INIT = (
+    (HOSTILE / "thread_from_init.py")
+    .read_text()
+    .replace("torch.empty(5 * 123 * 77)", 'torch.empty(4096 * 16384, device="cuda")')
+)
+
+# An honest kernel that Triton autotunes on its first call, under the recorder now (the judge once
+# recorded only a later call): its benchmark launches and torch ops must not read as out of sight.
+AUTOTUNED = """
+@triton.autotune(configs=[triton.Config({"BLOCK": b}) for b in (1024, 2048, 4096)], key=["n"])
+@triton.jit
+def relu_tuned(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=mask), 0.0), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        relu_tuned[lambda m: (triton.cdiv(x.numel(), m["BLOCK"]),)](x, out, x.numel())
+        return out
+"""
+
+
+def test_torch_off_the_once_recorded_call_is_caught(pool, relu_task):
+    res = run(pool, relu_task, "torch off the recorded call", TORCH_OFF_THE_RECORDED_CALL)
+    assert (res.correct, res.error_kind) == (False, "torch_fallback"), res.error
+
+
+def test_torch_in_a_thread_joined_before_forward_returns_is_caught(pool, relu_task):
+    res = run(pool, relu_task, "thread joined", THREAD_JOINED)
+    assert (res.correct, res.error_kind) == (False, "forbidden"), res.error
+    assert "started 1 thread(s)" in res.error
+
+
+def test_torch_in_a_thread_started_while_building_is_caught(pool, relu_task):
+    res = run(pool, relu_task, "thread from init", THREAD_FROM_INIT)
+    assert (res.correct, res.error_kind) == (False, "forbidden"), res.error
+    assert "building ModelNew" in res.error
+
+
+def test_an_autotuned_kernel_passes_with_every_call_recorded(pool, relu_task):
+    res = run(pool, relu_task, "autotuned", AUTOTUNED)
+    assert res.correct and res.timing_meaningful, res.error
+    assert res.extra["gpu_kernels"]["library"] == 0, res.extra["gpu_kernels"]
 
 
 def test_answer_remembered_per_tensor_fails_the_recheck(pool, relu_task):
