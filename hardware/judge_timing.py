@@ -160,7 +160,10 @@ class Timing(Verification):
             f"passed, precision {cfg.precision}"
         )
         if cfg.compile_baseline:
-            self.conn.send(("partial", job_id, res.model_dump(mode="json")))
+            # The verdict is in (the pool keeps it if the baseline times out): its seeds with it.
+            partial = res.model_dump(mode="json")
+            partial["extra"]["input_seeds"] = self._seeds.as_json()
+            self.conn.send(("partial", job_id, partial))
             self._stage(job_id, "baseline")
             t0 = time.perf_counter()
             ref.restore(mode)
