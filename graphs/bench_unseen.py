@@ -21,10 +21,9 @@ speedup there and its ratio to the searched speedup (graphs/bench_report.py).
 
 from __future__ import annotations
 
-import ast
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from kernelwright.nodes.run_context import Context
@@ -40,7 +39,6 @@ CPU_BASE_ELEMENTS = 30_000
 GPU_MEMORY_FACTOR = 8
 """A GPU size is used when this many times its tensors' bytes fit the free memory (the judge keeps
 pristine copies, the outputs and a float64 reference beside the candidate's own)."""
-SMALL_INPUT_FUNCTIONS = ("get_small_inputs", "get_small_init_inputs")
 
 
 @dataclass
@@ -49,21 +47,6 @@ class UnseenSize:
     sizes: dict[str, int]
     """The constants changed from the task's own, with their values here."""
     input_shapes: list[list[int]]
-
-
-def drop_small_inputs(source: str) -> str:
-    """The task without get_small_inputs()/get_small_init_inputs(): its judge then runs its constants'
-    sizes (on the CPU its small inputs would stand in for every size)."""
-    tree = ast.parse(source)
-    lines = source.splitlines(keepends=True)
-    spans = [
-        (n.lineno, n.end_lineno or n.lineno)
-        for n in tree.body
-        if isinstance(n, ast.FunctionDef) and n.name in SMALL_INPUT_FUNCTIONS
-    ]
-    for start, end in sorted(spans, reverse=True):
-        del lines[start - 1 : end]
-    return "".join(lines)
 
 
 def _measure(source: str, name: str) -> tuple[list[list[int]], int, int] | None:
@@ -124,13 +107,13 @@ def unseen_sizes(
     source: str, name: str, k: int, device: str, free_bytes: int | None = None
 ) -> tuple[list[UnseenSize], str]:
     """Up to k sizes of the task its search did not verify, and a note when fewer could be made."""
-    from kernelwright.tasks.resize import shrink, size_constants, with_sizes
+    from kernelwright.tasks.resize import shrink, size_constants, with_sizes, without_small_inputs
 
     if k <= 0:
         return [], ""
     base_source = source
     if device == "cpu":
-        base_source = drop_small_inputs(source)
+        base_source = without_small_inputs(source)
         small = shrink(base_source, f"{name}_base", CPU_BASE_ELEMENTS, odd=False)
         if small is not None:
             base_source = small.source
@@ -191,7 +174,7 @@ def judge_unseen(
     from kernelwright.nodes import resources
     from kernelwright.tasks.loader import load_task_source
 
-    device = "cuda" if resolve_device(ctx.device).startswith("cuda") else "cpu"
+    device: Literal["cpu", "cuda"] = "cuda" if resolve_device(ctx.device).startswith("cuda") else "cpu"
     free = None
     if device == "cuda":
         import torch

@@ -15,6 +15,7 @@ failure is that failure's second occurrence, so it closes its design for the ask
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from typing import Literal
@@ -25,7 +26,15 @@ from langgraph.types import Command, Send
 
 from kernelwright.nodes import resources
 from kernelwright.nodes.prompts import closed_design_rule, closed_request, repeat_request, with_rules
-from kernelwright.nodes.records import Branch, Candidate, ContextItem, CostLedger, Prompt, Usage
+from kernelwright.nodes.records import (
+    Branch,
+    Candidate,
+    ContextItem,
+    CostLedger,
+    FailedProgram,
+    Prompt,
+    Usage,
+)
 from kernelwright.nodes.repeats import header_design, repeated
 from kernelwright.nodes.run_context import Context
 from kernelwright.providers.chat import invoke_with_retry, parse_program, usage_of
@@ -53,22 +62,24 @@ REPEAT_ASKS = 2
 """How often the writer is asked again when its program repeats a failure or uses a closed design."""
 
 
-def _repeat(code: str | None, branch: Branch, closed: dict[str, str]) -> tuple[str, str, str] | None:
-    """(why it must not be judged, the text that asks again, the design the repeat closes) or None."""
+def _repeat(
+    code: str | None, branch: Branch, closed: dict[str, str]
+) -> tuple[str, str, FailedProgram | None] | None:
+    """(why it must not be judged, the text that asks again, the failed program whose design the repeat
+    closes) or None."""
     job = branch.job
     hit = repeated(code, job.failed_programs)
     if hit is not None:
         failed, up_to_config = hit
-        closes = failed.design if failed.design and failed.design not in closed else ""
+        closes = failed if failed.design and failed.design not in closed else None
         why = f"the same program as {failed.node_id}" + (" up to its config" if up_to_config else "")
-        return (
-            why,
-            repeat_request(failed.node_id, up_to_config, failed.error_kind, failed.error, closes or None),
-            closes,
+        ask = repeat_request(
+            failed.node_id, up_to_config, failed.error_kind, failed.error, closes.design if closes else None
         )
+        return why, ask, closes
     design, _ = header_design(code)
     if design and design in closed:
-        return f"design {design} is closed for this task", closed_request(design), ""
+        return f"design {design} is closed for this task", closed_request(design), None
     return None
 
 
@@ -87,7 +98,7 @@ def coder(branch: Branch, runtime: Runtime[Context]) -> Command[Literal["compile
     while True:
         messages = [SystemMessage(branch.prompt.system), HumanMessage(user + extra)]
         message = invoke_with_retry(
-            lambda msgs=messages: model.invoke(msgs), total_s=ctx.llm_retry_s, what=provider_name(ctx)
+            functools.partial(model.invoke, messages), total_s=ctx.llm_retry_s, what=provider_name(ctx)
         )
         t_in, t_out = usage_of(message)
         tokens_in, tokens_out = tokens_in + t_in, tokens_out + t_out
@@ -98,11 +109,10 @@ def coder(branch: Branch, runtime: Runtime[Context]) -> Command[Literal["compile
             break
         asks += 1
         why, ask, closes = repeat
-        if closes:  # this repeat is the failure's second occurrence: its design is closed from here on
-            fp = next(f for f in job.failed_programs if f.design == closes)
-            closed[closes] = closed_design_rule(closes, fp.family, fp.error_kind)
-            closed_by.append(fp.node_id)
-            user = with_rules(user, [closed[closes]])
+        if closes is not None:  # the failure's second occurrence: its design is closed from here on
+            closed[closes.design] = closed_design_rule(closes.design, closes.family, closes.error_kind)
+            closed_by.append(closes.node_id)
+            user = with_rules(user, [closed[closes.design]])
         extra = "\n\n" + ask + "\n"
     seconds = time.monotonic() - started
     unsupported = (getattr(message, "response_metadata", None) or {}).get("unsupported")

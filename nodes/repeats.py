@@ -53,11 +53,11 @@ class _Mask(ast.NodeTransformer):
     placeholder = ast.Name(id="_CONFIG_", ctx=ast.Load())
 
     def _const(self, node: ast.expr | None) -> bool:
-        return (
-            isinstance(node, ast.Constant)
-            and isinstance(node.value, int | float | bool | str)
-            or (isinstance(node, ast.UnaryOp) and isinstance(node.operand, ast.Constant))
-        )
+        """A number (block sizes, warps, stages); strings stay (a precision such as "ieee" is a design
+        choice that can fix a mismatch)."""
+        if isinstance(node, ast.UnaryOp):
+            node = node.operand
+        return isinstance(node, ast.Constant) and type(node.value) in (int, float, bool)
 
     def visit_keyword(self, node: ast.keyword) -> ast.keyword:
         self.generic_visit(node)

@@ -8,13 +8,12 @@ the first holds at the unseen sizes and the second does not. The choice of sizes
 
 from __future__ import annotations
 
-import ast
 import json
 import subprocess
 
 import pytest
 
-from graphs.bench_unseen import drop_small_inputs, seen_shapes, unseen_sizes
+from kernelwright.graphs.bench_unseen import seen_shapes, unseen_sizes
 from tests.fakes.chat import fenced
 from tests.kernels.test_bench_cli import KW, _env, ledger
 
@@ -82,12 +81,6 @@ def test_the_unseen_sizes_are_ones_the_search_never_verified():
     assert shapes[0][0][0] < 16 < shapes[1][0][0]  # scaled down, then up
     assert all(v % 2 == 1 for v in sizes[0].sizes.values())  # the first one odd
     assert unseen_sizes(TASK, "rows", 0, "cpu") == ([], "")
-    small = TASK.replace(
-        "def get_init_inputs", "def get_small_inputs():\n    return []\n\n\ndef get_init_inputs"
-    )
-    assert "get_small_inputs" not in drop_small_inputs(small) and ast.dump(
-        ast.parse(drop_small_inputs(small))
-    ) == ast.dump(ast.parse(TASK))
 
 
 def test_a_kernel_with_a_traced_size_does_not_hold_and_a_generic_one_does(tmp_path):

@@ -249,3 +249,38 @@ def test_evaluations_to_best_is_the_best_candidates_place_and_sums_over_correct_
             row("s/b", "correct", evaluations=4, evaluations_to_best=4),
             row("s/c", "incorrect", evaluations=6)]  # fmt: skip
     assert aggregate("s", rows).evaluations_to_best == 6
+
+
+def test_unseen_sizes_and_repeated_failures_are_counted_per_task_and_per_group(tmp_path):
+    unseen_ok = [{"sizes": {"n": 11}, "correct": True}, {"sizes": {"n": 21}, "correct": True}]
+    unseen_bad = [{"sizes": {"n": 11}, "correct": False, "error_kind": "shape_mismatch"},
+                  {"sizes": {"n": 21}, "correct": True}]  # fmt: skip
+    rows = [
+        row("s/a", "correct", speedup_vs_eager=2.0, unseen=unseen_ok, holds_unseen=True,
+            unseen_speedup_vs_eager=1.6, unseen_vs_searched=0.8, candidates=8,
+            failed_by_kind={"compile_error": 2}, repeats=1, blocked=3, **TIMED),
+        row("s/b", "correct", speedup_vs_eager=1.0, unseen=unseen_bad, holds_unseen=False,
+            unseen_vs_searched=0.5, candidates=8, failed_by_kind={"compile_error": 1, "mismatch": 1}, **TIMED),
+        row("s/c", "correct", speedup_vs_eager=1.0, candidates=4, unseen_note="no size constant of 8 or more"),
+        row("s/d", "incorrect", candidates=4, failed_by_kind={"runtime_error": 4}, repeats=1),
+    ]  # fmt: skip
+    o = build_suite(rows, {}).overall
+    assert (o.unseen_checked, o.holds_unseen, o.holds_unseen_share) == (2, 1, 0.5)
+    # only a kernel that holds counts in the unseen/searched geomean
+    assert o.geomean_unseen_vs_searched.value == pytest.approx(0.8) and o.geomean_unseen_vs_searched.n == 1
+    assert (o.candidates, o.repeats, o.blocked) == (24, 2, 3)
+    assert o.repeats_per_100 == pytest.approx(100 * 2 / 24)
+    assert o.failed_by_kind == {"compile_error": 3, "mismatch": 1, "runtime_error": 4}
+    write_suite(build_suite(rows, {"out": str(tmp_path)}), tmp_path)
+    md = (tmp_path / "suite.md").read_text()
+    assert "- overall: 2/2 best kernels hold" not in md
+    assert (
+        "- overall: 1/2 best kernels hold at unseen sizes (50%)" in md
+        and "2 repeated failure(s) judged of 24" in md
+    )
+    assert "| s/a | holds at 2 unseen size(s) | 1.60x | 0.80x | n=11; n=21 | compile_error 2 | 1 | 3 |" in md
+    assert "| s/b | does not hold (1 of 2: shape_mismatch) |" in md
+    assert "| s/c | no size constant of 8 or more |" in md
+    data = json.loads((tmp_path / "suite.json").read_text())
+    assert data["overall"]["repeats_per_100"] == pytest.approx(8.333, abs=1e-3)
+    assert data["tasks"][1]["holds_unseen"] is False
