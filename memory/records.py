@@ -347,9 +347,12 @@ class Case(MemoryRecord):
         return " || ".join(p for p in parts if p)
 
     def summary(self) -> str:
-        sp = f"{self.speedup:.2f}x" if self.speedup is not None else "n/a"
+        """One line for a person: "two_pass for softmax (09_softmax) on h100: effective, 1.80x"."""
         what = self.design or self.idea or self.action or "attempt"
-        return f"{self.outcome} {sp} {'+'.join(self.signature.op_families) or '?'} {what} on {self.hardware or '?'}"
+        task = f" ({self.task_name})" if self.task_name else ""
+        sp = f", {self.speedup:.2f}x" if self.speedup is not None else ""
+        fams = "+".join(self.signature.op_families) or "?"
+        return f"{what} for {fams}{task} on {self.hardware or '?'}: {self.outcome}{sp}"
 
 
 # --- rules -------------------------------------------------------------------------------------------

@@ -244,6 +244,8 @@ class _Candidate(BaseModel):
     tokens: int = 0
     short: str | None = None
     """A shorter form to inject when the full text does not fit (e.g. a design's header line only)."""
+    why: str = ""
+    """Why it was chosen (the report's "why" column): a rule's count and relevance, a case's match."""
 
 
 Hot = list[tuple[str, str, str]]
@@ -324,7 +326,8 @@ def build_context(
     prompt, total = _trim_to_budget(hot, chosen, hw, budget, count, cut)
 
     injected += [
-        ContextItem(kind=c.kind, id=c.id, tier=c.tier, tokens=c.tokens, text=c.summary) for c in chosen
+        ContextItem(kind=c.kind, id=c.id, tier=c.tier, tokens=c.tokens, text=c.summary, reason=c.why)
+        for c in chosen
     ]
     tiers: dict[str, int] = {}
     for item in injected:
@@ -414,7 +417,14 @@ def _design_candidates(designs: Sequence[Any], caps: TierCaps) -> list[_Candidat
         short = tagged("design", design_outline(header, len(lines)), id=did, speedup=fmt_speedup(speedup))
         out.append(
             _Candidate(
-                kind="design", id=did, tier="warm", cap_key="designs", text=body, summary=did, short=short
+                kind="design",
+                id=did,
+                tier="warm",
+                cap_key="designs",
+                text=body,
+                summary=did,
+                short=short,
+                why="a representative design for a large step",
             )
         )
     return out
@@ -435,9 +445,20 @@ def _rule_candidates(
             cap_key="rules",
             text=rule_line(rr.rule.text),
             summary=rr.rule.text,
+            why=_rule_why(
+                rr.rule.count, rr.rule.certain, bool(set(fams) & set(rr.rule.op_families)), rr.similarity
+            ),
         )
         for rr in relevant
     ]
+
+
+def _rule_why(count: int, certain: bool, same_family: bool, similarity: float) -> str:
+    seen = f"seen {count} time{'s' if count != 1 else ''}"
+    if certain:
+        seen += " (a limit the compiler reported: offered from its first sighting)"
+    family = "; same op family" if same_family else ""
+    return f"{seen}{family}; relevance {similarity:.2f}"
 
 
 def _experience_candidates(
@@ -462,7 +483,19 @@ def _experience_candidates(
         distinct=True,
         skip_codes=shown,
     )
-    out = [_case_candidate(rc.case, hw, cross=False, tier="warm", cap_key="cases", caps=caps) for rc in same]
+    out = [
+        _case_candidate(
+            rc.case,
+            hw,
+            cross=False,
+            tier="warm",
+            cap_key="cases",
+            caps=caps,
+            task=task.name,
+            similarity=rc.similarity,
+        )
+        for rc in same
+    ]
     if hw and caps.max_cross_cases > 0:
         cross = memory.cases.search(
             task.signature,
@@ -477,14 +510,31 @@ def _experience_candidates(
             skip_codes=shown | {code_key(rc.case.code) for rc in same},
         )
         out += [
-            _case_candidate(rc.case, hw, cross=True, tier="cold", cap_key="cross_cases", caps=caps)
+            _case_candidate(
+                rc.case,
+                hw,
+                cross=True,
+                tier="cold",
+                cap_key="cross_cases",
+                caps=caps,
+                task=task.name,
+                similarity=rc.similarity,
+            )
             for rc in cross
         ]
     return out
 
 
 def _case_candidate(
-    case: Case, hw: str, *, cross: bool, tier: str, cap_key: str, caps: TierCaps
+    case: Case,
+    hw: str,
+    *,
+    cross: bool,
+    tier: str,
+    cap_key: str,
+    caps: TierCaps,
+    task: str = "",
+    similarity: float | None = None,
 ) -> _Candidate:
     same = "unknown" if not hw else ("true" if case.hardware == hw else "false")
     text = tagged(
@@ -496,7 +546,22 @@ def _case_candidate(
         hardware=case.hardware or "unknown",
         same_hardware=same,
     )
-    return _Candidate(kind="case", id=case.id, tier=tier, cap_key=cap_key, text=text, summary=case.summary())
+    which = "this task" if case.task_name and case.task_name == task else f"task {case.task_name or '?'}"
+    where = (
+        f"correct on {case.hardware or 'other hardware'} (shows what compiles there)"
+        if cross
+        else case.outcome
+    )
+    match = f"; match {similarity:.2f}" if similarity is not None else ""
+    return _Candidate(
+        kind="case",
+        id=case.id,
+        tier=tier,
+        cap_key=cap_key,
+        text=text,
+        summary=case.summary(),
+        why=f"{which}, {where}{match}",
+    )
 
 
 def _doc_candidates(query: str, tags: list[str], caps: TierCaps) -> list[_Candidate]:
@@ -509,6 +574,7 @@ def _doc_candidates(query: str, tags: list[str], caps: TierCaps) -> list[_Candid
             cap_key="docs",
             text=doc_line(doc.title, doc.text),
             summary=doc.title,
+            why="a Triton note for this task's operators or error",
         )
         for doc, _score in select_docs(query, tags=tags, k=caps.max_docs)
     ]

@@ -7,6 +7,11 @@ timing was not meaningful), lists the attempts (each with its full feedback, the
 program taken from it, collapsed), and shows the rules and cases the context manager injected into the
 prompts (and what it cut), with the rules this run learned. It links the run's kernel.py when there is
 one. A kernel without a `# kernelwright:` header is named by its Triton kernels.
+
+Read at a laptop's width (tests/unit/test_report_page.py looks at it in Chromium): an attempt's numbers
+are one row and its feedback, answer, program and prompt a full-width row below; each rule and case of
+the run's prompts has a short name (R1, C1) that the attempts use and the context table explains, with
+why it was chosen.
 """
 
 from __future__ import annotations
@@ -30,14 +35,29 @@ ACTION_STYLE = {
     "repair": 'stroke="#e03131" stroke-width="1.5" stroke-dasharray="4 3"',
 }
 
+# Each attempt is two rows of the attempts table: its numbers, then one full-width cell with its feedback,
+# the model's answer, the program and its prompt, so that prose and code get the page's width, not a column's.
 CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#212529;max-width:1200px}
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;padding:0 24px;
+ color:#212529;max-width:1280px;line-height:1.4}
 h1{font-size:22px;margin-bottom:4px} h2{font-size:17px;margin-top:28px;border-bottom:1px solid #dee2e6}
+h3{font-size:15px;margin-bottom:6px}
 .verdict{font-size:16px;padding:10px 14px;border-radius:6px;background:#f1f3f5;margin:12px 0}
 .verdict.good{background:#ebfbee}.verdict.bad{background:#fff5f5}
 table{border-collapse:collapse;font-size:13px} td,th{border:1px solid #dee2e6;padding:4px 8px;text-align:left;vertical-align:top}
 th{background:#f8f9fa} code,pre{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px}
-pre{white-space:pre-wrap;margin:0} .muted{color:#868e96} .legend span{margin-right:14px}
+pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:0} .muted{color:#868e96} .legend span{margin-right:14px}
+table.wide{width:100%} td.num{text-align:right;white-space:nowrap} td.id{white-space:nowrap}
+td.design code{overflow-wrap:anywhere}
+tr.attempt td{border-bottom:none;background:#f8f9fa} tr.attempt td.status{font-weight:600}
+tr.detail td{border-top:none;padding:6px 8px 12px 28px}
+.feedback{margin:0 0 6px} details{margin:4px 0} summary{cursor:pointer;color:#1c7ed6}
+details pre.code{white-space:pre;overflow-x:auto;max-height:36em;overflow-y:auto;background:#f8f9fa;
+ border:1px solid #e9ecef;padding:8px;margin-top:4px}
+details pre.text{background:#f8f9fa;border:1px solid #e9ecef;padding:8px;margin-top:4px;max-height:36em;overflow-y:auto}
+.line{margin:2px 0} .label{color:#495057;font-weight:600;margin-right:6px}
+ul.prompt{margin:2px 0 0;padding-left:20px} ul.prompt li{margin:1px 0}
+a.ref{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px;text-decoration:none}
 """
 
 
@@ -46,10 +66,11 @@ def _fmt(x: float | None, spec: str = ".2f", none: str = "-", unit: str = "") ->
     return none if x is None else format(x, spec) + unit
 
 
-def _details(summary: str, body: str, *, pre: bool = True) -> str:
+def _details(summary: str, body: str, *, code: bool = False) -> str:
+    """A collapsed block: code keeps its lines (scrolling sideways), prose wraps to the page's width."""
     if not body.strip():
         return ""
-    inner = f"<pre>{escape(body)}</pre>" if pre else escape(body)
+    inner = f"<pre class='{'code' if code else 'text'}'>{escape(body)}</pre>"
     return f"<details><summary>{escape(summary)}</summary>{inner}</details>"
 
 
@@ -197,9 +218,26 @@ def progress_svg(result: OptimizeResult, attempts: list[Attempt]) -> str:
     return "".join(parts) + f"<p class='muted'>{escape(note)}</p>"
 
 
-def _context_tables(attempts: list[Attempt]) -> str:
-    injected: dict[tuple[str, str], tuple[ContextItem, list[str]]] = {}
-    cut: dict[tuple[str, str], tuple[ContextItem, list[str]]] = {}
+ContextKey = tuple[str, str]
+"""(kind, id or text) of a rule or case the context manager considered."""
+
+
+def context_refs(attempts: list[Attempt]) -> dict[ContextKey, str]:
+    """A short name per rule and case injected in the run ("R1", "C2"), in order of first use."""
+    refs: dict[ContextKey, str] = {}
+    counts = {"rule": 0, "case": 0}
+    for a in sorted(attempts, key=lambda a: a.seq):
+        for item in a.context.injected if a.context else []:
+            key = (item.kind, item.id or item.text)
+            if item.kind in counts and key not in refs:
+                counts[item.kind] += 1
+                refs[key] = f"{item.kind[0].upper()}{counts[item.kind]}"
+    return refs
+
+
+def _context_tables(attempts: list[Attempt], refs: dict[ContextKey, str]) -> str:
+    injected: dict[ContextKey, tuple[ContextItem, list[str]]] = {}
+    cut: dict[ContextKey, tuple[ContextItem, list[str]]] = {}
     for a in attempts:
         if a.context is None:
             continue
@@ -212,26 +250,57 @@ def _context_tables(attempts: list[Attempt]) -> str:
                 key = (item.kind, item.id or item.text)
                 cut.setdefault(key, (item, []))[1].append(a.node_id)
 
-    def table(rows: dict[tuple[str, str], tuple[ContextItem, list[str]]], empty: str) -> str:
+    def table(rows: dict[ContextKey, tuple[ContextItem, list[str]]], empty: str, why: str) -> str:
         if not rows:
             return f"<p class='muted'>{empty}</p>"
         out = [
-            "<table><tr><th>kind</th><th>id</th><th>tier</th><th>text</th><th>attempts</th><th>why</th></tr>"
+            "<table class='wide'><tr><th></th><th>kind</th><th>text</th><th>tier</th><th>prompts</th>"
+            f"<th>{why}</th><th>id</th></tr>"
         ]
-        for (kind, _), (item, nodes) in sorted(rows.items(), key=lambda kv: (kv[0][0], -len(kv[1][1]))):
+        order = sorted(
+            rows.items(), key=lambda kv: (kv[0][0] != "rule", _ref_order(refs.get(kv[0])), -len(kv[1][1]))
+        )
+        for key, (item, nodes) in order:
+            ref = refs.get(key, "")
+            anchor = f" id='ctx-{ref}'" if ref and rows is injected else ""
             out.append(
-                f"<tr><td>{escape(kind)}</td><td><code>{escape(item.id)}</code></td><td>{escape(item.tier)}</td>"
-                f"<td>{escape(item.text[:300])}</td><td>{escape(', '.join(nodes))}</td><td>{escape(item.reason)}</td></tr>"
+                f"<tr{anchor}><td class='id'><b>{escape(ref)}</b></td><td>{escape(key[0])}</td>"
+                f"<td>{escape(item.text[:300])}</td><td>{escape(item.tier)}</td>"
+                f"<td>{escape(', '.join(dict.fromkeys(nodes)))}</td><td>{escape(item.reason or '-')}</td>"
+                f"<td class='id'><code class='muted'>{escape(item.id)}</code></td></tr>"
             )
         out.append("</table>")
         return "".join(out)
 
     return (
         "<h3>Injected</h3>"
-        + table(injected, "No rules or cases were injected (an empty memory, or none relevant).")
+        + table(injected, "No rules or cases were injected (an empty memory, or none relevant).", "why")
         + "<h3>Cut for the token budget</h3>"
-        + table(cut, "Nothing relevant was cut.")
+        + table(cut, "Nothing relevant was cut.", "why cut")
     )
+
+
+def _ref_order(ref: str | None) -> int:
+    return int(ref[1:]) if ref and ref[1:].isdigit() else 1_000_000
+
+
+def prompt_list(a: Attempt, refs: dict[ContextKey, str]) -> str:
+    """The rules and cases in an attempt's prompt, each by its short name (a link to the context table)
+    and what it says: a rule's words, a case's outcome and design."""
+    items = [i for i in (a.context.injected if a.context else []) if i.kind in ("rule", "case")]
+    if not items:
+        return "<span class='muted'>no rules or cases</span>"
+    lines = []
+    for item in sorted(
+        items, key=lambda i: (i.kind != "rule", _ref_order(refs.get((i.kind, i.id or i.text))))
+    ):
+        ref = refs.get((item.kind, item.id or item.text), "")
+        text = item.text if len(item.text) <= 160 else item.text[:157] + "..."
+        lines.append(
+            f"<li><a class='ref' href='#ctx-{escape(ref)}' title='{escape(item.kind)} {escape(item.id)}'>"
+            f"{escape(ref)}</a> {escape(text or item.id)}</li>"
+        )
+    return f"<ul class='prompt'>{''.join(lines)}</ul>"
 
 
 def versus_parent(a: Attempt, attempts: list[Attempt]) -> str:
@@ -256,11 +325,10 @@ def render_report(result: OptimizeResult, attempts: list[Attempt]) -> str:
         if result.correct and result.slower_than_eager is False
         else ("bad" if not result.correct or result.slower_than_eager else "")
     )
+    refs = context_refs(attempts)
     rows = []
     for a in sorted(attempts, key=lambda a: a.seq):
         first = (a.feedback or "").splitlines()[0] if a.feedback else ""
-        in_context = ", ".join(f"{i.kind} {i.id}" for i in (a.context.injected if a.context else [])
-                               if i.kind in ("rule", "case")) or "-"  # fmt: skip
         cand = a.candidate
         header = (
             f"<code>{escape(cand.meta)}</code>"
@@ -270,17 +338,25 @@ def render_report(result: OptimizeResult, attempts: list[Attempt]) -> str:
         answer = cand.answer or (
             f"(not recorded; {cand.answer_chars} characters)" if cand.answer_chars else ""
         )
+        program = cand.code or "(none: " + (cand.error or "no program") + ")"
+        learned = "; ".join(a.reflection.rule_texts)
+        note = f" <span class='muted'>{escape(a.reflection.note)}</span>" if a.reflection.note else ""
         rows.append(
-            f"<tr><td>{escape(a.node_id)}</td><td>{escape(a.parent)}</td><td>{escape(a.action)}</td>"
-            f"<td style='color:{STATUS_COLOR.get(a.status, '#000')}'>{escape(a.status)}</td>"
-            f"<td>{_fmt(a.timing.speedup_vs_eager, '.3f')}</td><td>{escape(versus_parent(a, attempts))}</td>"
-            f"<td>{a.reward:.3f}</td><td>{header}</td>"
-            f"<td><pre>{escape(first[:240])}</pre>{_details('full feedback', a.feedback or '')}"
+            f"<tr class='attempt' id='{escape(a.node_id)}'><td class='id'><b>{escape(a.node_id)}</b></td>"
+            f"<td class='id'>{escape(a.parent)}</td><td class='id'>{escape(a.action)}</td>"
+            f"<td class='status' style='color:{STATUS_COLOR.get(a.status, '#000')}'>{escape(a.status)}</td>"
+            f"<td class='num'>{_fmt(a.timing.speedup_vs_eager, '.3f')}</td>"
+            f"<td class='num'>{escape(versus_parent(a, attempts))}</td>"
+            f"<td class='num'>{a.reward:.3f}</td><td class='design'>{header}</td></tr>"
+            f"<tr class='detail'><td colspan='8'>"
+            f"<pre class='feedback'>{escape(first[:400])}</pre>"
+            f"{_details('full feedback', a.feedback or '') if (a.feedback or '').strip() != first[:400].strip() else ''}"
             f"{_details('model answer', answer)}"
-            f"{_details('program taken from the answer', cand.code or '(none: ' + (cand.error or 'no program') + ')')}</td>"
-            f"<td>{escape('; '.join(a.reflection.rule_texts))}"
-            f"{'<br><span class=muted>' + escape(a.reflection.note) + '</span>' if a.reflection.note else ''}</td>"
-            f"<td>{escape(in_context)}</td></tr>"
+            f"{_details('program taken from the answer', program, code=True)}"
+            f"<div class='line'><span class='label'>rule learned</span>"
+            f"{escape(learned) if learned else '<span class=muted>none</span>'}{note}</div>"
+            f"<div class='line'><span class='label'>rules and cases in its prompt</span>"
+            f"{prompt_list(a, refs)}</div></td></tr>"
         )
     kernel = Path(result.run_dir) / "kernel.py"
     kernel_link = (
@@ -289,6 +365,9 @@ def render_report(result: OptimizeResult, attempts: list[Attempt]) -> str:
         else "<p class='muted'>No kernel.py: no correct kernel was found.</p>"
     )
     learned = "".join(f"<li>{escape(r)}</li>" for r in result.rules_learned) or "<li class='muted'>none</li>"
+    # the verdict names the timing note where it explains an unknown speed: said once, not twice
+    note = result.timing_note
+    timing = f" {escape(note[:1].upper() + note[1:])}." if note and note not in result.verdict else ""
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>kernelwright: {escape(result.task)}</title>
 <style>{CSS}</style></head><body>
@@ -296,7 +375,7 @@ def render_report(result: OptimizeResult, attempts: list[Attempt]) -> str:
 <div class="muted">run {escape(result.run_id)} &middot; target {escape(result.target)} &middot; device {escape(result.device)}
  &middot; model {escape(result.model)} &middot; precision {escape(result.precision)} &middot; seed {result.seed}</div>
 <div class="verdict {klass}">{escape(result.verdict)}</div>
-<p>Stopped: {escape(result.stop_reason or "-")}. {escape(result.timing_note)}</p>
+<p>Stopped: {escape(result.stop_reason or "-")}.{timing}</p>
 {kernel_link}
 <table>
 <tr><th>best speedup vs eager</th><td>{_fmt(result.best.speedup_vs_eager if result.best else None, ".3f")}</td>
@@ -308,9 +387,9 @@ def render_report(result: OptimizeResult, attempts: list[Attempt]) -> str:
 <h2>Search tree</h2>{tree_svg(result)}
 <h2>Speedup over attempts</h2>{progress_svg(result, attempts)}
 <h2>Attempts</h2>
-<table><tr><th>node</th><th>parent</th><th>action</th><th>status</th><th>speedup</th><th>vs parent</th><th>reward</th>
-<th>kernel</th><th>feedback</th><th>rule learned</th><th>rules and cases in its prompt</th></tr>{"".join(rows)}</table>
-<h2>Rules and cases in context</h2>{_context_tables(attempts)}
+<table class="wide"><tr><th>node</th><th>parent</th><th>action</th><th>status</th><th>speedup</th><th>vs parent</th>
+<th>reward</th><th>kernel</th></tr>{"".join(rows)}</table>
+<h2>Rules and cases in context</h2>{_context_tables(attempts, refs)}
 <h2>Rules learned in this run</h2><ul>{learned}</ul>
 </body></html>
 """

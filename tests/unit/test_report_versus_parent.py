@@ -41,5 +41,6 @@ def test_the_attempts_table_names_the_rules_and_cases_in_each_prompt():
     html = render_report(
         OptimizeResult(task="t", run_id="r", run_dir="/tmp/r", correct=True, verdict="v"), [a]
     )
-    assert "rules and cases in its prompt" in html and "rule r-7, case c-3" in html and "doc d-1" not in html
+    assert "rules and cases in its prompt" in html and "title='rule r-7'" in html
+    assert "title='case c-3'" in html and "doc d-1" not in html
     assert "1.50x, beat it" in html
