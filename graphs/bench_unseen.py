@@ -6,7 +6,7 @@ so a kernel can still hold only at those two: a size copied from a trace into a 
 cover a whole row. After a task's search, its best kernel is judged once more at K other sizes of the task:
 its module-level size constants (tasks/resize.py) scaled down and up in turn (x0.75, x1.25, x0.5, x1.5,
 ...), every other one made odd (odd sizes find masking bugs that powers of two hide). Constants below 8
-(kernel sizes, strides, small counts) are left alone; a scaling that breaks the task (a divisibility) is
+(kernel sizes, strides, small counts) and constants only the small inputs read are left alone; a scaling that breaks the task (a divisibility) is
 retried constant by constant, keeping the ones that stay valid (checked on the meta device).
 
 - On a GPU the sizes scale the task's own; one whose tensors, with the judge's copies and float64
@@ -21,6 +21,7 @@ speedup there and its ratio to the searched speedup (graphs/bench_report.py).
 
 from __future__ import annotations
 
+import ast
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -47,6 +48,13 @@ class UnseenSize:
     sizes: dict[str, int]
     """The constants changed from the task's own, with their values here."""
     input_shapes: list[list[int]]
+
+
+def names_read(source: str) -> set[str]:
+    """Names the module reads somewhere (a size constant no code reads sizes nothing)."""
+    return {
+        n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+    }
 
 
 def _measure(source: str, name: str) -> tuple[list[list[int]], int, int] | None:
@@ -119,7 +127,8 @@ def unseen_sizes(
             base_source = small.source
     own = {c.name: c.value for c in size_constants(source)}
     base = {c.name: c.value for c in size_constants(base_source)}
-    scalable = [n for n, v in sorted(base.items(), key=lambda nv: -nv[1]) if v >= MIN_SCALED]
+    used = names_read(without_small_inputs(source))  # small_* constants only size the small inputs
+    scalable = [n for n, v in sorted(base.items(), key=lambda nv: -nv[1]) if v >= MIN_SCALED and n in used]
     if not scalable:
         return [], "no size constant of 8 or more to change"
     seen = seen_shapes(source, name, device)

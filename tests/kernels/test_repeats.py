@@ -124,3 +124,10 @@ def test_the_program_key_ignores_comments_and_config_but_not_constructs():
     assert program_key(a) != program_key(relu_compile_error("x"))
     literal = a.replace("n = x.numel()", "n = 32768")
     assert program_key(literal) != program_key(a)
+    # a precision string is a design choice (it can fix a mismatch); numbers are config
+    call = "relu_kernel[grid](x, out, n, BLOCK=1024, num_warps=4)"
+    assert call in a
+    with_prec = a.replace(call, call.replace("num_warps=4", 'PREC="tf32", num_warps=4'))
+    other_prec = with_prec.replace('PREC="tf32"', 'PREC="ieee"')
+    assert program_key(with_prec) != program_key(other_prec)
+    assert program_key(with_prec) == program_key(with_prec.replace("num_warps=4", "num_warps=8"))
