@@ -45,7 +45,9 @@ def add_parser(subparsers: Any) -> None:
         description="Evaluate CANDIDATE (a file defining ModelNew with Triton kernels) against TASK (a "
         "KernelBench-format file). Exit 0 when the evaluation ran, whatever the verdict.",
     )
-    p.add_argument("task", help="task file: Model, get_inputs, get_init_inputs")
+    p.add_argument(
+        "task", help="task file (Model, get_inputs, get_init_inputs), or a bundled task: level1/09_softmax"
+    )
     p.add_argument("candidate", help="candidate file: ModelNew with the same constructor and forward")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="default: auto")
     p.add_argument(
@@ -73,10 +75,14 @@ def run(args: argparse.Namespace) -> int:
     from kernelwright.graphs.stdout_json import print_json
     from kernelwright.hardware import EvalConfig, evaluate
     from kernelwright.tasks import TaskError, load_task
-    from kernelwright.tasks.loader import check_cpu_size, prestart
+    from kernelwright.tasks.loader import check_cpu_size, prestart, resolve_task_path
 
     prestart()
 
+    try:
+        args.task = str(resolve_task_path(args.task))  # a bundled task by name: level1/09_softmax
+    except TaskError as exc:
+        return _fail(str(exc))
     for flag, given in (("TASK", args.task), ("CANDIDATE", args.candidate)):
         if Path(given).is_dir():
             return _fail(f"{flag} {given} is a folder: eval takes one task file and one candidate file")

@@ -89,10 +89,16 @@ def _open(args: argparse.Namespace) -> Memory:
     return open_memory(args.memory)
 
 
-def _run(args: argparse.Namespace, body: Any, on_damaged: Any = None) -> int:
+def _run(args: argparse.Namespace, body: Any, on_damaged: Any = None, on_missing: Any = None) -> int:
+    """`body(memory)`'s exit status; `on_missing(folder)`'s for a folder that does not exist, when given
+    (reading commands: opening would make the folder, and reading makes nothing)."""
     from kernelwright.memory import MemoryDamagedError, MemoryImportError, MemoryLocationError
+    from kernelwright.memory.core import missing_folder
 
     try:
+        missing = missing_folder(args.memory) if on_missing is not None else None
+        if missing is not None:
+            return int(on_missing(missing))
         mem = _open(args)
     except MemoryDamagedError as exc:
         if on_damaged is not None:
@@ -114,6 +120,15 @@ def _run(args: argparse.Namespace, body: Any, on_damaged: Any = None) -> int:
         return 1
     finally:
         mem.close()
+
+
+def _nothing_to(verb: str) -> Any:
+    def answer(folder: str) -> int:
+        print(f"kernelwright memory: no memory at {folder} (the folder does not exist); nothing to {verb}",
+              file=sys.stderr)  # fmt: skip
+        return 1
+
+    return answer
 
 
 def _print_json(data: Any) -> None:
@@ -139,7 +154,18 @@ def _stats(args: argparse.Namespace) -> int:
         print(f"exposures  {st.exposures}")
         return 0
 
-    return _run(args, body)
+    def missing(folder: str) -> int:
+        from kernelwright.memory.core import empty_stats
+
+        if args.json:
+            _print_json(empty_stats(folder).model_dump())
+        else:
+            print(
+                f"memory     {folder}  does not exist yet: nothing learned (the first optimize run makes it)"
+            )
+        return 0
+
+    return _run(args, body, on_missing=missing)
 
 
 def _rules(args: argparse.Namespace) -> int:
@@ -192,7 +218,14 @@ def _rules(args: argparse.Namespace) -> int:
             )
         return 0
 
-    return _run(args, body)
+    def missing(folder: str) -> int:
+        if args.json:
+            _print_json([])
+        else:
+            print(f"no rules: no memory at {folder} yet (the folder does not exist)")
+        return 0
+
+    return _run(args, body, on_missing=missing)
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -217,7 +250,7 @@ def _export(args: argparse.Namespace) -> int:
             return 1
         return report(rep, " (salvaged from the damaged memory)")
 
-    return _run(args, body, on_damaged=salvage)
+    return _run(args, body, on_damaged=salvage, on_missing=_nothing_to("export"))
 
 
 def _import(args: argparse.Namespace) -> int:
@@ -247,7 +280,7 @@ def _prune(args: argparse.Namespace) -> int:
             print(f"  {r.id}  {r.text}\n      {r.reason}")
         return 0
 
-    return _run(args, body)
+    return _run(args, body, on_missing=_nothing_to("prune"))
 
 
 def _relabel(args: argparse.Namespace) -> int:
@@ -267,7 +300,7 @@ def _relabel(args: argparse.Namespace) -> int:
             print(f"  {move}: {n}")
         return 0
 
-    return _run(args, body)
+    return _run(args, body, on_missing=_nothing_to("relabel"))
 
 
 def _forget(args: argparse.Namespace) -> int:
@@ -292,4 +325,4 @@ def _forget(args: argparse.Namespace) -> int:
                 print(f"  {i}  {text}")
         return 0
 
-    return _run(args, body)
+    return _run(args, body, on_missing=_nothing_to("forget"))

@@ -81,7 +81,12 @@ def add_parser(subparsers: Any) -> None:
         "--resume RUN_DIR), "
         "130 interrupted.",
     )
-    p.add_argument("path", nargs="?", help="task file or folder of task files (not needed with --resume)")
+    p.add_argument(
+        "path",
+        nargs="?",
+        help="task file or folder of task files, or a bundled task or suite by name (level1/09_softmax, "
+        "level1); not needed with --resume",
+    )
     p.add_argument(
         "--model",
         default=None,
@@ -347,6 +352,14 @@ def main(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         say("interrupted; continue with --resume RUN_DIR")
         return EXIT_INTERRUPTED
+    except Exception as exc:  # a run folder whose disk is full (or read-only): one line, not a traceback
+        from kernelwright.nodes.evaluations import write_failure
+
+        line = write_failure(exc, args.resume or args.out)
+        if line is None:
+            raise
+        say(line)
+        return EXIT_BAD_INPUT
     finally:
         resources.close_all()
 
@@ -357,7 +370,7 @@ def _main(args: argparse.Namespace, console: Console, say: Any) -> int:
     from kernelwright.nodes import resources
     from kernelwright.providers.chat import ProviderUnavailable
     from kernelwright.tasks.errors import TaskError
-    from kernelwright.tasks.loader import check_cpu_size, load_task
+    from kernelwright.tasks.loader import check_cpu_size, load_task, resolve_task_path
 
     if args.resume:
         rd = Path(args.resume)
@@ -375,7 +388,7 @@ def _main(args: argparse.Namespace, console: Console, say: Any) -> int:
         return _finish(args, console, [(result.task, result, "")], None)
     if not args.path:
         raise UsageError("give a task file or folder (or --resume RUN_DIR)")
-    path = Path(args.path)
+    path = resolve_task_path(args.path)  # a bundled task or suite by name, from any folder: level1/09_softmax
     if not path.exists():
         raise UsageError(f"{path}: no such task file or folder")
     ctx = context_from_args(args)

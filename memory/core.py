@@ -45,6 +45,8 @@ class MemoryStats(BaseModel):
     rule_threshold: int
     exposures: int
     outcomes: dict[str, int] = Field(default_factory=dict)
+    exists: bool = True
+    """False for a memory folder that does not exist yet (nothing learned; nothing was made to say so)."""
 
 
 class TransferReport(BaseModel):
@@ -231,13 +233,40 @@ def open_memory(
     """
     loc = resolve_location(location)
     if rule_threshold is None:
-        raw = os.environ.get(ENV_RULE_THRESHOLD, "").strip()
-        try:
-            rule_threshold = int(raw) if raw else DEFAULT_THRESHOLD
-        except ValueError as exc:
-            raise ValueError(f"{ENV_RULE_THRESHOLD}={raw!r} is not an integer") from exc
+        rule_threshold = _rule_threshold()
     store = get_store(loc, make_embedder(embedding), retry_s=retry_s)
     return Memory(store, rule_threshold=rule_threshold)
+
+
+def _rule_threshold() -> int:
+    raw = os.environ.get(ENV_RULE_THRESHOLD, "").strip()
+    try:
+        return int(raw) if raw else DEFAULT_THRESHOLD
+    except ValueError as exc:
+        raise ValueError(f"{ENV_RULE_THRESHOLD}={raw!r} is not an integer") from exc
+
+
+def missing_folder(location: str | os.PathLike[str] | None) -> str | None:
+    """The resolved folder when `location` names a memory folder that does not exist, else None. Reading
+    commands ask first: opening a memory makes its folder, and reading must make nothing."""
+    loc = resolve_location(location)
+    if loc.startswith(("http://", "https://")) or Path(loc).exists():
+        return None
+    return loc
+
+
+def empty_stats(location: str, embedding: str | None = None) -> MemoryStats:
+    """The stats of a memory that does not exist yet: nothing in it."""
+    return MemoryStats(
+        location=location,
+        embedding=make_embedder(embedding).describe(),
+        cases=0,
+        rules=0,
+        rules_injectable=0,
+        rule_threshold=_rule_threshold(),
+        exposures=0,
+        exists=False,
+    )
 
 
 def export_salvaged(location: str, path: str | os.PathLike[str]) -> TransferReport:
@@ -252,6 +281,8 @@ def export_salvaged(location: str, path: str | os.PathLike[str]) -> TransferRepo
         EXPOSURES: ("exposure", Exposure),
     }
     report = TransferReport(path=os.fspath(path))
+    if not any(docs.values()):
+        return report  # nothing to save: no empty file is left where the user expects an export
     tmp = Path(f"{os.fspath(path)}.tmp")
     with tmp.open("w", encoding="utf-8") as fh:
         for collection, (kind, cls) in kinds.items():

@@ -4,6 +4,8 @@ Chroma keeps every record (the JSON document) and its metadata in `chroma.sqlite
 segment folders hold only the vector index. So:
 - `chroma.sqlite3` missing while segment folders (or this project's generation file) remain: the records
   are gone; the folders cannot bring them back. Opening must say so instead of starting an empty memory.
+- `chroma.sqlite3` empty (0 bytes): SQLite would take it for a new database, and Chroma would start an
+  empty memory in it; opening refuses it (`empty_database`).
 - `chroma.sqlite3` truncated or overwritten: SQLite refuses it. Whatever rows SQLite can still read are
   salvaged by `salvage_documents` (read-only, row by row), which `kernelwright memory export` uses.
 """
@@ -35,6 +37,26 @@ def missing_database(path: Path) -> str | None:
         f"memory at {path} is damaged: {SQLITE_FILE} is missing but {left} remain; the records were kept "
         f"in {SQLITE_FILE} and cannot be recovered from the index folders (they hold only vectors): restore "
         f"{SQLITE_FILE} from a backup, or import an export into an empty folder (kernelwright memory import)"
+    )
+
+
+def empty_database(path: Path) -> str | None:
+    """Why a memory folder whose database file is empty (0 bytes: truncated) cannot be opened, or None.
+
+    SQLite would take an empty file for a new database and Chroma would start an empty memory in it,
+    silently dropping every record the file held; Chroma never leaves its database empty once made."""
+    db = path / SQLITE_FILE
+    try:
+        if not db.is_file() or db.stat().st_size > 0:
+            return None
+    except OSError:
+        return None
+    folders = segment_folders(path)
+    left = f"; {len(folders)} index folder(s) remain, but they hold only vectors" if folders else ""
+    return (
+        f"memory at {path} is damaged: {SQLITE_FILE} is empty (0 bytes), so the records it held are gone{left}: "
+        f"restore {SQLITE_FILE} from a backup, import an export into an empty folder (kernelwright memory "
+        f"import), or remove {SQLITE_FILE} and its folder's contents to start an empty memory"
     )
 
 

@@ -59,7 +59,7 @@ from chromadb.api.models.Collection import Collection
 from chromadb.config import Settings
 
 from kernelwright.memory import http_retry
-from kernelwright.memory.damage import damaged_message, missing_database, sqlite_problem
+from kernelwright.memory.damage import damaged_message, empty_database, missing_database, sqlite_problem
 from kernelwright.memory.embedding import Embedder
 from kernelwright.memory.http_retry import ServerUnavailable
 
@@ -98,6 +98,23 @@ class MemoryServerError(MemoryLocationError):
 def _writable(path: Path) -> bool:
     db = path / "chroma.sqlite3"
     return os.access(path, os.W_OK | os.X_OK) and (not db.exists() or os.access(db, os.W_OK))
+
+
+def _snapshot(path: Path) -> str:
+    """A private, writable copy of a memory folder this process cannot write. The copy's modes are made
+    writable: Chroma writes to its database even to read it (a read-only file fails with "attempt to write
+    a readonly database"), and copying keeps the original's read-only modes."""
+    snap = tempfile.mkdtemp(prefix="kernelwright-memory-")
+    try:
+        shutil.copytree(path, snap, dirs_exist_ok=True)
+    except (OSError, shutil.Error) as exc:
+        shutil.rmtree(snap, ignore_errors=True)
+        raise MemoryLocationError(f"cannot read the memory at {path}: {exc}") from exc
+    for root, _dirs, files in os.walk(snap):
+        os.chmod(root, 0o700)
+        for name in files:
+            os.chmod(os.path.join(root, name), 0o600)
+    return snap
 
 
 def resolve_location(location: str | os.PathLike[str] | None) -> str:
@@ -142,13 +159,12 @@ class ChromaStore:
             path = Path(location)
             if path.exists() and not path.is_dir():
                 raise MemoryLocationError(f"memory location {location} exists and is not a folder")
-            missing = missing_database(path)
+            missing = missing_database(path) or empty_database(path)
             if missing:
                 raise MemoryDamagedError(missing, location)
             if path.exists() and not _writable(path):
                 self.read_only = True
-                self._snapshot = tempfile.mkdtemp(prefix="kernelwright-memory-")
-                shutil.copytree(path, self._snapshot, dirs_exist_ok=True)
+                self._snapshot = _snapshot(path)
             else:
                 try:
                     path.mkdir(parents=True, exist_ok=True)

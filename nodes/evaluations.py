@@ -5,13 +5,19 @@ graph checkpoints the step. If the process dies in between, the resumed step fin
 it instead of evaluating the same code again; a program another node of the run already evaluated
 (the same text) reuses that node's result too. The log is the record that no program was evaluated
 twice. A line cut short by a crash is ignored.
+
+A log that cannot be written (the run folder's filesystem full, a quota, a file size limit) raises
+RunFolderError, one line that names the file, the cause and the verdict that could not be logged: the
+run stops at its last checkpoint, and `--resume` runs that evaluation again once there is room.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import sqlite3
 import threading
 from pathlib import Path
 from typing import Literal
@@ -26,6 +32,35 @@ LOG_NAME = "evaluations.jsonl"
 
 _locks: dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()
+
+
+class RunFolderError(ValueError):
+    """The run folder cannot be written; the run stops at its last checkpoint (the message says how to go
+    on). A ValueError, like the other locations a user gives that cannot be used (the memory's)."""
+
+
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO}
+_SQLITE_WRITE_FAILURES = ("disk is full", "disk I/O error", "readonly database")
+
+
+def write_failure(exc: BaseException, run_dir: str | os.PathLike[str] | None = None) -> str | None:
+    """One line for an exception that says the disk would not take a write (full, a quota, a file size
+    limit, read-only, an I/O error), from any of the run folder's writers (this log, the checkpoints, the
+    outputs); None for any other exception."""
+    if isinstance(exc, RunFolderError):
+        return str(exc)
+    if isinstance(exc, OSError) and exc.errno in _WRITE_ERRNOS:
+        what = f"cannot write {exc.filename}" if exc.filename else "cannot write the run folder"
+        cause = exc.strerror or str(exc)
+    elif isinstance(exc, sqlite3.OperationalError) and any(s in str(exc) for s in _SQLITE_WRITE_FAILURES):
+        what, cause = "cannot write the run's checkpoints", str(exc)
+    else:
+        return None
+    resume = f" --resume {run_dir}" if run_dir else " --resume RUN_DIR"
+    return (
+        f"{what}: {cause}; the run stopped at its last checkpoint: make room, then continue with "
+        f"kernelwright optimize{resume}"
+    )
 
 
 def code_sha(code: str) -> str:
@@ -86,14 +121,22 @@ class EvaluationLog:
     def append(self, entry: EvaluationEntry) -> None:
         line = json.dumps(entry.model_dump(mode="json"), separators=(",", ":")) + "\n"
         with self._lock:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a", encoding="utf-8") as fh:
-                # a previous crash may have left a partial line; start on a fresh one
-                if fh.tell() > 0 and not self._ends_with_newline():
-                    fh.write("\n")
-                fh.write(line)
-                fh.flush()
-                os.fsync(fh.fileno())
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                with self.path.open("a", encoding="utf-8") as fh:
+                    # a previous crash may have left a partial line; start on a fresh one
+                    if fh.tell() > 0 and not self._ends_with_newline():
+                        fh.write("\n")
+                    fh.write(line)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            except OSError as exc:  # a line cut short here is skipped when the log is read
+                cause = exc.strerror or str(exc)
+                raise RunFolderError(
+                    f"cannot write {self.path}: {cause}; the run stopped at its last checkpoint, and the "
+                    f"evaluation of {entry.node_id} ({entry.result.summary()}) was not logged: make room, then "
+                    f"continue with kernelwright optimize --resume {self.path.parent}"
+                ) from None
 
     def _ends_with_newline(self) -> bool:
         with self.path.open("rb") as fh:

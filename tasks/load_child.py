@@ -5,7 +5,9 @@ Started as `python -m kernelwright.tasks.load_child REPLY_FD PARENT_PID` and kep
 of tasks pays for importing torch once). Requests come as JSON lines on stdin ({"source", "name", "path"});
 replies go as JSON lines on REPLY_FD: {"ready": true} once torch is imported, then per request a
 {"phase": "..."} before each step of the task's code (tasks.module.report_phase, and a forward pre-hook
-here), and last {"task": {...}} (a `Task` as plain data) or {"error": "one line"}.
+here), and last {"task": {...}} (a `Task` as plain data) or {"error": "one line"}. A small built-in task
+is loaded before "ready", so torch's first-call set-up is not counted against the first task's deadline.
+A task that crashes leaves no core file (the core size limit is 0 here).
 
 Its stdout is the caller's stderr (set by the caller): what a task prints never reaches the stdout of a
 command that prints JSON. It leaves when stdin closes or when its parent is gone.
@@ -15,10 +17,33 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import sys
 import threading
 import time
 from typing import Any
+
+_WARM_UP = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(5, 3)
+
+    def forward(self, x):
+        return torch.softmax(self.linear(x), dim=-1).sum(dim=0)
+
+def get_inputs():
+    return [torch.randn(4, 5)]
+
+def get_init_inputs():
+    return []
+
+def get_small_inputs():
+    return [torch.randn(3, 5)]
+"""
 
 
 def _watch_parent(parent: int) -> None:
@@ -31,6 +56,9 @@ def _watch_parent(parent: int) -> None:
 
 def main() -> int:
     reply_fd, parent = int(sys.argv[1]), int(sys.argv[2])
+    # A crash is reported by the parent in one line; a core dump of a process holding torch would take
+    # seconds and leave hundreds of MB in the user's folder.
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True, name="parent-watch").start()
     out = os.fdopen(reply_fd, "w", encoding="utf-8")
     send_lock = threading.Lock()
@@ -60,6 +88,9 @@ def main() -> int:
         where = "on the meta device (shapes only)" if device == "meta" else f"on {device.upper()}"
         report(f"the forward {where} with {state['inputs']}")
 
+    # The first analysis in a process pays torch's first-call set-up (seconds on a loaded machine); paid
+    # here, before "ready", it is not counted against the first task's deadline.
+    load_here(_WARM_UP, "kw_warm_up", None)
     set_phase_reporter(report)
     torch.nn.modules.module.register_module_forward_pre_hook(on_forward)
     send({"ready": True})
@@ -78,8 +109,7 @@ def main() -> int:
         except TaskError as exc:
             send({"error": str(exc)})
         except BaseException as exc:  # noqa: BLE001 - SystemExit from a task's top level included
-            during = f" during {state['phase']}" if state["phase"] else ""
-            send({"error": f"{where}: loading raised {describe_exception(exc, where)}{during}"})
+            send({"error": f"{where}: {state['phase'] or 'loading'} raised {describe_exception(exc, where)}"})
         else:
             send({"task": task.model_dump(mode="json")})
     return 0

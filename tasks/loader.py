@@ -52,6 +52,33 @@ def bundled_suite_dir(level: BundledSuite) -> Path:
     return _SUITES_ROOT / level
 
 
+def resolve_task_path(spec: str | Path) -> Path:
+    """The task file or folder a command-line argument names: an existing path as it is, else a bundled
+    task or suite named from anywhere: "level1/09_softmax" (also with ".py", a leading "tasks/", or a
+    unique prefix such as "level1/09"), or "level1" for the whole suite. A name that matches nothing comes
+    back unchanged (the caller says it is not found); a prefix that matches several raises TaskError."""
+    given = Path(spec)
+    if given.exists():
+        return given
+    parts = Path(str(spec).strip()).parts
+    if parts[:1] == ("tasks",):
+        parts = parts[1:]
+    if not parts or parts[0] not in BUNDLED_SUITES or len(parts) > 2:
+        return given
+    suite = _SUITES_ROOT / parts[0]
+    if len(parts) == 1:
+        return suite
+    name = parts[1].removesuffix(".py")
+    exact = suite / f"{name}.py"
+    if exact.is_file():
+        return exact
+    matches = sorted(p for p in suite.glob(f"{name}*.py") if not p.name.startswith("_"))
+    if len(matches) > 1:
+        names = ", ".join(p.stem for p in matches[:6]) + (", ..." if len(matches) > 6 else "")
+        raise TaskError(f"{spec} names {len(matches)} bundled tasks ({names}); give more of the name")
+    return matches[0] if matches else given
+
+
 def _check_interface(module: types.ModuleType) -> None:
     import torch
 
@@ -227,7 +254,12 @@ class _LoaderChild:
         reply = self._next(self.started_at + START_TIMEOUT_S)
         self.ready = reply is not None and bool(reply.get("ready"))
         if not self.ready:
-            why = "did not start in time" if reply is None else f"answered {reply}"
+            why = "did not start in time" if reply is None else "exited while starting"
+            if reply is not None and self.proc is not None:
+                try:
+                    self.proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    pass
             code = self.stop()
             raise TaskError(f"the task loader {why}{'' if code is None else f' (exit status {code})'}")
 
@@ -254,7 +286,8 @@ class _LoaderChild:
         return code
 
     def _next(self, deadline: float) -> dict[str, Any] | None:
-        """The child's next reply; None when the deadline passed or the child closed its end."""
+        """The child's next reply; None when the deadline passed, {"closed": True} when the child closed
+        its end (it died)."""
         while b"\n" not in self.buffer:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -264,7 +297,7 @@ class _LoaderChild:
                 continue
             chunk = os.read(self.reply_fd, 1 << 16)
             if not chunk:
-                return None
+                return {"closed": True}
             self.buffer += chunk
         line, self.buffer = self.buffer.split(b"\n", 1)
         reply: dict[str, Any] = json.loads(line)
@@ -286,8 +319,8 @@ class _LoaderChild:
                 deadline = time.monotonic() + timeout_s
                 while True:
                     reply = self._next(deadline)
-                    if reply is None:
-                        self._gone(where, phase, timeout_s)
+                    if reply is None or "closed" in reply:
+                        self._gone(where, phase, timeout_s, timed_out=reply is None)
                     if "phase" in reply:
                         phase = reply["phase"]
                     elif "error" in reply:
@@ -295,17 +328,21 @@ class _LoaderChild:
                     else:
                         return Task.model_validate(reply["task"])
             except (BrokenPipeError, ConnectionResetError):
-                self._gone(where, phase, timeout_s)
+                self._gone(where, phase, timeout_s, timed_out=False)
             except TaskError:
                 raise
             except BaseException:
                 self.stop()  # interrupted mid-load (Ctrl-C): the child is still in this task
                 raise
 
-    def _gone(self, where: str, phase: str, timeout_s: float) -> NoReturn:
-        alive = self.proc is not None and self.proc.poll() is None
+    def _gone(self, where: str, phase: str, timeout_s: float, *, timed_out: bool) -> NoReturn:
+        if not timed_out and self.proc is not None:
+            try:
+                self.proc.wait(timeout=10)  # it closed its end: its exit status follows
+            except subprocess.TimeoutExpired:
+                pass
         code = self.stop()
-        if alive:
+        if timed_out:
             raise TaskError(
                 f"{where}: {phase} did not finish in {timeout_s:g} s (the task's own code; "
                 f"{ENV_LOAD_TIMEOUT} sets the limit)"
