@@ -57,6 +57,19 @@ def size_constants(source: str) -> list[SizeConstant]:
     """Module-level `NAME = <int>` (or int arithmetic) assignments with values >= 2, in source order."""
     found = []
     for node in ast.parse(source).body:
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Tuple)
+            and isinstance(node.value, ast.Tuple)
+            and len(node.targets[0].elts) == len(node.value.elts)
+        ):  # `depth, height, width = 16, 32, 32`: one constant per name
+            for t, value in zip(node.targets[0].elts, node.value.elts, strict=True):
+                v = _int_value(value)
+                if isinstance(t, ast.Name) and v is not None and v >= 2 and value.end_lineno is not None:
+                    found.append(SizeConstant(t.id, v, (value.lineno, value.col_offset),
+                                              (value.end_lineno, value.end_col_offset or 0)))  # fmt: skip
+            continue
         if isinstance(node, ast.Assign):  # `height = width = 128` is one constant, named by its first name
             target, value = node.targets[0], node.value
             if not all(isinstance(t, ast.Name) for t in node.targets):

@@ -1,0 +1,82 @@
+"""tasks/resize.py: a task's size constants read and changed, a varied size for the writer's second trace,
+and other sizes for judging a program where it was not traced."""
+
+from __future__ import annotations
+
+from kernelwright.tasks import exec_task_module
+from kernelwright.tasks.resize import other_sizes, size_constants, vary, with_sizes, without_small_inputs
+
+TASK = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, channels, groups):
+        super().__init__()
+        self.gn = nn.GroupNorm(groups, channels)
+
+    def forward(self, x):
+        return self.gn(x)
+
+
+batch_size = 16
+channels = 64
+groups = 8
+height, width = 30, 20
+
+
+def get_inputs():
+    return [torch.rand(batch_size, channels, height, width)]
+
+
+def get_init_inputs():
+    return [channels, groups]
+
+
+def get_small_inputs():
+    return [torch.rand(2, 6, 3, 5)]
+
+
+def get_small_init_inputs():
+    return [6, 3]
+"""
+
+
+def _input_shape(source: str) -> list[int]:
+    return list(exec_task_module(source, "t").get_inputs()[0].shape)
+
+
+def test_a_tuple_assignment_is_one_constant_per_name() -> None:
+    assert [(c.name, c.value) for c in size_constants(TASK)] == [
+        ("batch_size", 16), ("channels", 64), ("groups", 8), ("height", 30), ("width", 20)
+    ]  # fmt: skip
+    changed = with_sizes(TASK, {"width": 7, "channels": 48})
+    assert "height, width = 30, 7" in changed and "channels = 48" in changed
+    assert _input_shape(changed) == [16, 48, 30, 7]
+
+
+def test_without_small_inputs_drops_only_the_small_functions() -> None:
+    stripped = without_small_inputs(TASK)
+    module = exec_task_module(stripped, "t")
+    assert not hasattr(module, "get_small_inputs") and not hasattr(module, "get_small_init_inputs")
+    assert module.get_init_inputs() == [64, 8]
+
+
+def test_vary_changes_every_constant_it_can_and_keeps_the_task_valid() -> None:
+    varied = vary(TASK, "t")
+    assert varied is not None
+    # Every constant changes; the group count still divides the channels (checked on the meta device).
+    assert set(varied.sizes) == {"batch_size", "channels", "groups", "height", "width"}
+    assert varied.sizes["channels"] % varied.sizes["groups"] == 0
+    assert varied.input_shapes == [_input_shape(varied.source)]
+
+
+def test_other_sizes_are_new_shapes_without_small_inputs() -> None:
+    sizes = other_sizes(TASK, "t")
+    assert len(sizes) == 2
+    shapes = [s.input_shapes for s in sizes]
+    assert shapes[0] != shapes[1] and [[16, 64, 30, 20]] not in shapes and [[2, 6, 3, 5]] not in shapes
+    for s in sizes:
+        assert "get_small_inputs" not in s.source
+        assert s.input_shapes == [_input_shape(s.source)]
