@@ -536,13 +536,17 @@ class RuleBook:
         min_samples: int = 20,
         dry_run: bool = False,
     ) -> PruneReport:
-        """Drop rules that do not help (>= min_samples attempts with and without, failure rate with >=
-        without) and rules whose Triton major.minor does not include the installed one."""
+        """Merge rules stored more than once in the same words (a memory from before such rules were
+        merged on adding: the oldest keeps the summed count and the evidence), then drop rules that do
+        not help (>= min_samples attempts with and without, failure rate with >= without) and rules whose
+        Triton major.minor does not include the installed one."""
         mm = major_minor(installed.triton) if installed is not None else ""
         with self._store.writing("pruning rules"):
-            rules = self.all()
+            rules, merged, removed = merge_same_words(self.all())
+            merged_away = len(removed)
+            if merged and not dry_run:
+                self.put_raw(merged)
             effects = self.effects(rules)
-            removed: list[PrunedRule] = []
             for rule in rules:
                 eff = effects[rule.id]
                 if mm and rule.triton_versions and mm not in rule.triton_versions:
@@ -556,7 +560,40 @@ class RuleBook:
                     removed.append(PrunedRule(id=rule.id, text=rule.text, reason=reason))
             if removed and not dry_run:
                 self._rules().delete(ids=[r.id for r in removed])
-        return PruneReport(removed=removed, kept=len(rules) - len(removed), dry_run=dry_run)
+        return PruneReport(removed=removed, kept=len(rules) - (len(removed) - merged_away), dry_run=dry_run)
+
+
+def merge_same_words(rules: list[Rule]) -> tuple[list[Rule], list[Rule], list[PrunedRule]]:
+    """(every rule once, the rules that absorbed copies, the copies merged away) for rules in the same
+    words (`records.text_key`). The oldest copy is kept; its count grows by each copy's count, less the
+    cases both counted; evidence, families, hardware and versions are united."""
+    groups: dict[str, list[Rule]] = defaultdict(list)
+    for rule in rules:
+        groups[text_key(rule.text)].append(rule)
+    left: list[Rule] = []
+    merged: list[Rule] = []
+    removed: list[PrunedRule] = []
+    for copies in groups.values():
+        keep, *others = sorted(copies, key=lambda r: (r.first_seen, r.id))
+        left.append(keep)
+        if not others:
+            continue
+        for other in others:
+            seen = {e.case_id for e in keep.evidence} - {None}
+            fresh = [e for e in other.evidence if e.case_id is None or e.case_id not in seen]
+            keep.count += other.count - (len(other.evidence) - len(fresh))
+            keep.evidence = sorted(keep.evidence + fresh, key=lambda e: e.at)[-MAX_EVIDENCE:]
+            keep.error_kinds = _union(keep.error_kinds, other.error_kinds)
+            keep.op_families = _union(keep.op_families, other.op_families)
+            keep.hardware = _union(keep.hardware, other.hardware)
+            keep.triton_versions = _union(keep.triton_versions, other.triton_versions)
+            keep.torch_versions = _union(keep.torch_versions, other.torch_versions)
+            keep.last_seen = max(keep.last_seen, other.last_seen)
+        for other in others:
+            reason = f"the same words as {keep.id}: merged into it (count now {keep.count})"
+            removed.append(PrunedRule(id=other.id, text=other.text, reason=reason))
+        merged.append(keep)
+    return left, merged, removed
 
 
 def _excerpt(error: str) -> str:

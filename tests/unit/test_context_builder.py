@@ -329,3 +329,17 @@ def test_a_program_is_shown_once_and_the_cases_are_the_best_distinct_ones(tmp_pa
     experience = sec["experience"].body
     assert experience.count("<case ") == 3 and "design=design_pool" not in experience
     assert b.case_ids == [copies[0].id, others[0].id, others[1].id]
+
+
+def test_each_injected_rule_and_case_says_why_it_was_chosen(mem) -> None:  # noqa: ANN001
+    """The run report's "why" column: a rule's count, family and relevance; a case's task and match."""
+    b = build(mem)
+    rules = [i for i in b.injected if i.kind == "rule"]
+    cases = [i for i in b.injected if i.kind == "case"]
+    assert rules and all(
+        re.fullmatch(r"seen 3 times; same op family; relevance \d\.\d\d", i.reason) for i in rules
+    )
+    assert cases and all(re.search(r"; match \d\.\d\d$", i.reason) for i in cases)
+    cross = [i for i in cases if i.tier == "cold"]
+    assert cross and all("correct on amd-mi300x (shows what compiles there)" in i.reason for i in cross)
+    assert all(i.reason for i in b.injected if i.kind in ("doc", "design"))

@@ -439,3 +439,27 @@ def test_a_limit_the_compiler_reported_exceeded_is_offered_from_its_first_sighti
     assert offered("nvidia-h200") == []  # another GPU's limit
     assert [r.id for r in mem.rules.all(min_count=3)] == [over.id]
     assert len(mem.rules.all()) == 2
+
+
+def test_prune_merges_rules_stored_twice_in_the_same_words(mem) -> None:  # noqa: ANN001
+    """A memory from before exact duplicates were merged: two counts of 2 under one text were each below
+    the threshold of 3. `prune` merges them (the oldest keeps the summed count, a case both counted
+    counts once) and the rule is offered again; a dry run changes nothing."""
+    from kernelwright.memory.records import Evidence, Rule
+
+    text = "You cannot use tl.dot with block dimensions below 16"
+    old = Rule(text=text, count=2, op_families=["matmul"], first_seen=1.0, triton_versions=["3.6"],
+               evidence=[Evidence(case_id="case-a", at=1.0), Evidence(case_id="case-b", at=2.0)])  # fmt: skip
+    new = Rule(text=text + ".", count=2, op_families=["conv"], first_seen=5.0, triton_versions=["3.6"],
+               evidence=[Evidence(case_id="case-b", at=2.0), Evidence(case_id="case-c", at=6.0)])  # fmt: skip
+    mem.rules.put_raw([old, new])
+    assert mem.rules.relevant("matmul", versions=V36) == []  # neither copy reaches the threshold
+    dry = mem.rules.prune(installed=V36, dry_run=True)
+    assert [r.id for r in dry.removed] == [new.id] and len(mem.rules.all()) == 2
+    report = mem.rules.prune(installed=V36)
+    assert [r.id for r in report.removed] == [new.id] and report.kept == 1
+    assert report.removed[0].reason == f"the same words as {old.id}: merged into it (count now 3)"
+    (rule,) = mem.rules.all()
+    assert rule.id == old.id and rule.count == 3 and set(rule.op_families) == {"matmul", "conv"}
+    assert [e.case_id for e in rule.evidence] == ["case-a", "case-b", "case-c"]
+    assert [r.rule.id for r in mem.rules.relevant("matmul", versions=V36)] == [old.id]
