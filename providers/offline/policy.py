@@ -606,9 +606,23 @@ def _design_score(ctx: WriterContext, info: KernelInfo, d: Design) -> int:
     return 0
 
 
+CLOSED_FOR_TASK = "on this task again"
+"""How a rule line of a design closed for the task reads (nodes/prompts.closed_design_rule)."""
+
+
+class DesignsClosed(ValueError):
+    """Every design of the primary kernel is closed for the task: none is written again."""
+
+
 def choose(ctx: WriterContext, info: KernelInfo, primary: bool) -> Choice:
     """The design and config for one kernel under the request and context."""
     options = [d for d in designs_for(info) if not design_forbidden(ctx, info.family, d.name)]
+    closed = [r for r in ctx.rules if CLOSED_FOR_TASK in r.text and not r.pairs]
+    if not options and primary and closed and all(any(r.forbids(info.family, d.name, {}) for r in closed)
+                                                   for d in designs_for(info)):  # fmt: skip
+        raise DesignsClosed(
+            f"every {info.family} design it has was closed for this task by two identical failures"
+        )
     if not options:
         options = designs_for(info)
     default = default_design(info)

@@ -29,7 +29,14 @@ from kernelwright.providers.offline.designs import (
 from kernelwright.providers.offline.emit_module import EmitError, ProgramMeta, emit_program
 from kernelwright.providers.offline.emit_rows import RowPlanError
 from kernelwright.providers.offline.matmul_fusion import fuse_dual_matmuls
-from kernelwright.providers.offline.policy import Choice, WriterContext, choose, fuse_allowed, read_context
+from kernelwright.providers.offline.policy import (
+    Choice,
+    DesignsClosed,
+    WriterContext,
+    choose,
+    fuse_allowed,
+    read_context,
+)
 from kernelwright.providers.offline.schedule import Schedule, schedule
 from kernelwright.providers.protocol import kept_as_torch_line, parse_sections
 
@@ -125,7 +132,10 @@ def write_program(prompt: str, seed: int = 0) -> WriterAnswer:
     ctx.kept_torch = frozenset(kept_torch_ops(sched))
     infos = {k.id: kernel_info(sched, k, ctx.sm_count, ctx.smem_bytes, ctx.arch) for k in kernels}
     primary = max(kernels, key=lambda k: (infos[k.id].cost, -k.id))
-    return _emit(analysed, sched, ctx, infos, primary.id)
+    try:
+        return _emit(analysed, sched, ctx, infos, primary.id)
+    except DesignsClosed as exc:  # a closed design is not written again (nodes/repeats.py)
+        return _no_program(str(exc))
 
 
 def _emit(

@@ -131,3 +131,24 @@ def test_the_program_key_ignores_comments_and_config_but_not_constructs():
     other_prec = with_prec.replace('PREC="tf32"', 'PREC="ieee"')
     assert program_key(with_prec) != program_key(other_prec)
     assert program_key(with_prec) == program_key(with_prec.replace("num_warps=4", "num_warps=8"))
+
+
+def test_the_offline_writer_does_not_write_a_closed_design_again():
+    from kernelwright.nodes.prompts import closed_design_rule, render_request
+    from kernelwright.providers.offline.designs import DESIGN_NAMES
+    from kernelwright.providers.offline.writer import write_program
+    from kernelwright.providers.protocol import KernelHeader, render_section
+
+    base = render_request("large_step") + "\n" + render_section("task", Path(RELU).read_text(), name="relu")
+    first = KernelHeader.parse(write_program(base).code)
+    assert first is not None and first.design
+
+    def closing(designs: list[str]) -> str:
+        lines = [f"- {closed_design_rule(d, first.family, 'runtime_error')}" for d in designs]
+        return base + "\n" + render_section("rules", "\n".join(lines))
+
+    other = KernelHeader.parse(write_program(closing([first.design])).code)
+    assert other is not None and other.design != first.design
+    # every design closed: no program, and the run stops saying why (instead of writing one again)
+    none = write_program(closing(sorted(DESIGN_NAMES)))
+    assert none.code is None and "closed for this task" in (none.unsupported or "")
