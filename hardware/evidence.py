@@ -30,6 +30,7 @@ it; on a GPU, the kernels the profiler saw in one more forward are cross-checked
 
 from __future__ import annotations
 
+import weakref
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -133,8 +134,9 @@ class Recorder:
     depth: int = 0
     launches: Counter[str] = field(default_factory=Counter)
     mode: Any = None
-    known: dict[int, tuple[int, int]] = field(default_factory=dict)
-    """Per storage: its fingerprint when forward started or after the last recorded write to it."""
+    known: dict[int, tuple[tuple[int, int], Any]] = field(default_factory=dict)
+    """Per storage: its fingerprint when forward started or after the last recorded write to it, and a weak
+    reference to the storage (memory freed and given to another storage is that one's, not a change)."""
     unseen: list[list[Any]] = field(default_factory=list)
     """[event index, storage, what found it]: memory that changed with no recorded write to it."""
 
@@ -150,9 +152,20 @@ class Recorder:
             for t in before:
                 key = _storage_key(t)
                 if key is not None and key not in self.known:
-                    self.known[key] = fingerprint(t)
+                    self._remember(key, t, fingerprint(t))
         finally:
             self.depth -= 1
+
+    def _remember(self, key: int, t: torch.Tensor, print_: tuple[int, int]) -> None:
+        self.known[key] = (print_, weakref.ref(t.untyped_storage()))
+
+    def _last_seen(self, key: int, t: torch.Tensor) -> tuple[int, int] | None:
+        """The fingerprint the recorder last saw in `t`'s storage, None if it has seen none (or only that
+        of an earlier storage at the same address, since freed)."""
+        entry = self.known.get(key)
+        if entry is None or entry[1]() is not t.untyped_storage():
+            return None
+        return entry[0]
 
     def stop(self) -> None:
         self.active = False
@@ -168,12 +181,13 @@ class Recorder:
                 self.sync()
             for t in tensors:
                 key = _storage_key(t)
-                if key is None or key not in self.known:
+                seen = None if key is None else self._last_seen(key, t)
+                if key is None or seen is None:
                     continue
                 now = fingerprint(t)
-                if now != self.known[key]:
+                if now != seen:
                     self.unseen.append([len(self.events), key, where])
-                    self.known[key] = now
+                    self._remember(key, t, now)
         finally:
             self.depth -= 1
 
@@ -185,7 +199,7 @@ class Recorder:
             for t in tensors:
                 key = _storage_key(t)
                 if key is not None:
-                    self.known[key] = fingerprint(t)
+                    self._remember(key, t, fingerprint(t))
         finally:
             self.depth -= 1
 
@@ -237,12 +251,13 @@ class Recorder:
         keys = [_storage_key(t) for t in tensors]
         reads = [k for k in keys if k is not None]
         writes = [k for k, b, a in zip(keys, before, after, strict=True) if k is not None and b != a]
-        for k, b in zip(keys, before, strict=True):  # what it read must be what the recorder last saw
-            if k is not None and self.known.get(k, b) != b:
+        for t, k, b, a in zip(tensors, keys, before, after, strict=True):
+            if k is None:
+                continue
+            seen = self._last_seen(k, t)  # what it read must be what the recorder last saw there
+            if seen is not None and seen != b:
                 self.unseen.append([len(self.events), k, f"read by Triton kernel {name}"])
-        for k, a in zip(keys, after, strict=True):
-            if k is not None:
-                self.known[k] = a
+            self._remember(k, t, a)
         self.launches[name] += 1
         self._add("triton", name, reads, writes)
         return result

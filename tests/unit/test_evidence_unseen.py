@@ -99,3 +99,19 @@ def test_a_partial_replay_draws_the_rest_fresh(bad):
     assert len(seeds.trials["small"]) == 3 and seeds.trials["small"][: len(bad.get("small", []))] == bad.get(
         "small", []
     )
+
+
+def test_memory_freed_and_taken_by_an_unrecorded_tensor_is_not_a_change():
+    """A temporary freed in forward, and its address taken by a tensor no recorded op made (torch.tensor
+    of Python numbers): another storage, not an unseen write to the first."""
+    x = torch.randn(64)
+
+    def forward():
+        for _ in range(50):
+            tmp = x * 2  # recorded, fingerprinted, freed
+            del tmp
+            scale = torch.tensor([3.0] * 64)  # no recorded op writes it; may reuse the address
+            y = x + scale
+        return y
+
+    assert recorded([x], forward)["unseen"] == []
