@@ -19,6 +19,7 @@ import threading
 import time
 from typing import Any
 
+from kernelwright.hardware import memory_cap
 from kernelwright.hardware.channel import (
     Channel,
     ChannelClosed,
@@ -63,6 +64,8 @@ class ForkServer:
         self.standby = STANDBY_GPU if device == "cuda" else STANDBY_CPU
         self.proc: subprocess.Popen[bytes] | None = None
         self.chan: Channel | None = None
+        self.cgroup: str | None = None
+        """The cgroup its candidates' memory cgroups are made under (hardware.memory_cap), if any."""
         self.lock = threading.Lock()
 
     def _start(self) -> Channel:
@@ -86,6 +89,7 @@ class ForkServer:
         got = chan.recv(timeout=30.0)
         if got is None or got[0].get("op") != "configured":
             raise RuntimeError(f"the fork server could not be configured: {self._log_tail()}")
+        self.cgroup = got[0].get("cgroup")
         self.chan = chan
         return chan
 
@@ -132,7 +136,9 @@ class ForkServer:
             self.proc.wait()
         if self.chan is not None:
             self.chan.close()
-        self.proc, self.chan = None, None
+        if self.cgroup:  # its candidates' cgroups, once they are gone (they die with the server)
+            memory_cap.remove_tree(self.cgroup)
+        self.proc, self.chan, self.cgroup = None, None, None
 
 
 def _read_tail(folder: str, name: str, size: int) -> str:

@@ -24,8 +24,9 @@ initialises CUDA, Triton's driver and the profiler while the judge is busy with 
 then waits, holding nothing, until it is handed over.
 
 Requests from the judge (JSON on the control channel):
-- configure {env, root, standby, namespaces, landlock} -> configured: the candidates' environment, where
-  their private directories go, how many to keep forked ahead, which confinement steps to take;
+- configure {env, root, standby, namespaces, landlock} -> configured {cgroup}: the candidates' environment,
+  where their private directories go, how many to keep forked ahead, which confinement steps to take; the
+  answer names the cgroup their memory cgroups go under (hardware.memory_cap), for the judge to remove;
 - spawn -> spawned {pid, private_dir} with the judge's end of the candidate's socket beside it; `pid`
   is the keeper's;
 - kill {pid} -> killed {status}: SIGKILL the keeper (and so the candidate's namespace), then every other
@@ -283,7 +284,7 @@ def serve(chan: Channel, device: str) -> None:
             settings = dict(msg)
             _settle(settings)
             top_up()
-            chan.send({"op": "configured"})
+            chan.send({"op": "configured", "cgroup": (settings.get("cgroup") or {}).get("path")})
         elif op == "spawn":
             if not settings:
                 chan.send({"op": "error", "error": "spawn before configure"})

@@ -11,7 +11,8 @@ and answers the candidate's one request at load (`cap_memory`, sent before the c
 lowering it to what the candidate uses then plus the task's budget. The candidate cannot raise it: the
 cgroup's files are not its to write (Landlock, read-only mounts, another uid), and the channel is closed
 before the candidate is imported; the keeper answers one request only. The fork server removes the
-cgroup when the keeper is gone and says whether the cap killed the candidate.
+cgroup when the keeper is gone and says whether the cap killed the candidate. A fork server killed with
+its judge leaves its empty parent behind: the next one made in the same cgroup removes it.
 
 Where no cgroup can be made the result says so and why; RLIMIT_AS, a per-file size limit (RLIMIT_FSIZE:
 every memfd and /dev/shm file) and the private /dev/shm's size stand in.
