@@ -48,7 +48,7 @@ Timing (GPU): the candidate process times its calls with CUDA events (L2 flushed
 judge times the eager reference the same way, in alternating rounds (each side first in every other
 round, each making as many calls as its own time fits in a round: hardware.judge_timing.calls_per_round);
 the judge then times a synchronised loop of candidate calls with its own wall clock and fails a
-candidate whose reported times are far below it; last, the timed inputs get new contents (a seed no trial used) and the
+candidate whose reported times are far below it; last, the timed inputs get new contents (a fresh seed of their own) and the
 answer must follow. The torch.compile'd reference is timed once per task in the judge, in alternating
 rounds with eager, cached on disk; a candidate is compared with it through eager (hardware.judge_timing).
 
