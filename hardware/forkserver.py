@@ -161,8 +161,10 @@ def _candidate(msg: dict, sock_fd: int, device: str, private_dir: str, namespace
             uid = CANDIDATE_UID_BASE + 1 + int(msg["keeper"])
         elif msg.get("uid_problem"):
             confinement.notes.append(str(msg["uid_problem"]))
-        if cap_fd >= 0:
+        if cap_fd >= 0 and device == "cpu":  # the cap is lowered at load on CPU only (runner.load)
             memory_cap.attach(cap_fd)
+        elif cap_fd >= 0:
+            os.close(cap_fd)
         confine_candidate(confinement, private_dir=private_dir, namespaces=namespaces,
                           use_landlock=msg.get("landlock", True), uid=uid)  # fmt: skip
         from kernelwright.hardware.runner import serve_candidate
