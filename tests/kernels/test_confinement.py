@@ -108,6 +108,38 @@ def test_no_capabilities_and_no_new_privileges(pool, relu_task, confinement):
         assert f"uid={os.getuid()}" not in seen, seen
 
 
+def test_candidate_processes_seen_from_outside(pool, relu_task, confinement):
+    """The pool keeps a candidate process forked ahead, confined and waiting: read from the host's /proc,
+    it has no capability, no new privileges, its own /dev (where it has a mount namespace) and its own
+    memory cgroup (where the record says one holds)."""
+    assert pool.evaluate(relu_task, hostile("honest.py")).correct
+    tmpdir = pool._workers[0].tmpdir
+    found = {}
+    for _ in range(100):  # the next one is forked while the last result comes back
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                if os.readlink(f"/proc/{pid}/cwd").startswith(os.path.join(tmpdir, "cand-")):
+                    found[pid] = Path(f"/proc/{pid}/status").read_text()
+            except OSError:
+                pass
+        if found:
+            break
+        time.sleep(0.1)
+    assert found, "no candidate process waiting"
+    for pid, status in found.items():
+        fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+        for cap in ("CapEff", "CapPrm", "CapInh", "CapAmb", "CapBnd"):
+            assert int(fields[cap], 16) == 0, (cap, fields[cap])
+        assert fields["NoNewPrivs"].strip() == "1"
+        if confinement["devices"].startswith("own /dev"):
+            mounts = Path(f"/proc/{pid}/mountinfo").read_text().splitlines()
+            dev = [m.split() for m in mounts if m.split()[4] == "/dev"]
+            assert dev and dev[-1][dev[-1].index("-") + 1] == "tmpfs" and "ro" in dev[-1][5].split(","), dev
+        if confinement["memory"].startswith("cgroup"):
+            cgroups = Path(f"/proc/{pid}/cgroup").read_text()
+            assert re.search(r"/kernelwright-\d+/keeper-\d+$", cgroups, re.M), cgroups
+
+
 def test_dropping_to_a_uid_of_its_own_keeps_what_a_candidate_needs():
     """The uid step itself, in a fork (this host's Python may not be readable by another uid, so the
     judge may keep root there): no capabilities, the uid asked for, its own directory still writable,
