@@ -16,8 +16,10 @@ from kernelwright import lazy_exports
 
 if TYPE_CHECKING:
     from kernelwright.providers.chat import (
+        WAIT_LOGGER,
         ProviderError,
         ProviderUnavailable,
+        WaitReporter,
         invoke_with_retry,
         is_llm,
         load_chat_model,
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
 
 _EXPORTS = {
     "chat": (
+        "WAIT_LOGGER",
         "ProviderError",
         "ProviderUnavailable",
         "invoke_with_retry",
@@ -39,11 +42,13 @@ _EXPORTS = {
         "probe_server",
         "resolve_base_url",
         "usage_of",
+        "WaitReporter",
     ),
     "protocol": ("KernelHeader", "header_line", "message_text"),
 }
 
 __all__ = [
+    "WAIT_LOGGER",
     "KernelHeader",
     "ProviderError",
     "ProviderUnavailable",
@@ -56,6 +61,7 @@ __all__ = [
     "probe_server",
     "resolve_base_url",
     "usage_of",
+    "WaitReporter",
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

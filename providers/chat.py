@@ -66,7 +66,7 @@ SLOW_REPEAT_S = 60.0
 
 def seconds(x: float) -> str:
     """A wait as a person reads it: tenths below 10 s ("0.4 s"), whole seconds above ("40 s")."""
-    return f"{x:.1f} s" if x < 10 else f"{x:.0f} s"
+    return f"{x:.1f} s" if round(x, 1) < 10 else f"{x:.0f} s"
 
 
 def stream_writer() -> Callable[[Any], None] | None:

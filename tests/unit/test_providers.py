@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 
 import pytest
@@ -138,3 +139,48 @@ def test_scripted_fake_counts_tokens_and_runs_out_loudly():
     assert msg.content == "one" and usage_of(msg)[0] > 0
     with pytest.raises(RuntimeError, match="ran out"):
         fake.invoke("again")
+
+
+# --- no silent waits ------------------------------------------------------------------------------------
+
+
+class _Busy(Exception):
+    status_code = 503
+
+
+def test_each_retry_is_announced_and_giving_up_is_not_a_retry(caplog):
+    import logging
+
+    from kernelwright.providers import WAIT_LOGGER, ProviderUnavailable, invoke_with_retry
+
+    caplog.set_level(logging.INFO, logger=WAIT_LOGGER)
+    now = [0.0]
+
+    def sleep(s: float) -> None:
+        now[0] += s
+
+    def always_busy() -> str:
+        raise _Busy("the server is busy")
+
+    with pytest.raises(ProviderUnavailable, match="kept failing"):
+        invoke_with_retry(always_busy, total_s=20, what="the model m", sleep=sleep, clock=lambda: now[0])
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines and all(re.fullmatch(
+        r"the model m: HTTP 503: the server is busy; retry \d in \d+\.\d s \(\d+(\.\d)? s of the 20 s retry time left\)", x
+    ) for x in lines), lines  # fmt: skip
+    assert [int(re.search(r"retry (\d)", x).group(1)) for x in lines] == list(range(1, len(lines) + 1))
+    assert now[0] <= 20  # every announced wait was waited, within the retry time
+
+
+def test_network_models_carry_a_wait_reporter_whose_notices_thin_out():
+    from kernelwright.providers import WaitReporter
+    from kernelwright.providers.chat import seconds
+
+    model = load_chat_model(
+        "served", base_url=f"http://127.0.0.1:{closed_port()}/v1", probe=False, timeout=90
+    )
+    reporters = [c for c in model.callbacks or [] if isinstance(c, WaitReporter)]
+    assert len(reporters) == 1 and reporters[0].timeout_s == 90 and "served" in reporters[0].what
+    assert [WaitReporter.notice_at(n) for n in range(5)] == [10.0, 30.0, 60.0, 120.0, 180.0]
+    assert not [c for c in getattr(load_chat_model("offline"), "callbacks", None) or []]
+    assert (seconds(0.42), seconds(9.94), seconds(9.96), seconds(40.4)) == ("0.4 s", "9.9 s", "10 s", "40 s")
