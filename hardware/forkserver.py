@@ -243,7 +243,11 @@ def _settle(settings: dict) -> None:
         settings["uid"], settings["uid_problem"] = (None, problem) if problem else (CANDIDATE_UID_BASE, None)
     parent, memory = memory_cap.find_parent()
     settings["cgroup"] = parent
-    settings["memory"] = memory if parent is None else None
+    settings["memory"] = (
+        f"address space (RLIMIT_AS) and every file's size (RLIMIT_FSIZE: memfds, /dev/shm) only: {memory}"
+        if parent is None
+        else None
+    )
 
 
 def _reaped(settings: dict, pid: int, status: int | None) -> dict:

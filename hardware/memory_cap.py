@@ -169,7 +169,10 @@ def join(parent: dict, name: str) -> tuple[str | None, str]:
     except OSError as exc:
         with contextlib.suppress(OSError):
             os.rmdir(path)
-        return None, f"address space (RLIMIT_AS) and file size (RLIMIT_FSIZE) only: no memory cgroup ({exc})"
+        return None, (
+            f"address space (RLIMIT_AS) and every file's size (RLIMIT_FSIZE: memfds, /dev/shm) only: "
+            f"no memory cgroup ({exc})"
+        )
     return path, (
         f"cgroup {parent['version']}: all the memory it takes (memfds and /dev/shm included), "
         f"{ceiling() >> 20} MiB at most, on CPU lowered at load to what it uses plus the task's budget"

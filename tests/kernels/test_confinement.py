@@ -10,6 +10,7 @@ record says the same to a user.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
@@ -26,7 +27,8 @@ import pytest
 
 from kernelwright.hardware import WorkerPool
 from kernelwright.hardware.compile_feedback import compile_for_target
-from kernelwright.hardware.confine import CANDIDATE_UID_BASE, drop_privileges
+from kernelwright.hardware.confine import CANDIDATE_UID_BASE, Confinement, drop_privileges
+from kernelwright.hardware.memory_cap import cap_memory
 from kernelwright.tasks import load_task
 
 HOSTILE = Path(__file__).parent / "hostile"
@@ -199,6 +201,42 @@ def test_memory_in_memfds_counts_against_the_cap(pool, relu_task, confinement):
     assert time.monotonic() - t0 < 60
     ok = pool.evaluate(relu_task, hostile("honest.py"))
     assert ok.correct and ok.extra["confinement"]["memory_limit_bytes"] < 4 << 30, ok.extra["confinement"]
+
+
+def test_without_a_cgroup_every_memfd_is_capped_at_the_budget():
+    """Where no memory cgroup can be made, the cap at load still bounds each file the candidate writes,
+    memfds included (RLIMIT_FSIZE), as well as its address space: in a fork, as a candidate process would."""
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        out = "failed"
+        try:
+            c = Confinement()
+            limit = cap_memory(c, 64 << 20)  # no keeper channel here: no cgroup
+            fd = os.memfd_create("hog")
+            block = b"\1" * (1 << 20)
+            written = 0
+            try:
+                while written < 200 << 20:
+                    written += os.write(fd, block)
+                grew = "ok"
+            except OSError as exc:
+                grew = errno.errorcode[exc.errno]
+            try:
+                os.ftruncate(os.memfd_create("sparse"), 1 << 30)
+                sparse = "ok"
+            except OSError as exc:
+                sparse = errno.errorcode[exc.errno]
+            out = f"{written >> 20}|{grew}|{sparse}|{limit > 0}"
+        except BaseException as exc:  # noqa: B036
+            out = f"failed: {exc!r}"
+        os.write(wfd, out.encode())
+        os._exit(0)
+    os.close(wfd)
+    with os.fdopen(rfd) as f:
+        got = f.read()
+    os.waitpid(pid, 0)
+    assert got == "64|EFBIG|EFBIG|True", got
 
 
 @pytest.mark.parametrize("kind", ["symlink", "hardlink"])
