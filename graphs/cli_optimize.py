@@ -294,13 +294,18 @@ def check_run_folder(path: Path, what: str) -> None:
 
 
 def check_memory_and_model(ctx: Context, *, model: bool = True) -> None:
-    """Check the flags, then open the memory (it must be usable and writable) and the model, before any
-    folder is made."""
+    """Check the flags, then open the model and the memory (it must be usable and writable), before any
+    folder is made. The model first: a model that cannot be used leaves no new memory folder behind."""
     from kernelwright.memory import MemoryLocationError
     from kernelwright.nodes import resources
     from kernelwright.providers.chat import ProviderError
 
     check_flags(ctx)
+    try:
+        if model:
+            resources.chat_model(ctx)
+    except ProviderError as exc:
+        raise UsageError(str(exc)) from exc
     if ctx.memory not in (resources.MEMORY_OFF, resources.MEMORY_FRESH):  # fresh: made in the run folder
         try:
             mem = resources.open_shared_memory(ctx.memory)
@@ -311,11 +316,6 @@ def check_memory_and_model(ctx: Context, *, model: bool = True) -> None:
                 f"memory at {mem.location} is read-only; optimize writes what it learns there: "
                 "give --memory a writable folder"
             )
-    try:
-        if model:
-            resources.chat_model(ctx)
-    except ProviderError as exc:
-        raise UsageError(str(exc)) from exc
 
 
 def _task_files(path: Path) -> list[Path]:

@@ -196,8 +196,9 @@ def _gpu_visible() -> bool:
 
 @pytest.mark.skipif(_gpu_visible(), reason="checks the answer where no GPU is visible")
 def test_flags_are_checked_before_anything_is_made(tmp_path, capsys, monkeypatch):
-    """A device or target this machine cannot give is one line, exit 2, and no folder, run.json,
-    checkpoint or memory is made: for a task file, a folder of tasks and a bench alike."""
+    """A device or target this machine cannot give, or a model that cannot be used, is one line, exit 2,
+    and no folder, run.json, checkpoint or memory is made: for a task file, a folder of tasks and a bench
+    alike."""
     runs, mem = tmp_path / "runs", tmp_path / "memory"
     expected = "kernelwright optimize: device cuda: no GPU is visible here; use cpu (or auto)"
     folder = [str(RELU.parent), "--out", str(tmp_path / "out")]
@@ -207,6 +208,8 @@ def test_flags_are_checked_before_anything_is_made(tmp_path, capsys, monkeypatch
     monkeypatch.setenv("KERNELWRIGHT_RUNS", str(runs))
     assert cli_main(["optimize", str(RELU), "--device", "cuda", "--memory", str(mem)]) == 2
     assert one_line(capsys.readouterr().err) == expected
+    assert cli_main(["optimize", str(RELU), "--model", "m", "--base-url", "foo", "--memory", str(mem)]) == 2
+    assert "cannot reach the OpenAI-compatible server at foo" in one_line(capsys.readouterr().err)
     for command in ("optimize", "bench"):
         args = [command, str(RELU.parent), "--device", "cpu", "--target", "nvidia-h900", "--memory", str(mem)]
         assert cli_main(args) == 2, args
