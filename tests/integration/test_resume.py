@@ -57,8 +57,10 @@ def test_kill_mid_run_then_resume(tmp_path):
 
     def answer(body: dict) -> dict:
         n = next(counter)
-        # every third answer is broken, so failures, repairs and rules are part of the run
-        code = relu_compile_error(f"broken{n}") if n % 3 == 0 else relu_kernel(f"d{n}", 256 * (1 + n % 4))
+        # every third answer is broken, so failures, repairs and rules are part of the run; the others
+        # compile (blocks are powers of two: a failing config would make every later answer a repeat of a
+        # failed program, which is not judged)
+        code = relu_compile_error(f"broken{n}") if n % 3 == 0 else relu_kernel(f"d{n}", 256 * 2 ** (n % 3))
         return {"sleep": 0.6, "content": fenced(code)}
 
     run_dir = tmp_path / "run"
