@@ -160,7 +160,12 @@ def test_a_task_source_after_a_finished_task_path_run_is_the_new_task(tmp_path):
     """The finished state keeps its task_path; a task_source given next is the task run, not that path."""
     model = ScriptedChatModel(script=[fenced(relu_kernel("ok"))], loop=True)
     ctx = Context(
-        chat_model=model, budget=1, device="cpu", memory="off", llm_rules=False, runs_root=str(tmp_path / "runs")
+        chat_model=model,
+        budget=1,
+        device="cpu",
+        memory="off",
+        llm_rules=False,
+        runs_root=str(tmp_path / "runs"),
     )
     conn = sqlite3.connect(str(tmp_path / "checkpoints.sqlite"), check_same_thread=False)
     app = builder.compile(checkpointer=SqliteSaver(conn, serde=serializer()))
