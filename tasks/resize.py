@@ -17,6 +17,7 @@ import ast
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
@@ -272,11 +273,9 @@ def other_sizes(source: str, name: str, count: int = 2, budgets: tuple[int, ...]
     module = exec_task_module(source, name)
     seen = [first_input_shapes(module, small=False), first_input_shapes(module, small=True)]
     out: list[Resized] = []
-    tries: list[Callable[[], Resized | None]] = [lambda b=b: shrink(base, name, b) for b in budgets]
-    tries += [
-        lambda o=o: vary(base, name, o, max_elements)
-        for o in (("plus_one", "double"), ("two_thirds", "half"))
-    ]
+    tries: list[Callable[[], Resized | None]] = [partial(shrink, base, name, b) for b in budgets]
+    variations = (("plus_one", "double"), ("two_thirds", "half"))
+    tries += [partial(vary, base, name, o, max_elements) for o in variations]
     for attempt in tries:
         got = attempt()
         if got is not None and got.input_shapes not in seen:
