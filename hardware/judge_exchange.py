@@ -136,7 +136,7 @@ class CandidateIO(ReferenceSide):
         if reply.get("op") != "pong":
             self._fail(res, stage, "forbidden",
                        f"the candidate process's answers are out of step with the judge's requests (got "
-                       f"{reply.get('op')!r} for a ping): a frame written by candidate code was read as an answer")  # fmt: skip
+                       f"{reply.get('op')!r} for a ping): a forged reply from candidate code was read as the answer")  # fmt: skip
 
     def _check_buffers(self, descs: list[Any], fds: list[int], sample: _Sample, mode: str, stage: str,
                        res: EvalResult) -> None:  # fmt: skip
