@@ -231,6 +231,10 @@ def test_bench_writes_suite_json_md_and_html(bench):
     assert relu["family"] == "pointwise" and relu["correct"] and relu["design"].startswith("family=pointwise")
     assert relu["speedup_vs_eager"] is None and relu["worker"] == "cpu" and relu["wall_s"] > 0
     assert relu["attempts"][0]["status"] == "correct"
+    # --unseen is on by default (2); a task whose sizes are not module constants says none could be made
+    assert b["settings"]["unseen"] == 2 and relu["holds_unseen"] is None
+    assert relu["unseen_note"] == "no size constant of 8 or more to change"
+    assert (relu["candidates"], relu["repeats"], relu["blocked"]) == (1, 0, 0)
     assert "the harness could not judge this task" in tasks["suite/01_random"]["verdict"]
     assert "no Model class" in tasks["suite/03_broken"]["error"]
     md = (out / "suite.md").read_text()

@@ -26,7 +26,8 @@ def _bench(tasks: Path, out: Path, rules: str) -> dict[str, list[dict]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELWRIGHT_")}
     env.update(LANGSMITH_TRACING="false", PYTHONUNBUFFERED="1")
     args = [str(tasks), "--budget", "1", "--seed", "0", "--device", "cpu", "--target", "nvidia-l4",
-            "--memory", "fresh", "--rules", rules, "--model", "offline:ignore-target-limits", "--out", str(out)]  # fmt: skip
+            "--memory", "fresh", "--rules", rules, "--model", "offline:ignore-target-limits", "--out", str(out),
+            "--unseen", "0"]  # fmt: skip
     proc = subprocess.run([str(KW), "bench", *args], capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     rows = [json.loads(line) for line in (out / "tasks.jsonl").read_text().splitlines()]
