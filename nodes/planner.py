@@ -29,7 +29,7 @@ from kernelwright.hardware.roofline import roofline_floor_ms
 from kernelwright.hardware.targets import Target, detect_target, get_target
 from kernelwright.nodes import resources
 from kernelwright.nodes.records import Attempt, Branch, CostLedger, Job, RepresentativeDesign, RunInfo
-from kernelwright.nodes.repeats import failure_memory
+from kernelwright.nodes.repeats import failure_memory, repeats_stop
 from kernelwright.nodes.run_context import Context, usable_device
 from kernelwright.nodes.run_folder import claim_run_folder
 from kernelwright.nodes.search import Decision, SearchTree, Spent
@@ -273,12 +273,16 @@ def planner(state: Any, runtime: Runtime[Context]) -> Command[Literal["context",
     tree = rebuild_tree(jobs, attempts, ctx)
     done = {a.node_id for a in attempts}
     in_flight = [j for j in jobs if j.node_id not in done]
-    spent = Spent(candidates=len(jobs), llm_calls=cost.llm_calls, wall_s=cost.wall_s + delta)
+    blocked = sum(1 for a in attempts if a.candidate.blocked)  # not judged: no candidate spent on them
+    spent = Spent(candidates=len(jobs) - blocked, llm_calls=cost.llm_calls, wall_s=cost.wall_s + delta)
     stop = (
-        harness_stop(attempts) or unsupported_stop(attempts) or tree.should_stop(ctx.search_budget(), spent)
+        harness_stop(attempts)
+        or unsupported_stop(attempts)
+        or repeats_stop(attempts, ctx.budget)
+        or tree.should_stop(ctx.search_budget(), spent)
     )
     if stop is None:
-        slots = min(ctx.k - len(in_flight), ctx.budget - len(jobs))
+        slots = min(ctx.k - len(in_flight), ctx.budget - spent.candidates)
         decisions = tree.plan(slots) if slots > 0 else []
         if decisions:
             by_node = {a.node_id: a for a in attempts}

@@ -12,6 +12,8 @@ same program up to their config. A failure is identified by its error kind and n
   else hands it on as blocked). A failure the config causes (out of resources, shared memory, registers,
   a timeout) is the exception: there a program is a repeat only when it is the same up to comments, since
   another block size or stage count is a real repair.
+- A blocked program costs the writer's calls but no candidate: it does not count against the candidate
+  budget; as many blocked answers as the budget stop the search (`repeats_stop`).
 - Two failures of one design (its `# kernelwright:` header's design) with the same error kind and message
   close that design for the task: every later prompt says so (a rule line the offline writer and an LLM
   both read), a program of a closed design is not judged, and the reflector learns a rule from it.
@@ -225,6 +227,20 @@ def closes_design(
         return None
     got = closed_designs([*earlier, failed])
     return next((c for c in got if c.design == failed.design and failed.node_id in c.nodes), None)
+
+
+REPEATS_STOP = "the writer only repeated failures"
+"""The start of the stop reason when blocked repeats reached the candidate budget."""
+
+
+def repeats_stop(attempts: Iterable[Attempt], budget: int) -> str | None:
+    """Why the search stops: as many answers were blocked as the run may judge candidates. A blocked
+    answer does not count against the candidate budget (nothing was judged), so this bounds a writer
+    that keeps repeating; None to go on."""
+    blocked = [a.node_id for a in attempts if a.candidate.blocked]
+    if budget <= 0 or len(blocked) < budget:
+        return None
+    return f"{REPEATS_STOP} ({len(blocked)} answers not judged: {', '.join(blocked[:5])}{' ...' if len(blocked) > 5 else ''})"
 
 
 def repeated(code: str | None, failed: Iterable[FailedProgram]) -> tuple[FailedProgram, bool] | None:

@@ -62,7 +62,7 @@ def test_a_program_written_again_is_judged_once_and_its_design_closes(tmp_path):
     verifies = [e for e in EvaluationLog(run.run_dir).entries() if e.phase == "verify"]
     assert [e.node_id for e in verifies] == ["n1"]
     assert attempts["n1"].result.error_kind == "compile_error" and not attempts["n1"].candidate.blocked
-    for nid in ("n2", "n3"):
+    for nid in ("n2", "n3", "n4"):
         c = attempts[nid].candidate
         assert attempts[nid].status == "failed" and c.blocked and c.repeat_asks == 2
         assert c.usage.llm_calls == 3
@@ -90,12 +90,14 @@ def test_a_program_written_again_is_judged_once_and_its_design_closes(tmp_path):
     assert any("two of its programs failed the same way" in t for t in texts)
     counts = state["result"].search["failures"]
     assert counts == {
-        "candidates": 3,
+        "candidates": 4,
         "failed_by_kind": {"compile_error": 1},
         "repeats": 0,
-        "blocked": 2,
+        "blocked": 3,
         "closed_designs": ["broken"],
     }
+    # a blocked answer spends no candidate: the budget of 3 stops the search only at 3 blocked answers
+    assert state["result"].stop_reason.startswith("the writer only repeated failures (3 answers not judged")
 
 
 def test_a_repair_that_changes_only_the_config_is_not_judged_but_a_real_fix_is(tmp_path):
