@@ -12,6 +12,7 @@ takes every bundled task (level1, level2, published, level1_bf16, level2_bf16) a
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -162,20 +163,31 @@ def test_a_sample_of_bundled_programs_holds_at_other_sizes(key: str, pool: Worke
     assert not bad, "\n\n".join(bad)
 
 
-def _all_tasks() -> list[tuple[str, str]]:
+GENERATED = 30
+
+
+@functools.cache
+def _generated() -> dict[str, str]:
+    return {t.name: t.source for t in generate_tasks(GENERATED, 0)}
+
+
+def _all_keys() -> list[str]:
+    """suite/name of every bundled task, and generated/i for the generated ones (made when a test runs)."""
     out = []
     for suite in ("level1", "level2", "published", "level1_bf16", "level2_bf16"):
         for p in sorted(Path(bundled_suite_dir(suite)).glob("*.py")):  # type: ignore[arg-type]
             if not p.name.startswith("_"):
-                out.append((f"{suite}/{p.stem}", p.read_text()))
-    out += [(f"generated/{t.name}", t.source) for t in generate_tasks(30, 0)]
-    return out
+                out.append(f"{suite}/{p.stem}")
+    return out + [f"generated/{i}" for i in range(GENERATED)]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("key", "source"), _all_tasks(), ids=lambda x: x if "/" in x else "")
-def test_every_bundled_and_generated_program_holds_at_other_sizes(
-    key: str, source: str, pool: WorkerPool
-) -> None:
-    bad = _wrong_at_sizes(pool, key.split("/")[-1], source, _write(source))
+@pytest.mark.parametrize("key", _all_keys())
+def test_every_bundled_and_generated_program_holds_at_other_sizes(key: str, pool: WorkerPool) -> None:
+    suite, stem = key.split("/")
+    if suite == "generated":
+        name, source = list(_generated().items())[int(stem)]
+    else:
+        name, source = _bundled(key)
+    bad = _wrong_at_sizes(pool, name, source, _write(source))
     assert not bad, "\n\n".join(bad)
