@@ -1,0 +1,147 @@
+"""The stitched model: one candidate file for a whole model's task, built from its regions' kernels.
+
+The file holds, in order: the model task's own code with its `Model` renamed `_Reference` (ModelNew
+subclasses it, so it builds the same modules from the same init inputs and holds the same state_dict
+keys the judge loads), each region's best kernel file with its top-level names prefixed (so two regions'
+`ModelNew` or `_kernel` never collide), the region runtime (tasks/region_runtime.py, verbatim), and the
+plan: which traced nodes form which region, and which regions run a kernel. A region without a kernel runs
+its torch operations as the reference does.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+from typing import Any
+
+from kernelwright.tasks import region_runtime
+
+
+class StitchError(ValueError):
+    """A kernel or task file that cannot be stitched (one line: why)."""
+
+
+class _Rename(ast.NodeTransformer):
+    def __init__(self, names: dict[str, str]) -> None:
+        self.names = names
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if node.id in self.names:
+            node.id = self.names[node.id]
+        return node
+
+    def _def(self, node: Any) -> Any:
+        if node.name in self.names:
+            node.name = self.names[node.name]
+        self.generic_visit(node)
+        return node
+
+    visit_FunctionDef = visit_ClassDef = visit_AsyncFunctionDef = _def
+
+
+def _without_future(tree: ast.Module) -> ast.Module:
+    tree.body = [s for s in tree.body if not (isinstance(s, ast.ImportFrom) and s.module == "__future__")]
+    return tree
+
+
+def _top_level_names(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(stmt.name)
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            for t in targets:
+                for n in ast.walk(t):
+                    if isinstance(n, ast.Name):
+                        names.add(n.id)
+    return names
+
+
+def prefixed_kernel(code: str, prefix: str) -> tuple[str, str]:
+    """The kernel file's code with its own top-level names prefixed, and its ModelNew's new name."""
+    try:
+        tree = _without_future(ast.parse(code))
+    except SyntaxError as exc:
+        raise StitchError(f"a region kernel does not parse: {exc}") from exc
+    names = {n: f"{prefix}{n}" for n in _top_level_names(tree) if not n.startswith("__")}
+    if "ModelNew" not in names:
+        raise StitchError("a region kernel defines no ModelNew")
+    tree = _Rename(names).visit(tree)
+    return ast.unparse(tree), names["ModelNew"]
+
+
+def reference_as_base(task_source: str) -> str:
+    """The task's code with its Model renamed _Reference."""
+    tree = _without_future(ast.parse(task_source))
+    if "Model" not in _top_level_names(tree):
+        raise StitchError("the model's task file defines no Model")
+    return ast.unparse(_Rename({"Model": "_Reference"}).visit(tree))
+
+
+def _runtime_source() -> str:
+    tree = _without_future(ast.parse(inspect.getsource(region_runtime)))
+    return ast.unparse(tree)
+
+
+_MODEL_NEW = '''
+class ModelNew(_Reference):
+    """The model with its regions' kernels swapped in (plan: _REGIONS; kernels: _KERNELS)."""
+
+    def forward(self, *inputs):
+        if self.__dict__.get("_kw_tracing"):
+            return super().forward(*inputs)
+        plan = self.__dict__.get("_kw_plan")
+        if plan is None:
+            # traced as the reference class, so node names are the ones the plan was cut with
+            cls = self.__class__
+            self.__dict__["_kw_tracing"] = True
+            self.__class__ = _Reference
+            try:
+                graph = trace(self, _LEAVES)
+            finally:
+                self.__class__ = cls
+                self.__dict__["_kw_tracing"] = False
+            plan = RegionPlan(graph, _REGIONS)
+            for index, kernel_class in _KERNELS.items():
+                plan.attach(index, kernel_class())
+            self.__dict__["_kw_plan"] = plan
+        return plan.run(self, inputs)
+'''
+
+
+def stitched_source(
+    task_source: str,
+    leaves: set[str],
+    plans: list[dict[str, Any]],
+    kernels: dict[int, tuple[str, str]],
+    title: str = "model",
+) -> str:
+    """A candidate file for the model's task. `plans` are the regions' plans (Region.plan()),
+    `kernels` maps a region's index to (its signature, its kernel file's code); regions that share a
+    signature share one copy of the code."""
+    parts = [
+        f'"""{title}: the stitched model (kernelwright, tasks/region_stitch.py).\n\n'
+        f"{len(kernels)} of {len(plans)} regions run a kernel; the rest run the reference's torch "
+        'operations."""',
+        "import torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl",
+        "# ---- the model's own code (Model renamed _Reference) ----",
+        reference_as_base(task_source),
+    ]
+    class_of: dict[str, str] = {}
+    for _index, (signature, code) in sorted(kernels.items()):
+        if signature in class_of:
+            continue
+        body, cls = prefixed_kernel(code, f"_r{signature[:10]}_")
+        class_of[signature] = cls
+        parts += [f"# ---- kernel of region signature {signature} ----", body]
+    parts += ["# ---- region runtime (tasks/region_runtime.py) ----", _runtime_source()]
+    table = ", ".join(f"{i}: {class_of[sig]}" for i, (sig, _) in sorted(kernels.items()))
+    parts += [
+        f"_LEAVES = {sorted(leaves)!r}",
+        f"_LEAVES = set(_LEAVES)\n_REGIONS = {json.dumps(plans)}",
+        f"_KERNELS = {{{table}}}",
+        _MODEL_NEW,
+    ]
+    return "\n\n".join(parts) + "\n"

@@ -1,0 +1,380 @@
+"""Splitting a whole model into regions, each a KernelBench-format task of its own.
+
+A region is a library operation (convolution, GEMM, attention, a recurrence) with the pointwise,
+reduction and norm operators that follow it and only it (its epilogue) and a pointwise chain right before
+it (its prologue), or a chain of pointwise, reduction and norm operators alone. The model is traced once
+with torch.fx (tasks/region_runtime.py's tracer: torch.nn leaf modules kept whole), run once on the
+example inputs to learn every value's shape and dtype, and cut greedily in graph order: a node joins the
+region being built when it reads a value of it (a second library operation starts a new one). Values that
+are not tensors (a `size()`, an LSTM's tuple) never cross a region boundary: the regions between their
+producer and user are merged.
+
+A region's **signature** hashes its operators, attributes, input and parameter shapes and dtypes (never
+weights): identical residual blocks share one, and are searched once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import operator
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx as fx
+import torch.nn.functional as F
+from torch import nn
+
+from kernelwright.tasks.region_runtime import LIBRARY_MODULES, LIBRARY_NAMES, fetch, trace
+
+
+class SplitError(ValueError):
+    """A model that cannot be traced into regions (one line: why)."""
+
+
+def module_constructor(module: nn.Module) -> str | None:
+    """`nn.Conv2d(3, 8, kernel_size=(3, 3), ...)`: source that builds a module like this one (same
+    class, attributes and parameter shapes), or None for one that cannot be written that way."""
+    cls = type(module)
+    if getattr(nn, cls.__name__, None) is not cls or isinstance(module, (nn.Sequential, nn.ModuleList,
+                                                                         nn.ModuleDict)):  # fmt: skip
+        return None
+    if any(True for _ in module.children()):
+        return None
+    text = f"nn.{cls.__name__}({module.extra_repr()})"
+    try:
+        built = eval(text, {"nn": nn, "torch": torch, "inf": math.inf})  # noqa: S307 - text we made
+    except Exception:
+        return None
+    if not isinstance(built, nn.Module) or built.extra_repr() != module.extra_repr():
+        return None
+    mine = {k: tuple(v.shape) for k, v in module.state_dict().items()}
+    theirs = {k: tuple(v.shape) for k, v in built.state_dict().items()}
+    return text if mine == theirs else None
+
+
+def leaf_modules(model: nn.Module) -> set[str]:
+    return {name for name, m in model.named_modules() if name and module_constructor(m) is not None}
+
+
+@dataclass
+class Value:
+    """What one node produced on the example inputs."""
+
+    tensor: bool
+    shape: tuple[int, ...] = ()
+    dtype: str = ""
+    low: float = 0.0
+    high: float = 0.0
+
+
+@dataclass
+class Region:
+    index: int
+    nodes: list[str]
+    inputs: list[str] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+    library: str = ""
+    """The library operation it is built around ("" for a chain of pointwise/reduction/norm ops)."""
+    ops: list[str] = field(default_factory=list)
+    bindings: dict[str, str] = field(default_factory=dict)
+    """The region task's state_dict names -> the model's."""
+    signature: str = ""
+    source: str = ""
+    """The region as a KernelBench-format task file ("" when it cannot be written: see `why_not`)."""
+    why_not: str = ""
+
+    def plan(self) -> dict[str, Any]:
+        return {
+            "nodes": self.nodes,
+            "inputs": self.inputs,
+            "outputs": self.outputs,
+            "bindings": self.bindings,
+        }
+
+
+@dataclass
+class ModelSplit:
+    graph: fx.Graph
+    leaves: set[str]
+    regions: list[Region]
+    values: dict[str, Value]
+    seconds: float
+
+    def unique(self) -> dict[str, list[Region]]:
+        """Signature -> its regions, in first-seen order."""
+        out: dict[str, list[Region]] = {}
+        for r in self.regions:
+            out.setdefault(r.signature, []).append(r)
+        return out
+
+
+def _value(x: Any) -> Value:
+    if isinstance(x, torch.Tensor):
+        low = high = 0.0
+        if not x.is_floating_point() and not x.is_complex() and x.numel():
+            low, high = float(x.min()), float(x.max())
+        return Value(True, tuple(x.shape), str(x.dtype).removeprefix("torch."), low, high)
+    return Value(False)
+
+
+def _op_name(node: fx.Node, root: nn.Module) -> str:
+    if node.op == "call_module":
+        return type(root.get_submodule(str(node.target))).__name__
+    if node.op == "call_method":
+        return str(node.target)
+    return getattr(node.target, "__name__", str(node.target))
+
+
+def _is_library(node: fx.Node, root: nn.Module) -> bool:
+    if node.op == "call_module":
+        return isinstance(root.get_submodule(str(node.target)), LIBRARY_MODULES)
+    if node.op in ("call_function", "call_method"):
+        return _op_name(node, root) in LIBRARY_NAMES or node.target is operator.matmul
+    return False
+
+
+def _record(model: nn.Module, graph: fx.Graph, inputs: tuple[Any, ...]) -> dict[str, Value]:
+    """Run the graph once (on copies of the state: batch norm's running statistics are not touched)."""
+    from kernelwright.tasks.region_runtime import RegionPlan
+
+    saved = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    env: dict[str, Any] = {}
+    values: dict[str, Value] = {}
+    it = iter(inputs)
+    try:
+        with torch.no_grad():
+            for node in graph.nodes:
+                if node.op == "placeholder":
+                    env[node.name] = next(it, node.args[0] if node.args else None)
+                elif node.op == "output":
+                    continue
+                else:
+                    env[node.name] = RegionPlan.run_node(model, node, env)
+                values[node.name] = _value(env[node.name])
+    finally:
+        model.load_state_dict(saved)
+    return values
+
+
+def _cut(graph: fx.Graph, root: nn.Module, values: dict[str, Value]) -> list[list[fx.Node]]:
+    groups: list[list[fx.Node]] = []
+    group_of: dict[str, int] = {}
+    has_library: list[bool] = []
+    for node in graph.nodes:
+        if node.op in ("placeholder", "output", "get_attr"):
+            continue
+        reads = [a for a in node.all_input_nodes if a.name in group_of]
+        library = _is_library(node, root)
+        # a non-tensor value never crosses a boundary: merge every group from its producer's onward
+        held = [group_of[a.name] for a in reads if not values.get(a.name, Value(False)).tensor]
+        if held and min(held) < len(groups) - 1:
+            first = min(held)
+            merged = [n for g in groups[first:] for n in g]
+            del groups[first + 1 :]
+            groups[first] = merged
+            has_library[first:] = [any(_is_library(n, root) for n in merged)]
+            for n in merged:
+                group_of[n.name] = first
+        last = len(groups) - 1
+        reads_last = any(group_of[a.name] == last for a in reads) if groups else False
+        # after a library operation only shape-keeping operators (its epilogue) join: pooling or a
+        # reshape starts a chain of its own, so blocks that end the same way keep one signature
+        keeps_shape = values.get(node.name, Value(False)).shape in {
+            values[a.name].shape for a in node.all_input_nodes if a.name in values and values[a.name].tensor
+        }
+        joins = reads_last and not library and (not has_library[last] or keeps_shape)
+        joins = joins or (reads_last and library and not has_library[last])
+        if groups and (held or joins):
+            groups[last].append(node)
+            has_library[last] = has_library[last] or library
+        else:
+            groups.append([node])
+            has_library.append(library)
+        group_of[node.name] = len(groups) - 1
+    return groups
+
+
+def split_model(model: nn.Module, inputs: tuple[Any, ...] | list[Any]) -> ModelSplit:
+    """Trace `model`, run it once on `inputs`, and cut it into regions with signatures and task files."""
+    t0 = time.perf_counter()
+    leaves = leaf_modules(model)
+    try:
+        graph = trace(model, leaves)
+    except Exception as exc:
+        raise SplitError(f"torch.fx cannot trace {type(model).__name__}: {str(exc).splitlines()[0]}") from exc
+    values = _record(model, graph, tuple(inputs))
+    groups = _cut(graph, model, values)
+    users_outside: dict[str, set[str]] = {}
+    regions = []
+    for i, group in enumerate(groups):
+        names = [n.name for n in group]
+        inside = set(names)
+        inputs_: list[str] = []
+        for n in group:
+            for a in n.all_input_nodes:
+                if a.name not in inside and a.op != "get_attr" and a.name not in inputs_:
+                    inputs_.append(a.name)
+        outputs = [n.name for n in group if any(u.name not in inside for u in n.users)]
+        users_outside[str(i)] = set(outputs)
+        lib = next((_op_name(n, model) for n in group if _is_library(n, model)), "")
+        region = Region(i, names, inputs_, outputs, lib, [_op_name(n, model) for n in group])
+        _describe(region, group, model, values)
+        regions.append(region)
+    return ModelSplit(graph, leaves, regions, values, time.perf_counter() - t0)
+
+
+# -- a region as source ------------------------------------------------------------------------------
+
+_NAMESPACES: tuple[tuple[str, Any], ...] = (("torch", torch), ("F", F), ("operator", operator),
+                                            ("math", math), ("torch.Tensor", torch.Tensor))  # fmt: skip
+
+
+def _function_source(target: Any) -> str:
+    name = getattr(target, "__name__", "")
+    for prefix, ns in _NAMESPACES:
+        if name and getattr(ns, name, None) is target:
+            return f"{prefix}.{name}"
+    if target is getattr:
+        return "getattr"
+    raise SplitError(f"no source for function {target!r}")
+
+
+def _literal(x: Any, names: dict[str, str]) -> str:
+    if isinstance(x, fx.Node):
+        return names[x.name]
+    if isinstance(x, tuple):
+        inner = ", ".join(_literal(v, names) for v in x)
+        return f"({inner},)" if len(x) == 1 else f"({inner})"
+    if isinstance(x, list):
+        return "[" + ", ".join(_literal(v, names) for v in x) + "]"
+    if isinstance(x, dict):
+        return "{" + ", ".join(f"{k!r}: {_literal(v, names)}" for k, v in x.items()) + "}"
+    if isinstance(x, float) and not math.isfinite(x):
+        return f"float({str(x)!r})"
+    if isinstance(x, (bool, int, float, str, type(None), slice)) or x is Ellipsis:
+        return repr(x) if x is not Ellipsis else "..."
+    if isinstance(x, torch.dtype):
+        return str(x)
+    if isinstance(x, torch.device):
+        return f"torch.device({str(x)!r})"
+    if isinstance(x, torch.memory_format | torch.layout):
+        return str(x)
+    raise SplitError(f"no source for argument {x!r}")
+
+
+def _input_maker(v: Value) -> str:
+    shape = list(v.shape)
+    if v.dtype.startswith("float") or v.dtype.startswith("bfloat"):
+        return f"torch.randn({shape}, dtype=torch.{v.dtype})"
+    if v.dtype == "bool":
+        return f"torch.rand({shape}) > 0.5"
+    return f"torch.randint({int(v.low)}, {int(v.high) + 1}, {shape}, dtype=torch.{v.dtype})"
+
+
+def _describe(region: Region, group: list[fx.Node], model: nn.Module, values: dict[str, Value]) -> None:
+    """Fill the region's signature, bindings and task source (or why it has none)."""
+    names = {n: f"x{i}" for i, n in enumerate(region.inputs)}
+    modules: dict[str, str] = {}
+    params: dict[str, str] = {}
+    sig: list[Any] = [[(values[n].shape, values[n].dtype) for n in region.inputs]]
+    inits: list[str] = []
+    body: list[str] = []
+    try:
+        for node in group:
+            for a in node.all_input_nodes:
+                if a.op == "get_attr" and a.name not in names:
+                    local = f"p{len(params)}"
+                    params[str(a.target)] = local
+                    names[a.name] = f"self.{local}"
+                    t = fetch(model, str(a.target))
+                    if not isinstance(t, torch.Tensor):
+                        raise SplitError(f"attribute {a.target} is not a tensor")
+                    region.bindings[local] = str(a.target)
+                    maker = f"torch.randn({list(t.shape)}, dtype={t.dtype})"
+                    if isinstance(t, nn.Parameter):
+                        inits.append(f"self.{local} = nn.Parameter({maker})")
+                    else:
+                        inits.append(f"self.register_buffer({local!r}, {maker})")
+                    sig.append(("attr", tuple(t.shape), str(t.dtype)))
+            var = f"t{len(body)}"
+            args = ", ".join([_literal(a, names) for a in node.args]
+                             + [f"{k}={_literal(v, names)}" for k, v in node.kwargs.items()])  # fmt: skip
+            if node.op == "call_module":
+                path = str(node.target)
+                if path not in modules:
+                    local = f"m{len(modules)}"
+                    modules[path] = local
+                    mod = model.get_submodule(path)
+                    ctor = module_constructor(mod)
+                    assert ctor is not None  # leaves are exactly such modules
+                    dtypes = {t.dtype for t in mod.state_dict().values() if t.is_floating_point()}
+                    cast = f".to({dtypes.pop()})" if len(dtypes) == 1 and torch.float32 not in dtypes else ""
+                    inits.append(f"self.{local} = {ctor}{cast}")
+                    for k in mod.state_dict():
+                        region.bindings[f"{local}.{k}"] = f"{path}.{k}"
+                    sig.append(("module", ctor, cast))
+                body.append(f"{var} = self.{modules[path]}({args})")
+                sig.append(("call", modules[path], _literal(node.args, {**names, node.name: "?"}),
+                            sorted(node.kwargs)))  # fmt: skip
+            elif node.op == "call_function":
+                body.append(f"{var} = {_function_source(node.target)}({args})")
+                sig.append(("fn", _function_source(node.target), _literal(node.args, names),
+                            _literal(node.kwargs, names)))  # fmt: skip
+            elif node.op == "call_method":
+                first, _, rest = args.partition(", ")
+                body.append(f"{var} = {first}.{node.target}({rest})")
+                sig.append(("method", str(node.target), _literal(node.args, names),
+                            _literal(node.kwargs, names)))  # fmt: skip
+            names[node.name] = var
+        for out in region.outputs:
+            if not values[out].tensor:
+                raise SplitError(f"its output {out} is not a tensor")
+    except SplitError as exc:
+        region.why_not = str(exc)
+    # variable names are numbered by position, so the text is the same for identical regions
+    text = json.dumps(sig, default=str)
+    region.signature = hashlib.sha256(text.encode()).hexdigest()[:16]
+    if region.why_not:
+        return
+    outs = [names[o] for o in region.outputs]
+    ret = outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ",)"
+    init_lines = "\n".join(f"        {line}" for line in inits) or "        pass"
+    body_lines = "\n".join(f"        {line}" for line in body)
+    params_text = ", ".join(f"x{i}" for i in range(len(region.inputs)))
+    gets = ",\n        ".join(_input_maker(values[n]) for n in region.inputs)
+    region.source = f'''"""Region {region.index}: {" + ".join(region.ops)} (signature {region.signature}).
+
+Cut from a whole model by kernelwright (tasks/regions.py); runs alone as a KernelBench-format task.
+"""
+
+import math
+import operator
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+{init_lines}
+
+    def forward(self, {params_text}):
+{body_lines}
+        return {ret}
+
+
+def get_inputs():
+    return [
+        {gets}
+    ]
+
+
+def get_init_inputs():
+    return []
+'''
