@@ -58,11 +58,12 @@ class EvalConfig(BaseModel):
     """Trials on the second shape (a shape-specific bug shows on its first call; the cached-result check
     and the train/eval alternation run on the first shape)."""
     seed: int = 0
-    """Builds the reference and ModelNew (torch seeded) and perturbs the parameters; never the inputs a
-    candidate is verified on: those are drawn from the OS for every job (see `input_seeds`)."""
+    """Builds the reference and ModelNew (torch seeded); never the inputs a candidate is verified on nor the
+    perturbation of the parameters it is loaded with: those are drawn from the OS for every job (see
+    `input_seeds`)."""
     input_seeds: dict[str, list[int]] | None = None
     """Replay only: the seeds of an earlier job's inputs, as its result's `extra["input_seeds"]` lists them
-    (per input shape, and "recheck"), to reproduce its verdict. None, the default, draws fresh seeds from
+    (per input shape, "recheck" and "parameters"), to reproduce its verdict. None, the default, draws fresh seeds from
     the OS for every job, so no candidate can know or reproduce the inputs it is verified on."""
     precision: PrecisionMode = "strict"
     """`strict`: fp32 outputs held to fp32 tolerance and TF32 off for the reference too; `tf32`

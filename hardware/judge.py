@@ -21,10 +21,10 @@ keeps an outer limit for the judge's own work (the reference, the baseline) and 
 
 Verification (hardware.verify has the tolerance table):
 - the reference `Model` is built from the task's init inputs with torch seeded, then its floating
-  parameters and buffers are perturbed (seeded), so a kernel that ignores a parameter whose default
-  value is neutral (a LayerNorm's weight and bias) fails; ModelNew is built with the same seed and
-  the reference's perturbed state_dict is loaded into it (it must hold every reference key, same
-  shapes);
+  parameters and buffers are perturbed (with a seed of the job's own, drawn from the OS), so a kernel
+  that ignores a parameter whose default value is neutral (a LayerNorm's weight and bias) fails, and
+  none can derive the values in __init__; ModelNew is built with the same seed and the reference's
+  perturbed state_dict is loaded into it (it must hold every reference key, same shapes);
 - shapes: the task's full inputs and its small ones on a GPU, the small ones on CPU, and always a
   second shape: `get_small_inputs()` where defined, else the task at other sizes found by changing its
   module-level size constants (tasks.resize); a task too large for the CPU interpreter is verified
@@ -250,11 +250,11 @@ class Judge(Timing):
             task = self._task(job)
             shapes = verified_shapes(task, cfg, self.device)
             self._fits(task, shapes[0], res)
-            refs = {s.label: self._reference(task, s, cfg.seed) for s in shapes}
+            self._seeds = seeds = draw_seeds(shapes, cfg)
+            refs = {s.label: self._reference(task, s, cfg.seed, seeds.parameters) for s in shapes}
             smallest = refs[shapes[-1].label]
             self._modes(task, smallest, cfg.seed)
             modes = task.modes or ["train"]
-            self._seeds = seeds = draw_seeds(shapes, cfg)
             for s in shapes:
                 n = trial_count(cfg, s is shapes[0])
                 for trial in range(n if not refs[s.label].lean else 0):  # a large task: on demand

@@ -35,17 +35,21 @@ _PERTURB_SEED_OFFSET = 104729
 
 @dataclass
 class JobSeeds:
-    """The seeds one job draws its inputs from: one per trial per shape, and one for the re-check after
-    timing. Drawn from the OS for every job (never from the configured seed, never reused), so a candidate
+    """The seeds one job draws its inputs from: one per trial per shape, one for the re-check after
+    timing, one for the perturbation of the parameters. Drawn from the OS for every job (never from the configured seed, never reused), so a candidate
     can neither know them nor reproduce its inputs; the result lists them once the verdict is in
     (`as_json`), and `EvalConfig.input_seeds` replays them."""
 
     trials: dict[str, list[int]]
     """Per shape label, one seed per trial."""
     recheck: int
+    parameters: int
+    """The perturbation of the reference's parameters and buffers (perturb_), so a candidate cannot
+    reproduce the values it is loaded with either (and derive them in __init__)."""
 
     def as_json(self) -> dict[str, list[int]]:
-        return {**{label: list(seeds) for label, seeds in self.trials.items()}, "recheck": [self.recheck]}
+        return {**{label: list(seeds) for label, seeds in self.trials.items()}, "recheck": [self.recheck],
+                "parameters": [self.parameters]}  # fmt: skip
 
 
 def _fresh_seed() -> int:
@@ -62,7 +66,7 @@ def draw_seeds(shapes: list[_Shape], cfg: EvalConfig) -> JobSeeds:
         return replay + [_fresh_seed() for _ in range(n - len(replay))]
 
     trials = {s.label: seeds(s.label, trial_count(cfg, s is shapes[0])) for s in shapes}
-    return JobSeeds(trials, seeds("recheck", 1)[0])
+    return JobSeeds(trials, seeds("recheck", 1)[0], seeds("parameters", 1)[0])
 
 
 def trial_count(cfg: EvalConfig, primary: bool) -> int:

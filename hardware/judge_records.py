@@ -59,6 +59,8 @@ class _Reference:
     """Hold one sample at a time (the task is large; see _TaskState.lean)."""
     lean_float64: bool = False
     """A lean shape that still gets its float64 reference (see lean_float64_fits)."""
+    perturbed_with: int | None = None
+    """The seed the model's parameters and buffers were perturbed with (a job's own: JobSeeds.parameters)."""
     built_modes: dict[str, bool] = field(default_factory=dict)
     """Each submodule's `training` flag as the task's constructor left it (a task may build a module in
     eval mode on purpose)."""

@@ -107,14 +107,26 @@ class ReferenceSide(JudgeBase):
         if self.device == "cuda":
             self.torch.cuda.empty_cache()
 
-    def _reference(self, task: _TaskState, shape: _Shape, seed: int) -> _Reference:
+    def _reference(self, task: _TaskState, shape: _Shape, seed: int, perturb_seed: int) -> _Reference:
+        """The reference for one shape, built with torch seeded by `seed` and its parameters and buffers
+        perturbed with `perturb_seed` (each job's own: the model is built again when it changes)."""
         from kernelwright.tasks import task_init_inputs, task_model
 
         ref = task.refs.get((shape.label, seed))
+        if ref is not None and ref.perturbed_with != perturb_seed:
+            ref.model, ref.state0 = None, {}  # freed before the next one is built
+            if self.device == "cuda":
+                self.torch.cuda.empty_cache()
+            ref.model = task_model(shape.module, small=shape.small, seed=seed, device=self.device)
+            perturb_(ref.model, perturb_seed)
+            ref.perturbed_with = perturb_seed
+            ref.state0 = {k: v.detach().clone() for k, v in ref.model.state_dict().items()}
+            ref.built_modes = {name: m.training for name, m in ref.model.named_modules()}
         if ref is None:
             model = task_model(shape.module, small=shape.small, seed=seed, device=self.device)
-            perturb_(model, seed)
+            perturb_(model, perturb_seed)
             ref = _Reference(shape, task_init_inputs(shape.module, small=shape.small), model)
+            ref.perturbed_with = perturb_seed
             if task.lean:  # a large task's small second shape still gets copies and a float64 reference
                 from kernelwright.tasks.resize import footprint
 

@@ -290,8 +290,8 @@ def test_judge_and_candidates_die_with_their_parent(tmp_path):
     script.write_text(
         "import os, sys, threading, time\n"
         f"sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})\n"
-        "from hardware import WorkerPool\n"
-        "from tasks import load_task\n"
+        "from kernelwright.hardware import WorkerPool\n"
+        "from kernelwright.tasks import load_task\n"
         f"task = load_task({str(CANDIDATES / 'task_relu.py')!r})\n"
         "pool = WorkerPool(device='cpu', workers=1)\n"
         f"threading.Thread(target=pool.evaluate, args=(task, {spin!r}), daemon=True).start()\n"
@@ -395,7 +395,7 @@ def test_inputs_come_from_fresh_seeds_listed_after_the_verdict(pool, relu_task):
     b = pool.evaluate(relu_task, hostile("honest.py"), EvalConfig(seed=0))
     assert a.correct and b.correct, (a.error, b.error)
     seeds_a, seeds_b = a.extra["input_seeds"], b.extra["input_seeds"]
-    assert set(seeds_a) == set(seeds_b) and "recheck" in seeds_a and len(seeds_a) == 3, seeds_a
+    assert set(seeds_a) == set(seeds_b) == {"small", "sliced", "recheck", "parameters"}, seeds_a
     every = [s for v in seeds_a.values() for s in v]
     assert len(set(every)) == len(every) and not set(every) & {s for v in seeds_b.values() for s in v}
     assert len(next(iter(seeds_a.values()))) == 3  # one per trial of the first shape
@@ -404,11 +404,22 @@ def test_inputs_come_from_fresh_seeds_listed_after_the_verdict(pool, relu_task):
 def test_answers_precomputed_for_guessable_seeds_pass_only_on_those_seeds(pool, relu_task, rejected):
     """The attack works where the seeds are known (replayed here as the judge once drew them: 0, 1, 2 and a
     fixed offset): it is the judge's fresh seeds that fail it (REJECTED above), not its kernel."""
-    labels = [k for k in rejected["precomputed_seed_inputs.py"].extra["input_seeds"] if k != "recheck"]
-    guessed = {labels[0]: [0, 1, 2], labels[1]: [0], "recheck": [7919]}
+    guessed = {"small": [0, 1, 2], "sliced": [0], "recheck": [7919]}
     res = pool.evaluate(relu_task, hostile("precomputed_seed_inputs.py"), EvalConfig(input_seeds=guessed))
     assert res.correct, res.error
-    assert res.extra["input_seeds"] == guessed
+    assert {k: v for k, v in res.extra["input_seeds"].items() if k in guessed} == guessed
+
+
+def test_parameters_derived_in_init_pass_only_with_the_perturbation_they_guessed(pool):
+    """Likewise for the perturbation of the parameters: fresh per job, it fails a candidate that worked out
+    the perturbed values in __init__ (and ignores the loaded ones); replayed as it once was, it passes."""
+    task = load_task(HOSTILE / "task_layernorm.py")
+    fresh = pool.evaluate(task, hostile("derives_perturbed_parameters.py"))
+    assert (fresh.correct, fresh.error_kind) == (False, "mismatch"), fresh.error
+    guessed = pool.evaluate(
+        task, hostile("derives_perturbed_parameters.py"), EvalConfig(input_seeds={"parameters": [0]})
+    )
+    assert guessed.correct, guessed.error
 
 
 def test_listed_seeds_reproduce_a_failure(pool, relu_task):
