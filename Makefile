@@ -16,7 +16,7 @@ RUN_OUT  ?=
 install: $(STAMP)
 
 # setuptools' editable install ends with a ten-line note that folders named like the package may shadow it:
-# here kernelwright/ is that package on purpose (links to the top-level folders), so that note is silenced;
+# here kernelwright/ is that package on purpose (its __init__ loads the top-level folders), so that note is silenced;
 # setuptools' other warnings still show.
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -45,10 +45,18 @@ test: install
 test-all: install
 	$(PYTEST) -q $(PYTEST_PAR)
 
+# mypy does not run import hooks, so it cannot see kernelwright.<folder> in the top-level folders
+# (kernelwright/__init__.py loads them at run time): it reads a generated view, build/typecheck/kernelwright/,
+# whose entries link to kernelwright/__init__.py and to each folder. Its errors name files under that view.
+SUBPACKAGES  = $(shell $(PY) -c 'import kernelwright; print(*kernelwright.SUBPACKAGES)')
+TYPECHECK   := build/typecheck
 lint: install
-	$(VENV)/bin/ruff check kernelwright/__init__.py graphs nodes providers memory hardware tasks tests benchmarks
-	$(VENV)/bin/ruff format --check kernelwright/__init__.py graphs nodes providers memory hardware tasks tests benchmarks
-	$(VENV)/bin/mypy -p kernelwright
+	$(VENV)/bin/ruff check kernelwright/__init__.py setup.py $(SUBPACKAGES) tests benchmarks
+	$(VENV)/bin/ruff format --check kernelwright/__init__.py setup.py $(SUBPACKAGES) tests benchmarks
+	rm -rf $(TYPECHECK) && mkdir -p $(TYPECHECK)/kernelwright
+	ln -s ../../../kernelwright/__init__.py $(TYPECHECK)/kernelwright/__init__.py
+	for d in $(SUBPACKAGES); do ln -s ../../../$$d $(TYPECHECK)/kernelwright/$$d; done
+	MYPYPATH=$(TYPECHECK) $(VENV)/bin/mypy -p kernelwright
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache

@@ -21,6 +21,10 @@ if TYPE_CHECKING:
     from kernelwright.hardware.sandbox import WorkerPool, evaluate
     from kernelwright.hardware.targets import Target, detect_target, get_target, list_targets, resolve_device
 
+# One import name (kernelwright/__init__.py): from the repository root this folder must not load as `hardware`.
+if __name__ != "kernelwright.hardware":
+    raise ImportError(f"import kernelwright.hardware, not {__name__}: the package has one import name")
+
 _EXPORTS = {
     "config": ("EvalConfig", "toolchain_versions"),
     "result": ("ErrorKind", "EvalResult", "PrecisionMode", "Stage", "Tolerance", "Versions"),

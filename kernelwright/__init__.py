@@ -9,21 +9,71 @@ can use kernelwright beside it:
     from kernelwright.tasks import load_task
 
 The subpackages live at the repository's top level (graphs/, nodes/, providers/, memory/, hardware/,
-tasks/); in a source checkout this folder holds a symbolic link to each, and an installed wheel holds
-them here (pyproject.toml maps kernelwright.<name> to <name>/).
+tasks/, as the design card lays the tree out), and nothing maps them by hand beyond the list
+`SUBPACKAGES` (pyproject.toml's package-dir names the same folders; tests/unit/test_packages.py keeps the
+two equal):
+- an installed wheel holds them here, as kernelwright/<folder> (setup.py finds every subpackage below
+  each folder);
+- in a source checkout (a clone with PYTHONPATH=IMPORT_ROOT, as the judge's children run, or an editable
+  install) this folder holds only this file, and `_CheckoutFinder` below loads `kernelwright.<folder>`
+  from <folder>/; their own subpackages follow from there as in any package.
+No folder loads under a second name: each folder's __init__ refuses to load as anything but
+`kernelwright.<folder>` (from the repository root `import nodes` fails), so one file is one module and
+`nodes.records.Attempt` cannot exist beside `kernelwright.nodes.records.Attempt`.
+
+Why not src/kernelwright/ (react-agent, open_deep_research, Liger-Kernel, FlagGems): that layout gives
+one name by construction and lets static tools (mypy, editors) see the package without help, but it
+buries the folders the card puts at the top and moves every file. Here the type checker reads a generated
+view instead (`make lint`: build/typecheck/, see the Makefile).
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 __version__ = "0.2.0"
 
-IMPORT_ROOT = str(Path(__file__).resolve().parent.parent)
+SUBPACKAGES = ("graphs", "nodes", "providers", "memory", "hardware", "tasks")
+"""The top-level folders imported as kernelwright.<folder>."""
+
+_HERE = Path(__file__).resolve().parent
+
+IMPORT_ROOT = str(_HERE.parent)
 """The folder to put on PYTHONPATH so that a child process can `import kernelwright` (judge, workers)."""
+
+
+class _CheckoutFinder(importlib.abc.MetaPathFinder):
+    """Loads kernelwright.<folder> from a source checkout's top-level <folder>/ (see the module docstring)."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        package, _, name = fullname.partition(".")
+        if package != __name__ or name not in SUBPACKAGES:
+            return None
+        folder = _HERE.parent / name
+        return importlib.util.spec_from_file_location(
+            fullname, folder / "__init__.py", submodule_search_locations=[str(folder)]
+        )
+
+
+def _in_checkout() -> bool:
+    """True where the subpackages are the checkout's top-level folders, not folders beside this file."""
+    return not (_HERE / SUBPACKAGES[0]).exists() and all(
+        (_HERE.parent / name / "__init__.py").is_file() for name in SUBPACKAGES
+    )
+
+
+if _in_checkout() and not any(type(f).__name__ == "_CheckoutFinder" for f in sys.meta_path):
+    sys.meta_path.append(_CheckoutFinder())
 
 
 def lazy_exports(

@@ -34,6 +34,10 @@ from kernelwright.memory.store import (
     resolve_location,
 )
 
+# One import name (kernelwright/__init__.py): from the repository root this folder must not load as `memory`.
+if __name__ != "kernelwright.memory":
+    raise ImportError(f"import kernelwright.memory, not {__name__}: the package has one import name")
+
 __all__ = [
     "OUTCOMES",
     "Case",

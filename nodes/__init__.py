@@ -9,3 +9,7 @@ records inside the state), search (the tree-search strategy, no LangGraph). Also
 text), resources (the shared pools/memories/models) and evaluations (the run's append-only evaluation
 log). nodes/ never imports graphs/ (tests/unit/test_layers.py). Nothing is imported eagerly.
 """
+
+# One import name (kernelwright/__init__.py): from the repository root this folder must not load as `nodes`.
+if __name__ != "kernelwright.nodes":
+    raise ImportError(f"import kernelwright.nodes, not {__name__}: the package has one import name")

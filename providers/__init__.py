@@ -30,6 +30,10 @@ if TYPE_CHECKING:
     )
     from kernelwright.providers.protocol import KernelHeader, header_line, message_text
 
+# One import name (kernelwright/__init__.py): from the repository root this folder must not load as `providers`.
+if __name__ != "kernelwright.providers":
+    raise ImportError(f"import kernelwright.providers, not {__name__}: the package has one import name")
+
 _EXPORTS = {
     "chat": (
         "WAIT_LOGGER",

@@ -29,6 +29,10 @@ if TYPE_CHECKING:
     )
     from kernelwright.tasks.task import Task, TaskSignature
 
+# One import name (kernelwright/__init__.py): from the repository root this folder must not load as `tasks`.
+if __name__ != "kernelwright.tasks":
+    raise ImportError(f"import kernelwright.tasks, not {__name__}: the package has one import name")
+
 _EXPORTS = {
     "analysis": ("OP_FAMILIES", "TaskAnalysis", "analyze_task", "op_family", "trace_forward"),
     "errors": ("TaskError",),
