@@ -14,7 +14,7 @@ import logging
 import sys
 from typing import NoReturn
 
-SUBCOMMANDS = ("optimize", "bench", "eval", "show", "memory", "tasks")
+SUBCOMMANDS = ("optimize", "model", "bench", "eval", "show", "memory", "tasks")
 
 
 def version() -> str:

@@ -69,6 +69,8 @@ class Value:
     dtype: str = ""
     low: float = 0.0
     high: float = 0.0
+    seconds: float = 0.0
+    """How long computing it took (once, on the example inputs): the regions' shares of the model's time."""
 
 
 @dataclass
@@ -148,13 +150,17 @@ def _record(model: nn.Module, graph: fx.Graph, inputs: tuple[Any, ...]) -> dict[
     try:
         with torch.no_grad():
             for node in graph.nodes:
+                seconds = 0.0
                 if node.op == "placeholder":
                     env[node.name] = next(it, node.args[0] if node.args else None)
                 elif node.op == "output":
                     continue
                 else:
+                    t0 = time.perf_counter()
                     env[node.name] = RegionPlan.run_node(model, node, env)
+                    seconds = time.perf_counter() - t0
                 values[node.name] = _value(env[node.name])
+                values[node.name].seconds = seconds
     finally:
         model.load_state_dict(saved)
     return values

@@ -1,0 +1,301 @@
+"""Optimizing a whole model region by region (`kernelwright optimize-model`, `kernelwright.optimize_model`).
+
+    model task file -> split (tasks/regions.py) -> one task file per region signature
+        -> per signature: a kernel memory already holds for it on this target, else a search
+           (graphs/optimize.py run_optimize, the same graph, judge and memory as any task)
+        -> the stitch (tasks/region_stitch.py) -> judged whole as a candidate of the model's task
+
+The run folder holds model.py (the model's task), regions/region_<signature>.py (each region's task) and
+regions/<signature>/ (its run folder), stitched.py (the candidate: `kernelwright eval model.py
+stitched.py` judges it again), model.json and model.md (the region table). Identical regions are searched
+once; a signature whose kernel memory holds is not searched again on the CPU (there a search establishes
+correctness only) and, on a GPU, searched again from memory's retrieval of it (memory's cases do not
+record how near the roofline a kernel was, so "already at its roofline stop" cannot be told from them).
+A region that cannot be written as a task, or for which no correct kernel is found, keeps its torch
+operations in the stitched model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import types
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from kernelwright.nodes.run_context import Context
+
+
+class RegionRow(BaseModel):
+    """One region signature's outcome (the rows of the region table)."""
+
+    signature: str
+    regions: list[int]
+    ops: list[str]
+    status: str
+    """searched, from memory, kept in torch (why in `note`)."""
+    note: str = ""
+    evaluations: int = 0
+    correct: bool = False
+    speedup: float | None = None
+    share: float = 0.0
+    """Share of the model's eager time (its regions' torch operations, measured once on the example
+    inputs while splitting, on this machine)."""
+    run_dir: str = ""
+
+
+class ModelResult(BaseModel):
+    model: str
+    run_dir: str
+    regions: int
+    signatures: int
+    regions_with_kernel: int
+    evaluations: int
+    split_s: float
+    rows: list[RegionRow] = Field(default_factory=list)
+    stitched: str = ""
+    correct: bool | None = None
+    """The stitched model's verdict from the judge (None: not judged, no region has a kernel)."""
+    speedup: float | None = None
+    verdict: str = ""
+    wall_s: float = 0.0
+
+
+class ModelProgress(BaseModel):
+    model: str
+    done: int
+    total: int
+    evaluations: int
+    best: float | None = None
+    """Best region speedup so far (None where timing is not meaningful, e.g. the CPU)."""
+    line: str = ""
+
+
+def _exec_task(source: str, name: str) -> types.ModuleType:
+    module = types.ModuleType(name)
+    module.__file__ = name
+    exec(compile(source, name, "exec"), module.__dict__)  # the user's own model code, as loading it does
+    return module
+
+
+def model_task_source(path: Path, class_name: str | None) -> str:
+    """The model's task file text: the file itself, with `Model = CLASS` added for FILE:CLASS."""
+    try:
+        source = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read {path}: {exc}") from exc
+    if class_name and class_name != "Model":
+        source += f"\n\nModel = {class_name}\n"
+    return source
+
+
+def find_kernel_in_memory(memory: Any, signature: str, target: str) -> str | None:
+    """The code of a correct kernel memory holds for a region signature on `target` (fastest first)."""
+    if memory is None:
+        return None
+    name = f"region_{signature}"
+    best: tuple[float, str] | None = None
+    for case in memory.cases.iter_all():
+        if case.task_name == name and case.correct and case.hardware == target and case.code:
+            score = case.speedup or 0.0
+            if best is None or score > best[0]:
+                best = (score, case.code)
+    return best[1] if best else None
+
+
+def _target_name(ctx: Context) -> str:
+    from kernelwright.hardware.targets import detect_target, get_target
+
+    return (get_target(ctx.target) if ctx.target else detect_target(ctx.check_usable())).name
+
+
+def optimize_model_source(
+    source: str,
+    name: str,
+    context: Context | None = None,
+    run_dir: str | Path | None = None,
+    *,
+    on_progress: Callable[[ModelProgress], None] | None = None,
+    judge: bool = True,
+) -> ModelResult:
+    """Optimize the model of a KernelBench-format task source (Model, get_inputs, get_init_inputs)."""
+    from kernelwright.graphs.optimize import run_optimize
+    from kernelwright.nodes import resources
+    from kernelwright.tasks.region_stitch import stitched_source
+    from kernelwright.tasks.regions import split_model
+
+    t0 = time.perf_counter()
+    ctx = context or Context()
+    device = ctx.check_usable()
+    module = _exec_task(source, name)
+    for needed in ("Model", "get_inputs", "get_init_inputs"):
+        if not hasattr(module, needed):
+            raise ValueError(f"{name}: the model file defines no {needed}")
+    model = module.Model(*module.get_init_inputs())
+    inputs = list(module.get_inputs())
+    split = split_model(model, inputs)
+    rd = Path(run_dir or ctx.default_run_dir(name, uuid.uuid4().hex)).resolve()
+    if rd.exists() and any(rd.iterdir()):
+        raise ValueError(f"run folder {rd} is not empty: give a new folder")
+    (rd / "regions").mkdir(parents=True)
+    (rd / "model.py").write_text(source, encoding="utf-8")
+    memory_loc = resources.memory_location(ctx.memory, rd)
+    memory = None if memory_loc == resources.MEMORY_OFF else resources.open_shared_memory(memory_loc)
+    region_ctx = dataclasses.replace(ctx, memory=memory_loc, run_dir=None)
+    target = _target_name(ctx)
+    total_time = sum(v.seconds for v in split.values.values()) or 1.0
+    rows: list[RegionRow] = []
+    kernels: dict[int, tuple[str, str]] = {}
+    evaluations = 0
+    best: float | None = None
+    groups = split.unique()
+
+    def report(line: str) -> None:
+        if on_progress is not None:
+            on_progress(ModelProgress(model=name, done=len(rows), total=len(groups), evaluations=evaluations,
+                                      best=best, line=line))  # fmt: skip
+
+    for signature, regions in groups.items():
+        first = regions[0]
+        row = RegionRow(signature=signature, regions=[r.index for r in regions], ops=first.ops, status="",
+                        share=sum(split.values[n].seconds for r in regions for n in r.nodes) / total_time)  # fmt: skip
+        code: str | None = None
+        if not first.source:
+            row.status, row.note = "kept in torch", f"not written as a task: {first.why_not}"
+        else:
+            task_file = rd / "regions" / f"region_{signature}.py"
+            task_file.write_text(first.source, encoding="utf-8")
+            code = find_kernel_in_memory(memory, signature, target) if device == "cpu" else None
+            if code is not None:
+                row.status, row.correct, row.note = "from memory", True, "a correct kernel memory held"
+            else:
+                report(f"region {row.regions} {' + '.join(first.ops)}: searching")
+                row.run_dir = str(rd / "regions" / signature)
+                try:
+                    result = run_optimize(task_file, region_ctx, row.run_dir, close_pools=False)
+                except Exception as exc:  # one region's failure keeps it in torch, never the model's
+                    row.status, row.note = "kept in torch", f"search failed: {str(exc).splitlines()[0][:200]}"
+                else:
+                    row.evaluations = result.cost.evaluations
+                    evaluations += row.evaluations
+                    row.status, row.correct = "searched", result.correct
+                    if result.best is not None and result.correct:
+                        row.speedup = result.best.speedup_vs_eager
+                        slower = result.timing_meaningful and (row.speedup or 0.0) < 1.0
+                        if slower:
+                            row.note = "its kernel was slower than torch: torch kept"
+                        else:
+                            code = result.best.code
+                    else:
+                        row.note = "no correct kernel found: torch kept"
+        if code is not None:
+            for r in regions:
+                kernels[r.index] = (signature, code)
+            if row.speedup is not None:
+                best = max(best or 0.0, row.speedup)
+        rows.append(row)
+        report(f"region {row.regions}: {row.status}")
+    result = ModelResult(
+        model=name,
+        run_dir=str(rd),
+        regions=len(split.regions),
+        signatures=len(groups),
+        regions_with_kernel=len(kernels),
+        evaluations=evaluations,
+        split_s=split.seconds,
+        rows=rows,
+    )
+    if kernels:
+        stitched = stitched_source(source, split.leaves, [r.plan() for r in split.regions], kernels, name)
+        (rd / "stitched.py").write_text(stitched, encoding="utf-8")
+        result.stitched = str(rd / "stitched.py")
+        if judge:
+            _judge(result, rd, ctx)
+    else:
+        result.verdict = "no region has a kernel: the reference model stands"
+    result.wall_s = time.perf_counter() - t0
+    write_report(result, rd)
+    return result
+
+
+def _judge(result: ModelResult, rd: Path, ctx: Context) -> None:
+    from kernelwright.hardware import EvalConfig, evaluate
+    from kernelwright.tasks import load_task
+
+    task = load_task(rd / "model.py")
+    config = EvalConfig(device="cpu" if ctx.check_usable() == "cpu" else "cuda", precision=ctx.precision)
+    verdict = evaluate(task, (rd / "stitched.py").read_text(encoding="utf-8"), config)
+    result.correct = bool(verdict.correct)
+    result.speedup = verdict.speedup_vs_eager if verdict.timing_meaningful else None
+    result.verdict = verdict.summary() if verdict.correct else (verdict.error or verdict.summary())[:400]
+    (rd / "stitched_eval.json").write_text(verdict.model_dump_json(indent=2), encoding="utf-8")
+
+
+def write_report(result: ModelResult, rd: Path) -> None:
+    """model.json and model.md (the region table) in the run folder."""
+    (rd / "model.json").write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    lines = [
+        f"# {result.model}: {result.regions_with_kernel}/{result.regions} regions with a kernel",
+        "",
+        f"{result.regions} regions, {result.signatures} signatures, {result.evaluations} evaluations, "
+        f"split in {result.split_s:.2f} s, {result.wall_s:.1f} s in all.",
+        f"Stitched model: {result.verdict or 'not judged'}",
+        "",
+        "| regions | operators | status | speedup | share of time | evaluations | note |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in result.rows:
+        speed = f"{row.speedup:.2f}x" if row.speedup is not None else "-"
+        lines.append(
+            f"| {','.join(map(str, row.regions))} | {' + '.join(row.ops)} | {row.status} | {speed} | "
+            f"{100 * row.share:.1f}% | {row.evaluations} | {row.note} |"
+        )
+    (rd / "model.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def optimize_model_file(
+    path: str | Path, class_name: str | None = None, context: Context | None = None, **kwargs: Any
+) -> ModelResult:
+    """`optimize-model FILE[:CLASS]`: a KernelBench-format file (get_inputs, get_init_inputs)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"{p}: model file not found")
+    name = p.stem if not class_name else f"{p.stem}-{class_name}"
+    return optimize_model_source(model_task_source(p, class_name), name, context, **kwargs)
+
+
+def optimize_model(
+    model: Any,
+    example_inputs: Sequence[Any],
+    init_inputs: Sequence[Any] = (),
+    context: Context | None = None,
+    **kwargs: Any,
+) -> ModelResult:
+    """Optimize an nn.Module whose class is defined in a file: that file's code, the class as `Model`
+    built from `init_inputs` and `example_inputs` saved beside it, is the model's task."""
+    import inspect
+
+    import torch
+
+    cls = type(model)
+    try:
+        file_source = inspect.getsource(inspect.getmodule(cls))  # type: ignore[arg-type]
+    except (OSError, TypeError) as exc:
+        raise ValueError(f"{cls.__name__}: its source file cannot be read ({exc})") from exc
+    rd = Path(kwargs.pop("run_dir", None) or (context or Context()).default_run_dir(
+        cls.__name__, uuid.uuid4().hex))  # fmt: skip
+    rd.mkdir(parents=True, exist_ok=True)
+    torch.save({"inputs": list(example_inputs), "state": model.state_dict()}, rd / "example.pt")
+    source = (
+        file_source
+        + f"\n\nModel = {cls.__name__}\n\n\ndef get_inputs():\n"
+        + f"    return torch.load({str(rd / 'example.pt')!r})['inputs']\n\n\n"
+        + f"def get_init_inputs():\n    return {list(init_inputs)!r}\n"
+    )
+    if "import torch\n" not in file_source:
+        source = "import torch\n" + source
+    return optimize_model_source(source, cls.__name__, context, run_dir=rd / "run", **kwargs)
