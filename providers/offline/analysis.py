@@ -29,7 +29,7 @@ from typing import Any, Literal
 import torch
 
 from kernelwright.providers.offline.ir import Graph
-from kernelwright.providers.offline.lowering import Lowerer, LoweringError
+from kernelwright.providers.offline.lowering import Lowerer, LoweringError, OtherTrace
 from kernelwright.tasks import exec_task_module
 from kernelwright.tasks.analysis import MODEL_LOCK
 
@@ -280,10 +280,11 @@ def _bind_schema(schema: Any, node: Any) -> dict[str, Any]:
 
 
 def bind_hyperparameters(gm_full: Any, gm_small: Any, m_full: torch.nn.Module, m_small: torch.nn.Module,
-                         var_to_val: dict) -> tuple[dict, list[str]]:  # fmt: skip
+                         var_to_val: dict, other_values: dict | None = None) -> tuple[dict, list[str]]:  # fmt: skip
     """Replace, in `gm_full`, constants that differ between the two traces with runtime module reads.
 
-    Returns (symbol -> Python source on `self`, notes). A differing constant with no attribute behind it
+    Returns (symbol -> Python source on `self`, notes); `other_values` receives each symbol's value in
+    the second trace. A differing constant with no attribute behind it
     stays a constant, and a note says the program may only be right for the traced constructor arguments.
     """
     import sympy
@@ -300,12 +301,14 @@ def bind_hyperparameters(gm_full: Any, gm_small: Any, m_full: torch.nn.Module, m
     sources: dict[Any, str] = {}
     by_text: dict[str, Any] = {}
 
-    def symbol_for(text: str, full: float) -> Any:
+    def symbol_for(text: str, full: float, small: float) -> Any:
         if text not in by_text:
             sym = sympy.Symbol(f"h{len(by_text)}")
             by_text[text] = sym
             sources[sym] = text
             var_to_val[sym] = sympy.sympify(full)
+            if other_values is not None:
+                other_values[sym] = sympy.sympify(small)
         return by_text[text]
 
     def swap(x: Any, y: Any, name: str, opaque: bool) -> Any:
@@ -326,7 +329,7 @@ def bind_hyperparameters(gm_full: Any, gm_small: Any, m_full: torch.nn.Module, m
         if text is None:
             notes.append(f"a constant ({x}) depends on the constructor arguments and was kept as traced")
             return x
-        return SymScalar(symbol_for(text, x), isinstance(x, float))
+        return SymScalar(symbol_for(text, x, y), isinstance(x, float))
 
     for na, nb in zip(a_nodes, b_nodes, strict=True):
         target = na.target
@@ -386,6 +389,23 @@ def _shapes_by_node(gm: Any, gm_other: Any) -> dict[str, tuple[int, ...]]:
             out[na.name] = tuple(int(_hint(d, values)) for d in val.shape)
         except (TypeError, ValueError):
             continue
+    return out
+
+
+def _placeholder_shapes(gm: Any) -> list[tuple[int, ...] | None]:
+    """Each placeholder's shape at the trace's values (None for a non-tensor), in order."""
+    values = _var_to_val(gm)
+    out: list[tuple[int, ...] | None] = []
+    for n in gm.graph.nodes:
+        if n.op != "placeholder":
+            continue
+        val = n.meta.get("val")
+        try:
+            out.append(
+                tuple(int(_hint(d, values)) for d in val.shape) if isinstance(val, torch.Tensor) else None
+            )
+        except (TypeError, ValueError):
+            out.append(None)
     return out
 
 
@@ -450,13 +470,13 @@ def analyze_source(source: str, name: str = "task") -> AnalyzedTask:
         ]
         var_to_val = _var_to_val(gm)
         sources: dict = {}
-        other_shapes: dict[str, tuple[int, ...]] = {}
+        other = OtherTrace()
         if gm_small is not None and m_small is not None:
-            other_shapes = _shapes_by_node(gm, gm_small)
-            sources, hnotes = bind_hyperparameters(gm, gm_small, model, m_small, var_to_val)
+            other = OtherTrace(_shapes_by_node(gm, gm_small), _placeholder_shapes(gm_small))
+            sources, hnotes = bind_hyperparameters(gm, gm_small, model, m_small, var_to_val, other.values)
             notes.extend(n for n in dict.fromkeys(hnotes) if n not in notes)
         try:
-            lowerer = Lowerer(gm, var_to_val, other_shapes)
+            lowerer = Lowerer(gm, var_to_val, other)
             graph = lowerer.run(phs)
             notes.extend(n for n in dict.fromkeys(lowerer.notes) if n not in notes)
         except LoweringError as exc:

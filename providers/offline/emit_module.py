@@ -63,7 +63,8 @@ class _Glue:
             self.names[v.id] = f"p_{re.sub(r'[^0-9A-Za-z_]', '_', v.attrs['name'])}"
         self.symmap: dict[sympy.Symbol, str] = {}
         for sym, (v, d) in g.sym_sources.items():
-            self.symmap[sym] = f"{self.names[v.id]}.shape[{d}]"
+            # An input's or a parameter's size, or one read from a torch call's result (lowering.py).
+            self.symmap[sym] = f"{self.name(v)}.shape[{d}]"
         self.symmap.update(g.attr_sources)
         self.first_tensor = next((self.names[v.id] for v in g.inputs if not v.attrs.get("scalar")), None)
 

@@ -140,6 +140,8 @@ class Graph:
         """BatchNorm modules whose running statistics the forward updates in train mode: {"module": path,
         "mean": Value, "rstd": Value, "count": sympy expr of the elements per channel}."""
         self.var_to_val = var_to_val
+        self.result_sizes: set[sympy.Symbol] = set()
+        """Symbols of sizes read from a torch call's result at run time (lowering's `_read_result_sizes`)."""
         self._ids = itertools.count()
 
     # ---- hints -------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import sympy
@@ -101,17 +102,30 @@ def _touches_complex(node: fx.Node) -> bool:
 HALF = (torch.float16, torch.bfloat16)
 
 
+@dataclass
+class OtherTrace:
+    """What a trace of the task at other sizes saw, to tell sizes from numbers (analysis.py)."""
+
+    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    """Each op node's output shape there, by the name of the node at the same place in this trace."""
+    placeholders: list[tuple[int, ...] | None] = field(default_factory=list)
+    """Each placeholder's shape there, in order (None for a non-tensor)."""
+    values: dict[sympy.Symbol, Any] = field(default_factory=dict)
+    """Symbols' values there: the placeholders' size symbols (filled by the Lowerer) and the module
+    attributes bound in both traces (analysis.bind_hyperparameters)."""
+
+
 class Lowerer:
     """Walks an fx graph of aten ops and builds the IR graph."""
 
     def __init__(self, gm: fx.GraphModule, var_to_val: dict[sympy.Symbol, int],
-                 other_shapes: dict[str, tuple[int, ...]] | None = None) -> None:  # fmt: skip
+                 other: OtherTrace | None = None) -> None:  # fmt: skip
         self.gm = gm
         self.g = Graph(var_to_val)
         self.env: dict[fx.Node, Any] = {}
         self.node: fx.Node | None = None
-        self.other_shapes = other_shapes or {}
-        """Each op node's output shape in a trace of the task at other sizes (by node name), if any."""
+        self.other = other or OtherTrace()
+        self.other_shapes = self.other.shapes
         self.notes: list[str] = []
 
     # ---- entry -------------------------------------------------------------------------------------
@@ -120,7 +134,8 @@ class Lowerer:
         ph = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
         if len(ph) != len(placeholders):
             raise LoweringError(f"traced {len(ph)} inputs, expected {len(placeholders)}")
-        for node, (kind, name) in zip(ph, placeholders, strict=True):
+        other_ph = self.other.placeholders if len(self.other.placeholders) == len(ph) else [None] * len(ph)
+        for node, (kind, name), there in zip(ph, placeholders, other_ph, strict=True):
             val = node.meta.get("val")
             if isinstance(val, torch.Tensor):
                 shape = tuple(_to_sym(d) for d in val.shape)
@@ -129,6 +144,8 @@ class Lowerer:
                 for i, d in enumerate(shape):
                     if isinstance(d, sympy.Symbol) and d not in self.g.sym_sources:
                         self.g.sym_sources[d] = (v, i)
+                    if isinstance(d, sympy.Symbol) and there is not None and len(there) == len(shape):
+                        self.other.values.setdefault(d, sympy.Integer(there[i]))
                 self.env[node] = v
             else:
                 # A non-tensor forward argument: traced as a constant.
@@ -391,7 +408,13 @@ class Lowerer:
     def expand(self, x: Value, shape: Any) -> Value:
         shape = [_to_sym(s) for s in shape]
         xs = aligned(x.shape, len(shape))
-        out = tuple(xs[i] if (s == -1) else s for i, s in enumerate(shape))
+        # A size read from a torch call's result stays read from it where the expansion keeps it.
+        out = tuple(
+            xs[i]
+            if s == -1 or (_reads_result((xs[i],), self.g) and self.g.hint(xs[i]) == self.g.hint(s))
+            else s
+            for i, s in enumerate(shape)
+        )
         if self.g.hints(out) == self.g.hints(x.shape) and len(out) == x.rank:
             return x
         return self.g.add("view", "expand", (x,), out, x.dtype, {"shape": out})
@@ -458,14 +481,41 @@ class Lowerer:
         val = node.meta.get("val")
         if isinstance(val, torch.Tensor):
             shape = tuple(_to_sym(d) for d in val.shape)
-            return self.g.add(
+            out = self.g.add(
                 "opaque", str(target), args, shape, val.dtype, {"target": target, "kwargs": kwargs}
             )
+            self._read_result_sizes(out)
+            return out
         if isinstance(val, list | tuple) and all(isinstance(t, torch.Tensor) for t in val):
             base = self.g.add("opaque", str(target), args, (), torch.float32,
                               {"target": target, "kwargs": kwargs, "multi": [(tuple(_to_sym(d) for d in t.shape), t.dtype) for t in val]})  # fmt: skip
             return tuple(self._item(base, i) for i in range(len(val)))
         raise LoweringError(f"unsupported op {target} (result {type(val).__name__})")
+
+    def _read_result_sizes(self, v: Value) -> None:
+        """Sizes of a torch call's result that its traced expression gets wrong at other sizes are read
+        from the result itself at run time.
+
+        A call's result sizes come from its shape function, in which constructor arguments are numbers
+        (a pooling window of 16 makes `n // 16`; a padding of kernel_size // 2 makes `h + 3 - k`). Where
+        the trace at other sizes shows the expression does not give the size there, the dim gets a symbol
+        of its own whose source is the result (`t7.shape[2]`), and the views after it follow that."""
+        node = self.node
+        other = self.other_shapes.get(node.name) if node is not None else None
+        if other is None or len(other) != v.rank:
+            return
+        shape = list(v.shape)
+        for d, e in enumerate(v.shape):
+            there = e.xreplace(self.other.values) if not e.is_number else e
+            if there.is_number and int(there) == other[d]:
+                continue
+            sym = sympy.Symbol(f"r{v.id}_{d}", integer=True, positive=True)
+            self.g.var_to_val[sym] = sympy.Integer(self.g.hint(e))
+            self.g.sym_sources[sym] = (v, d)
+            self.g.result_sizes.add(sym)
+            self.other.values[sym] = sympy.Integer(other[d])
+            shape[d] = sym
+        v.shape = tuple(shape)
 
     def _item(self, base: Value, idx: int) -> Value:
         shape, dtype = base.attrs["multi"][idx]
@@ -576,9 +626,14 @@ def _resolve_reshape(src: Shape, target: list[sympy.Expr], g: Graph) -> Shape:
                 j += 1
             else:
                 return tuple(sympy.sympify(t) for t in target)
-        if j - j0 == 1 and out[j0].is_number:
+        if j - j0 == 1 and (out[j0].is_number or _reads_result(src[i0:i], g)):
             out[j0] = _prod(src[i0:i])
     return tuple(sympy.sympify(t) for t in out)
+
+
+def _reads_result(dims: Shape, g: Graph) -> bool:
+    """Whether a size among `dims` is read from a torch call's result (`Lowerer._read_result_sizes`)."""
+    return any(sympy.sympify(d).free_symbols & g.result_sizes for d in dims)
 
 
 def _dims_arg(a: dict, key: str = "dim") -> Any:
