@@ -6,16 +6,20 @@ Folders and markers (pyproject.toml describes the markers):
 - tests/integration/: starts real servers on loopback (marker `integration`).
 `slow` is set per test, by hand. A test that belongs in another folder is moved there, not re-marked.
 
-No test in this process can open a connection to anything but loopback (tests/network_guard.py).
+No test in this process can open a connection to anything but loopback (tests/network_guard.py), and
+no process that runs tests (each pytest-xdist worker too) ends with a module of kernelwright loaded under
+a second name (`nodes.records` beside `kernelwright.nodes.records`): one file, one module.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
 
+from kernelwright import SUBPACKAGES
 from tests.network_guard import refuse_non_loopback
 
 TESTS = Path(__file__).resolve().parent
@@ -39,3 +43,18 @@ def no_network() -> Iterator[None]:
     """Refuses non-loopback connections for the whole session."""
     with refuse_non_loopback():
         yield
+
+
+def bare_modules(names: Iterable[str]) -> list[str]:
+    """The modules among `names` that are kernelwright's folders loaded under their bare top-level name."""
+    return sorted(n for n in names if n.partition(".")[0] in SUBPACKAGES)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def one_import_name() -> Iterator[None]:
+    """Fails the session (as an error in its last test's teardown) if any test loaded a bare `nodes`,
+    `graphs`, ... module: each folder's __init__ refuses that, so this catches a way around it."""
+    yield
+    bare = bare_modules(list(sys.modules))
+    if bare:
+        pytest.fail(f"loaded under a second name (import kernelwright.<folder> instead): {bare}")

@@ -19,12 +19,11 @@ def _copy_of_the_project(dest: Path) -> Path:
     """The files a build reads, without caches, virtual environments or run folders."""
     skip = shutil.ignore_patterns("__pycache__", "*.pyc")
     dest.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy2(REPO / name, dest / name)
     for name in PACKAGE_FOLDERS:
         shutil.copytree(REPO / name, dest / name, ignore=skip)
-    # kernelwright/ holds __init__.py and a link to each top-level folder, as in the checkout.
-    shutil.copytree(REPO / "kernelwright", dest / "kernelwright", symlinks=True, ignore=skip)
+    shutil.copytree(REPO / "kernelwright", dest / "kernelwright", ignore=skip)
     return dest
 
 
