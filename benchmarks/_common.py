@@ -1,8 +1,8 @@
-"""Pieces the per-task benchmark scripts share (a CUDA-event timer: ceilings.py, pool_sweep.py, timing_spread.py; a program loaded
-from its file: pool_sweep.py, norm_probe.py, host_overhead.py, conv_half_probe.py; an error over the
-reference's RMS: conv_half_probe.py, conv_tma_probe.py, fp32_gemm_paths.py; conv_bench.py, design_sweep.py, inductor_code.py,
-norm_probe.py; the offline writer's root program and suite folders, and both together in `suite_roots`:
-warm_replay.py, host_overhead.py, compile_suite.py, matmul_cases.py).
+"""Pieces the per-task benchmark scripts share (a CUDA-event timer: ceilings.py, pool_sweep.py, probes/timing_spread.py; a program loaded
+from its file: pool_sweep.py, probes/norm_probe.py, probes/host_overhead.py, probes/conv_half_probe.py; an error over the
+reference's RMS: probes/conv_half_probe.py, probes/conv_tma_probe.py, probes/fp32_gemm_paths.py; conv_bench.py, design_sweep.py, inductor_code.py,
+probes/norm_probe.py; the offline writer's root program and suite folders, and both together in `suite_roots`:
+probes/warm_replay.py, probes/host_overhead.py, compile_suite.py, probes/matmul_cases.py).
 
 Imported as `_common`: a script run as `python benchmarks/<name>.py` has this folder on sys.path.
 """
@@ -71,7 +71,7 @@ def cuda_event_times(
     """Per-call times in ms with CUDA events after `warmup` untimed calls; each call timed on its own, so
     a median of them is honest (ceilings.py, pool_sweep.py). `flush`: a device buffer zeroed before each
     call (L2 flushed, outside the events). sync_each=False records every call's events and synchronizes once
-    at the end, as the judge times: the host's launch work overlaps the GPU's (timing_spread.py)."""
+    at the end, as the judge times: the host's launch work overlaps the GPU's (probes/timing_spread.py)."""
     import torch
 
     for _ in range(warmup):

@@ -180,7 +180,7 @@ def _kw_mul(a, b):
 @triton.jit
 def _kw_gelu(x):
     # x * Phi(x) with Phi(-a) = 2^p(a), a = |x|: p is a degree-8 weighted minimax fit of log2 Phi(-a) on
-    # [0, 6] (benchmarks/gelu_fit.py). About as accurate in fp32 as 0.5 * x * (1 + erf(x / sqrt 2)) and
+    # [0, 6] (benchmarks/probes/gelu_fit.py). About as accurate in fp32 as 0.5 * x * (1 + erf(x / sqrt 2)) and
     # half its instructions: one polynomial and one exp2, where libdevice's erf selects between two.
     a = tl.minimum(tl.abs(x), 6.0)
     p = -2.8349072636046913e-06 * a + 3.9377628127112985e-05

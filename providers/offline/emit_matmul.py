@@ -31,7 +31,7 @@ vary, as bmm) adds a twin kernel that reads A and B through Hopper tensor descri
 3-D with a batch dim, built on the host by `_kw_tma`). The launcher runs it when the GPU has TMA (sm_90+;
 the interpreter too) and both operands have a unit stride and 16-byte aligned base and strides, and the
 pointer kernel otherwise (the same epilogue in both). On an
-H200 (benchmarks/gemm_variants.py, bf16 x @ W.T + bias, ReLU at 8192 x 4096 x 4096) the descriptor kernel
+H200 (benchmarks/probes/gemm_variants.py, bf16 x @ W.T + bias, ReLU at 8192 x 4096 x 4096) the descriptor kernel
 ran 704 TFLOP/s against the pointer kernel's 546: an `nn.Linear` weight, read K-major, is what pointer
 tiles handle worst.
 

@@ -4,7 +4,7 @@ fp32 matmuls: under strict precision a large product (M*N*K >= 2^30) starts from
 tensor-core dots: tiled designs from PREC=tf32x3 (three TF32 MMAs, both operands made K-major: KMAJOR=1,
 in 64-wide K steps), split_k from PREC=bf16x6 (each fp32 tile split into three bf16 parts in registers,
 six bf16 MMAs per K step summed in a fresh tile and added to the fp32 accumulator; as accurate as cuBLAS's
-fp32 GEMM, and no K-major copy: on an H200, benchmarks/fp32_gemm_paths.py, 0.94 ms at 256 x 524288 x 256
+fp32 GEMM, and no K-major copy: on an H200, benchmarks/probes/fp32_gemm_paths.py, 0.94 ms at 256 x 524288 x 256
 where cuBLAS takes 1.30, 3xTF32 1.83 and IEEE dots 1.56). Each is one small step from the other. Small
 products use IEEE dots. With TF32 allowed, PREC=tf32 (one TF32 MMA) with K-major operands, and PREC=bf16x3
 in the space. Two products sharing A whose results meet in one
@@ -119,7 +119,7 @@ def default_design(info: KernelInfo, by_mode: dict[str, Design]) -> Design:
         # A half-precision product of many 128 x 256 tiles: one program per SM walking them. In the
         # level2_bf16 benches on an H200 (8192 x 4096 x 4096 Linear + epilogue, the same tile and TMA) the
         # persistent program ran 0.379 and 0.385 ms where the grouped one ran 0.471-0.483 (linear + bias +
-        # ReLU), 0.834-0.841 against 1.012-1.015 (linear + GELU + scale); benchmarks/gemm_variants.py had
+        # ReLU), 0.834-0.841 against 1.012-1.015 (linear + GELU + scale); benchmarks/probes/gemm_variants.py had
         # 728 against 707 TFLOP/s for A @ B at that size. Batched (level1_bf16/16, 32 x 2048 x 1024 x 2048):
         # grouped 0.464 ms, persistent 0.456-0.461, flattened persistent (the default below) 0.429.
         return by_mode["persistent"]
@@ -152,7 +152,7 @@ def _split_k_config(info: KernelInfo, wide: bool = False) -> dict[str, Any]:
     such tiles: 8 splits left 128 programs for 132 SMs, one 4-warp program each), each split at least 16 K
     steps long; a power of two in 2..64. The wide tile is for fp32 tiles split into bf16 parts, whose
     conversions cost per element loaded: on an H200 at that product, 128 x 128 tiles in 64 splits ran
-    0.94 ms (benchmarks/fp32_gemm_paths.py) where the writer's 64 x 64 tiles in 32 splits took 1.44."""
+    0.94 ms (benchmarks/probes/fp32_gemm_paths.py) where the writer's 64 x 64 tiles in 32 splits took 1.44."""
     bm, bn, bk = (128, 128, 32) if wide else (64, 64, 32)
     tiles = -(-info.M // bm) * -(-info.N // bn) * info.NB
     want = next_pow2(-(-2 * info.sm_count // max(tiles, 1)))

@@ -40,7 +40,7 @@ def test_design_sweep_variants_name_exactly_the_programs_to_measure():
 
 
 def test_conv_half_probe_configs_are_overrides_of_the_default_one_entry_each():
-    probe = _script("conv_half_probe")
+    probe = _script("probes/conv_half_probe")
     assert probe._parse_configs("") == [{}]
     assert probe._parse_configs(";PERSIST=2;design=implicit_gemm, BLOCK_N=64") == [
         {},

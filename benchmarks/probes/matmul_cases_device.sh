@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# One device call: judges the programs benchmarks/matmul_cases.py wrote (CASES, a folder carried or written
+# One device call: judges the programs benchmarks/probes/matmul_cases.py wrote (CASES, a folder carried or written
 # here) with `kernelwright eval --json`, two at a time on a 2-GPU host (one per GPU). A line per case in
 # $OUT/cases.txt (correct, ms, eager ms, compile ms, error kind); the full results in $OUT/results.tgz.
-#   CASES=/tmp/cases bash benchmarks/matmul_cases_device.sh
+#   CASES=/tmp/cases bash benchmarks/probes/matmul_cases_device.sh
 #   ONLY="root_ 24_bf16" ...    # the cases whose names start so
 set -u
 OUT=${OUT:-cases-out}; mkdir -p "$OUT"
 CASES=${CASES:-/tmp/kw-matmul-cases}
-[ -f "$CASES/cases.txt" ] || python3 benchmarks/matmul_cases.py --out "$CASES" > "$OUT/written.txt"
+[ -f "$CASES/cases.txt" ] || python3 benchmarks/probes/matmul_cases.py --out "$CASES" > "$OUT/written.txt"
 J=/tmp/kw-case-json; mkdir -p "$J"
 judge() {  # GPU NAME TASK
   CUDA_VISIBLE_DEVICES=$1 timeout "${CASE_S:-200}" python3 -m kernelwright.graphs.cli eval --json "$CASES/$3" \

@@ -1,6 +1,6 @@
 """Would a warm pass start from the cold pass's best kernel? An offline replay of the root step.
 
-    python benchmarks/warm_replay.py COLD_BENCH_DIR [--hardware nvidia-h200] [--json OUT]
+    python benchmarks/probes/warm_replay.py COLD_BENCH_DIR [--hardware nvidia-h200] [--json OUT]
 
 For every task the cold bench (`kernelwright bench ... --memory fresh`) finished correct, the root large
 step's prompt is built as the graph's context node builds it (nodes/context_builder.build_context, with
@@ -24,7 +24,7 @@ from kernelwright.hardware.targets import get_target
 from kernelwright.memory import open_memory
 from kernelwright.tasks import load_task
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _common, warm_cold
 from _common import root_program  # noqa: E402
 from warm_cold import best_at, designs, load_rows  # noqa: E402
 

@@ -2,9 +2,9 @@
 
 The search at a small budget tries two or three configs; this writes the ones a question is about (split-K
 with split-precision dots and more splits for K = 524288 (the root: IEEE dots, SPLIT_K=32), aligned operand copies for 8205 x 2949 x 5921 in fp32 and bf16) as
-candidate files beside their task, for `benchmarks/matmul_cases_device.sh` to judge with `kernelwright eval`.
+candidate files beside their task, for `benchmarks/probes/matmul_cases_device.sh` to judge with `kernelwright eval`.
 
-    python benchmarks/matmul_cases.py --out DIR       # DIR/<case>.py, DIR/tasks/*.py, DIR/cases.txt
+    python benchmarks/probes/matmul_cases.py --out DIR       # DIR/<case>.py, DIR/tasks/*.py, DIR/cases.txt
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from kernelwright.tasks import load_task
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import root_program  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LARGE_K = ROOT / "tasks/published/23_matmul_large_k_256x524288x256.py"
 IRREGULAR = ROOT / "tasks/published/24_matmul_irregular_8205x2949x5921.py"
 X3 = {"PREC": "tf32x3", "KMAJOR": 1}

@@ -4,8 +4,8 @@
 # task the other worker finished first): `--cluster local --gpus 0`, then `--cluster local --gpus 0,1`.
 # Wall times, both suites and their comparison (same tasks, same statuses) land in $OUT.
 # Needs dask and distributed importable (their wheels in .whl, installed with the rest).
-#   SUITE=tasks/level2 BUDGET=2 bash benchmarks/dask_device.sh
-#   ONE="--cluster local:1 --device cpu" TWO="--cluster local:2 --device cpu" SUITE=... bash benchmarks/dask_device.sh
+#   SUITE=tasks/level2 BUDGET=2 bash benchmarks/probes/dask_device.sh
+#   ONE="--cluster local:1 --device cpu" TWO="--cluster local:2 --device cpu" SUITE=... bash benchmarks/probes/dask_device.sh
 set -u
 OUT=${OUT:-dask-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1

@@ -14,8 +14,8 @@ cores wait. With a short K that store is a visible share of a tile's time: the b
   text; results/2026-12-04b-h200-gemm-overlap/programs.tgz holds what it wrote).
 
 Usage, from the repository root:
-    python benchmarks/gemm_overlap_probe.py --write DIR [--tasks level1_bf16/16,...]   (CPU: the programs)
-    python benchmarks/gemm_overlap_probe.py --time DIR --out FILE                       (a CUDA machine)
+    python benchmarks/probes/gemm_overlap_probe.py --write DIR [--tasks level1_bf16/16,...]   (CPU: the programs)
+    python benchmarks/probes/gemm_overlap_probe.py --time DIR --out FILE                       (a CUDA machine)
 The write step adds to DIR/manifest.json, so a second tree (with the patch) can add its variants.
 Timing as the judge times (L2 flushed before each call, CUDA events around it, one synchronize after --reps calls,
 the median), in --rounds rounds over every variant with eager (cuBLAS) timed after each; each variant checked

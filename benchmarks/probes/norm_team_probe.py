@@ -20,8 +20,8 @@ timed with triton.testing.do_bench (L2 flushed before each call) next to eager a
 The statistics are shifted sums (around the row's first element), merged from S partials in fp32.
 
 Usage, from the repository root:
-    python benchmarks/norm_team_probe.py [--out DIR] [--only instance|layer]   (a CUDA machine)
-    TRITON_INTERPRET=1 python benchmarks/norm_team_probe.py --check              (CPU: S = 1 only; a
+    python benchmarks/probes/norm_team_probe.py [--out DIR] [--only instance|layer]   (a CUDA machine)
+    TRITON_INTERPRET=1 python benchmarks/probes/norm_team_probe.py --check              (CPU: S = 1 only; a
         team of S > 1 waits on programs the interpreter runs after it)
 Writes DIR/norm_team_probe.json (DIR defaults to $OUT, else ./norm-team-probe-out) and prints a table.
 """

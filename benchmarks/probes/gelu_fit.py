@@ -8,7 +8,7 @@ ln 2 * 2^q(a) (Lawson's iteratively reweighted least squares). Beyond A the kern
 Phi(-6) ~ 1e-9. The error printed is that of the whole fp32 evaluation (numpy float32, no fused
 multiply-add, so a little pessimistic against the GPU's).
 
-Usage: python benchmarks/gelu_fit.py [--degree 8] [--clamp 6]. CPU only, a few seconds; needs numpy.
+Usage: python benchmarks/probes/gelu_fit.py [--degree 8] [--clamp 6]. CPU only, a few seconds; needs numpy.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ writer's polynomial `_kw_gelu`; two DIAGNOSTIC rows leave GELU out (wrong output
 to time the layer norm alone in the same kernel.
 
 Usage, from the repository root, on a CUDA machine:
-    python benchmarks/norm_probe.py [--out DIR]
+    python benchmarks/probes/norm_probe.py [--out DIR]
 Writes DIR/norm_probe.json (DIR defaults to $OUT, else ./norm-probe-out) and prints a table.
 """
 
@@ -23,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 

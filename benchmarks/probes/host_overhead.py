@@ -1,6 +1,6 @@
 """Host work per forward of the offline writer's programs: what a call costs before any kernel runs.
 
-    python benchmarks/host_overhead.py [SUITE ...] [--calls 400] [--json OUT]
+    python benchmarks/probes/host_overhead.py [SUITE ...] [--calls 400] [--json OUT]
 
 For every task of the suites (default: the bundled level1 and level2), the root program the offline writer
 answers is loaded, its Triton kernels are replaced by no-ops, and its forward is called on meta tensors of

@@ -6,7 +6,7 @@ before every call, median of `--reps`). Run it in several processes to see the s
 bench has timed one program at 0.38 and 0.47 ms in two evaluations of the same search (level2_bf16/01), while
 eager's time stayed put.
 
-    python benchmarks/timing_spread.py --task level2_bf16/01 --rounds 5 --reps 50 --out spread.json
+    python benchmarks/probes/timing_spread.py --task level2_bf16/01 --rounds 5 --reps 50 --out spread.json
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ For each task (default: the bf16 convolution tasks of tasks/level2_bf16), with t
 Timings: triton.testing.do_bench (L2 flushed between runs), median ms. Results as JSON (--out).
 fp32 tasks: TF32 is off for cuDNN and cuBLAS (strict fp32, as the harness judges them) unless --tf32.
 
-    python benchmarks/conv_half_probe.py --out probe.json [--tasks 09,10] [--configs 'BLOCK_M=256;num_stages=4,...']
+    python benchmarks/probes/conv_half_probe.py --out probe.json [--tasks 09,10] [--configs 'BLOCK_M=256;num_stages=4,...']
 
 --configs: ';'-separated entries, each a ','-separated list of ConvConfig fields over the writer's default
 for the task (an empty entry is the default itself). Needs a CUDA GPU.
@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 

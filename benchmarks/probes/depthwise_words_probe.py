@@ -7,9 +7,9 @@ outputs needs are the words' low and high halves (a bf16's bits are the top half
 mask, no conversion). Both kernels compute y = conv(x, w) (stride 1, padding 1, one program per plane tile,
 fp32 accumulators, bf16 output); nothing else of the task.
 
-    python benchmarks/depthwise_words_probe.py --check          # CPU, Triton's interpreter, small odd shapes
-    python benchmarks/depthwise_words_probe.py --sass           # CPU, sm_90 SASS counts of both kernels
-    python benchmarks/depthwise_words_probe.py [--out DIR]      # GPU: times both and cuDNN at 32x128x112^2
+    python benchmarks/probes/depthwise_words_probe.py --check          # CPU, Triton's interpreter, small odd shapes
+    python benchmarks/probes/depthwise_words_probe.py --sass           # CPU, sm_90 SASS counts of both kernels
+    python benchmarks/probes/depthwise_words_probe.py [--out DIR]      # GPU: times both and cuDNN at 32x128x112^2
     ... --dtype float32: the same with fp32 columns, two to a 64-bit word (plane_pairs)
 """
 
@@ -164,7 +164,7 @@ def sass(bh: int, bw: int, warps: int, dtype: str) -> None:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: sass_counts
     import subprocess
     import tempfile
 

@@ -26,8 +26,8 @@ Beside them: cuBLAS fp32 (TF32 off), cuBLAS TF32, and cuBLAS bf16 on bf16 copies
 Accuracy: max |out - ref64| / RMS(ref64) and the share of elements outside strict fp32's table
 (|d| <= 1e-5 RMS + 1e-4 |ref|, no reference-error allowance: stricter than the judge).
 
-    python benchmarks/fp32_gemm_paths.py --out result.json [--shapes 256x524288x256,4096x4096x4096]
-    TRITON_INTERPRET=1 python benchmarks/fp32_gemm_paths.py --device cpu --shapes 64x256x64 --quick
+    python benchmarks/probes/fp32_gemm_paths.py --out result.json [--shapes 256x524288x256,4096x4096x4096]
+    TRITON_INTERPRET=1 python benchmarks/probes/fp32_gemm_paths.py --device cpu --shapes 64x256x64 --quick
 
 Under the interpreter bf16 dots give wrong numbers: the CPU run checks that everything runs, not accuracy.
 """

@@ -15,8 +15,8 @@ triton.testing.do_bench; cuBLAS (`F.linear` / `torch.matmul`, then the epilogue 
 On a CPU the kernels run under the interpreter at a small shape, correctness only (fp16 there: the
 interpreter's bf16 dot is wrong).
 
-    python benchmarks/gemm_variants.py --out DIR            # GPU
-    TRITON_INTERPRET=1 python benchmarks/gemm_variants.py --small
+    python benchmarks/probes/gemm_variants.py --out DIR            # GPU
+    TRITON_INTERPRET=1 python benchmarks/probes/gemm_variants.py --small
 """
 
 from __future__ import annotations

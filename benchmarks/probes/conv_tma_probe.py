@@ -11,7 +11,7 @@ edges need no masks, and the box is the A tile of the implicit GEMM ([BH*BW, BK]
 (level2_bf16/09 on an H200: its kernel 0.53 ms, cuBLAS on the same GEMM sizes 0.35 ms; this probe 0.43 ms one tile
 per program, 0.33 ms two programs per SM, 0.28 ms with the output channels-last; cuDNN channels-last 0.23).
 
-    python benchmarks/conv_tma_probe.py [--device cuda|cpu] [--out probe.json]
+    python benchmarks/probes/conv_tma_probe.py [--device cuda|cpu] [--out probe.json]
 
 On CUDA: the bf16 shapes of level2_bf16 09 and 20 (3x3, stride 1, no padding) and a padded variant, a few tile
 configs each, checked against F.conv2d and timed with triton.testing.do_bench beside cuDNN (channels-last).
