@@ -100,3 +100,12 @@ def lazy_exports(
         return sorted(set(namespace) | set(module_of))
 
     return __getattr__, __dir__
+
+
+def __getattr__(name: str) -> Any:
+    # `kernelwright.optimize_model(model, example_inputs)`, loaded on first use (graphs/model.py imports torch)
+    if name == "optimize_model":
+        from kernelwright.graphs.model import optimize_model
+
+        return optimize_model
+    raise AttributeError(f"module 'kernelwright' has no attribute {name!r}")

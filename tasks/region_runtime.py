@@ -91,9 +91,15 @@ class RegionPlan:
         self.regions = regions
         self.kernels: dict[int, nn.Module] = {}
         in_region = {name for r in regions for name in r["nodes"]}
-        self.steps: list[tuple[str, Any]] = []
+        # attribute fetches first: the tracer puts them where first used, which can be inside a region's
+        # span of nodes while not one of its nodes
+        self.steps: list[tuple[str, Any]] = [
+            ("node", n) for n in graph.nodes if n.op == "get_attr" and n.name not in in_region
+        ]
         first_of = {r["nodes"][0]: i for i, r in enumerate(regions) if r["nodes"]}
         for n in graph.nodes:
+            if n.op == "get_attr" and n.name not in in_region:
+                continue
             if n.name in first_of:
                 self.steps.append(("region", first_of[n.name]))
             elif n.name not in in_region:

@@ -166,10 +166,21 @@ def _record(model: nn.Module, graph: fx.Graph, inputs: tuple[Any, ...]) -> dict[
     return values
 
 
+def _writable(node: fx.Node) -> bool:
+    if node.op != "call_function":
+        return True
+    try:
+        _function_source(node.target)
+    except SplitError:
+        return False
+    return True
+
+
 def _cut(graph: fx.Graph, root: nn.Module, values: dict[str, Value]) -> list[list[fx.Node]]:
     groups: list[list[fx.Node]] = []
     group_of: dict[str, int] = {}
     has_library: list[bool] = []
+    closed: list[bool] = []
     for node in graph.nodes:
         if node.op in ("placeholder", "output", "get_attr"):
             continue
@@ -181,6 +192,7 @@ def _cut(graph: fx.Graph, root: nn.Module, values: dict[str, Value]) -> list[lis
             first = min(held)
             merged = [n for g in groups[first:] for n in g]
             del groups[first + 1 :]
+            del closed[first + 1 :]
             groups[first] = merged
             has_library[first:] = [any(_is_library(n, root) for n in merged)]
             for n in merged:
@@ -194,12 +206,16 @@ def _cut(graph: fx.Graph, root: nn.Module, values: dict[str, Value]) -> list[lis
         }
         joins = reads_last and not library and (not has_library[last] or keeps_shape)
         joins = joins or (reads_last and library and not has_library[last])
+        # an operator that cannot be written as source sits alone (kept in torch), not its neighbours
+        alone = not _writable(node)
+        joins = joins and not alone and not closed[last] if groups else False
         if groups and (held or joins):
             groups[last].append(node)
             has_library[last] = has_library[last] or library
         else:
             groups.append([node])
             has_library.append(library)
+            closed.append(alone)
         group_of[node.name] = len(groups) - 1
     return groups
 

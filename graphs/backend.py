@@ -1,0 +1,248 @@
+"""`torch.compile(model, backend="kernelwright")`: swap in the kernels memory holds for regions it knows.
+
+No search happens at compile time. Dynamo hands the backend a graph of functional calls whose parameters
+and buffers are inputs; the backend first puts the module calls back (a `torch.conv2d` whose weight is
+`self.blocks[0].conv.weight` becomes a call of an `nn.Conv2d` holding that very tensor; likewise
+`F.batch_norm`, `F.linear`, `F.adaptive_avg_pool2d`), so that the split (tasks/regions.py) cuts the same
+regions with the same signatures as `optimize-model` did on the module. Each region whose signature memory
+holds a correct kernel for on this target runs that kernel (built in this process: the user asked to run
+it); the rest of the graph runs eagerly around them. When no region is recognised the graph goes to
+Inductor whole. Importing this module registers the backend name (pyproject.toml's
+`torch_dynamo_backends` entry point makes `backend="kernelwright"` work without the import).
+"""
+
+from __future__ import annotations
+
+import re
+import types
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.fx as fx
+import torch.nn.functional as F
+from torch import nn
+
+from kernelwright.tasks.region_runtime import RegionPlan
+
+_PATH = re.compile(r"\._(?:modules|parameters|buffers)\['([^']+)'\]")
+
+last_error: list[str] = []
+"""Why the most recent compilation recognised nothing, when it failed to read the graph."""
+last_swaps: list[dict[str, Any]] = []
+"""What the most recent compilation swapped in: one entry per region (index, signature, operators)."""
+
+
+def _state_path(node: fx.Node) -> str | None:
+    """`blocks.0.bn.weight` for a placeholder Dynamo lifted from the module's state, else None."""
+    arg = node.meta.get("grapharg")
+    source = getattr(arg, "source", None)
+    name = getattr(source, "name", "") if source is not None else ""
+    if callable(name):  # a method in some torch versions, a property in others
+        name = name()
+    parts = _PATH.findall(str(name))
+    return ".".join(parts) if parts and ("_parameters[" in name or "_buffers[" in name) else None
+
+
+def _set(root: nn.Module, path: str, value: Any) -> None:
+    *owners, leaf = path.split(".")
+    obj = root
+    for part in owners:
+        if not hasattr(obj, part):
+            obj.add_module(part, nn.Module())
+        obj = getattr(obj, part)
+    if isinstance(value, nn.Module):
+        obj.add_module(leaf, value)
+    elif isinstance(value, nn.Parameter):
+        obj.register_parameter(leaf, value)
+    else:
+        obj.register_buffer(leaf, value)
+
+
+def _has(root: nn.Module, path: str) -> bool:
+    obj: Any = root
+    for part in path.split("."):
+        if not hasattr(obj, part):
+            return False
+        obj = getattr(obj, part)
+    return True
+
+
+def _owner(path: str | None) -> str | None:
+    return path.rpartition(".")[0] if path else None
+
+
+def _module_for(node: fx.Node, paths: dict[str, str], tensors: dict[str, torch.Tensor]) -> tuple[str, nn.Module, list[str]] | None:  # fmt: skip
+    """(owner path, a module doing what this functional call does, the state names it takes over)."""
+    args = list(node.args)
+
+    def path_of(a: Any) -> str | None:
+        return paths.get(a.name) if isinstance(a, fx.Node) else None
+
+    if (
+        node.target in (torch.conv1d, torch.conv2d, torch.conv3d, F.conv1d, F.conv2d, F.conv3d)
+        and len(args) >= 2
+    ):
+        wp = path_of(args[1])
+        bp = path_of(args[2]) if len(args) > 2 else None
+        if wp is None or (len(args) > 2 and args[2] is not None and bp is None):
+            return None
+        w = tensors[wp]
+        groups = int(args[6]) if len(args) > 6 else 1
+        cls = {3: nn.Conv1d, 4: nn.Conv2d, 5: nn.Conv3d}[w.dim()]
+        stride, padding, dilation = (args[i] if len(args) > i else 1 for i in (3, 4, 5))
+        if isinstance(padding, str):
+            return None
+        m = cls(w.shape[1] * groups, w.shape[0], tuple(w.shape[2:]), stride=stride, padding=padding,
+                dilation=dilation, groups=groups, bias=bp is not None, device="meta")  # fmt: skip
+        return _owner(wp) or "", m, [p for p in (wp, bp) if p]
+    if node.target is F.batch_norm and len(args) >= 8:
+        rm, rv, w, b = (path_of(a) for a in args[1:5])
+        if rm is None or rv is None or w is None or b is None or _owner(rm) != _owner(w):
+            return None
+        cls = {2: nn.BatchNorm1d, 3: nn.BatchNorm1d, 4: nn.BatchNorm2d, 5: nn.BatchNorm3d}.get(
+            len(node.args[0].meta.get("example_value", torch.empty(0)).shape) if isinstance(node.args[0], fx.Node) else 0  # type: ignore[union-attr]
+        )  # fmt: skip
+        if cls is None:
+            return None
+        m = cls(tensors[w].shape[0], eps=float(args[7]), momentum=args[6], device="meta")
+        m.train(bool(args[5]))
+        return _owner(w) or "", m, [rm, rv, w, b, f"{_owner(w)}.num_batches_tracked"]
+    if node.target is F.linear:
+        wp = path_of(args[1]) if len(args) > 1 else None
+        bp = path_of(args[2]) if len(args) > 2 else None
+        if wp is None:
+            return None
+        w = tensors[wp]
+        return (
+            _owner(wp) or "",
+            nn.Linear(w.shape[1], w.shape[0], bias=bp is not None, device="meta"),
+            [p for p in (wp, bp) if p],
+        )
+    return None
+
+
+def module_form(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> tuple[nn.Module, list[int]]:
+    """A module whose traced graph has module calls where `gm` has functional ones on the model's state,
+    and the positions of `gm`'s inputs that are the model's inputs (the rest are its state)."""
+    shell = nn.Module()
+    graph = fx.Graph()
+    env: dict[str, fx.Node] = {}
+    paths: dict[str, str] = {}
+    tensors: dict[str, torch.Tensor] = {}
+    real: list[int] = []
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for i, (node, value) in enumerate(zip(placeholders, example_inputs, strict=False)):
+        path = _state_path(node)
+        if path is not None and isinstance(value, torch.Tensor):
+            paths[node.name], tensors[path] = path, value
+            _set(shell, path, value)
+        else:
+            real.append(i)
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            if node.name in paths:
+                env[node.name] = graph.get_attr(paths[node.name])
+            else:
+                env[node.name] = graph.placeholder(node.name)
+            continue
+        # batch norm's step counter: nn.BatchNorm counts its own steps
+        if node.op == "call_method" and node.target == "add_" and isinstance(node.args[0], fx.Node) and str(
+            paths.get(node.args[0].name, "")
+        ).endswith("num_batches_tracked"):  # fmt: skip
+            continue
+        made = _module_for(node, paths, tensors) if node.op == "call_function" else None
+        if made is not None:
+            owner, module, taken = made
+            for name in taken:
+                if name in tensors:
+                    local = name.rpartition(".")[2]
+                    t = tensors[name]
+                    if local in module._parameters:
+                        module._parameters[local] = t if isinstance(t, nn.Parameter) else nn.Parameter(t)
+                    else:
+                        module._buffers[local] = t
+            if any(t.device.type == "meta" for t in module.state_dict().values()):
+                made = None
+            else:
+                target = f"{owner}.__kw_{type(module).__name__.lower()}" if owner else f"__kw_{len(env)}"
+                _set(shell, target, module)
+                env[node.name] = graph.call_module(target, (env[node.args[0].name],))  # type: ignore[union-attr]
+                continue
+        if node.op == "get_attr" and not _has(shell, str(node.target)):
+            _set(shell, str(node.target), getattr(gm, str(node.target)))  # Dynamo's own constants
+        env[node.name] = graph.node_copy(node, lambda a: env[a.name])
+    out = fx.GraphModule(shell, graph)
+    if any(not m.training for m in out.modules()):
+        out.eval()  # compiled in eval mode (Dynamo compiles again when the mode changes)
+    return out, real
+
+
+def _kernel_class(code: str, signature: str) -> type[nn.Module]:
+    module = types.ModuleType(f"kernelwright_region_{signature}")
+    module.__file__ = f"<region {signature}>"
+    exec(compile(code, module.__file__, "exec"), module.__dict__)  # the user's own memory's kernel
+    cls = module.__dict__["ModelNew"]
+    assert isinstance(cls, type)
+    return cls
+
+
+def kernelwright_backend(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+    from kernelwright.graphs.model import _target_name, find_kernel_in_memory
+    from kernelwright.nodes import resources
+    from kernelwright.nodes.run_context import Context
+    from kernelwright.tasks.region_runtime import trace
+    from kernelwright.tasks.regions import SplitError, split_model
+
+    last_swaps.clear()
+    last_error.clear()
+    ctx = Context()
+    try:
+        shell, real = module_form(gm, example_inputs)
+        inputs = [example_inputs[i] for i in real]
+        split = split_model(shell, inputs)
+        location = (
+            resources.memory_location(ctx.memory, None) if ctx.memory != resources.MEMORY_FRESH else None
+        )
+        memory = None if location == resources.MEMORY_OFF else resources.open_shared_memory(location)
+        device = next((t.device.type for t in inputs if isinstance(t, torch.Tensor)), "cpu")
+        import dataclasses
+
+        target = _target_name(dataclasses.replace(ctx, device="cpu" if device == "cpu" else "cuda"))
+        plan = RegionPlan(trace(shell, split.leaves), [r.plan() for r in split.regions])
+        for region in split.regions:
+            code = find_kernel_in_memory(memory, region.signature, target) if region.source else None
+            if code is not None:
+                kernel = _kernel_class(code, region.signature)()
+                plan.attach(region.index, kernel)
+                last_swaps.append(
+                    {
+                        "region": region.index,
+                        "signature": region.signature,
+                        "ops": region.ops,
+                        "kernel": kernel,
+                    }
+                )
+    except (SplitError, Exception) as exc:  # a graph not understood is Inductor's, never the model's error
+        last_swaps.clear()
+        last_error[:] = [f"{type(exc).__name__}: {exc}"]
+        plan = None
+    if plan is None or not plan.kernels:
+        from torch._inductor.compile_fx import compile_fx
+
+        return compile_fx(gm, list(example_inputs))
+
+    def run(*args: Any) -> Any:
+        return plan.run(shell, tuple(args[i] for i in real))
+
+    return run
+
+
+def register() -> None:
+    from torch._dynamo import list_backends, register_backend
+
+    if "kernelwright" not in list_backends(exclude_tags=()):
+        register_backend(kernelwright_backend, name="kernelwright")
+
+
+register()

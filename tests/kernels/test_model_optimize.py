@@ -1,0 +1,84 @@
+"""optimize-model end to end on CPU: the CLI on a small model, reuse of a region across two models
+through memory, and a region that cannot be written kept in torch (real searches, judge and Chroma)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kernelwright.graphs.cli import main as cli_main
+
+MLP = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self, hidden, out):
+        super().__init__()
+        self.fc1 = nn.Linear(10, hidden)
+        self.fc2 = nn.Linear(hidden, out)
+
+    def forward(self, x):
+        h = torch.special.erfcx(F.relu(self.fc1(x)))
+        return self.fc2(h)
+
+
+def get_inputs():
+    return [torch.randn(5, 10)]
+
+
+def get_init_inputs():
+    return [HIDDEN, OUT]
+"""
+
+
+def _write(tmp_path: Path, name: str, hidden: int, out: int) -> Path:
+    path = tmp_path / f"{name}.py"
+    path.write_text(MLP.replace("HIDDEN", str(hidden)).replace("OUT", str(out)))
+    return path
+
+
+@pytest.mark.slow
+def test_optimize_model_cli_then_a_second_model_reuses_the_shared_region(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    memory = tmp_path / "memory"
+    first = _write(tmp_path, "mlp_a", 12, 3)
+    argv = ["optimize-model", str(first), "--device", "cpu", "--budget", "1", "--memory", str(memory)]
+    assert cli_main([*argv, "--out", str(tmp_path / "a")]) == 0
+    err = capsys.readouterr().err
+    assert "region signatures" in err and "evaluations" in err  # per-model progress lines
+    a = json.loads((tmp_path / "a" / "model.json").read_text())
+    assert a["regions"] == 3 and a["signatures"] == 3
+    rows = {tuple(r["ops"]): r for r in a["rows"]}
+    assert rows[("Linear", "relu")]["status"] == "searched" and rows[("Linear", "relu")]["correct"]
+    assert rows[("special_erfcx",)]["status"] == "kept in torch"  # not written as a task: kept, no crash
+    assert (tmp_path / "a" / "regions" / f"region_{rows[('Linear', 'relu')]['signature']}.py").is_file()
+    assert a["correct"] is True  # the stitched model, judged whole
+    assert "| regions | operators |" in (tmp_path / "a" / "model.md").read_text()
+
+    # same first layer, another head: the first region comes from memory, only the head is searched
+    second = _write(tmp_path, "mlp_b", 12, 4)
+    argv[1] = str(second)
+    assert cli_main([*argv, "--out", str(tmp_path / "b")]) == 0
+    b = json.loads((tmp_path / "b" / "model.json").read_text())
+    rows_b = {tuple(r["ops"]): r for r in b["rows"]}
+    shared = rows_b[("Linear", "relu")]
+    assert shared["signature"] == rows[("Linear", "relu")]["signature"]
+    assert shared["status"] == "from memory" and shared["evaluations"] == 0
+    assert not (tmp_path / "b" / "regions" / shared["signature"]).exists()  # no search folder for it
+    assert rows_b[("Linear",)]["status"] == "searched"
+    assert b["correct"] is True
+
+
+def test_optimize_model_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["optimize-model", str(tmp_path / "none.py"), "--device", "cpu"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    bad = tmp_path / "bad.py"
+    bad.write_text("import torch\n\n\nclass Model(torch.nn.Module):\n    pass\n")
+    assert cli_main(["optimize-model", str(bad), "--device", "cpu", "--out", str(tmp_path / "o")]) == 2
+    assert "defines no get_inputs" in capsys.readouterr().err
