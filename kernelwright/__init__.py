@@ -10,8 +10,8 @@ can use kernelwright beside it:
 
 The subpackages live at the repository's top level (graphs/, nodes/, providers/, memory/, hardware/,
 tasks/, as the design card lays the tree out), and nothing maps them by hand beyond the list
-`SUBPACKAGES` (pyproject.toml's package-dir names the same folders; tests/unit/test_packages.py keeps the
-two equal):
+`SUBPACKAGES` (pyproject.toml's package-dir names the same folders; tests/unit/test_one_import_name.py
+keeps the two equal):
 - an installed wheel holds them here, as kernelwright/<folder> (setup.py finds every subpackage below
   each folder);
 - in a source checkout (a clone with PYTHONPATH=IMPORT_ROOT, as the judge's children run, or an editable
