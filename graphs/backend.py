@@ -13,9 +13,13 @@ Inductor whole. Importing this module registers the backend name (pyproject.toml
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import re
-import types
+import sys
+import tempfile
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -178,10 +182,25 @@ def module_form(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> tuple[nn.M
     return out, real
 
 
+_KERNEL_DIR: list[Path] = []
+
+
 def _kernel_class(code: str, signature: str) -> type[nn.Module]:
-    module = types.ModuleType(f"kernelwright_region_{signature}")
-    module.__file__ = f"<region {signature}>"
-    exec(compile(code, module.__file__, "exec"), module.__dict__)  # the user's own memory's kernel
+    """The kernel file's ModelNew, imported from a file of its own (Triton reads a kernel's source from
+    its file) in a folder this process made."""
+    if not _KERNEL_DIR:
+        _KERNEL_DIR.append(Path(tempfile.mkdtemp(prefix="kernelwright-backend-")))
+    digest = hashlib.sha256(code.encode()).hexdigest()[:12]
+    name = f"kernelwright_region_{signature}_{digest}"
+    if name in sys.modules:  # regions that share a signature share one module
+        return sys.modules[name].__dict__["ModelNew"]  # type: ignore[no-any-return]
+    path = _KERNEL_DIR[0] / f"region_{signature}_{digest}.py"
+    path.write_text(code, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # triton and dataclasses look modules up by name
+    spec.loader.exec_module(module)  # the user's own memory's kernel: running it is what they asked for
     cls = module.__dict__["ModelNew"]
     assert isinstance(cls, type)
     return cls
