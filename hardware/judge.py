@@ -71,16 +71,15 @@ from typing import Any
 from kernelwright.hardware.candidate_process import CandidateProcess, ForkServer, _CandidateGone
 from kernelwright.hardware.config import EvalConfig
 from kernelwright.hardware.failures import classify_exception, tail
-from kernelwright.hardware.judge_base import _Stop, _Unverifiable
 from kernelwright.hardware.judge_inputs import (
     LEAN_BYTES,
-    JobSeeds,
     draw_seeds,
     lean_float64_fits,
     perturb_,
     trial_count,
     verified_shapes,
 )
+from kernelwright.hardware.judge_job import Budget, Job, JobRequest, Stop, Unverifiable
 from kernelwright.hardware.judge_records import _Reference, _TaskState
 from kernelwright.hardware.judge_tensors import _tensors
 from kernelwright.hardware.judge_timing import Timing, paired_speedup_from_ratios
@@ -183,46 +182,42 @@ class Judge(Timing):
                     return
 
     # ----------------------------------------------------------------- one job
-    def run_job(self, job: dict[str, Any]) -> tuple[EvalResult, bool]:
-        cfg = EvalConfig.model_validate(job["config"])
-        self._cfg = cfg
+    def run_job(self, message: dict[str, Any]) -> tuple[EvalResult, bool]:
+        """One job from the pool's message (a JobRequest's fields): its result, and whether the pool must
+        replace this judge."""
+        request = JobRequest.model_validate(message)
+        cfg = request.config
         res = EvalResult(stage="compile", precision=cfg.precision, device=self.device_name,
                          target=self.target, versions=self.versions)  # fmt: skip
         res.extra["notes"] = []
-        self._restart = False
-        self._proc: CandidateProcess | None = None
-        self._phases: dict[str, float] = {}
-        self._peaks: dict[str, int] = {}
-        self._fp64_budget_s = cfg.stage_timeout("reference") * _FP64_BUDGET_SHARE
-        self._seeds: JobSeeds | None = None
-        self._ref_ops: set[str] = set()
+        job = Job(request, res, self.conn.send, Budget(cfg.stage_timeout("reference") * _FP64_BUDGET_SHARE))
         os.ftruncate(1, 0)  # the log holds this job's output only (stdout and stderr share it, O_APPEND)
         if self.device == "cuda":
             self.torch.cuda.reset_peak_memory_stats()
         try:
             self._apply_precision(cfg.precision)
-            self._run(job, cfg, res)
-        except _Stop:
+            self._run(job)
+        except Stop:
             pass
         except Exception as exc:
             # A CUDA error in the judge's own work poisons its context: it must be replaced.
-            self._restart = classify_exception(exc) == "crash"
+            job.restart = classify_exception(exc) == "crash"
             res.correct = False
             res.error_kind = "harness_error"
             res.error = tail(f"the harness failed: {traceback.format_exc()}")
         finally:
-            if self._proc is not None:
-                res.extra["confinement"] = self._proc.info.get("confinement")
+            if job.proc is not None:
+                res.extra["confinement"] = job.proc.info.get("confinement")
                 t0 = time.perf_counter()
-                self._proc.close()
-                self._phases.update({f"candidate {k}": v for k, v in self._proc.spent.items()})
-                self._peaks = dict(self._proc.peaks)
-                self._phases["candidate close"] = time.perf_counter() - t0
-                self._proc = None
-            res.extra["phases_s"] = {k: round(v, 4) for k, v in self._phases.items()}
+                job.proc.close()
+                job.phases.update({f"candidate {k}": v for k, v in job.proc.spent.items()})
+                job.peaks = dict(job.proc.peaks)
+                job.phases["candidate close"] = time.perf_counter() - t0
+                job.proc = None
+            res.extra["phases_s"] = {k: round(v, 4) for k, v in job.phases.items()}
             # The seeds are told only now, with the candidate process gone: to reproduce the verdict.
-            if self._seeds is not None:
-                res.extra["input_seeds"] = self._seeds.as_json()
+            if job.seeds is not None:
+                res.extra["input_seeds"] = job.seeds.as_json()
             for state in self.tasks.values():  # this job's inputs are never used again
                 for ref in state.refs.values():
                     ref.samples.clear()
@@ -230,27 +225,28 @@ class Judge(Timing):
                 memory = res.extra.setdefault("memory", {})
                 memory["judge_peak_allocated_bytes"] = int(self.torch.cuda.max_memory_allocated())
                 memory["judge_peak_reserved_bytes"] = int(self.torch.cuda.max_memory_reserved())
-                if self._peaks:
-                    memory["candidate_reported_peak_allocated_bytes"] = dict(self._peaks)
+                if job.peaks:
+                    memory["candidate_reported_peak_allocated_bytes"] = dict(job.peaks)
                 self.torch.cuda.empty_cache()
-        return res, self._restart
+        return res, job.restart
 
-    def _run(self, job: dict[str, Any], cfg: EvalConfig, res: EvalResult) -> None:
-        job_id = job["job_id"]
-        res.torch_ops_remaining = list(job.get("torch_ops_remaining", []))
-        notes: list[str] = res.extra["notes"]
+    def _run(self, job: Job) -> None:
+        cfg, res = job.cfg, job.result
+        res.torch_ops_remaining = list(job.request.torch_ops_remaining)
+        notes = job.notes
         notes.append(
             f"precision {cfg.precision}: TF32 {'on' if cfg.precision != 'strict' else 'off'} for matmul and "
             "cuDNN conv, reference included"
         )
         # The reference first, under its own time limit: a slow reference is not the candidate's fault.
-        self._stage(job_id, "reference")
+        job.stage("reference")
         t_ref = time.perf_counter()
+        budget = job.fp64_budget
         try:
-            task = self._task(job)
+            task = self._task(job.request)
             shapes = verified_shapes(task, cfg, self.device)
-            self._fits(task, shapes[0], res)
-            self._seeds = seeds = draw_seeds(shapes, cfg)
+            self._fits(task, shapes[0], res.extra)
+            job.seeds = seeds = draw_seeds(shapes, cfg)
             refs = {s.label: self._reference(task, s, cfg.seed, seeds.parameters) for s in shapes}
             smallest = refs[shapes[-1].label]
             self._modes(task, smallest, cfg.seed)
@@ -258,17 +254,16 @@ class Judge(Timing):
             for s in shapes:
                 n = trial_count(cfg, s is shapes[0])
                 for trial in range(n if not refs[s.label].lean else 0):  # a large task: on demand
-                    self._sample(refs[s.label], seeds.trials[s.label][trial], cfg.precision,
+                    self._sample(refs[s.label], seeds.trials[s.label][trial], cfg.precision, budget=budget,
                                  fp64=cfg.reference_fp64, mode=modes[trial % len(modes)])  # fmt: skip
-            ref_ops = self._reference_ops(task, smallest, self._sample(smallest, seeds.trials[shapes[-1].label][0],
-                                                                       cfg.precision, fp64=cfg.reference_fp64,
-                                                                       mode=modes[0]))  # fmt: skip
-            self._ref_ops = ref_ops
-        except _Unverifiable as exc:
-            self._fail(res, "compile", "harness_error", f"the task cannot be judged here: {exc}")
+            job.ref_ops = self._reference_ops(task, smallest, self._sample(smallest, seeds.trials[shapes[-1].label][0],
+                                                                           cfg.precision, budget=budget,
+                                                                           fp64=cfg.reference_fp64, mode=modes[0]))  # fmt: skip
+        except Unverifiable as exc:
+            job.fail("compile", "harness_error", f"the task cannot be judged here: {exc}")
         except Exception as exc:
-            self._restart = classify_exception(exc) == "crash"
-            self._fail(res, "compile", "harness_error", f"the reference could not run: {exc}")
+            job.restart = classify_exception(exc) == "crash"
+            job.fail("compile", "harness_error", f"the reference could not run: {exc}")
         origin = {"full": "get_inputs()", "small": "get_small_inputs()"}
         for s in shapes:
             notes.append(f"verified on {s.label} inputs ({s.note or origin.get(s.label, '')})")
@@ -279,29 +274,29 @@ class Judge(Timing):
         if task.modes_note:
             notes.append(task.modes_note)
 
-        self._phases["reference"] = time.perf_counter() - t_ref
-        self._stage(job_id, "compile")
+        job.phases["reference"] = time.perf_counter() - t_ref
+        job.stage("compile")
         memory = None
         if self.device == "cpu":  # the candidate process's address-space limit
             footprint = max(self._footprint(refs[s.label], cfg, seeds.trials[s.label][0]) for s in shapes)
             memory = _CPU_MEMORY_BASE + _CPU_MEMORY_FACTOR * footprint
         try:
-            self._proc = proc = CandidateProcess(self.forkserver)
+            job.proc = proc = CandidateProcess(self.forkserver)
             proc.limit_s = cfg.stage_timeout("compile")
         except Exception as exc:
-            self._fail(res, "compile", "harness_error", f"could not start a candidate process: {exc}")
+            job.fail("compile", "harness_error", f"could not start a candidate process: {exc}")
         try:
-            proc.wait_ready(min(self._remaining(), _CANDIDATE_START_S))
-            self._load(proc, job, shapes, refs, cfg, res, memory)
+            proc.wait_ready(min(job.remaining(), _CANDIDATE_START_S))
+            self._load(job, proc, shapes, refs, memory)
             for shp in shapes:
                 first = self._sample(
-                    refs[shp.label], seeds.trials[shp.label][0], cfg.precision, mode=modes[0]
+                    refs[shp.label], seeds.trials[shp.label][0], cfg.precision, budget=budget, mode=modes[0]
                 )
-                self._attach(proc, refs[shp.label], first, res)
+                self._attach(job, proc, refs[shp.label], first)
             del first  # a large task holds one trial's tensors at a time (ref.samples), not two
-            self._verify(job_id, proc, task, shapes, refs, ref_ops, cfg, res)
+            self._verify(job, proc, task, shapes, refs)
             if self.device != "cuda" or not cfg.time:
-                proc.in_step(max(self._remaining(), 5.0))
+                proc.in_step(max(job.remaining(), 5.0))
                 res.stage = "done"
                 res.timing_meaningful = False
                 res.timing_note = (
@@ -310,11 +305,11 @@ class Judge(Timing):
                     else "not timed (time=False)"
                 )
                 return
-            self._time(job_id, proc, task, refs[shapes[0].label], cfg, res)
+            self._time(job, proc, task, refs[shapes[0].label])
         except _CandidateGone as gone:
             stage = {"compile": "compile", "correctness": "correctness", "timing": "timing",
-                     "baseline": "timing"}.get(self._stage_name, "compile")  # fmt: skip
-            self._fail(res, stage, gone.kind, gone.text)
+                     "baseline": "timing"}.get(job.stage_name, "compile")  # fmt: skip
+            job.fail(stage, gone.kind, gone.text)
 
     def _footprint(self, ref: _Reference, cfg: EvalConfig, seed: int) -> int:
         sample = next(v for k, v in ref.samples.items() if k[:2] == (seed, cfg.precision))

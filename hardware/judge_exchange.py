@@ -29,18 +29,18 @@ from kernelwright.hardware.channel import (
     parse_description,
     tensor_nbytes,
 )
-from kernelwright.hardware.config import EvalConfig
+from kernelwright.hardware.judge_job import Job
 from kernelwright.hardware.judge_records import _Exchange, _Reference, _Sample, _Shape
 from kernelwright.hardware.judge_reference import ReferenceSide
 from kernelwright.hardware.judge_tensors import _bitwise_equal, _tensors
-from kernelwright.hardware.result import EvalResult
 
 
 class CandidateIO(ReferenceSide):
     """Requests to the candidate process and the checks on what comes back (see the module docstring)."""
 
-    def _load(self, proc: CandidateProcess, job: dict[str, Any], shapes: list[_Shape], refs: dict[str, _Reference],
-              cfg: EvalConfig, res: EvalResult, memory_bytes: int | None) -> None:  # fmt: skip
+    def _load(self, job: Job, proc: CandidateProcess, shapes: list[_Shape], refs: dict[str, _Reference],
+              memory_bytes: int | None) -> None:  # fmt: skip
+        cfg = job.cfg
         tensors: list[Any] = []
         models = []
         for s in shapes:
@@ -48,8 +48,8 @@ class CandidateIO(ReferenceSide):
             try:
                 init = encode_value(list(ref.init_inputs), tensors)
             except TypeError as exc:
-                self._fail(
-                    res, "compile", "harness_error", f"the task's constructor arguments cannot be sent: {exc}"
+                job.fail(
+                    "compile", "harness_error", f"the task's constructor arguments cannot be sent: {exc}"
                 )
             state = []
             for name, t in ref.model.state_dict().items():
@@ -58,18 +58,18 @@ class CandidateIO(ReferenceSide):
             models.append({"key": s.label, "init": init, "state": state})
         shared = [SharedTensor.create(t, "kw-state") for t in tensors]
         try:
-            reply, fds = proc.request({"op": "load", "source": job["candidate_source"], "seed": cfg.seed,
+            reply, fds = proc.request({"op": "load", "source": job.request.candidate_source, "seed": cfg.seed,
                                        "precision": cfg.precision, "models": models, "memory_bytes": memory_bytes},
-                                      shared, self._remaining(), "compile")  # fmt: skip
+                                      shared, job.remaining(), "compile")  # fmt: skip
         finally:
             for lent in shared:
                 lent.close()
         close_fds(fds)
-        self._check_reply(reply, "loaded", res)
+        job.check_reply(reply, "loaded")
         if isinstance(proc.info.get("confinement"), dict):
             proc.info["confinement"]["memory_limit_bytes"] = reply.get("memory_limit_bytes")
 
-    def _call(self, proc: CandidateProcess, ref: _Reference, sample: _Sample, stage: str, res: EvalResult,
+    def _call(self, job: Job, proc: CandidateProcess, ref: _Reference, sample: _Sample, stage: str,
               *, profile: bool = False, keep: bool = False, refill: bool = False, mode: str = "train",
               reset: bool = False) -> tuple[Any, dict[str, Any]]:  # fmt: skip
         """One forward in the candidate process on `sample`'s inputs, recorded as evidence (every call is:
@@ -92,11 +92,11 @@ class CandidateIO(ReferenceSide):
                  "stage": stage, "poison_bytes": poison, "keep": keep, "refill": refill,
                  "exchange": exchange is not None, "mode": mode, "reset": reset,
                  "buffers": sorted(sample.buffers) if reset else []},
-                shared, self._remaining(), stage,
+                shared, job.remaining(), stage,
             )  # fmt: skip
             try:
-                self._check_reply(reply, "called", res)
-                self._in_step(proc, stage, res)
+                job.check_reply(reply, "called")
+                self._in_step(job, proc, stage)
                 seen = (
                     [b.tensor for b in exchange.inputs]
                     if exchange is not None
@@ -106,20 +106,20 @@ class CandidateIO(ReferenceSide):
                     expected = sample.inputs_after if sample.inputs_after is not None else sample.inputs
                     for i, (got, want) in enumerate(zip(seen, _tensors(expected), strict=True)):
                         if not _bitwise_equal(got, want):
-                            self._fail(res, stage, "forbidden",
+                            job.fail(stage, "forbidden",
                                        f"forward wrote into input {i}; inputs must be left as they were"
                                        + (" (or changed exactly as the reference changes them)"
                                           if sample.inputs_after is not None else ""))  # fmt: skip
                 state_descs = reply.get("state") or []
                 if not isinstance(state_descs, list) or len(state_descs) > len(fds):
-                    self._fail(res, stage, "forbidden", "the candidate process sent a malformed buffer list")
+                    job.fail(stage, "forbidden", "the candidate process sent a malformed buffer list")
                 n_out = len(fds) - len(state_descs)
                 if exchange is not None and reply.get("exchanged") is True and n_out == 0:
-                    out = self._from_exchange(reply.get("structure"), exchange, res, copy=not ref.lean)
+                    out = self._from_exchange(job, reply.get("structure"), exchange, copy=not ref.lean)
                 else:
-                    out = self._rebuild(reply.get("structure"), fds[:n_out], res, expected=sample.out)
+                    out = self._rebuild(job, reply.get("structure"), fds[:n_out], expected=sample.out)
                 if reset:
-                    self._check_buffers(state_descs, fds[n_out:], sample, mode, stage, res)
+                    self._check_buffers(job, state_descs, fds[n_out:], sample, mode, stage)
             finally:
                 close_fds(fds)
         finally:
@@ -127,19 +127,19 @@ class CandidateIO(ReferenceSide):
                 x.close()
         return out, reply
 
-    def _in_step(self, proc: CandidateProcess, stage: str, res: EvalResult) -> None:
+    def _in_step(self, job: Job, proc: CandidateProcess, stage: str) -> None:
         """The reply just read must be the runner's own answer: a ping now must get a pong. A frame written
         by candidate code during forward arrives before the runner's answer, which then answers the ping
         (and a frame written after it is waiting when the ping is sent: CandidateProcess.request)."""
-        reply, fds = proc.request({"op": "ping"}, [], max(self._remaining(), 5.0), stage)
+        reply, fds = proc.request({"op": "ping"}, [], max(job.remaining(), 5.0), stage)
         close_fds(fds)
         if reply.get("op") != "pong":
-            self._fail(res, stage, "forbidden",
+            job.fail(stage, "forbidden",
                        f"the candidate process's answers are out of step with the judge's requests (got "
                        f"{reply.get('op')!r} for a ping): a forged reply from candidate code was read as the answer")  # fmt: skip
 
-    def _check_buffers(self, descs: list[Any], fds: list[int], sample: _Sample, mode: str, stage: str,
-                       res: EvalResult) -> None:  # fmt: skip
+    def _check_buffers(self, job: Job, descs: list[Any], fds: list[int], sample: _Sample, mode: str,
+                       stage: str) -> None:  # fmt: skip
         """The candidate's buffers after forward (running stats) against the reference's, every one."""
         from kernelwright.hardware.verify import compare_tensor
 
@@ -152,34 +152,30 @@ class CandidateIO(ReferenceSide):
                 if want is None or name in got:
                     raise ProtocolError(f"a buffer {name[:80]!r} the judge did not ask for, or sent twice")
                 if shape != list(want.shape):  # reported from the description: nothing mapped
-                    self._fail(res, "correctness", "shape_mismatch",
+                    job.fail("correctness", "shape_mismatch",
                                f"buffer {name} has shape {shape} after forward, expected {list(want.shape)}")  # fmt: skip
                 check_sealed(fd, tensor_nbytes(shape, dtype))
                 st = SharedTensor(os.dup(fd), shape, dtype, writable=False)
                 got[name] = st.tensor.clone()
                 st.close()
         except ProtocolError as exc:
-            self._fail(res, stage, "forbidden", f"the candidate process sent malformed buffers: {exc}")
+            job.fail(stage, "forbidden", f"the candidate process sent malformed buffers: {exc}")
         for name, want in sample.buffers.items():
             have = got.get(name)
             if have is None:
-                self._fail(
-                    res, "correctness", "shape_mismatch", f"ModelNew has no buffer {name} after forward"
-                )
+                job.fail("correctness", "shape_mismatch", f"ModelNew has no buffer {name} after forward")
             have = have.to(want.device)
             if have.shape != want.shape:
-                self._fail(res, "correctness", "shape_mismatch",
+                job.fail("correctness", "shape_mismatch",
                            f"buffer {name} has shape {list(have.shape)} after forward, expected {list(want.shape)}")  # fmt: skip
             cmp = compare_tensor(have.to(want.dtype), want, "strict", label=f"buffer {name}")
             if not cmp.ok:
-                self._fail(res, "correctness", "mismatch",
+                job.fail("correctness", "mismatch",
                            f"after a {mode}-mode forward, {cmp.report}\n(the reference's forward updates its "
                            "buffers in train mode, e.g. BatchNorm's running statistics; ModelNew must do the same, "
                            "and must use them in eval mode)")  # fmt: skip
 
-    def _from_exchange(
-        self, structure: Any, exchange: _Exchange, res: EvalResult, *, copy: bool = True
-    ) -> Any:
+    def _from_exchange(self, job: Job, structure: Any, exchange: _Exchange, *, copy: bool = True) -> Any:
         """The candidate's output, copied at once out of the lent output buffers into the judge's memory.
         Without `copy` (a large task): the lent buffers themselves, which the comparison reads a chunk at a
         time into its own float64 copies (hardware.verify._Pieces), so what is judged is still what the
@@ -196,11 +192,9 @@ class CandidateIO(ReferenceSide):
                 tensors.append(buf.tensor.clone() if copy else buf.tensor)
             return decode_value(structure, tensors)
         except ProtocolError as exc:
-            self._fail(
-                res, "correctness", "forbidden", f"the candidate process sent a malformed output: {exc}"
-            )
+            job.fail("correctness", "forbidden", f"the candidate process sent a malformed output: {exc}")
 
-    def _attach(self, proc: CandidateProcess, ref: _Reference, sample: _Sample, res: EvalResult) -> None:
+    def _attach(self, job: Job, proc: CandidateProcess, ref: _Reference, sample: _Sample) -> None:
         """Lend this shape's device buffers to the candidate process (GPU with CUDA IPC); on failure the
         calls go through host shared memory, and the judge stops trying IPC if it never worked here."""
         if self.device != "cuda" or not self.ipc_usable:
@@ -215,21 +209,21 @@ class CandidateIO(ReferenceSide):
                 )
             lent = [b.fd for b in ref.exchange.inputs + ref.exchange.outputs]
             reply, fds = proc.request({"op": "attach", "model": ref.shape.label, **ref.exchange.descriptions()}, [],
-                                      self._remaining(), "compile", fds=lent)  # fmt: skip
+                                      job.remaining(), "compile", fds=lent)  # fmt: skip
             close_fds(fds)
         except (RuntimeError, OSError) as exc:
             self.ipc_usable = self.ipc_worked
-            res.extra["notes"].append(f"CUDA IPC unavailable ({exc}); tensors staged through host memory")
+            job.notes.append(f"CUDA IPC unavailable ({exc}); tensors staged through host memory")
             return
         if reply.get("op") == "attached":
             proc.attached.add(ref.shape.label)
             self.ipc_worked = True
         else:
             self.ipc_usable = self.ipc_worked
-            res.extra["notes"].append(f"CUDA IPC refused in the candidate process ({str(reply.get('text'))[-600:]}); "
+            job.notes.append(f"CUDA IPC refused in the candidate process ({str(reply.get('text'))[-600:]}); "
                                       "tensors staged through host memory")  # fmt: skip
 
-    def _rebuild(self, structure: Any, fds: list[int], res: EvalResult, *, expected: Any = None) -> Any:
+    def _rebuild(self, job: Job, structure: Any, fds: list[int], *, expected: Any = None) -> Any:
         """The candidate's output from its JSON structure and sealed memfds, as the judge's own tensors.
 
         With `expected` (the reference's output): unless every declared tensor has the shape, dtype and
@@ -263,9 +257,7 @@ class CandidateIO(ReferenceSide):
                 tensors.append(t)
             return decode_value(structure, tensors)
         except ProtocolError as exc:
-            self._fail(
-                res, "correctness", "forbidden", f"the candidate process sent a malformed output: {exc}"
-            )
+            job.fail("correctness", "forbidden", f"the candidate process sent a malformed output: {exc}")
 
 
 def _tensor_descs(structure: Any, depth: int = 0) -> list[dict[str, Any]]:

@@ -14,8 +14,9 @@ from typing import Any
 
 from kernelwright.hardware.evidence import fingerprint
 from kernelwright.hardware.failures import classify_exception
-from kernelwright.hardware.judge_base import JudgeBase, _Unverifiable
+from kernelwright.hardware.judge_base import JudgeBase
 from kernelwright.hardware.judge_inputs import LEAN_BYTES, lean_float64_fits, needed_bytes, perturb_
+from kernelwright.hardware.judge_job import Budget, JobRequest, Unverifiable
 from kernelwright.hardware.judge_records import _Reference, _Sample, _Shape, _TaskState
 from kernelwright.hardware.judge_tensors import (
     _bitwise_equal,
@@ -26,7 +27,6 @@ from kernelwright.hardware.judge_tensors import (
     _tensors,
     _upcast,
 )
-from kernelwright.hardware.result import EvalResult
 
 # The float64 run's cost before it was measured: the float32 run's times this (see _FP64_BUDGET_SHARE in
 # hardware.judge).
@@ -37,35 +37,36 @@ _TASK_CACHE_SIZE = 3
 class ReferenceSide(JudgeBase):
     """The references and their samples, cached per task across jobs (see the module docstring)."""
 
-    def _task(self, job: dict[str, Any]) -> _TaskState:
+    def _task(self, request: JobRequest) -> _TaskState:
         from kernelwright.tasks import exec_task_module
 
-        digest = hashlib.sha256(job["task_source"].encode()).hexdigest()[:16]
+        digest = hashlib.sha256(request.task_source.encode()).hexdigest()[:16]
         state = self.tasks.get(digest)
         if state is None:
             state = _TaskState(
-                exec_task_module(job["task_source"], job["task_name"]), job["task_name"], digest
+                exec_task_module(request.task_source, request.task_name), request.task_name, digest
             )
-            state.module.__dict__["__kw_source__"] = job["task_source"]
+            state.module.__dict__["__kw_source__"] = request.task_source
             self.tasks[digest] = state
             while len(self.tasks) > _TASK_CACHE_SIZE:
                 self._drop(self.tasks.popitem(last=False)[1])
         self.tasks.move_to_end(digest)
         return state
 
-    def _fits(self, task: _TaskState, shape: _Shape, res: EvalResult) -> None:
+    def _fits(self, task: _TaskState, shape: _Shape, extra: dict[str, Any]) -> None:
         """On a GPU, before anything of a task is built: will judging it fit the free device memory?
 
         A large task (own footprint over LEAN_BYTES) is judged lean: one trial's tensors at a time, no
         float64 reference unless lean_float64_fits, the candidate's output compared where it lies in the lent buffer, and the other
         tasks' state dropped first. It then needs needed_bytes (hardware.judge_inputs): about 2x the inputs, 3x the
         outputs and 2x the parameters, plus ~1 GiB of contexts and L2-flush buffers. If that does not fit: one harness_error that says what it
-        needs and what is free, instead of a string of out-of-memory failures.
+        needs and what is free, instead of a string of out-of-memory failures. The figures go into
+        `extra["memory"]` (a result's extra), the first time the task is checked.
         """
         from kernelwright.tasks.resize import footprint
 
         if task.unfit is not None:
-            raise _Unverifiable(task.unfit)
+            raise Unverifiable(task.unfit)
         if self.device != "cuda" or task.footprint_checked:
             return
         fp = footprint(shape.module, small=shape.small)
@@ -80,7 +81,7 @@ class ReferenceSide(JudgeBase):
         free, _ = self.torch.cuda.mem_get_info()
         gib = 1 << 30
         task.lean_float64 = task.lean and lean_float64_fits(fp, free)
-        res.extra["memory"] = {"footprint_bytes": fp.total, "needed_bytes": need, "free_bytes": free,
+        extra["memory"] = {"footprint_bytes": fp.total, "needed_bytes": need, "free_bytes": free,
                                "lean": task.lean, "lean_float64": task.lean_float64}  # fmt: skip
         if need > free:
             task.unfit = (
@@ -89,7 +90,7 @@ class ReferenceSide(JudgeBase):
                 f"of them) and {free / gib:.1f} GiB are free on this GPU: sizes at about "
                 f"{max(0.0, (free - gib) / max(need - gib, 1)):.0%} of the task's fit"
             )
-            raise _Unverifiable(task.unfit)
+            raise Unverifiable(task.unfit)
 
     def _release_samples(self, ref: _Reference) -> None:
         """A large task's samples (inputs and expected outputs) dropped, and the memory given back to the GPU
@@ -146,11 +147,11 @@ class ReferenceSide(JudgeBase):
                              on_device=ref.lean)  # fmt: skip
         return ref.shape.transform(inputs) if ref.shape.transform is not None else inputs
 
-    def _sample(
-        self, ref: _Reference, seed: int, precision: str, *, fp64: bool = True, mode: str = "train"
-    ) -> _Sample:
-        """Pristine inputs and the reference outputs for one trial in one mode, computed once per judge.
-        The forward starts from the reference's starting state, which is restored after it."""
+    def _sample(self, ref: _Reference, seed: int, precision: str, *, budget: Budget, fp64: bool = True,
+                mode: str = "train") -> _Sample:  # fmt: skip
+        """Pristine inputs and the reference outputs for one trial in one mode, computed once per job.
+        The forward starts from the reference's starting state, which is restored after it. `budget`: the
+        job's time for float64 runs of the reference."""
         from kernelwright.hardware.verify import needs_float64_reference
 
         key = (seed, precision, mode)
@@ -193,7 +194,7 @@ class ReferenceSide(JudgeBase):
                     else "not used: no float32 output"
                 )
             else:
-                self._reference64(ref, sample, t32, mode)
+                self._reference64(ref, sample, t32, budget, mode)
         return sample
 
     def _modes(self, task: _TaskState, ref: _Reference, seed: int) -> None:
@@ -228,7 +229,7 @@ class ReferenceSide(JudgeBase):
 
         task.stateful = runs[("train", 1)][1] or runs[("eval", 1)][1]
         if not same(runs[("eval", 1)][0], runs[("eval", 2)][0]):
-            raise _Unverifiable(
+            raise Unverifiable(
                 "the reference's output changes with the random seed on the same inputs, in eval mode too "
                 "(random numbers drawn in forward): it cannot be verified by value"
             )
@@ -242,16 +243,18 @@ class ReferenceSide(JudgeBase):
         else:
             task.modes = ["train"]
 
-    def _reference64(self, ref: _Reference, sample: _Sample, t32: float, mode: str = "train") -> None:
+    def _reference64(
+        self, ref: _Reference, sample: _Sample, t32: float, budget: Budget, mode: str = "train"
+    ) -> None:
         """Run a float64 copy of the reference model on upcast inputs; on failure say why, never raise."""
         torch = self.torch
         if ref.fp64_failure is not None:
             sample.fp64_status = ref.fp64_failure
             return
         estimate = ref.fp64_s if ref.fp64_s is not None else t32 * _FP64_COST_FACTOR
-        if estimate > self._fp64_budget_s:
+        if estimate > budget.seconds:
             sample.fp64_status = (
-                f"unavailable: a float64 run would take ~{estimate:.3g} s, over its {self._fp64_budget_s:.3g} s "
+                f"unavailable: a float64 run would take ~{estimate:.3g} s, over its {budget.seconds:.3g} s "
                 "share of the reference time limit"
             )
             return
@@ -281,7 +284,7 @@ class ReferenceSide(JudgeBase):
             ref.fp64_s = spent
             if sample.fp64_status != "used":
                 ref.fp64_failure = sample.fp64_status
-            self._fp64_budget_s = max(0.0, self._fp64_budget_s - spent)
+            budget.spend(spent)
 
     def _reference_ops(self, task: _TaskState, ref: _Reference, sample: _Sample) -> set[str]:
         """The compute ops the reference dispatches (recorded once per task, on its smallest shape)."""

@@ -12,10 +12,10 @@ from typing import Any
 from kernelwright.hardware.candidate_process import CandidateProcess
 from kernelwright.hardware.channel import close_fds
 from kernelwright.hardware.config import EvalConfig
+from kernelwright.hardware.judge_job import Job
 from kernelwright.hardware.judge_records import _Reference, _TaskState
 from kernelwright.hardware.judge_tensors import _clone, _tensors
 from kernelwright.hardware.judge_verification import Verification
-from kernelwright.hardware.result import EvalResult
 
 _ROUNDS = 10
 _MAX_CALLS_PER_ROUND = 200
@@ -45,12 +45,12 @@ class Timing(Verification):
             self._flush_buf = self.torch.empty(flush_bytes(0) // 4, dtype=self.torch.int32, device="cuda")
         return self._flush_buf
 
-    def _time_eager(self, ref: _Reference, args: list[Any], reps: int, warmup: int) -> list[float]:
+    def _time_eager(self, job: Job, ref: _Reference, args: list[Any], reps: int, warmup: int) -> list[float]:
         t0 = time.perf_counter()
         try:
             return self._time_eager_calls(ref, args, reps, warmup)
         finally:
-            self._phases["eager timing"] = self._phases.get("eager timing", 0.0) + time.perf_counter() - t0
+            job.phases["eager timing"] = job.phases.get("eager timing", 0.0) + time.perf_counter() - t0
 
     def _time_eager_calls(self, ref: _Reference, args: list[Any], reps: int, warmup: int) -> list[float]:
         torch = self.torch
@@ -70,33 +70,33 @@ class Timing(Verification):
             torch.cuda.synchronize()
         return [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
 
-    def _time(self, job_id: int, proc: CandidateProcess, task: _TaskState, ref: _Reference, cfg: EvalConfig,
-              res: EvalResult) -> None:  # fmt: skip
+    def _time(self, job: Job, proc: CandidateProcess, task: _TaskState, ref: _Reference) -> None:
         from kernelwright.hardware.timing import flush_bytes, summarize
         from kernelwright.hardware.verify import compare_outputs
 
+        cfg, res, seeds = job.cfg, job.result, job.seeds
         res.stage = "timing"
-        self._stage(job_id, "timing")
+        job.stage("timing")
         mode = (task.modes or ["train"])[0]
-        assert self._seeds is not None
-        sample = self._sample(ref, self._seeds.trials[ref.shape.label][0], cfg.precision, fp64=cfg.reference_fp64,
-                              mode=mode)  # fmt: skip
+        assert seeds is not None
+        sample = self._sample(ref, seeds.trials[ref.shape.label][0], cfg.precision, budget=job.fp64_budget,
+                              fp64=cfg.reference_fp64, mode=mode)  # fmt: skip
         # The timed inputs, kept on the device there; the model stays in `mode` while it is timed.
-        _, reply = self._call(proc, ref, sample, "timing", res, keep=True, mode=mode, reset=task.stateful)
-        self._judge_evidence(reply, res)
+        _, reply = self._call(job, proc, ref, sample, "timing", keep=True, mode=mode, reset=task.stateful)
+        self._judge_evidence(job, reply)
         self._apply_precision(cfg.precision)
         fb = flush_bytes(0)
         label = ref.shape.label
 
         def cand(reps: int, warmup: int) -> list[float]:
             reply, fds = proc.request({"op": "time", "model": label, "reps": reps, "warmup": warmup,
-                                       "flush_bytes": fb}, [], self._remaining(), "timing")  # fmt: skip
+                                       "flush_bytes": fb}, [], job.remaining(), "timing")  # fmt: skip
             close_fds(fds)
-            self._check_reply(reply, "timed", res)
+            job.check_reply(reply, "timed")
             samples = reply.get("samples")
             if not (isinstance(samples, list) and len(samples) == reps
                     and all(isinstance(x, float) and x >= 0 for x in samples)):  # fmt: skip
-                self._fail(res, "timing", "forbidden", "the candidate process sent malformed timings")
+                job.fail("timing", "forbidden", "the candidate process sent malformed timings")
             return samples
 
         args_r = _clone(sample.inputs) if sample.inputs_after is not None else sample.inputs
@@ -105,10 +105,10 @@ class Timing(Verification):
             self._release_samples(ref)
         ref.restore(mode)
         est_c = max(float(sorted(cand(5, 3))[2]), 1e-3)
-        est_e = max(float(sorted(self._time_eager(ref, args_r, 5, 3))[2]), 1e-3)
+        est_e = max(float(sorted(self._time_eager(job, ref, args_r, 5, 3))[2]), 1e-3)
         warm_c, warm_e = max(1, int(cfg.warmup_ms / est_c)), max(1, int(cfg.warmup_ms / est_e))
         cand(1, min(warm_c, 200))
-        self._time_eager(ref, args_r, 1, min(warm_e, 200))
+        self._time_eager(job, ref, args_r, 1, min(warm_e, 200))
         k_c, k_e = calls_per_round(cfg.rep_ms, est_c), calls_per_round(cfg.rep_ms, est_e)
         cand_samples: list[float] = []
         eager_samples: list[float] = []
@@ -120,32 +120,33 @@ class Timing(Verification):
             # pauses the fixed order measured no bias (bmm 0.931x eager either way); this keeps it so.
             if r % 2 == 0:
                 c = cand(k_c, 0)
-                e = self._time_eager(ref, args_r, k_e, 0)
+                e = self._time_eager(job, ref, args_r, k_e, 0)
             else:
-                e = self._time_eager(ref, args_r, k_e, 0)
+                e = self._time_eager(job, ref, args_r, k_e, 0)
                 c = cand(k_c, 0)
             cand_samples += c
             eager_samples += e
             ratios.append(float(sorted(e)[len(e) // 2] / max(sorted(c)[len(c) // 2], 1e-6)))
         ref.restore("train")
         c_stats, e_stats = summarize(cand_samples), summarize(eager_samples)
-        self._wall_check(proc, label, fb, c_stats.median_ms, res)
-        proc.in_step(max(self._remaining(), 5.0))
+        self._wall_check(job, proc, label, fb, c_stats.median_ms)
+        proc.in_step(max(job.remaining(), 5.0))
         if ref.lean:  # one trial's tensors at a time: the timed inputs go before the re-check's are drawn
             del args_r
             self.torch.cuda.empty_cache()
         # A candidate that remembers its answer per input tensor would look fast on the repeated calls
         # above: give the timed tensors new contents (a seed of their own, from the OS) and check the answer
         # follows.
-        other = self._sample(ref, self._seeds.recheck, cfg.precision, fp64=cfg.reference_fp64, mode=mode)
-        out, reply = self._call(proc, ref, other, "timing", res, refill=True, mode=mode, reset=task.stateful)
+        other = self._sample(ref, seeds.recheck, cfg.precision, budget=job.fp64_budget, fp64=cfg.reference_fp64,
+                             mode=mode)  # fmt: skip
+        out, reply = self._call(job, proc, ref, other, "timing", refill=True, mode=mode, reset=task.stateful)
         ref64 = other.out64 if cfg.reference_fp64 else None
         cmp = compare_outputs(out, other.out, cfg.precision, rtol=cfg.rtol, atol=cfg.atol, ref64=ref64)
         if not cmp.ok:
-            self._fail(res, "timing", cmp.error_kind or "mismatch",
+            job.fail("timing", cmp.error_kind or "mismatch",
                        "the timed input tensors, given new contents, produced a wrong answer (a result remembered "
                        f"per input tensor?):\n{cmp.report}")  # fmt: skip
-        self._judge_evidence(reply, res)
+        self._judge_evidence(job, reply)
         res.runtime_ms, res.runtime_ci_ms = c_stats.median_ms, c_stats.ci_ms
         res.runtime_p20_ms, res.runtime_p80_ms = c_stats.p20_ms, c_stats.p80_ms
         res.eager_ms = e_stats.median_ms
@@ -162,9 +163,9 @@ class Timing(Verification):
         if cfg.compile_baseline:
             # The verdict is in (the pool keeps it if the baseline times out): its seeds with it.
             partial = res.model_dump(mode="json")
-            partial["extra"]["input_seeds"] = self._seeds.as_json()
-            self.conn.send(("partial", job_id, partial))
-            self._stage(job_id, "baseline")
+            partial["extra"]["input_seeds"] = seeds.as_json()
+            job.send(("partial", job.job_id, partial))
+            job.stage("baseline")
             t0 = time.perf_counter()
             ref.restore(mode)
             inputs = other.inputs
@@ -174,7 +175,7 @@ class Timing(Verification):
                 self._release_samples(ref)
             base = self._compile_baseline(task, ref, inputs, cfg)
             ref.restore("train")
-            self._phases["torch.compile baseline"] = time.perf_counter() - t0
+            job.phases["torch.compile baseline"] = time.perf_counter() - t0
             if base is not None:
                 # torch.compile is compared through eager, the yardstick both were timed against in paired
                 # rounds: its time in this candidate's session is this session's eager time over its speedup
@@ -190,9 +191,7 @@ class Timing(Verification):
                 res.timing_note += "; torch.compile baseline unavailable"
         res.stage = "done"
 
-    def _wall_check(
-        self, proc: CandidateProcess, label: str, fb: int, median_ms: float, res: EvalResult
-    ) -> None:
+    def _wall_check(self, job: Job, proc: CandidateProcess, label: str, fb: int, median_ms: float) -> None:
         """The candidate's CUDA-event times against the judge's wall clock over a synchronised loop."""
         torch = self.torch
         n = int(min(1000, max(3, 50.0 / max(median_ms, 1e-3))))
@@ -200,10 +199,10 @@ class Timing(Verification):
         def loop(count: int) -> float:
             t0 = time.perf_counter()
             reply, fds = proc.request({"op": "loop", "model": label, "n": count, "flush_bytes": fb}, [],
-                                      self._remaining(), "timing")  # fmt: skip
+                                      job.remaining(), "timing")  # fmt: skip
             elapsed = time.perf_counter() - t0
             close_fds(fds)
-            self._check_reply(reply, "looped", res)
+            job.check_reply(reply, "looped")
             return elapsed * 1000.0
 
         base = min(loop(0), loop(0))
@@ -216,9 +215,9 @@ class Timing(Verification):
         torch.cuda.synchronize()
         flush_ms = (time.perf_counter() - t0) * 1000.0 / n
         per_call = max(0.0, (total - base) / n - flush_ms)
-        res.extra["wall_ms_per_call"] = per_call
+        job.result.extra["wall_ms_per_call"] = per_call
         if median_ms < per_call / 2 - _WALL_SLACK_MS:
-            self._fail(res, "timing", "forbidden",
+            job.fail("timing", "forbidden",
                        f"the candidate's CUDA-event times (median {median_ms:.4g} ms) disagree with the judge's "
                        f"wall clock over a synchronised loop of {n} calls ({per_call:.4g} ms per call): timing "
                        "was tampered with, or work ran outside the timed stream")  # fmt: skip

@@ -8,23 +8,23 @@ from __future__ import annotations
 from typing import Any
 
 from kernelwright.hardware.candidate_process import CandidateProcess
-from kernelwright.hardware.config import EvalConfig
 from kernelwright.hardware.evidence import Provenance
 from kernelwright.hardware.judge_exchange import CandidateIO
+from kernelwright.hardware.judge_job import Job
 from kernelwright.hardware.judge_records import _Reference, _Sample, _Shape, _TaskState
 from kernelwright.hardware.judge_tensors import _tensors
-from kernelwright.hardware.result import EvalResult
 
 
 class Verification(CandidateIO):
     """The correctness stage (see the module docstring)."""
 
-    def _verify(self, job_id: int, proc: CandidateProcess, task: _TaskState, shapes: list[_Shape],
-                refs: dict[str, _Reference], ref_ops: set[str], cfg: EvalConfig, res: EvalResult) -> None:  # fmt: skip
+    def _verify(self, job: Job, proc: CandidateProcess, task: _TaskState, shapes: list[_Shape],
+                refs: dict[str, _Reference]) -> None:  # fmt: skip
         from kernelwright.hardware.judge_inputs import trial_count
         from kernelwright.hardware.verify import compare_outputs
 
-        assert self._seeds is not None
+        cfg, res, seeds = job.cfg, job.result, job.seeds
+        assert seeds is not None
 
         first = True
         max_abs = max_rel = 0.0
@@ -33,28 +33,29 @@ class Verification(CandidateIO):
             ref = refs[shape.label]
             trials = trial_count(cfg, s_index == 0)
             for trial in range(trials):
-                seed = self._seeds.trials[shape.label][trial]
+                seed = seeds.trials[shape.label][trial]
                 modes = task.modes or ["train"]
                 mode = modes[trial % len(modes)]
-                sample = self._sample(ref, seed, cfg.precision, fp64=cfg.reference_fp64, mode=mode)
+                sample = self._sample(ref, seed, cfg.precision, budget=job.fp64_budget, fp64=cfg.reference_fp64,
+                                      mode=mode)  # fmt: skip
                 if trial == 0:
                     res.shapes_checked.append([list(t.shape) for t in _tensors(sample.inputs)])
                 # Every call is recorded and its evidence judged as it is read (CandidateIO._call); this one
                 # (past the first call's compiling and autotuning) is the one reported, and on a GPU it also
                 # runs one more forward under the profiler.
                 reported = s_index == 0 and trial == 1
-                out, reply = self._call(proc, ref, sample, "compile" if first else "correctness", res,
+                out, reply = self._call(job, proc, ref, sample, "compile" if first else "correctness",
                                         profile=reported, mode=mode, reset=task.stateful)  # fmt: skip
                 if first:
                     first = False
                     res.stage = "correctness"
-                    self._stage(job_id, "correctness")
+                    job.stage("correctness")
                 ref64 = sample.out64 if cfg.reference_fp64 else None
                 cmp = compare_outputs(
                     out, sample.out, cfg.precision, rtol=cfg.rtol, atol=cfg.atol, ref64=ref64
                 )
                 if trial == 0:
-                    self._note_fp64(res, shape.label, sample if cfg.reference_fp64 else None, cmp.notes)
+                    self._note_fp64(job, shape.label, sample if cfg.reference_fp64 else None, cmp.notes)
                 res.trials = max(res.trials, trial + 1)
                 if not cmp.ok:
                     res.max_abs_error, res.max_rel_error = cmp.max_abs_error, cmp.max_rel_error
@@ -62,17 +63,17 @@ class Verification(CandidateIO):
                     res.tolerance = cmp.tolerances[-1] if cmp.tolerances else None
                     in_shapes = [list(t.shape) for t in _tensors(sample.inputs)]
                     in_mode = f", {mode} mode" if len(modes) > 1 or mode != "train" else ""
-                    self._fail(res, "correctness", cmp.error_kind or "mismatch",
+                    job.fail("correctness", cmp.error_kind or "mismatch",
                                f"{cmp.report}\n({shape.label} inputs {in_shapes}, trial {trial + 1}/{trials}, "
                                f"seed {seed}{in_mode})")  # fmt: skip
-                prov = self._judge_evidence(reply, res)
+                prov = self._judge_evidence(job, reply)
                 if reported:
                     report = reply.get("evidence")
                     res.kernel_launches = prov.triton_launches
                     res.extra["torch_ops_in_source"] = list(res.torch_ops_remaining)
                     res.torch_ops_remaining = prov.torch_ops  # what ran, which the source scan only guessed
                     if self.device == "cuda" and isinstance(report, dict):
-                        self._check_kernels(report, res)
+                        self._check_kernels(job, report)
                 max_abs, max_rel = max(max_abs, cmp.max_abs_error), max(max_rel, cmp.max_rel_error)
                 tolerances.extend(cmp.tolerances)
                 del out, sample  # before the next trial's are built (a large task holds one at a time)
@@ -88,42 +89,40 @@ class Verification(CandidateIO):
             )
         res.correct = True
 
-    def _judge_evidence(self, reply: dict[str, Any], res: EvalResult) -> Provenance:
+    def _judge_evidence(self, job: Job, reply: dict[str, Any]) -> Provenance:
         """The runtime evidence of one call (hardware.evidence.analyse), failing the candidate on it."""
         from kernelwright.hardware.evidence import analyse
 
         report = reply.get("evidence")
         if not isinstance(report, dict):
-            self._fail(res, "run", "forbidden", "the candidate process sent no evidence for a recorded call")
-        prov = analyse(report, self._ref_ops)
+            job.fail("run", "forbidden", "the candidate process sent no evidence for a recorded call")
+        prov = analyse(report, job.ref_ops)
         if not prov.ok:
-            self._fail(res, "run", prov.error_kind or "torch_fallback", prov.reason)
+            job.fail("run", prov.error_kind or "torch_fallback", prov.reason)
         return prov
 
-    def _check_kernels(self, report: dict[str, Any], res: EvalResult) -> None:
+    def _check_kernels(self, job: Job, report: dict[str, Any]) -> None:
         """GPU: library kernels the profiler saw in one forward must have a recorded torch op behind them."""
         kernels = report.get("kernels")
         launch_names = report.get("launch_names") or {}
         if not isinstance(kernels, dict) or "<profiler unavailable>" in kernels:
-            res.extra.setdefault("notes", []).append("GPU profiler unavailable: kernels not cross-checked")
+            job.notes.append("GPU profiler unavailable: kernels not cross-checked")
             return
         library = {k: v for k, v in kernels.items()
                    if isinstance(k, str) and k not in launch_names and not _is_transfer(k)}  # fmt: skip
         aten_events = [e for e in report.get("events", []) if isinstance(e, list) and e and e[0] == "aten"]
-        res.extra["gpu_kernels"] = {"triton": sum(v for k, v in kernels.items() if k in launch_names),
+        job.result.extra["gpu_kernels"] = {"triton": sum(v for k, v in kernels.items() if k in launch_names),
                                     "library": sum(library.values())}  # fmt: skip
         if library and not aten_events:
             names = ", ".join(sorted(library)[:4])
-            self._fail(res, "run", "forbidden", f"the GPU ran library kernels ({names}) that no recorded torch op "
+            job.fail("run", "forbidden", f"the GPU ran library kernels ({names}) that no recorded torch op "
                        "launched: work was done out of the harness's sight")  # fmt: skip
 
-    def _note_fp64(
-        self, res: EvalResult, shape_label: str, sample: _Sample | None, cmp_notes: list[str]
-    ) -> None:
+    def _note_fp64(self, job: Job, shape_label: str, sample: _Sample | None, cmp_notes: list[str]) -> None:
         """Say, once per input shape, what the values were compared against and with what allowance."""
         status = (sample and sample.fp64_status) or "not used: switched off (reference_fp64=False)"
-        res.extra.setdefault("float64_reference", {})[shape_label] = status
-        notes: list[str] = res.extra["notes"]
+        job.result.extra.setdefault("float64_reference", {})[shape_label] = status
+        notes = job.notes
         if status.startswith("unavailable"):
             notes.append(
                 f"{shape_label} inputs: float64 reference {status}; compared against the float32 reference "
