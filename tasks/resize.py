@@ -237,8 +237,11 @@ def vary(source: str, name: str, order: tuple[str, ...] = ("half", "two_thirds",
         return None
     shapes = got[0]
     for k, v in constants.items():
-        for new in dict.fromkeys(_VARIATIONS[o](v) for o in order):
-            if new < 2 or new == v:
+        # Then a few more, for a value the others all give to another constant.
+        for new in dict.fromkeys([*(_VARIATIONS[o](v) for o in order), v + 2, v + 3, 3 * v]):
+            # A value another constant has (here or in the task) would let a writer take one for the other.
+            taken = {x for n, x in values.items() if n != k} | {x for n, x in constants.items() if n != k}
+            if new < 2 or new == v or new in taken:
                 continue
             tried = run({**values, k: new})
             if tried is not None:

@@ -264,7 +264,14 @@ def _op_is_opaque(target: Any) -> bool:
     from kernelwright.providers.offline.lowering import _HANDLERS, _SAME_BINARY, _SAME_UNARY
 
     name = target.overloadpacket.__name__.rstrip("_")
+    if name in _KEPT_AS_TORCH:
+        return True
     return name not in _HANDLERS and name not in _SAME_UNARY and name not in _SAME_BINARY
+
+
+# Ops with a lowering handler that still keeps them as torch calls (lowering_views._conv): their integer
+# arguments (stride, padding, dilation) are passed to torch at run time, so they can be read from the module.
+_KEPT_AS_TORCH = {"conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"}
 
 
 def _bind_schema(schema: Any, node: Any) -> dict[str, Any]:

@@ -359,25 +359,39 @@ class Lowerer:
         # The glue prints -1 where the source had it: always right, whatever the sizes.
         infer = next((i for i, r in enumerate(raw) if r == -1), None)
         if infer is None:
-            infer = self._size_dependent_dim(shape)
+            shape, infer = self._size_dependent_dims(shape)
         return self.g.add("view", "reshape", (x,), shape, x.dtype, {"shape": shape, "infer": infer})
 
-    def _size_dependent_dim(self, shape: Shape) -> int | None:
-        """The dim of a view's shape that is a number in this trace but another number in the trace at
-        other sizes: a size the trace fixed (an op whose shape function specializes its input's sizes,
-        such as max_pool1d's), left for the reshape to infer (-1). None when no dim is such a number. Two
-        or more cannot all be inferred: they stay as traced, and a note says the program holds only at
-        these sizes."""
+    def _size_dependent_dims(self, shape: Shape) -> tuple[Shape, int | None]:
+        """A view's shape with its sizes that the trace at other sizes shows wrong there made right, and the
+        dim left for the reshape to infer (-1), if any.
+
+        A size is wrong there when the trace fixed it (an op whose shape function specializes its input's
+        sizes, such as max_pool1d's) or wrote a constructor argument into it (a stride). One that a torch
+        call's result had in both traces (`_read_result_sizes`) is read from that result; of the others,
+        one is inferred. Two or more cannot all be: they stay as traced, and a note says the program holds
+        only at these sizes."""
         if self.node is None or self.node.name not in self.other_shapes:
-            return None
+            return shape, None
         other = self.other_shapes[self.node.name]
         if len(other) != len(shape) or self.g.hints(shape) != self.g.hints(self.meta_shape()):
-            return None  # not the node's own output: an inner view of a decomposition
-        fixed = [i for i, d in enumerate(shape) if d.is_number and int(d) != other[i]]
-        if len(fixed) > 1:
-            self.notes.append(f"a view's shape keeps {len(fixed)} sizes fixed by the trace: the program "
+            return shape, None  # not the node's own output: an inner view of a decomposition
+        out, wrong = list(shape), []
+        for i, d in enumerate(shape):
+            there = d.xreplace(self.other.values)
+            if not there.is_number or int(there) == other[i]:
+                continue
+            hint = self.g.hint(d)
+            read = sorted((s for s in self.g.result_sizes
+                           if self.g.hint(s) == hint and self.other.values.get(s) == other[i]), key=str)  # fmt: skip
+            if read:
+                out[i] = read[0]
+            else:
+                wrong.append(i)
+        if len(wrong) > 1:
+            self.notes.append(f"a view's shape keeps {len(wrong)} sizes fixed by the trace: the program "
                               "holds only at the traced sizes")  # fmt: skip
-        return fixed[0] if len(fixed) == 1 else None
+        return tuple(out), (wrong[0] if len(wrong) == 1 else None)
 
     def unsqueeze(self, x: Value, dim: int) -> Value:
         dim = dim + x.rank + 1 if dim < 0 else dim
@@ -506,7 +520,9 @@ class Lowerer:
             return
         shape = list(v.shape)
         for d, e in enumerate(v.shape):
-            there = e.xreplace(self.other.values) if not e.is_number else e
+            if e.is_number:
+                continue  # a size the trace fixed: the views after it infer it (`_size_dependent_dims`)
+            there = e.xreplace(self.other.values)
             if there.is_number and int(there) == other[d]:
                 continue
             sym = sympy.Symbol(f"r{v.id}_{d}", integer=True, positive=True)
