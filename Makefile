@@ -59,4 +59,4 @@ lint: install
 	MYPYPATH=$(TYPECHECK) $(VENV)/bin/mypy -p kernelwright
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) runs build .pytest_cache .mypy_cache .ruff_cache
