@@ -181,6 +181,15 @@ def _search_task(
             )
 
     emit("started", task=t.id, done=0, budget=ctx.budget, resumed=resume)
+    if t.suite.startswith("level3"):  # whole models (KernelBench level3/): region by region, graphs/model.py
+        from kernelwright.graphs.model import bench_model_row
+
+        try:
+            fields = bench_model_row(Path(t.path), ctx, run_dir)
+        except Exception as exc:  # one model must not end the bench
+            first = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            fields = {"status": "error", "error": first, "verdict": f"the model's run stopped: {first}"}
+        return base.model_copy(update={**fields, "finished_at": utc_now()}), None
     try:
         if resume:
             res = run_optimize(None, None, run_dir, resume=True, on_progress=progress, close_pools=False)

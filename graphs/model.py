@@ -125,6 +125,7 @@ def optimize_model_source(
     """Optimize the model of a KernelBench-format task source (Model, get_inputs, get_init_inputs)."""
     from kernelwright.graphs.optimize import run_optimize
     from kernelwright.nodes import resources
+    from kernelwright.nodes.records import OptimizeResult
     from kernelwright.tasks.region_stitch import stitched_source
     from kernelwright.tasks.regions import split_model
 
@@ -139,9 +140,10 @@ def optimize_model_source(
     inputs = list(module.get_inputs())
     split = split_model(model, inputs)
     rd = Path(run_dir or ctx.default_run_dir(name, uuid.uuid4().hex)).resolve()
-    if rd.exists() and any(rd.iterdir()):
+    same_model = (rd / "model.py").is_file() and (rd / "model.py").read_text(encoding="utf-8") == source
+    if rd.exists() and any(rd.iterdir()) and not same_model:
         raise ValueError(f"run folder {rd} is not empty: give a new folder")
-    (rd / "regions").mkdir(parents=True)
+    (rd / "regions").mkdir(parents=True, exist_ok=True)  # the same model's folder: finished regions kept
     (rd / "model.py").write_text(source, encoding="utf-8")
     memory_loc = resources.memory_location(ctx.memory, rd)
     memory = None if memory_loc == resources.MEMORY_OFF else resources.open_shared_memory(memory_loc)
@@ -176,7 +178,11 @@ def optimize_model_source(
                 report(f"region {row.regions} {' + '.join(first.ops)}: searching")
                 row.run_dir = str(rd / "regions" / signature)
                 try:
-                    result = run_optimize(task_file, region_ctx, row.run_dir, close_pools=False)
+                    done = Path(row.run_dir) / "result.json"
+                    if done.is_file():  # searched by an earlier, interrupted run of this model
+                        result = OptimizeResult.model_validate_json(done.read_text(encoding="utf-8"))
+                    else:
+                        result = run_optimize(task_file, region_ctx, row.run_dir, close_pools=False)
                 except Exception as exc:  # one region's failure keeps it in torch, never the model's
                     row.status, row.note = "kept in torch", f"search failed: {str(exc).splitlines()[0][:200]}"
                 else:
@@ -299,3 +305,19 @@ def optimize_model(
     if "import torch\n" not in file_source:
         source = "import torch\n" + source
     return optimize_model_source(source, cls.__name__, context, run_dir=rd / "run", **kwargs)
+
+
+def bench_model_row(path: Path, ctx: Context, run_dir: Path) -> dict[str, Any]:
+    """A bench row's fields for a whole model (a level-3 task) run region by region."""
+    result = optimize_model_file(path, None, ctx, run_dir=run_dir)
+    status = "correct" if result.correct else ("incorrect" if result.correct is False else "unsupported")
+    return {
+        "status": status,
+        "correct": bool(result.correct),
+        "speedup_vs_eager": result.speedup,
+        "timing_meaningful": result.speedup is not None,
+        "evaluations": result.evaluations,
+        "wall_s": round(result.wall_s, 2),
+        "verdict": f"{result.regions_with_kernel}/{result.regions} regions with a kernel; {result.verdict}",
+        "design": f"regions={result.regions} signatures={result.signatures}",
+    }

@@ -46,7 +46,8 @@ def module_constructor(module: nn.Module) -> str | None:
         return None
     text = f"nn.{cls.__name__}({module.extra_repr()})"
     try:
-        built = eval(text, {"nn": nn, "torch": torch, "inf": math.inf})  # noqa: S307 - text we made
+        with torch.device("meta"):  # shapes only: no memory, no random init of large weights
+            built = eval(text, {"nn": nn, "torch": torch, "inf": math.inf})  # noqa: S307 - text we made
     except Exception:
         return None
     if not isinstance(built, nn.Module) or built.extra_repr() != module.extra_repr():
@@ -117,7 +118,7 @@ class ModelSplit:
 def _value(x: Any) -> Value:
     if isinstance(x, torch.Tensor):
         low = high = 0.0
-        if not x.is_floating_point() and not x.is_complex() and x.numel():
+        if not x.is_floating_point() and not x.is_complex() and x.numel() and not x.is_meta:
             low, high = float(x.min()), float(x.max())
         return Value(True, tuple(x.shape), str(x.dtype).removeprefix("torch."), low, high)
     return Value(False)
@@ -227,7 +228,20 @@ def split_model(model: nn.Module, inputs: tuple[Any, ...] | list[Any]) -> ModelS
     try:
         graph = trace(model, leaves)
     except Exception as exc:
-        raise SplitError(f"torch.fx cannot trace {type(model).__name__}: {str(exc).splitlines()[0]}") from exc
+        # torch.nn's own composite modules (attention, transformer layers) can have control flow torch.fx
+        # cannot follow: kept whole, their regions stay in torch
+        leaves |= {
+            name
+            for name, m in model.named_modules()
+            if name
+            and getattr(nn, type(m).__name__, None) is type(m)
+            and not isinstance(m, (nn.Sequential, nn.ModuleList, nn.ModuleDict))
+        }
+        try:
+            graph = trace(model, leaves)
+        except Exception:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise SplitError(f"torch.fx cannot trace {type(model).__name__}: {first}") from exc
     values = _record(model, graph, tuple(inputs))
     groups = _cut(graph, model, values)
     users_outside: dict[str, set[str]] = {}
@@ -332,7 +346,8 @@ def _describe(region: Region, group: list[fx.Node], model: nn.Module, values: di
                     modules[path] = local
                     mod = model.get_submodule(path)
                     ctor = module_constructor(mod)
-                    assert ctor is not None  # leaves are exactly such modules
+                    if ctor is None:
+                        raise SplitError(f"nn.{type(mod).__name__} cannot be written back as source")
                     dtypes = {t.dtype for t in mod.state_dict().values() if t.is_floating_point()}
                     cast = f".to({dtypes.pop()})" if len(dtypes) == 1 and torch.float32 not in dtypes else ""
                     inits.append(f"self.{local} = {ctor}{cast}")
