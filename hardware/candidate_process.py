@@ -37,7 +37,7 @@ STANDBY_CPU = 1
 """On CPU one is forked ahead too: its ~70 ms of confinement and start-up overlap the previous candidate."""
 
 
-class _CandidateGone(Exception):
+class CandidateGone(Exception):
     """The candidate process died, hung past its limit or broke the protocol."""
 
     def __init__(self, kind: str, text: str) -> None:
@@ -68,7 +68,7 @@ class ForkServer:
         """The cgroup its candidates' memory cgroups are made under (hardware.memory_cap), if any."""
         self.lock = threading.Lock()
 
-    def _start(self) -> Channel:
+    def start(self) -> Channel:
         launched, self.launched = self.launched, None
         self.proc, sock = launched or launch_fork_server(self.device, self.gpu, self.tmpdir)
         chan = Channel(sock)
@@ -103,7 +103,7 @@ class ForkServer:
     def _request(self, msg: dict[str, Any], timeout: float = 30.0) -> tuple[dict[str, Any], list[int]]:
         with self.lock:
             if self.chan is None or self.proc is None or self.proc.poll() is not None:
-                self._start()
+                self.start()
             assert self.chan is not None
             self.chan.send(msg)
             got = self.chan.recv(timeout=timeout)
@@ -206,12 +206,12 @@ class CandidateProcess:
         text = "\n".join(kept).replace(os.path.join(self.private_dir, "candidate.py"), "candidate.py")
         return text.strip()[-limit:]
 
-    def _gone(self, stage: str) -> _CandidateGone:
+    def _gone(self, stage: str) -> CandidateGone:
         status, memory_cap_hit = self.server.wait(self.pid, 5.0)
         self.alive = False
         log = self.log_tail()
         why = " (killed by its memory cgroup: it took more memory than its cap)" if memory_cap_hit else ""
-        return _CandidateGone(
+        return CandidateGone(
             "crash", f"{_died(status)}{why} during the {stage} stage" + (f"\noutput:\n{log}" if log else "")
         )
 
@@ -222,7 +222,7 @@ class CandidateProcess:
         msg, fds = got
         close_fds(fds)
         if msg.get("op") != "ready":
-            raise _CandidateGone(
+            raise CandidateGone(
                 "forbidden", "the candidate process broke the judge's protocol before it started"
             )
         self.info = msg
@@ -234,12 +234,12 @@ class CandidateProcess:
         except ChannelClosed:
             raise self._gone(stage) from None
         except ProtocolError as exc:
-            raise _CandidateGone(
+            raise CandidateGone(
                 "forbidden", f"the candidate process broke the judge's protocol: {exc}"
             ) from None
         if got is None:
             limit = f" {self.limit_s:g} s" if self.limit_s else ""
-            raise _CandidateGone("timeout", f"the {stage} stage ran past its{limit} limit; the candidate process "
+            raise CandidateGone("timeout", f"the {stage} stage ran past its{limit} limit; the candidate process "
                                  "was killed")  # fmt: skip
         return got
 
@@ -248,7 +248,7 @@ class CandidateProcess:
         """Send one request and read its one answer. Anything already waiting on the channel is an answer
         nobody asked for: a frame written by candidate code (the runner answers each request once)."""
         if self.chan.poll(0):
-            raise _CandidateGone("forbidden", "the candidate process sent an answer no request asked for (a "
+            raise CandidateGone("forbidden", "the candidate process sent an answer no request asked for (a "
                                  "forged reply from candidate code?)")  # fmt: skip
         if shared:
             msg = {**msg, "tensors": [s.description() for s in shared]}
@@ -275,7 +275,7 @@ class CandidateProcess:
         reply, fds = self.request({"op": "ping"}, [], timeout, "correctness")
         close_fds(fds)
         if reply.get("op") != "pong" or self.chan.poll(0.05):
-            raise _CandidateGone(
+            raise CandidateGone(
                 "forbidden",
                 "the candidate process's answers are out of step with the judge's "
                 f"requests (got {reply.get('op')!r} for a ping): a forged reply from candidate code?",

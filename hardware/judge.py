@@ -52,10 +52,14 @@ candidate whose reported times are far below it; last, the timed inputs get new 
 answer must follow. The torch.compile'd reference is timed once per task in the judge, in alternating
 rounds with eager, cached on disk; a candidate is compared with it through eager (hardware.judge_timing).
 
-The parts, one module each: candidate processes (hardware.candidate_process), what is kept per task
-(hardware.judge_records), shapes and the memory bound (hardware.judge_inputs), the references
-(hardware.judge_reference), requests to the candidate process (hardware.judge_exchange), verification
-(hardware.judge_verification) and timing (hardware.judge_timing); hardware.judge_base says how they fit.
+The parts, one module each, composed here (the Judge serves the pool and runs a job; it holds no state
+of one job): one job's request and state, passed to every part (hardware.judge_job); the device and
+torch (hardware.judge_device); what is kept per task (hardware.judge_records); shapes, seeds and the
+memory bound (hardware.judge_inputs); the reference cache, which knows nothing of candidates
+(hardware.judge_reference); the session with one candidate process, over hardware.candidate_process
+(hardware.judge_session); verification (hardware.judge_verification) and timing
+(hardware.judge_timing), functions of the job, the reference cache and the session. A new check on
+what a candidate returns goes in judge_verification (per trial) or judge_session (per reply).
 """
 
 from __future__ import annotations
@@ -64,13 +68,13 @@ import os
 import sys
 import time
 import traceback
-from collections import OrderedDict
 from multiprocessing.connection import Connection
 from typing import Any
 
-from kernelwright.hardware.candidate_process import CandidateProcess, ForkServer, _CandidateGone
+from kernelwright.hardware.candidate_process import CandidateGone, CandidateProcess, ForkServer
 from kernelwright.hardware.config import EvalConfig
 from kernelwright.hardware.failures import classify_exception, tail
+from kernelwright.hardware.judge_device import Device
 from kernelwright.hardware.judge_inputs import (
     LEAN_BYTES,
     draw_seeds,
@@ -80,9 +84,12 @@ from kernelwright.hardware.judge_inputs import (
     verified_shapes,
 )
 from kernelwright.hardware.judge_job import Budget, Job, JobRequest, Stop, Unverifiable
-from kernelwright.hardware.judge_records import _Reference, _TaskState
-from kernelwright.hardware.judge_tensors import _tensors
-from kernelwright.hardware.judge_timing import Timing, paired_speedup_from_ratios
+from kernelwright.hardware.judge_records import Reference
+from kernelwright.hardware.judge_reference import ReferenceCache
+from kernelwright.hardware.judge_session import CandidateSession, IpcState
+from kernelwright.hardware.judge_tensors import tensors_of
+from kernelwright.hardware.judge_timing import paired_speedup_from_ratios, time_candidate
+from kernelwright.hardware.judge_verification import verify
 from kernelwright.hardware.result import EvalResult, Versions
 
 __all__ = [
@@ -109,8 +116,9 @@ PARAMETERS_NOTE = "parameters and buffers perturbed (seeded) and loaded into Mod
 """The note every result carries: the reference's state was perturbed and handed to the candidate."""
 
 
-class Judge(Timing):
-    """Runs jobs; holds the caches that make warm evaluation fast."""
+class Judge:
+    """Serves the pool and runs its jobs; holds what makes warm evaluation fast (the reference cache, the
+    fork server)."""
 
     def __init__(self, conn: Connection, device: str, tmpdir: str, forkserver: ForkServer) -> None:
         """`forkserver`: this judge's, already launched (hardware.judge_process starts it first)."""
@@ -118,36 +126,33 @@ class Judge(Timing):
         import triton
 
         self.conn = conn
-        self.torch = torch
-        self.device = device
         self.tmpdir = tmpdir
-        self.tasks: OrderedDict[str, _TaskState] = OrderedDict()
         if device == "cuda":
             torch.cuda.init()
-            self.device_name = torch.cuda.get_device_name(0)
+            device_name = torch.cuda.get_device_name(0)
         else:
-            self.device_name = "cpu (Triton interpreter)"
+            device_name = "cpu (Triton interpreter)"
         self.interpret = os.environ.get("TRITON_INTERPRET") == "1"
-        self.versions = Versions(
+        versions = Versions(
             torch=torch.__version__,
             triton=triton.__version__,
             python=sys.version.split()[0],
             cuda=torch.version.cuda if device == "cuda" else None,
         )
+        self.device = Device(torch, device, device_name, versions)
+        self.references = ReferenceCache(self.device)
         self.target, self.target_profile = self._detect_target()
         self.forkserver = forkserver
-        self.forkserver._start()  # pay for the imports now, not in the first job
-        self._flush_buf: Any = None
-        self.ipc_usable = device == "cuda"
+        self.forkserver.start()  # pay for the imports now, not in the first job
+        self.ipc = IpcState(usable=device == "cuda")
         """Lend device buffers to candidate processes through CUDA IPC (until it fails before it ever worked)."""
-        self.ipc_worked = False
 
     def _detect_target(self) -> tuple[str, dict[str, Any] | None]:
-        fallback = "cpu-interpreter" if self.device == "cpu" else self.device_name
+        fallback = "cpu-interpreter" if self.device.kind == "cpu" else self.device.name
         try:
             from kernelwright.hardware.targets import detect_target
 
-            target = detect_target(self.device)
+            target = detect_target(self.device.kind)
         except Exception as exc:  # an unknown device must not stop evaluation; its name still identifies it
             print(f"detect_target failed: {exc}", file=sys.stderr)
             return fallback, None
@@ -156,11 +161,11 @@ class Judge(Timing):
     def info(self) -> dict[str, Any]:
         return {
             "pid": os.getpid(),
-            "device": self.device,
-            "device_name": self.device_name,
+            "device": self.device.kind,
+            "device_name": self.device.name,
             "target": self.target,
             "target_profile": self.target_profile,
-            "versions": self.versions.model_dump(),
+            "versions": self.device.versions.model_dump(),
             "interpret": self.interpret,
         }
 
@@ -187,15 +192,15 @@ class Judge(Timing):
         replace this judge."""
         request = JobRequest.model_validate(message)
         cfg = request.config
-        res = EvalResult(stage="compile", precision=cfg.precision, device=self.device_name,
-                         target=self.target, versions=self.versions)  # fmt: skip
+        res = EvalResult(stage="compile", precision=cfg.precision, device=self.device.name,
+                         target=self.target, versions=self.device.versions)  # fmt: skip
         res.extra["notes"] = []
         job = Job(request, res, self.conn.send, Budget(cfg.stage_timeout("reference") * _FP64_BUDGET_SHARE))
         os.ftruncate(1, 0)  # the log holds this job's output only (stdout and stderr share it, O_APPEND)
-        if self.device == "cuda":
-            self.torch.cuda.reset_peak_memory_stats()
+        if self.device.cuda:
+            self.device.torch.cuda.reset_peak_memory_stats()
         try:
-            self._apply_precision(cfg.precision)
+            self.device.apply_precision(cfg.precision)
             self._run(job)
         except Stop:
             pass
@@ -218,16 +223,14 @@ class Judge(Timing):
             # The seeds are told only now, with the candidate process gone: to reproduce the verdict.
             if job.seeds is not None:
                 res.extra["input_seeds"] = job.seeds.as_json()
-            for state in self.tasks.values():  # this job's inputs are never used again
-                for ref in state.refs.values():
-                    ref.samples.clear()
-            if self.device == "cuda":  # the judge's own share of the device memory this job needed
+            self.references.forget_samples()  # this job's inputs are never used again
+            if self.device.cuda:  # the judge's own share of the device memory this job needed
                 memory = res.extra.setdefault("memory", {})
-                memory["judge_peak_allocated_bytes"] = int(self.torch.cuda.max_memory_allocated())
-                memory["judge_peak_reserved_bytes"] = int(self.torch.cuda.max_memory_reserved())
+                memory["judge_peak_allocated_bytes"] = int(self.device.torch.cuda.max_memory_allocated())
+                memory["judge_peak_reserved_bytes"] = int(self.device.torch.cuda.max_memory_reserved())
                 if job.peaks:
                     memory["candidate_reported_peak_allocated_bytes"] = dict(job.peaks)
-                self.torch.cuda.empty_cache()
+                self.device.torch.cuda.empty_cache()
         return res, job.restart
 
     def _run(self, job: Job) -> None:
@@ -241,24 +244,25 @@ class Judge(Timing):
         # The reference first, under its own time limit: a slow reference is not the candidate's fault.
         job.stage("reference")
         t_ref = time.perf_counter()
-        budget = job.fp64_budget
+        budget, references = job.fp64_budget, self.references
         try:
-            task = self._task(job.request)
-            shapes = verified_shapes(task, cfg, self.device)
-            self._fits(task, shapes[0], res.extra)
+            task = references.task(job.request.task_source, job.request.task_name)
+            shapes = verified_shapes(task, cfg, self.device.kind)
+            references.fits(task, shapes[0], res.extra)
             job.seeds = seeds = draw_seeds(shapes, cfg)
-            refs = {s.label: self._reference(task, s, cfg.seed, seeds.parameters) for s in shapes}
+            refs = {s.label: references.reference(task, s, cfg.seed, seeds.parameters) for s in shapes}
             smallest = refs[shapes[-1].label]
-            self._modes(task, smallest, cfg.seed)
+            references.modes(task, smallest, cfg.seed)
             modes = task.modes or ["train"]
             for s in shapes:
                 n = trial_count(cfg, s is shapes[0])
                 for trial in range(n if not refs[s.label].lean else 0):  # a large task: on demand
-                    self._sample(refs[s.label], seeds.trials[s.label][trial], cfg.precision, budget=budget,
-                                 fp64=cfg.reference_fp64, mode=modes[trial % len(modes)])  # fmt: skip
-            job.ref_ops = self._reference_ops(task, smallest, self._sample(smallest, seeds.trials[shapes[-1].label][0],
-                                                                           cfg.precision, budget=budget,
-                                                                           fp64=cfg.reference_fp64, mode=modes[0]))  # fmt: skip
+                    references.sample(refs[s.label], seeds.trials[s.label][trial], cfg.precision, budget=budget,
+                                      fp64=cfg.reference_fp64, mode=modes[trial % len(modes)])  # fmt: skip
+            probe = references.sample(smallest, seeds.trials[shapes[-1].label][0], cfg.precision, budget=budget,
+                                      fp64=cfg.reference_fp64, mode=modes[0])  # fmt: skip
+            job.ref_ops = references.reference_ops(task, smallest, probe)
+            del probe
         except Unverifiable as exc:
             job.fail("compile", "harness_error", f"the task cannot be judged here: {exc}")
         except Exception as exc:
@@ -277,7 +281,7 @@ class Judge(Timing):
         job.phases["reference"] = time.perf_counter() - t_ref
         job.stage("compile")
         memory = None
-        if self.device == "cpu":  # the candidate process's address-space limit
+        if not self.device.cuda:  # the candidate process's address-space limit
             footprint = max(self._footprint(refs[s.label], cfg, seeds.trials[s.label][0]) for s in shapes)
             memory = _CPU_MEMORY_BASE + _CPU_MEMORY_FACTOR * footprint
         try:
@@ -287,31 +291,32 @@ class Judge(Timing):
             job.fail("compile", "harness_error", f"could not start a candidate process: {exc}")
         try:
             proc.wait_ready(min(job.remaining(), _CANDIDATE_START_S))
-            self._load(job, proc, shapes, refs, memory)
+            session = CandidateSession(job, proc, self.device, self.ipc)
+            session.load(shapes, refs, memory)
             for shp in shapes:
-                first = self._sample(
+                first = references.sample(
                     refs[shp.label], seeds.trials[shp.label][0], cfg.precision, budget=budget, mode=modes[0]
                 )
-                self._attach(job, proc, refs[shp.label], first)
+                session.attach(refs[shp.label], first)
             del first  # a large task holds one trial's tensors at a time (ref.samples), not two
-            self._verify(job, proc, task, shapes, refs)
-            if self.device != "cuda" or not cfg.time:
+            verify(job, references, session, task, shapes, refs)
+            if not self.device.cuda or not cfg.time:
                 proc.in_step(max(job.remaining(), 5.0))
                 res.stage = "done"
                 res.timing_meaningful = False
                 res.timing_note = (
                     "not timed: the Triton interpreter on CPU says nothing about GPU speed"
-                    if self.device != "cuda"
+                    if not self.device.cuda
                     else "not timed (time=False)"
                 )
                 return
-            self._time(job, proc, task, refs[shapes[0].label])
-        except _CandidateGone as gone:
+            time_candidate(job, references, session, task, refs[shapes[0].label])
+        except CandidateGone as gone:
             stage = {"compile": "compile", "correctness": "correctness", "timing": "timing",
                      "baseline": "timing"}.get(job.stage_name, "compile")  # fmt: skip
             job.fail(stage, gone.kind, gone.text)
 
-    def _footprint(self, ref: _Reference, cfg: EvalConfig, seed: int) -> int:
+    def _footprint(self, ref: Reference, cfg: EvalConfig, seed: int) -> int:
         sample = next(v for k, v in ref.samples.items() if k[:2] == (seed, cfg.precision))
-        tensors = _tensors(sample.inputs) + _tensors(sample.out) + list(ref.model.state_dict().values())
+        tensors = tensors_of(sample.inputs) + tensors_of(sample.out) + list(ref.model.state_dict().values())
         return sum(t.numel() * t.element_size() for t in tensors)

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernelwright.hardware.config import EvalConfig
-from kernelwright.hardware.judge_records import _Shape, _TaskState
-from kernelwright.hardware.judge_tensors import _clone, _tensors
+from kernelwright.hardware.judge_records import Shape, TaskState
+from kernelwright.hardware.judge_tensors import clone, tensors_of
 
 CPU_PRIMARY_ELEMENTS = 250_000
 """On CPU, a task without small inputs is verified at a size whose inputs hold at most this many elements."""
@@ -25,7 +25,7 @@ CPU_SECOND_ELEMENTS = 40_000
 """On CPU, the second (derived) shape's inputs hold at most this many elements."""
 
 LEAN_BYTES = 1 << 30
-"""Tasks whose own tensors take more than this are judged lean (see ReferenceSide._fits)."""
+"""Tasks whose own tensors take more than this are judged lean (see ReferenceCache.fits)."""
 
 CONTEXT_BYTES = 1 << 30
 """Beside a task's own tensors: CUDA contexts, L2-flush buffers and the allocator's slack."""
@@ -56,7 +56,7 @@ def _fresh_seed() -> int:
     return secrets.randbits(63)
 
 
-def draw_seeds(shapes: list[_Shape], cfg: EvalConfig) -> JobSeeds:
+def draw_seeds(shapes: list[Shape], cfg: EvalConfig) -> JobSeeds:
     """Seeds for one job's inputs (see JobSeeds): `cfg.input_seeds` where it names them (a replay), fresh
     from the OS otherwise."""
     given = cfg.input_seeds or {}
@@ -104,7 +104,7 @@ def lean_float64_fits(fp: Any, free: int) -> bool:
     return out64 <= fp.inputs + fp.parameters and peak <= free
 
 
-def verified_shapes(task: _TaskState, cfg: EvalConfig, device: str) -> list[_Shape]:
+def verified_shapes(task: TaskState, cfg: EvalConfig, device: str) -> list[Shape]:
     """The shapes verified here: the primary one, then a second one (see the module docstring)."""
     from kernelwright.tasks import exec_task_module, has_small_inputs
     from kernelwright.tasks.resize import first_input_shapes, footprint, shrink
@@ -115,26 +115,26 @@ def verified_shapes(task: _TaskState, cfg: EvalConfig, device: str) -> list[_Sha
     module, source = task.module, task.module.__dict__["__kw_source__"]
     has_small = has_small_inputs(module)
 
-    def derived(budget: int, avoid: list[list[int]] | None) -> _Shape | None:
+    def derived(budget: int, avoid: list[list[int]] | None) -> Shape | None:
         for b in (budget, budget // 4, budget * 4):
             resized = shrink(source, f"{task.name}_resized", max(b, 16))
             if resized is not None and resized.input_shapes != avoid:
-                return _Shape("derived", exec_task_module(resized.source, f"{task.name}_resized"), False,
+                return Shape("derived", exec_task_module(resized.source, f"{task.name}_resized"), False,
                               note=f"sizes {resized.description}")  # fmt: skip
         return None
 
-    shapes: list[_Shape] = []
+    shapes: list[Shape] = []
     if device == "cuda":
-        shapes.append(_Shape("full", module, False))
+        shapes.append(Shape("full", module, False))
         full = first_input_shapes(module, small=False) or []
         elements = sum(math.prod(s) for s in full)
-        second = _Shape("small", module, True) if has_small else derived(max(4096, elements // 8), full)
+        second = Shape("small", module, True) if has_small else derived(max(4096, elements // 8), full)
     else:
         if has_small:
-            shapes.append(_Shape("small", module, True))
+            shapes.append(Shape("small", module, True))
         else:
             primary = derived(CPU_PRIMARY_ELEMENTS, None)
-            shapes.append(primary if primary is not None else _Shape("full", module, False))
+            shapes.append(primary if primary is not None else Shape("full", module, False))
         first = first_input_shapes(shapes[0].module, small=shapes[0].small)
         # The second shape is no larger than the first: under the interpreter it costs as much again.
         own = footprint(shapes[0].module, small=shapes[0].small)
@@ -162,7 +162,7 @@ def _slice_inputs(inputs: list[Any], plan: list[list[tuple[int, int]]]) -> list[
     return out
 
 
-def _sliced(primary: _Shape, device: str) -> _Shape | None:
+def _sliced(primary: Shape, device: str) -> Shape | None:
     """A second shape for a task whose sizes are not module constants: its inputs sliced.
 
     A dim of the first input is cut to about 2/3 (never below 2: a size-1 dim would broadcast), and so
@@ -178,7 +178,7 @@ def _sliced(primary: _Shape, device: str) -> _Shape | None:
         inputs = task_inputs(primary.module, small=primary.small, seed=0, device=device)
         model = task_model(primary.module, small=primary.small, seed=0, device=device)
         with torch.no_grad():
-            base = _tensors(model(*_clone(inputs)))
+            base = tensors_of(model(*clone(inputs)))
     except Exception:
         return None
     tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
@@ -201,14 +201,14 @@ def _sliced(primary: _Shape, device: str) -> _Shape | None:
         ]  # fmt: skip
         try:
             with torch.no_grad():
-                out = _tensors(model(*_slice_inputs(inputs, plan)))
+                out = tensors_of(model(*_slice_inputs(inputs, plan)))
         except Exception:
             continue
         if [o.dim() for o in out] != [o.dim() for o in base]:
             continue
         first = next(i for i, t in enumerate(inputs) if isinstance(t, torch.Tensor))
         shape_text = "x".join(str(n) for n in _slice_inputs([inputs[first]], [plan[first]])[0].shape)
-        return _Shape("sliced", primary.module, primary.small, note=f"{primary.label} inputs sliced to {shape_text}",
+        return Shape("sliced", primary.module, primary.small, note=f"{primary.label} inputs sliced to {shape_text}",
                       transform=lambda xs, plan=plan: _slice_inputs(xs, plan))  # fmt: skip
     return None
 

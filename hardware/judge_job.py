@@ -3,7 +3,7 @@ state the judge keeps while it runs (`Job`): its config and result, the stage an
 candidate process, where the time went, the float64 reference's time budget, the job's seeds and the
 ops its reference dispatches.
 
-A `Job` is made per request and passed explicitly to every stage (hardware.judge, judge_exchange,
+A `Job` is made per request and passed explicitly to every part (hardware.judge, judge_session,
 judge_verification, judge_timing); nothing of one job is kept on the judge, so nothing has to be reset
 between jobs. `Job.fail` ends the job with a verdict (raising `Stop`, which Judge.run_job catches).
 """

@@ -1,7 +1,7 @@
 """What a judge keeps per task: the shapes it verifies on, the reference models and their cached samples,
 the device buffers lent to candidate processes, and the per-task decisions (modes, lean, fit).
 
-Plain records; the judge's stages (hardware.judge_reference, judge_exchange, judge_verification,
+Plain records; the judge's stages (hardware.judge_reference, judge_session, judge_verification,
 judge_timing) fill and read them. Nothing here is sent to a candidate process.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 
 
 @dataclass
-class _Shape:
+class Shape:
     """One input shape a candidate is verified on."""
 
     label: str
@@ -26,7 +26,7 @@ class _Shape:
 
 
 @dataclass
-class _Sample:
+class Sample:
     """One trial's pristine inputs and the reference's outputs, float32 and (where used) float64."""
 
     inputs: list[Any]
@@ -41,22 +41,22 @@ class _Sample:
 
 
 @dataclass
-class _Reference:
+class Reference:
     """One shape of one task: the reference model (perturbed) and its cached samples per seed."""
 
-    shape: _Shape
+    shape: Shape
     init_inputs: list[Any]
     model: Any
-    samples: dict[tuple[int, str, str], _Sample] = field(default_factory=dict)
+    samples: dict[tuple[int, str, str], Sample] = field(default_factory=dict)
     """Per (seed, precision, mode)."""
     fp64_s: float | None = None
     fp64_failure: str | None = None
-    exchange: _Exchange | None = None
+    exchange: Exchange | None = None
     """On a GPU with CUDA IPC: the device buffers lent to candidate processes for this shape."""
     state0: dict[str, Any] = field(default_factory=dict)
     """The perturbed state_dict every forward starts from (a train-mode forward updates running stats)."""
     lean: bool = False
-    """Hold one sample at a time (the task is large; see _TaskState.lean)."""
+    """Hold one sample at a time (the task is large; see TaskState.lean)."""
     lean_float64: bool = False
     """A lean shape that still gets its float64 reference (see lean_float64_fits)."""
     perturbed_with: int | None = None
@@ -78,7 +78,7 @@ class _Reference:
 
 
 @dataclass
-class _Exchange:
+class Exchange:
     """Device buffers for one shape, exported to candidate processes (hardware.cuda_ipc)."""
 
     inputs: list[Any]
@@ -92,13 +92,13 @@ class _Exchange:
 
 
 @dataclass
-class _TaskState:
+class TaskState:
     module: Any
     name: str
     digest: str
-    shapes: dict[tuple[bool, bool], list[_Shape]] = field(default_factory=dict)
+    shapes: dict[tuple[bool, bool], list[Shape]] = field(default_factory=dict)
     """Per (device is CUDA, second shape wanted): the shapes verified, primary first."""
-    refs: dict[tuple[str, int], _Reference] = field(default_factory=dict)
+    refs: dict[tuple[str, int], Reference] = field(default_factory=dict)
     reference_ops: set[str] | None = None
     baseline: dict[str, tuple[float, float] | None] = field(default_factory=dict)
     """torch.compile baselines by key: (its median ms, its speedup over eager in paired rounds), or None."""
@@ -111,7 +111,7 @@ class _TaskState:
     lean: bool = False
     """A large task: one trial's inputs and outputs held at a time (recomputed per candidate), no float64
     reference unless it fits (lean_float64), no copies the judge can do without, other tasks' state dropped
-    (see ReferenceSide._fits in hardware.judge_reference)."""
+    (see ReferenceCache.fits in hardware.judge_reference)."""
     lean_float64: bool = False
     """A lean task whose float64 reference fits the memory bound (see lean_float64_fits)."""
     footprint_checked: bool = False

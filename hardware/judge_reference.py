@@ -1,8 +1,10 @@
-"""The judge's reference side: the task loaded once per judge, its reference models built (perturbed) per
+"""The judge's reference cache: the task loaded once per judge, its reference models built (perturbed) per
 shape, the pristine inputs and expected outputs per trial (float64 too, within a time share), the modes
 the task is verified in, the ops the reference dispatches, and whether judging the task fits the GPU.
 
-A large task is judged lean (see ReferenceSide._fits): one trial's tensors at a time.
+It knows nothing of candidates: the judge's other parts (hardware.judge_session, judge_verification,
+judge_timing) read what it holds. A large task is judged lean (see ReferenceCache.fits): one trial's
+tensors at a time.
 """
 
 from __future__ import annotations
@@ -10,22 +12,23 @@ from __future__ import annotations
 import copy
 import hashlib
 import time
+from collections import OrderedDict
 from typing import Any
 
 from kernelwright.hardware.evidence import fingerprint
 from kernelwright.hardware.failures import classify_exception
-from kernelwright.hardware.judge_base import JudgeBase
+from kernelwright.hardware.judge_device import Device
 from kernelwright.hardware.judge_inputs import LEAN_BYTES, lean_float64_fits, needed_bytes, perturb_
-from kernelwright.hardware.judge_job import Budget, JobRequest, Unverifiable
-from kernelwright.hardware.judge_records import _Reference, _Sample, _Shape, _TaskState
+from kernelwright.hardware.judge_job import Budget, Unverifiable
+from kernelwright.hardware.judge_records import Reference, Sample, Shape, TaskState
 from kernelwright.hardware.judge_tensors import (
-    _bitwise_equal,
-    _clone,
-    _detach,
-    _map_tensors,
-    _out_of_memory,
-    _tensors,
-    _upcast,
+    bitwise_equal,
+    clone,
+    detach,
+    map_tensors,
+    out_of_memory,
+    tensors_of,
+    upcast,
 )
 
 # The float64 run's cost before it was measured: the float32 run's times this (see _FP64_BUDGET_SHARE in
@@ -34,26 +37,31 @@ _FP64_COST_FACTOR = 32.0
 _TASK_CACHE_SIZE = 3
 
 
-class ReferenceSide(JudgeBase):
+class ReferenceCache:
     """The references and their samples, cached per task across jobs (see the module docstring)."""
 
-    def _task(self, request: JobRequest) -> _TaskState:
+    def __init__(self, device: Device) -> None:
+        self.device = device
+        self.torch = device.torch
+        self.tasks: OrderedDict[str, TaskState] = OrderedDict()
+        """The last few tasks judged, by their source's digest, most recent last."""
+
+    def task(self, source: str, name: str) -> TaskState:
+        """The task of this source, loaded once (the least recently used of those held is dropped)."""
         from kernelwright.tasks import exec_task_module
 
-        digest = hashlib.sha256(request.task_source.encode()).hexdigest()[:16]
+        digest = hashlib.sha256(source.encode()).hexdigest()[:16]
         state = self.tasks.get(digest)
         if state is None:
-            state = _TaskState(
-                exec_task_module(request.task_source, request.task_name), request.task_name, digest
-            )
-            state.module.__dict__["__kw_source__"] = request.task_source
+            state = TaskState(exec_task_module(source, name), name, digest)
+            state.module.__dict__["__kw_source__"] = source
             self.tasks[digest] = state
             while len(self.tasks) > _TASK_CACHE_SIZE:
-                self._drop(self.tasks.popitem(last=False)[1])
+                self.drop(self.tasks.popitem(last=False)[1])
         self.tasks.move_to_end(digest)
         return state
 
-    def _fits(self, task: _TaskState, shape: _Shape, extra: dict[str, Any]) -> None:
+    def fits(self, task: TaskState, shape: Shape, extra: dict[str, Any]) -> None:
         """On a GPU, before anything of a task is built: will judging it fit the free device memory?
 
         A large task (own footprint over LEAN_BYTES) is judged lean: one trial's tensors at a time, no
@@ -67,7 +75,7 @@ class ReferenceSide(JudgeBase):
 
         if task.unfit is not None:
             raise Unverifiable(task.unfit)
-        if self.device != "cuda" or task.footprint_checked:
+        if not self.device.cuda or task.footprint_checked:
             return
         fp = footprint(shape.module, small=shape.small)
         task.footprint_checked = True
@@ -76,7 +84,7 @@ class ReferenceSide(JudgeBase):
         task.lean = fp.total > LEAN_BYTES
         if task.lean:
             for digest in [d for d in self.tasks if d != task.digest]:
-                self._drop(self.tasks.pop(digest))
+                self.drop(self.tasks.pop(digest))
         need = needed_bytes(fp)
         free, _ = self.torch.cuda.mem_get_info()
         gib = 1 << 30
@@ -92,23 +100,23 @@ class ReferenceSide(JudgeBase):
             )
             raise Unverifiable(task.unfit)
 
-    def _release_samples(self, ref: _Reference) -> None:
+    def release_samples(self, ref: Reference) -> None:
         """A large task's samples (inputs and expected outputs) dropped, and the memory given back to the GPU
         at once: the next tensors may be of other sizes, which the allocator's cached blocks would not fit."""
         ref.samples.clear()
         self.torch.cuda.empty_cache()
 
-    def _drop(self, task: _TaskState) -> None:
+    def drop(self, task: TaskState) -> None:
         """Free a task's device state (references, samples, lent buffers)."""
         for ref in task.refs.values():
             if ref.exchange is not None:
                 for buf in ref.exchange.inputs + ref.exchange.outputs:
                     buf.free()
         task.refs.clear()
-        if self.device == "cuda":
+        if self.device.cuda:
             self.torch.cuda.empty_cache()
 
-    def _reference(self, task: _TaskState, shape: _Shape, seed: int, perturb_seed: int) -> _Reference:
+    def reference(self, task: TaskState, shape: Shape, seed: int, perturb_seed: int) -> Reference:
         """The reference for one shape, built with torch seeded by `seed` and its parameters and buffers
         perturbed with `perturb_seed` (each job's own: the model is built again when it changes)."""
         from kernelwright.tasks import task_init_inputs, task_model
@@ -116,17 +124,17 @@ class ReferenceSide(JudgeBase):
         ref = task.refs.get((shape.label, seed))
         if ref is not None and ref.perturbed_with != perturb_seed:
             ref.model, ref.state0 = None, {}  # freed before the next one is built
-            if self.device == "cuda":
+            if self.device.cuda:
                 self.torch.cuda.empty_cache()
-            ref.model = task_model(shape.module, small=shape.small, seed=seed, device=self.device)
+            ref.model = task_model(shape.module, small=shape.small, seed=seed, device=self.device.kind)
             perturb_(ref.model, perturb_seed)
             ref.perturbed_with = perturb_seed
             ref.state0 = {k: v.detach().clone() for k, v in ref.model.state_dict().items()}
             ref.built_modes = {name: m.training for name, m in ref.model.named_modules()}
         if ref is None:
-            model = task_model(shape.module, small=shape.small, seed=seed, device=self.device)
+            model = task_model(shape.module, small=shape.small, seed=seed, device=self.device.kind)
             perturb_(model, perturb_seed)
-            ref = _Reference(shape, task_init_inputs(shape.module, small=shape.small), model)
+            ref = Reference(shape, task_init_inputs(shape.module, small=shape.small), model)
             ref.perturbed_with = perturb_seed
             if task.lean:  # a large task's small second shape still gets copies and a float64 reference
                 from kernelwright.tasks.resize import footprint
@@ -139,16 +147,16 @@ class ReferenceSide(JudgeBase):
             task.refs[(shape.label, seed)] = ref
         return ref
 
-    def _inputs(self, ref: _Reference, seed: int) -> list[Any]:
+    def inputs(self, ref: Reference, seed: int) -> list[Any]:
         from kernelwright.tasks import task_inputs
 
         # A large task's inputs are drawn on the GPU itself (seconds on CPU at gigabytes).
-        inputs = task_inputs(ref.shape.module, small=ref.shape.small, seed=seed, device=self.device,
+        inputs = task_inputs(ref.shape.module, small=ref.shape.small, seed=seed, device=self.device.kind,
                              on_device=ref.lean)  # fmt: skip
         return ref.shape.transform(inputs) if ref.shape.transform is not None else inputs
 
-    def _sample(self, ref: _Reference, seed: int, precision: str, *, budget: Budget, fp64: bool = True,
-                mode: str = "train") -> _Sample:  # fmt: skip
+    def sample(self, ref: Reference, seed: int, precision: str, *, budget: Budget, fp64: bool = True,
+                mode: str = "train") -> Sample:  # fmt: skip
         """Pristine inputs and the reference outputs for one trial in one mode, computed once per job.
         The forward starts from the reference's starting state, which is restored after it. `budget`: the
         job's time for float64 runs of the reference."""
@@ -159,28 +167,28 @@ class ReferenceSide(JudgeBase):
         t32 = 0.0
         if sample is None:
             if ref.lean:  # one trial's tensors at a time
-                self._release_samples(ref)
-            inputs = self._inputs(ref, seed)
+                self.release_samples(ref)
+            inputs = self.inputs(ref, seed)
             # A large task runs the reference on the inputs themselves and draws them again if it wrote them.
-            args = inputs if ref.lean else _clone(inputs)
-            before = [fingerprint(t) for t in _tensors(args)] if ref.lean else []
+            args = inputs if ref.lean else clone(inputs)
+            before = [fingerprint(t) for t in tensors_of(args)] if ref.lean else []
             ref.restore(mode)
             t0 = time.perf_counter()
             with self.torch.no_grad():
                 out = ref.model(*args)
-            self._sync()
+            self.device.sync()
             t32 = time.perf_counter() - t0
             buffers = {k: v.detach().clone() for k, v in ref.model.named_buffers()}
             ref.restore("train")
             if ref.lean:
-                changed = [fingerprint(t) for t in _tensors(args)] != before
+                changed = [fingerprint(t) for t in tensors_of(args)] != before
                 if changed:
-                    inputs = self._inputs(ref, seed)
+                    inputs = self.inputs(ref, seed)
             else:
                 changed = any(
-                    not _bitwise_equal(a, b) for a, b in zip(_tensors(args), _tensors(inputs), strict=True)
+                    not bitwise_equal(a, b) for a, b in zip(tensors_of(args), tensors_of(inputs), strict=True)
                 )
-            sample = ref.samples[key] = _Sample(inputs, _detach(out), inputs_after=args if changed else None,
+            sample = ref.samples[key] = Sample(inputs, detach(out), inputs_after=args if changed else None,
                                                 buffers=buffers)  # fmt: skip
         if fp64 and sample.fp64_status is None:
             if ref.lean and not ref.lean_float64:
@@ -197,7 +205,7 @@ class ReferenceSide(JudgeBase):
                 self._reference64(ref, sample, t32, budget, mode)
         return sample
 
-    def _modes(self, task: _TaskState, ref: _Reference, seed: int) -> None:
+    def modes(self, task: TaskState, ref: Reference, seed: int) -> None:
         """Which modes to verify in, from four runs of the reference on the same inputs: train and eval,
         each with two RNG seeds. Output that changes with the RNG seed in eval mode cannot be verified by
         value (harness_error: the search stops); in train mode only (dropout), it is verified in eval mode
@@ -207,17 +215,17 @@ class ReferenceSide(JudgeBase):
 
         if task.modes is not None:
             return
-        inputs = self._inputs(ref, seed)
+        inputs = self.inputs(ref, seed)
         runs: dict[tuple[str, int], tuple[Any, bool]] = {}
         for mode in ("train", "eval"):
             for rng in (1, 2):
                 ref.restore(mode)
                 self.torch.manual_seed(rng)
                 with self.torch.no_grad():
-                    out = _detach(ref.model(*_clone(inputs)))
-                self._sync()
+                    out = detach(ref.model(*clone(inputs)))
+                self.device.sync()
                 updated = any(
-                    not _bitwise_equal(v, ref.state0[k])
+                    not bitwise_equal(v, ref.state0[k])
                     for k, v in ref.model.named_buffers()
                     if k in ref.state0
                 )
@@ -244,7 +252,7 @@ class ReferenceSide(JudgeBase):
             task.modes = ["train"]
 
     def _reference64(
-        self, ref: _Reference, sample: _Sample, t32: float, budget: Budget, mode: str = "train"
+        self, ref: Reference, sample: Sample, t32: float, budget: Budget, mode: str = "train"
     ) -> None:
         """Run a float64 copy of the reference model on upcast inputs; on failure say why, never raise."""
         torch = self.torch
@@ -265,11 +273,11 @@ class ReferenceSide(JudgeBase):
             model64 = copy.deepcopy(ref.model).double()
             ref.restore("train")
             with torch.no_grad():
-                out64 = model64(*_map_tensors(sample.inputs, _upcast))
-            self._sync()
-            sample.out64, sample.fp64_status = _detach(out64), "used"
+                out64 = model64(*map_tensors(sample.inputs, upcast))
+            self.device.sync()
+            sample.out64, sample.fp64_status = detach(out64), "used"
         except Exception as exc:
-            if _out_of_memory(exc):
+            if out_of_memory(exc):
                 sample.fp64_status = "unavailable: out of memory"
                 return
             if classify_exception(exc) == "crash":
@@ -278,7 +286,7 @@ class ReferenceSide(JudgeBase):
             sample.fp64_status = f"unavailable: {type(exc).__name__}: {first}"
         finally:
             del model64
-            if self.device == "cuda" and sample.fp64_status != "used":
+            if self.device.cuda and sample.fp64_status != "used":
                 torch.cuda.empty_cache()
             spent = time.perf_counter() - t0
             ref.fp64_s = spent
@@ -286,7 +294,7 @@ class ReferenceSide(JudgeBase):
                 ref.fp64_failure = sample.fp64_status
             budget.spend(spent)
 
-    def _reference_ops(self, task: _TaskState, ref: _Reference, sample: _Sample) -> set[str]:
+    def reference_ops(self, task: TaskState, ref: Reference, sample: Sample) -> set[str]:
         """The compute ops the reference dispatches (recorded once per task, on its smallest shape)."""
         from torch.utils._python_dispatch import _pop_mode, _push_mode
 
@@ -298,10 +306,16 @@ class ReferenceSide(JudgeBase):
             _push_mode(RecordingMode(rec))
             try:
                 with self.torch.no_grad():
-                    ref.model(*_clone(sample.inputs))
+                    ref.model(*clone(sample.inputs))
             finally:
                 _pop_mode()
                 rec.stop()
                 ref.restore("train")
             task.reference_ops = set(compute_ops(rec.events))
         return task.reference_ops
+
+    def forget_samples(self) -> None:
+        """Drop every held trial's inputs and outputs (a job's inputs are never used again)."""
+        for state in self.tasks.values():
+            for ref in state.refs.values():
+                ref.samples.clear()

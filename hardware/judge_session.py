@@ -1,10 +1,11 @@
-"""The judge's calls into a candidate process, and what it reads back.
+"""The judge's session with one candidate process: its calls into the process, and what it reads back.
 
-Sends the candidate's source, constructor arguments and the reference's perturbed state (`_load`) and
-each trial's inputs (`_call`, through host shared memory or device buffers lent over CUDA IPC:
-`_attach`); reads back only sealed memfds or the lent buffers, checked against the declared structure
+Sends the candidate's source, constructor arguments and the reference's perturbed state (`load`) and
+each trial's inputs (`call`, through host shared memory or device buffers lent over CUDA IPC:
+`attach`); reads back only sealed memfds or the lent buffers, checked against the declared structure
 (`_rebuild`, `_from_exchange`, `_tensor_descs`); checks that inputs were left as they were and that
-the buffers a forward updates match the reference's (`_check_buffers`).
+the buffers a forward updates match the reference's (`_check_buffers`). Every failure ends the job
+through `Job.fail` (hardware.judge_job).
 
 Nothing a reply describes is mapped before two checks: that the reply is the runner's own (a ping
 right after it must be answered by a pong: a frame candidate code wrote during forward would have
@@ -16,6 +17,7 @@ description alone), so a forged or oversized answer costs the judge no more memo
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any
 
 from kernelwright.hardware.candidate_process import CandidateProcess
@@ -29,18 +31,41 @@ from kernelwright.hardware.channel import (
     parse_description,
     tensor_nbytes,
 )
+from kernelwright.hardware.judge_device import Device
 from kernelwright.hardware.judge_job import Job
-from kernelwright.hardware.judge_records import _Exchange, _Reference, _Sample, _Shape
-from kernelwright.hardware.judge_reference import ReferenceSide
-from kernelwright.hardware.judge_tensors import _bitwise_equal, _tensors
+from kernelwright.hardware.judge_records import Exchange, Reference, Sample, Shape
+from kernelwright.hardware.judge_tensors import bitwise_equal, tensors_of
 
 
-class CandidateIO(ReferenceSide):
-    """Requests to the candidate process and the checks on what comes back (see the module docstring)."""
+@dataclass
+class IpcState:
+    """Whether the judge lends device buffers to candidate processes through CUDA IPC (kept across jobs:
+    it stops trying once IPC fails before it ever worked)."""
 
-    def _load(self, job: Job, proc: CandidateProcess, shapes: list[_Shape], refs: dict[str, _Reference],
-              memory_bytes: int | None) -> None:  # fmt: skip
-        cfg = job.cfg
+    usable: bool
+    worked: bool = False
+
+
+class CandidateSession:
+    """One job's requests to its candidate process and the checks on what comes back (see the module
+    docstring)."""
+
+    def __init__(self, job: Job, proc: CandidateProcess, device: Device, ipc: IpcState) -> None:
+        self.job = job
+        self.proc = proc
+        self.device = device
+        self.ipc = ipc
+
+    def request(self, msg: dict[str, Any], stage: str, expected: str) -> dict[str, Any]:
+        """A request without tensors, within the stage's time left; the reply must be `expected`."""
+        reply, fds = self.proc.request(msg, [], self.job.remaining(), stage)
+        close_fds(fds)
+        self.job.check_reply(reply, expected)
+        return reply
+
+    def load(self, shapes: list[Shape], refs: dict[str, Reference], memory_bytes: int | None) -> None:
+        """Build ModelNew in the candidate process for every shape, the reference's state loaded into it."""
+        job, proc, cfg = self.job, self.proc, self.job.cfg
         tensors: list[Any] = []
         models = []
         for s in shapes:
@@ -69,14 +94,14 @@ class CandidateIO(ReferenceSide):
         if isinstance(proc.info.get("confinement"), dict):
             proc.info["confinement"]["memory_limit_bytes"] = reply.get("memory_limit_bytes")
 
-    def _call(self, job: Job, proc: CandidateProcess, ref: _Reference, sample: _Sample, stage: str,
-              *, profile: bool = False, keep: bool = False, refill: bool = False, mode: str = "train",
-              reset: bool = False) -> tuple[Any, dict[str, Any]]:  # fmt: skip
+    def call(self, ref: Reference, sample: Sample, stage: str, *, profile: bool = False, keep: bool = False,
+             refill: bool = False, mode: str = "train", reset: bool = False) -> tuple[Any, dict[str, Any]]:  # fmt: skip
         """One forward in the candidate process on `sample`'s inputs, recorded as evidence (every call is:
         the reply's "evidence"; `profile`: on a GPU also the profiler's view of one more forward);
         (output, reply). Checks that the reply is the runner's own, that the inputs are unchanged (where
         the judge can see them) and that the output is sealed and fits the reference's before it is
         read."""
+        job, proc = self.job, self.proc
         tensors: list[Any] = []
         args = encode_value(list(sample.inputs), tensors)
         exchange = ref.exchange if ref.shape.label in proc.attached else None
@@ -84,8 +109,8 @@ class CandidateIO(ReferenceSide):
         if exchange is not None:  # the trial's pristine inputs into the lent buffers, on the device
             for buf, t in zip(exchange.inputs, tensors, strict=True):
                 buf.tensor.copy_(t)
-            self._sync()
-        poison = [t.numel() * t.element_size() for t in _tensors(sample.out)]
+            self.device.sync()
+        poison = [t.numel() * t.element_size() for t in tensors_of(sample.out)]
         try:
             reply, fds = proc.request(
                 {"op": "call", "model": ref.shape.label, "args": args, "evidence": True, "profile": profile,
@@ -96,7 +121,7 @@ class CandidateIO(ReferenceSide):
             )  # fmt: skip
             try:
                 job.check_reply(reply, "called")
-                self._in_step(job, proc, stage)
+                self.in_step(stage)
                 seen = (
                     [b.tensor for b in exchange.inputs]
                     if exchange is not None
@@ -104,8 +129,8 @@ class CandidateIO(ReferenceSide):
                 )
                 if seen:
                     expected = sample.inputs_after if sample.inputs_after is not None else sample.inputs
-                    for i, (got, want) in enumerate(zip(seen, _tensors(expected), strict=True)):
-                        if not _bitwise_equal(got, want):
+                    for i, (got, want) in enumerate(zip(seen, tensors_of(expected), strict=True)):
+                        if not bitwise_equal(got, want):
                             job.fail(stage, "forbidden",
                                        f"forward wrote into input {i}; inputs must be left as they were"
                                        + (" (or changed exactly as the reference changes them)"
@@ -115,11 +140,11 @@ class CandidateIO(ReferenceSide):
                     job.fail(stage, "forbidden", "the candidate process sent a malformed buffer list")
                 n_out = len(fds) - len(state_descs)
                 if exchange is not None and reply.get("exchanged") is True and n_out == 0:
-                    out = self._from_exchange(job, reply.get("structure"), exchange, copy=not ref.lean)
+                    out = self._from_exchange(reply.get("structure"), exchange, copy=not ref.lean)
                 else:
-                    out = self._rebuild(job, reply.get("structure"), fds[:n_out], expected=sample.out)
+                    out = self._rebuild(reply.get("structure"), fds[:n_out], expected=sample.out)
                 if reset:
-                    self._check_buffers(job, state_descs, fds[n_out:], sample, mode, stage)
+                    self._check_buffers(state_descs, fds[n_out:], sample, mode, stage)
             finally:
                 close_fds(fds)
         finally:
@@ -127,22 +152,24 @@ class CandidateIO(ReferenceSide):
                 x.close()
         return out, reply
 
-    def _in_step(self, job: Job, proc: CandidateProcess, stage: str) -> None:
+    def in_step(self, stage: str) -> None:
         """The reply just read must be the runner's own answer: a ping now must get a pong. A frame written
         by candidate code during forward arrives before the runner's answer, which then answers the ping
         (and a frame written after it is waiting when the ping is sent: CandidateProcess.request)."""
-        reply, fds = proc.request({"op": "ping"}, [], max(job.remaining(), 5.0), stage)
+        job = self.job
+        reply, fds = self.proc.request({"op": "ping"}, [], max(job.remaining(), 5.0), stage)
         close_fds(fds)
         if reply.get("op") != "pong":
             job.fail(stage, "forbidden",
                        f"the candidate process's answers are out of step with the judge's requests (got "
                        f"{reply.get('op')!r} for a ping): a forged reply from candidate code was read as the answer")  # fmt: skip
 
-    def _check_buffers(self, job: Job, descs: list[Any], fds: list[int], sample: _Sample, mode: str,
+    def _check_buffers(self, descs: list[Any], fds: list[int], sample: Sample, mode: str,
                        stage: str) -> None:  # fmt: skip
         """The candidate's buffers after forward (running stats) against the reference's, every one."""
         from kernelwright.hardware.verify import compare_tensor
 
+        job = self.job
         got: dict[str, Any] = {}
         try:
             for desc, fd in zip(descs, fds, strict=True):
@@ -175,11 +202,12 @@ class CandidateIO(ReferenceSide):
                            "buffers in train mode, e.g. BatchNorm's running statistics; ModelNew must do the same, "
                            "and must use them in eval mode)")  # fmt: skip
 
-    def _from_exchange(self, job: Job, structure: Any, exchange: _Exchange, *, copy: bool = True) -> Any:
+    def _from_exchange(self, structure: Any, exchange: Exchange, *, copy: bool = True) -> Any:
         """The candidate's output, copied at once out of the lent output buffers into the judge's memory.
         Without `copy` (a large task): the lent buffers themselves, which the comparison reads a chunk at a
         time into its own float64 copies (hardware.verify._Pieces), so what is judged is still what the
         buffer held when it was read, at no extra output-sized copy."""
+        job = self.job
         try:
             descs = _tensor_descs(structure)
             if len(descs) != len(exchange.outputs):
@@ -194,36 +222,37 @@ class CandidateIO(ReferenceSide):
         except ProtocolError as exc:
             job.fail("correctness", "forbidden", f"the candidate process sent a malformed output: {exc}")
 
-    def _attach(self, job: Job, proc: CandidateProcess, ref: _Reference, sample: _Sample) -> None:
+    def attach(self, ref: Reference, sample: Sample) -> None:
         """Lend this shape's device buffers to the candidate process (GPU with CUDA IPC); on failure the
         calls go through host shared memory, and the judge stops trying IPC if it never worked here."""
-        if self.device != "cuda" or not self.ipc_usable:
+        job, proc = self.job, self.proc
+        if not self.device.cuda or not self.ipc.usable:
             return
         try:
             if ref.exchange is None:
                 from kernelwright.hardware.cuda_ipc import ExportedBuffer
 
-                ref.exchange = _Exchange(
-                    [ExportedBuffer(list(t.shape), t.dtype) for t in _tensors(sample.inputs)],
-                    [ExportedBuffer(list(t.shape), t.dtype) for t in _tensors(sample.out)],
+                ref.exchange = Exchange(
+                    [ExportedBuffer(list(t.shape), t.dtype) for t in tensors_of(sample.inputs)],
+                    [ExportedBuffer(list(t.shape), t.dtype) for t in tensors_of(sample.out)],
                 )
             lent = [b.fd for b in ref.exchange.inputs + ref.exchange.outputs]
             reply, fds = proc.request({"op": "attach", "model": ref.shape.label, **ref.exchange.descriptions()}, [],
                                       job.remaining(), "compile", fds=lent)  # fmt: skip
             close_fds(fds)
         except (RuntimeError, OSError) as exc:
-            self.ipc_usable = self.ipc_worked
+            self.ipc.usable = self.ipc.worked
             job.notes.append(f"CUDA IPC unavailable ({exc}); tensors staged through host memory")
             return
         if reply.get("op") == "attached":
             proc.attached.add(ref.shape.label)
-            self.ipc_worked = True
+            self.ipc.worked = True
         else:
-            self.ipc_usable = self.ipc_worked
+            self.ipc.usable = self.ipc.worked
             job.notes.append(f"CUDA IPC refused in the candidate process ({str(reply.get('text'))[-600:]}); "
                                       "tensors staged through host memory")  # fmt: skip
 
-    def _rebuild(self, job: Job, structure: Any, fds: list[int], *, expected: Any = None) -> Any:
+    def _rebuild(self, structure: Any, fds: list[int], *, expected: Any = None) -> Any:
         """The candidate's output from its JSON structure and sealed memfds, as the judge's own tensors.
 
         With `expected` (the reference's output): unless every declared tensor has the shape, dtype and
@@ -231,6 +260,7 @@ class CandidateIO(ReferenceSide):
         over one element per tensor, for the comparison to report how it differs."""
         import torch
 
+        job, judge_device = self.job, self.device.kind
         tensors: list[Any] = []
         try:
             descs = _tensor_descs(structure)
@@ -239,12 +269,12 @@ class CandidateIO(ReferenceSide):
             declared = []
             for desc in descs:
                 shape, dtype = parse_description(desc)
-                device = self.device if desc.get("device") == self.device else str(desc.get("device"))
-                if device not in ("cpu", "cuda") or (device == "cuda" and self.device != "cuda"):
+                device = judge_device if desc.get("device") == judge_device else str(desc.get("device"))
+                if device not in ("cpu", "cuda") or (device == "cuda" and judge_device != "cuda"):
                     raise ProtocolError(f"output on unknown device {device[:40]!r}")
                 declared.append((shape, dtype, device))
             if expected is not None:
-                want = [(list(t.shape), t.dtype, t.device.type) for t in _tensors(expected)]
+                want = [(list(t.shape), t.dtype, t.device.type) for t in tensors_of(expected)]
                 if declared != want:  # compare_outputs reports the difference before it reads a value
                     stand_ins = [torch.zeros((), dtype=dtype, device=device).expand(shape)
                                  for shape, dtype, device in declared]  # fmt: skip

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 
-def _tensors(value: Any) -> list[Any]:
+def tensors_of(value: Any) -> list[Any]:
     import torch
 
     from kernelwright.hardware.verify import flatten_outputs
@@ -14,25 +14,25 @@ def _tensors(value: Any) -> list[Any]:
     return [v for v in flatten_outputs(value) if isinstance(v, torch.Tensor)]
 
 
-def _map_tensors(value: Any, fn: Any) -> Any:
+def map_tensors(value: Any, fn: Any) -> Any:
     import torch
 
     if isinstance(value, torch.Tensor):
         return fn(value)
     if isinstance(value, list | tuple):
-        return type(value)(_map_tensors(v, fn) for v in value)
+        return type(value)(map_tensors(v, fn) for v in value)
     return value
 
 
-def _clone(value: Any) -> Any:
-    return _map_tensors(value, lambda t: t.clone())
+def clone(value: Any) -> Any:
+    return map_tensors(value, lambda t: t.clone())
 
 
-def _detach(value: Any) -> Any:
-    return _map_tensors(value, lambda t: t.detach())
+def detach(value: Any) -> Any:
+    return map_tensors(value, lambda t: t.detach())
 
 
-def _upcast(t: Any) -> Any:
+def upcast(t: Any) -> Any:
     import torch
 
     if t.is_complex():
@@ -42,7 +42,7 @@ def _upcast(t: Any) -> Any:
     return t.clone()
 
 
-def _bitwise_equal(a: Any, b: Any, chunk: int = 1 << 26) -> bool:
+def bitwise_equal(a: Any, b: Any, chunk: int = 1 << 26) -> bool:
     """Same shape, dtype and bytes (NaN payloads included), compared a chunk of bytes at a time."""
     import torch
 
@@ -60,7 +60,7 @@ def _bitwise_equal(a: Any, b: Any, chunk: int = 1 << 26) -> bool:
     return all(bool(torch.equal(x[i : i + chunk], y[i : i + chunk])) for i in range(0, x.numel(), chunk))
 
 
-def _out_of_memory(exc: BaseException) -> bool:
+def out_of_memory(exc: BaseException) -> bool:
     import torch
 
     from kernelwright.hardware.failures import exception_chain
