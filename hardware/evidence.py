@@ -61,7 +61,7 @@ def _op_name(func: Any) -> str:
     return func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
 
 
-def _storage_key(t: torch.Tensor) -> int | None:
+def storage_key(t: torch.Tensor) -> int | None:
     try:
         ptr = t.untyped_storage().data_ptr()
     except (RuntimeError, NotImplementedError):
@@ -69,15 +69,15 @@ def _storage_key(t: torch.Tensor) -> int | None:
     return int(ptr) if ptr else None
 
 
-def _tensors_in(value: Any, depth: int = 0) -> Iterator[torch.Tensor]:
+def tensors_in(value: Any, depth: int = 0) -> Iterator[torch.Tensor]:
     if isinstance(value, torch.Tensor):
         yield value
     elif depth < 4 and isinstance(value, list | tuple):
         for v in value:
-            yield from _tensors_in(v, depth + 1)
+            yield from tensors_in(v, depth + 1)
     elif depth < 4 and isinstance(value, dict):
         for v in value.values():
-            yield from _tensors_in(v, depth + 1)
+            yield from tensors_in(v, depth + 1)
 
 
 def tensors_reachable(obj: Any, depth: int = 0, seen: set[int] | None = None) -> Iterator[torch.Tensor]:
@@ -150,7 +150,7 @@ class Recorder:
             if self.sync is not None:
                 self.sync()
             for t in before:
-                key = _storage_key(t)
+                key = storage_key(t)
                 if key is not None and key not in self.known:
                     self._remember(key, t, fingerprint(t))
         finally:
@@ -180,7 +180,7 @@ class Recorder:
             if self.sync is not None:
                 self.sync()
             for t in tensors:
-                key = _storage_key(t)
+                key = storage_key(t)
                 seen = None if key is None else self._last_seen(key, t)
                 if key is None or seen is None:
                     continue
@@ -197,7 +197,7 @@ class Recorder:
             if self.sync is not None:
                 self.sync()
             for t in tensors:
-                key = _storage_key(t)
+                key = storage_key(t)
                 if key is not None:
                     self._remember(key, t, fingerprint(t))
         finally:
@@ -213,7 +213,7 @@ class Recorder:
         if not self.active or self.depth:
             return
         schema = func._schema
-        reads = [k for t in _tensors_in((args, kwargs)) if (k := _storage_key(t)) is not None]
+        reads = [k for t in tensors_in((args, kwargs)) if (k := storage_key(t)) is not None]
         writes: list[int] = []
         written_args = {
             a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write
@@ -222,11 +222,11 @@ class Recorder:
         if written_args:
             for i, a in enumerate(schema.arguments):
                 if a.name in written_args:
-                    written.extend(_tensors_in(args[i] if i < len(args) else kwargs.get(a.name)))
+                    written.extend(tensors_in(args[i] if i < len(args) else kwargs.get(a.name)))
         fresh = all(r.alias_info is None for r in schema.returns)
         if fresh:
-            written.extend(_tensors_in(out))
-        writes.extend(k for t in written if (k := _storage_key(t)) is not None)
+            written.extend(tensors_in(out))
+        writes.extend(k for t in written if (k := storage_key(t)) is not None)
         if not writes:
             return  # a view, a query, or an op that returns no tensor
         self._add("aten", _op_name(func), reads, writes)
@@ -248,7 +248,7 @@ class Recorder:
             after = [fingerprint(t) for t in tensors]
         finally:
             self.depth -= 1
-        keys = [_storage_key(t) for t in tensors]
+        keys = [storage_key(t) for t in tensors]
         reads = [k for k in keys if k is not None]
         writes = [k for k, b, a in zip(keys, before, after, strict=True) if k is not None and b != a]
         for t, k, b, a in zip(tensors, keys, before, after, strict=True):
@@ -286,7 +286,7 @@ class RecordingMode(TorchDispatchMode):
         kwargs = kwargs or {}
         # What the op reads must be what the recorder last saw there (checked before it runs: an
         # in-place op reads what it then writes).
-        self.recorder.check(_tensors_in((args, kwargs)), f"read by aten::{_op_name(func)}")
+        self.recorder.check(tensors_in((args, kwargs)), f"read by aten::{_op_name(func)}")
         out = func(*args, **kwargs)
         self.recorder.on_aten(func, args, kwargs, out)
         return out

@@ -25,8 +25,9 @@ Functions the harness relies on are captured before the candidate is imported, f
 attributes cannot be replaced where possible, so that a candidate patching torch's Python modules
 does not change what the harness measures. What it cannot prevent is listed in the README.
 
-Here: the protocol, loading the candidate and the call request; the guarded forward and its checks are
-in hardware.runner_guard, the timing requests in hardware.runner_timing.
+Here: the protocol, loading the candidate and the call request; the functions captured before the
+candidate is imported, the guarded forward and its checks are in hardware.runner_guard (Captured,
+ForwardGuard), the timing requests in hardware.runner_timing (TimedCalls); the Runner composes them.
 """
 
 from __future__ import annotations
@@ -52,19 +53,20 @@ from kernelwright.hardware.confine import Confinement
 from kernelwright.hardware.evidence import Recorder, install_launch_hooks
 from kernelwright.hardware.failures import classify_exception, format_exception, tail
 from kernelwright.hardware.memory_cap import cap_memory
-from kernelwright.hardware.runner_guard import _fail, _Failed, thread_state_counter
+from kernelwright.hardware.runner_guard import Captured, Failed, ForwardGuard, fail
 from kernelwright.hardware.runner_timing import TimedCalls
 
 CANDIDATE_MODULE = "candidate"
 
 
-class Runner(TimedCalls):
-    """Serves one candidate's requests on `chan` (see the module docstring)."""
+class Runner:
+    """Serves one candidate's requests on `chan` (see the module docstring): loading and calls here, the
+    guarded forward in `guard` (hardware.runner_guard), the timing requests in `timed`
+    (hardware.runner_timing)."""
 
     def __init__(self, chan: Channel, device: str, private_dir: str, confinement: Confinement) -> None:
         import torch
         import triton
-        from torch.utils import _python_dispatch
 
         self.torch = torch
         self.chan = chan
@@ -73,58 +75,33 @@ class Runner(TimedCalls):
         self.confinement = confinement
         self.cuda = device == "cuda"
         # Captured before any candidate code exists (see the module docstring).
-        self._frames = sys._current_frames
-        self._det_enabled = torch.are_deterministic_algorithms_enabled
-        self._set_det = torch.use_deterministic_algorithms
-        self._det_module = torch.utils.deterministic
-        self._stack_len = torch._C._len_torch_dispatch_stack
-        self._stack_at = torch._C._get_dispatch_stack_at
-        self._fn_stack_len = torch._C._len_torch_function_stack
-        self._push_mode = _python_dispatch._push_mode
-        self._pop_mode = _python_dispatch._pop_mode
-        self._zero = torch._C.TensorBase.zero_
-        self._no_grad = torch.no_grad
-        # torch's float32 precision switches, from C: set by `load` to what the precision mode allows
-        self._precision_now = (torch._C._get_cudnn_allow_tf32, torch._C._get_float32_matmul_precision)
-        self._precision_set = (torch._C._set_cudnn_allow_tf32, torch._C._set_float32_matmul_precision)
-        self._precision: tuple[bool, str] | None = None
-        self._sync: Any = None
+        self.captured = Captured.capture(torch, self.cuda)
         if self.cuda:
-            torch.cuda.init()
-            self._sync = torch._C._cuda_synchronize
-            self._event = torch._C._CudaEventBase
-            self._record = torch._C._CudaEventBase.record
-            self._elapsed = torch._C._CudaEventBase.elapsed_time
-            self._stream = torch.cuda.current_stream()
-            self._device_frees = lambda: int(torch.cuda.memory_stats().get("num_device_free", 0))
             self.device_name = torch.cuda.get_device_name(0)
         else:
             self.device_name = "cpu (Triton interpreter)"
-        self.recorder = Recorder(sync=self._sync)
-        self._hooks = install_launch_hooks(self.recorder)
+        self.recorder = Recorder(sync=self.captured.sync)
+        hooks = install_launch_hooks(self.recorder)
         if self.cuda:  # before any candidate exists (the process may be waiting as a standby)
             from kernelwright.hardware.warmup import warm_up_device
 
             warm_up_device()
-        self._threads_at_start = set(self._frames())
-        self._thread_state_id = thread_state_counter()
-        self._mark_threads()
+        self.path = os.path.join(private_dir, f"{CANDIDATE_MODULE}.py")
+        self.guard = ForwardGuard(torch, self.cuda, self.captured, self.recorder, hooks, self.path)
         self.versions = {"torch": torch.__version__, "triton": triton.__version__,
                          "python": sys.version.split()[0],
                          "cuda": torch.version.cuda if self.cuda else None}  # fmt: skip
-        self.module: Any = None
-        self.path = os.path.join(private_dir, f"{CANDIDATE_MODULE}.py")
         self.models: dict[str, Any] = {}
         self.timing_args: dict[str, list[Any]] = {}
         """Per shape, forward's arguments as timed (kept by a call with keep=True)."""
         self.staged: dict[str, list[Any]] = {}
         """Per shape, the device copies of staged inputs that a refill overwrites in place."""
         self.exchange: dict[str, dict[str, list[Any]]] = {}
+        """Per shape, the judge's device buffers this process opened (inputs, outputs)."""
         self.initial_state: dict[str, dict[str, Any]] = {}
         self.built_modes: dict[str, dict[str, bool]] = {}
         """Per shape, each submodule's training flag as ModelNew's constructor left it ("train" mode)."""
-        """Per shape, the judge's device buffers this process opened (inputs, outputs)."""
-        self._flush_buf: Any = None
+        self.timed = TimedCalls(self.guard, self.models, self.timing_args)
 
     # ------------------------------------------------------------------ protocol
     def serve(self) -> None:
@@ -150,14 +127,14 @@ class Runner(TimedCalls):
             if self.cuda:
                 self.torch.cuda.reset_peak_memory_stats()
             try:
-                handlers = {"load": self.load, "attach": self.attach, "call": self.call, "time": self.time,
-                            "loop": self.loop}  # fmt: skip
+                handlers = {"load": self.load, "attach": self.attach, "call": self.call, "time": self.timed.time,
+                            "loop": self.timed.loop}  # fmt: skip
                 handler = handlers.get(str(op))
                 if handler is None:
                     close_fds(fds)
-                    _fail("compile", "harness_error", f"unknown request {op!r}")
+                    fail("compile", "harness_error", f"unknown request {op!r}")
                 reply, out_fds = handler(msg, fds)
-            except _Failed as f:
+            except Failed as f:
                 reply = {"op": "failed", "stage": f.stage, "kind": f.kind, "text": f.text}
             except Exception as exc:  # the harness's own fault, reported as such
                 import traceback
@@ -191,10 +168,10 @@ class Runner(TimedCalls):
                 flush_bytes,  # and the next output would need a second block
             )
 
-            self._flush(flush_bytes(torch.cuda.current_device()))
+            self.timed.flush(flush_bytes(torch.cuda.current_device()))
         if msg.get("memory_bytes") and not self.cuda:  # a CUDA context needs far more address space
             limit = cap_memory(self.confinement, int(msg["memory_bytes"]))
-        self._apply_precision(str(msg.get("precision", "strict")))
+        self.guard.apply_precision(str(msg.get("precision", "strict")))
         with open(self.path, "w") as f:
             f.write(msg["source"])
         spec = importlib.util.spec_from_file_location(CANDIDATE_MODULE, self.path)
@@ -204,17 +181,17 @@ class Runner(TimedCalls):
         try:
             spec.loader.exec_module(module)
         except SyntaxError as exc:
-            _fail("parse", "syntax_error", format_exception(exc, self.path))
+            fail("parse", "syntax_error", format_exception(exc, self.path))
         except BaseException as exc:  # noqa: B036 - SystemExit at import is a failed import too
             kind = classify_exception(exc) if isinstance(exc, Exception) else "import_error"
-            _fail("compile", "import_error" if kind == "runtime_error" else kind,
+            fail("compile", "import_error" if kind == "runtime_error" else kind,
                   f"importing the candidate failed: {format_exception(exc, self.path)}")  # fmt: skip
-        self._check_threads("importing the candidate")
-        self._check_precision("importing the candidate", "compile")
-        self.module = module
+        self.guard.check_threads("importing the candidate")
+        self.guard.check_precision("importing the candidate", "compile")
+        self.guard.module = module
         model_cls = getattr(module, "ModelNew", None)
         if not isinstance(model_cls, type):
-            _fail("parse", "static_check", "the candidate defines no ModelNew class")
+            fail("parse", "static_check", "the candidate defines no ModelNew class")
         notes: list[str] = []
         for spec_m in msg["models"]:
             init = decode_value(spec_m["init"], tensors)
@@ -226,9 +203,9 @@ class Runner(TimedCalls):
                     model = model.to(self.device)
             except BaseException as exc:  # noqa: B036
                 kind = classify_exception(exc) if isinstance(exc, Exception) else "runtime_error"
-                _fail("compile", kind, f"ModelNew(*init_inputs) raised {format_exception(exc, self.path)}")
+                fail("compile", kind, f"ModelNew(*init_inputs) raised {format_exception(exc, self.path)}")
             if not isinstance(model, torch.nn.Module):
-                _fail(
+                fail(
                     "compile",
                     "runtime_error",
                     f"ModelNew(...) made a {type(model).__name__}, not an nn.Module",
@@ -239,7 +216,7 @@ class Runner(TimedCalls):
                 wrong = [f"{n} {list(own[n].shape)} (reference {list(state[n].shape)})"
                          for n in state if n in own and own[n].shape != state[n].shape]  # fmt: skip
                 if missing or wrong:
-                    _fail("compile", "runtime_error",
+                    fail("compile", "runtime_error",
                           "ModelNew must hold the reference's parameters and buffers under the same names and "
                           "shapes; they are loaded into it (perturbed) after construction. "
                           + (f"Missing: {', '.join(missing[:8])}. " if missing else "")
@@ -247,7 +224,7 @@ class Runner(TimedCalls):
                 try:
                     model.load_state_dict(state, strict=False)
                 except Exception as exc:
-                    _fail("compile", "runtime_error", f"loading the reference's state_dict into ModelNew failed: "
+                    fail("compile", "runtime_error", f"loading the reference's state_dict into ModelNew failed: "
                           f"{format_exception(exc, self.path)}")  # fmt: skip
             self.models[str(spec_m["key"])] = model
             # What a call that asks for a reset starts from (forward may update running statistics).
@@ -255,7 +232,7 @@ class Runner(TimedCalls):
                 k: v.detach().clone() for k, v in model.state_dict().items()
             }
             self.built_modes[str(spec_m["key"])] = {name: m.training for name, m in model.named_modules()}
-        self._check_threads("building ModelNew")
+        self.guard.check_threads("building ModelNew")
         for s in shared:
             s.close()
         return {"op": "loaded", "notes": notes, "memory_limit_bytes": limit}, []
@@ -315,12 +292,12 @@ class Runner(TimedCalls):
                 module.training = self.built_modes[key].get(name, True)
         stage = str(msg.get("stage", "correctness"))
         record = bool(msg.get("evidence"))
-        existing = self._existing(args, model) if record else []
-        arg_prints = self._arg_prints(args) if self.cuda and not msg.get("exchange") else None
-        self._poison([int(n) for n in msg.get("poison_bytes", [])])
-        out = self._forward(model, args, stage, record, existing)
-        if arg_prints is not None and self._arg_prints(args) != arg_prints:
-            _fail(
+        existing = self.guard.existing(args, model) if record else []
+        arg_prints = self.guard.arg_prints(args) if self.cuda and not msg.get("exchange") else None
+        self.guard.poison([int(n) for n in msg.get("poison_bytes", [])])
+        out = self.guard.forward(model, args, stage, record, existing)
+        if arg_prints is not None and self.guard.arg_prints(args) != arg_prints:
+            fail(
                 "correctness",
                 "forbidden",
                 "forward wrote into its input tensors; inputs must be left as they were",
@@ -329,14 +306,14 @@ class Runner(TimedCalls):
         report: dict[str, Any] = {"op": "called", "structure": structure,
                                   "launches": sum(self.recorder.launches.values()) if record else None}  # fmt: skip
         if record:
-            from kernelwright.hardware.evidence import _storage_key
+            from kernelwright.hardware.evidence import storage_key
 
             report["evidence"] = {
                 "events": self.recorder.events,
                 "truncated": self.recorder.truncated,
                 "unseen": self.recorder.unseen[:16],
-                "before": sorted({k for t in existing if (k := _storage_key(t)) is not None}),
-                "outputs": [k for t in tensors if (k := _storage_key(t)) is not None],
+                "before": sorted({k for t in existing if (k := storage_key(t)) is not None}),
+                "outputs": [k for t in tensors if (k := storage_key(t)) is not None],
                 "launch_names": dict(self.recorder.launches),
             }
         out_fds = []
@@ -361,7 +338,7 @@ class Runner(TimedCalls):
             for t, b in zip(tensors, lent, strict=True):
                 b.copy_(t)
             t = None  # the loop variable would keep the last output alive through the profiled forward below
-            self._sync()
+            self.captured.sync()
             report["exchanged"] = True
         else:
             try:
@@ -376,7 +353,7 @@ class Runner(TimedCalls):
         del out, tensors, existing
         # After this call's output is gone: one output's memory at a time.
         if record and msg.get("profile") and self.cuda:
-            report["evidence"]["kernels"] = self._profile_kernels(model, args)
+            report["evidence"]["kernels"] = self.guard.profile_kernels(model, args)
         return report, out_fds + state_fds
 
     def _encode_output(self, out: Any) -> tuple[Any, list[Any]]:
@@ -392,12 +369,12 @@ def encode_output(torch: Any, v: Any, tensors: list[Any], depth: int) -> Any:
     cycle, and the cycle kept every output (gigabytes at published sizes) alive until the garbage collector
     happened to run, so two or three outputs' worth of device memory were held where one is needed."""
     if depth > 8:
-        _fail("correctness", "shape_mismatch", "forward's output is nested too deeply")
+        fail("correctness", "shape_mismatch", "forward's output is nested too deeply")
     if type(v) is torch.Tensor:
         tensors.append(v.detach())
         return {"T": len(tensors) - 1, **describe_tensor(v), "device": v.device.type}
     if isinstance(v, torch.Tensor):
-        _fail("correctness", "forbidden", f"forward returned a {type(v).__module__}.{type(v).__qualname__}, "
+        fail("correctness", "forbidden", f"forward returned a {type(v).__module__}.{type(v).__qualname__}, "
               "a tensor subclass; outputs must be plain torch.Tensor")  # fmt: skip
     if isinstance(v, bool | int | float | str | type(None)):
         return {"V": v}
@@ -405,7 +382,7 @@ def encode_output(torch: Any, v: Any, tensors: list[Any], depth: int) -> Any:
         return {"U": [encode_output(torch, x, tensors, depth + 1) for x in v]}
     if type(v) is list:
         return {"L": [encode_output(torch, x, tensors, depth + 1) for x in v]}
-    _fail("correctness", "shape_mismatch", f"forward returned a {type(v).__name__}, which is neither a "
+    fail("correctness", "shape_mismatch", f"forward returned a {type(v).__name__}, which is neither a "
           "tensor nor a tuple/list of them")  # fmt: skip
 
 

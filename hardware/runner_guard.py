@@ -3,21 +3,23 @@ evidence recorder, and checked afterwards for tampering (the recorder, Triton's 
 stacks, the poisoning switch, the caching allocator, threads left running, torch's float32 precision
 switches); the storages and input fingerprints a call compares; and the profiler's view of one more forward (GPU).
 
-It uses only functions the Runner captured before the candidate was imported (hardware.runner), so a
-candidate that patches torch's Python modules does not change what is checked.
+It uses only functions captured before the candidate was imported (`Captured.capture`, called by
+hardware.runner's Runner), so a candidate that patches torch's Python modules does not change what is
+checked. A new check on what forward does goes in `ForwardGuard.forward`.
 """
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from kernelwright.hardware.evidence import Recorder, RecordingMode, tensors_reachable
 from kernelwright.hardware.failures import classify_exception, format_exception, tail
 
 
-class _Failed(Exception):
+class Failed(Exception):
     """Ends a request with a failure the judge is told about."""
 
     def __init__(self, stage: str, kind: str, text: str) -> None:
@@ -25,57 +27,114 @@ class _Failed(Exception):
         self.stage, self.kind, self.text = stage, kind, tail(text)
 
 
-def _fail(stage: str, kind: str, text: str) -> NoReturn:
-    raise _Failed(stage, kind, text)
+def fail(stage: str, kind: str, text: str) -> NoReturn:
+    raise Failed(stage, kind, text)
+
+
+@dataclass(frozen=True)
+class Captured:
+    """torch's functions the harness calls, captured before any candidate code exists, from C types whose
+    attributes cannot be replaced where possible (see `capture`)."""
+
+    frames: Callable[[], dict[int, Any]]
+    det_enabled: Callable[[], bool]
+    set_det: Any
+    det_module: Any
+    stack_len: Callable[[], int]
+    stack_at: Callable[[int], Any]
+    fn_stack_len: Callable[[], int]
+    push_mode: Any
+    pop_mode: Any
+    zero: Any
+    no_grad: Any
+    precision_now: tuple[Callable[[], bool], Callable[[], str]]
+    """torch's float32 precision switches, read from C (cuDNN TF32, float32 matmul precision)."""
+    precision_set: tuple[Callable[[bool], None], Callable[[str], None]]
+    sync: Any = None
+    """GPU: a device-wide synchronize; None on CPU."""
+    device_frees: Callable[[], int] = lambda: 0
+    """GPU: how many times the caching allocator gave memory back to the device."""
+    event: Any = None
+    record: Any = None
+    elapsed: Any = None
+    stream: Any = None
+    """GPU: the stream the harness times on."""
+
+    @classmethod
+    def capture(cls, torch: Any, cuda: bool) -> Captured:
+        """Capture them now (the candidate process, before it imports the candidate; on a GPU this also
+        initialises CUDA)."""
+        import sys
+
+        from torch.utils import _python_dispatch
+
+        gpu: dict[str, Any] = {}
+        if cuda:
+            torch.cuda.init()
+            gpu = {
+                "sync": torch._C._cuda_synchronize,
+                "event": torch._C._CudaEventBase,
+                "record": torch._C._CudaEventBase.record,
+                "elapsed": torch._C._CudaEventBase.elapsed_time,
+                "stream": torch.cuda.current_stream(),
+                "device_frees": lambda: int(torch.cuda.memory_stats().get("num_device_free", 0)),
+            }
+        return cls(
+            frames=sys._current_frames,
+            det_enabled=torch.are_deterministic_algorithms_enabled,
+            set_det=torch.use_deterministic_algorithms,
+            det_module=torch.utils.deterministic,
+            stack_len=torch._C._len_torch_dispatch_stack,
+            stack_at=torch._C._get_dispatch_stack_at,
+            fn_stack_len=torch._C._len_torch_function_stack,
+            push_mode=_python_dispatch._push_mode,
+            pop_mode=_python_dispatch._pop_mode,
+            zero=torch._C.TensorBase.zero_,
+            no_grad=torch.no_grad,
+            precision_now=(torch._C._get_cudnn_allow_tf32, torch._C._get_float32_matmul_precision),
+            precision_set=(torch._C._set_cudnn_allow_tf32, torch._C._set_float32_matmul_precision),
+            **gpu,
+        )
 
 
 class ForwardGuard:
-    """Runs candidate code under watch (see the module docstring); the state is set by Runner.__init__."""
+    """Runs candidate code under watch (see the module docstring). Made once the harness's own start-up
+    work is done (threads running then are the harness's), before the candidate is imported."""
 
-    torch: Any
-    cuda: bool
-    path: str
-    """The candidate's source file (for tracebacks)."""
-    module: Any
-    recorder: Recorder
-    _hooks: list[tuple[Any, Any]]
-    _threads_at_start: set[int]
-    # Captured before any candidate code existed (Runner.__init__):
-    _frames: Callable[[], dict[int, Any]]
-    _det_enabled: Callable[[], bool]
-    _set_det: Any
-    _det_module: Any
-    _stack_len: Callable[[], int]
-    _stack_at: Callable[[int], Any]
-    _fn_stack_len: Callable[[], int]
-    _push_mode: Any
-    _pop_mode: Any
-    _zero: Any
-    _no_grad: Any
-    _sync: Any
-    _device_frees: Callable[[], int]
-    _precision_now: tuple[Callable[[], bool], Callable[[], str]]
-    _precision_set: tuple[Callable[[bool], None], Callable[[str], None]]
-    _precision: tuple[bool, str] | None
-    """(cuDNN TF32, float32 matmul precision) as `load` set them, None before."""
-    _thread_state_id: Callable[[], int]
-    _thread_mark: int
+    def __init__(self, torch: Any, cuda: bool, captured: Captured, recorder: Recorder,
+                 hooks: list[tuple[Any, Any]], path: str) -> None:  # fmt: skip
+        self.torch = torch
+        self.cuda = cuda
+        self.captured = captured
+        self.recorder = recorder
+        self.hooks = hooks
+        """Triton's launcher classes and the `run` the evidence hooks installed on each."""
+        self.path = path
+        """The candidate's source file (for tracebacks)."""
+        self.module: Any = None
+        """The candidate's module, once imported (its globals' tensors exist before forward)."""
+        self.precision: tuple[bool, str] | None = None
+        """(cuDNN TF32, float32 matmul precision) as `load` set them, None before."""
+        self.threads_at_start = set(captured.frames())
+        self.thread_state_id = thread_state_counter()
+        self.thread_mark = 0
+        self.mark_threads()
 
-    def _existing(self, args: Any, model: Any) -> list[Any]:
+    def existing(self, args: Any, model: Any) -> list[Any]:
         """Tensors that exist before forward: its inputs, the model's tensors and the module's."""
-        from kernelwright.hardware.evidence import _tensors_in
+        from kernelwright.hardware.evidence import tensors_in
 
-        found = list(_tensors_in(args)) + list(tensors_reachable(model))
+        found = list(tensors_in(args)) + list(tensors_reachable(model))
         if self.module is not None:
             found += list(tensors_reachable(list(vars(self.module).values())))
         return found
 
-    def _arg_prints(self, args: Any) -> list[tuple[int, int]]:
-        from kernelwright.hardware.evidence import _tensors_in, fingerprint
+    def arg_prints(self, args: Any) -> list[tuple[int, int]]:
+        from kernelwright.hardware.evidence import fingerprint, tensors_in
 
-        return [fingerprint(t) for t in _tensors_in(args)]
+        return [fingerprint(t) for t in tensors_in(args)]
 
-    def _poison(self, nbytes: list[int]) -> None:
+    def poison(self, nbytes: list[int]) -> None:
         """Pre-fill the CUDA caching allocator with 0xFF bytes (NaN in every float format) in blocks the
         size of the expected outputs, so output memory forward does not write reads as NaN."""
         if not self.cuda:
@@ -84,116 +143,118 @@ class ForwardGuard:
         blocks = [torch.empty(max(n, 512), dtype=torch.uint8, device="cuda").fill_(255) for n in nbytes]
         del blocks
 
-    def _forward(
+    def forward(
         self, model: Any, args: list[Any], stage: str, record: bool, existing: list[Any] | None = None
     ) -> Any:
         """One guarded forward; with `record`, under the evidence recorder (`existing`: the tensors there
         before forward, whose contents the recorder fingerprints first)."""
-        from kernelwright.hardware.evidence import _tensors_in
+        from kernelwright.hardware.evidence import tensors_in
 
-        frees = self._device_frees() if self.cuda else 0
+        frees = self.captured.device_frees() if self.cuda else 0
         mode = RecordingMode(self.recorder) if record else None
         tampered = []
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            self._set_det(True, warn_only=True)
-            self._det_module.fill_uninitialized_memory = True  # type: ignore[attr-defined]
+            self.captured.set_det(True, warn_only=True)
+            self.captured.det_module.fill_uninitialized_memory = True  # type: ignore[attr-defined]
             if mode is not None:
                 self.recorder.start(existing or [])
-                self._push_mode(mode)
+                self.captured.push_mode(mode)
             try:
-                with self._no_grad():
+                with self.captured.no_grad():
                     out = model(*args)
-                if self._sync is not None:
-                    self._sync()
+                if self.captured.sync is not None:
+                    self.captured.sync()
                 if mode is not None:  # what is returned must be what the recorder last saw written there
-                    self.recorder.check(_tensors_in(out), "returned by forward")
+                    self.recorder.check(tensors_in(out), "returned by forward")
             except BaseException as exc:  # noqa: B036 - SystemExit and KeyboardInterrupt are the candidate's too
                 kind = classify_exception(exc) if isinstance(exc, Exception) else "runtime_error"
                 where = (
                     "compile" if kind == "compile_error" else ("run" if kind == "runtime_error" else stage)
                 )
-                _fail(where, kind, f"forward raised {format_exception(exc, self.path)}")
+                fail(where, kind, f"forward raised {format_exception(exc, self.path)}")
             finally:
-                poison_on = self._det_enabled() and self._det_module.fill_uninitialized_memory is True  # type: ignore[attr-defined]
+                poison_on = (
+                    self.captured.det_enabled() and self.captured.det_module.fill_uninitialized_memory is True
+                )  # type: ignore[attr-defined]
                 if record:
                     self.recorder.stop()
-                    if self._stack_len() != 1 or self._stack_at(0) is not mode:
+                    if self.captured.stack_len() != 1 or self.captured.stack_at(0) is not mode:
                         tampered.append("the dispatch mode stack was changed")
-                while self._stack_len():
-                    self._pop_mode()
-                self._set_det(False)
-        if any(getattr(cls, "run", None) is not fn for cls, fn in self._hooks):
+                while self.captured.stack_len():
+                    self.captured.pop_mode()
+                self.captured.set_det(False)
+        if any(getattr(cls, "run", None) is not fn for cls, fn in self.hooks):
             tampered.append("Triton's launcher was replaced")
-        if self._fn_stack_len():
+        if self.captured.fn_stack_len():
             tampered.append("a torch function mode was left on")
         if tampered:
-            _fail(stage, "forbidden", "forward tampered with the harness's recorder: " + "; ".join(tampered))
+            fail(stage, "forbidden", "forward tampered with the harness's recorder: " + "; ".join(tampered))
         if not poison_on:
-            _fail(stage, "forbidden", "forward switched off the harness's poisoning of fresh memory "
+            fail(stage, "forbidden", "forward switched off the harness's poisoning of fresh memory "
                   "(torch.use_deterministic_algorithms / fill_uninitialized_memory)")  # fmt: skip
-        if self.cuda and self._device_frees() != frees:
-            _fail(stage, "forbidden", "forward released the CUDA caching allocator's memory (empty_cache), "
+        if self.cuda and self.captured.device_frees() != frees:
+            fail(stage, "forbidden", "forward released the CUDA caching allocator's memory (empty_cache), "
                   "which holds the harness's poisoned blocks")  # fmt: skip
-        self._check_threads("forward")
-        self._check_precision("forward", stage)
+        self.check_threads("forward")
+        self.check_precision("forward", stage)
         return out
 
-    def _check_threads(self, when: str) -> None:
+    def check_threads(self, when: str) -> None:
         """No thread of the candidate's may be running, and none may have been started since the last
         check, even one that has ended since: every Python thread takes a new thread state, whose ids
-        only grow (`_thread_state_id`), however it was started."""
-        extra = set(self._frames()) - self._threads_at_start
+        only grow (`thread_state_id`), however it was started."""
+        extra = set(self.captured.frames()) - self.threads_at_start
         if extra:
-            _fail("run", "forbidden", f"{when} left {len(extra)} thread(s) running; a candidate may not start "
+            fail("run", "forbidden", f"{when} left {len(extra)} thread(s) running; a candidate may not start "
                   "threads (work in them is out of the harness's sight)")  # fmt: skip
-        now = self._thread_state_id()
-        started, self._thread_mark = now - self._thread_mark - 1, now
+        now = self.thread_state_id()
+        started, self.thread_mark = now - self.thread_mark - 1, now
         if started > 0:
-            _fail("run", "forbidden", f"{when} started {started} thread(s) (ended since); a candidate may not "
+            fail("run", "forbidden", f"{when} started {started} thread(s) (ended since); a candidate may not "
                   "start threads (work in them is out of the harness's sight)")  # fmt: skip
 
-    def _mark_threads(self) -> None:
+    def mark_threads(self) -> None:
         """Start counting thread states from here (after the harness's own work that may start some)."""
-        self._thread_mark = self._thread_state_id()
+        self.thread_mark = self.thread_state_id()
 
-    def _apply_precision(self, precision: str) -> None:
+    def apply_precision(self, precision: str) -> None:
         """TF32 for cuDNN convolutions and float32 matmuls only where the mode allows it, as the judge runs
-        the reference (hardware.judge_base): a torch op the candidate calls runs at the same precision."""
+        the reference (hardware.judge_device): a torch op the candidate calls runs at the same precision."""
         tf32 = precision != "strict"
-        self._precision = (tf32, "high" if tf32 else "highest")
-        self._precision_set[0](tf32)
-        self._precision_set[1](self._precision[1])
+        self.precision = (tf32, "high" if tf32 else "highest")
+        self.captured.precision_set[0](tf32)
+        self.captured.precision_set[1](self.precision[1])
 
-    def _check_precision(self, during: str, stage: str) -> None:
+    def check_precision(self, during: str, stage: str) -> None:
         """The candidate may not change the precision its torch ops run at (static_check forbids writing
         those switches; this catches what it cannot see)."""
-        if self._precision is None:
+        if self.precision is None:
             return
-        now = (bool(self._precision_now[0]()), str(self._precision_now[1]()))
-        if now != self._precision:
-            _fail(stage, "forbidden",
+        now = (bool(self.captured.precision_now[0]()), str(self.captured.precision_now[1]()))
+        if now != self.precision:
+            fail(stage, "forbidden",
                   f"{during} changed torch's float32 precision switches (cudnn allow_tf32, float32 matmul "
-                  f"precision) from {self._precision} to {now}; the judge sets them to what the precision "
+                  f"precision) from {self.precision} to {now}; the judge sets them to what the precision "
                   "mode allows")  # fmt: skip
 
-    def _profile_kernels(self, model: Any, args: list[Any]) -> dict[str, int]:
+    def profile_kernels(self, model: Any, args: list[Any]) -> dict[str, int]:
         """GPU kernels one more forward ran, by name, as the CUDA profiler saw them (all threads)."""
         torch = self.torch
         from torch.profiler import ProfilerActivity, profile
 
         counts: dict[str, int] = {}
         try:
-            with profile(activities=[ProfilerActivity.CUDA]) as prof, self._no_grad():
+            with profile(activities=[ProfilerActivity.CUDA]) as prof, self.captured.no_grad():
                 model(*args)
-                self._sync()
+                self.captured.sync()
             for e in prof.events():
                 if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA:
                     counts[e.name] = counts.get(e.name, 0) + 1
         except Exception as exc:  # the profiler is a cross-check; its absence is reported, not fatal
             counts = {"<profiler unavailable>": 1}
             del exc
-        self._mark_threads()  # the profiler's own threads are not the candidate's
+        self.mark_threads()  # the profiler's own threads are not the candidate's
         return counts
 
 

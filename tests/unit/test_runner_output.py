@@ -12,7 +12,8 @@ import weakref
 import pytest
 import torch
 
-from kernelwright.hardware.runner import _Failed, encode_output
+from kernelwright.hardware.runner import encode_output
+from kernelwright.hardware.runner_guard import Failed
 
 
 def test_structure_and_tensors_in_order():
@@ -41,6 +42,6 @@ def test_tensor_subclass_is_refused():
     class Sneaky(torch.Tensor):
         pass
 
-    with pytest.raises(_Failed) as info:
+    with pytest.raises(Failed) as info:
         encode_output(torch, torch.zeros(2).as_subclass(Sneaky), [], 0)
     assert info.value.kind == "forbidden"
