@@ -78,7 +78,7 @@ def _owner(path: str | None) -> str | None:
 
 def _module_for(node: fx.Node, paths: dict[str, str], tensors: dict[str, torch.Tensor]) -> tuple[str, nn.Module, list[str]] | None:  # fmt: skip
     """(owner path, a module doing what this functional call does, the state names it takes over)."""
-    args = list(node.args)
+    args: list[Any] = list(node.args)
 
     def path_of(a: Any) -> str | None:
         return paths.get(a.name) if isinstance(a, fx.Node) else None
@@ -93,25 +93,25 @@ def _module_for(node: fx.Node, paths: dict[str, str], tensors: dict[str, torch.T
             return None
         w = tensors[wp]
         groups = int(args[6]) if len(args) > 6 else 1
-        cls = {3: nn.Conv1d, 4: nn.Conv2d, 5: nn.Conv3d}[w.dim()]
+        conv: Any = {3: nn.Conv1d, 4: nn.Conv2d, 5: nn.Conv3d}[w.dim()]
         stride, padding, dilation = (args[i] if len(args) > i else 1 for i in (3, 4, 5))
         if isinstance(padding, str):
             return None
-        m = cls(w.shape[1] * groups, w.shape[0], tuple(w.shape[2:]), stride=stride, padding=padding,
+        m = conv(w.shape[1] * groups, w.shape[0], tuple(w.shape[2:]), stride=stride, padding=padding,
                 dilation=dilation, groups=groups, bias=bp is not None, device="meta")  # fmt: skip
         return _owner(wp) or "", m, [p for p in (wp, bp) if p]
     if node.target is F.batch_norm and len(args) >= 8:
-        rm, rv, w, b = (path_of(a) for a in args[1:5])
-        if rm is None or rv is None or w is None or b is None or _owner(rm) != _owner(w):
+        rm, rv, wn, bn = (path_of(a) for a in args[1:5])
+        if rm is None or rv is None or wn is None or bn is None or _owner(rm) != _owner(wn):
             return None
-        cls = {2: nn.BatchNorm1d, 3: nn.BatchNorm1d, 4: nn.BatchNorm2d, 5: nn.BatchNorm3d}.get(
+        norm: Any = {2: nn.BatchNorm1d, 3: nn.BatchNorm1d, 4: nn.BatchNorm2d, 5: nn.BatchNorm3d}.get(
             len(node.args[0].meta.get("example_value", torch.empty(0)).shape) if isinstance(node.args[0], fx.Node) else 0  # type: ignore[union-attr]
         )  # fmt: skip
-        if cls is None:
+        if norm is None:
             return None
-        m = cls(tensors[w].shape[0], eps=float(args[7]), momentum=args[6], device="meta")
+        m = norm(tensors[wn].shape[0], eps=float(args[7]), momentum=args[6], device="meta")
         m.train(bool(args[5]))
-        return _owner(w) or "", m, [rm, rv, w, b, f"{_owner(w)}.num_batches_tracked"]
+        return _owner(wn) or "", m, [rm, rv, wn, bn, f"{_owner(wn)}.num_batches_tracked"]
     if node.target is F.linear:
         wp = path_of(args[1]) if len(args) > 1 else None
         bp = path_of(args[2]) if len(args) > 2 else None
@@ -249,7 +249,8 @@ def kernelwright_backend(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> C
     if plan is None or not plan.kernels:
         from torch._inductor.compile_fx import compile_fx
 
-        return compile_fx(gm, list(example_inputs))
+        compiled: Callable[..., Any] = compile_fx(gm, list(example_inputs))  # type: ignore[assignment]
+        return compiled
 
     def run(*args: Any) -> Any:
         return plan.run(shell, tuple(args[i] for i in real))

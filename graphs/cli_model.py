@@ -94,7 +94,9 @@ def main(args: argparse.Namespace) -> int:
     finally:
         resources.close_all()
     if args.json:
-        print(result.model_dump_json(indent=2))
+        from kernelwright.graphs.stdout_json import print_json
+
+        print_json(result.model_dump_json(indent=2))
     else:
         print(Path(result.run_dir, "model.md").read_text(encoding="utf-8"))
         print(f"run folder: {result.run_dir}")

@@ -178,24 +178,24 @@ def optimize_model_source(
                 report(f"region {row.regions} {' + '.join(first.ops)}: searching")
                 row.run_dir = str(rd / "regions" / signature)
                 try:
-                    done = Path(row.run_dir) / "result.json"
+                    done = Path(row.run_dir) / "found.json"
                     if done.is_file():  # searched by an earlier, interrupted run of this model
-                        result = OptimizeResult.model_validate_json(done.read_text(encoding="utf-8"))
+                        found = OptimizeResult.model_validate_json(done.read_text(encoding="utf-8"))
                     else:
-                        result = run_optimize(task_file, region_ctx, row.run_dir, close_pools=False)
+                        found = run_optimize(task_file, region_ctx, row.run_dir, close_pools=False)
                 except Exception as exc:  # one region's failure keeps it in torch, never the model's
                     row.status, row.note = "kept in torch", f"search failed: {str(exc).splitlines()[0][:200]}"
                 else:
-                    row.evaluations = result.cost.evaluations
+                    row.evaluations = found.cost.evaluations
                     evaluations += row.evaluations
-                    row.status, row.correct = "searched", result.correct
-                    if result.best is not None and result.correct:
-                        row.speedup = result.best.speedup_vs_eager
-                        slower = result.timing_meaningful and (row.speedup or 0.0) < 1.0
+                    row.status, row.correct = "searched", found.correct
+                    if found.best is not None and found.correct:
+                        row.speedup = found.best.speedup_vs_eager
+                        slower = found.timing_meaningful and (row.speedup or 0.0) < 1.0
                         if slower:
                             row.note = "its kernel was slower than torch: torch kept"
                         else:
-                            code = result.best.code
+                            code = found.best.code
                     else:
                         row.note = "no correct kernel found: torch kept"
         if code is not None:
@@ -233,7 +233,8 @@ def _judge(result: ModelResult, rd: Path, ctx: Context) -> None:
     from kernelwright.tasks import load_task
 
     task = load_task(rd / "model.py")
-    config = EvalConfig(device="cpu" if ctx.check_usable() == "cpu" else "cuda", precision=ctx.precision)
+    precision: Any = ctx.precision
+    config = EvalConfig(device="cpu" if ctx.check_usable() == "cpu" else "cuda", precision=precision)
     verdict = evaluate(task, (rd / "stitched.py").read_text(encoding="utf-8"), config)
     result.correct = bool(verdict.correct)
     result.speedup = verdict.speedup_vs_eager if verdict.timing_meaningful else None
