@@ -25,10 +25,11 @@ if __name__ == "__main__":  # the subprocess side: hardware/ itself must not sha
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 _CANDIDATE_MODULE = "kw_candidate"
-_ERROR_TAIL = 3000
+ERROR_TAIL = 3000
+"""Characters of an error's text kept (its end), here and in hardware.compile_feedback."""
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     rows = []
@@ -96,7 +97,7 @@ def _exception_text(exc: BaseException, filename: str | None = None) -> str:
         if frames:
             f = frames[-1]
             text += f"\n  at line {f.lineno}: {(f.line or '').strip()}"
-    return text[-_ERROR_TAIL:]
+    return text[-ERROR_TAIL:]
 
 
 class _LaunchRecorder:
@@ -380,7 +381,7 @@ def _compile_error(
             text = "\n".join(line for line in text.splitlines() if "ptxas" in line.lower())
         lines_ = [ln for ln in text.strip().splitlines() if ln.strip()]
         return {
-            "error": text[-_ERROR_TAIL:],
+            "error": text[-ERROR_TAIL:],
             "error_brief": (lines_[-1] if lines_ else type(exc).__name__)[:400],
         }
 
@@ -406,7 +407,7 @@ def _compile_error(
     if calls:
         message += "\n(reached through " + " -> ".join(calls) + ")"
     return {
-        "error": f"CompilationError in {owner_name} at line {line}: {message}"[-_ERROR_TAIL:],
+        "error": f"CompilationError in {owner_name} at line {line}: {message}"[-ERROR_TAIL:],
         "error_brief": brief.strip().splitlines()[-1][:400] if brief.strip() else "",
         "error_line": line,
         "source_line": text,
@@ -417,7 +418,7 @@ def _child_compile(job: Path) -> int:
     spec = json.loads((job / "job.json").read_text())
     log = _Jsonl(job / "compile.jsonl")
     pending = set(json.loads((job / "pending.json").read_text()))
-    launches = [e for e in _read_jsonl(job / "capture.jsonl") if e.get("event") == "launch"]
+    launches = [e for e in read_jsonl(job / "capture.jsonl") if e.get("event") == "launch"]
 
     import triton
     from triton import knobs
@@ -493,7 +494,7 @@ def _untuple(value: Any) -> Any:
     return value
 
 
-def _child_main(argv: list[str]) -> int:
+def child_main(argv: list[str]) -> int:
     if len(argv) != 2 or argv[0] not in ("capture", "compile"):
         print("usage: compile_child.py capture|compile JOBDIR", file=sys.stderr)
         return 2
@@ -518,4 +519,4 @@ def _child_main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(_child_main(sys.argv[1:]))
+    sys.exit(child_main(sys.argv[1:]))

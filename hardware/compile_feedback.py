@@ -44,7 +44,7 @@ from pydantic import BaseModel, Field, computed_field
 
 from kernelwright import IMPORT_ROOT
 from kernelwright.hardware import compile_server
-from kernelwright.hardware.compile_child import _ERROR_TAIL, _read_jsonl
+from kernelwright.hardware.compile_child import ERROR_TAIL, read_jsonl
 from kernelwright.hardware.confine import confine_level, minimal_env
 
 if TYPE_CHECKING:
@@ -291,7 +291,7 @@ def _run_child(phase: str, job: Path, deadline: float, python: str) -> tuple[int
         env = _child_env(job, interpret=(phase == "capture"))
         warm = compile_server.run_phase(phase, job, env, log, deadline)
         if not isinstance(warm, str):
-            tail = log.read_text(errors="replace")[-_ERROR_TAIL:] if log.exists() else ""
+            tail = log.read_text(errors="replace")[-ERROR_TAIL:] if log.exists() else ""
             return warm, tail
     with open(log, "ab") as out:
         proc = subprocess.Popen(
@@ -313,7 +313,7 @@ def _run_child(phase: str, job: Path, deadline: float, python: str) -> tuple[int
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-    tail = log.read_text(errors="replace")[-_ERROR_TAIL:] if log.exists() else ""
+    tail = log.read_text(errors="replace")[-ERROR_TAIL:] if log.exists() else ""
     return code, tail
 
 
@@ -330,7 +330,7 @@ def _capture(job: Path, shapes: str, deadline: float, python: str) -> dict[str, 
     (job / "job.json").write_text(json.dumps({**spec, "shapes": shapes}))
     (job / "capture.jsonl").unlink(missing_ok=True)
     code, tail = _run_child("capture", job, deadline, python)
-    events = _read_jsonl(job / "capture.jsonl")
+    events = read_jsonl(job / "capture.jsonl")
     counts: dict[int, int] = {}
     for e in events:
         if e.get("event") == "count":
@@ -387,7 +387,7 @@ def _run_phases(job: Path, report: CompileReport, deadline: float, python: str) 
     while pending and code is not None:
         (job / "pending.json").write_text(json.dumps(pending))
         ccode, ctail = _run_child("compile", job, deadline, python)
-        rows = _read_jsonl(job / "compile.jsonl")
+        rows = read_jsonl(job / "compile.jsonl")
         report.ptxas = next((r["ptxas"] for r in rows if r.get("event") == "toolchain"), report.ptxas)
         load_error = next((r["message"] for r in rows if r.get("event") == "load_error"), None)
         if load_error is not None:
@@ -455,7 +455,7 @@ def _kernel_report(launch: dict[str, Any], r: dict[str, Any], count: int, job: P
         launches=count,
         via=launch.get("via", "launch"),
         compiled=bool(r.get("compiled")),
-        error=(r.get("error") or None) and str(r["error"])[-_ERROR_TAIL:],
+        error=(r.get("error") or None) and str(r["error"])[-ERROR_TAIL:],
         error_brief=r.get("error_brief") or ((r.get("error") or "").strip().splitlines() or [None])[-1],
         error_line=r.get("error_line"),
         source_line=r.get("source_line"),

@@ -70,9 +70,9 @@ def _child(phase: str, job: str, env: dict[str, str], log: str) -> None:
         sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115 - the process ends below
         sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
         os.chdir(job)
-        from kernelwright.hardware.compile_child import _child_main
+        from kernelwright.hardware.compile_child import child_main
 
-        code = _child_main([phase, job])
+        code = child_main([phase, job])
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:
