@@ -86,9 +86,13 @@ def _scaled(value: int, factor: float, odd: bool) -> int:
 def seen_shapes(source: str, name: str, device: str) -> list[list[list[int]]]:
     """Input shapes the search's judge verifies (its own size, its small inputs, the derived sizes it
     makes by halving constants: hardware/judge_inputs.verified_shapes), as far as they can be told."""
-    from kernelwright.hardware.judge_inputs import CPU_PRIMARY_ELEMENTS, CPU_SECOND_ELEMENTS
     from kernelwright.tasks.module import exec_task_module
-    from kernelwright.tasks.resize import first_input_shapes, shrink
+    from kernelwright.tasks.resize import (
+        CPU_PRIMARY_ELEMENTS,
+        CPU_SECOND_ELEMENTS,
+        first_input_shapes,
+        shrink,
+    )
 
     out: list[list[list[int]]] = []
     try:

@@ -74,6 +74,7 @@ def _fail(message: str) -> int:
 def run(args: argparse.Namespace) -> int:
     from kernelwright.graphs.stdout_json import print_json
     from kernelwright.hardware import EvalConfig, evaluate
+    from kernelwright.hardware.targets import resolve_device
     from kernelwright.tasks import TaskError, load_task
     from kernelwright.tasks.loader import check_cpu_size, prestart, resolve_task_path
 
@@ -112,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         return _fail("--device cuda: no CUDA device is available")
     try:
-        note = check_cpu_size(task, args.device)
+        note = check_cpu_size(task, resolve_device(args.device))
     except TaskError as exc:
         return _fail(str(exc))
     if note:

@@ -366,6 +366,7 @@ def main(args: argparse.Namespace) -> int:
 
 def _main(args: argparse.Namespace, console: Console, say: Any) -> int:
     from kernelwright.graphs.optimize import read_run_file, run_optimize
+    from kernelwright.hardware.targets import resolve_device
     from kernelwright.memory import MemoryServerError
     from kernelwright.nodes import resources
     from kernelwright.providers.chat import ProviderUnavailable
@@ -399,7 +400,9 @@ def _main(args: argparse.Namespace, console: Console, say: Any) -> int:
             check_run_folder(run_dir, "--out")
         else:
             check_output_folder(Path(ctx.runs_root).expanduser(), "runs root")
-        note = check_cpu_size(load_task(path), ctx.device)  # a task that does not load: one line, now
+        note = check_cpu_size(
+            load_task(path), resolve_device(ctx.device)
+        )  # a task that does not load: one line, now
         if note:
             say(note)
         check_memory_and_model(ctx)
@@ -423,7 +426,7 @@ def _main(args: argparse.Namespace, console: Console, say: Any) -> int:
     results: list[tuple[str, OptimizeResult | None, str]] = []
     for f in files:
         try:
-            note = check_cpu_size(load_task(f), ctx.device)
+            note = check_cpu_size(load_task(f), resolve_device(ctx.device))
             if note:
                 say(note)
             loaded.append(f)

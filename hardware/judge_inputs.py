@@ -17,12 +17,7 @@ from typing import Any
 from kernelwright.hardware.config import EvalConfig
 from kernelwright.hardware.judge_records import Shape, TaskState
 from kernelwright.hardware.judge_tensors import clone, tensors_of
-
-CPU_PRIMARY_ELEMENTS = 250_000
-"""On CPU, a task without small inputs is verified at a size whose inputs hold at most this many elements."""
-
-CPU_SECOND_ELEMENTS = 40_000
-"""On CPU, the second (derived) shape's inputs hold at most this many elements."""
+from kernelwright.tasks.resize import CPU_PRIMARY_ELEMENTS, CPU_SECOND_ELEMENTS
 
 LEAN_BYTES = 1 << 30
 """Tasks whose own tensors take more than this are judged lean (see ReferenceCache.fits)."""

@@ -127,9 +127,8 @@ def load_here(source: str, name: str, path: str | Path | None) -> Task:
 def _cpu_resizable(source: str, name: str) -> bool:
     """Whether the CPU judge can verify this task at a smaller size than its own: the sizes it tries
     (hardware/judge_inputs.py `verified_shapes`: CPU_PRIMARY_ELEMENTS, a quarter of it, four times it)."""
-    from kernelwright.hardware.judge_inputs import CPU_PRIMARY_ELEMENTS
     from kernelwright.tasks.module import report_phase
-    from kernelwright.tasks.resize import shrink
+    from kernelwright.tasks.resize import CPU_PRIMARY_ELEMENTS, shrink
 
     report_phase("finding a smaller size of the task for CPU (module-level size constants)")
     budgets = (CPU_PRIMARY_ELEMENTS, CPU_PRIMARY_ELEMENTS // 4, CPU_PRIMARY_ELEMENTS * 4)
@@ -151,15 +150,13 @@ def full_size_on_cpu(task: Task) -> bool:
 
 
 def check_cpu_size(task: Task, device: str = "cpu") -> str | None:
-    """For a task about to be verified on `device` ("auto" resolves as hardware.targets does): on CPU,
+    """For a task about to be verified on `device` (resolved by the caller: "cpu", "cuda" or "cuda:N"): on CPU,
     raise TaskError when the judge could only run it at a full size over the CPU_FULL_SIZE_MAX_* bounds;
     else a line saying what a full-size verification costs (to print before it starts), or None when the
     judge verifies it at a small size or on a GPU."""
     if not full_size_on_cpu(task):
         return None
-    from kernelwright.hardware.targets import resolve_device
-
-    if resolve_device(device) != "cpu":
+    if device != "cpu":
         return None
     where = str(task.path) if task.path is not None else f"<task {task.name}>"
     work = f"{task.flops / 1e12:.3g} TFLOP" if task.flops >= 1e12 else f"{task.flops / 1e9:.3g} GFLOP"
