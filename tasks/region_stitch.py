@@ -89,25 +89,40 @@ _MODEL_NEW = '''
 class ModelNew(_Reference):
     """The model with its regions' kernels swapped in (plan: _REGIONS; kernels: _KERNELS)."""
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # traced as the reference class, so node names are the ones the plan was cut with
+        cls = self.__class__
+        self.__class__ = _Reference
+        try:
+            graph = trace(self, _LEAVES)
+        finally:
+            self.__class__ = cls
+        plan = RegionPlan(graph, _REGIONS)
+        # registered as submodules, each an attribute of the model itself: their tensors (a cached packed
+        # weight) are the model's own, found where the judge looks for them, and move with it; their
+        # parameters and buffers are bound to the model's before each call
+        for index, kernel_class in _KERNELS.items():
+            kernel = kernel_class()
+            setattr(self, f"_kw_kernels_{index}", kernel)
+            plan.attach(index, kernel)
+        self.__dict__["_kw_plan"] = plan
+        # ... but not in its state_dict: that stays the reference's, key for key
+        self._register_state_dict_hook(_without_kernels)
+        self.register_load_state_dict_post_hook(_kernels_not_missing)
+
     def forward(self, *inputs):
-        if self.__dict__.get("_kw_tracing"):
-            return super().forward(*inputs)
-        plan = self.__dict__.get("_kw_plan")
-        if plan is None:
-            # traced as the reference class, so node names are the ones the plan was cut with
-            cls = self.__class__
-            self.__dict__["_kw_tracing"] = True
-            self.__class__ = _Reference
-            try:
-                graph = trace(self, _LEAVES)
-            finally:
-                self.__class__ = cls
-                self.__dict__["_kw_tracing"] = False
-            plan = RegionPlan(graph, _REGIONS)
-            for index, kernel_class in _KERNELS.items():
-                plan.attach(index, kernel_class())
-            self.__dict__["_kw_plan"] = plan
-        return plan.run(self, inputs)
+        return self.__dict__["_kw_plan"].run(self, inputs)
+
+
+def _without_kernels(module, state_dict, prefix, local_metadata):
+    for key in [k for k in state_dict if k.startswith(prefix + "_kw_kernels_")]:
+        del state_dict[key]
+
+
+def _kernels_not_missing(module, incompatible_keys):
+    missing = incompatible_keys.missing_keys
+    missing[:] = [k for k in missing if "_kw_kernels_" not in k]
 '''
 
 
