@@ -82,3 +82,19 @@ def test_optimize_model_bad_input_is_one_line(tmp_path: Path, capsys: pytest.Cap
     bad.write_text("import torch\n\n\nclass Model(torch.nn.Module):\n    pass\n")
     assert cli_main(["optimize-model", str(bad), "--device", "cpu", "--out", str(tmp_path / "o")]) == 2
     assert "defines no get_inputs" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_bench_runs_a_level3_folder_region_by_region(tmp_path: Path) -> None:
+    folder = tmp_path / "level3"
+    folder.mkdir()
+    _write(folder, "1_small_mlp", 12, 3)
+    out = tmp_path / "out"
+    argv = ["bench", str(folder), "--device", "cpu", "--budget", "1", "--memory", "fresh", "--out", str(out)]
+    assert cli_main(argv) == 0
+    runs = list(out.rglob("model.json"))  # the model's run folder, made by graphs/model.py
+    assert len(runs) == 1
+    model = json.loads(runs[0].read_text())
+    assert model["regions"] == 3 and model["correct"] is True
+    rows = [json.loads(line) for line in (out / "tasks.jsonl").read_text().splitlines() if line.strip()]
+    assert rows[-1]["status"] == "correct" and "regions with a kernel" in rows[-1]["verdict"]
