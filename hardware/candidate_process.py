@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from kernelwright.hardware import memory_cap
+from kernelwright.hardware.candidate_env import minimal_env
 from kernelwright.hardware.channel import (
     Channel,
     ChannelClosed,
@@ -27,7 +28,7 @@ from kernelwright.hardware.channel import (
     SharedTensor,
     close_fds,
 )
-from kernelwright.hardware.confine import confine_level, minimal_env
+from kernelwright.hardware.confine import confine_level
 from kernelwright.hardware.forkserver_launch import LOG_NAME, launch_fork_server
 
 STANDBY_GPU = 2

@@ -44,8 +44,9 @@ from pydantic import BaseModel, Field, computed_field
 
 from kernelwright import IMPORT_ROOT
 from kernelwright.hardware import compile_server
+from kernelwright.hardware.candidate_env import minimal_env
 from kernelwright.hardware.compile_child import ERROR_TAIL, read_jsonl
-from kernelwright.hardware.confine import confine_level, minimal_env
+from kernelwright.hardware.confine import confine_level
 
 if TYPE_CHECKING:
     from kernelwright.hardware.targets import Target
@@ -255,7 +256,7 @@ never run it."""
 
 def phase_env(interpret: bool) -> dict[str, str]:
     """The environment of a phase process (and of the warm server its fork comes from): the candidate's
-    minimal one (hardware.confine.minimal_env: no keys, tokens or proxies of the caller's), this checkout
+    minimal one (hardware.candidate_env.minimal_env: no keys, tokens or proxies of the caller's), this checkout
     importable, no GPU, one OpenMP thread, Triton's interpreter on for the capture only. A phase imports
     the candidate, so it is a candidate process: compile_child confines it as the judge's are."""
     env = minimal_env("cpu" if interpret else "cuda", home=tempfile.gettempdir())

@@ -5,9 +5,9 @@ with every EvalResult (`extra["confinement"]`), so a user can see what held on t
 imports candidate code is a candidate process: the judge's (hardware.forkserver) and the offline compile
 feedback's phases (hardware.compile_child, through `run_contained`) get the same steps.
 
-- environment: a minimal, fixed set of variables (no `*_KEY`, tokens, proxy settings; nothing of the
-  caller's environment but a few toolchain settings), a private HOME, TMPDIR, working directory and
-  Triton cache, removed after the candidate;
+- environment (hardware.candidate_env.minimal_env): a minimal, fixed set of variables (no `*_KEY`,
+  tokens, proxy settings; nothing of the caller's environment but a few toolchain settings), a private
+  HOME, TMPDIR, working directory and Triton cache, removed after the candidate;
 - namespaces (`unshare`, as root or through a user namespace): a PID namespace whose first process is
   the candidate, so every process it starts dies with it and it sees no other process; a network
   namespace with no interfaces up; a mount namespace with its own /proc and its own /dev (`private_dev`:
@@ -45,6 +45,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from kernelwright.hardware.processes import kill_descendants
+
 # prctl options
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
@@ -69,12 +71,6 @@ MS_REMOUNT = 32
 MS_BIND = 4096
 MS_REC = 16384
 MS_PRIVATE = 1 << 18
-
-_KEPT_ENV_PREFIXES = ("TRITON_", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "OMP_NUM_THREADS",
-                      # the profiler's CUPTI settings (the GPU cross-check runs a profiler session in the
-                      # candidate process; benchmarks/judge_host_bias.py compares TEARDOWN_CUPTI=1)
-                      "TEARDOWN_CUPTI", "DISABLE_CUPTI_LAZY_REINIT")  # fmt: skip
-_DROPPED_TRITON = ("TRITON_CACHE_DIR", "TRITON_DUMP_DIR", "TRITON_OVERRIDE_DIR", "TRITON_HOME")
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 
@@ -123,32 +119,6 @@ def no_new_privileges() -> bool:
 def not_dumpable() -> bool:
     """Other processes of the same user can no longer read this one's memory or environment."""
     return _prctl(PR_SET_DUMPABLE, 0)
-
-
-def minimal_env(device: str, *, home: str, gpu: str | None = None) -> dict[str, str]:
-    """The whole environment a candidate process gets: toolchain settings only, never secrets."""
-    env = {
-        "PATH": os.pathsep.join(dict.fromkeys([str(Path(sys.executable).parent), "/usr/bin", "/bin"])),
-        "HOME": home,
-        "TMPDIR": home,
-        "LANG": "C.UTF-8",
-        "PYTHONUNBUFFERED": "1",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONHASHSEED": "0",
-        "TRITON_CACHE_DIR": os.path.join(home, "triton-cache"),
-    }
-    for key, value in os.environ.items():
-        if key.startswith(_KEPT_ENV_PREFIXES) and key not in _DROPPED_TRITON:
-            env[key] = value
-    if os.environ.get("PYTHONPATH"):
-        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
-    if device == "cpu":
-        env["TRITON_INTERPRET"] = "1"
-    else:
-        env.pop("TRITON_INTERPRET", None)
-        if gpu is not None:
-            env["CUDA_VISIBLE_DEVICES"] = gpu
-    return env
 
 
 def enter_namespaces() -> tuple[list[str], str | None]:
@@ -621,64 +591,6 @@ def run_contained(private_dir: str, fn: Callable[[], int]) -> int:
         memory_cap.remove_tree(cgroups["path"])
     code = os.waitstatus_to_exitcode(status)
     return 128 - code if code < 0 else code
-
-
-def vm_bytes() -> int:
-    """This process's virtual memory size (VmSize), 0 when unknown."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmSize:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
-def kill_descendants(pid: int | None = None, spare: set[int] | None = None) -> int:
-    """SIGKILL every descendant of `pid` (default: this process), except the subtrees of `spare`, until
-    none is left; how many died.
-
-    Descendants are found from /proc (parent links), repeatedly, so processes forked while the first
-    ones die are caught too. With this process a subreaper, orphans re-parent here and stay found.
-    """
-    root = os.getpid() if pid is None else pid
-    killed = 0
-    for _ in range(50):
-        children: dict[int, list[int]] = {}
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry}/stat", "rb") as f:
-                    stat = f.read()
-            except OSError:
-                continue
-            ppid = int(stat[stat.rfind(b")") + 2 :].split()[1])
-            children.setdefault(ppid, []).append(int(entry))
-        found, stack = [], [root]
-        while stack:
-            for child in children.get(stack.pop(), []):
-                if spare and child in spare:
-                    continue  # this subtree stays (a candidate process forked ahead of need)
-                found.append(child)
-                stack.append(child)
-        if not found:
-            break
-        for p in found:
-            try:
-                os.kill(p, signal.SIGKILL)
-                killed += 1
-            except ProcessLookupError:
-                pass
-        if root == os.getpid():
-            while True:  # reap what died, so it leaves the process table
-                try:
-                    if os.waitpid(-1, os.WNOHANG)[0] == 0:
-                        break
-                except ChildProcessError:
-                    break
-    return killed
 
 
 def errno_name(code: int) -> str:

@@ -57,11 +57,11 @@ from kernelwright.hardware.confine import (
     confine_candidate,
     die_with_parent,
     enter_namespaces,
-    kill_descendants,
     private_dev,
     private_proc,
     uid_probe,
 )
+from kernelwright.hardware.processes import kill_descendants
 
 
 def _keeper(msg: dict, sock_fd: int, device: str) -> None:

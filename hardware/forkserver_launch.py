@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 from kernelwright import IMPORT_ROOT
-from kernelwright.hardware.confine import minimal_env
+from kernelwright.hardware.candidate_env import minimal_env
 
 LOG_NAME = "forkserver.log"
 """The fork server's output, in the judge's temporary folder."""

@@ -28,7 +28,8 @@ import sys
 import time
 from pathlib import Path
 
-from kernelwright.hardware.confine import Confinement, limit_resources, vm_bytes
+from kernelwright.hardware.confine import Confinement, limit_resources
+from kernelwright.hardware.processes import vm_bytes
 
 _PREFIX = "kernelwright-"
 

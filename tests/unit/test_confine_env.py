@@ -1,8 +1,8 @@
-"""The candidate process's environment (hardware/confine.minimal_env): toolchain settings pass, secrets do not."""
+"""The candidate process's environment (hardware/candidate_env.minimal_env): toolchain settings pass, secrets do not."""
 
 from __future__ import annotations
 
-from kernelwright.hardware.confine import minimal_env
+from kernelwright.hardware.candidate_env import minimal_env
 
 
 def test_toolchain_settings_pass_and_secrets_do_not(monkeypatch):
