@@ -161,7 +161,7 @@ def test_cached_filter_fields_follow_other_processes_writes(tmp_path: Path) -> N
         assert [g.case.id for g in m.cases.search(MM, hardware=HW, k=2)] == [b.id, a.id]
         code = (
             "import sys\n"
-            "from memory import Case, open_memory\n"
+            "from kernelwright.memory import Case, open_memory\n"
             "m = open_memory(sys.argv[1]); a = m.cases.get(sys.argv[2])\n"
             "m.cases.add(Case.from_attempt(signature=a.signature, code='c', correct=True, speedup=3.0, parent=a, hardware=a.hardware))\n"
         )

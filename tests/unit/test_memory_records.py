@@ -194,7 +194,7 @@ def test_hashing_embedding_is_deterministic_normalised_and_lexical() -> None:
         [
             sys.executable,
             "-c",
-            "from memory.embedding import hash_embed; print(repr(hash_embed('tl.dot BLOCK_K').tolist()))",
+            "from kernelwright.memory.embedding import hash_embed; print(repr(hash_embed('tl.dot BLOCK_K').tolist()))",
         ],
         capture_output=True,
         text=True,

@@ -7,11 +7,11 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import runpy
 import subprocess
 import sys
 import textwrap
 import time
-import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -115,9 +115,9 @@ def test_suite_is_registered_beside_level1_and_level2() -> None:
     assert bundled_suite_dir("published") == REPO / "tasks" / "published"
     with pytest.raises(TaskError, match="choose one of level1, level2, published"):
         bundled_suite_dir("level3")  # type: ignore[arg-type]
-    # Installed packages carry the task files, as they do level1's and level2's.
-    packages = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
-    assert "kernelwright.tasks.published" in packages
+    # Installed packages carry the task files, as they do level1's and level2's (setup.py finds them).
+    found = runpy.run_path(str(REPO / "setup.py"), run_name="setup")["packages"]()
+    assert "kernelwright.tasks.published" in found
 
 
 def test_suite_has_exactly_the_published_tasks_in_order(published: dict[str, Task]) -> None:
