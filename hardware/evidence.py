@@ -236,7 +236,18 @@ class Recorder:
         """Run one Triton launch; when recording, note its tensors and which of them it changed."""
         if not self.active or self.depth:
             return run()
-        tensors = [t for t in _launch_tensors(args, kwargs)]
+        # One entry per storage: a launch may be given the same buffer (or views of one storage) more than
+        # once, e.g. as a placeholder for an unused pointer. Each storage is fingerprinted once before and
+        # once after, and every comparison with what the recorder last saw is made before any `after` is
+        # remembered: remembering the first argument's `after` and then comparing the second argument's
+        # `before` with it would read the launch's own write as an unseen one.
+        tensors, keys, storages = [], [], set()
+        for t in _launch_tensors(args, kwargs):
+            k = storage_key(t)
+            if k is not None and (k, t.untyped_storage().nbytes()) not in storages:
+                storages.add((k, t.untyped_storage().nbytes()))
+                tensors.append(t)
+                keys.append(k)
         self.depth += 1
         try:
             if self.sync is not None:
@@ -248,15 +259,13 @@ class Recorder:
             after = [fingerprint(t) for t in tensors]
         finally:
             self.depth -= 1
-        keys = [storage_key(t) for t in tensors]
-        reads = [k for k in keys if k is not None]
-        writes = [k for k, b, a in zip(keys, before, after, strict=True) if k is not None and b != a]
-        for t, k, b, a in zip(tensors, keys, before, after, strict=True):
-            if k is None:
-                continue
+        reads = list(keys)
+        writes = [k for k, b, a in zip(keys, before, after, strict=True) if b != a]
+        for t, k, b in zip(tensors, keys, before, strict=True):
             seen = self._last_seen(k, t)  # what it read must be what the recorder last saw there
             if seen is not None and seen != b:
                 self.unseen.append([len(self.events), k, f"read by Triton kernel {name}"])
+        for t, k, a in zip(tensors, keys, after, strict=True):
             self._remember(k, t, a)
         self.launches[name] += 1
         self._add("triton", name, reads, writes)

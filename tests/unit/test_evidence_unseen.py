@@ -18,9 +18,9 @@ from kernelwright.hardware.judge_inputs import draw_seeds
 from kernelwright.hardware.runner_guard import thread_state_counter
 
 
-def recorded(before: list[torch.Tensor], forward) -> dict:
+def recorded(before: list[torch.Tensor], forward, rec: Recorder | None = None) -> dict:
     """Run `forward` under a recorder as the candidate process does; the report the judge would read."""
-    rec = Recorder()
+    rec = rec or Recorder()
     rec.start(before)
     _push_mode(RecordingMode(rec))
     try:
@@ -115,3 +115,48 @@ def test_memory_freed_and_taken_by_an_unrecorded_tensor_is_not_a_change():
         return y
 
     assert recorded([x], forward)["unseen"] == []
+
+
+def _stats_launch(rec: Recorder, part: torch.Tensor, mean: torch.Tensor, rstd: torch.Tensor) -> None:
+    """A launch as the conv programs' statistics kernel makes it without running statistics to update: mean
+    and rstd passed again for the unused pointers (and a view of mean's storage), written once each."""
+
+    def kernel() -> None:
+        mean.copy_(part.mean(dim=1))
+        rstd.copy_(part.var(dim=1).add(1e-5).rsqrt())
+
+    rec.wrap_launch("_kw_norm_stats", (part, mean, rstd, mean, rstd, mean[:1], 0.1), {}, kernel)
+
+
+def test_a_launch_given_a_buffer_it_writes_more_than_once_is_not_an_unseen_write():
+    x, rec = torch.randn(3, 8), Recorder()
+
+    def forward():
+        part = x * 2
+        mean, rstd = torch.empty(3), torch.empty(3)
+        _stats_launch(rec, part, mean, rstd)
+        return mean * rstd  # read after the launch: what the launch wrote, not a change
+
+    report = recorded([x], forward, rec)
+    assert report["unseen"] == [], report["unseen"]
+    launch = next(e for e in report["events"] if e[0] == "triton")
+    assert len(launch[2]) == 3 and len(launch[3]) == 2  # part, mean, rstd read once each; mean, rstd written
+    assert analyse(report).ok
+
+
+def test_a_buffer_changed_out_of_sight_and_given_to_a_launch_twice_is_still_caught():
+    x, rec = torch.randn(3, 8), Recorder()
+
+    def forward():
+        part = x * 2
+        mean, rstd = torch.empty(3), torch.empty(3)
+        part.numpy()[:] = 0.0  # numpy: no torch op writes part
+        _stats_launch(rec, part, mean, rstd)
+        rec.wrap_launch("_kw_twice", (part, part), {}, lambda: None)  # what it reads was seen: no report
+        return mean * rstd
+
+    report = recorded([x], forward, rec)
+    assert [u[2] for u in report["unseen"]] == ["read by Triton kernel _kw_norm_stats"]
+    assert report["unseen"][0][1] == report["events"][0][3][0]  # part's storage (x * 2 wrote it)
+    prov = analyse(report)
+    assert (prov.ok, prov.error_kind) == (False, "forbidden") and "no recorded op writing it" in prov.reason
