@@ -17,7 +17,7 @@ from kernelwright.memory import Case
 from kernelwright.nodes import resources
 from kernelwright.tasks.regions import split_model
 from kernelwright.tasks.task import TaskSignature
-from tests.unit.tiny_model_src import TINY_MODEL, copy_kernel
+from tests.kernels.tiny_model_src import TINY_MODEL, copy_kernel
 
 
 def _tiny() -> types.ModuleType:

@@ -14,7 +14,7 @@ from torch import nn
 
 from kernelwright.tasks.region_stitch import stitched_source
 from kernelwright.tasks.regions import split_model
-from tests.unit.tiny_model_src import TINY_MODEL, copy_kernel
+from tests.kernels.tiny_model_src import TINY_MODEL, copy_kernel
 
 
 def _module(source: str, name: str = "m") -> types.ModuleType:
