@@ -172,7 +172,7 @@ def _read_tail(folder: str, name: str, size: int) -> str:
 
 def _died(code: int | None) -> str:
     if code is None:
-        return "the candidate process died"
+        return "the candidate process closed its end of the channel and had not exited 5 s later"
     if code > 128:
         try:
             return f"the candidate process died from {signal.Signals(code - 128).name}"
@@ -207,13 +207,20 @@ class CandidateProcess:
         text = "\n".join(kept).replace(os.path.join(self.private_dir, "candidate.py"), "candidate.py")
         return text.strip()[-limit:]
 
-    def _gone(self, stage: str) -> CandidateGone:
+    def _gone(self, stage: str, op: str | None = None) -> CandidateGone:
+        """The candidate process ended (or closed its channel) before answering `op`, the request it was
+        serving; the exit status, the request and the end of its output say what happened."""
         status, memory_cap_hit = self.server.wait(self.pid, 5.0)
         self.alive = False
         log = self.log_tail()
         why = " (killed by its memory cgroup: it took more memory than its cap)" if memory_cap_hit else ""
+        doing = f" before it answered the judge's {op!r} request" if op else ""
+        if status == 0:  # not a crash of the interpreter: something chose to end the process
+            why += (" (an exit with status 0 without an answer: candidate code called sys.exit/os._exit, or the "
+                    "candidate-side runner rejected the request; its output below may say which)")  # fmt: skip
         return CandidateGone(
-            "crash", f"{_died(status)}{why} during the {stage} stage" + (f"\noutput:\n{log}" if log else "")
+            "crash",
+            f"{_died(status)} during the {stage} stage{doing}{why}" + (f"\noutput:\n{log}" if log else ""),
         )
 
     def wait_ready(self, timeout: float) -> dict[str, Any]:
@@ -229,11 +236,11 @@ class CandidateProcess:
         self.info = msg
         return msg
 
-    def receive(self, timeout: float, stage: str) -> tuple[dict[str, Any], list[int]]:
+    def receive(self, timeout: float, stage: str, op: str | None = None) -> tuple[dict[str, Any], list[int]]:
         try:
             got = self.chan.recv(timeout=max(timeout, 0.0))
         except ChannelClosed:
-            raise self._gone(stage) from None
+            raise self._gone(stage, op) from None
         except ProtocolError as exc:
             raise CandidateGone(
                 "forbidden", f"the candidate process broke the judge's protocol: {exc}"
@@ -254,16 +261,19 @@ class CandidateProcess:
         if shared:
             msg = {**msg, "tensors": [s.description() for s in shared]}
         t0 = time.perf_counter()
+        op = str(msg.get("op"))
         try:
             self.chan.send(msg, [s.fd for s in shared] + list(fds or []))
-        except (ChannelClosed, OSError):
-            raise self._gone(stage) from None
+        except ChannelClosed:
+            raise self._gone(stage, op) from None
+        except (ProtocolError, OSError) as exc:  # the judge's own side failed: not the candidate's fault
+            raise CandidateGone("harness_error", f"the judge could not send its {op!r} request to the candidate "
+                                f"process: {exc}") from None  # fmt: skip
         reply: dict[str, Any] = {}
         try:
-            reply, fds_in = self.receive(timeout, stage)
+            reply, fds_in = self.receive(timeout, stage, op)
             return reply, fds_in
         finally:
-            op = str(msg.get("op"))
             self.spent[op] = self.spent.get(op, 0.0) + time.perf_counter() - t0
             peak = reply.get("device_peak_bytes")
             if isinstance(peak, int):  # as the candidate process says: for the memory report only

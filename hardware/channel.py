@@ -33,6 +33,12 @@ import torch
 MAX_FRAME_BYTES = 8 * 1024 * 1024
 """The largest frame either side accepts; a longer one is a protocol violation."""
 MAX_FDS = 64
+"""The most descriptors one message of the socket may carry (a message carrying more is refused by the
+receiver, MSG_CTRUNC; the kernel itself refuses more than SCM_MAX_FD, 253, in one sendmsg)."""
+MAX_FRAME_FDS = 3072
+"""The most descriptors one frame may carry, spread over messages of at most MAX_FDS each: the state of a
+model with hundreds of parameter and buffer tensors per shape (ResNet101 has ~500), under the candidate
+process's RLIMIT_NOFILE (4096, hardware/confine.py)."""
 _HEADER = struct.Struct("!I")
 _OUTPUT_SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
 
@@ -74,9 +80,22 @@ class Channel:
         data = json.dumps(msg, separators=(",", ":"), allow_nan=True).encode()
         if len(data) > MAX_FRAME_BYTES:
             raise ProtocolError(f"frame of {len(data)} bytes is over the {MAX_FRAME_BYTES}-byte limit")
+        fds = list(fds)
+        if len(fds) > MAX_FRAME_FDS:
+            raise ProtocolError(
+                f"a frame with {len(fds)} descriptors is over the {MAX_FRAME_FDS}-descriptor limit"
+            )
+        groups = [fds[i : i + MAX_FDS] for i in range(0, len(fds), MAX_FDS)]
+        # Each message of descriptors rides on at least one byte of the frame; JSON allows trailing blanks.
+        data += b" " * max(0, len(groups) - _HEADER.size - len(data))
         frame = _HEADER.pack(len(data)) + data
         try:
-            sent = socket.send_fds(self.sock, [frame], list(fds)) if fds else 0
+            sent = 0
+            # All but the last group on one byte each: the receiver's recvmsg stops after a message that
+            # carried descriptors, so it never sees more than MAX_FDS at once.
+            for i, group in enumerate(groups):
+                chunk = frame[sent:] if i == len(groups) - 1 else frame[sent : sent + 1]
+                sent += socket.send_fds(self.sock, [chunk], group)
             if sent < len(frame):
                 self.sock.sendall(frame[sent:])
         except (BrokenPipeError, ConnectionResetError) as exc:
@@ -126,7 +145,9 @@ class Channel:
                 data, new_fds, flags = b"", [], 0
             fds.extend(new_fds)
             if flags & socket.MSG_CTRUNC:
-                raise ProtocolError("more file descriptors than allowed came with a frame")
+                raise ProtocolError(f"more than {MAX_FDS} file descriptors came with one message of a frame")
+            if len(fds) > MAX_FRAME_FDS:
+                raise ProtocolError(f"more than {MAX_FRAME_FDS} file descriptors came with a frame")
             if not data:
                 raise ChannelClosed("the other side closed the connection")
             chunks.append(data)

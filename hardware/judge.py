@@ -116,6 +116,18 @@ PARAMETERS_NOTE = "parameters and buffers perturbed (seeded) and loaded into Mod
 """The note every result carries: the reference's state was perturbed and handed to the candidate."""
 
 
+def _raise_open_files_limit(want: int = 65536) -> None:
+    """Lift this process's soft RLIMIT_NOFILE towards its hard one: a model's state crosses to the
+    candidate process as one memfd per tensor (ResNet101 has ~500 per shape), and a 1024 default would
+    run out before the candidate's own limit does."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = want if hard == resource.RLIM_INFINITY else min(want, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+
+
 class Judge:
     """Serves the pool and runs its jobs; holds what makes warm evaluation fast (the reference cache, the
     fork server)."""
@@ -127,6 +139,7 @@ class Judge:
 
         self.conn = conn
         self.tmpdir = tmpdir
+        _raise_open_files_limit()
         if device == "cuda":
             torch.cuda.init()
             device_name = torch.cuda.get_device_name(0)
