@@ -110,7 +110,10 @@ class Runner:
         while True:
             try:
                 got = self.chan.recv()
-            except (ChannelClosed, ProtocolError):
+            except ChannelClosed:
+                return
+            except ProtocolError as exc:  # said in output.log, which the judge shows when this process ends
+                print(f"the candidate-side runner rejected a request from the judge: {exc}", file=sys.stderr)
                 return
             if got is None:
                 continue
