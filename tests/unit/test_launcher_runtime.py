@@ -1,4 +1,5 @@
-"""The host helpers every generated launcher carries (providers/offline/emit.RUNTIME): plain-int stand-ins for
+"""The host helpers every generated launcher carries (providers/offline/runtime/host.py, pasted into programs
+as emit.RUNTIME): plain-int stand-ins for
 triton.cdiv, triton.next_power_of_2 and torch.broadcast_shapes, and a stride walk remembered per layout.
 They run on every forward, so they must agree with what they stand in for exactly."""
 
@@ -8,14 +9,13 @@ import pytest
 import torch
 import triton
 
-from kernelwright.providers.offline.emit import RUNTIME
+from kernelwright.providers.offline.runtime import host
 
 
 @pytest.fixture(scope="module")
 def rt() -> dict:
-    namespace: dict = {"torch": torch}
-    exec(RUNTIME, namespace)
-    return namespace
+    # the module whose program text the launchers carry (test_offline_runtime holds text and module equal)
+    return vars(host)
 
 
 def test_int_helpers_agree_with_triton(rt):

@@ -1,0 +1,170 @@
+"""Host helpers of the launchers: _kw_launch (the cached launch every program uses), the TMA descriptors
+(_kw_tma, _kw_tma_box) and the padded layouts (_kw_wrap, _kw_align) matmul programs read through."""
+
+# ruff: noqa: E402, B905, F841
+# mypy: disable-error-code="var-annotated"
+# mypy: check-untyped-defs
+import torch
+
+# the program texts of this module, each between its marker lines (runtime.program_text)
+PROGRAM_TEXTS = ("_kw_launch", "_kw_tma", "_kw_tma_box", "_kw_wrap", "_kw_align")
+
+# fmt: off
+# program text: _kw_launch
+
+import os
+
+from triton.runtime.jit import JITFunction as _KwJIT
+
+_KW_COMPILED = {}
+# KERNELWRIGHT_DIRECT_LAUNCH=0: every launch through Triton's JIT
+_KW_DIRECT = os.environ.get("KERNELWRIGHT_DIRECT_LAUNCH", "1") != "0"
+
+
+def _kw_arg_key(a):
+    """What Triton specializes a launch argument on, for an argument that is not an int (an int is its own
+    key): a tensor's dtype, device and 16-byte alignment; a descriptor's dtype, block and alignment; a
+    float, bool or string tagged with its type (True, 1 and 1.0 are equal keys in a dict otherwise)."""
+    if isinstance(a, torch.Tensor):
+        return (a.dtype, a.get_device(), a.data_ptr() % 16 == 0)
+    if a is None:
+        return None
+    if hasattr(a, "block_shape") and hasattr(a, "base"):  # a host tensor descriptor
+        return ("desc", a.base.dtype, a.base.get_device(), a.base.data_ptr() % 16 == 0, tuple(a.block_shape),
+                getattr(a, "padding", None))
+    return (type(a).__name__, a)
+
+
+def _kw_launch(kernel, grid, *args, **meta):
+    """kernel[grid](*args, **meta). After a GPU launch through Triton's JIT, the compiled kernel it returned
+    is kept under a key that holds every int argument's value and every other argument's kind (finer than
+    Triton's own specialization, which sees an int only as 1, a multiple of 16 or neither), and a launch
+    with an equal key on the same device runs that compiled kernel at once, with the kernel's later
+    parameters (block sizes, defaults) appended as the JIT appends them. The interpreter (whose launch
+    returns no compiled kernel), an autotuned kernel and a first launch go through the JIT."""
+    key = None
+    if _KW_DIRECT:
+        key = (kernel, tuple([a if type(a) is int else _kw_arg_key(a) for a in args]), tuple(meta.items()))
+        try:
+            hit = _KW_COMPILED.get(key)
+        except TypeError:  # an unhashable argument: the JIT's launch every time
+            key = hit = None
+        if hit is not None and hit[0] == torch.cuda.current_device() and not callable(grid):
+            hit[1][(*grid, 1, 1)[:3]](*args, *hit[2])
+            return
+    compiled = kernel[grid](*args, **meta)
+    if key is None or not isinstance(kernel, _KwJIT) or not hasattr(compiled, "packed_metadata"):
+        return  # the interpreter's launch, an autotuner's (its configs' arguments are not in meta), ...
+    if len(_KW_COMPILED) >= 4096:  # arguments that change every call (a float computed per call): start over
+        _KW_COMPILED.clear()
+    later = kernel.params[len(args):]
+    if all(p.name in meta or p.has_default for p in later):
+        tail = [meta[p.name] if p.name in meta else p.default for p in later]
+        _KW_COMPILED[key] = (torch.cuda.current_device(), compiled, tail)
+# end of program text: _kw_launch
+# program text: _kw_tma
+
+import os
+
+try:  # Hopper's tensor-memory-accelerator loads, through descriptors built on the host (Triton >= 3.4)
+    from triton.tools.tensor_descriptor import TensorDescriptor as _TensorDescriptor
+except ImportError:
+    _TensorDescriptor = None
+
+_TMA_DEVICES = {}
+
+
+def _kw_tma_device(t):
+    """Whether descriptors can read t: Triton has them, t's device has TMA and t's base is 16-byte aligned."""
+    if _TensorDescriptor is None:
+        return False
+    dev = t.device
+    ok = _TMA_DEVICES.get(dev)
+    if ok is None:
+        # the CPU runs Triton's interpreter, which reads descriptors too; meta tensors are an offline
+        # compile's capture, whose target says (KERNELWRIGHT_CAPTURE_TMA); ROCm GPUs report CUDA-like
+        # capabilities, but Hopper's TMA is NVIDIA's
+        nvidia = dev.type == "cuda" and torch.version.hip is None
+        ok = (
+            dev.type == "cpu"
+            or (dev.type == "meta" and os.environ.get("KERNELWRIGHT_CAPTURE_TMA") == "1")
+            or (nvidia and torch.cuda.get_device_capability(dev)[0] >= 9)
+        )
+        _TMA_DEVICES[dev] = ok
+    return ok and t.data_ptr() % 16 == 0
+
+
+def _kw_tma(t, rows, cols, s_row, s_col, b_row, b_col, batch=0, s_batch=0):
+    """(descriptor, transposed) that reads t's [rows, cols] matrix (element strides s_row, s_col) in
+    [b_row, b_col] tiles, or None where TMA cannot: no descriptor support, a GPU before sm_90, neither
+    stride 1, or a base or stride not 16-byte aligned (then the pointer kernel runs). transposed: the
+    descriptor walks the stored transpose ([cols, rows] in [b_col, b_row] tiles), and the kernel
+    transposes each tile back. batch > 0: a 3-D descriptor over `batch` such matrices s_batch apart,
+    read in [1, ...] boxes.
+    """
+    if not _kw_tma_device(t):
+        return None
+    size = t.element_size()
+    if batch and (s_batch <= 0 or (s_batch * size) % 16):
+        return None
+    lead = ([batch], [s_batch], [1]) if batch else ([], [], [])
+    if s_col == 1 and s_row > 0 and (s_row * size) % 16 == 0:
+        shape, strides, box, transposed = [rows, cols], [s_row, 1], [b_row, b_col], False
+    elif s_row == 1 and s_col > 0 and (s_col * size) % 16 == 0:
+        shape, strides, box, transposed = [cols, rows], [s_col, 1], [b_col, b_row], True
+    else:
+        return None
+    return _TensorDescriptor(t, lead[0] + shape, lead[1] + strides, lead[2] + box), transposed
+# end of program text: _kw_tma
+# program text: _kw_tma_box
+
+def _kw_tma_box(x5, box_h, box_w, box_c):
+    """A descriptor over a channels-last 5-D input [N, C, D, H, W] read as [N, D, H, W, C] in
+    [1, 1, box_h, box_w, box_c] boxes, or None where TMA cannot (see _kw_tma_device; the channels' stride
+    1 and the other strides 16-byte aligned)."""
+    sn, sc, sd, sh, sw = x5.stride()
+    if sc != 1 or not _kw_tma_device(x5) or any((s * x5.element_size()) % 16 for s in (sn, sd, sh, sw)):
+        return None
+    n, c, d, h, w = x5.shape
+    return _TensorDescriptor(x5, [n, d, h, w, c], [sn, sd, sh, sw, 1], [1, 1, box_h, box_w, box_c])
+# end of program text: _kw_tma_box
+# program text: _kw_wrap
+
+def _kw_wrap(n, t):
+    """Where tile columns of `t` (last dim n, unit stride) may wrap: n rounded up to 16 where t's storage
+    holds every row that far (an _kw_align copy's padding; reading past n there is safe, those outputs
+    are masked), else n."""
+    up = -(-n // 16) * 16
+    if up == n or t.stride(-1) != 1:
+        return n
+    last = t.storage_offset() + sum((s - 1) * st for s, st in zip(t.shape[:-1], t.stride()[:-1])) + up - 1
+    return up if last < t.untyped_storage().nbytes() // t.element_size() else n
+# end of program text: _kw_wrap
+# program text: _kw_align
+
+def _kw_align(t):
+    """t, or a copy whose matrix rows start a multiple of 16 elements apart (a padded buffer viewed back
+    to t's shape).
+
+    Triton vectorizes a tile load only where it can prove the rows aligned, and it knows an integer
+    argument (a stride) only as divisible by 16 or not: a row stride of 5921 or 5924 fp32 elements keeps
+    every tile load scalar. One copy costs far less than that in a large product. A matrix stored
+    column-major is aligned the same way along its columns.
+    """
+    if t.dim() < 2:
+        return t
+    size = t.element_size()
+    if t.stride(-1) != 1 and t.stride(-2) == 1 and t.shape[-2] > 1:
+        m = t.mT
+        u = _kw_align(m)
+        return t if u is m else u.mT
+    if t.stride(-1) != 1 or t.shape[-1] == 1 or t.dim() > 2 and t.stride(-3) == 0:
+        return t
+    if t.stride(-2) % 16 == 0 and t.data_ptr() % 16 == 0:
+        return t
+    cols = -(-t.shape[-1] // 16) * 16
+    buf = torch.empty(*t.shape[:-1], cols, dtype=t.dtype, device=t.device)
+    out = buf[..., : t.shape[-1]]
+    out.copy_(t)
+    return out
+# end of program text: _kw_align
