@@ -5,31 +5,22 @@
     answer = write_program(prompt_text, seed=0)  # the same, as a function
 
 The task is traced into canonical ops (analysis.py, lowering*.py), cut into kernels (schedule.py), and
-each kernel is written by its kind's generator (rows, matmul, pointwise: kind.py and kind_*.py register
-them) in a design and config chosen from the request and the context's rules and experience (designs.py,
-policy.py). Writers of whole programs (Triton convolutions, standalone pooling) register with
-`register_task_writer(family, fn)` and are asked first. README.md in this folder is a map: the path
+each kernel is written by its kind's generator (rows, matmul, pointwise: kind.py and kind_*.py) in a
+design and config chosen from the request and the context's rules and experience (designs.py,
+policy.py). Writers of whole programs (Triton convolutions, standalone pooling) are asked first. The
+handlers, kinds and whole-task writers are named in one list each in families.py. README.md in this folder is a map: the path
 from prompt to program, and how to add an operator, a design or a kernel kind.
 """
 
 from kernelwright.providers.offline.analysis import AnalysisError, AnalyzedTask, analyze_source
 from kernelwright.providers.offline.chat_model import OfflineKernelWriter, estimate_tokens
-from kernelwright.providers.offline.conv_writer import conv_task_writer
 from kernelwright.providers.offline.designs import REGISTRY, Design
 from kernelwright.providers.offline.policy import WriterContext, forbidden, neighbours, parse_meta
-from kernelwright.providers.offline.pool_writer import pool_task_writer
 from kernelwright.providers.offline.writer import (
     TaskWriter,
     WriterAnswer,
-    register_task_writer,
     write_program,
 )
-
-# Convolutions are written in Triton (implicit GEMM) by their own whole-task writer, in turn with the
-# generic path's cuDNN + fused-epilogue programs; see conv_writer.takes_turn.
-register_task_writer("conv", conv_task_writer)
-# Standalone pooling (one nn.MaxPoolNd / AvgPoolNd module applied to the input) has a writer of its own.
-register_task_writer("pool", pool_task_writer)
 
 __all__ = [
     "REGISTRY",
@@ -37,7 +28,6 @@ __all__ = [
     "TaskWriter",
     "forbidden",
     "neighbours",
-    "register_task_writer",
     "AnalysisError",
     "AnalyzedTask",
     "Design",

@@ -261,12 +261,13 @@ def _close(a: Any, b: Any) -> bool:
 
 
 def _op_is_opaque(target: Any) -> bool:
-    from kernelwright.providers.offline.lowering import _HANDLERS, _SAME_BINARY, _SAME_UNARY
+    from kernelwright.providers.offline.families import lowering_handlers
+    from kernelwright.providers.offline.lowering import SAME_BINARY, SAME_UNARY
 
     name = target.overloadpacket.__name__.rstrip("_")
     if name in _KEPT_AS_TORCH:
         return True
-    return name not in _HANDLERS and name not in _SAME_UNARY and name not in _SAME_BINARY
+    return name not in lowering_handlers() and name not in SAME_UNARY and name not in SAME_BINARY
 
 
 # Ops with a lowering handler that still keeps them as torch calls (lowering_views._conv): their integer

@@ -12,7 +12,7 @@ Public API (everything a writer needs to offer "conv" as a family):
 
 `write_conv_program(task_source, ...)` does analysis, choice and emission in one call (None when the
 task is not a supported convolution). providers/offline/conv_writer.py wraps all of this as a TaskWriter
-for the offline writer (`register_task_writer("conv", conv_task_writer)`).
+for the offline writer (named in families.TASK_WRITERS).
 
 Designs: implicit_gemm (K loop over taps x input-channel blocks; transposed convolutions split by
 output phase), implicit_gemm_flatk (K = input channels x taps flattened; for few channels per group),

@@ -1,8 +1,5 @@
-"""The conv family as a whole-task writer for the offline writer's plug-in point.
-
-    from kernelwright.providers.offline import register_task_writer
-    from kernelwright.providers.offline.conv_writer import conv_task_writer
-    register_task_writer("conv", conv_task_writer)
+"""The conv family as a whole-task writer for the offline writer's plug-in point (families.TASK_WRITERS
+names `conv_task_writer` as the "conv" family).
 
 `conv_task_writer(source, name, ctx)` answers tasks that analyse as one convolution plus fusable work
 (providers/offline/conv.py) and passes (None) on everything else. It reads the request from the

@@ -9,7 +9,7 @@ A family whose designs do not apply to a kernel (today: "conv", whose only desig
 is skipped when choosing. Writing convolutions in Triton plugs in here: register "implicit_gemm"-style
 designs for the "conv" family with their own kind and generator.
 
-Adding a kind: a module that builds a `KernelKind` and calls `register_kind`, imported below. Adding a
+Adding a kind: a module that builds a `KernelKind`, named in families.KERNEL_KINDS. Adding a
 design: a `Design` in its kind's `designs()` (with `applies` where it does not fit every kernel) and,
 if its defaults differ, a branch in the kind's `default_config`.
 """
@@ -18,18 +18,15 @@ from __future__ import annotations
 
 from typing import Any
 
-# Importing the kind modules registers them, in this order (REGISTRY keeps it).
-from kernelwright.providers.offline import kind_matmul, kind_pointwise, kind_rows
+from kernelwright.providers.offline.families import KERNEL_KINDS, KINDS
 from kernelwright.providers.offline.kind import (
     DEFAULT_ARCH,
     DEFAULT_SM_COUNT,
     DEFAULT_SMEM_BYTES,
-    KINDS,
     Design,
     KernelInfo,
     KernelKind,
     make_config,
-    register_kind,
     target_arch,
     target_sm_count,
     target_smem_bytes,
@@ -41,7 +38,7 @@ from kernelwright.providers.offline.schedule import Kernel, Schedule
 
 def _build_registry() -> dict[str, list[Design]]:
     reg: dict[str, list[Design]] = {}
-    for kind in (kind_rows.ROWS, kind_pointwise.POINTWISE, kind_matmul.MATMUL):
+    for kind in KERNEL_KINDS:
         reg.update(kind.designs())
     # Convolutions are kept as torch ops today: the family is registered so that Triton designs
     # (implicit GEMM, direct) can be added here with their own generator.
@@ -146,7 +143,7 @@ __all__ = [
     "kernel_info",
     "launch_effect",
     "make_config",
-    "register_kind",
+    "KERNEL_KINDS",
     "target_arch",
     "target_sm_count",
     "target_smem_bytes",

@@ -116,7 +116,7 @@ class KernelInfo:
     @property
     def cost(self) -> float:
         """A rough work estimate: which kernel of a program is its main one."""
-        return KINDS[self.kind].cost(self)
+        return _kind(self.kind).cost(self)
 
 
 @dataclass(frozen=True)
@@ -167,18 +167,16 @@ class KernelKind:
     another task does not carry its value over (see designs.task_derived_keys)."""
 
 
-KINDS: dict[str, KernelKind] = {}
+def _kind(name: str) -> KernelKind:
+    # the kind modules import this one; families.KINDS is their list
+    from kernelwright.providers.offline.families import KINDS
 
-
-def register_kind(kind: KernelKind) -> KernelKind:
-    """Add (or replace) a kind; designs.py imports the kind modules, which call this."""
-    KINDS[kind.name] = kind
-    return kind
+    return KINDS[name]
 
 
 def make_config(design: Design, values: dict[str, Any]) -> Any:
     """The design's config object with `values` set (keys the config does not have are ignored)."""
-    cfg = KINDS[design.kind].config(mode=design.mode)
+    cfg = _kind(design.kind).config(mode=design.mode)
     for k, v in values.items():
         if hasattr(cfg, k):
             setattr(cfg, k, v)

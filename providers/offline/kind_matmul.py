@@ -28,7 +28,7 @@ from typing import Any
 
 from kernelwright.providers.offline.emit_gluon import WS_STAGES, ws_smem_bytes
 from kernelwright.providers.offline.emit_matmul import BF16_PARTS, MatmulConfig, MatmulGen, plain_product
-from kernelwright.providers.offline.kind import Design, KernelInfo, KernelKind, make_config, register_kind
+from kernelwright.providers.offline.kind import Design, KernelInfo, KernelKind, make_config
 from kernelwright.providers.offline.row_plan import next_pow2
 from kernelwright.providers.offline.schedule import Kernel, Schedule
 
@@ -329,22 +329,20 @@ def _fits_per_sm(cfg: MatmulConfig, info: KernelInfo, bm: int, bn: int, bk: int,
     return per_sm * (smem + 1024) <= info.smem_bytes + 1024
 
 
-MATMUL = register_kind(
-    KernelKind(
-        name="matmul",
-        config=MatmulConfig,
-        designs=designs,
-        facts=facts,
-        cost=cost,
-        default_design=default_design,
-        default_config=default_config,
-        config_space=config_space,
-        generator=MatmulGen,
-        simplest_mode="grouped",
-        fits=fits,
-        last_resort=last_resort,
-        # Which Gluon schedule starts a product follows from its K (WS_DEFAULT_MAX_K): a K = 1024 bmm's
-        # ping-pong is not advice for a K = 8192 GEMM, where it measured 4% slower. The search may still step to it.
-        task_derived=("WS", "WS_COOP"),
-    )
+MATMUL = KernelKind(
+    name="matmul",
+    config=MatmulConfig,
+    designs=designs,
+    facts=facts,
+    cost=cost,
+    default_design=default_design,
+    default_config=default_config,
+    config_space=config_space,
+    generator=MatmulGen,
+    simplest_mode="grouped",
+    fits=fits,
+    last_resort=last_resort,
+    # Which Gluon schedule starts a product follows from its K (WS_DEFAULT_MAX_K): a K = 1024 bmm's
+    # ping-pong is not advice for a K = 8192 GEMM, where it measured 4% slower. The search may still step to it.
+    task_derived=("WS", "WS_COOP"),
 )

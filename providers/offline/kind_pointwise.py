@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelwright.providers.offline.emit_pointwise import PointwiseConfig, PointwiseGen
-from kernelwright.providers.offline.kind import Design, KernelInfo, KernelKind, register_kind
+from kernelwright.providers.offline.kind import Design, KernelInfo, KernelKind
 from kernelwright.providers.offline.schedule import Kernel, Schedule
 
 _BLOCKS = (512, 1024, 2048, 4096, 8192)
@@ -51,17 +51,15 @@ def config_space(design: Design, info: KernelInfo, tf32: bool = False) -> dict[s
     return dict(design.space)
 
 
-POINTWISE = register_kind(
-    KernelKind(
-        name="pointwise",
-        config=PointwiseConfig,
-        designs=designs,
-        facts=facts,
-        cost=cost,
-        default_design=default_design,
-        default_config=default_config,
-        config_space=config_space,
-        generator=PointwiseGen,
-        simplest_mode="flat",
-    )
+POINTWISE = KernelKind(
+    name="pointwise",
+    config=PointwiseConfig,
+    designs=designs,
+    facts=facts,
+    cost=cost,
+    default_design=default_design,
+    default_config=default_config,
+    config_space=config_space,
+    generator=PointwiseGen,
+    simplest_mode="flat",
 )

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kernelwright.providers.offline.emit_rows import RowKernelGen
-from kernelwright.providers.offline.kind import Design, KernelInfo, KernelKind, make_config, register_kind
+from kernelwright.providers.offline.kind import Design, KernelInfo, KernelKind, make_config
 from kernelwright.providers.offline.row_plan import RowConfig, RowPlan, next_pow2, registers_rows_launch
 from kernelwright.providers.offline.schedule import Kernel, Schedule
 
@@ -222,22 +222,20 @@ def launch_effect(design: Design, info: KernelInfo, values: dict[str, Any]) -> t
     )
 
 
-ROWS = register_kind(
-    KernelKind(
-        name="rows",
-        config=RowConfig,
-        designs=designs,
-        facts=facts,
-        cost=cost,
-        default_design=default_design,
-        default_config=default_config,
-        config_space=config_space,
-        generator=RowKernelGen,
-        simplest_mode="registers",
-        launch_effect=launch_effect,
-        # The write grid of a split follows from the row count (few rows: one chunk per program); on an
-        # H200 instance norm (7168 rows) started from batch norm's (64 rows) WRITE_CHUNKS=1 ran 6.10 ms
-        # where its own default runs 5.52.
-        task_derived=("WRITE_CHUNKS",),
-    )
+ROWS = KernelKind(
+    name="rows",
+    config=RowConfig,
+    designs=designs,
+    facts=facts,
+    cost=cost,
+    default_design=default_design,
+    default_config=default_config,
+    config_space=config_space,
+    generator=RowKernelGen,
+    simplest_mode="registers",
+    launch_effect=launch_effect,
+    # The write grid of a split follows from the row count (few rows: one chunk per program); on an
+    # H200 instance norm (7168 rows) started from batch norm's (64 rows) WRITE_CHUNKS=1 ran 6.10 ms
+    # where its own default runs 5.52.
+    task_derived=("WRITE_CHUNKS",),
 )

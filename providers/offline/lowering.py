@@ -43,25 +43,31 @@ class LoweringError(ValueError):
     """The forward uses something the writer cannot express; the message is one line."""
 
 
-_HANDLERS: dict[str, Callable[..., Any]] = {}
+class HandlerTable(dict[str, Callable[..., Any]]):
+    """One module's lowering handlers by aten op name; families.LOWERINGS lists the modules' tables."""
 
+    def handles(self, *names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Decorator: `fn` lowers the aten ops `names` (each once in this table)."""
 
-def handles(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
-        for n in names:
-            _HANDLERS[n] = fn
-        return fn
+        def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+            for n in names:
+                if n in self:
+                    raise ValueError(
+                        f"aten op {n!r} has two lowering handlers: {self[n].__name__} and {fn.__name__}"
+                    )
+                self[n] = fn
+            return fn
 
-    return deco
+        return deco
 
 
 # Unary pointwise aten ops whose IR op has the same name.
-_SAME_UNARY = (
+SAME_UNARY = (
     "neg abs exp exp2 expm1 log log2 log10 log1p sqrt rsqrt reciprocal sin cos tan tanh sigmoid relu silu "
     "mish erf erfc floor ceil trunc sign logical_not isnan isinf isfinite atan asin acos sinh cosh asinh "
     "acosh atanh square frac"
 ).split()
-_SAME_BINARY = {
+SAME_BINARY = {
     "mul": "mul", "maximum": "maximum", "minimum": "minimum", "fmax": "maximum", "fmin": "minimum",
     "atan2": "atan2", "eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge",
     "greater": "gt", "less": "lt", "greater_equal": "ge", "less_equal": "le", "not_equal": "ne",
@@ -72,7 +78,7 @@ _SAME_BINARY = {
 }  # fmt: skip
 _COMPARE = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not",
             "isnan", "isinf", "isfinite"}  # fmt: skip
-_IDENTITY_OPS = {
+IDENTITY_OPS = {
     "clone",
     "contiguous",
     "alias",
@@ -81,10 +87,10 @@ _IDENTITY_OPS = {
     "lift_fresh",
     "_assert_tensor_metadata",
 }
-_REDUCTION_NONE, _REDUCTION_MEAN, _REDUCTION_SUM = 0, 1, 2
+REDUCTION_NONE, _REDUCTION_MEAN, REDUCTION_SUM = 0, 1, 2
 
 
-def _to_sym(x: Any) -> sympy.Expr:
+def to_sym(x: Any) -> sympy.Expr:
     if isinstance(x, torch.SymInt | torch.SymFloat):
         return sympy.sympify(x.node.expr)
     if isinstance(x, SymScalar):
@@ -138,7 +144,7 @@ class Lowerer:
         for node, (kind, name), there in zip(ph, placeholders, other_ph, strict=True):
             val = node.meta.get("val")
             if isinstance(val, torch.Tensor):
-                shape = tuple(_to_sym(d) for d in val.shape)
+                shape = tuple(to_sym(d) for d in val.shape)
                 v = self.g.add(kind, name, (), shape, val.dtype, {"name": name})
                 (self.g.params if kind == "param" else self.g.inputs).append(v)
                 for i, d in enumerate(shape):
@@ -150,7 +156,7 @@ class Lowerer:
             else:
                 # A non-tensor forward argument: traced as a constant.
                 self.env[node] = (
-                    val if not isinstance(val, torch.SymInt | torch.SymFloat) else SymScalar(_to_sym(val))
+                    val if not isinstance(val, torch.SymInt | torch.SymFloat) else SymScalar(to_sym(val))
                 )
                 self.g.inputs.append(
                     self.g.add("input", name, (), (), torch.float32, {"name": name, "scalar": True})
@@ -185,7 +191,7 @@ class Lowerer:
     def _sym_value(self, node: fx.Node) -> Any:
         val = node.meta.get("val")
         if isinstance(val, torch.SymInt | torch.SymFloat | torch.SymBool):
-            e = _to_sym(val)
+            e = to_sym(val)
             if e.is_number:
                 return bool(e) if isinstance(val, torch.SymBool) else (int(e) if e.is_Integer else float(e))
             if isinstance(val, torch.SymBool):
@@ -212,7 +218,7 @@ class Lowerer:
         if packet in ("sym_size", "sym_numel", "sym_stride", "sym_storage_offset", "size", "numel"):
             val = node.meta.get("val")
             if isinstance(val, list | tuple):
-                return type(val)(_to_sym(v) if isinstance(v, torch.SymInt) else v for v in val)
+                return type(val)(to_sym(v) if isinstance(v, torch.SymInt) else v for v in val)
             return self._sym_value(node)
         inplace = packet.endswith("_") and not packet.endswith("__")
         name = packet[:-1] if inplace else packet
@@ -222,16 +228,16 @@ class Lowerer:
             if isinstance(dst, Value) and dst.kind == "view":
                 raise LoweringError(f"in-place {packet} writes into a view of another tensor")
         before = len(self.g.values)
-        handler = _HANDLERS.get(name)
+        handler = _handlers().get(name)
         if _touches_complex(node):
             # Triton has no complex type: an op on complex tensors stays a torch call (and a task that is
             # nothing else is one this writer cannot express).
             out = self.opaque(target, node)
         elif handler is None:
-            if name in _SAME_UNARY:
+            if name in SAME_UNARY:
                 out = self.pw(name, args["self"])
-            elif name in _SAME_BINARY:
-                out = self.pw(_SAME_BINARY[name], args["self"], args["other"])
+            elif name in SAME_BINARY:
+                out = self.pw(SAME_BINARY[name], args["self"], args["other"])
             else:
                 out = self.opaque(target, node)
         else:
@@ -258,7 +264,7 @@ class Lowerer:
     def _check_shape(self, node: fx.Node, out: Any) -> None:
         val = node.meta.get("val")
         if isinstance(val, torch.Tensor) and isinstance(out, Value):
-            want = tuple(self.g.hint(_to_sym(d)) for d in val.shape)
+            want = tuple(self.g.hint(to_sym(d)) for d in val.shape)
             got = self.g.hints(out.shape)
             if want != got:
                 raise LoweringError(f"internal: {node.target} lowered to shape {got}, traced {want}")
@@ -266,7 +272,7 @@ class Lowerer:
     def meta_shape(self) -> Shape:
         assert self.node is not None
         val = self.node.meta["val"]
-        return tuple(_to_sym(d) for d in val.shape)
+        return tuple(to_sym(d) for d in val.shape)
 
     def meta_dtype(self) -> torch.dtype:
         assert self.node is not None
@@ -317,12 +323,12 @@ class Lowerer:
     def reduce(self, op: str, x: Value, dims: Any, keepdim: bool, dtype: torch.dtype | None = None) -> Value:
         x = self._as_value(x)
         rank = x.rank
-        dl = _norm_dims(dims, rank)
+        dl = norm_dims(dims, rank)
         if rank == 0:
             dl = []
         if not dl and op in ("argmax", "argmin") and rank > 0:
             # argmax over all elements of an N-d tensor: flatten first (a contiguous view).
-            flat = self.reshape(x, (_prod(x.shape),))
+            flat = self.reshape(x, (shape_prod(x.shape),))
             return self.reduce(op, flat, [0], False, dtype)
         if not dl and rank > 0:
             dl = list(range(rank))
@@ -343,14 +349,14 @@ class Lowerer:
         return self.g.add("reduce", op, (x,), shape, dtype, {"dims": tuple(dl), "keepdim": keepdim})
 
     def scan(self, op: str, x: Value, dim: int, dtype: torch.dtype | None = None) -> Value:
-        dim = _norm_dims([dim], x.rank)[0] if x.rank else 0
+        dim = norm_dims([dim], x.rank)[0] if x.rank else 0
         if dtype is None:
             dtype = x.dtype if x.dtype.is_floating_point else torch.int64
         return self.g.add("scan", op, (x,), x.shape, dtype, {"dim": dim})
 
     def reshape(self, x: Value, shape: Any) -> Value:
         x = self._as_value(x)
-        raw = [_to_sym(s) for s in shape]
+        raw = [to_sym(s) for s in shape]
         shape = _resolve_reshape(x.shape, raw, self.g)
         if self.g.hints(shape) == self.g.hints(x.shape) and all(
             sympy.simplify(a - b) == 0 for a, b in zip(shape, x.shape, strict=True)
@@ -400,7 +406,7 @@ class Lowerer:
         return self.reshape(x, shape)
 
     def squeeze(self, x: Value, dims: Any = None) -> Value:
-        dl = set(range(x.rank)) if dims is None else set(_norm_dims(dims, x.rank))
+        dl = set(range(x.rank)) if dims is None else set(norm_dims(dims, x.rank))
         shape = [d for i, d in enumerate(x.shape) if not (i in dl and is_one(d))]
         return self.reshape(x, shape)
 
@@ -420,7 +426,7 @@ class Lowerer:
         return self.permute(x, dl)
 
     def expand(self, x: Value, shape: Any) -> Value:
-        shape = [_to_sym(s) for s in shape]
+        shape = [to_sym(s) for s in shape]
         xs = aligned(x.shape, len(shape))
         # A size read from a torch call's result stays read from it where the expansion keeps it.
         out = tuple(
@@ -434,10 +440,10 @@ class Lowerer:
         return self.g.add("view", "expand", (x,), out, x.dtype, {"shape": out})
 
     def slice(self, x: Value, dim: int, start: Any, end: Any, step: int = 1) -> Value:
-        dim = _norm_dims([dim], x.rank)[0]
+        dim = norm_dims([dim], x.rank)[0]
         size = x.shape[dim]
-        start = 0 if start is None else _to_sym(start)
-        end = size if end is None else _to_sym(end)
+        start = 0 if start is None else to_sym(start)
+        end = size if end is None else to_sym(end)
         if isinstance(end, sympy.Integer) and int(end) >= 2**62:
             end = size
         start = _clamp_index(start, size, self.g)
@@ -452,9 +458,9 @@ class Lowerer:
                           {"dim": dim, "start": start, "end": end, "step": step})  # fmt: skip
 
     def select(self, x: Value, dim: int, index: Any) -> Value:
-        dim = _norm_dims([dim], x.rank)[0]
+        dim = norm_dims([dim], x.rank)[0]
         shape = tuple(d for i, d in enumerate(x.shape) if i != dim)
-        return self.g.add("view", "select", (x,), shape, x.dtype, {"dim": dim, "index": _to_sym(index)})
+        return self.g.add("view", "select", (x,), shape, x.dtype, {"dim": dim, "index": to_sym(index)})
 
     def matmul2(self, a: Value, b: Value, out_dtype: torch.dtype | None = None) -> Value:
         """a[..., M, K] @ b[..., K, N] with broadcast batch dims (both at least 2-d)."""
@@ -494,7 +500,7 @@ class Lowerer:
             kwargs.pop(without, None)
         val = node.meta.get("val")
         if isinstance(val, torch.Tensor):
-            shape = tuple(_to_sym(d) for d in val.shape)
+            shape = tuple(to_sym(d) for d in val.shape)
             out = self.g.add(
                 "opaque", str(target), args, shape, val.dtype, {"target": target, "kwargs": kwargs}
             )
@@ -502,7 +508,7 @@ class Lowerer:
             return out
         if isinstance(val, list | tuple) and all(isinstance(t, torch.Tensor) for t in val):
             base = self.g.add("opaque", str(target), args, (), torch.float32,
-                              {"target": target, "kwargs": kwargs, "multi": [(tuple(_to_sym(d) for d in t.shape), t.dtype) for t in val]})  # fmt: skip
+                              {"target": target, "kwargs": kwargs, "multi": [(tuple(to_sym(d) for d in t.shape), t.dtype) for t in val]})  # fmt: skip
             return tuple(self._item(base, i) for i in range(len(val)))
         raise LoweringError(f"unsupported op {target} (result {type(val).__name__})")
 
@@ -538,7 +544,7 @@ class Lowerer:
         return self.g.add("view", "item", (base,), shape, dtype, {"index": idx})
 
     def apply_reduction(self, v: Value, reduction: int) -> Value:
-        if reduction == _REDUCTION_NONE:
+        if reduction == REDUCTION_NONE:
             return v
         return self.reduce("mean" if reduction == _REDUCTION_MEAN else "sum", v, None, False)
 
@@ -577,7 +583,7 @@ def _result_dtype(op: str, args: tuple) -> torch.dtype:
     return dt
 
 
-def _norm_dims(dims: Any, rank: int) -> list[int]:
+def norm_dims(dims: Any, rank: int) -> list[int]:
     if dims is None:
         return []
     if isinstance(dims, int):
@@ -589,7 +595,7 @@ def _norm_dims(dims: Any, rank: int) -> list[int]:
     return sorted(set(out)) if len(out) > 1 else out
 
 
-def _prod(shape: Shape) -> sympy.Expr:
+def shape_prod(shape: Shape) -> sympy.Expr:
     p: sympy.Expr = sympy.Integer(1)
     for d in shape:
         p = p * d
@@ -611,9 +617,9 @@ def _resolve_reshape(src: Shape, target: list[sympy.Expr], g: Graph) -> Shape:
     Where a target size equals the product of a run of source sizes (matched on the traced values), the
     symbolic product is used instead, so the program still works when the sizes change.
     """
-    total = _prod(src)
+    total = shape_prod(src)
     if any(t == -1 for t in target):
-        known = _prod(tuple(t for t in target if t != -1))
+        known = shape_prod(tuple(t for t in target if t != -1))
         target = [sympy.simplify(total / known) if t == -1 else t for t in target]
     src_h = g.hints(src)
     tgt_h = [g.hint(t) for t in target]
@@ -643,7 +649,7 @@ def _resolve_reshape(src: Shape, target: list[sympy.Expr], g: Graph) -> Shape:
             else:
                 return tuple(sympy.sympify(t) for t in target)
         if j - j0 == 1 and (out[j0].is_number or _reads_result(src[i0:i], g)):
-            out[j0] = _prod(src[i0:i])
+            out[j0] = shape_prod(src[i0:i])
     return tuple(sympy.sympify(t) for t in out)
 
 
@@ -652,12 +658,15 @@ def _reads_result(dims: Shape, g: Graph) -> bool:
     return any(sympy.sympify(d).free_symbols & g.result_sizes for d in dims)
 
 
-def _dims_arg(a: dict, key: str = "dim") -> Any:
+def dims_arg(a: dict, key: str = "dim") -> Any:
     d = a.get(key)
     if d is None or (isinstance(d, list | tuple) and len(d) == 0):
         return None
     return d
 
 
-# The handlers live in one module per kind of op; importing them registers them (in this order).
-from kernelwright.providers.offline import lowering_pointwise, lowering_rows, lowering_views  # noqa: E402, F401
+def _handlers() -> dict[str, Callable[..., Any]]:
+    # the handler modules import this one, so the table they make up is looked up when a forward is lowered
+    from kernelwright.providers.offline.families import lowering_handlers
+
+    return lowering_handlers()

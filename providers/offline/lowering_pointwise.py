@@ -1,6 +1,6 @@
 """Lowering handlers for elementwise aten ops and constants (add, where, clamp, activations, full, arange).
 
-Registered into `lowering._HANDLERS` with `@handles` when lowering.py is imported."""
+Registered into its module's `HANDLERS` with `@handles`; families.LOWERINGS lists the table."""
 
 from __future__ import annotations
 
@@ -13,12 +13,15 @@ from kernelwright.providers.offline.ir import (
     Value,
 )
 from kernelwright.providers.offline.lowering import (
-    _IDENTITY_OPS,
     HALF,
+    IDENTITY_OPS,
+    HandlerTable,
     Lowerer,
     LoweringError,
-    handles,
 )
+
+HANDLERS = HandlerTable()
+handles = HANDLERS.handles
 
 # ---- handlers --------------------------------------------------------------------------------------
 
@@ -246,7 +249,7 @@ def _to(L: Lowerer, a: dict, target: Any) -> Value:
     return L.cast(x, dtype) if isinstance(x, Value) else L.full((), x, dtype)
 
 
-@handles(*_IDENTITY_OPS)
+@handles(*IDENTITY_OPS)
 def _identity(L: Lowerer, a: dict, target: Any) -> Any:
     if target.overloadpacket.__name__ == "_assert_tensor_metadata":
         return None

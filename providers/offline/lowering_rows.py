@@ -2,7 +2,7 @@
 
 High-level ops are decomposed the way a person would write them in Triton (softmax is a max, an exp and
 a sum over a row; cross entropy a log-softmax and a pick of the target column). Registered into
-`lowering._HANDLERS` with `@handles` when lowering.py is imported."""
+its module's `HANDLERS` with `@handles`; families.LOWERINGS lists the table."""
 
 from __future__ import annotations
 
@@ -18,16 +18,19 @@ from kernelwright.providers.offline.ir import (
     broadcast_shapes,
 )
 from kernelwright.providers.offline.lowering import (
-    _REDUCTION_NONE,
-    _REDUCTION_SUM,
     HALF,
+    REDUCTION_NONE,
+    REDUCTION_SUM,
+    HandlerTable,
     Lowerer,
     LoweringError,
-    _dims_arg,
-    _norm_dims,
-    _prod,
-    handles,
+    dims_arg,
+    norm_dims,
+    shape_prod,
 )
+
+HANDLERS = HandlerTable()
+handles = HANDLERS.handles
 
 # ---- reductions ------------------------------------------------------------------------------------
 
@@ -37,7 +40,7 @@ def _reduce(L: Lowerer, a: dict, target: Any) -> Value:
     name = target.overloadpacket.__name__
     op = {"amax": "max", "amin": "min", "nansum": "sum"}.get(name, name)
     x = a["self"]
-    dims = _dims_arg(a)
+    dims = dims_arg(a)
     keepdim = bool(a.get("keepdim", False))
     out_dtype = L.meta_dtype()
     if x.dtype != out_dtype and op in ("sum", "mean", "prod") and out_dtype.is_floating_point:
@@ -76,7 +79,7 @@ def _argmax(L: Lowerer, a: dict, target: Any) -> Value:
 @handles("count_nonzero")
 def _count_nonzero(L: Lowerer, a: dict, target: Any) -> Value:
     x = a["self"]
-    return L.reduce("sum", L.cast(L.pw("ne", x, 0), torch.int64), _dims_arg(a), False, torch.int64)
+    return L.reduce("sum", L.cast(L.pw("ne", x, 0), torch.int64), dims_arg(a), False, torch.int64)
 
 
 def _var(L: Lowerer, x: Value, dims: Any, correction: float, keepdim: bool) -> tuple[Value, Value]:
@@ -91,8 +94,8 @@ def _var(L: Lowerer, x: Value, dims: Any, correction: float, keepdim: bool) -> t
     denom = L.pw("maximum", L.pw("sub", n, float(correction)), 0.0) if correction else n
     var = L.pw("div", ss, denom)
     if not keepdim:
-        var = L.squeeze(var, _norm_dims(dims, x.rank) or list(range(x.rank)))
-        mean = L.squeeze(mean, _norm_dims(dims, x.rank) or list(range(x.rank)))
+        var = L.squeeze(var, norm_dims(dims, x.rank) or list(range(x.rank)))
+        mean = L.squeeze(mean, norm_dims(dims, x.rank) or list(range(x.rank)))
     return var, mean
 
 
@@ -108,7 +111,7 @@ def _correction(a: dict) -> float:
 def _var_h(L: Lowerer, a: dict, target: Any) -> Any:
     name = target.overloadpacket.__name__
     x = a["self"]
-    var, mean = _var(L, x, _dims_arg(a), _correction(a), bool(a.get("keepdim", False)))
+    var, mean = _var(L, x, dims_arg(a), _correction(a), bool(a.get("keepdim", False)))
     out = L.pw("sqrt", var) if name.startswith("std") else var
     if x.dtype in HALF:
         out, mean = L.cast(out, x.dtype), L.cast(mean, x.dtype)
@@ -137,7 +140,7 @@ def _vector_norm(L: Lowerer, x: Value, ord_: Any, dims: Any, keepdim: bool) -> V
 
 @handles("linalg_vector_norm")
 def _linalg_vector_norm(L: Lowerer, a: dict, target: Any) -> Value:
-    return _vector_norm(L, a["self"], a.get("ord", 2), _dims_arg(a), bool(a.get("keepdim", False)))
+    return _vector_norm(L, a["self"], a.get("ord", 2), dims_arg(a), bool(a.get("keepdim", False)))
 
 
 @handles("norm")
@@ -147,12 +150,12 @@ def _norm(L: Lowerer, a: dict, target: Any) -> Value:
         if p != "fro":
             raise LoweringError(f"norm with p={p!r} is not supported")
         p = 2
-    return _vector_norm(L, a["self"], p, _dims_arg(a), bool(a.get("keepdim", False)))
+    return _vector_norm(L, a["self"], p, dims_arg(a), bool(a.get("keepdim", False)))
 
 
 @handles("frobenius_norm")
 def _frobenius_norm(L: Lowerer, a: dict, target: Any) -> Value:
-    return _vector_norm(L, a["self"], 2, _dims_arg(a), bool(a.get("keepdim", False)))
+    return _vector_norm(L, a["self"], 2, dims_arg(a), bool(a.get("keepdim", False)))
 
 
 @handles("logsumexp")
@@ -160,7 +163,7 @@ def _logsumexp(L: Lowerer, a: dict, target: Any) -> Value:
     x = a["self"]
     if not x.dtype.is_floating_point:
         x = L.cast(x, torch.float32)
-    dims = _dims_arg(a)
+    dims = dims_arg(a)
     keepdim = bool(a.get("keepdim", False))
     m = L.reduce("max", x, dims, True)
     # torch masks infinite maxima to 0 so an all -inf row gives -inf rather than NaN.
@@ -168,7 +171,7 @@ def _logsumexp(L: Lowerer, a: dict, target: Any) -> Value:
     s = L.reduce("sum", L.pw("exp", L.pw("sub", x, m0)), dims, True)
     out = L.pw("add", L.pw("log", s), m0)
     if not keepdim:
-        out = L.squeeze(out, _norm_dims(dims, x.rank) or list(range(x.rank)))
+        out = L.squeeze(out, norm_dims(dims, x.rank) or list(range(x.rank)))
     return out
 
 
@@ -249,7 +252,7 @@ def _group_norm(L: Lowerer, a: dict, target: Any) -> Any:
     g_raw = a["group"] if "group" in a else a["num_groups"]
     groups = g_raw.expr if isinstance(g_raw, SymScalar) else sympy.Integer(int(g_raw))
     n, c = x.shape[0], x.shape[1]
-    rest = _prod(x.shape[2:])
+    rest = shape_prod(x.shape[2:])
     per = sympy.floor(c / groups)
     one = sympy.Integer(1)
     xs = L.reshape(x, (n, groups, per, rest))
@@ -403,11 +406,11 @@ def _nll(L: Lowerer, logp: Value, t: Value, weight: Value | None, reduction: int
         w = _pick(L, L.reshape(weight, tuple(wshape)), t, class_dim)
     wv = L.pw("where", valid, w, 0.0, dtype=logp.dtype)
     loss = L.pw("neg", L.pw("mul", picked, wv))  # one value per row, class dim kept as size 1
-    if reduction == _REDUCTION_NONE:
+    if reduction == REDUCTION_NONE:
         return L.squeeze(loss, [class_dim])
     # Both sums run over the same per-row values, so they share one kernel.
     total = L.reduce("sum", loss, None, False)
-    if reduction == _REDUCTION_SUM:
+    if reduction == REDUCTION_SUM:
         return total
     return L.pw("div", total, L.reduce("sum", wv, None, False))
 

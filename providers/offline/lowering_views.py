@@ -1,7 +1,7 @@
 """Lowering handlers for matmuls (mm, linear, einsum), views (reshape, permute, slice, split) and the
 convolutions kept as torch calls.
 
-Registered into `lowering._HANDLERS` with `@handles` when lowering.py is imported."""
+Registered into its module's `HANDLERS` with `@handles`; families.LOWERINGS lists the table."""
 
 from __future__ import annotations
 
@@ -14,12 +14,15 @@ from kernelwright.providers.offline.ir import (
     broadcast_shapes,
 )
 from kernelwright.providers.offline.lowering import (
+    HandlerTable,
     Lowerer,
-    _norm_dims,
-    _prod,
-    _to_sym,
-    handles,
+    norm_dims,
+    shape_prod,
+    to_sym,
 )
+
+HANDLERS = HandlerTable()
+handles = HANDLERS.handles
 
 # ---- matmul ----------------------------------------------------------------------------------------
 
@@ -126,9 +129,9 @@ def _t(L: Lowerer, a: dict, target: Any) -> Value:
 @handles("movedim")
 def _movedim(L: Lowerer, a: dict, target: Any) -> Value:
     x = a["self"]
-    src = _norm_dims(a["source"], x.rank) if not isinstance(a["source"], int) else [a["source"] % x.rank]
+    src = norm_dims(a["source"], x.rank) if not isinstance(a["source"], int) else [a["source"] % x.rank]
     dst = (
-        _norm_dims(a["destination"], x.rank)
+        norm_dims(a["destination"], x.rank)
         if not isinstance(a["destination"], int)
         else [a["destination"] % x.rank]
     )
@@ -150,15 +153,15 @@ def _slice(L: Lowerer, a: dict, target: Any) -> Value:
 
 @handles("narrow")
 def _narrow(L: Lowerer, a: dict, target: Any) -> Value:
-    start = _to_sym(a["start"])
-    return L.slice(a["self"], a["dim"], start, start + _to_sym(a["length"]), 1)
+    start = to_sym(a["start"])
+    return L.slice(a["self"], a["dim"], start, start + to_sym(a["length"]), 1)
 
 
 @handles("select")
 def _select(L: Lowerer, a: dict, target: Any) -> Value:
     x = a["self"]
-    idx = _to_sym(a["index"])
-    dim = _norm_dims([a["dim"]], x.rank)[0]
+    idx = to_sym(a["index"])
+    dim = norm_dims([a["dim"]], x.rank)[0]
     if idx.is_number and int(idx) < 0:
         idx = x.shape[dim] + idx
     return L.select(x, dim, idx)
@@ -169,7 +172,7 @@ def _split(L: Lowerer, a: dict, target: Any) -> tuple[Value, ...]:
     assert L.node is not None
     name = target.overloadpacket.__name__
     x = a["self"]
-    dim = _norm_dims([a.get("dim", 0)], x.rank)[0]
+    dim = norm_dims([a.get("dim", 0)], x.rank)[0]
     vals = L.node.meta["val"]
     out = []
     start: sympy.Expr = sympy.Integer(0)
@@ -178,7 +181,7 @@ def _split(L: Lowerer, a: dict, target: Any) -> tuple[Value, ...]:
             out.append(L.select(x, dim, start))
             start = start + 1
             continue
-        size = _to_sym(t.shape[dim])
+        size = to_sym(t.shape[dim])
         out.append(L.slice(x, dim, start, start + size, 1))
         start = start + size
     return tuple(out)
@@ -245,7 +248,7 @@ def _einsum(L: Lowerer, a: dict, target: Any) -> Value:
     size.update({ch: xb.shape[i] for i, ch in enumerate(tb)})
 
     def prod(chars: list[str]) -> sympy.Expr:
-        return _prod(tuple(size[ch] for ch in chars))
+        return shape_prod(tuple(size[ch] for ch in chars))
 
     pa = L.permute(xa, [ta.index(ch) for ch in batch + free_a + contract])
     pb = L.permute(xb, [tb.index(ch) for ch in batch + contract + free_b])

@@ -1,8 +1,5 @@
-"""Standalone max/avg pooling (1-D, 2-D, 3-D) as a whole-task writer for the offline writer.
-
-    from kernelwright.providers.offline import register_task_writer
-    from kernelwright.providers.offline.pool_writer import pool_task_writer
-    register_task_writer("pool", pool_task_writer)
+"""Standalone max/avg pooling (1-D, 2-D, 3-D) as a whole-task writer for the offline writer
+(families.TASK_WRITERS names `pool_task_writer` as the "pool" family).
 
 A task is taken when its forward is exactly one pooling module applied to its input:
 

@@ -28,6 +28,7 @@ from kernelwright.providers.offline.designs import (
 )
 from kernelwright.providers.offline.emit_module import EmitError, ProgramMeta, emit_program
 from kernelwright.providers.offline.emit_rows import RowPlanError
+from kernelwright.providers.offline.families import task_writers
 from kernelwright.providers.offline.matmul_fusion import fuse_dual_matmuls
 from kernelwright.providers.offline.policy import (
     Choice,
@@ -67,19 +68,10 @@ class WriterAnswer:
 TaskWriter = Callable[[str, str, WriterContext], "WriterAnswer | None"]
 """A writer for whole tasks of one family: (task source, task name, context) -> answer, or None to pass."""
 
-_TASK_WRITERS: list[tuple[str, TaskWriter]] = []
-
-
-def register_task_writer(family: str, writer: TaskWriter) -> None:
-    """Let another family's writer (Triton convolutions, say) take the tasks it supports.
-
-    Registered writers are asked first, in registration order, with the parsed context (request kind,
-    parent header, rules, experience cases, TF32 permission; `policy.forbidden` and `policy.neighbours`
-    apply to any family's designs and configs). The first answer that is not None is the program.
-    Registering the same family again replaces the earlier writer.
-    """
-    _TASK_WRITERS[:] = [(f, w) for f, w in _TASK_WRITERS if f != family]
-    _TASK_WRITERS.append((family, writer))
+# Writers of whole tasks (Triton convolutions, standalone pooling) are named in families.TASK_WRITERS and
+# asked first, in that order, with the parsed context (request kind, parent header, rules, experience cases,
+# TF32 permission; `policy.forbidden` and `policy.neighbours` apply to any family's designs and configs).
+# The first answer that is not None is the program.
 
 
 def _no_program(reason: str, *, task_level: bool = True) -> WriterAnswer:
@@ -108,9 +100,10 @@ def write_program(prompt: str, seed: int = 0) -> WriterAnswer:
     if task is None or not task.body.strip():
         return _no_program("the prompt has no <task> section with the reference program", task_level=False)
     name = task.attrs.get("name", "task")
-    if _TASK_WRITERS:
+    writers = task_writers()
+    if writers:
         ctx0 = read_context(sections, seed, CONFIG_KEYS)
-        for _family, writer in list(_TASK_WRITERS):
+        for _family, writer in writers:
             answer = writer(task.body, name, ctx0)
             if answer is not None:
                 return answer
@@ -189,4 +182,4 @@ def _explain(analysed: Any, sched: Schedule, infos: dict[int, KernelInfo], choic
     return "; ".join(parts) + "."
 
 
-__all__ = ["REGISTRY", "TaskWriter", "WriterAnswer", "register_task_writer", "write_program"]
+__all__ = ["REGISTRY", "TaskWriter", "WriterAnswer", "write_program"]

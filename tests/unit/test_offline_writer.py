@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 
+import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from kernelwright.hardware import static_check
@@ -68,15 +69,12 @@ def test_untraceable_or_unwritable_tasks_get_a_reason_and_no_code():
         "    def forward(self, x):\n        return self.conv(x)\n"
         "def get_inputs():\n    return [torch.randn(2, 3, 16, 16)]\ndef get_init_inputs():\n    return []\n"
     )
-    from kernelwright.providers.offline import writer as writer_mod
+    from kernelwright.providers.offline import families
 
-    saved = list(writer_mod._TASK_WRITERS)
-    try:
-        writer_mod._TASK_WRITERS[:] = []  # the generic path alone leaves a lone convolution to torch
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(families, "TASK_WRITERS", ())  # the generic path alone leaves a lone convolution to torch
         ans = write_program(_prompt(conv_only))
         assert ans.code is None and "conv" in ans.explanation
-    finally:
-        writer_mod._TASK_WRITERS[:] = saved
     assert write_program('<request kind="large_step">\nhi\n</request>').code is None
 
 
@@ -95,35 +93,49 @@ def test_target_allowing_tf32_unlocks_tf32_matmuls_only_then():
     assert 'input_precision="tf32"' not in strict.code and 'input_precision="tf32"' in allowed.code
 
 
-def test_a_registered_task_writer_is_asked_first_and_gets_the_context():
-    from kernelwright.providers.offline import WriterAnswer, register_task_writer
-    from kernelwright.providers.offline import writer as writer_mod
+_SEEN: list = []
 
-    seen = []
 
-    def fake_conv_writer(source, name, ctx):
-        seen.append((name, ctx.kind, [r.pairs for r in ctx.rules]))
-        if "Conv2d" not in source:
-            return None
-        return WriterAnswer(
-            "# kernelwright: family=conv design=implicit_gemm config=BLOCK_CO=64\n", "conv program"
-        )
+def _fake_conv_writer(source, name, ctx):
+    from kernelwright.providers.offline import WriterAnswer
 
-    saved = list(writer_mod._TASK_WRITERS)
-    try:
-        register_task_writer("conv", fake_conv_writer)
-        conv = _src("level2", "09_conv2d_bias_relu.py")
-        ans = write_program(
-            _prompt(conv, "small_step", rules="- You cannot use BLOCK_CO=128 with design=implicit_gemm")
-        )
-        assert ans.explanation == "conv program" and parse_meta(ans.code).design == "implicit_gemm"
-        assert seen[-1][1] == "small_step" and seen[-1][2] == [{"BLOCK_CO": "128"}]
-        other = write_program(
-            _prompt(_src("level1", "01_relu.py"))
-        )  # not claimed: the built-in writer answers
-        assert parse_meta(other.code).family == "pointwise"
-    finally:
-        writer_mod._TASK_WRITERS[:] = saved
+    _SEEN.append((name, ctx.kind, [r.pairs for r in ctx.rules]))
+    if "Conv2d" not in source:
+        return None
+    return WriterAnswer(
+        "# kernelwright: family=conv design=implicit_gemm config=BLOCK_CO=64\n", "conv program"
+    )
+
+
+def test_a_listed_task_writer_is_asked_first_and_gets_the_context(monkeypatch):
+    from kernelwright.providers.offline import families
+
+    listed = dict(families.TASK_WRITERS)
+    listed["conv"] = f"{__name__}:_fake_conv_writer"
+    monkeypatch.setattr(families, "TASK_WRITERS", tuple(listed.items()))
+    conv = _src("level2", "09_conv2d_bias_relu.py")
+    ans = write_program(
+        _prompt(conv, "small_step", rules="- You cannot use BLOCK_CO=128 with design=implicit_gemm")
+    )
+    assert ans.explanation == "conv program" and parse_meta(ans.code).design == "implicit_gemm"
+    assert _SEEN[-1][1] == "small_step" and _SEEN[-1][2] == [{"BLOCK_CO": "128"}]
+    other = write_program(_prompt(_src("level1", "01_relu.py")))  # not claimed: the built-in writer answers
+    assert parse_meta(other.code).family == "pointwise"
+
+
+def test_families_list_every_handler_kind_and_task_writer_once():
+    from kernelwright.providers.offline import families, lowering_rows
+    from kernelwright.providers.offline.lowering import HandlerTable
+
+    handlers = families.lowering_handlers()
+    assert sum(len(t) for t in families.LOWERINGS) == len(handlers)  # no op claimed twice
+    assert handlers["softmax"] is lowering_rows.HANDLERS["softmax"]
+    assert list(families.KINDS) == ["rows", "pointwise", "matmul"]
+    assert [f for f, _ in families.task_writers()] == ["conv", "pool"]
+    table = HandlerTable()
+    table.handles("relu")(lambda lo, a: None)
+    with pytest.raises(ValueError, match="'relu' has two lowering handlers"):
+        table.handles("relu")(lambda lo, a: None)
 
 
 FFT_TASK = """
