@@ -163,10 +163,9 @@ def check_cpu_size(task: Task, device: str = "cpu") -> str | None:
     cost = f"{work} and {task.min_bytes / 2**20:.0f} MiB per forward"
     if task.flops > CPU_FULL_SIZE_MAX_FLOPS or task.min_bytes > CPU_FULL_SIZE_MAX_BYTES:
         raise TaskError(
-            f"{where}: too large to verify on CPU: it has no get_small_inputs() and no module-level size "
-            f"constants to shrink, so the CPU judge would run it at its full size ({cost}, several times, "
-            "the candidate under the Triton interpreter: far past any time limit, and gigabytes); define "
-            "get_small_inputs(), keep its sizes in module-level constants, or run it on a GPU"
+            f"{where}: too large to verify on CPU ({cost}, run several times, the candidate under the "
+            "Triton interpreter): define get_small_inputs(), keep its sizes in module-level constants "
+            "(then the CPU judge shrinks them), or run it on a GPU"
         )
     return (
         f"{task.name}: verified on CPU at its full size ({cost}): no get_small_inputs() and no module-level "

@@ -3,11 +3,8 @@ Chroma store in a temporary folder, kernels under the Triton interpreter); the r
 
 from __future__ import annotations
 
-import os
 import types
 from pathlib import Path
-
-os.environ.setdefault("TRITON_INTERPRET", "1")  # the memory's kernel runs in this process, on the CPU
 
 import pytest
 import torch
@@ -18,6 +15,13 @@ from kernelwright.nodes import resources
 from kernelwright.tasks.regions import split_model
 from kernelwright.tasks.task import TaskSignature
 from tests.kernels.tiny_model_src import TINY_MODEL, copy_kernel
+
+
+@pytest.fixture(autouse=True)
+def _interpreted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kernels run in this process under the Triton interpreter, for these tests only: set when the module
+    is imported, the variable would reach every test that pytest-xdist's worker runs after collecting it."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
 
 
 def _tiny() -> types.ModuleType:

@@ -3,10 +3,7 @@ kernels under the Triton interpreter)."""
 
 from __future__ import annotations
 
-import os
 import types
-
-os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest
 import torch
@@ -15,6 +12,13 @@ from torch import nn
 from kernelwright.tasks.region_stitch import stitched_source
 from kernelwright.tasks.regions import split_model
 from tests.kernels.tiny_model_src import TINY_MODEL, copy_kernel
+
+
+@pytest.fixture(autouse=True)
+def _interpreted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kernels run in this process under the Triton interpreter, for these tests only: set when the module
+    is imported, the variable would reach every test that pytest-xdist's worker runs after collecting it."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
 
 
 def _module(source: str, name: str = "m") -> types.ModuleType:
