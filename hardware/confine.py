@@ -200,6 +200,16 @@ def device_nodes() -> list[str]:
     return found
 
 
+def private_mounts() -> str | None:
+    """In a new mount and PID namespace: `private_proc`, then `private_dev` whether or not /proc could be
+    mounted (a masked /proc must not leave the candidate the host's /dev and /dev/shm); neither where
+    mounts could not be made private, since a mount would then reach the host. The problems, or None."""
+    problem = private_proc()
+    if problem == "could not make mounts private":
+        return f"{problem}: /proc and /dev are the host's"
+    return "; ".join(p for p in (problem, private_dev()) if p) or None
+
+
 def private_dev() -> str | None:
     """In a new mount namespace (after `private_proc`): replace /dev with a read-only tmpfs holding only
     `device_nodes()` (bound from the host's), the usual /dev/fd links and a private /dev/shm; the problem,
@@ -550,7 +560,7 @@ def run_contained(private_dir: str, fn: Callable[[], int]) -> int:
             if cgroups is not None:
                 memory_cap.join(cgroups, "phase")
             if "mount" in namespaces:
-                problem = private_proc() or private_dev() or problem
+                problem = private_mounts() or problem
             worker = os.fork()
             if worker == 0:
                 code = 71

@@ -57,8 +57,7 @@ from kernelwright.hardware.confine import (
     confine_candidate,
     die_with_parent,
     enter_namespaces,
-    private_dev,
-    private_proc,
+    private_mounts,
     uid_probe,
 )
 from kernelwright.hardware.processes import kill_descendants
@@ -119,7 +118,7 @@ def _init(msg: dict, sock_fd: int, device: str, private_dir: str, namespaces: li
     try:
         die_with_parent()
         if "mount" in namespaces:
-            problem_mounts = private_proc() or private_dev()
+            problem_mounts = private_mounts()
             if problem_mounts:
                 problem = f"{problem}; {problem_mounts}" if problem else problem_mounts
         child = os.fork()

@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 import uuid
@@ -25,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from kernelwright import IMPORT_ROOT
 from kernelwright.hardware import WorkerPool, memory_cap
 from kernelwright.hardware.compile_feedback import compile_for_target
 from kernelwright.hardware.confine import CANDIDATE_UID_BASE, Confinement, drop_privileges
@@ -328,3 +330,35 @@ def test_a_bad_confinement_level_is_one_line_before_anything_runs(monkeypatch):
     monkeypatch.setenv("KERNELWRIGHT_CONFINE", "bogus")
     with pytest.raises(ValueError, match="KERNELWRIGHT_CONFINE must be one of"):
         compile_for_target(hostile("honest.py"), load_task(CANDIDATES / "task_relu.py"), "h200")
+
+
+def test_a_proc_that_cannot_be_mounted_still_leaves_the_candidate_its_own_dev():
+    """private_mounts: a failed /proc mount (a masked /proc) must not skip the private /dev."""
+    script = textwrap.dedent(
+        """
+        import os, sys
+        from kernelwright.hardware import confine
+        namespaces, problem = confine.enter_namespaces()
+        if "mount" not in namespaces:
+            print("SKIP", problem); sys.exit(0)
+        pid = os.fork()
+        if pid == 0:
+            real = confine._mount
+            def failing(source, target, fstype, flags, data=None):
+                if fstype == "proc":
+                    return 1  # EPERM, as a masked /proc answers
+                return real(source, target, fstype, flags, data)
+            confine._mount = failing
+            problem = confine.private_mounts()
+            print("PROBLEM", problem)
+            print("PRIVATE_DEV", confine.dev_is_private(), os.path.exists("/dev/kmsg"))
+            os._exit(0)
+        os.waitpid(pid, 0)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": IMPORT_ROOT}).stdout  # fmt: skip
+    if out.startswith("SKIP"):
+        pytest.skip(f"no mount namespace here: {out}")
+    assert "could not mount /proc" in out, out
+    assert "PRIVATE_DEV True False" in out, out
