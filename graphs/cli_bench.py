@@ -30,7 +30,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from kernelwright.graphs.cli_optimize import UsageError, _int_at_least, add_rules_argument
+from kernelwright.graphs.cli_optimize import UsageError, add_rules_argument, int_at_least
 
 PROG = "kernelwright bench"
 SETTING_FLAGS = ("model", "base_url", "budget", "device", "target", "memory", "allow_tf32", "seed", "unseen")
@@ -87,7 +87,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--base-url", default=None, help="OpenAI-compatible server (default: none)")
     p.add_argument(
         "--budget",
-        type=_int_at_least(1),
+        type=int_at_least(1),
         default=None,
         help="candidate kernels per task, at least 1 (default: 8; $KERNELWRIGHT_BUDGET)",
     )
@@ -110,7 +110,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--seed", type=int, default=None, help="search and verification seed (default: 0)")
     p.add_argument(
         "--unseen",
-        type=_int_at_least(0),
+        type=int_at_least(0),
         default=None,
         metavar="K",
         help="judge each task's best kernel again at K sizes its search never saw, and report whether it "

@@ -13,17 +13,9 @@ import argparse
 import sys
 from typing import Any
 
+from kernelwright.graphs.cli_optimize import int_at_least
+
 PROG = "kernelwright optimize-model"
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("at least 1")
-    return value
 
 
 def add_parser(subparsers: Any) -> None:
@@ -39,7 +31,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--model", default=None, help="chat model (default: offline; $KERNELWRIGHT_MODEL)")
     p.add_argument("--base-url", default=None, help="OpenAI-compatible server ($KERNELWRIGHT_BASE_URL)")
     p.add_argument(
-        "--budget", type=_positive, default=None, help="candidates per region signature (default: 8)"
+        "--budget", type=int_at_least(1), default=None, help="candidates per region signature (default: 8)"
     )
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default=None, help="where candidates run")
     p.add_argument("--target", default=None, help="hardware profile to write for")
@@ -48,8 +40,10 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument(
         "--out", default=None, metavar="DIR", help="run folder (default: ~/.kernelwright/runs/...)"
     )
-    p.add_argument("--workers", type=_positive, default=None, help="evaluation worker processes")
-    p.add_argument("--fanout", type=int, default=None, help="expansions in flight")
+    p.add_argument("--workers", type=int_at_least(1), default=None, help="evaluation worker processes")
+    p.add_argument(
+        "--fanout", type=int_at_least(0), default=None, help="expansions in flight (0: one per worker)"
+    )
     p.add_argument("--allow-tf32", action="store_true", default=None, help="allow TF32 for fp32 matmul/conv")
     p.add_argument("--seed", type=int, default=None, help="search and verification seed")
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")

@@ -57,7 +57,7 @@ class UsageError(ValueError):
     """Bad input found before anything started; the message is one line."""
 
 
-def _int_at_least(low: int) -> Any:
+def int_at_least(low: int) -> Any:
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -99,7 +99,7 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument(
         "--budget",
-        type=_int_at_least(1),
+        type=int_at_least(1),
         default=None,
         help="candidate kernels to try, at least 1 (default: 8; $KERNELWRIGHT_BUDGET)",
     )
@@ -128,11 +128,11 @@ def add_parser(subparsers: Any) -> None:
         "(default: ~/.kernelwright/runs/<task>-<id>; $KERNELWRIGHT_RUNS sets the runs root)",
     )
     p.add_argument(
-        "--workers", type=_int_at_least(1), default=None, help="evaluation worker processes (default: 1)"
+        "--workers", type=int_at_least(1), default=None, help="evaluation worker processes (default: 1)"
     )
     p.add_argument(
         "--fanout",
-        type=_int_at_least(0),
+        type=int_at_least(0),
         default=None,
         help="expansions in flight (default: 0, one per worker)",
     )
