@@ -217,7 +217,7 @@ class Recorder:
         writes: list[int] = []
         written_args = {
             a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write
-        }
+        } | UNMARKED_WRITES.get(schema.name, set())
         written: list[torch.Tensor] = []
         if written_args:
             for i, a in enumerate(schema.arguments):
@@ -280,6 +280,20 @@ def _launch_tensors(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[torch
         elif isinstance(getattr(v, "base", None), torch.Tensor):  # Triton's TensorDescriptor
             found.append(v.base)
     return found
+
+
+UNMARKED_WRITES: dict[str, set[str]] = {
+    name: {"running_mean", "running_var"}
+    for name in (
+        "aten::native_batch_norm",
+        "aten::cudnn_batch_norm",
+        "aten::miopen_batch_norm",
+        "aten::batch_norm",
+    )
+}
+"""Ops that write arguments their schema does not mark as written (`Tensor(a!)`): the batch norms that update
+their running statistics in place in train mode. Counted as writes, so a later read of those statistics
+(the same BatchNorm used twice in one forward, a kernel reading them) is not taken for work out of sight."""
 
 
 class RecordingMode(TorchDispatchMode):

@@ -160,3 +160,12 @@ def test_a_buffer_changed_out_of_sight_and_given_to_a_launch_twice_is_still_caug
     assert report["unseen"][0][1] == report["events"][0][3][0]  # part's storage (x * 2 wrote it)
     prov = analyse(report)
     assert (prov.ok, prov.error_kind) == (False, "forbidden") and "no recorded op writing it" in prov.reason
+
+
+def test_batch_norm_running_statistics_updated_by_torch_are_recorded_writes():
+    """native_batch_norm updates running_mean/var in place though its schema does not mark them written:
+    one BatchNorm used twice in a train-mode forward reads statistics the first use changed."""
+    bn = torch.nn.BatchNorm1d(8).train()
+    x = torch.randn(16, 8)
+    report = recorded([x, bn.weight, bn.bias, bn.running_mean, bn.running_var], lambda: bn(bn(x)))
+    assert report["unseen"] == [], report["unseen"]
