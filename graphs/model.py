@@ -179,10 +179,14 @@ def optimize_model_source(
                 row.run_dir = str(rd / "regions" / signature)
                 try:
                     done = Path(row.run_dir) / "found.json"
-                    if done.is_file():  # searched by an earlier, interrupted run of this model
+                    if done.is_file():  # searched by an earlier run of this model
                         found = OptimizeResult.model_validate_json(done.read_text(encoding="utf-8"))
-                    else:
-                        found = run_optimize(task_file, region_ctx, row.run_dir, close_pools=False)
+                    else:  # a region run an interrupted run of this model started is continued, not refused
+                        started = (Path(row.run_dir) / "run.json").is_file()
+                        found = run_optimize(
+                            task_file, region_ctx, row.run_dir, resume=started, close_pools=False
+                        )
+                        done.write_text(found.model_dump_json(), encoding="utf-8")
                 except Exception as exc:  # one region's failure keeps it in torch, never the model's
                     row.status, row.note = "kept in torch", f"search failed: {str(exc).splitlines()[0][:200]}"
                 else:

@@ -61,6 +61,14 @@ def test_optimize_model_cli_then_a_second_model_reuses_the_shared_region(
     assert a["correct"] is True  # the stitched model, judged whole
     assert "| regions | operators |" in (tmp_path / "a" / "model.md").read_text()
 
+    # the same model into the same folder, memory off: its searched regions are taken from their runs there
+    again = ["optimize-model", str(first), "--device", "cpu", "--budget", "1", "--memory", "off"]
+    assert cli_main([*again, "--out", str(tmp_path / "a")]) == 0
+    a2 = json.loads((tmp_path / "a" / "model.json").read_text())
+    rows2 = {tuple(r["ops"]): r for r in a2["rows"]}
+    assert rows2[("Linear", "relu")]["status"] == "searched" and rows2[("Linear", "relu")]["correct"], rows2
+    assert a2["correct"] is True
+
     # same first layer, another head: the first region comes from memory, only the head is searched
     second = _write(tmp_path, "mlp_b", 12, 4)
     argv[1] = str(second)
