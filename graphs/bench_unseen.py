@@ -26,6 +26,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from kernelwright.tasks.pyast import parse_python
+
 if TYPE_CHECKING:
     from kernelwright.nodes.run_context import Context
 
@@ -53,7 +55,9 @@ class UnseenSize:
 def names_read(source: str) -> set[str]:
     """Names the module reads somewhere (a size constant no code reads sizes nothing)."""
     return {
-        n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+        n.id
+        for n in ast.walk(parse_python(source))
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
     }
 
 

@@ -26,12 +26,13 @@ whose output no Triton kernel wrote fails as a torch fallback however its source
 from __future__ import annotations
 
 import ast
-import threading
 from collections.abc import Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from typing import Literal
 
 from pydantic import BaseModel, Field
+
+from kernelwright.tasks.pyast import parse_python
 
 _KERNEL_DECORATORS = ("jit", "autotune", "heuristics")
 _FORBIDDEN_MODULES = {
@@ -473,17 +474,10 @@ def _model_new(tree: ast.Module, mod: _Module) -> str | None:
     return "no ModelNew class defined at module level"
 
 
-# CPython 3.11's ast.parse is not safe to call from several threads at once (it can raise
-# "SystemError: AST constructor recursion depth mismatch"); WorkerPool.evaluate_many checks candidates
-# from a thread per worker, so parsing is serialised here.
-_PARSE_LOCK = threading.Lock()
-
-
 def static_check(source: str, task_name: str | None = None) -> StaticReport:
     """Check a candidate's source; `task_name` (the task module's name) is forbidden as an import."""
     try:
-        with _PARSE_LOCK:
-            tree = ast.parse(source)
+        tree = parse_python(source)  # one lock for every parse in the process (tasks/pyast.py)
     except SyntaxError as exc:
         where = f"line {exc.lineno}: " if exc.lineno else ""
         text = (exc.text or "").strip()

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 from kernelwright.memory.records import error_signature
 from kernelwright.nodes.records import ClosedDesign, FailedProgram
 from kernelwright.providers.protocol import KernelHeader
+from kernelwright.tasks.pyast import parse_python
 
 if TYPE_CHECKING:
     from kernelwright.hardware.result import EvalResult
@@ -126,7 +127,7 @@ def program_key(code: str | None, *, config: bool = False) -> str | None:
     if code is None:
         return None
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     except (SyntaxError, ValueError):
         text = "\n".join(line.rstrip() for line in code.splitlines() if line.strip())
         return "text:" + hashlib.sha256(text.encode()).hexdigest()[:32]

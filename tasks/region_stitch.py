@@ -16,6 +16,7 @@ import json
 from typing import Any
 
 from kernelwright.tasks import region_runtime
+from kernelwright.tasks.pyast import parse_python
 
 
 class StitchError(ValueError):
@@ -62,7 +63,7 @@ def _top_level_names(tree: ast.Module) -> set[str]:
 def prefixed_kernel(code: str, prefix: str) -> tuple[str, str]:
     """The kernel file's code with its own top-level names prefixed, and its ModelNew's new name."""
     try:
-        tree = _without_future(ast.parse(code))
+        tree = _without_future(parse_python(code))
     except SyntaxError as exc:
         raise StitchError(f"a region kernel does not parse: {exc}") from exc
     names = {n: f"{prefix}{n}" for n in _top_level_names(tree) if not n.startswith("__")}
@@ -74,14 +75,14 @@ def prefixed_kernel(code: str, prefix: str) -> tuple[str, str]:
 
 def reference_as_base(task_source: str) -> str:
     """The task's code with its Model renamed _Reference."""
-    tree = _without_future(ast.parse(task_source))
+    tree = _without_future(parse_python(task_source))
     if "Model" not in _top_level_names(tree):
         raise StitchError("the model's task file defines no Model")
     return ast.unparse(_Rename({"Model": "_Reference"}).visit(tree))
 
 
 def _runtime_source() -> str:
-    tree = _without_future(ast.parse(inspect.getsource(region_runtime)))
+    tree = _without_future(parse_python(inspect.getsource(region_runtime)))
     return ast.unparse(tree)
 
 

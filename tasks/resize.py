@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from kernelwright.tasks.module import exec_task_module, task_inputs, task_model
+from kernelwright.tasks.pyast import parse_python
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ def _int_value(node: ast.expr) -> int | None:
 def size_constants(source: str) -> list[SizeConstant]:
     """Module-level `NAME = <int>` (or int arithmetic) assignments with values >= 2, in source order."""
     found = []
-    for node in ast.parse(source).body:
+    for node in parse_python(source).body:
         if (
             isinstance(node, ast.Assign)
             and len(node.targets) == 1
@@ -264,7 +265,7 @@ CPU_SECOND_ELEMENTS = 40_000
 def without_small_inputs(source: str) -> str:
     """`source` without `get_small_inputs` and `get_small_init_inputs`: a task judged at its constants' sizes."""
     lines = source.splitlines(keepends=True)
-    for node in sorted(ast.parse(source).body, key=lambda n: n.lineno, reverse=True):
+    for node in sorted(parse_python(source).body, key=lambda n: n.lineno, reverse=True):
         if isinstance(node, ast.FunctionDef) and node.name in _SMALL_FUNCS and node.end_lineno is not None:
             first = min([node.lineno] + [d.lineno for d in node.decorator_list])
             del lines[first - 1 : node.end_lineno]

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import ast
 
+from kernelwright.tasks.pyast import parse_python
+
 DTYPES = {"bfloat16": "bf16", "float16": "fp16"}
 """The dtypes a variant can take, with their short names."""
 
@@ -31,7 +33,7 @@ def dtype_variant(source: str, dtype: str) -> str:
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r}: choose one of {', '.join(DTYPES)}")
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except SyntaxError as exc:
         raise ValueError(f"the task does not parse: {exc.msg} (line {exc.lineno})") from None
     top = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef | ast.FunctionDef)}

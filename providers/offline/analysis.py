@@ -32,6 +32,7 @@ from kernelwright.providers.offline.ir import Graph
 from kernelwright.providers.offline.lowering import Lowerer, LoweringError, OtherTrace
 from kernelwright.tasks import exec_task_module
 from kernelwright.tasks.analysis import MODEL_LOCK
+from kernelwright.tasks.pyast import parse_python
 
 _TASK_FUNCS = {"get_inputs", "get_init_inputs", "get_small_inputs", "get_small_init_inputs"}
 
@@ -81,7 +82,7 @@ def _names_used(node: ast.AST) -> set[str]:
 def model_source(source: str) -> ModelSource:
     """The constructor, forward signature and needed top-level definitions of `class Model`."""
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except SyntaxError as exc:
         raise AnalysisError(f"the task does not parse: {exc.msg} (line {exc.lineno})") from None
     model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)
@@ -99,7 +100,7 @@ def model_source(source: str) -> ModelSource:
     if fwd.args.vararg or fwd.args.kwarg:
         raise AnalysisError("Model.forward takes *args/**kwargs; name its inputs")
     if init is not None:
-        init = _SuperFix().visit(ast.parse(ast.unparse(init)).body[0])
+        init = _SuperFix().visit(parse_python(ast.unparse(init)).body[0])
         init.decorator_list = []
         out.init_def = ast.unparse(init)
         needed = _names_used(init)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 
 from kernelwright.providers.offline.conv_stages import ConvEmitError
+from kernelwright.tasks.pyast import parse_python
 
 
 class ReferenceParts:
@@ -16,7 +17,7 @@ class ReferenceParts:
 
     def __init__(self, source: str) -> None:
         try:
-            tree = ast.parse(source)
+            tree = parse_python(source)
         except SyntaxError as exc:
             raise ConvEmitError(f"the task source does not parse: {exc.msg}") from None
         self.imports: list[str] = []
@@ -63,7 +64,7 @@ class ReferenceParts:
 
     def model_new(self, forward_args: list[str]) -> str:
         assert self.model is not None
-        cls = _RenameModel().visit(ast.parse(ast.unparse(self.model)).body[0])
+        cls = _RenameModel().visit(parse_python(ast.unparse(self.model)).body[0])
         assert isinstance(cls, ast.ClassDef)
         cls.name = "ModelNew"
         body = [
@@ -74,7 +75,7 @@ class ReferenceParts:
         else:
             fwd_args = ", ".join(["self", *forward_args])
         call = ", ".join(forward_args)
-        fwd = ast.parse(f"def forward({fwd_args}):\n    return _kw_forward(self, {call})\n").body[0]
+        fwd = parse_python(f"def forward({fwd_args}):\n    return _kw_forward(self, {call})\n").body[0]
         cls.body = body + [fwd]
         cls.decorator_list = []
         return "\n" + ast.unparse(cls) + "\n"

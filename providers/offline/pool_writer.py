@@ -44,6 +44,7 @@ from functools import lru_cache
 from typing import Any
 
 from kernelwright.providers.offline.runtime import program_text
+from kernelwright.tasks.pyast import parse_python
 
 FAMILY = "pool"
 DESIGNS: tuple[str, ...] = ("rows", "flat")
@@ -91,7 +92,7 @@ def _pool_class(call: ast.expr) -> tuple[bool, int] | None:
 def find_pool_task(source: str) -> PoolTask | None:
     """The pooling module a task's forward returns applied to its input, or None for any other task."""
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except SyntaxError:
         return None
     model = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Model"), None)

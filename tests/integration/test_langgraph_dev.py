@@ -179,6 +179,11 @@ def test_two_runs_on_two_threads_at_once_each_get_their_own_result(server, tmp_p
     for name, thread_id, run_id in runs:
         client.runs.join(thread_id, run_id)
         values = client.threads.get_state(thread_id)["values"]
+        assert "result" in values, (
+            name,
+            client.runs.get(thread_id, run_id),
+            {k: str(v)[:500] for k, v in values.items()},
+        )
         result = values["result"]
         assert result["task"] == {"relu": "01_relu", "softmax": "09_softmax"}[name], result
         assert result["run_id"] == thread_id and result["search"]["nodes"] == 2, result["stop_reason"]
