@@ -166,7 +166,7 @@ def test_each_retry_is_announced_and_giving_up_is_not_a_retry(caplog):
         invoke_with_retry(always_busy, total_s=20, what="the model m", sleep=sleep, clock=lambda: now[0])
     lines = [r.getMessage() for r in caplog.records]
     assert lines and all(re.fullmatch(
-        r"the model m: HTTP 503: the server is busy; retry \d in \d+\.\d s \(\d+(\.\d)? s of the 20 s retry time left\)", x
+        r"the model m: HTTP 503: the server is busy; retry \d in \d+(\.\d)? s \(\d+(\.\d)? s of the 20 s retry time left\)", x
     ) for x in lines), lines  # fmt: skip
     assert [int(re.search(r"retry (\d)", x).group(1)) for x in lines] == list(range(1, len(lines) + 1))
     assert now[0] <= 20  # every announced wait was waited, within the retry time
