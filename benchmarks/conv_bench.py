@@ -1,7 +1,7 @@
 """Triton convolutions vs eager, TF32 eager and torch.compile, on every bundled convolution task.
 
 For each task of tasks/level2 whose Model is a convolution the conv writer supports, the generated
-programs (providers/offline/conv.py) are evaluated by the real harness (hardware.WorkerPool on the
+programs (providers/offline/families/conv/conv.py) are evaluated by the real harness (hardware.WorkerPool on the
 GPU: verification against the reference on the full and the small inputs, three trials each, then
 interleaved timing against eager with CUDA events and L2 flushes, and the torch.compile baseline,
 cached per task, shapes and precision):
@@ -55,7 +55,7 @@ from _common import environment, measure_task  # noqa: E402
 from kernelwright.hardware import EvalConfig, EvalResult, WorkerPool  # noqa: E402
 from kernelwright.hardware.roofline import roofline_floor_ms  # noqa: E402
 from kernelwright.hardware.targets import detect_target, get_target, load_ceilings  # noqa: E402
-from kernelwright.providers.offline.conv import (  # noqa: E402
+from kernelwright.providers.offline.families.conv.conv import (  # noqa: E402
     ConvConfig,
     ConvPlan,
     analyze_conv_task,
@@ -63,7 +63,7 @@ from kernelwright.providers.offline.conv import (  # noqa: E402
     conv_designs,
     emit_conv_program,
 )
-from kernelwright.providers.offline.conv_codegen import DESIGNS  # noqa: E402
+from kernelwright.providers.offline.families.conv.conv_codegen import DESIGNS  # noqa: E402
 from kernelwright.tasks import bundled_suite_dir, load_task  # noqa: E402
 
 EPILOGUE = "torch_conv+epilogue"
@@ -128,8 +128,8 @@ def candidate_jobs(
 def epilogue_program(source: str, name: str, precision: str) -> tuple[str, str] | None:
     """The offline writer's program that keeps the torch convolution and fuses what follows, with its
     config label; None when it writes none (or when its answer is one of the Triton conv designs)."""
-    from kernelwright.providers.offline.conv_codegen import DESIGNS
-    from kernelwright.providers.offline.policy import parse_meta
+    from kernelwright.providers.offline.choice.policy import parse_meta
+    from kernelwright.providers.offline.families.conv.conv_codegen import DESIGNS
     from kernelwright.providers.offline.writer import write_program
     from kernelwright.providers.protocol import render_section
 

@@ -1,7 +1,7 @@
 """The offline writer's designs x configs for a task's main kernel, through the real harness.
 
 For each task the writer's programs are emitted for a small grid of designs and configs of its main
-kernel (providers/offline/variants.design_grid: the writer's default first; for a standalone pooling
+kernel (providers/offline/choice/variants.design_grid: the writer's default first; for a standalone pooling
 task, pool_writer.SWEEP: its designs and configs). For a matmul: tensor-core
 tf32x3 tiles with K-major operands, the same without the transpose copy, bf16x6 tiles and split-K (fp32
 split into bf16 parts), IEEE tiles, split-K, persistent, and for gate/up tasks the dual kernel against the
@@ -50,8 +50,8 @@ if str(ROOT) not in sys.path:
 from _common import environment, measure_task, task_path  # noqa: E402
 
 from kernelwright.hardware import EvalConfig, EvalResult, WorkerPool  # noqa: E402
-from kernelwright.providers.offline.pool_writer import SWEEP, emit_pool_program, find_pool_task  # noqa: E402
-from kernelwright.providers.offline.variants import Variant, design_grid, program_variant  # noqa: E402
+from kernelwright.providers.offline.choice.variants import Variant, design_grid, program_variant  # noqa: E402
+from kernelwright.providers.offline.families.pool_writer import SWEEP, emit_pool_program, find_pool_task  # noqa: E402
 from kernelwright.tasks import load_task  # noqa: E402
 
 DEFAULT_TASKS = "level1/14,level1/15,level2/06,level2/12,level2/01"

@@ -55,7 +55,7 @@ def _time_ms(fn: Any, reps: int, device: str) -> float | None:
 def run_task(spec: str, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     import torch
 
-    from kernelwright.providers.offline.pool_writer import SWEEP, emit_pool_program, find_pool_task
+    from kernelwright.providers.offline.families.pool_writer import SWEEP, emit_pool_program, find_pool_task
     from kernelwright.tasks import load_task
 
     task = load_task(task_path(spec))

@@ -118,7 +118,7 @@ def _program(args: argparse.Namespace, task: Any) -> str:
     if args.variant:
         from design_sweep import parse_variants  # beside this script, as _common is
 
-        from kernelwright.providers.offline.variants import program_variant
+        from kernelwright.providers.offline.choice.variants import program_variant
 
         (v,) = parse_variants(args.variant)
         return program_variant(task.source, task.name, v.design, v.config).code

@@ -27,8 +27,10 @@ import ast
 import hashlib
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, Field
 
 from kernelwright.memory.records import error_signature
 from kernelwright.nodes.records import ClosedDesign, FailedProgram
@@ -268,35 +270,87 @@ def blocked_result_extra(f: FailedProgram, how: str) -> dict[str, object]:
     }
 
 
+def _failures(attempts: Iterable[Attempt]) -> Iterator[tuple[Attempt, FailedProgram | None, str]]:
+    """Each failed attempt in planning order with its failed program and how it counts: "blocked" (a
+    repeat stopped before the judge), "repeat" (judged although it repeated an earlier failure: the same
+    program up to config, the same error kind and message) or "failed"."""
+    seen: list[FailedProgram] = []
+    for a in sorted(attempts, key=lambda a: a.seq):
+        if a.status == "correct":
+            continue
+        f = failed_program(a)
+        if f is not None and f.blocked:
+            seen.append(f)
+            yield a, f, "blocked"
+            continue
+        if f is None:
+            yield a, None, "failed"
+            continue
+        same = [s for s in seen if s.exact_key == f.exact_key or (not f.config_caused and s.key == f.key)]
+        repeat = any(s.error_kind == f.error_kind and s.signature == f.signature for s in same)
+        seen.append(f)
+        yield a, f, "repeat" if repeat else "failed"
+
+
 def failure_counts(attempts: Iterable[Attempt]) -> dict[str, object]:
     """Per run: failed candidates by error kind, how many were judged although they repeated an earlier
     failure (same program up to config, same error kind and message), how many repeats were stopped
     before the judge, and the designs closed. What result.json's search summary and the bench report
     show; the goal is zero judged repeats."""
+    attempts = list(attempts)
     by_kind: dict[str, int] = {}
-    seen: list[FailedProgram] = []
     repeats = blocked = 0
-    ordered = sorted(attempts, key=lambda a: a.seq)
-    for a in ordered:
-        if a.status == "correct":
-            continue
-        f = failed_program(a)
-        if f is not None and f.blocked:
-            blocked += 1
+    seen: list[FailedProgram] = []
+    for a, f, how in _failures(attempts):
+        if f is not None:
             seen.append(f)
+        if how == "blocked":
+            blocked += 1
             continue
         kind = a.result.error_kind or "unknown"
         by_kind[kind] = by_kind.get(kind, 0) + 1
-        if f is None:
-            continue
-        same = [s for s in seen if s.exact_key == f.exact_key or (not f.config_caused and s.key == f.key)]
-        if any(s.error_kind == f.error_kind and s.signature == f.signature for s in same):
-            repeats += 1
-        seen.append(f)
+        repeats += how == "repeat"
     return {
-        "candidates": len(ordered),
+        "candidates": len(attempts),
         "failed_by_kind": by_kind,
         "repeats": repeats,
         "blocked": blocked,
         "closed_designs": [c.design for c in closed_designs(seen)],
     }
+
+
+class FailureRow(BaseModel):
+    """Failed attempts of one design with one error kind (report.html's failure table)."""
+
+    design: str
+    """The design its `# kernelwright:` header names ("" without a header or program)."""
+    family: str = ""
+    error_kind: str
+    """The judge's error kind; for a blocked repeat, the kind of the failure it repeats ("closed design"
+    for a program blocked because its design was closed)."""
+    failed: int = 0
+    """Judged and failed (repeats included)."""
+    repeats: int = 0
+    """Of `failed`, judged although they repeated an earlier failure (the goal is 0)."""
+    blocked: int = 0
+    """Repeats stopped before the judge (no candidate spent)."""
+    nodes: list[str] = Field(default_factory=list)
+
+
+def failures_by_design(attempts: Iterable[Attempt]) -> list[FailureRow]:
+    """The run's failed attempts counted per design and error kind, most failures first."""
+    rows: dict[tuple[str, str], FailureRow] = {}
+    for a, f, how in _failures(attempts):
+        design, family = (f.design, f.family) if f is not None else header_design(a.candidate.code)
+        if how == "blocked":
+            kind = (f.error_kind if f is not None else "") or "closed design"
+        else:
+            kind = a.result.error_kind or "unknown"
+        row = rows.setdefault((design, kind), FailureRow(design=design, family=family, error_kind=kind))
+        if how == "blocked":
+            row.blocked += 1
+        else:
+            row.failed += 1
+            row.repeats += how == "repeat"
+        row.nodes.append(a.node_id)
+    return sorted(rows.values(), key=lambda r: (-(r.failed + r.blocked), r.design, r.error_kind))

@@ -21,6 +21,7 @@ from html import escape
 from pathlib import Path
 
 from kernelwright.nodes.records import Attempt, ContextItem, OptimizeResult
+from kernelwright.nodes.repeats import failure_counts, failures_by_design
 
 STATUS_COLOR = {
     "root": "#9aa5b1",
@@ -318,6 +319,33 @@ def versus_parent(a: Attempt, attempts: list[Attempt]) -> str:
     return f"{ratio:.2f}x, {'beat it' if ratio > 1.0 else 'did not beat it'}"
 
 
+def failures_section(attempts: list[Attempt]) -> str:
+    """Failed attempts per design and error kind: how many were judged, how many of those repeated an
+    earlier failure (the goal is none) and how many repeats were stopped before the judge."""
+    counts = failure_counts(attempts)
+    rows = failures_by_design(attempts)
+    if not rows:
+        return "<p class='muted'>No attempt failed.</p>"
+    failed = sum(r.failed for r in rows)
+    closed = [str(d) for d in counts["closed_designs"]]  # type: ignore[attr-defined]
+    summary = (
+        f"<p>{failed} of {counts['candidates']} attempts failed at the judge; {counts['repeats']} of them "
+        f"repeated an earlier failure; {counts['blocked']} repeats were stopped before the judge (no "
+        f"candidate spent). Designs closed for the task: {escape(', '.join(closed)) if closed else 'none'}.</p>"
+    )
+    body = "".join(
+        f"<tr><td class='design'><code>{escape(r.design or '(no header)')}</code></td>"
+        f"<td>{escape(r.family or '-')}</td><td>{escape(r.error_kind)}</td>"
+        f"<td class='num'>{r.failed}</td><td class='num'>{r.repeats}</td><td class='num'>{r.blocked}</td>"
+        f"<td>{', '.join(f'<a class=ref href=#{escape(n)}>{escape(n)}</a>' for n in r.nodes)}</td></tr>"
+        for r in rows
+    )
+    return (
+        summary + "<table><tr><th>design</th><th>family</th><th>error kind</th><th>failed at the judge</th>"
+        "<th>of them repeats</th><th>repeats blocked</th><th>attempts</th></tr>" + body + "</table>"
+    )
+
+
 def render_report(result: OptimizeResult, attempts: list[Attempt]) -> str:
     c = result.cost
     klass = (
@@ -386,6 +414,7 @@ def render_report(result: OptimizeResult, attempts: list[Attempt]) -> str:
 </table>
 <h2>Search tree</h2>{tree_svg(result)}
 <h2>Speedup over attempts</h2>{progress_svg(result, attempts)}
+<h2>Failures by design and kind</h2>{failures_section(attempts)}
 <h2>Attempts</h2>
 <table class="wide"><tr><th>node</th><th>parent</th><th>action</th><th>status</th><th>speedup</th><th>vs parent</th>
 <th>reward</th><th>kernel</th></tr>{"".join(rows)}</table>

@@ -1,6 +1,6 @@
 """A hand-written candidate for level2_bf16/06 (bmm * scale + residual): the Gluon ping-pong bmm with the epilogue.
 
-benchmarks/candidates/bmm_gluon_pingpong.py (and the writer's `WS` kernel, providers/offline/emit_gluon.py) beat
+benchmarks/candidates/bmm_gluon_pingpong.py (and the writer's `WS` kernel, providers/offline/emit/emit_gluon.py) beat
 cuBLAS on the K = 1024 bmm of level1_bf16/16, but take no epilogue, so the writer's program for this task (the same
 bmm, then `* scale + residual`) stays the two-per-SM Triton program (1.53x eager, 1.26x torch.compile, 0.481 ms in
 RESULTS.md's twenty-fourth session). Here each consumer applies the epilogue in registers before its TMA store:

@@ -1,9 +1,9 @@
 """A hand-written candidate for the long-K bf16 GEMMs (level1_bf16/14, 15, 17): a warp-specialized *cooperative*
 persistent GEMM in Gluon, for sm_90. Judged on an H200 (RESULTS.md, twenty-fifth session; results/2026-12-04f-h200-
 gluon-coop/run1): 14 1.501 ms against the writer's 1.537, 15 0.375 against 0.392, 17 0.369 against 0.379; the writer
-now emits this schedule (providers/offline/emit_gluon.py, COOP).
+now emits this schedule (providers/offline/emit/emit_gluon.py, COOP).
 
-The ping-pong kernel the writer emits (providers/offline/emit_gluon.py: two consumer warpgroups on 128 x 128 tiles
+The ping-pong kernel the writer emits (providers/offline/emit/emit_gluon.py: two consumer warpgroups on 128 x 128 tiles
 in turn) beat cuBLAS on the K = 1024 bmm but lost at K = 2048-8192 (RESULTS.md, twenty-fourth session): one
 warpgroup's 128 x 128 tile reads more shared memory per product than a 128 x 256 tile does. Here both consumer
 warpgroups work on one 128 x 256 tile, each on 64 of its rows (a 64 x 256 fp32 accumulator, 128 registers a

@@ -7,7 +7,7 @@ For each task (default: the bf16 convolution tasks of tasks/level2_bf16), with t
   before the timing), plus the two conversions on their own (input to channels-last, the convolution's
   output back to NCHW) and cuBLAS on the implicit GEMM's sizes (M = output pixels, N = output channels
   per group, K = input channels per group x taps);
-- the conv writer's implicit-GEMM programs (providers/offline/conv.py) for the configs asked, each run
+- the conv writer's implicit-GEMM programs (providers/offline/families/conv/conv.py) for the configs asked, each run
   on the input as given and on a channels-last copy (where the program's NHWC copy is then a view: the
   kernel alone), each checked against the reference output (max error over the output's RMS).
 Timings: triton.testing.do_bench (L2 flushed between runs), median ms. Results as JSON (--out).
@@ -38,13 +38,13 @@ import torch.nn.functional as F  # noqa: E402
 import triton.testing  # noqa: E402
 from _common import load_program, max_err_over_rms  # noqa: E402
 
-from kernelwright.providers.offline.conv import (  # noqa: E402
+from kernelwright.providers.offline.families.conv.conv import (  # noqa: E402
     analyze_conv_task,
     conv_configs,
     conv_designs,
     emit_conv_program,
 )
-from kernelwright.providers.offline.conv_writer import config_from_pairs  # noqa: E402
+from kernelwright.providers.offline.families.conv.conv_writer import config_from_pairs  # noqa: E402
 from kernelwright.tasks import exec_task_module  # noqa: E402
 
 

@@ -1,4 +1,4 @@
-"""Derives the coefficients of the offline writer's GELU (`_kw_gelu` in providers/offline/emit.py) and
+"""Derives the coefficients of the offline writer's GELU (`_kw_gelu` in providers/offline/emit/emit.py) and
 measures its error against float64 next to the usual fp32 formula 0.5 * x * (1 + erf(x / sqrt 2)).
 
 GELU(x) = x * Phi(x). With a = |x|, Phi(-a) = 2^q(a) where q = log2(erfc(a / sqrt 2) / 2) is smooth on

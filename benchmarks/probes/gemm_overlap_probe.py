@@ -48,7 +48,7 @@ VARIANTS = {  # name: the persistent design's config over its default (descripto
 
 def write(folder: Path, specs: list[str]) -> None:
     from kernelwright.hardware.targets import get_target
-    from kernelwright.providers.offline.variants import program_variant
+    from kernelwright.providers.offline.choice.variants import program_variant
     from kernelwright.tasks import load_task
 
     manifest_path = folder / "manifest.json"

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from kernelwright.hardware.targets import get_target
-from kernelwright.providers.offline.variants import program_variant
+from kernelwright.providers.offline.choice.variants import program_variant
 from kernelwright.tasks import load_task
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -29,8 +29,8 @@ if str(ROOT) not in sys.path:
 
 from _common import load_program, task_path  # noqa: E402
 
-from kernelwright.providers.offline.emit import HELPERS  # noqa: E402
-from kernelwright.providers.offline.variants import program_variant  # noqa: E402
+from kernelwright.providers.offline.choice.variants import program_variant  # noqa: E402
+from kernelwright.providers.offline.emit.emit import HELPERS  # noqa: E402
 from kernelwright.tasks import exec_task_module, load_task, task_inputs  # noqa: E402
 
 # torch.compile's kernel for this task (torch 2.11, autotuned: XBLOCK=1, R0_BLOCK=4096, 16 warps), its

@@ -8,14 +8,14 @@ The task is traced into canonical ops (analysis.py, lowering*.py), cut into kern
 each kernel is written by its kind's generator (rows, matmul, pointwise: kind.py and kind_*.py) in a
 design and config chosen from the request and the context's rules and experience (designs.py,
 policy.py). Writers of whole programs (Triton convolutions, standalone pooling) are asked first. The
-handlers, kinds and whole-task writers are named in one list each in families.py. README.md in this folder is a map: the path
+handlers, kinds and whole-task writers are named in one list each in plugins.py. README.md in this folder is a map: the path
 from prompt to program, and how to add an operator, a design or a kernel kind.
 """
 
-from kernelwright.providers.offline.analysis import AnalysisError, AnalyzedTask, analyze_source
 from kernelwright.providers.offline.chat_model import OfflineKernelWriter, estimate_tokens
-from kernelwright.providers.offline.designs import REGISTRY, Design
-from kernelwright.providers.offline.policy import WriterContext, forbidden, neighbours, parse_meta
+from kernelwright.providers.offline.choice.designs import REGISTRY, Design
+from kernelwright.providers.offline.choice.policy import WriterContext, forbidden, neighbours, parse_meta
+from kernelwright.providers.offline.frontend.analysis import AnalysisError, AnalyzedTask, analyze_source
 from kernelwright.providers.offline.writer import (
     TaskWriter,
     WriterAnswer,

@@ -12,7 +12,7 @@ from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 
-from kernelwright.providers.offline.kind import without_target_limits
+from kernelwright.providers.offline.kinds.kind import without_target_limits
 from kernelwright.providers.offline.writer import write_program
 from kernelwright.providers.protocol import message_text
 

@@ -16,8 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelwright.providers.offline.analysis import AnalysisError, analyze_cached
-from kernelwright.providers.offline.designs import (
+from kernelwright.providers.offline.choice.designs import (
     REGISTRY,
     KernelInfo,
     config_space,
@@ -26,11 +25,8 @@ from kernelwright.providers.offline.designs import (
     kernel_info,
     make_config,
 )
-from kernelwright.providers.offline.emit_module import EmitError, ProgramMeta, emit_program
-from kernelwright.providers.offline.emit_rows import RowPlanError
-from kernelwright.providers.offline.families import task_writers
-from kernelwright.providers.offline.matmul_fusion import fuse_dual_matmuls
-from kernelwright.providers.offline.policy import (
+from kernelwright.providers.offline.choice.matmul_fusion import fuse_dual_matmuls
+from kernelwright.providers.offline.choice.policy import (
     Choice,
     DesignsClosed,
     WriterContext,
@@ -38,7 +34,11 @@ from kernelwright.providers.offline.policy import (
     fuse_allowed,
     read_context,
 )
-from kernelwright.providers.offline.schedule import Schedule, schedule
+from kernelwright.providers.offline.choice.schedule import Schedule, schedule
+from kernelwright.providers.offline.emit.emit_module import EmitError, ProgramMeta, emit_program
+from kernelwright.providers.offline.emit.emit_rows import RowPlanError
+from kernelwright.providers.offline.frontend.analysis import AnalysisError, analyze_cached
+from kernelwright.providers.offline.plugins import task_writers
 from kernelwright.providers.protocol import kept_as_torch_line, parse_sections
 
 CONFIG_KEYS = {
@@ -68,7 +68,7 @@ class WriterAnswer:
 TaskWriter = Callable[[str, str, WriterContext], "WriterAnswer | None"]
 """A writer for whole tasks of one family: (task source, task name, context) -> answer, or None to pass."""
 
-# Writers of whole tasks (Triton convolutions, standalone pooling) are named in families.TASK_WRITERS and
+# Writers of whole tasks (Triton convolutions, standalone pooling) are named in plugins.TASK_WRITERS and
 # asked first, in that order, with the parsed context (request kind, parent header, rules, experience cases,
 # TF32 permission; `policy.forbidden` and `policy.neighbours` apply to any family's designs and configs).
 # The first answer that is not None is the program.

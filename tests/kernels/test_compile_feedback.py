@@ -259,7 +259,7 @@ def test_a_half_matmul_compiles_the_kernel_its_target_runs(tmp_path, monkeypatch
 
     from kernelwright.hardware.compile_feedback import CAPTURE_TMA_ENV, _child_env
     from kernelwright.providers.offline import write_program
-    from kernelwright.providers.offline.emit import HELPERS
+    from kernelwright.providers.offline.emit.emit import HELPERS
     from tests.fakes.writer import writer_prompt
 
     task = _task("level2_bf16", "01_linear_bias_relu")
@@ -292,7 +292,7 @@ def test_a_plain_bf16_product_compiles_its_gluon_gemm_for_sm90_only(tmp_path, st
 
     from kernelwright.hardware.compile_feedback import CAPTURE_WS_ENV, _child_env
     from kernelwright.providers.offline import parse_meta, write_program
-    from kernelwright.providers.offline.emit_gluon import ws_smem_bytes
+    from kernelwright.providers.offline.emit.emit_gluon import ws_smem_bytes
     from tests.fakes.writer import writer_prompt
 
     task = _task("level1_bf16", stem)

@@ -19,7 +19,7 @@ import pytest
 
 from kernelwright.hardware import EvalConfig, EvalResult, WorkerPool
 from kernelwright.hardware.judge import PARAMETERS_NOTE
-from kernelwright.providers.offline.conv import (
+from kernelwright.providers.offline.families.conv.conv import (
     ConvConfig,
     analyze_conv_task,
     conv_configs,

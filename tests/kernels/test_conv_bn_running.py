@@ -13,7 +13,7 @@ PROGRAM = textwrap.dedent(
     """
     import importlib.util, pathlib, tempfile, textwrap
     import torch
-    from kernelwright.providers.offline.conv import analyze_conv_task, default_conv_config, emit_conv_program
+    from kernelwright.providers.offline.families.conv.conv import analyze_conv_task, default_conv_config, emit_conv_program
     from kernelwright.tasks.module import exec_task_module
 
     SOURCE = '''

@@ -9,8 +9,8 @@ from tests.fakes.writer import run_interpreted
 PROGRAM = textwrap.dedent(
     """
     import torch, triton, triton.language as tl
-    from kernelwright.providers.offline.conv_runtime import HOST_HELPERS, NHWC_COPY
-    from kernelwright.providers.offline.emit import HELPERS
+    from kernelwright.providers.offline.families.conv.conv_runtime import HOST_HELPERS, NHWC_COPY
+    from kernelwright.providers.offline.emit.emit import HELPERS
 
     ns = {"torch": torch, "triton": triton, "tl": tl}
     exec(compile(HELPERS["_kw_launch"] + HOST_HELPERS + NHWC_COPY, "conv_runtime", "exec"), ns)

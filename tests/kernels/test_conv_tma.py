@@ -10,7 +10,11 @@ import textwrap
 
 import pytest
 
-from kernelwright.providers.offline.conv import analyze_conv_task, default_conv_config, emit_conv_program
+from kernelwright.providers.offline.families.conv.conv import (
+    analyze_conv_task,
+    default_conv_config,
+    emit_conv_program,
+)
 from tests.fakes.writer import run_beside_model
 
 CONV = """

@@ -11,7 +11,11 @@ import textwrap
 import pytest
 
 from kernelwright.hardware import EvalConfig
-from kernelwright.providers.offline.conv import analyze_conv_task, default_conv_config, emit_conv_program
+from kernelwright.providers.offline.families.conv.conv import (
+    analyze_conv_task,
+    default_conv_config,
+    emit_conv_program,
+)
 from kernelwright.tasks import load_task_source
 from tests.fakes.writer import run_beside_model
 

@@ -265,7 +265,7 @@ def test_a_kept_cudnn_convolution_runs_at_the_strict_precision(pool):
     """The writer's softmax design for level2/21 keeps the 3-D convolution in torch (cuDNN). torch's default
     lets cuDNN use TF32; the candidate process sets the switches as the judge ran the reference, so the
     program holds strict fp32 (it once failed with 13% of its elements outside tolerance)."""
-    from kernelwright.providers.offline.variants import program_variant
+    from kernelwright.providers.offline.choice.variants import program_variant
     from kernelwright.tasks import bundled_suite_dir
 
     task = load_task(bundled_suite_dir("level2") / "21_conv3d_softmax_maxpool_maxpool.py")  # type: ignore[operator]

@@ -31,7 +31,7 @@ def axpy(x_ptr, y_ptr, out_ptr, n, stride, alpha, BLOCK: tl.constexpr, SHIFT: tl
 
 @pytest.fixture()
 def program(tmp_path: Path):
-    from kernelwright.providers.offline.emit import HELPERS
+    from kernelwright.providers.offline.emit.emit import HELPERS
 
     path = tmp_path / "kw_launch_program.py"
     path.write_text(KERNEL + HELPERS["_kw_launch"])

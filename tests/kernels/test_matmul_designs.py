@@ -16,7 +16,7 @@ import pytest
 
 from kernelwright.hardware import EvalConfig, WorkerPool
 from kernelwright.providers.offline import parse_meta, write_program
-from kernelwright.providers.offline.variants import design_grid, main_matmul_info, program_variant
+from kernelwright.providers.offline.choice.variants import design_grid, main_matmul_info, program_variant
 from kernelwright.providers.protocol import render_section
 from kernelwright.tasks import bundled_suite_dir, load_task, load_task_source
 

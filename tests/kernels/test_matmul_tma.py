@@ -14,7 +14,7 @@ import textwrap
 import pytest
 
 from kernelwright.providers.offline import parse_meta, write_program
-from kernelwright.providers.offline.variants import program_variant
+from kernelwright.providers.offline.choice.variants import program_variant
 from tests.fakes.writer import run_beside_model, writer_prompt
 
 LINEAR = """
@@ -213,7 +213,7 @@ def test_the_gluon_gemm_reads_operands_it_can_tile_and_declines_the_rest(tmp_pat
 
     import torch
 
-    from kernelwright.providers.offline.emit import HELPERS
+    from kernelwright.providers.offline.emit.emit import HELPERS
 
     path = tmp_path / "ws_helper.py"  # a file: Gluon's jit reads its kernels' source
     path.write_text("import torch\nimport triton\n" + HELPERS["_kw_ws_gemm"])

@@ -3,7 +3,7 @@
 `relu(layer_norm(linear(x)))` in bf16 traces to the product rounded to bf16, then a cast to fp32 for the norm's
 statistics. The kernel boundary falls after the cast, so the product's kernel used to write the fp32 upcast
 (8192 x 4096 x 4 bytes for level2_bf16/11) and the norm read it back. The upcast holds the bf16 values
-exactly, so it is now written as bf16 and widened on load (providers/offline/schedule.Schedule.stored): half
+exactly, so it is now written as bf16 and widened on load (providers/offline/choice/schedule.Schedule.stored): half
 the bytes between the two kernels, the same numbers. What a torch call, a matmul or the caller reads keeps
 its dtype.
 """
@@ -16,8 +16,8 @@ import torch
 
 from kernelwright.hardware import EvalConfig
 from kernelwright.providers.offline import write_program
-from kernelwright.providers.offline.analysis import analyze_cached
-from kernelwright.providers.offline.schedule import schedule
+from kernelwright.providers.offline.choice.schedule import schedule
+from kernelwright.providers.offline.frontend.analysis import analyze_cached
 from kernelwright.tasks import bundled_suite_dir, load_task, load_task_source
 from kernelwright.tasks.variant import dtype_variant
 from tests.fakes.writer import writer_prompt

@@ -540,7 +540,7 @@ CUDNN_BIAS_TASKS = [
 def test_a_kept_convolution_leaves_its_bias_to_the_triton_kernel(pool, monkeypatch):
     """The generic writer keeps a convolution as a torch call without its bias (PyTorch would add it in
     a separate pass over the output) and adds the bias in the Triton kernel that follows."""
-    from kernelwright.providers.offline import families
+    from kernelwright.providers.offline import plugins as families
 
     monkeypatch.setattr(families, "TASK_WRITERS", ())  # only the generic writer: cuDNN + Triton
     jobs = []
@@ -652,7 +652,7 @@ def test_persistent_whole_row_programs_load_row_invariant_operands_once_per_prog
 def test_every_program_of_the_row_design_grid_verifies(pool, level, name):
     """The sweep grid of a whole-row kernel (designs x warps, rows per program, persistent programs):
     each entry is a distinct program and matches the reference at small odd shapes."""
-    from kernelwright.providers.offline.variants import design_grid, program_variant
+    from kernelwright.providers.offline.choice.variants import design_grid, program_variant
 
     task = _bundled(level, name)
     grid = design_grid(task.source, task.name)
@@ -743,7 +743,7 @@ def test_lane_wise_welford_is_exact_on_data_far_from_zero_with_ragged_chunks(poo
     lanes at the end; rows that are not a multiple of the chunk (1031, 523) leave lanes with fewer
     elements. Over rows (layer norm) and over a middle dim (a variance written out), in one program per
     row or split over several."""
-    from kernelwright.providers.offline.variants import program_variant
+    from kernelwright.providers.offline.choice.variants import program_variant
 
     task = _task(source, "offset_" + design)
     code = program_variant(task.source, task.name, design, cfg).code
@@ -755,7 +755,7 @@ def test_split_norms_read_their_input_twice_unless_told_to_pass_per_level(pool):
     """The split design computes a norm's mean and variance in one pass over the input (then writes):
     one partials kernel. MERGE=0 keeps a pass per level (mean, then the variance around it): two. All
     verify on data far from zero, the write pass in its own grid too."""
-    from kernelwright.providers.offline.variants import program_variant
+    from kernelwright.providers.offline.choice.variants import program_variant
 
     task = _task(OFFSET_BATCH_NORM, "offset_bn_split")
     jobs = []
@@ -779,7 +779,7 @@ import math, os, sys
 os.environ["TRITON_INTERPRET"] = "1"
 import torch, triton
 import triton.language as tl
-from kernelwright.providers.offline.emit import HELPERS
+from kernelwright.providers.offline.emit.emit import HELPERS
 exec(compile(HELPERS["_kw_gelu"], "_kw_gelu.py", "exec"))
 
 

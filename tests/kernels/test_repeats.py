@@ -137,7 +137,7 @@ def test_the_program_key_ignores_comments_and_config_but_not_constructs():
 
 def test_the_offline_writer_does_not_write_a_closed_design_again():
     from kernelwright.nodes.prompts import closed_design_rule, render_request
-    from kernelwright.providers.offline.designs import DESIGN_NAMES
+    from kernelwright.providers.offline.choice.designs import DESIGN_NAMES
     from kernelwright.providers.offline.writer import write_program
     from kernelwright.providers.protocol import KernelHeader, render_section
 

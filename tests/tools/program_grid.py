@@ -4,7 +4,7 @@ A change to the writer's structure (not its output) must leave every program byt
 writes, for each bundled task (level1, level2, published) and 30 generated ones (seed 0):
   - the large step, then two small steps from it (the first with the large step as parent and tried,
     the second with both tried), each once without and once with the H200's <target> section;
-  - each program of the task's design grid (providers/offline/variants.design_grid), fp32 and tf32.
+  - each program of the task's design grid (providers/offline/choice/variants.design_grid), fp32 and tf32.
 A writer that raises is recorded as `error: <type>: <message>`, so errors compare too.
 
 Usage, from the repository root:
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from kernelwright.hardware.targets import get_target
 from kernelwright.nodes.context_builder import target_facts
-from kernelwright.providers.offline.variants import design_grid, program_variant
+from kernelwright.providers.offline.choice.variants import design_grid, program_variant
 from kernelwright.providers.offline.writer import write_program
 from kernelwright.tasks.generate import generate_tasks
 from tests.fakes.writer import writer_prompt

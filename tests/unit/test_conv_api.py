@@ -13,7 +13,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from kernelwright.hardware import static_check
-from kernelwright.providers.offline.conv import (
+from kernelwright.providers.offline.families.conv.conv import (
     ConvConfig,
     ConvEmitError,
     analyze_conv_model,
@@ -466,7 +466,7 @@ def test_folded_norm_has_no_recompute_variants_and_3d_gets_the_64_tile():
 def test_program_variant_writes_a_convolution_at_a_chosen_design_and_config():
     """benchmarks/design_sweep.py reaches the conv writer through program_variant: the config is laid over
     the design's default for the task, and a design that does not apply says which do."""
-    from kernelwright.providers.offline.variants import program_variant
+    from kernelwright.providers.offline.choice.variants import program_variant
 
     source = (bundled_suite_dir("published") / "36_conv3d_16x3x64x64x64.py").read_text()
     answer = program_variant(source, "36", "direct", {"BLOCK_M": 256, "num_warps": 8})

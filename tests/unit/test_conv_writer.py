@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import random
 
-from kernelwright.providers.offline.conv import parse_conv_header
-from kernelwright.providers.offline.conv_writer import config_from_pairs, conv_task_writer
-from kernelwright.providers.offline.policy import WriterContext, parse_cases, parse_rules
+from kernelwright.providers.offline.choice.policy import WriterContext, parse_cases, parse_rules
+from kernelwright.providers.offline.families.conv.conv import parse_conv_header
+from kernelwright.providers.offline.families.conv.conv_writer import config_from_pairs, conv_task_writer
 from kernelwright.providers.protocol import KernelHeader
 from kernelwright.tasks import bundled_suite_dir
 
@@ -178,7 +178,7 @@ def test_stage_buffers_are_in_the_tasks_dtype_for_half_and_fp32_otherwise():
     """A normalisation after the convolution splits the program in two stages with a buffer between them:
     fp32 for an fp32 task, the task's own dtype for a bf16 one (the rounding the reference applies to the
     convolution's output; an fp32 buffer moved a third more bytes)."""
-    from kernelwright.providers.offline.conv import write_conv_program
+    from kernelwright.providers.offline.families.conv.conv import write_conv_program
 
     def buffers(suite: str) -> list[str]:
         source = (bundled_suite_dir(suite) / "24_conv2d_depthwise_batchnorm_relu6.py").read_text()
@@ -194,7 +194,7 @@ def test_stage_buffers_are_in_the_tasks_dtype_for_half_and_fp32_otherwise():
 
 
 def test_half_implicit_gemm_tiles_up_to_128x128_use_one_warpgroup():
-    from kernelwright.providers.offline.conv import analyze_conv_task, conv_configs
+    from kernelwright.providers.offline.families.conv.conv import analyze_conv_task, conv_configs
 
     for suite, warps in (("level2_bf16", 4), ("level2", 8)):
         source = (bundled_suite_dir(suite) / "09_conv2d_bias_relu.py").read_text()
@@ -206,7 +206,11 @@ def test_half_2d_convolutions_start_from_input_boxes_two_programs_per_sm():
     """X_TMA (boxes of output rows read through a descriptor) with PERSIST=2 is the default where it was
     measured to win: bf16 2-D convolutions. 1-D (measured slower), fp32 and nchw configs keep pointer tiles;
     a small step toggles X_TMA on nhwc configs only (it is not read on nchw)."""
-    from kernelwright.providers.offline.conv import analyze_conv_task, conv_configs, conv_neighbours
+    from kernelwright.providers.offline.families.conv.conv import (
+        analyze_conv_task,
+        conv_configs,
+        conv_neighbours,
+    )
 
     def space(suite: str, name: str):
         source = next(bundled_suite_dir(suite).glob(f"{name}_*.py")).read_text()
@@ -224,7 +228,7 @@ def test_half_2d_convolutions_start_from_input_boxes_two_programs_per_sm():
 
 
 def test_box_width_covers_the_output_plane_with_the_fewest_padded_pixels():
-    from kernelwright.providers.offline.conv_runtime import HOST_HELPERS
+    from kernelwright.providers.offline.families.conv.conv_runtime import HOST_HELPERS
 
     scope: dict = {}
     exec(HOST_HELPERS, scope)

@@ -92,7 +92,7 @@ def test_find_reads_a_header_anywhere_with_or_without_its_hash() -> None:
 
 def test_the_offline_policy_and_the_conv_writer_read_the_same_grammar() -> None:
     from kernelwright.providers.offline import parse_meta
-    from kernelwright.providers.offline.conv import parse_conv_header
+    from kernelwright.providers.offline.families.conv.conv import parse_conv_header
 
     line = "# kernelwright: family=conv design=implicit_gemm config=BLOCK_M=64, BLOCK_N=32"
     m = parse_meta(line)
@@ -105,7 +105,7 @@ def test_kept_as_torch_and_beside_torch_phrases_round_trip() -> None:
     """The docstring phrase a program uses for the ops it left to torch, and the rule qualifier made from it,
     read back by the reflector (`kept_torch_call`, only an op the program really calls) and the policy."""
     from kernelwright.nodes.reflector import kept_torch_call
-    from kernelwright.providers.offline.policy import parse_rules
+    from kernelwright.providers.offline.choice.policy import parse_rules
     from kernelwright.providers.protocol import (
         beside_torch,
         beside_torch_op,

@@ -98,7 +98,7 @@ def test_group_strides_is_remembered_per_layout_and_still_copies_each_call(rt):
 
 @pytest.fixture(scope="module")
 def align() -> object:
-    from kernelwright.providers.offline.emit import HELPERS
+    from kernelwright.providers.offline.emit.emit import HELPERS
 
     namespace: dict = {"torch": torch}
     exec(HELPERS["_kw_align"], namespace)
@@ -133,7 +133,7 @@ def test_align_leaves_aligned_and_vector_inputs_alone(align):
 
 
 def test_columns_wrap_past_n_only_where_the_storage_holds_them(align):
-    from kernelwright.providers.offline.emit import HELPERS
+    from kernelwright.providers.offline.emit.emit import HELPERS
 
     namespace: dict = {"torch": torch}
     exec(HELPERS["_kw_wrap"], namespace)
@@ -149,7 +149,7 @@ def test_columns_wrap_past_n_only_where_the_storage_holds_them(align):
 
 @pytest.fixture(scope="module")
 def launch() -> dict:
-    from kernelwright.providers.offline.emit import HELPERS
+    from kernelwright.providers.offline.emit.emit import HELPERS
 
     namespace: dict = {"torch": torch}
     exec(HELPERS["_kw_launch"], namespace)
@@ -210,7 +210,7 @@ def test_direct_launch_keeps_the_compiled_kernel_and_appends_the_later_parameter
     import importlib.util
     import types
 
-    from kernelwright.providers.offline.emit import HELPERS
+    from kernelwright.providers.offline.emit.emit import HELPERS
 
     path = tmp_path / "kw_direct_kernel.py"
     path.write_text(

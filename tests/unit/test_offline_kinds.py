@@ -1,13 +1,11 @@
-"""The kernel kinds behind the offline writer's designs (providers/offline/kind*.py): one registered
+"""The kernel kinds behind the offline writer's designs (providers/offline/kinds/kind*.py): one registered
 kind per kernel kind, facts read without a generator, and the target's SM count in the defaults."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from kernelwright.providers.offline import emit_rows
-from kernelwright.providers.offline.analysis import analyze_cached
-from kernelwright.providers.offline.designs import (
+from kernelwright.providers.offline.choice.designs import (
     DEFAULT_SM_COUNT,
     KINDS,
     REGISTRY,
@@ -19,8 +17,10 @@ from kernelwright.providers.offline.designs import (
     kernel_info,
     target_sm_count,
 )
-from kernelwright.providers.offline.policy import read_context
-from kernelwright.providers.offline.schedule import schedule
+from kernelwright.providers.offline.choice.policy import read_context
+from kernelwright.providers.offline.choice.schedule import schedule
+from kernelwright.providers.offline.emit.emit import emit_rows
+from kernelwright.providers.offline.frontend.analysis import analyze_cached
 from kernelwright.providers.offline.writer import CONFIG_KEYS
 from kernelwright.providers.protocol import parse_sections
 from kernelwright.tasks import bundled_suite_dir

@@ -8,8 +8,7 @@ import random
 
 import pytest
 
-from kernelwright.providers.offline.analysis import analyze_cached
-from kernelwright.providers.offline.designs import (
+from kernelwright.providers.offline.choice.designs import (
     REGISTRY,
     config_space,
     default_config,
@@ -17,7 +16,7 @@ from kernelwright.providers.offline.designs import (
     find_design,
     kernel_info,
 )
-from kernelwright.providers.offline.policy import (
+from kernelwright.providers.offline.choice.policy import (
     WriterContext,
     choose,
     error_kind,
@@ -28,7 +27,8 @@ from kernelwright.providers.offline.policy import (
     parse_rules,
     tf32_allowed,
 )
-from kernelwright.providers.offline.schedule import schedule
+from kernelwright.providers.offline.choice.schedule import schedule
+from kernelwright.providers.offline.frontend.analysis import analyze_cached
 from kernelwright.providers.offline.writer import CONFIG_KEYS
 from kernelwright.tasks import bundled_suite_dir
 from tests.fakes.writer import writer_prompt
@@ -169,7 +169,7 @@ def test_small_steps_on_whole_row_kernels_skip_configs_that_launch_the_same_kern
     """softmax over rows of 16384 at TILE=4096: TILE, RMAX (while the row stays in registers) and
     num_warps 16 vs auto do not change the launch; a small step must move something that does,
     including knobs the parent's header does not name (PERSIST)."""
-    from kernelwright.providers.offline.designs import launch_effect
+    from kernelwright.providers.offline.choice.designs import launch_effect
 
     info = _info("09_softmax.py", "softmax")
     d = default_design(info)
@@ -227,7 +227,7 @@ def test_looped_designs_over_long_rows_default_to_16_warps_and_static_sizes():
 
 
 def test_static_programs_compile_sizes_and_strides_in_and_others_keep_them_as_arguments():
-    from kernelwright.providers.offline.variants import program_variant
+    from kernelwright.providers.offline.choice.variants import program_variant
 
     source = (bundled_suite_dir("level1") / "11_layer_norm.py").read_text()
     static = program_variant(source, "ln", "row_registers", {"STATIC": 1}).code or ""
@@ -294,7 +294,7 @@ def test_a_large_step_leaves_the_designs_already_written_in_the_run():
 def test_choices_do_not_depend_on_the_ids_runs_give_their_records():
     """Two prompts that differ only in record ids (a case id carries its run's random id) give the writer
     the same random choices: the same task, seed and memory give the same search."""
-    from kernelwright.providers.offline.policy import read_context
+    from kernelwright.providers.offline.choice.policy import read_context
     from kernelwright.providers.protocol import parse_sections
 
     def prompt(run: str) -> str:
@@ -315,7 +315,7 @@ def test_choices_do_not_depend_on_the_ids_runs_give_their_records():
 def test_choices_do_not_depend_on_a_percent_of_timing_noise():
     """The parent measured at 1.825 or 1.848 ms (two runs on one GPU) gives the same seeded choices; a
     parent with another config does not."""
-    from kernelwright.providers.offline.policy import read_context
+    from kernelwright.providers.offline.choice.policy import read_context
     from kernelwright.providers.protocol import parse_sections
 
     def prompt(block: int, ms: float, speedup: float) -> str:
@@ -337,7 +337,7 @@ def test_a_registers_reduction_over_a_long_middle_dim_walks_it_in_tiles_of_at_mo
     walks it; the tile it walks with must stay within TILE (1024 x 128 took 191 s to compile for an H200)."""
     import torch
 
-    from kernelwright.providers.offline.variants import program_variant
+    from kernelwright.providers.offline.choice.variants import program_variant
 
     source = (bundled_suite_dir("published") / "12_sum_middle_dim_128x4096x4095.py").read_text()
     answer = program_variant(source, "sum_mid", "row_registers", {})
@@ -364,7 +364,7 @@ def test_a_registers_reduction_over_a_long_middle_dim_walks_it_in_tiles_of_at_mo
 def test_the_target_names_its_shared_memory_and_configs_beyond_it_are_never_written():
     from kernelwright.hardware.targets import get_target
     from kernelwright.providers.offline import write_program
-    from kernelwright.providers.offline.designs import DEFAULT_SMEM_BYTES, fits, target_smem_bytes
+    from kernelwright.providers.offline.choice.designs import DEFAULT_SMEM_BYTES, fits, target_smem_bytes
 
     assert target_smem_bytes(get_target("nvidia-h200").summary()) == 227 * 1024
     assert (
@@ -412,7 +412,7 @@ def test_the_target_names_its_shared_memory_and_configs_beyond_it_are_never_writ
 
 
 def test_a_half_product_starts_with_two_programs_per_sm_where_two_fit():
-    from kernelwright.providers.offline.designs import fits
+    from kernelwright.providers.offline.choice.designs import fits
 
     persistent = find_design("matmul", "persistent")
     bmm = _info("16_bmm.py", "matmul", "level1_bf16")  # 32 x 2048 x 1024 x 2048: K = 1024
@@ -448,7 +448,7 @@ def test_the_gluon_gemm_starts_plain_half_precision_products_on_sm90_only():
     epilogue fused after it, fp32 dots, or another architecture; its ring and output buffers must fit."""
     from kernelwright.hardware.targets import get_target
     from kernelwright.providers.offline import write_program
-    from kernelwright.providers.offline.designs import fits, target_arch
+    from kernelwright.providers.offline.choice.designs import fits, target_arch
 
     persistent = find_design("matmul", "persistent")
     bmm = _info("16_bmm.py", "matmul", "level1_bf16")  # K = 1024

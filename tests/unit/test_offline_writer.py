@@ -69,7 +69,7 @@ def test_untraceable_or_unwritable_tasks_get_a_reason_and_no_code():
         "    def forward(self, x):\n        return self.conv(x)\n"
         "def get_inputs():\n    return [torch.randn(2, 3, 16, 16)]\ndef get_init_inputs():\n    return []\n"
     )
-    from kernelwright.providers.offline import families
+    from kernelwright.providers.offline import plugins as families
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(families, "TASK_WRITERS", ())  # the generic path alone leaves a lone convolution to torch
@@ -108,9 +108,9 @@ def _fake_conv_writer(source, name, ctx):
 
 
 def test_a_listed_task_writer_is_asked_first_and_gets_the_context(monkeypatch):
-    from kernelwright.providers.offline import families
+    from kernelwright.providers.offline import plugins as families
 
-    listed = dict(families.TASK_WRITERS)
+    listed = dict(plugins.TASK_WRITERS)
     listed["conv"] = f"{__name__}:_fake_conv_writer"
     monkeypatch.setattr(families, "TASK_WRITERS", tuple(listed.items()))
     conv = _src("level2", "09_conv2d_bias_relu.py")
@@ -124,14 +124,15 @@ def test_a_listed_task_writer_is_asked_first_and_gets_the_context(monkeypatch):
 
 
 def test_families_list_every_handler_kind_and_task_writer_once():
-    from kernelwright.providers.offline import families, lowering_rows
-    from kernelwright.providers.offline.lowering import HandlerTable
+    from kernelwright.providers.offline import plugins as families
+    from kernelwright.providers.offline.frontend import lowering_rows
+    from kernelwright.providers.offline.frontend.lowering import HandlerTable
 
-    handlers = families.lowering_handlers()
-    assert sum(len(t) for t in families.LOWERINGS) == len(handlers)  # no op claimed twice
+    handlers = plugins.lowering_handlers()
+    assert sum(len(t) for t in plugins.LOWERINGS) == len(handlers)  # no op claimed twice
     assert handlers["softmax"] is lowering_rows.HANDLERS["softmax"]
-    assert list(families.KINDS) == ["rows", "pointwise", "matmul"]
-    assert [f for f, _ in families.task_writers()] == ["conv", "pool"]
+    assert list(plugins.KINDS) == ["rows", "pointwise", "matmul"]
+    assert [f for f, _ in plugins.task_writers()] == ["conv", "pool"]
     table = HandlerTable()
     table.handles("relu")(lambda lo, a: None)
     with pytest.raises(ValueError, match="'relu' has two lowering handlers"):

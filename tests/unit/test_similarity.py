@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from kernelwright.providers.offline.analysis import analyze_cached
-from kernelwright.providers.offline.designs import kernel_info
-from kernelwright.providers.offline.policy import WriterContext, choose, parse_cases
-from kernelwright.providers.offline.schedule import schedule
+from kernelwright.providers.offline.choice.designs import kernel_info
+from kernelwright.providers.offline.choice.policy import WriterContext, choose, parse_cases
+from kernelwright.providers.offline.choice.schedule import schedule
+from kernelwright.providers.offline.frontend.analysis import analyze_cached
 from kernelwright.providers.protocol import parse_sections, render_section
 from kernelwright.tasks import bundled_suite_dir, load_task
 from kernelwright.tasks.similarity import (
@@ -309,7 +309,7 @@ def test_a_short_k_products_gluon_schedule_is_not_advice_for_a_long_k_one():
     WS_COOP=1), each measured slower in the other's place: a case of the bf16 bmm (K = 1024) that won with
     ping-pong starts the 8192^3 bf16 GEMM from its tuning with the GEMM's own schedule, and the bmm keeps
     ping-pong when started from a long-K case that ran cooperative."""
-    from kernelwright.providers.offline.designs import config_space, find_design
+    from kernelwright.providers.offline.choice.designs import config_space, find_design
 
     def matmul(stem: str):
         task = load_task(bundled_suite_dir("level1_bf16") / f"{stem}.py")

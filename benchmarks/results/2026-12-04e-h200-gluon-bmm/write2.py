@@ -8,7 +8,7 @@ sys.path.insert(0, "benchmarks")
 from _common import root_program, task_path  # noqa: E402
 
 from kernelwright.hardware.targets import get_target  # noqa: E402
-from kernelwright.providers.offline.variants import program_variant  # noqa: E402
+from kernelwright.providers.offline.choice.variants import program_variant  # noqa: E402
 from kernelwright.tasks import load_task  # noqa: E402
 
 out = Path(sys.argv[1])

@@ -17,7 +17,7 @@ PROGRAM_TEXTS = ("_kw_ws_gemm",)
 
 import os
 
-try:  # Gluon: Hopper's warp-specialized GEMMs (providers/offline/emit_gluon.py), written against
+try:  # Gluon: Hopper's warp-specialized GEMMs (providers/offline/emit/emit_gluon.py), written against
     # Triton 3.6's Gluon API (it changed between releases): older Triton runs the Triton kernels instead
     if tuple(int(p) for p in triton.__version__.split(".")[:2]) < (3, 6):
         raise ImportError("Gluon's API before Triton 3.6")
