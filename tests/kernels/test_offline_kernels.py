@@ -540,9 +540,9 @@ CUDNN_BIAS_TASKS = [
 def test_a_kept_convolution_leaves_its_bias_to_the_triton_kernel(pool, monkeypatch):
     """The generic writer keeps a convolution as a torch call without its bias (PyTorch would add it in
     a separate pass over the output) and adds the bias in the Triton kernel that follows."""
-    from kernelwright.providers.offline import plugins as families
+    from kernelwright.providers.offline import plugins
 
-    monkeypatch.setattr(families, "TASK_WRITERS", ())  # only the generic writer: cuDNN + Triton
+    monkeypatch.setattr(plugins, "TASK_WRITERS", ())  # only the generic writer: cuDNN + Triton
     jobs = []
     for name in CUDNN_BIAS_TASKS:
         task = _bundled("level2", name)

@@ -69,10 +69,10 @@ def test_untraceable_or_unwritable_tasks_get_a_reason_and_no_code():
         "    def forward(self, x):\n        return self.conv(x)\n"
         "def get_inputs():\n    return [torch.randn(2, 3, 16, 16)]\ndef get_init_inputs():\n    return []\n"
     )
-    from kernelwright.providers.offline import plugins as families
+    from kernelwright.providers.offline import plugins
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(families, "TASK_WRITERS", ())  # the generic path alone leaves a lone convolution to torch
+        mp.setattr(plugins, "TASK_WRITERS", ())  # the generic path alone leaves a lone convolution to torch
         ans = write_program(_prompt(conv_only))
         assert ans.code is None and "conv" in ans.explanation
     assert write_program('<request kind="large_step">\nhi\n</request>').code is None
@@ -108,11 +108,11 @@ def _fake_conv_writer(source, name, ctx):
 
 
 def test_a_listed_task_writer_is_asked_first_and_gets_the_context(monkeypatch):
-    from kernelwright.providers.offline import plugins as families
+    from kernelwright.providers.offline import plugins
 
     listed = dict(plugins.TASK_WRITERS)
     listed["conv"] = f"{__name__}:_fake_conv_writer"
-    monkeypatch.setattr(families, "TASK_WRITERS", tuple(listed.items()))
+    monkeypatch.setattr(plugins, "TASK_WRITERS", tuple(listed.items()))
     conv = _src("level2", "09_conv2d_bias_relu.py")
     ans = write_program(
         _prompt(conv, "small_step", rules="- You cannot use BLOCK_CO=128 with design=implicit_gemm")
@@ -124,7 +124,7 @@ def test_a_listed_task_writer_is_asked_first_and_gets_the_context(monkeypatch):
 
 
 def test_families_list_every_handler_kind_and_task_writer_once():
-    from kernelwright.providers.offline import plugins as families
+    from kernelwright.providers.offline import plugins
     from kernelwright.providers.offline.frontend import lowering_rows
     from kernelwright.providers.offline.frontend.lowering import HandlerTable
 
