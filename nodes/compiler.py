@@ -30,7 +30,7 @@ from kernelwright.hardware.static_check import static_check
 from kernelwright.nodes import resources
 from kernelwright.nodes.evaluations import EvaluationEntry, EvaluationLog, Phase, code_sha
 from kernelwright.nodes.records import Branch, CostLedger, RunInfo
-from kernelwright.nodes.repeats import BLOCKED, blocked_result_extra
+from kernelwright.nodes.repeats import BLOCKED, blocked_in_flight, blocked_result_extra, judge_once
 from kernelwright.nodes.run_context import Context
 
 SAME_PROGRAM = "same_program_as"
@@ -193,7 +193,11 @@ def compiler(branch: Branch, runtime: Runtime[Context]) -> Command[Literal["prof
             device=branch.run.device,
         )
         return Command(goto=Send("reflector", branch.model_copy(update={"result": result})))
-    result, _ = evaluate_logged(branch, ctx, "verify")
+    result = judge_once(branch.run.run_id, branch.run.run_dir, branch.job.node_id, candidate.code,
+                        lambda: evaluate_logged(branch, ctx, "verify")[0])  # fmt: skip
+    if not isinstance(result, EvalResult):  # a copy of a failed program another branch was judging
+        branch = blocked_in_flight(branch, result)
+        return Command(goto=Send("reflector", branch.model_copy(update={"result": blocked_result(branch)})))
     cost = eval_cost(result, branch.run)
     eval_s = branch.eval_s + result.wall_s
     if (

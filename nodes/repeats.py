@@ -12,13 +12,17 @@ same program up to their config. A failure is identified by its error kind and n
   else hands it on as blocked). A failure the config causes (out of resources, shared memory, registers,
   a timeout) is the exception: there a program is a repeat only when it is the same up to comments, since
   another block size or stage count is a real repair.
+- A copy of a program another branch of the run is still judging (k expansions in flight: the copy's job
+  was planned before the first copy's verdict) waits for that verdict at the judge (`judge_once`) and,
+  when the first copy failed and the copy repeats it, is blocked as above: one program, one judging.
 - A blocked program costs the writer's calls but no candidate: it does not count against the candidate
   budget; as many blocked answers as the budget stop the search (`repeats_stop`).
 - Two failures of one design (its `# kernelwright:` header's design) with the same error kind and message
   close that design for the task: every later prompt says so (a rule line the offline writer and an LLM
   both read), a program of a closed design is not judged, and the reflector learns a rule from it.
 
-Pure functions over the run's attempts; the planner snapshots them into each job (nodes/records.Job).
+Pure functions over the run's attempts, which the planner snapshots into each job (nodes/records.Job),
+and the one process-wide record of the programs being judged that `judge_once` keeps per run.
 """
 
 from __future__ import annotations
@@ -26,14 +30,15 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
-from collections import defaultdict
-from collections.abc import Iterable, Iterator
+import threading
+from collections import OrderedDict, defaultdict
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
 from kernelwright.memory.records import error_signature
-from kernelwright.nodes.records import ClosedDesign, FailedProgram
+from kernelwright.nodes.records import Branch, ClosedDesign, FailedProgram
 from kernelwright.providers.protocol import KernelHeader
 from kernelwright.tasks.pyast import parse_python
 
@@ -257,6 +262,69 @@ def repeated(code: str | None, failed: Iterable[FailedProgram]) -> tuple[FailedP
         if not f.config_caused and f.key == key:
             return f, True
     return None
+
+
+class _Judged:
+    """A program of a run this process is judging or has judged (the no-repeat guard across branches)."""
+
+    def __init__(self, node_id: str, key: str | None, exact_key: str | None) -> None:
+        self.node_id, self.key, self.exact_key = node_id, key, exact_key
+        self.done = threading.Event()
+        self.failed: FailedProgram | None = None
+
+
+_judged: OrderedDict[tuple[str, str], list[_Judged]] = OrderedDict()
+_judged_lock = threading.Lock()
+KEPT_RUNS = 64
+"""Runs whose judged programs this process remembers (the oldest is forgotten first)."""
+
+
+def judge_once(
+    run_id: str, run_dir: str, node_id: str, code: str, judge: Callable[[], EvalResult]
+) -> EvalResult | FailedProgram:
+    """Judge a program unless it repeats one another branch of the run is judging or has judged.
+
+    The coder checks a program against the failures its job was planned with; a copy of a program that
+    was still being judged in another branch then (k expansions in flight) is not among them. Here the
+    second copy waits for the first one's verdict: when the first failed and the copy repeats it (the same
+    program, or the same up to its config unless another config can fix the failure) it is not judged and
+    the failed program it repeats comes back; otherwise it is judged and its result comes back. An identical copy
+    of a correct program then reuses the logged verdict (nodes/compiler.evaluate_logged)."""
+    key, exact = program_key(code), program_key(code, config=True)
+    run = (run_id, run_dir)
+    while True:
+        with _judged_lock:
+            programs = _judged.setdefault(run, [])
+            _judged.move_to_end(run)
+            while len(_judged) > KEPT_RUNS:
+                _judged.popitem(last=False)
+            same = [j for j in programs if j.node_id != node_id and (j.exact_key == exact or j.key == key)]
+            pending = next((j for j in same if not j.done.is_set()), None)
+            if pending is None:
+                for j in same:
+                    f = j.failed
+                    if f is not None and (j.exact_key == exact or not f.config_caused):
+                        return f
+                mine = _Judged(node_id, key, exact)
+                programs.append(mine)
+                break
+        pending.done.wait()  # the first copy's judge has its own timeout; it always ends
+    try:
+        result = judge()
+        mine.failed = failed_of(node_id, "correct" if result.correct else "failed", code, result)
+        return result
+    finally:
+        mine.done.set()
+
+
+def blocked_in_flight(branch: Branch, first: FailedProgram) -> Branch:
+    """The branch of a program `judge_once` did not judge: blocked as a repeat of `first`, which its job
+    (planned while `first` was being judged) now names among the run's failures."""
+    assert branch.candidate is not None
+    why = f"not judged: the same program as {first.node_id}, which another branch was judging, failed"
+    job = branch.job.model_copy(update={"failed_programs": [*branch.job.failed_programs, first]})
+    candidate = branch.candidate.model_copy(update={"blocked": why, "repeat_of": first.node_id})
+    return branch.model_copy(update={"job": job, "candidate": candidate})
 
 
 def blocked_result_extra(f: FailedProgram, how: str) -> dict[str, object]:

@@ -32,13 +32,13 @@ def _close():
     resources.forget_chat_models()
 
 
-def run_graph(tmp_path: Path, model: Any, budget: int) -> dict[str, Any]:
+def run_graph(tmp_path: Path, model: Any, budget: int, fanout: int = 0) -> dict[str, Any]:
     ctx = Context(
         chat_model=model,
         budget=budget,
         device="cpu",
         workers=1,
-        fanout=0,
+        fanout=fanout,
         memory=str(tmp_path / "memory"),
         run_dir=str(tmp_path / "run"),
         seed=0,
@@ -154,3 +154,23 @@ def test_the_offline_writer_does_not_write_a_closed_design_again():
     # every design closed: no program, and the run stops saying why (instead of writing one again)
     none = write_program(closing(sorted(DESIGN_NAMES)))
     assert none.code is None and "closed for this task" in (none.unsupported or "")
+
+
+def test_a_copy_of_a_program_another_branch_is_judging_is_not_judged_again(tmp_path):
+    """Two expansions in flight write the same failing program: the second copy waits for the first's
+    verdict and is blocked as its repeat (its job, planned before that verdict, could not name it)."""
+    model = ScriptedChatModel(script=[fenced(relu_compile_error("broken"))], loop=True)
+    state = run_graph(tmp_path, model, budget=2, fanout=2)
+    attempts = {a.node_id: a for a in state["attempts"]}
+    verifies = [e.node_id for e in EvaluationLog(state["run"].run_dir).entries() if e.phase == "verify"]
+    assert len(verifies) == 1
+    first = verifies[0]
+    copy = {"n1": "n2", "n2": "n1"}[first]  # the two root expansions ran at once; either may be first
+    assert state["jobs"][0].failed_programs == [] and state["jobs"][1].failed_programs == []
+    assert attempts[first].result.error_kind == "compile_error" and not attempts[first].candidate.blocked
+    c = attempts[copy].candidate
+    assert c.blocked and c.repeat_of == first and c.repeat_asks == 0  # caught at the judge, not the coder
+    assert "another branch was judging" in c.blocked and first in attempts[copy].result.error
+    counts = state["result"].search["failures"]
+    assert counts["repeats"] == 0 and counts["failed_by_kind"] == {"compile_error": 1}
+    assert counts["closed_designs"] == ["broken"]  # the copy is the failure's second occurrence
