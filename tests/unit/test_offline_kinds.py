@@ -19,7 +19,7 @@ from kernelwright.providers.offline.choice.designs import (
 )
 from kernelwright.providers.offline.choice.policy import read_context
 from kernelwright.providers.offline.choice.schedule import schedule
-from kernelwright.providers.offline.emit.emit import emit_rows
+from kernelwright.providers.offline.emit import emit_rows
 from kernelwright.providers.offline.frontend.analysis import analyze_cached
 from kernelwright.providers.offline.writer import CONFIG_KEYS
 from kernelwright.providers.protocol import parse_sections

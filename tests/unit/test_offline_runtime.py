@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from kernelwright.providers.offline import runtime
-from kernelwright.providers.offline.emit.emit import emit, emit_gluon
-from kernelwright.providers.offline.plugins.conv import conv_runtime
+from kernelwright.providers.offline.emit import emit, emit_gluon
+from kernelwright.providers.offline.families.conv import conv_runtime
 from kernelwright.providers.offline.runtime import program_text
 
 RUNTIME_DIR = Path(runtime.__file__).parent
