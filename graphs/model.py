@@ -27,6 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from kernelwright.nodes.model_report import write_model_report, written_on_crash
 from kernelwright.nodes.run_context import Context
 
 
@@ -113,6 +114,7 @@ def _target_name(ctx: Context) -> str:
     return (get_target(ctx.target) if ctx.target else detect_target(ctx.check_usable())).name
 
 
+@written_on_crash  # report.html keeps the regions done when the run stops with an error
 def optimize_model_source(
     source: str,
     name: str,
@@ -157,6 +159,7 @@ def optimize_model_source(
     groups = split.unique()
 
     def report(line: str) -> None:
+        write_model_report(rd, name, split, rows, evaluations, line=line)
         if on_progress is not None:
             on_progress(ModelProgress(model=name, done=len(rows), total=len(groups), evaluations=evaluations,
                                       best=best, line=line))  # fmt: skip
@@ -229,6 +232,7 @@ def optimize_model_source(
         result.verdict = "no region has a kernel: the reference model stands"
     result.wall_s = time.perf_counter() - t0
     write_report(result, rd)
+    write_model_report(rd, name, split, rows, evaluations, result=result)
     return result
 
 
