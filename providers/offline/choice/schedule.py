@@ -24,24 +24,7 @@ import sympy
 import torch
 
 from kernelwright.providers.offline.frontend.ir import Graph, Shape, Value, aligned, is_one
-
-ROW_FAMILIES = ("scan", "norm", "softmax", "loss", "reduction")
-_ORIGIN_FAMILY = {
-    "softmax": "softmax", "_softmax": "softmax", "log_softmax": "softmax", "_log_softmax": "softmax",
-    "_safe_softmax": "softmax", "layer_norm": "norm", "native_layer_norm": "norm", "rms_norm": "norm",
-    "_fused_rms_norm": "norm", "group_norm": "norm", "native_group_norm": "norm", "batch_norm": "norm",
-    "_native_batch_norm_legit": "norm", "_native_batch_norm_legit_functional": "norm", "instance_norm": "norm",
-    "native_batch_norm": "norm", "_batch_norm_with_update": "norm", "linalg_vector_norm": "norm",
-    "norm": "norm", "frobenius_norm": "norm", "cumsum": "scan", "cumprod": "scan",
-}  # fmt: skip
-_LOSSES = (
-    "mse_loss l1_loss smooth_l1_loss huber_loss nll_loss nll_loss_nd nll_loss_forward nll_loss2d "
-    "nll_loss2d_forward cross_entropy_loss kl_div binary_cross_entropy binary_cross_entropy_with_logits "
-    "hinge_embedding_loss soft_margin_loss margin_ranking_loss triplet_margin_loss cosine_similarity "
-    "pairwise_distance"
-).split()
-for _n in _LOSSES:
-    _ORIGIN_FAMILY[_n] = "loss"
+from kernelwright.providers.offline.operators import ROW_FAMILIES, ROW_FAMILY_OF
 
 
 @dataclass(eq=False)
@@ -359,8 +342,8 @@ class _Scheduler:
             return "conv" if "conv" in op else "other"
         if k.kind in ("matmul", "pointwise"):
             return k.kind
-        fams = {_ORIGIN_FAMILY.get(v.origin) for v in k.values if v.kind in ("reduce", "scan")}
-        fams |= {_ORIGIN_FAMILY.get(v.origin) for v in k.values}
+        fams = {ROW_FAMILY_OF.get(v.origin) for v in k.values if v.kind in ("reduce", "scan")}
+        fams |= {ROW_FAMILY_OF.get(v.origin) for v in k.values}
         for f in ROW_FAMILIES:
             if f in fams:
                 return f

@@ -121,16 +121,6 @@ HELPERS: dict[str, str] = {
 }
 HELPER_DEPS = {"_kw_softplus": ["_kw_log1p"]}
 
-EMITTABLE = {
-    "neg", "abs", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal",
-    "sin", "cos", "tan", "tanh", "sigmoid", "relu", "silu", "mish", "erf", "erfc", "floor", "ceil", "round",
-    "trunc", "sign", "logical_not", "isnan", "isinf", "isfinite", "sinh", "cosh", "asinh", "acosh", "atanh",
-    "gelu", "gelu_tanh", "softplus", "square", "frac", "identity", "add", "sub", "mul", "div", "floordiv",
-    "truncdiv", "remainder", "fmod", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
-    "logical_and", "logical_or", "logical_xor", "xlogy", "hypot", "logaddexp", "where", "cast", "full",
-    "iota",
-}  # fmt: skip
-
 
 @dataclass
 class ExprContext:

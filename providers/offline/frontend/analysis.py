@@ -30,6 +30,7 @@ import torch
 
 from kernelwright.providers.offline.frontend.ir import Graph
 from kernelwright.providers.offline.frontend.lowering import Lowerer, LoweringError, OtherTrace
+from kernelwright.providers.offline.operators import ATEN_BINARY, ATEN_UNARY
 from kernelwright.tasks import exec_task_module
 from kernelwright.tasks.analysis import MODEL_LOCK
 from kernelwright.tasks.pyast import parse_python
@@ -262,13 +263,12 @@ def _close(a: Any, b: Any) -> bool:
 
 
 def _op_is_opaque(target: Any) -> bool:
-    from kernelwright.providers.offline.frontend.lowering import SAME_BINARY, SAME_UNARY
     from kernelwright.providers.offline.plugins import lowering_handlers
 
     name = target.overloadpacket.__name__.rstrip("_")
     if name in _KEPT_AS_TORCH:
         return True
-    return name not in lowering_handlers() and name not in SAME_UNARY and name not in SAME_BINARY
+    return name not in lowering_handlers() and name not in ATEN_UNARY and name not in ATEN_BINARY
 
 
 # Ops with a lowering handler that still keeps them as torch calls (lowering_views._conv): their integer

@@ -28,18 +28,7 @@ import torch
 
 Shape = tuple[sympy.Expr, ...]
 
-POINTWISE_UNARY = {
-    "neg", "abs", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal",
-    "sin", "cos", "tan", "tanh", "sigmoid", "relu", "silu", "mish", "erf", "erfc", "floor", "ceil", "round",
-    "trunc", "sign", "logical_not", "isnan", "isinf", "isfinite", "atan", "asin", "acos", "sinh", "cosh",
-    "asinh", "acosh", "atanh", "gelu", "gelu_tanh", "softplus", "square", "frac", "identity",
-}  # fmt: skip
-POINTWISE_BINARY = {
-    "add", "sub", "mul", "div", "floordiv", "truncdiv", "remainder", "fmod", "pow", "maximum", "minimum",
-    "atan2", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "xlogy",
-    "hypot", "copysign", "logaddexp",
-}  # fmt: skip
-POINTWISE_OTHER = {"where", "cast", "full", "iota"}
+# The pointwise ops are those of operators.OPERATORS (the one table of operators).
 REDUCE_OPS = {"sum", "mean", "max", "min", "argmax", "argmin", "prod", "numel", "any", "all"}
 SCAN_OPS = {"cumsum", "cumprod"}
 VIEW_OPS = {"reshape", "permute", "expand", "slice", "select"}

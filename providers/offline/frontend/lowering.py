@@ -35,6 +35,7 @@ from kernelwright.providers.offline.frontend.ir import (
     is_one,
     promote,
 )
+from kernelwright.providers.offline.operators import ATEN_BINARY, ATEN_UNARY, BOOLEAN
 
 aten = torch.ops.aten
 
@@ -61,32 +62,6 @@ class HandlerTable(dict[str, Callable[..., Any]]):
         return deco
 
 
-# Unary pointwise aten ops whose IR op has the same name.
-SAME_UNARY = (
-    "neg abs exp exp2 expm1 log log2 log10 log1p sqrt rsqrt reciprocal sin cos tan tanh sigmoid relu silu "
-    "mish erf erfc floor ceil trunc sign logical_not isnan isinf isfinite atan asin acos sinh cosh asinh "
-    "acosh atanh square frac"
-).split()
-SAME_BINARY = {
-    "mul": "mul", "maximum": "maximum", "minimum": "minimum", "fmax": "maximum", "fmin": "minimum",
-    "atan2": "atan2", "eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge",
-    "greater": "gt", "less": "lt", "greater_equal": "ge", "less_equal": "le", "not_equal": "ne",
-    "logical_and": "logical_and", "logical_or": "logical_or", "logical_xor": "logical_xor",
-    "bitwise_and": "logical_and", "bitwise_or": "logical_or", "bitwise_xor": "logical_xor",
-    "remainder": "remainder", "fmod": "fmod", "xlogy": "xlogy", "hypot": "hypot", "copysign": "copysign",
-    "logaddexp": "logaddexp", "true_divide": "div", "multiply": "mul",
-}  # fmt: skip
-_COMPARE = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not",
-            "isnan", "isinf", "isfinite"}  # fmt: skip
-IDENTITY_OPS = {
-    "clone",
-    "contiguous",
-    "alias",
-    "detach",
-    "lift_fresh_copy",
-    "lift_fresh",
-    "_assert_tensor_metadata",
-}
 REDUCTION_NONE, _REDUCTION_MEAN, REDUCTION_SUM = 0, 1, 2
 
 
@@ -234,10 +209,10 @@ class Lowerer:
             # nothing else is one this writer cannot express).
             out = self.opaque(target, node)
         elif handler is None:
-            if name in SAME_UNARY:
-                out = self.pw(name, args["self"])
-            elif name in SAME_BINARY:
-                out = self.pw(SAME_BINARY[name], args["self"], args["other"])
+            if name in ATEN_UNARY:
+                out = self.pw(ATEN_UNARY[name], args["self"])
+            elif name in ATEN_BINARY:
+                out = self.pw(ATEN_BINARY[name], args["self"], args["other"])
             else:
                 out = self.opaque(target, node)
         else:
@@ -563,7 +538,7 @@ def _scalar_dtype(a: Any) -> torch.dtype:
 
 
 def _result_dtype(op: str, args: tuple) -> torch.dtype:
-    if op in _COMPARE:
+    if op in BOOLEAN:
         return torch.bool
     tensors = [a for a in args if isinstance(a, Value)]
     dt = promote(*(t.dtype for t in tensors))

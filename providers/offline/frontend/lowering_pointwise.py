@@ -14,11 +14,11 @@ from kernelwright.providers.offline.frontend.ir import (
 )
 from kernelwright.providers.offline.frontend.lowering import (
     HALF,
-    IDENTITY_OPS,
     HandlerTable,
     Lowerer,
     LoweringError,
 )
+from kernelwright.providers.offline.operators import ATEN_IDENTITY
 
 HANDLERS = HandlerTable()
 handles = HANDLERS.handles
@@ -249,7 +249,7 @@ def _to(L: Lowerer, a: dict, target: Any) -> Value:
     return L.cast(x, dtype) if isinstance(x, Value) else L.full((), x, dtype)
 
 
-@handles(*IDENTITY_OPS)
+@handles(*sorted(ATEN_IDENTITY))
 def _identity(L: Lowerer, a: dict, target: Any) -> Any:
     if target.overloadpacket.__name__ == "_assert_tensor_metadata":
         return None

@@ -36,34 +36,15 @@ from kernelwright.providers.offline.families.conv.conv_values import (
     expr_of,
     node_shape,
 )
+from kernelwright.providers.offline.operators import (
+    CALL_BINARY,
+    CALL_IDENTITY,
+    CALL_REDUCTIONS,
+    CALL_UNARY,
+    NN_ACTIVATIONS,
+)
 
-_UNARY_NAMES = {
-    "relu": "relu", "relu_": "relu", "sigmoid": "sigmoid", "sigmoid_": "sigmoid", "tanh": "tanh",
-    "tanh_": "tanh", "exp": "exp", "exp_": "exp", "log": "log", "log_": "log", "abs": "abs", "abs_": "abs",
-    "neg": "neg", "negative": "neg", "neg_": "neg", "sqrt": "sqrt", "sqrt_": "sqrt", "rsqrt": "rsqrt",
-    "reciprocal": "reciprocal", "square": "square", "erf": "erf", "sin": "sin", "cos": "cos",
-    "floor": "floor", "ceil": "ceil", "silu": "silu", "mish": "mish", "hardswish": "hardswish",
-    "hardsigmoid": "hardsigmoid", "relu6": "relu6", "selu": "selu", "logsigmoid": "logsigmoid",
-    "softsign": "softsign", "tanhshrink": "tanhshrink",
-}  # fmt: skip
-
-_IDENTITY_NAMES = {"contiguous", "clone", "detach", "identity", "float"}
-
-_BINARY_NAMES = {
-    "add": "add", "add_": "add", "iadd": "add", "sub": "sub", "sub_": "sub", "subtract": "sub", "isub": "sub",
-    "mul": "mul", "mul_": "mul", "multiply": "mul", "imul": "mul", "div": "div", "div_": "div",
-    "divide": "div", "true_divide": "div", "itruediv": "div", "maximum": "maximum", "minimum": "minimum",
-    "fmax": "maximum", "fmin": "minimum", "pow": "pow", "pow_": "pow", "gt": "gt", "lt": "lt", "ge": "ge",
-    "le": "le", "eq": "eq", "ne": "ne", "greater": "gt", "less": "lt",
-}  # fmt: skip
-
-_REDUCE_NAMES = {"sum": "sum", "mean": "mean", "amax": "max", "amin": "min", "max": "max", "min": "min"}
-
-_ACT_MODULES: dict[type, str] = {
-    nn.ReLU: "relu", nn.ReLU6: "relu6", nn.Sigmoid: "sigmoid", nn.Tanh: "tanh", nn.SiLU: "silu",
-    nn.Mish: "mish", nn.Hardswish: "hardswish", nn.Hardsigmoid: "hardsigmoid", nn.SELU: "selu",
-    nn.LogSigmoid: "logsigmoid", nn.Softsign: "softsign", nn.Tanhshrink: "tanhshrink",
-}  # fmt: skip
+_ACT_MODULES: dict[type, str] = {getattr(nn, name): op for name, op in NN_ACTIVATIONS.items()}
 
 
 class CallReader:
@@ -213,12 +194,12 @@ class CallReader:
             return SizeValue()
         inplace = name.endswith("_") or bool(node.kwargs.get("inplace", False))
         check_inplace(node, inplace)
-        if name in _IDENTITY_NAMES:
+        if name in CALL_IDENTITY:
             return self.value(args[0])
         if name in ("to", "type"):
             raise ConvUnsupported("dtype conversions")
-        if name in _UNARY_NAMES:
-            return self.b.unary(node, _UNARY_NAMES[name], self.value(args[0]))
+        if name in CALL_UNARY:
+            return self.b.unary(node, CALL_UNARY[name], self.value(args[0]))
         if name == "gelu":
             approx = call_arg(node, 1, "approximate", "none")
             return self.b.unary(node, "gelu_tanh" if approx == "tanh" else "gelu", self.value(args[0]))
@@ -251,13 +232,13 @@ class CallReader:
         if name == "rsub":
             a, b = self.value(args[0]), self.value(args[1])
             return self.b.binary(node, "sub", b, a)
-        if name in _BINARY_NAMES:
-            return self._binary_call(node, _BINARY_NAMES[name])
+        if name in CALL_BINARY:
+            return self._binary_call(node, CALL_BINARY[name])
         if name in ("max", "min") and len(args) >= 2 and isinstance(args[1], fx.Node):
             return self._binary_call(node, "maximum" if name == "max" else "minimum")
         if name == "where":
             return self._where(node)
-        if name in _REDUCE_NAMES:
+        if name in CALL_REDUCTIONS:
             return self._reduce(node, name)
         if name == "logsumexp":
             return self.r.logsumexp(node, self.value(node.args[0]))
@@ -350,7 +331,7 @@ class CallReader:
         if dims is None:
             raise ConvUnsupported(f"{name} over every dim (including the batch)")
         keepdim = bool(call_arg(node, 2, "keepdim", False))
-        fn = _REDUCE_NAMES[name]
+        fn = CALL_REDUCTIONS[name]
         result = self.r.reduce_dims(node, x, fn, dims, keepdim)
         if name in ("max", "min"):
             return ReductionTuple([result])

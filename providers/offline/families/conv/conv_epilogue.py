@@ -13,11 +13,11 @@ from kernelwright.providers.offline.emit.emit import Code, ExprContext, Operand,
 from kernelwright.providers.offline.families.conv.conv_ir import Op
 from kernelwright.providers.offline.families.conv.conv_mainloop import Coords
 from kernelwright.providers.offline.families.conv.conv_stages import (
-    COMPARISONS,
     ConvEmitError,
     Stage,
     StagedPlan,
 )
+from kernelwright.providers.offline.operators import BOOLEAN
 
 
 def _bshape(a: str, b: str) -> str:
@@ -74,7 +74,7 @@ class EpilogueWriter:
             elif op.kind == "binary":
                 fn = op.attrs["fn"]
                 a, b = op.args
-                if fn in COMPARISONS:
+                if fn in BOOLEAN:
                     # booleans compare as they are; a boolean against a float is widened
                     args = [Operand(f"v{i}", "b" if i in self.bools else "f") for i in (a, b)]
                     self.bools.add(op.id)

@@ -24,55 +24,14 @@ OpKind = Literal[
     "conv",  # the convolution's output (always op 0), without its bias
     "operand",  # an external tensor (parameter, buffer, forward input) broadcast onto the grid
     "const",  # a scalar
-    "unary",  # attrs["fn"] in UNARY_FNS, consts = its parameters
-    "binary",  # attrs["fn"] in BINARY_FNS
+    "unary",  # attrs["fn"] a unary op of operators.OPERATORS, consts = its `params`
+    "binary",  # attrs["fn"] a binary op of operators.OPERATORS
     "where",  # args = (condition, a, b)
     "creduce",  # reduction over channels (attrs["fn"] in sum/mean/max/min): one value per pixel
     "pool",  # max/avg pooling windows over the spatial dims
     "sreduce",  # reduction over some spatial dims (attrs["fn"], attrs["dims"] logical dims)
     "norm",  # normalisation with statistics from the whole tensor (group/instance/batch/layer norm)
 ]
-
-# Unary functions and the names of their constant parameters (in Op.consts order).
-UNARY_FNS: dict[str, tuple[str, ...]] = {
-    "relu": (),
-    "relu6": (),
-    "sigmoid": (),
-    "tanh": (),
-    "gelu": (),
-    "gelu_tanh": (),
-    "silu": (),
-    "mish": (),
-    "hardswish": (),
-    "hardsigmoid": (),
-    "hardtanh": ("min_val", "max_val"),
-    "leaky_relu": ("negative_slope",),
-    "elu": ("alpha",),
-    "celu": ("alpha",),
-    "selu": (),
-    "softplus": ("beta", "threshold"),
-    "logsigmoid": (),
-    "softsign": (),
-    "tanhshrink": (),
-    "exp": (),
-    "log": (),
-    "abs": (),
-    "neg": (),
-    "sqrt": (),
-    "rsqrt": (),
-    "reciprocal": (),
-    "square": (),
-    "erf": (),
-    "sin": (),
-    "cos": (),
-    "floor": (),
-    "ceil": (),
-    "clamp_min": ("min",),
-    "clamp_max": ("max",),
-    "clamp": ("min", "max"),
-}
-BINARY_FNS = ("add", "sub", "mul", "div", "maximum", "minimum", "pow", "gt", "lt", "ge", "le", "eq", "ne")
-REDUCE_FNS = ("sum", "mean", "max", "min")
 
 
 class Const(BaseModel):

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kernelwright.providers.offline.families.conv.conv_ir import SPATIAL, ConvConfig, ConvPlan, ConvSpec, Op
+from kernelwright.providers.offline.operators import BOOLEAN
 
 DESIGNS = ("implicit_gemm", "implicit_gemm_flatk", "direct_depthwise", "direct")
 DIRECT_MAX_K = 128
@@ -26,9 +27,6 @@ def direct_applies(spec: ConvSpec) -> bool:
 
 class ConvEmitError(ValueError):
     """The plan cannot be written with this design (a one-line reason)."""
-
-
-COMPARISONS = ("gt", "lt", "ge", "le", "eq", "ne")
 
 
 @dataclass
@@ -153,7 +151,7 @@ class StagedPlan:
             # the reduction's fp32 buffer is already the output
             self.stages.pop()
             self.stages[-1].final = True
-        if plan.ops[plan.output].kind == "binary" and plan.ops[plan.output].attrs.get("fn") in COMPARISONS:
+        if plan.ops[plan.output].kind == "binary" and plan.ops[plan.output].attrs.get("fn") in BOOLEAN:
             raise ConvEmitError("a boolean output")
         self.out_dtype = {
             "float32": "torch.float32",

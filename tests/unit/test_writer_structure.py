@@ -1,0 +1,75 @@
+"""The offline writer's structure, checked from its source: one operator table.
+
+Each check reads providers/offline/ with `ast` (nothing is imported but the operator table itself), so a
+second table of operator names, or a module grown past the limit, fails here before it spreads. Each
+check is also run once on a small bad example, so it is known to fire.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import torch
+
+from kernelwright.providers.offline import operators
+from kernelwright.providers.offline.emit.emit import ExprContext, Operand, pw_expr
+
+WRITER = Path(__file__).resolve().parents[2] / "providers" / "offline"
+
+
+def _sources() -> dict[str, str]:
+    """Every module of the writer, by its path under providers/offline/."""
+    return {str(p.relative_to(WRITER)): p.read_text() for p in sorted(WRITER.rglob("*.py"))}
+
+
+def _operator_names() -> set[str]:
+    names = set(operators.ATEN_IDENTITY) | set(operators.CALL_IDENTITY) | set(operators.ROW_FAMILY_OF)
+    for op in operators.OPERATORS:
+        names |= {op.name, *op.aten, *op.calls}
+    return names - {"identity", "cast", "full", "iota", "where", "max", "min", "sum", "mean"}
+
+
+def _operator_tables(source: str, known: set[str]) -> list[str]:
+    """Module-level assignments whose value spells five or more operator names (a table of operators)."""
+    found = []
+    for node in ast.parse(source).body:
+        if not isinstance(node, ast.Assign | ast.AnnAssign) or node.value is None:
+            continue
+        words = {
+            w
+            for c in ast.walk(node.value)
+            if isinstance(c, ast.Constant) and isinstance(c.value, str)
+            for w in c.value.split()
+        }
+        if len(words & known) >= 5:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            found.append(", ".join(ast.unparse(t) for t in targets))
+    return found
+
+
+def test_operators_are_named_in_one_table():
+    known = _operator_names()
+    copy = '_UNARY = {"relu": "relu", "sigmoid_": "sigmoid", "tanh": "tanh", "exp": "exp", "erf": "erf"}\n'
+    assert _operator_tables(copy, known) == ["_UNARY"]  # the check fires on a copy
+    assert _operator_tables('SPLIT = "neg abs exp log sqrt".split()\n', known) == ["SPLIT"]
+    tables = {
+        path: found
+        for path, source in _sources().items()
+        if path != "operators.py" and (found := _operator_tables(source, known))
+    }
+    assert tables == {}, f"operator names listed outside operators.py (use its views): {tables}"
+
+
+def test_the_table_says_which_ops_pw_expr_writes():
+    """An op is `generic` or read by the conv family exactly when emit.pw_expr has a Triton form for it."""
+    for op in operators.OPERATORS:
+        if op.arity == 0:  # full, iota: written by the generators, not as an expression
+            continue
+        args = [Operand("x", "f")] * op.arity + [Operand("0.5", "f")] * len(op.params)
+        try:
+            pw_expr(op.name, args, torch.bool if op.boolean else torch.float32, {}, ExprContext())
+            written = True
+        except ValueError:
+            written = False
+        assert written == (op.generic or bool(op.calls or op.module or op.params)), op.name
