@@ -193,11 +193,12 @@ def compiler(branch: Branch, runtime: Runtime[Context]) -> Command[Literal["prof
             device=branch.run.device,
         )
         return Command(goto=Send("reflector", branch.model_copy(update={"result": result})))
-    result = judge_once(branch.run.run_id, branch.run.run_dir, branch.job.node_id, candidate.code,
-                        lambda: evaluate_logged(branch, ctx, "verify")[0])  # fmt: skip
-    if not isinstance(result, EvalResult):  # a copy of a failed program another branch was judging
-        branch = blocked_in_flight(branch, result)
+    verdict = judge_once(branch.run.run_id, branch.run.run_dir, branch.job.node_id, candidate.code,
+                         lambda: evaluate_logged(branch, ctx, "verify")[0])  # fmt: skip
+    if not isinstance(verdict, EvalResult):  # a copy of a failed program another branch was judging
+        branch = blocked_in_flight(branch, verdict)
         return Command(goto=Send("reflector", branch.model_copy(update={"result": blocked_result(branch)})))
+    result = verdict
     cost = eval_cost(result, branch.run)
     eval_s = branch.eval_s + result.wall_s
     if (
