@@ -4,11 +4,18 @@ No search happens at compile time. Dynamo hands the backend a graph of functiona
 and buffers are inputs; the backend first puts the module calls back (a `torch.conv2d` whose weight is
 `self.blocks[0].conv.weight` becomes a call of an `nn.Conv2d` holding that very tensor; likewise
 `F.batch_norm`, `F.linear`, `F.adaptive_avg_pool2d`), so that the split (tasks/regions.py) cuts the same
-regions with the same signatures as `optimize-model` did on the module. Each region whose signature memory
-holds a correct kernel for on this target runs that kernel (built in this process: the user asked to run
-it); the rest of the graph runs eagerly around them. When no region is recognised the graph goes to
-Inductor whole. Importing this module registers the backend name (pyproject.toml's
-`torch_dynamo_backends` entry point makes `backend="kernelwright"` work without the import).
+regions with the same signatures as `optimize-model` did on the module. In eval mode Dynamo does not hand
+over a batch norm's step counter (nothing reads it): the module gets one of its own, so an eval-mode batch
+norm is put back too, and the region's kernel gets the model's running statistics, weight and bias bound
+before each call (its eval path folds them as it was judged to). Each region whose signature memory holds a
+correct kernel for on this target runs that kernel (built in this process: the user asked to run it).
+
+The rest of the graph goes to Inductor: each stretch of it between two swapped regions is compiled by
+`compile_fx` on its first call (with that call's tensors), and when no region is recognised the graph goes
+to Inductor whole. Where Inductor is unavailable (no C++ compiler for the CPU, no Triton for a GPU) or
+cannot compile a stretch, that stretch runs eagerly, and a warning says so once per reason.
+Importing this module registers the backend name (pyproject.toml's `torch_dynamo_backends` entry point makes
+`backend="kernelwright"` work without the import).
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import importlib.util
 import re
 import sys
 import tempfile
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -35,6 +43,9 @@ last_error: list[str] = []
 """Why the most recent compilation recognised nothing, when it failed to read the graph."""
 last_swaps: list[dict[str, Any]] = []
 """What the most recent compilation swapped in: one entry per region (index, signature, operators)."""
+last_residuals: list[dict[str, str]] = []
+"""How the most recent compilation's torch parts ran: per part, "inductor" or "eager" and why (a stretch
+between swapped regions is compiled on its first call)."""
 
 
 def _state_path(node: fx.Node) -> str | None:
@@ -159,13 +170,18 @@ def module_form(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> tuple[nn.M
         if made is not None:
             owner, module, taken = made
             for name in taken:
+                local = name.rpartition(".")[2]
                 if name in tensors:
-                    local = name.rpartition(".")[2]
                     t = tensors[name]
                     if local in module._parameters:
                         module._parameters[local] = t if isinstance(t, nn.Parameter) else nn.Parameter(t)
                     else:
                         module._buffers[local] = t
+                elif local == "num_batches_tracked" and not module.training:
+                    # eval mode reads no step counter, so Dynamo does not lift it: a counter of the module's
+                    # own (never read) lets the batch norm be put back with the model's statistics
+                    stats = tensors[taken[0]]
+                    module._buffers[local] = torch.zeros((), dtype=torch.long, device=stats.device)
             if any(t.device.type == "meta" for t in module.state_dict().values()):
                 made = None
             else:
@@ -206,6 +222,128 @@ def _kernel_class(code: str, signature: str) -> type[nn.Module]:
     return cls
 
 
+_warned: set[str] = set()
+
+
+def _say_once(why: str) -> None:
+    """A warning the first time a reason makes the backend run torch operations eagerly."""
+    if why not in _warned:
+        _warned.add(why)
+        message = f"kernelwright backend: {why}: the graph's torch operations outside the regions memory has kernels for run eagerly"
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+def inductor_unavailable(device: str) -> str | None:
+    """Why Inductor cannot compile for `device` here (None: it can): it writes C++ for the CPU and Triton
+    for a GPU."""
+    if device == "cpu":
+        try:
+            from torch._inductor.cpp_builder import get_cpp_compiler
+
+            get_cpp_compiler()
+        except Exception as exc:  # what it raises for a missing compiler differs between torch versions
+            return f"no C++ compiler for Inductor's CPU code ({str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__})"
+        return None
+    from torch.utils._triton import has_triton
+
+    return None if has_triton() else "Triton is not installed, which Inductor needs for GPU code"
+
+
+def inductor(gm: fx.GraphModule, inputs: list[Any], what: str) -> Callable[..., Any]:
+    """`gm` compiled by Inductor for these inputs, or `gm` itself (eager) where Inductor is unavailable or
+    cannot compile it; `last_residuals` records which."""
+    device = next((t.device.type for t in inputs if isinstance(t, torch.Tensor)), "cpu")
+    why = inductor_unavailable(device)
+    if why is None:
+        try:
+            from torch._inductor.compile_fx import compile_fx
+
+            compiled: Callable[..., Any] = compile_fx(gm, inputs)  # type: ignore[assignment]
+        except Exception as exc:
+            first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+            why = f"Inductor could not compile it ({type(exc).__name__}: {first})"
+        else:
+            last_residuals.append({"part": what, "ran": "inductor"})
+            return compiled
+    _say_once(why)
+    last_residuals.append({"part": what, "ran": "eager", "why": why})
+    return gm
+
+
+class _Stretch:
+    """Consecutive torch operations of the graph between swapped regions: one graph of their own (the
+    model's state read as attributes, as in the model), compiled by Inductor on its first call."""
+
+    def __init__(self, root: nn.Module, nodes: list[fx.Node], name: str) -> None:
+        inside = {n.name for n in nodes}
+        self.name = name
+        self.inputs: list[str] = []
+        for n in nodes:
+            for a in n.all_input_nodes:
+                if a.name not in inside and a.op != "get_attr" and a.name not in self.inputs:
+                    self.inputs.append(a.name)
+        self.outputs = [n.name for n in nodes if any(u.name not in inside for u in n.users)]
+        graph = fx.Graph()
+        env: dict[str, fx.Node] = {name: graph.placeholder(name) for name in self.inputs}
+        for n in nodes:
+            for a in n.all_input_nodes:
+                if a.op == "get_attr" and a.name not in env:
+                    env[a.name] = graph.get_attr(str(a.target))
+            env[n.name] = graph.node_copy(n, lambda a: env[a.name])
+        graph.output(tuple(env[o] for o in self.outputs))
+        self.gm = fx.GraphModule(root, graph)
+        self.compute = any(n.op in ("call_function", "call_method", "call_module") for n in nodes)
+        self.fn: Callable[..., Any] | None = None
+
+    def __call__(self, *args: Any) -> Any:
+        if self.fn is None:
+            self.fn = inductor(self.gm, list(args), self.name) if self.compute else self.gm
+        return self.fn(*args)
+
+
+class StitchedGraph:
+    """The graph run with memory's kernels for the swapped regions and Inductor for everything between."""
+
+    def __init__(self, root: nn.Module, plan: RegionPlan) -> None:
+        self.root, self.plan = root, plan
+        nodes = list(plan.graph.nodes)
+        self.placeholders = [n for n in nodes if n.op == "placeholder"]
+        self.attrs = [n for n in nodes if n.op == "get_attr"]
+        self.output = next(n for n in nodes if n.op == "output")
+        self.steps: list[tuple[str, Any]] = []
+        stretch: list[fx.Node] = []
+
+        def close() -> None:
+            if stretch:
+                name = f"the graph's torch operations {stretch[0].name} .. {stretch[-1].name}"
+                self.steps.append(("torch", _Stretch(root, list(stretch), name)))
+                stretch.clear()
+
+        for kind, item in plan.steps:
+            if kind == "region" and item in plan.kernels:
+                close()
+                self.steps.append(("kernel", item))
+            elif kind == "region":
+                stretch.extend(plan.nodes[name] for name in plan.regions[item]["nodes"])
+            elif item.op not in ("placeholder", "get_attr", "output"):
+                stretch.append(item)
+        close()
+
+    def __call__(self, inputs: tuple[Any, ...]) -> Any:
+        env: dict[str, Any] = {}
+        it = iter(inputs)
+        for p in self.placeholders:
+            env[p.name] = next(it, p.args[0] if p.args else None)
+        for a in self.attrs:
+            env[a.name] = RegionPlan.run_node(self.root, a, env)
+        for kind, item in self.steps:
+            if kind == "kernel":
+                self.plan.run_region(self.root, item, env)
+            else:
+                env.update(zip(item.outputs, item(*[env[name] for name in item.inputs]), strict=True))
+        return fx.node.map_arg(self.output.args[0], lambda a: env[a.name])
+
+
 def kernelwright_backend(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
     from kernelwright.graphs.model import _target_name, find_kernel_in_memory
     from kernelwright.nodes import resources
@@ -215,6 +353,7 @@ def kernelwright_backend(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> C
 
     last_swaps.clear()
     last_error.clear()
+    last_residuals.clear()
     ctx = Context()
     try:
         shell, real = module_form(gm, example_inputs)
@@ -247,13 +386,11 @@ def kernelwright_backend(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> C
         last_error[:] = [f"{type(exc).__name__}: {exc}"]
         plan = None
     if plan is None or not plan.kernels:
-        from torch._inductor.compile_fx import compile_fx
-
-        compiled: Callable[..., Any] = compile_fx(gm, list(example_inputs))  # type: ignore[assignment]
-        return compiled
+        return inductor(gm, list(example_inputs), "the whole graph (no region recognised)")
+    stitched = StitchedGraph(shell, plan)
 
     def run(*args: Any) -> Any:
-        return plan.run(shell, tuple(args[i] for i in real))
+        return stitched(tuple(args[i] for i in real))
 
     return run
 

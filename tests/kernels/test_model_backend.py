@@ -1,5 +1,7 @@
 """torch.compile(model, backend="kernelwright"): regions memory holds a kernel for run that kernel (a real
-Chroma store in a temporary folder, kernels under the Triton interpreter); the rest runs in torch."""
+Chroma store in a temporary folder, kernels under the Triton interpreter); the rest of the graph is
+compiled by Inductor (C++ on the CPU), or runs eagerly, said once, where Inductor is unavailable; an
+eval-mode model's batch norms are recognised and their kernels get the model's statistics."""
 
 from __future__ import annotations
 
@@ -30,13 +32,13 @@ def _tiny() -> types.ModuleType:
     return mod
 
 
-def test_backend_swaps_in_the_kernel_memory_holds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    tiny = _tiny()
-    torch.manual_seed(0)
-    model = tiny.Model(*tiny.get_init_inputs())
-    x = torch.randn(2, 3, 7, 9)
-    split = split_model(model, [x])
-    block = split.regions[1]  # the residual block's conv + BN + add + ReLU (two regions share it)
+def _memory_with_block_kernel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model: torch.nn.Module
+) -> None:
+    """Memory holds a kernel for the residual block's region (conv + BN + add + ReLU), under the signature
+    optimize-model gives it on the model as built (train mode)."""
+    split = split_model(model, [torch.randn(2, 3, 7, 9)])
+    block = split.regions[1]  # two regions share it
     memory = resources.open_shared_memory(tmp_path / "memory")
     memory.cases.add(
         Case(
@@ -49,6 +51,14 @@ def test_backend_swaps_in_the_kernel_memory_holds(tmp_path: Path, monkeypatch: p
     )
     monkeypatch.setenv("KERNELWRIGHT_MEMORY", str(tmp_path / "memory"))
     torch._dynamo.reset()
+
+
+def test_backend_swaps_in_the_kernel_memory_holds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tiny = _tiny()
+    torch.manual_seed(0)
+    model = tiny.Model(*tiny.get_init_inputs())
+    x = torch.randn(2, 3, 7, 9)
+    _memory_with_block_kernel(tmp_path, monkeypatch, model)
     expected = model(x)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     compiled = torch.compile(model, backend="kernelwright")
@@ -62,9 +72,67 @@ def test_backend_swaps_in_the_kernel_memory_holds(tmp_path: Path, monkeypatch: p
     assert swapped == [1, 2]
     calls = backend.last_swaps[0]["kernel"].forward.__globals__["CALLS"]
     assert calls[0] == 2  # the memory's kernel ran for both blocks
+    # the stem before the blocks and the head after them: compiled by Inductor, not run eagerly
+    assert [r["ran"] for r in backend.last_residuals] == ["inductor", "inductor"], backend.last_residuals
     torch.testing.assert_close(out, ref_model(x), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(model.blocks[1].bn.running_mean, ref_model.blocks[1].bn.running_mean)
+    torch.testing.assert_close(model.bn.running_var, ref_model.bn.running_var)  # the stem's, in Inductor
     assert expected.shape == out.shape
+    torch._dynamo.reset()
+
+
+def _eval_model(tiny: types.ModuleType) -> torch.nn.Module:
+    """The tiny model in eval mode with batch norm statistics, weights and biases far from their defaults
+    (a kernel that did not get the model's own would compute something else)."""
+    torch.manual_seed(1)
+    model = tiny.Model(*tiny.get_init_inputs())
+    with torch.no_grad():
+        for bn in (model.bn, model.blocks[0].bn, model.blocks[1].bn):
+            bn.running_mean.uniform_(-1, 1)
+            bn.running_var.uniform_(0.5, 2.0)
+            bn.weight.uniform_(0.5, 1.5)
+            bn.bias.uniform_(-1, 1)
+    return model.eval()
+
+
+def test_backend_recognises_eval_mode_batch_norms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tiny = _tiny()
+    model = _eval_model(tiny)
+    _memory_with_block_kernel(tmp_path, monkeypatch, tiny.Model(*tiny.get_init_inputs()))
+    x = torch.randn(2, 3, 7, 9)
+    with torch.no_grad():
+        out = torch.compile(model, backend="kernelwright")(x)
+        expected = model(x)
+    assert backend.last_error == []
+    # Dynamo gives no step counter in eval mode; before, these batch norms stayed functional calls, the
+    # split cut other regions and nothing was recognised
+    assert [s["region"] for s in backend.last_swaps] == [1, 2]
+    assert not backend.last_swaps[0]["kernel"].training
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    torch._dynamo.reset()
+
+
+def test_backend_runs_the_rest_eagerly_where_inductor_is_unavailable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from torch._inductor import config
+
+    tiny = _tiny()
+    model = _eval_model(tiny)
+    _memory_with_block_kernel(tmp_path, monkeypatch, model)
+    monkeypatch.setattr(config.cpp, "cxx", ("kernelwright-no-such-compiler",))  # no C++ compiler here
+    backend._warned.clear()
+    x = torch.randn(2, 3, 7, 9)
+    with torch.no_grad(), pytest.warns(RuntimeWarning, match="no C\\+\\+ compiler") as caught:
+        out = torch.compile(model, backend="kernelwright")(x)
+        torch._dynamo.reset()
+        out2 = torch.compile(model, backend="kernelwright")(x)  # compiled again: the reason is not said again
+        expected = model(x)
+    said = [str(w.message) for w in caught if "kernelwright backend" in str(w.message)]
+    assert len(said) == 1 and "outside the regions memory has kernels for run eagerly" in said[0], said
+    assert [r["ran"] for r in backend.last_residuals] == ["eager", "eager"]
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(out2, expected, rtol=1e-5, atol=1e-5)
     torch._dynamo.reset()
 
 
