@@ -128,7 +128,7 @@ def candidate_jobs(
 def epilogue_program(source: str, name: str, precision: str) -> tuple[str, str] | None:
     """The offline writer's program that keeps the torch convolution and fuses what follows, with its
     config label; None when it writes none (or when its answer is one of the Triton conv designs)."""
-    from kernelwright.providers.offline.choice.policy import parse_meta
+    from kernelwright.providers.offline.choice.context import parse_meta
     from kernelwright.providers.offline.families.conv.conv_codegen import DESIGNS
     from kernelwright.providers.offline.writer import write_program
     from kernelwright.providers.protocol import render_section

@@ -13,8 +13,9 @@ from prompt to program, and how to add an operator, a design or a kernel kind.
 """
 
 from kernelwright.providers.offline.chat_model import OfflineKernelWriter, estimate_tokens
+from kernelwright.providers.offline.choice.context import WriterContext, parse_meta
 from kernelwright.providers.offline.choice.designs import REGISTRY, Design
-from kernelwright.providers.offline.choice.policy import WriterContext, forbidden, neighbours, parse_meta
+from kernelwright.providers.offline.choice.policy import forbidden, neighbours
 from kernelwright.providers.offline.frontend.analysis import AnalysisError, AnalyzedTask, analyze_source
 from kernelwright.providers.offline.writer import (
     TaskWriter,

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kernelwright.providers.offline.choice.context import WriterContext, read_context
 from kernelwright.providers.offline.choice.designs import (
     REGISTRY,
     KernelInfo,
@@ -26,14 +27,7 @@ from kernelwright.providers.offline.choice.designs import (
     make_config,
 )
 from kernelwright.providers.offline.choice.matmul_fusion import fuse_dual_matmuls
-from kernelwright.providers.offline.choice.policy import (
-    Choice,
-    DesignsClosed,
-    WriterContext,
-    choose,
-    fuse_allowed,
-    read_context,
-)
+from kernelwright.providers.offline.choice.policy import Choice, DesignsClosed, choose, fuse_allowed
 from kernelwright.providers.offline.choice.schedule import Schedule, schedule
 from kernelwright.providers.offline.emit.emit_module import EmitError, ProgramMeta, emit_program
 from kernelwright.providers.offline.emit.emit_rows import RowPlanError

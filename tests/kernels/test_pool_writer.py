@@ -179,7 +179,7 @@ def test_max_pooling_propagates_nan_and_handles_infinities(tmp_path, monkeypatch
 
 
 def test_other_tasks_are_passed_on():
-    from kernelwright.providers.offline.choice.policy import WriterContext
+    from kernelwright.providers.offline.choice.context import WriterContext
 
     with_indices = _source("nn.MaxPool2d(2, return_indices=True)", (1, 2, 4, 4)).replace(
         "return self.p(x)", "return self.p(x)[0]"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from kernelwright.providers.offline.choice.policy import WriterContext, parse_cases, parse_rules
+from kernelwright.providers.offline.choice.context import WriterContext, parse_cases, parse_rules
 from kernelwright.providers.offline.families.conv.conv import parse_conv_header
 from kernelwright.providers.offline.families.conv.conv_writer import config_from_pairs, conv_task_writer
 from kernelwright.providers.protocol import KernelHeader

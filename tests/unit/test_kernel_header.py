@@ -105,7 +105,7 @@ def test_kept_as_torch_and_beside_torch_phrases_round_trip() -> None:
     """The docstring phrase a program uses for the ops it left to torch, and the rule qualifier made from it,
     read back by the reflector (`kept_torch_call`, only an op the program really calls) and the policy."""
     from kernelwright.nodes.reflector import kept_torch_call
-    from kernelwright.providers.offline.choice.policy import parse_rules
+    from kernelwright.providers.offline.choice.context import parse_rules
     from kernelwright.providers.protocol import (
         beside_torch,
         beside_torch_op,

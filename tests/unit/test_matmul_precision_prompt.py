@@ -13,14 +13,14 @@ from kernelwright.hardware.targets import get_target
 from kernelwright.nodes.context_builder import build_context
 from kernelwright.nodes.prompts import precision_line
 from kernelwright.providers.offline import parse_meta, write_program
-from kernelwright.providers.offline.choice.designs import config_space, default_config, designs_for
-from kernelwright.providers.offline.choice.policy import (
+from kernelwright.providers.offline.choice.context import (
     WriterContext,
-    choose,
     parse_rules,
     read_context,
     tf32_allowed,
 )
+from kernelwright.providers.offline.choice.designs import config_space, default_config, designs_for
+from kernelwright.providers.offline.choice.policy import choose
 from kernelwright.providers.offline.choice.variants import main_matmul_info
 from kernelwright.providers.offline.families.conv.conv_writer import conv_task_writer
 from kernelwright.providers.offline.writer import CONFIG_KEYS

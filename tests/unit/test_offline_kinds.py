@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from kernelwright.providers.offline.choice.context import read_context
 from kernelwright.providers.offline.choice.designs import (
     DEFAULT_SM_COUNT,
     KINDS,
@@ -17,7 +18,6 @@ from kernelwright.providers.offline.choice.designs import (
     kernel_info,
     target_sm_count,
 )
-from kernelwright.providers.offline.choice.policy import read_context
 from kernelwright.providers.offline.choice.schedule import schedule
 from kernelwright.providers.offline.emit import emit_rows
 from kernelwright.providers.offline.frontend.analysis import analyze_cached

@@ -8,6 +8,14 @@ import random
 
 import pytest
 
+from kernelwright.providers.offline.choice.context import (
+    WriterContext,
+    error_kind,
+    parse_cases,
+    parse_meta,
+    parse_rules,
+    tf32_allowed,
+)
 from kernelwright.providers.offline.choice.designs import (
     REGISTRY,
     config_space,
@@ -16,17 +24,7 @@ from kernelwright.providers.offline.choice.designs import (
     find_design,
     kernel_info,
 )
-from kernelwright.providers.offline.choice.policy import (
-    WriterContext,
-    choose,
-    error_kind,
-    forbidden,
-    neighbours,
-    parse_cases,
-    parse_meta,
-    parse_rules,
-    tf32_allowed,
-)
+from kernelwright.providers.offline.choice.policy import choose, forbidden, neighbours
 from kernelwright.providers.offline.choice.schedule import schedule
 from kernelwright.providers.offline.frontend.analysis import analyze_cached
 from kernelwright.providers.offline.writer import CONFIG_KEYS
@@ -294,7 +292,7 @@ def test_a_large_step_leaves_the_designs_already_written_in_the_run():
 def test_choices_do_not_depend_on_the_ids_runs_give_their_records():
     """Two prompts that differ only in record ids (a case id carries its run's random id) give the writer
     the same random choices: the same task, seed and memory give the same search."""
-    from kernelwright.providers.offline.choice.policy import read_context
+    from kernelwright.providers.offline.choice.context import read_context
     from kernelwright.providers.protocol import parse_sections
 
     def prompt(run: str) -> str:
@@ -315,7 +313,7 @@ def test_choices_do_not_depend_on_the_ids_runs_give_their_records():
 def test_choices_do_not_depend_on_a_percent_of_timing_noise():
     """The parent measured at 1.825 or 1.848 ms (two runs on one GPU) gives the same seeded choices; a
     parent with another config does not."""
-    from kernelwright.providers.offline.choice.policy import read_context
+    from kernelwright.providers.offline.choice.context import read_context
     from kernelwright.providers.protocol import parse_sections
 
     def prompt(block: int, ms: float, speedup: float) -> str:

@@ -92,7 +92,7 @@ def test_an_offline_writer_that_ignores_the_targets_limits_writes_as_for_an_h200
     from langchain_core.messages import HumanMessage
 
     from kernelwright.hardware.targets import get_target
-    from kernelwright.providers.offline.choice.policy import parse_meta
+    from kernelwright.providers.offline.choice.context import parse_meta
     from kernelwright.tasks import bundled_suite_dir
     from kernelwright.tasks.variant import dtype_variant
     from tests.fakes.writer import writer_prompt

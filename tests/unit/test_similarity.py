@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from kernelwright.providers.offline.choice.context import WriterContext, parse_cases
 from kernelwright.providers.offline.choice.designs import kernel_info
-from kernelwright.providers.offline.choice.policy import WriterContext, choose, parse_cases
+from kernelwright.providers.offline.choice.policy import choose
 from kernelwright.providers.offline.choice.schedule import schedule
 from kernelwright.providers.offline.frontend.analysis import analyze_cached
 from kernelwright.providers.protocol import parse_sections, render_section

@@ -273,9 +273,9 @@ def _choose(ctx: Any, task: PoolTask) -> tuple[str, dict[str, int], str] | None:
     """A (design, config, why) for this step. Programs compare by what they launch at the task's size
     (`launched`): a step never writes a config that launches as one already written, the parent included,
     while another is left."""
+    from kernelwright.providers.offline.choice.context import error_kind
     from kernelwright.providers.offline.choice.policy import (
         design_forbidden,
-        error_kind,
         forbidden,
         neighbours,
         ranked_cases,

@@ -25,9 +25,8 @@ from kernelwright.providers.offline.frontend.lowering import (
     Lowerer,
     LoweringError,
     dims_arg,
-    norm_dims,
-    shape_prod,
 )
+from kernelwright.providers.offline.frontend.shapes import norm_dims, shape_prod
 
 HANDLERS = HandlerTable()
 handles = HANDLERS.handles

@@ -13,13 +13,8 @@ from kernelwright.providers.offline.frontend.ir import (
     Value,
     broadcast_shapes,
 )
-from kernelwright.providers.offline.frontend.lowering import (
-    HandlerTable,
-    Lowerer,
-    norm_dims,
-    shape_prod,
-    to_sym,
-)
+from kernelwright.providers.offline.frontend.lowering import HandlerTable, Lowerer
+from kernelwright.providers.offline.frontend.shapes import norm_dims, shape_prod, to_sym
 
 HANDLERS = HandlerTable()
 handles = HANDLERS.handles

@@ -110,7 +110,8 @@ def takes_turn(ctx: Any) -> bool:
 
 def conv_task_writer(source: str, name: str, ctx: Any) -> Any:
     """The offline writer's TaskWriter for convolutions: a WriterAnswer, or None to pass the task on."""
-    from kernelwright.providers.offline.choice.policy import design_forbidden, error_kind, forbidden
+    from kernelwright.providers.offline.choice.context import error_kind
+    from kernelwright.providers.offline.choice.policy import design_forbidden, forbidden
     from kernelwright.providers.offline.emit.emit_module import ProgramMeta
     from kernelwright.providers.offline.writer import WriterAnswer
 
