@@ -47,14 +47,14 @@ test-all: install
 
 # mypy does not run import hooks, so it cannot see kernelwright.<folder> in the top-level folders
 # (kernelwright/__init__.py loads them at run time): it reads a generated view, build/typecheck/kernelwright/,
-# whose entries link to kernelwright/__init__.py and to each folder. Its errors name files under that view.
+# whose entries link to kernelwright/*.py and to each folder. Its errors name files under that view.
 SUBPACKAGES  = $(shell $(PY) -c 'import kernelwright; print(*kernelwright.SUBPACKAGES)')
 TYPECHECK   := build/typecheck
 lint: install
-	$(VENV)/bin/ruff check kernelwright/__init__.py setup.py $(SUBPACKAGES) tests benchmarks
-	$(VENV)/bin/ruff format --check kernelwright/__init__.py setup.py $(SUBPACKAGES) tests benchmarks
+	$(VENV)/bin/ruff check kernelwright setup.py $(SUBPACKAGES) tests benchmarks
+	$(VENV)/bin/ruff format --check kernelwright setup.py $(SUBPACKAGES) tests benchmarks
 	rm -rf $(TYPECHECK) && mkdir -p $(TYPECHECK)/kernelwright
-	ln -s ../../../kernelwright/__init__.py $(TYPECHECK)/kernelwright/__init__.py
+	for f in kernelwright/*.py; do ln -s ../../../$$f $(TYPECHECK)/$$f; done
 	for d in $(SUBPACKAGES); do ln -s ../../../$$d $(TYPECHECK)/kernelwright/$$d; done
 	MYPYPATH=$(TYPECHECK) $(VENV)/bin/mypy -p kernelwright
 

@@ -2,12 +2,12 @@
 process per GPU.
 
 The bench folder (--out DIR: bench.json, the tasks.jsonl ledger, each task's run directory, the worker
-logs, the lock and the suite report) is read and written by graphs/bench_folder.py; the live progress
-display is graphs/bench_display.py; the report's data and files are graphs/bench_report.py and
-graphs/bench_render.py.
+logs, the lock and the suite report) is read and written by bench/folder.py; the live progress
+display is bench/display.py; the report's data and files are bench/report.py and
+bench/render.py.
 
 The coordinator (this module, in the `kernelwright bench` process) starts one worker process per selected
-GPU (`python -m kernelwright.graphs.bench_worker`, with CUDA_VISIBLE_DEVICES set to that GPU alone), or one CPU worker
+GPU (`python -m kernelwright.bench.worker`, with CUDA_VISIBLE_DEVICES set to that GPU alone), or one CPU worker
 where there is no GPU. Workers ask for tasks over a pipe as they become free (a shared queue: two GPUs
 take about half the wall time) and stream their progress back as JSON lines; the coordinator is the
 only writer of tasks.jsonl and the reports. A worker dies with the coordinator (PR_SET_PDEATHSIG).
@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kernelwright.graphs.bench_display import Display
-from kernelwright.graphs.bench_folder import (
+from kernelwright.bench.display import Display
+from kernelwright.bench.folder import (
     LOCK_FILE,
     LOGS_DIR,
     SESSIONS_FILE,
@@ -49,8 +49,8 @@ from kernelwright.graphs.bench_folder import (
     write_json_atomic,
     write_reports,
 )
-from kernelwright.graphs.bench_render import headline
-from kernelwright.graphs.bench_report import FINAL_STATUSES, TaskRow, build_suite
+from kernelwright.bench.render import headline
+from kernelwright.bench.report import FINAL_STATUSES, TaskRow, build_suite
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -154,7 +154,7 @@ class Session:
     provider_error: str = ""
     sessions: list[dict[str, Any]] = field(default_factory=list)
     cluster: str | None = None
-    """--cluster: the tasks run on Dask workers (graphs/bench_dask.py) instead of this command's workers."""
+    """--cluster: the tasks run on Dask workers (bench/dask.py) instead of this command's workers."""
 
     # -- bookkeeping
 
@@ -194,7 +194,7 @@ class Session:
         log.flush()
         # its own session: Ctrl-C reaches the coordinator, which stops the workers in order
         proc = subprocess.Popen(
-            [sys.executable, "-m", "kernelwright.graphs.bench_worker", str(self.bench_dir)],
+            [sys.executable, "-m", "kernelwright.bench.worker", str(self.bench_dir)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=log,
@@ -315,7 +315,7 @@ class Session:
 
     def run(self, display: Display) -> None:
         if self.cluster is not None:
-            from kernelwright.graphs.bench_dask import run_on_cluster
+            from kernelwright.bench.dask import run_on_cluster
 
             run_on_cluster(self, display, self.cluster)
             return

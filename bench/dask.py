@@ -1,9 +1,9 @@
 """`kernelwright bench --cluster`: the bench's tasks on Dask workers, on this host or on many.
 
-The coordinator is the same as without a cluster (graphs/bench.py: the bench folder, the ledger, the
+The coordinator is the same as without a cluster (bench/coordinator.py: the bench folder, the ledger, the
 reports, Ctrl-C and --resume); only who runs a task changes. Each pending task is one Dask task,
 `run_on_worker(task id, bench folder)`, which runs it exactly as a local bench worker does
-(graphs/bench_worker.run_task: `run_optimize` in the task's run directory, resumed when that directory
+(bench/worker.run_task: `run_optimize` in the task's run directory, resumed when that directory
 holds a started run) and returns its TaskRow. The evaluation WorkerPool (the judges) lives inside the
 Dask worker process, as it lives inside a local bench worker.
 
@@ -25,12 +25,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kernelwright.graphs.bench_folder import BenchError, error_row, read_bench_file
-from kernelwright.graphs.bench_report import TaskRow
+from kernelwright.bench.folder import BenchError, error_row, read_bench_file
+from kernelwright.bench.report import TaskRow
 
 if TYPE_CHECKING:
-    from kernelwright.graphs.bench import Session, Slot
-    from kernelwright.graphs.bench_display import Display
+    from kernelwright.bench.coordinator import Session, Slot
+    from kernelwright.bench.display import Display
 
 DASK_HINT = "install it with: pip install 'kernelwright[dask]' (or: pip install distributed)"
 
@@ -39,7 +39,7 @@ def run_on_worker(task_id: str, bench_dir: str) -> dict[str, Any]:
     """One bench task on this Dask worker: its TaskRow as JSON (what a local bench worker reports)."""
     from distributed import get_worker
 
-    from kernelwright.graphs.bench_worker import Events, device_name_for, run_task
+    from kernelwright.bench.worker import Events, device_name_for, run_task
     from kernelwright.nodes.run_context import Context
 
     folder = Path(bench_dir)
@@ -111,7 +111,7 @@ def run_on_cluster(session: Session, display: Display, spec: str) -> None:
     """Run the session's tasks on Dask; record each row as it comes back (in the coordinator)."""
     from distributed import as_completed
 
-    from kernelwright.graphs.bench import Slot
+    from kernelwright.bench.coordinator import Slot
 
     client = start_client(spec, session.slots)
     try:

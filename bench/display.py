@@ -1,6 +1,6 @@
 """The bench's progress display: one line per finished task, and on a terminal a live panel of the workers.
 
-It only reads the coordinator's session (graphs/bench.py): the ledger, the queue and each worker's slot.
+It only reads the coordinator's session (bench/coordinator.py): the ledger, the queue and each worker's slot.
 """
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from kernelwright.graphs.bench_render import duration
-from kernelwright.graphs.bench_report import FINAL_STATUSES, TaskRow
+from kernelwright.bench.render import duration
+from kernelwright.bench.report import FINAL_STATUSES, TaskRow
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from kernelwright.graphs.bench import Session
+    from kernelwright.bench.coordinator import Session
 
 
 def _speed(s: float | None) -> str:

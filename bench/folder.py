@@ -4,7 +4,7 @@ The bench folder (--out DIR) holds:
 
     bench.json       what the bench is: the folders given, the task list (fixed when it starts), the
                      settings (the optimize Context every task runs with)
-    tasks.jsonl      append-only: one TaskRow (graphs/bench_report.py) per task as it finishes, fsynced;
+    tasks.jsonl      append-only: one TaskRow (bench/report.py) per task as it finishes, fsynced;
                      a later line for the same task replaces an earlier one (an `error` retried)
     sessions.json    start, end and elapsed seconds of each session (a start or a --resume)
     runs/<suite>/<task>/   each task's own run directory (run_optimize: kernel.py, result.json,
@@ -14,8 +14,8 @@ The bench folder (--out DIR) holds:
     bench.lock       held (flock) by the process running the bench: one at a time
     suite.json, suite.md, suite.html   the report, rewritten after every finished task
 
-This module reads and writes those files (the coordinator, graphs/bench.py, is the only writer while a
-bench runs; its workers, graphs/bench_worker.py, only read bench.json) and finds a bench's tasks.
+This module reads and writes those files (the coordinator, bench/coordinator.py, is the only writer while a
+bench runs; its workers, bench/worker.py, only read bench.json) and finds a bench's tasks.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from kernelwright.graphs.bench_render import write_suite, write_text_atomic
-from kernelwright.graphs.bench_report import TaskRow, build_suite
+from kernelwright.bench.render import write_suite, write_text_atomic
+from kernelwright.bench.report import TaskRow, build_suite
 
 if TYPE_CHECKING:
     from kernelwright.nodes.run_context import Context
@@ -64,7 +64,7 @@ class BenchFile(BaseModel):
     context: dict[str, Any]
     tasks: list[BenchTask]
     unseen: int = 0
-    """--unseen K: each task's best kernel judged at K sizes its search never saw (graphs/bench_unseen.py);
+    """--unseen K: each task's best kernel judged at K sizes its search never saw (bench/unseen.py);
     0 in benches made before the option."""
 
 

@@ -1,4 +1,4 @@
-"""The bench report's files, rendered from a `Suite` (graphs/bench_report.py): suite.json, suite.md and
+"""The bench report's files, rendered from a `Suite` (bench/report.py): suite.json, suite.md and
 suite.html (self-contained: inline SVG plots of fast_p and of the speedup histogram, no scripts, nothing
 loaded from elsewhere), each replaced whole; and the one-line headline the console prints.
 """
@@ -14,7 +14,7 @@ from html import escape
 from pathlib import Path
 from typing import Any, Literal
 
-from kernelwright.graphs.bench_report import P_GRID, Aggregate, FastP, Figure, Suite, TaskRow
+from kernelwright.bench.report import P_GRID, Aggregate, FastP, Figure, Suite, TaskRow
 
 SUITE_JSON, SUITE_MD, SUITE_HTML = "suite.json", "suite.md", "suite.html"
 STATUS_TEXT = {

@@ -1,7 +1,7 @@
 """What a bench reports, as data: one row per task, and aggregates per suite, per op family and overall.
 
 The three files written from them (suite.json, suite.md, suite.html) are rendered in
-graphs/bench_render.py. Pure Python (pydantic, no torch): the bench's coordinator rewrites the files after
+bench/render.py. Pure Python (pydantic, no torch): the bench's coordinator rewrites the files after
 every finished task, and tests build them from rows directly.
 
 Definitions (the same in every file):
@@ -17,7 +17,7 @@ Definitions (the same in every file):
   the group's timed tasks has that baseline; `measured_eager`/`measured_compile` say how many correct
   tasks have the speedup measured;
 - `holds_unseen_share`: of the correct tasks whose best kernel was judged at unseen sizes (`--unseen K`,
-  graphs/bench_unseen.py), the share correct at every one; `geomean_unseen_vs_searched`: the geomean of
+  bench/unseen.py), the share correct at every one; `geomean_unseen_vs_searched`: the geomean of
   (speedup at the unseen sizes / speedup at the searched size) over those that hold and were timed;
 - `repeats_per_100`: judged candidates that repeated an earlier failure of their task (the same program
   up to its config, the same error kind and message; nodes/repeats.py) per 100 candidates; `blocked`
@@ -129,7 +129,7 @@ class TaskRow(BaseModel):
     closed_designs: list[str] = Field(default_factory=list)
     """Designs two identical failures closed for the task."""
     unseen: list[dict[str, Any]] = Field(default_factory=list)
-    """The best kernel judged at sizes the search never saw (graphs/bench_unseen.py): per size, the
+    """The best kernel judged at sizes the search never saw (bench/unseen.py): per size, the
     constants changed, input shapes, correct, error kind and message, speedups and runtime."""
     holds_unseen: bool | None = None
     """Correct at every unseen size judged; None when not checked (no kernel, --unseen 0, no size made)."""

@@ -1,7 +1,7 @@
 """Unseen configurations (`kernelwright bench --unseen K`): a task's best kernel judged again at K sizes its
 search never saw.
 
-A search verifies every candidate at the task's own size and at a second one (hardware/judge_inputs.py),
+A search verifies every candidate at the task's own size and at a second one (hardware/judge/inputs.py),
 so a kernel can still hold only at those two: a size copied from a trace into a view, a block that must
 cover a whole row. After a task's search, its best kernel is judged once more at K other sizes of the task:
 its module-level size constants (tasks/resize.py) scaled down and up in turn (x0.75, x1.25, x0.5, x1.5,
@@ -16,7 +16,7 @@ retried constant by constant, keeping the ones that stay valid (checked on the m
 - A size whose input shapes the search already verified is skipped.
 
 The task row reports each size's verdict and speedups, whether the kernel holds at every one, the geomean
-speedup there and its ratio to the searched speedup (graphs/bench_report.py).
+speedup there and its ratio to the searched speedup (bench/report.py).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ MIN_SCALED = 8
 """Constants smaller than this are not scaled (kernel sizes, strides, group counts)."""
 CPU_UNSEEN_ELEMENTS = 60_000
 """Largest CPU size (elements of inputs, outputs and parameters): below a quarter of the CPU judge's
-primary size, so the judge neither shrinks nor replaces it (hardware/judge_inputs.derived)."""
+primary size, so the judge neither shrinks nor replaces it (hardware/judge/inputs.derived)."""
 CPU_BASE_ELEMENTS = 30_000
 """The CPU sizes scale a form of the task shrunk to about this many elements."""
 GPU_MEMORY_FACTOR = 8
@@ -89,7 +89,7 @@ def _scaled(value: int, factor: float, odd: bool) -> int:
 
 def seen_shapes(source: str, name: str, device: str) -> list[list[list[int]]]:
     """Input shapes the search's judge verifies (its own size, its small inputs, the derived sizes it
-    makes by halving constants: hardware/judge_inputs.verified_shapes), as far as they can be told."""
+    makes by halving constants: hardware/judge/inputs.verified_shapes), as far as they can be told."""
     from kernelwright.tasks.module import exec_task_module
     from kernelwright.tasks.resize import (
         CPU_PRIMARY_ELEMENTS,

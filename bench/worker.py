@@ -1,8 +1,8 @@
 """One worker of `kernelwright bench`: runs the tasks the coordinator hands it, one at a time.
 
-    python -m kernelwright.graphs.bench_worker BENCH_DIR
+    python -m kernelwright.bench.worker BENCH_DIR
 
-Started by graphs/bench.py with CUDA_VISIBLE_DEVICES set to its one GPU (empty for the CPU worker). It
+Started by bench/coordinator.py with CUDA_VISIBLE_DEVICES set to its one GPU (empty for the CPU worker). It
 reads task ids from stdin (one JSON line each, {"run": "<suite>/<task>"}; end of input: stop) and writes
 events as JSON lines to its stdout: ready, started, attempt (progress of the running search), finished
 (with the task's TaskRow) and provider (the model provider kept failing: the worker stops, the task stays
@@ -23,8 +23,8 @@ import traceback
 from pathlib import Path
 from typing import IO, Any
 
-from kernelwright.graphs.bench_folder import RUNS_DIR, BenchTask, read_bench_file, utc_now
-from kernelwright.graphs.bench_report import TaskRow, primary_family
+from kernelwright.bench.folder import RUNS_DIR, BenchTask, read_bench_file, utc_now
+from kernelwright.bench.report import TaskRow, primary_family
 
 
 class Events:
@@ -39,7 +39,7 @@ class Events:
 def _die_with_parent() -> None:
     parent = int(os.environ.get("KERNELWRIGHT_BENCH_PARENT") or 0)
     if sys.platform == "linux":
-        from kernelwright.hardware.confine import die_with_parent
+        from kernelwright.hardware.isolation.confine import die_with_parent
 
         die_with_parent(signal.SIGKILL)
     if parent and os.getppid() != parent:  # the coordinator ended before the line above took effect
@@ -125,11 +125,11 @@ def _resumable(run_dir: Path) -> bool:
 def run_task(
     t: BenchTask, bench_dir: Path, ctx: Any, label: str, device_name: str, emit: Events, unseen: int = 0
 ) -> TaskRow:
-    """One task's search, then (`unseen` > 0) its best kernel judged at unseen sizes (graphs/bench_unseen.py)."""
+    """One task's search, then (`unseen` > 0) its best kernel judged at unseen sizes (bench/unseen.py)."""
     row, code = _search_task(t, bench_dir, ctx, label, device_name, emit)
     if unseen <= 0 or not row.correct or code is None:
         return row
-    from kernelwright.graphs.bench_unseen import judge_unseen
+    from kernelwright.bench.unseen import judge_unseen
 
     emit("unseen", task=t.id, k=unseen)
     try:

@@ -17,7 +17,7 @@ else
   set -- ${BENCH_ARGS} --out "$BENCH_DIR" --memory fresh
 fi
 start=$(date +%s)
-timeout -s TERM -k 30 "${BENCH_S:-470}" python3 -m kernelwright.graphs.cli bench "$@" > "$OUT/bench-$start.log" 2>&1
+timeout -s TERM -k 30 "${BENCH_S:-470}" python3 -m kernelwright.cli.main bench "$@" > "$OUT/bench-$start.log" 2>&1
 echo "exit $? after $(( $(date +%s) - start )) s" >> "$OUT/bench-$start.log"
 tail -3 "$OUT/bench-$start.log"
 cp "$BENCH_DIR"/suite.md "$BENCH_DIR"/suite.json "$OUT/" 2>/dev/null

@@ -1,5 +1,5 @@
 """Do the offline writer's programs compile for a GPU? Its root program for every task of the suites,
-compiled for the target without a GPU (hardware.compile_feedback: real ptxas, registers, spills, shared
+compiled for the target without a GPU (hardware.compile.feedback: real ptxas, registers, spills, shared
 memory), for suites the CPU interpreter cannot verify (bf16 `tl.dot` is wrong there).
 
     python benchmarks/compile_suite.py [SUITE ...] [--target nvidia-h200] [--json OUT]
@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from kernelwright.hardware.compile_feedback import compile_for_target
+from kernelwright.hardware.compile.feedback import compile_for_target
 from kernelwright.hardware.targets import get_target
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -15,7 +15,7 @@ from benchmarks/candidates/:
 - warm overhead: wall time per candidate in a warm worker, verification only and verification plus
   timing, with the same source ("repeat": Triton's compile cache hits) and with a fresh kernel source
   each time ("fresh": a nonce comment in the kernel body forces a Triton compile, like a new candidate);
-- cold overhead: a fresh Python process per candidate (`python -m kernelwright.graphs.cli eval ... --json`);
+- cold overhead: a fresh Python process per candidate (`python -m kernelwright.cli.main eval ... --json`);
 - timing repeatability: the same kernel timed twice in the same worker, relative difference of the
   candidate and eager medians and of the speedup;
 - candidates per GPU-minute: fresh candidates over the tasks, verification plus timing, one worker.
@@ -89,7 +89,7 @@ def cold_run(task_path: Path, cand_path: Path, device: str, no_time: bool) -> tu
     cmd = [
         sys.executable,
         "-m",
-        "kernelwright.graphs.cli",
+        "kernelwright.cli.main",
         "eval",
         str(task_path),
         str(cand_path),

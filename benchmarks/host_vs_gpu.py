@@ -121,7 +121,7 @@ def main() -> int:
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     if args.launch_hooks:
-        from kernelwright.hardware.evidence import Recorder, install_launch_hooks
+        from kernelwright.hardware.judge.evidence import Recorder, install_launch_hooks
 
         install_launch_hooks(Recorder(sync=torch.cuda.synchronize))
     from kernelwright.hardware.targets import get_target

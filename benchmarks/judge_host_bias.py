@@ -1,7 +1,7 @@
 """Does the judge charge a candidate host work that eager does not pay? One program through the judge, as is
 and with CUDA's profiling library torn down after each profiler session.
 
-Every candidate process on a GPU runs a CUDA profiler session before its candidate (hardware/warmup: the
+Every candidate process on a GPU runs a CUDA profiler session before its candidate (hardware/isolation/warmup: the
 kernel cross-check's first session costs seconds), and PyTorch's profiler leaves CUPTI attached after a
 session unless TEARDOWN_CUPTI=1; eager is timed in the judge's own process, which runs no profiler. A
 program whose forward is host-bound would then time slower in the judge than outside it (level2_bf16/20's

@@ -1,7 +1,7 @@
 """What a program's kernels compile to on a GPU this machine does not have: sm_90 SASS instructions by kind.
 
 A CPU-side diagnostic beside kernel_times.py (which needs the GPU): it compiles every kernel one forward
-launches for the target (hardware.compile_feedback.compile_for_target, at the task's full sizes), disassembles
+launches for the target (hardware.compile.feedback.compile_for_target, at the task's full sizes), disassembles
 the cubins with the cuobjdump shipped in Triton's wheel, and counts the static instructions of each kernel by
 opcode and by kind (loads, stores, FMAs, predicates, integer and address arithmetic, conversions). For a
 kernel without loops (the direct conv designs unroll their taps) the static count is what one program runs;
@@ -79,7 +79,7 @@ def _cuobjdump() -> str:
 def compile_and_count(code: str, task: Any, target: str, keep: str = "") -> list[dict[str, Any]]:
     """Each kernel's name, registers, spills and SASS opcode counts, compiled for `target`; `keep`: a folder
     that keeps Triton's dump of every compile stage (.ttir, .ttgir, .llir, .ptx, .cubin per kernel)."""
-    from kernelwright.hardware.compile_feedback import compile_for_target
+    from kernelwright.hardware.compile.feedback import compile_for_target
 
     with tempfile.TemporaryDirectory(prefix="kw-sass-") as tmp:
         dump = keep or tmp

@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     for task in args.tasks.split(","):
         for seed in (int(s) for s in args.seeds.split(",")):
             run = out / f"{Path(task).name}_{seed}"
-            cmd = [sys.executable, "-m", "kernelwright.graphs.cli", "optimize", f"tasks/{task}.py", "--model", "offline",
+            cmd = [sys.executable, "-m", "kernelwright.cli.main", "optimize", f"tasks/{task}.py", "--model", "offline",
                    "--budget", str(args.budget), "--device", "cpu", "--seed", str(seed),
                    "--memory", str(run / "memory"), "--out", str(run), "--json"]  # fmt: skip
             proc = subprocess.run(cmd, cwd=src, env=env, capture_output=True, text=True, timeout=1800)

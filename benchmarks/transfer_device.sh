@@ -8,7 +8,7 @@
 set -u
 OUT=${OUT:-transfer-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-KW="python3 -m kernelwright.graphs.cli"
+KW="python3 -m kernelwright.cli.main"
 GEN=/tmp/kw-generated
 $KW tasks generate --out "$GEN" --count ${COUNT:-30} --seed ${SEED:-0} > "$OUT/generate.log" 2>&1
 tasks=(); for p in ${PICK:-}; do tasks+=("$GEN/${p}_"*.py); done

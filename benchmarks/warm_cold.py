@@ -19,7 +19,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from kernelwright.graphs.bench_folder import read_ledger
+from kernelwright.bench.folder import read_ledger
 
 
 def load_rows(source: Path) -> dict[str, dict[str, Any]]:

@@ -10,7 +10,7 @@
 set -u
 OUT=${OUT:-warm-cold-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-KW="python3 -m kernelwright.graphs.cli"
+KW="python3 -m kernelwright.cli.main"
 SUITES=${SUITES:-tasks/level1 tasks/level2}
 nvidia-smi -L > "$OUT/host.txt" 2>&1; uname -r >> "$OUT/host.txt"; git log -1 --format=%h >> "$OUT/host.txt" 2>/dev/null
 # A tarball of an unfinished pass (RESUME_TGZ) is continued with --resume; the warm pass needs the cold

@@ -26,7 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from kernelwright.graphs.cli import main as kernelwright  # noqa: E402
+from kernelwright.cli.main import main as kernelwright  # noqa: E402
 from kernelwright.graphs.context import Context  # noqa: E402
 from kernelwright.tasks import bundled_suite_dir  # noqa: E402
 

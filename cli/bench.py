@@ -5,15 +5,15 @@
                        [--memory DIR_OR_URL|off|fresh] [--rules on|off] [--allow-tf32] [--seed N]
                        [--unseen K]
     kernelwright bench --resume DIR [--gpus all|I,J,...]
-    ... [--cluster local|local:N|tcp://HOST:8786]   tasks on Dask workers (graphs/bench_dask.py)
+    ... [--cluster local|local:N|tcp://HOST:8786]   tasks on Dask workers (bench/dask.py)
 
 PATH is a folder of task files (every *.py not starting with "_"; a KernelBench checkout's level1/ or
 level2/ works as given) or a task file. One worker process per selected GPU (default: every visible
 GPU) takes tasks from a shared queue; without a GPU one CPU worker runs them under the Triton
 interpreter, where timings are not meaningful (and are reported as not measured). The bench folder
 (--out DIR, else <runs root>/bench-<id>) gets one run directory per task, tasks.jsonl (a row per
-finished task, written as it finishes) and suite.json, suite.md and suite.html (see graphs/bench_folder.py and
-graphs/bench_report.py for what they hold). An interrupted bench continues with --resume DIR: finished
+finished task, written as it finishes) and suite.json, suite.md and suite.html (see bench/folder.py and
+bench/report.py for what they hold). An interrupted bench continues with --resume DIR: finished
 tasks are not run again, a task cut off mid-search continues from its run directory.
 
 Exit status: 0 every task has a final outcome (whatever it is: correct, no kernel, harness error); 1 a
@@ -30,7 +30,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from kernelwright.graphs.cli_optimize import UsageError, add_rules_argument, int_at_least
+from kernelwright.cli.optimize import UsageError, add_rules_argument, int_at_least
 
 PROG = "kernelwright bench"
 SETTING_FLAGS = ("model", "base_url", "budget", "device", "target", "memory", "allow_tf32", "seed", "unseen")
@@ -38,7 +38,7 @@ DEFAULT_UNSEEN = 2
 
 
 def _gpus(text: str) -> list[int] | None:
-    from kernelwright.graphs.bench import parse_gpus
+    from kernelwright.bench.coordinator import parse_gpus
 
     try:
         return parse_gpus(text)
@@ -122,8 +122,8 @@ def add_parser(subparsers: Any) -> None:
 def main(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from kernelwright.graphs.bench import EXIT_BAD_INPUT, EXIT_INTERRUPTED
-    from kernelwright.graphs.bench_folder import BenchError
+    from kernelwright.bench.coordinator import EXIT_BAD_INPUT, EXIT_INTERRUPTED
+    from kernelwright.bench.folder import BenchError
     from kernelwright.memory import MemoryLocationError
     from kernelwright.nodes import resources
     from kernelwright.providers.chat import ProviderError
@@ -150,10 +150,10 @@ def main(args: argparse.Namespace) -> int:
 def _main(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from kernelwright.graphs.bench import plan_slots, run_bench
-    from kernelwright.graphs.bench_folder import BENCH_FILE, create, discover, read_bench_file, read_ledger
-    from kernelwright.graphs.bench_report import FINAL_STATUSES
-    from kernelwright.graphs.cli_optimize import (
+    from kernelwright.bench.coordinator import plan_slots, run_bench
+    from kernelwright.bench.folder import BENCH_FILE, create, discover, read_bench_file, read_ledger
+    from kernelwright.bench.report import FINAL_STATUSES
+    from kernelwright.cli.optimize import (
         check_memory_and_model,
         check_output_folder,
         context_from_args,
@@ -221,7 +221,7 @@ def _cluster(args: argparse.Namespace) -> str | None:
     """--cluster, checked before anything is made (a bad value or a missing Dask is one line)."""
     if args.cluster is None:
         return None
-    from kernelwright.graphs.bench_dask import parse_cluster
+    from kernelwright.bench.dask import parse_cluster
 
     parse_cluster(args.cluster)
     return str(args.cluster)

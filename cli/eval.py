@@ -72,7 +72,7 @@ def _fail(message: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kernelwright.graphs.stdout_json import print_json
+    from kernelwright.cli.stdout_json import print_json
     from kernelwright.hardware import EvalConfig, evaluate
     from kernelwright.hardware.targets import resolve_device
     from kernelwright.tasks import TaskError, load_task

@@ -1,6 +1,6 @@
 """The `kernelwright` command: one subcommand per public job.
 
-Each subcommand lives in its own module (graphs/cli_<name>.py) exposing `add_parser(subparsers)` that
+Each subcommand lives in its own module (cli/<name>.py) exposing `add_parser(subparsers)` that
 registers the subcommand with `set_defaults(func=...)`; `func(args) -> int` is the exit status.
 Those modules import nothing heavy (torch, LangGraph, Chroma, rich) at module level: `--help`, `--version`
 and argument errors answer before any of it loads.
@@ -39,9 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in SUBCOMMANDS:
         try:
-            module = importlib.import_module(f"kernelwright.graphs.cli_{name}")
+            module = importlib.import_module(f"kernelwright.cli.{name}")
         except ModuleNotFoundError as exc:
-            if exc.name != f"kernelwright.graphs.cli_{name}":
+            if exc.name != f"kernelwright.cli.{name}":
                 raise
             continue
         module.add_parser(sub)
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    from kernelwright.hardware.confine import confine_level
+    from kernelwright.hardware.isolation.confine import confine_level
 
     try:
         confine_level()  # a bad KERNELWRIGHT_CONFINE is one clear line, before anything runs
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     show_waits()
     if getattr(args, "json", False):
-        from kernelwright.graphs.stdout_json import json_only_stdout
+        from kernelwright.cli.stdout_json import json_only_stdout
 
         with json_only_stdout():  # stdout holds the JSON only; what tasks print goes to stderr
             return int(args.func(args) or 0)

@@ -132,7 +132,7 @@ def _nothing_to(verb: str) -> Any:
 
 
 def _print_json(data: Any) -> None:
-    from kernelwright.graphs.stdout_json import print_json
+    from kernelwright.cli.stdout_json import print_json
 
     print_json(json.dumps(data, indent=2, sort_keys=True))
 

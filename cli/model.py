@@ -13,7 +13,7 @@ import argparse
 import sys
 from typing import Any
 
-from kernelwright.graphs.cli_optimize import int_at_least
+from kernelwright.cli.optimize import int_at_least
 
 PROG = "kernelwright optimize-model"
 
@@ -58,7 +58,7 @@ def _fail(message: str, status: int = 2) -> int:
 def main(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from kernelwright.graphs.cli_optimize import context_from_args
+    from kernelwright.cli.optimize import context_from_args
     from kernelwright.graphs.model import ModelProgress, optimize_model_file
     from kernelwright.nodes import resources
     from kernelwright.tasks.regions import SplitError
@@ -88,7 +88,7 @@ def main(args: argparse.Namespace) -> int:
     finally:
         resources.close_all()
     if args.json:
-        from kernelwright.graphs.stdout_json import print_json
+        from kernelwright.cli.stdout_json import print_json
 
         print_json(result.model_dump_json(indent=2))
     else:

@@ -496,7 +496,7 @@ def _finish(
         (out_root / SUMMARY_JSON).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
         (out_root / SUMMARY_TEXT).write_text(summary_text(results), encoding="utf-8")
     if args.json:
-        from kernelwright.graphs.stdout_json import print_json
+        from kernelwright.cli.stdout_json import print_json
 
         print_json(
             json.dumps(payload[0] if len(payload) == 1 and not args.path_is_dir else payload, indent=2)

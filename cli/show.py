@@ -15,7 +15,7 @@ import json
 import sys
 from typing import Any
 
-from kernelwright.graphs.stdout_json import print_json
+from kernelwright.cli.stdout_json import print_json
 
 PROG = "kernelwright show"
 

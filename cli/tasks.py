@@ -67,7 +67,7 @@ def add_parser(subparsers: Any) -> None:
 
 def _new_or_empty(out: Path) -> None:
     """--out must be a folder that can be made or written, new or empty (UsageError otherwise)."""
-    from kernelwright.graphs.cli_optimize import UsageError, check_output_folder
+    from kernelwright.cli.optimize import UsageError, check_output_folder
 
     check_output_folder(out, "--out")
     if out.is_dir() and any(out.iterdir()):
@@ -75,7 +75,7 @@ def _new_or_empty(out: Path) -> None:
 
 
 def generate(args: argparse.Namespace) -> int:
-    from kernelwright.graphs.cli_optimize import UsageError
+    from kernelwright.cli.optimize import UsageError
     from kernelwright.tasks.generate import HEADS, check_heads, generate_tasks
 
     out = Path(args.out)
@@ -108,7 +108,7 @@ def generate(args: argparse.Namespace) -> int:
 
 
 def variant(args: argparse.Namespace) -> int:
-    from kernelwright.graphs.cli_optimize import UsageError
+    from kernelwright.cli.optimize import UsageError
     from kernelwright.tasks.variant import dtype_variant
 
     out = Path(args.out)

@@ -1,4 +1,9 @@
-"""kernelwright: hardware. Evaluation harness (sandboxed workers, verification, timing), targets, roofline.
+"""kernelwright: hardware. What a GPU can do (targets.py, roofline.py) and how candidates are judged on it.
+
+The evaluation harness is in subfolders: judge/ (the judge process and its stages, and `WorkerPool`, the
+caller's side), candidate/ (what runs inside a candidate process), isolation/ (fork server, confinement,
+what crosses between processes) and compile/ (offline compile feedback). Beside them: config.py
+(`EvalConfig`), result.py (`EvalResult`), timing.py (the timing method both sides use), failures.py.
 
 The names below are loaded on first use (PEP 562), so a process that needs one light module (the
 judge's entry, which starts its fork server before it imports torch) does not pay for torch here.
@@ -10,15 +15,13 @@ from typing import TYPE_CHECKING
 
 from kernelwright import lazy_exports
 
-# Imported now: the function shares its module's name, and a module imported later would take the name.
-from kernelwright.hardware.static_check import StaticReport, static_check
-
 if TYPE_CHECKING:
-    from kernelwright.hardware.compile_feedback import CompileReport, KernelCompileReport, compile_for_target
+    from kernelwright.hardware.compile.feedback import CompileReport, KernelCompileReport, compile_for_target
     from kernelwright.hardware.config import EvalConfig, toolchain_versions
+    from kernelwright.hardware.judge.pool import WorkerPool, evaluate
+    from kernelwright.hardware.judge.static_check import StaticReport, static_check
     from kernelwright.hardware.result import ErrorKind, EvalResult, PrecisionMode, Stage, Tolerance, Versions
     from kernelwright.hardware.roofline import RooflineFloor, fraction_of_floor, roofline_floor_ms
-    from kernelwright.hardware.sandbox import WorkerPool, evaluate
     from kernelwright.hardware.targets import Target, detect_target, get_target, list_targets, resolve_device
 
 # One import name (kernelwright/__init__.py): from the repository root this folder must not load as `hardware`.
@@ -29,9 +32,10 @@ _EXPORTS = {
     "config": ("EvalConfig", "toolchain_versions"),
     "result": ("ErrorKind", "EvalResult", "PrecisionMode", "Stage", "Tolerance", "Versions"),
     "roofline": ("RooflineFloor", "fraction_of_floor", "roofline_floor_ms"),
-    "sandbox": ("WorkerPool", "evaluate"),
+    "judge.pool": ("WorkerPool", "evaluate"),
+    "judge.static_check": ("StaticReport", "static_check"),
     "targets": ("Target", "detect_target", "get_target", "list_targets", "resolve_device"),
-    "compile_feedback": ("CompileReport", "KernelCompileReport", "compile_for_target"),
+    "compile.feedback": ("CompileReport", "KernelCompileReport", "compile_for_target"),
 }
 
 __all__ = [

@@ -76,7 +76,7 @@ class EvalConfig(BaseModel):
     rtol: float | None = Field(default=None, ge=0)
     reference_fp64: bool = True
     """In strict precision, also run the reference in float64 and allow float32 outputs 16x the
-    float32 reference's own rounding error (see hardware.verify); False compares against the float32
+    float32 reference's own rounding error (see hardware.judge.compare); False compares against the float32
     reference with the table's tolerance alone (with atol/rtol overrides: exactly those)."""
     second_shape: bool = True
     """Also verify on the task's second input shape where it has one (GPU: full and small inputs)."""

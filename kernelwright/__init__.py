@@ -41,7 +41,7 @@ from typing import Any
 
 __version__ = "0.2.0"
 
-SUBPACKAGES = ("graphs", "nodes", "providers", "memory", "hardware", "tasks")
+SUBPACKAGES = ("graphs", "nodes", "providers", "memory", "hardware", "tasks", "cli", "bench")
 """The top-level folders imported as kernelwright.<folder>."""
 
 _HERE = Path(__file__).resolve().parent

@@ -6,7 +6,7 @@ try/except. Then a worker process of the evaluation pool imports, compiles and r
 reference (on a GPU the same worker call then times it, see `times_while_verifying`): compile errors,
 runtime errors, wrong shapes and mismatches come back as a structured EvalResult. On a CPU run that
 writes for a GPU target (--target), a verified kernel is also compiled for that GPU without one
-(hardware.compile_feedback); a kernel the GPU backend rejects (out of resources, unsupported construct)
+(hardware.compile.feedback); a kernel the GPU backend rejects (out of resources, unsupported construct)
 fails as a compile_error. Correct candidates go on to the profiler, the rest straight to the reflector.
 
 A program the coder blocked (it repeats a failed program of the run, or uses a design closed for the
@@ -25,8 +25,8 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command, Send
 
 from kernelwright.hardware.config import EvalConfig
+from kernelwright.hardware.judge.static_check import static_check
 from kernelwright.hardware.result import EvalResult
-from kernelwright.hardware.static_check import static_check
 from kernelwright.nodes import resources
 from kernelwright.nodes.evaluations import EvaluationEntry, EvaluationLog, Phase, code_sha
 from kernelwright.nodes.records import Branch, CostLedger, RunInfo
@@ -111,7 +111,7 @@ def compile_for_gpu_target(branch: Branch, ctx: Context) -> EvalResult:
     architecture in subprocesses. A kernel that does not compile there is a compile_error, like on
     the device; for one that does, the per-kernel summary (registers, spills) joins the feedback.
     """
-    from kernelwright.hardware.compile_feedback import compile_for_target
+    from kernelwright.hardware.compile.feedback import compile_for_target
 
     assert branch.candidate is not None and branch.candidate.code is not None and branch.result is not None
     run = branch.run

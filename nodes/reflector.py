@@ -22,7 +22,7 @@ machinery (harness_error, a worker killed from outside), or the offline writer h
 the task. Such an attempt writes no case, no rule and no rule exposure; its reflection says why. (A bf16
 kernel with tl.dot that mismatched on the CPU interpreter used to be on this list: Triton 3.6's interpreter
 multiplied bf16 bit patterns. The judge's fork server now makes it multiply values, see
-hardware/interpreter_fixes.py, so such a mismatch is the kernel's.)
+hardware/candidate/interpreter_fixes.py, so such a mismatch is the kernel's.)
 
 Memory writes are made idempotent for resume: the case id is derived from the run and node, and a
 journal in the run directory (reflections.jsonl) records finished reflections, so a step re-run after a
@@ -128,7 +128,7 @@ def _config_text(config: dict[str, str]) -> str:
     return ",".join(f"{k}={v}" for k, v in config.items())
 
 
-# A kernel line of the compile feedback (hardware.compile_feedback.KernelCompileReport.summary) that ran
+# A kernel line of the compile feedback (hardware.compile.feedback.KernelCompileReport.summary) that ran
 # out of shared memory, and the launch constants that size its buffers: tiles and pipeline stages.
 _OVER_SMEM = re.compile(r"\[([^\]]*)\][^\n]*EXCEEDS shared memory limit")
 _SMEM_KEY = re.compile(r"BLOCK_[A-Z0-9_]+|num_stages")

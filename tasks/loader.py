@@ -126,7 +126,7 @@ def load_here(source: str, name: str, path: str | Path | None) -> Task:
 
 def _cpu_resizable(source: str, name: str) -> bool:
     """Whether the CPU judge can verify this task at a smaller size than its own: the sizes it tries
-    (hardware/judge_inputs.py `verified_shapes`: CPU_PRIMARY_ELEMENTS, a quarter of it, four times it)."""
+    (hardware/judge/inputs.py `verified_shapes`: CPU_PRIMARY_ELEMENTS, a quarter of it, four times it)."""
     from kernelwright.tasks.module import report_phase
     from kernelwright.tasks.resize import CPU_PRIMARY_ELEMENTS, shrink
 

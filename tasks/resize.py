@@ -256,7 +256,7 @@ _SMALL_FUNCS = ("get_small_inputs", "get_small_init_inputs")
 
 CPU_PRIMARY_ELEMENTS = 250_000
 """On CPU, a task without small inputs is verified at a size whose inputs hold at most this many elements
-(the judge's shapes: hardware/judge_inputs.py `verified_shapes`)."""
+(the judge's shapes: hardware/judge/inputs.py `verified_shapes`)."""
 
 CPU_SECOND_ELEMENTS = 40_000
 """On CPU, the second (derived) shape's inputs hold at most this many elements."""

@@ -9,7 +9,7 @@
 set -u
 OUT=${OUT:-dask-out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-KW="python3 -m kernelwright.graphs.cli"
+KW="python3 -m kernelwright.cli.main"
 SUITE=${SUITE:-tasks/level2}
 ONE=${ONE:---cluster local --gpus 0}
 TWO=${TWO:---cluster local --gpus 0,1}

@@ -37,7 +37,7 @@ def main() -> int:
     for path in (LARGE_K, IRREGULAR):
         shutil.copy(path, tasks / path.name)
     bf16 = args.out / "bf16"
-    subprocess.run([sys.executable, "-m", "kernelwright.graphs.cli", "tasks", "variant", "--dtype", "bfloat16",
+    subprocess.run([sys.executable, "-m", "kernelwright.cli.main", "tasks", "variant", "--dtype", "bfloat16",
                     "--out", str(bf16), str(IRREGULAR)], check=True, capture_output=True)  # fmt: skip
     shutil.move(str(bf16 / IRREGULAR.name), tasks / f"bf16_{IRREGULAR.name}")
     bf16.rmdir()

@@ -10,7 +10,7 @@ CASES=${CASES:-/tmp/kw-matmul-cases}
 [ -f "$CASES/cases.txt" ] || python3 benchmarks/probes/matmul_cases.py --out "$CASES" > "$OUT/written.txt"
 J=/tmp/kw-case-json; mkdir -p "$J"
 judge() {  # GPU NAME TASK
-  CUDA_VISIBLE_DEVICES=$1 timeout "${CASE_S:-200}" python3 -m kernelwright.graphs.cli eval --json "$CASES/$3" \
+  CUDA_VISIBLE_DEVICES=$1 timeout "${CASE_S:-200}" python3 -m kernelwright.cli.main eval --json "$CASES/$3" \
     "$CASES/$2.py" > "$J/$2.json" 2> "$J/$2.err"
   python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(sys.argv[2], r.get('correct'), r.get('runtime_ms'), \
 r.get('eager_ms'), r.get('compile_ms'), r.get('error_kind'))" "$J/$2.json" "$2" 2>/dev/null || echo "$2: no result"

@@ -4,7 +4,7 @@ stacks, the poisoning switch, the caching allocator, threads left running, torch
 switches); the storages and input fingerprints a call compares; and the profiler's view of one more forward (GPU).
 
 It uses only functions captured before the candidate was imported (`Captured.capture`, called by
-hardware.runner's Runner), so a candidate that patches torch's Python modules does not change what is
+hardware.candidate.runner's Runner), so a candidate that patches torch's Python modules does not change what is
 checked. A new check on what forward does goes in `ForwardGuard.forward`.
 """
 
@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from kernelwright.hardware.evidence import Recorder, RecordingMode, tensors_reachable
 from kernelwright.hardware.failures import classify_exception, format_exception, tail
+from kernelwright.hardware.judge.evidence import Recorder, RecordingMode, tensors_reachable
 
 
 class Failed(Exception):
@@ -122,7 +122,7 @@ class ForwardGuard:
 
     def existing(self, args: Any, model: Any) -> list[Any]:
         """Tensors that exist before forward: its inputs, the model's tensors and the module's."""
-        from kernelwright.hardware.evidence import tensors_in
+        from kernelwright.hardware.judge.evidence import tensors_in
 
         found = list(tensors_in(args)) + list(tensors_reachable(model))
         if self.module is not None:
@@ -130,7 +130,7 @@ class ForwardGuard:
         return found
 
     def arg_prints(self, args: Any) -> list[tuple[int, int]]:
-        from kernelwright.hardware.evidence import fingerprint, tensors_in
+        from kernelwright.hardware.judge.evidence import fingerprint, tensors_in
 
         return [fingerprint(t) for t in tensors_in(args)]
 
@@ -148,7 +148,7 @@ class ForwardGuard:
     ) -> Any:
         """One guarded forward; with `record`, under the evidence recorder (`existing`: the tensors there
         before forward, whose contents the recorder fingerprints first)."""
-        from kernelwright.hardware.evidence import tensors_in
+        from kernelwright.hardware.judge.evidence import tensors_in
 
         frees = self.captured.device_frees() if self.cuda else 0
         mode = RecordingMode(self.recorder) if record else None
@@ -220,7 +220,7 @@ class ForwardGuard:
 
     def apply_precision(self, precision: str) -> None:
         """TF32 for cuDNN convolutions and float32 matmuls only where the mode allows it, as the judge runs
-        the reference (hardware.judge_device): a torch op the candidate calls runs at the same precision."""
+        the reference (hardware.judge.device): a torch op the candidate calls runs at the same precision."""
         tf32 = precision != "strict"
         self.precision = (tf32, "high" if tf32 else "highest")
         self.captured.precision_set[0](tf32)

@@ -12,7 +12,7 @@ value it made was up to a whole bf16 ulp off, and a program that splits fp32 ope
 about a bit to it. `apply()` also makes that cast round to nearest even (NaN kept a quiet NaN), as `x.to(
 tl.bfloat16)` and a store into a bf16 tensor do on a GPU and as torch's `.bfloat16()` does.
 
-The candidate fork server applies it before any candidate is loaded (hardware/forkserver.py); it is a no-op
+The candidate fork server applies it before any candidate is loaded (hardware/isolation/forkserver.py); it is a no-op
 without TRITON_INTERPRET=1, and applying it twice changes nothing.
 """
 

@@ -1,11 +1,11 @@
 """The candidate side of an evaluation: one confined process that imports one candidate and runs it.
 
-A fork of hardware.forkserver (which has already imported torch and triton) becomes this process,
-confines itself (hardware.confine), installs the evidence recorder (hardware.evidence), and only then
+A fork of hardware.isolation.forkserver (which has already imported torch and triton) becomes this process,
+confines itself (hardware.isolation.confine), installs the evidence recorder (hardware.judge.evidence), and only then
 imports the candidate. It holds nothing worth stealing: it is sent the candidate's source, the
 constructor arguments, the reference's (perturbed) parameters and each call's inputs, never an
 expected output, and it cannot issue a verdict: it answers the judge's requests with plain JSON and
-sealed shared-memory tensors (hardware.channel), which the judge checks for itself. It serves one
+sealed shared-memory tensors (hardware.isolation.channel), which the judge checks for itself. It serves one
 candidate and is then killed with every process it started.
 
 Requests (JSON, from the judge) and answers:
@@ -26,8 +26,8 @@ attributes cannot be replaced where possible, so that a candidate patching torch
 does not change what the harness measures. What it cannot prevent is listed in the README.
 
 Here: the protocol, loading the candidate and the call request; the functions captured before the
-candidate is imported, the guarded forward and its checks are in hardware.runner_guard (Captured,
-ForwardGuard), the timing requests in hardware.runner_timing (TimedCalls); the Runner composes them.
+candidate is imported, the guarded forward and its checks are in hardware.candidate.guard (Captured,
+ForwardGuard), the timing requests in hardware.candidate.timing (TimedCalls); the Runner composes them.
 """
 
 from __future__ import annotations
@@ -38,7 +38,10 @@ import os
 import sys
 from typing import Any
 
-from kernelwright.hardware.channel import (
+from kernelwright.hardware.candidate.guard import Captured, Failed, ForwardGuard, fail
+from kernelwright.hardware.candidate.timing import TimedCalls
+from kernelwright.hardware.failures import classify_exception, format_exception, tail
+from kernelwright.hardware.isolation.channel import (
     Channel,
     ChannelClosed,
     ProtocolError,
@@ -49,20 +52,17 @@ from kernelwright.hardware.channel import (
     parse_description,
     tensor_to_memfd,
 )
-from kernelwright.hardware.confine import Confinement
-from kernelwright.hardware.evidence import Recorder, install_launch_hooks
-from kernelwright.hardware.failures import classify_exception, format_exception, tail
-from kernelwright.hardware.memory_cap import cap_memory
-from kernelwright.hardware.runner_guard import Captured, Failed, ForwardGuard, fail
-from kernelwright.hardware.runner_timing import TimedCalls
+from kernelwright.hardware.isolation.confine import Confinement
+from kernelwright.hardware.isolation.memory_cap import cap_memory
+from kernelwright.hardware.judge.evidence import Recorder, install_launch_hooks
 
 CANDIDATE_MODULE = "candidate"
 
 
 class Runner:
     """Serves one candidate's requests on `chan` (see the module docstring): loading and calls here, the
-    guarded forward in `guard` (hardware.runner_guard), the timing requests in `timed`
-    (hardware.runner_timing)."""
+    guarded forward in `guard` (hardware.candidate.guard), the timing requests in `timed`
+    (hardware.candidate.timing)."""
 
     def __init__(self, chan: Channel, device: str, private_dir: str, confinement: Confinement) -> None:
         import torch
@@ -83,7 +83,7 @@ class Runner:
         self.recorder = Recorder(sync=self.captured.sync)
         hooks = install_launch_hooks(self.recorder)
         if self.cuda:  # before any candidate exists (the process may be waiting as a standby)
-            from kernelwright.hardware.warmup import warm_up_device
+            from kernelwright.hardware.isolation.warmup import warm_up_device
 
             warm_up_device()
         self.path = os.path.join(private_dir, f"{CANDIDATE_MODULE}.py")
@@ -241,8 +241,8 @@ class Runner:
         return {"op": "loaded", "notes": notes, "memory_limit_bytes": limit}, []
 
     def attach(self, msg: dict[str, Any], fds: list[int]) -> tuple[dict[str, Any], list[int]]:
-        """Open the judge's device buffers for one shape (hardware.cuda_ipc)."""
-        from kernelwright.hardware.cuda_ipc import open_buffer
+        """Open the judge's device buffers for one shape (hardware.isolation.cuda_ipc)."""
+        from kernelwright.hardware.isolation.cuda_ipc import open_buffer
 
         key = str(msg["model"])
         descs = list(msg["inputs"]) + list(msg["outputs"])
@@ -309,7 +309,7 @@ class Runner:
         report: dict[str, Any] = {"op": "called", "structure": structure,
                                   "launches": sum(self.recorder.launches.values()) if record else None}  # fmt: skip
         if record:
-            from kernelwright.hardware.evidence import storage_key
+            from kernelwright.hardware.judge.evidence import storage_key
 
             report["evidence"] = {
                 "events": self.recorder.events,

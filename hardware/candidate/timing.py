@@ -1,14 +1,14 @@
 """The candidate process's timing requests (GPU): `time`, CUDA events around each call after an L2 flush,
 and `loop`, n flushed calls and a device-wide synchronize for the judge's wall clock. Both use only the
-functions captured before the candidate was imported (hardware.runner_guard.Captured), and check the
+functions captured before the candidate was imported (hardware.candidate.guard.Captured), and check the
 candidate's threads and precision switches through its ForwardGuard after the calls."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from kernelwright.hardware.channel import close_fds
-from kernelwright.hardware.runner_guard import ForwardGuard, fail
+from kernelwright.hardware.candidate.guard import ForwardGuard, fail
+from kernelwright.hardware.isolation.channel import close_fds
 
 
 class TimedCalls:

@@ -1,6 +1,6 @@
-"""The subprocess side of offline compile feedback (hardware.compile_feedback runs this file as a script).
+"""The subprocess side of offline compile feedback (hardware.compile.feedback runs this file as a script).
 
-Each phase runs in a confined candidate process (hardware.confine.run_contained): it imports candidate
+Each phase runs in a confined candidate process (hardware.isolation.confine.run_contained): it imports candidate
 code. `python compile_child.py capture JOBDIR` (TRITON_INTERPRET=1): load the task and the candidate, run the
 candidate's forward once, and record every Triton launch's specialization (`_LaunchRecorder`) into
 JOBDIR/capture.jsonl. `python compile_child.py compile JOBDIR` (interpreter off): load the candidate
@@ -26,7 +26,7 @@ if __name__ == "__main__":  # the subprocess side: hardware/ itself must not sha
 
 _CANDIDATE_MODULE = "kw_candidate"
 ERROR_TAIL = 3000
-"""Characters of an error's text kept (its end), here and in hardware.compile_feedback."""
+"""Characters of an error's text kept (its end), here and in hardware.compile.feedback."""
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -103,7 +103,7 @@ def _exception_text(exc: BaseException, filename: str | None = None) -> str:
 class _LaunchRecorder:
     """Records every Triton launch the candidate's forward makes under the interpreter, as `JITFunction.run`
     would specialize it, into the capture's event log (see the module docstring of
-    hardware.compile_feedback). `install` patches the interpreter's launch and the autotuner."""
+    hardware.compile.feedback). `install` patches the interpreter's launch and the autotuner."""
 
     def __init__(self, log: _Jsonl, execute: bool) -> None:
         self.log = log
@@ -505,7 +505,7 @@ def child_main(argv: list[str]) -> int:
     import signal
     import tempfile
 
-    from kernelwright.hardware.confine import run_contained
+    from kernelwright.hardware.isolation.confine import run_contained
 
     tempfile.tempdir = str(job)  # a warm server's choice may be cached here; ptxas's files go in the job
     code = run_contained(str(job), lambda: _child_capture(job) if phase == "capture" else _child_compile(job))

@@ -20,8 +20,8 @@ without a GPU, in two subprocesses (candidate code never runs in the caller's pr
 Results are written to files one kernel at a time, so a compiler crash or a timeout loses only the
 kernel it hit; every call returns a `CompileReport` (bad arguments raise ValueError).
 
-The subprocess side is hardware.compile_child. Each phase is a fork of a warm server that imported torch
-and Triton once and never runs candidate code (hardware.compile_server: a phase starts in milliseconds
+The subprocess side is hardware.compile.child. Each phase is a fork of a warm server that imported torch
+and Triton once and never runs candidate code (hardware.compile.server: a phase starts in milliseconds
 instead of ~1.8 s of imports); with KERNELWRIGHT_COMPILE_SERVER=0, another Python, or no server to be
 had, it is a cold process running the script (`python compile_child.py capture|compile JOBDIR`).
 """
@@ -43,10 +43,10 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, Field, computed_field
 
 from kernelwright import IMPORT_ROOT
-from kernelwright.hardware import compile_server
-from kernelwright.hardware.candidate_env import minimal_env
-from kernelwright.hardware.compile_child import ERROR_TAIL, read_jsonl
-from kernelwright.hardware.confine import confine_level
+from kernelwright.hardware.compile import server as compile_server
+from kernelwright.hardware.compile.child import ERROR_TAIL, read_jsonl
+from kernelwright.hardware.isolation.confine import confine_level
+from kernelwright.hardware.isolation.env import minimal_env
 
 if TYPE_CHECKING:
     from kernelwright.hardware.targets import Target
@@ -64,7 +64,7 @@ CompileErrorKind = Literal[
 ]
 
 _REPO_ROOT = IMPORT_ROOT  # on the child's PYTHONPATH: `import kernelwright` works there
-_CHILD = Path(__file__).resolve().with_name("compile_child.py")
+_CHILD = Path(__file__).resolve().with_name("child.py")
 """The subprocess side, run as a script."""
 
 
@@ -256,7 +256,7 @@ never run it."""
 
 def phase_env(interpret: bool) -> dict[str, str]:
     """The environment of a phase process (and of the warm server its fork comes from): the candidate's
-    minimal one (hardware.candidate_env.minimal_env: no keys, tokens or proxies of the caller's), this checkout
+    minimal one (hardware.isolation.env.minimal_env: no keys, tokens or proxies of the caller's), this checkout
     importable, no GPU, one OpenMP thread, Triton's interpreter on for the capture only. A phase imports
     the candidate, so it is a candidate process: compile_child confines it as the judge's are."""
     env = minimal_env("cpu" if interpret else "cuda", home=tempfile.gettempdir())

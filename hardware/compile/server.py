@@ -8,7 +8,7 @@ itself, and forks one child per phase: the child is as fresh as a cold process a
 concerned (no earlier candidate ran in its parent), starts in milliseconds, and is killed the same way
 (its own session, so the caller kills its process group, ptxas included, at the deadline). The child
 imports no candidate code itself: compile_child runs the phase in a confined candidate process
-(hardware.confine.run_contained), with the candidate's minimal environment (compile_feedback.phase_env),
+(hardware.isolation.confine.run_contained), with the candidate's minimal environment (compile_feedback.phase_env),
 which is also the only environment this server gets.
 
 Protocol (JSON lines; the server reads its stdin and writes its stdout):
@@ -21,7 +21,7 @@ Triton with TRITON_INTERPRET=1 and a compile server without it: Triton decorates
 (tl.max, tl.softmax, ...) when it is imported, as interpreted or as compiled functions, so one import
 cannot serve both phases.
 
-Used by hardware.compile_feedback unless KERNELWRIGHT_COMPILE_SERVER=0, or a different Python is asked
+Used by hardware.compile.feedback unless KERNELWRIGHT_COMPILE_SERVER=0, or a different Python is asked
 for; if a server cannot start or stops answering, that phase runs as a cold subprocess instead.
 """
 
@@ -55,7 +55,7 @@ def _child(phase: str, job: str, env: dict[str, str], log: str) -> None:
     code = 1
     try:
         os.setsid()  # its own process group: the caller kills it, and whatever it started, at the deadline
-        from kernelwright.hardware.confine import die_with_parent
+        from kernelwright.hardware.isolation.confine import die_with_parent
 
         die_with_parent()
         os.environ.clear()
@@ -70,7 +70,7 @@ def _child(phase: str, job: str, env: dict[str, str], log: str) -> None:
         sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115 - the process ends below
         sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
         os.chdir(job)
-        from kernelwright.hardware.compile_child import child_main
+        from kernelwright.hardware.compile.child import child_main
 
         code = child_main([phase, job])
     except SystemExit as exc:
@@ -89,7 +89,7 @@ def serve(inp: IO[str], out: IO[str]) -> None:
     import torch  # noqa: F401 - imported once here, inherited by every phase
     import triton  # noqa: F401
 
-    import kernelwright.hardware.compile_child  # noqa: F401
+    import kernelwright.hardware.compile.child  # noqa: F401
 
     def send(**msg: Any) -> None:
         out.write(json.dumps(msg) + "\n")
@@ -118,7 +118,7 @@ def main() -> None:
 class _Server:
     def __init__(self, env: dict[str, str]) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kernelwright.hardware.compile_server"],
+            [sys.executable, "-m", "kernelwright.hardware.compile.server"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -166,7 +166,7 @@ def _take(interpret: bool) -> _Server:
             if server.alive():
                 return server
             server.close()
-    from kernelwright.hardware.compile_feedback import phase_env  # (it imports this module)
+    from kernelwright.hardware.compile.feedback import phase_env  # (it imports this module)
 
     return _Server(phase_env(interpret))
 

@@ -1,6 +1,6 @@
 """The judge's side of candidate processes: its fork server and one confined candidate process.
 
-`ForkServer` starts and talks to hardware.forkserver, which forks confined candidate processes ahead of
+`ForkServer` starts and talks to hardware.isolation.forkserver, which forks confined candidate processes ahead of
 need; `CandidateProcess` is one of them seen from the judge: requests sent over its channel, one answer
 read per request (anything else waiting is a forged reply), and the process killed with everything it
 started when the job is done. Nothing here imports or runs candidate code.
@@ -19,17 +19,17 @@ import threading
 import time
 from typing import Any
 
-from kernelwright.hardware import memory_cap
-from kernelwright.hardware.candidate_env import minimal_env
-from kernelwright.hardware.channel import (
+from kernelwright.hardware.isolation import memory_cap
+from kernelwright.hardware.isolation.channel import (
     Channel,
     ChannelClosed,
     ProtocolError,
     SharedTensor,
     close_fds,
 )
-from kernelwright.hardware.confine import confine_level
-from kernelwright.hardware.forkserver_launch import LOG_NAME, launch_fork_server
+from kernelwright.hardware.isolation.confine import confine_level
+from kernelwright.hardware.isolation.env import minimal_env
+from kernelwright.hardware.isolation.forkserver_launch import LOG_NAME, launch_fork_server
 
 STANDBY_GPU = 2
 """Candidate processes kept forked ahead of need on a GPU."""
@@ -47,7 +47,7 @@ class CandidateGone(Exception):
 
 
 class ForkServer:
-    """The judge's handle on its hardware.forkserver process (started lazily, restarted if it dies)."""
+    """The judge's handle on its hardware.isolation.forkserver process (started lazily, restarted if it dies)."""
 
     def __init__(
         self,
@@ -56,7 +56,7 @@ class ForkServer:
         tmpdir: str,
         launched: tuple[subprocess.Popen[bytes], socket.socket] | None = None,
     ) -> None:
-        """`launched`: a fork server already started for this process (hardware.forkserver_launch),
+        """`launched`: a fork server already started for this process (hardware.isolation.forkserver_launch),
         used by the first start instead of a new one."""
         self.device, self.gpu, self.tmpdir = device, gpu, tmpdir
         self.launched = launched
@@ -66,7 +66,7 @@ class ForkServer:
         self.proc: subprocess.Popen[bytes] | None = None
         self.chan: Channel | None = None
         self.cgroup: str | None = None
-        """The cgroup its candidates' memory cgroups are made under (hardware.memory_cap), if any."""
+        """The cgroup its candidates' memory cgroups are made under (hardware.isolation.memory_cap), if any."""
         self.lock = threading.Lock()
 
     def start(self) -> Channel:

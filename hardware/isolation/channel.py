@@ -38,7 +38,7 @@ receiver, MSG_CTRUNC; the kernel itself refuses more than SCM_MAX_FD, 253, in on
 MAX_FRAME_FDS = 3072
 """The most descriptors one frame may carry, spread over messages of at most MAX_FDS each: the state of a
 model with hundreds of parameter and buffer tensors per shape (ResNet101 has ~500), under the candidate
-process's RLIMIT_NOFILE (4096, hardware/confine.py)."""
+process's RLIMIT_NOFILE (4096, hardware/isolation/confine.py)."""
 _HEADER = struct.Struct("!I")
 _OUTPUT_SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
 

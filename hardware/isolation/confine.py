@@ -2,10 +2,10 @@
 
 Every step is best effort and reports what it did; `Confinement` records the outcome and travels
 with every EvalResult (`extra["confinement"]`), so a user can see what held on their machine. Whatever
-imports candidate code is a candidate process: the judge's (hardware.forkserver) and the offline compile
-feedback's phases (hardware.compile_child, through `run_contained`) get the same steps.
+imports candidate code is a candidate process: the judge's (hardware.isolation.forkserver) and the offline compile
+feedback's phases (hardware.compile.child, through `run_contained`) get the same steps.
 
-- environment (hardware.candidate_env.minimal_env): a minimal, fixed set of variables (no `*_KEY`,
+- environment (hardware.isolation.env.minimal_env): a minimal, fixed set of variables (no `*_KEY`,
   tokens, proxy settings; nothing of the caller's environment but a few toolchain settings), a private
   HOME, TMPDIR, working directory and Triton cache, removed after the candidate;
 - namespaces (`unshare`, as root or through a user namespace): a PID namespace whose first process is
@@ -24,7 +24,7 @@ feedback's phases (hardware.compile_child, through `run_contained`) get the same
 - resource limits: address space on CPU (a multiple of the task's footprint plus a base), file size,
   open files, no core dumps; death with the parent (PR_SET_PDEATHSIG). What memory the candidate really
   takes (memfds and /dev/shm included) is capped by a memory cgroup where one can be made
-  (hardware.memory_cap).
+  (hardware.isolation.memory_cap).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from kernelwright.hardware.processes import kill_descendants
+from kernelwright.hardware.isolation.processes import kill_descendants
 
 # prctl options
 PR_SET_PDEATHSIG = 1
@@ -542,10 +542,10 @@ def run_contained(private_dir: str, fn: Callable[[], int]) -> int:
     """Run `fn` in a candidate process of its own, confined as the judge's are (KERNELWRIGHT_CONFINE):
     namespaces with an init as the PID namespace's first process, a private /proc and /dev, Landlock,
     no capabilities and uid CANDIDATE_UID_BASE where the host allows, a memory cgroup at the candidates'
-    ceiling (hardware.memory_cap) where one can be made; its exit code (128 + signal when a signal ended
+    ceiling (hardware.isolation.memory_cap) where one can be made; its exit code (128 + signal when a signal ended
     it). This process must be single-threaded; it enters the mount and network namespaces
     itself and runs no candidate code. The caller's environment is the candidate's: keep it minimal."""
-    from kernelwright.hardware import memory_cap  # (it imports this module)
+    from kernelwright.hardware.isolation import memory_cap  # (it imports this module)
 
     level = confine_level()
     uid = None if level == "none" or uid_probe(candidate_paths(private_dir)) else CANDIDATE_UID_BASE

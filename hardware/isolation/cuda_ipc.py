@@ -13,7 +13,7 @@ into the output buffers, and the judge copies those into memory of its own befor
 that forward wrote to are seen by the judge directly, as on CPU.
 
 Where this is not available (an old driver, a sandbox that refuses it), the attach request fails and the
-judge stages tensors through host shared memory instead (hardware.channel).
+judge stages tensors through host shared memory instead (hardware.isolation.channel).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The environment a candidate process gets (`minimal_env`): a fixed set of variables and a few toolchain
 settings of the caller's, never its keys, tokens or proxy settings; a private HOME, TMPDIR and Triton
-cache. Every candidate process gets it: the judge's (hardware.candidate_process, through its fork
-server: hardware.forkserver_launch) and the offline compile feedback's phases (hardware.compile_feedback)."""
+cache. Every candidate process gets it: the judge's (hardware.isolation.candidate_process, through its fork
+server: hardware.isolation.forkserver_launch) and the offline compile feedback's phases (hardware.compile.feedback)."""
 
 from __future__ import annotations
 

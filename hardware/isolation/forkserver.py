@@ -1,19 +1,19 @@
 """Starts one fresh, confined process per candidate, forked from a process that has imported torch.
 
-Started by the judge (hardware.judge) as `python -m kernelwright.hardware.forkserver FD DEVICE PARENT_PID` with the
+Started by the judge (hardware.judge.server) as `python -m kernelwright.hardware.isolation.forkserver FD DEVICE PARENT_PID` with the
 candidates' minimal environment; it imports torch, triton and the candidate-side harness once, never
 initialises CUDA, and then forks on request, so a candidate process starts in milliseconds with no
 state of any earlier candidate (a fork of a process that never ran one).
 
 Per candidate, three processes:
 - a keeper, forked from this server: it makes itself a subreaper, enters new PID, network and mount
-  namespaces where the OS allows (hardware.confine.enter_namespaces), forks the init and waits for it;
+  namespaces where the OS allows (hardware.isolation.confine.enter_namespaces), forks the init and waits for it;
   then it kills whatever was left behind and exits with the candidate's status (128 + signal when a
   signal ended it);
 - an init: the first process of the new PID namespace (when there is one; every process in it dies
   with it), which mounts the namespace's own /proc, forks the candidate process and reaps orphans;
-- the candidate process: confined (hardware.confine.confine_candidate), then serving the judge on its
-  own socket (hardware.runner).
+- the candidate process: confined (hardware.isolation.confine.confine_candidate), then serving the judge on its
+  own socket (hardware.candidate.runner).
 
 Every process here dies with its parent (PR_SET_PDEATHSIG): the judge, this server, the keeper, the
 candidate. The server is a subreaper too, so a process that escapes a keeper's tree ends up here and
@@ -26,7 +26,7 @@ then waits, holding nothing, until it is handed over.
 Requests from the judge (JSON on the control channel):
 - configure {env, root, standby, namespaces, landlock} -> configured {cgroup}: the candidates' environment,
   where their private directories go, how many to keep forked ahead, which confinement steps to take; the
-  answer names the cgroup their memory cgroups go under (hardware.memory_cap), for the judge to remove;
+  answer names the cgroup their memory cgroups go under (hardware.isolation.memory_cap), for the judge to remove;
 - spawn -> spawned {pid, private_dir} with the judge's end of the candidate's socket beside it; `pid`
   is the keeper's;
 - kill {pid} -> killed {status}: SIGKILL the keeper (and so the candidate's namespace), then every other
@@ -47,9 +47,9 @@ import time
 import traceback
 from dataclasses import dataclass
 
-from kernelwright.hardware import memory_cap
-from kernelwright.hardware.channel import Channel, ChannelClosed, ProtocolError, close_fds
-from kernelwright.hardware.confine import (
+from kernelwright.hardware.isolation import memory_cap
+from kernelwright.hardware.isolation.channel import Channel, ChannelClosed, ProtocolError, close_fds
+from kernelwright.hardware.isolation.confine import (
     CANDIDATE_UID_BASE,
     Confinement,
     become_subreaper,
@@ -60,7 +60,7 @@ from kernelwright.hardware.confine import (
     private_mounts,
     uid_probe,
 )
-from kernelwright.hardware.processes import kill_descendants
+from kernelwright.hardware.isolation.processes import kill_descendants
 
 
 def _keeper(msg: dict, sock_fd: int, device: str) -> None:
@@ -166,7 +166,7 @@ def _candidate(msg: dict, sock_fd: int, device: str, private_dir: str, namespace
             os.close(cap_fd)
         confine_candidate(confinement, private_dir=private_dir, namespaces=namespaces,
                           use_landlock=msg.get("landlock", True), uid=uid)  # fmt: skip
-        from kernelwright.hardware.runner import serve_candidate
+        from kernelwright.hardware.candidate.runner import serve_candidate
 
         serve_candidate(sock_fd, device, private_dir, confinement)
     except BaseException:  # noqa: B036
@@ -340,9 +340,9 @@ def main(argv: list[str]) -> None:
     import triton  # noqa: F401
     import triton.language  # noqa: F401
 
-    import kernelwright.hardware.runner  # noqa: F401
-    from kernelwright.hardware import interpreter_fixes
-    from kernelwright.hardware.warmup import warm_up
+    import kernelwright.hardware.candidate.runner  # noqa: F401
+    from kernelwright.hardware.candidate import interpreter_fixes
+    from kernelwright.hardware.isolation.warmup import warm_up
 
     interpreter_fixes.apply()  # under TRITON_INTERPRET=1: bf16 dots computed as a GPU computes them
 

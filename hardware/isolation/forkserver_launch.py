@@ -1,8 +1,8 @@
-"""Starting a fork server process (hardware.forkserver) without waiting for it.
+"""Starting a fork server process (hardware.isolation.forkserver) without waiting for it.
 
-Light on purpose (no torch): the judge's entry (hardware.judge_process) starts its fork server first,
+Light on purpose (no torch): the judge's entry (hardware.judge.process) starts its fork server first,
 so that both processes import torch and Triton at the same time, then imports the judge. The fork
-server answers "ready" on the returned socket once its imports are done; hardware.candidate_process's
+server answers "ready" on the returned socket once its imports are done; hardware.isolation.candidate_process's
 `ForkServer` reads that and configures it.
 """
 
@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 from kernelwright import IMPORT_ROOT
-from kernelwright.hardware.candidate_env import minimal_env
+from kernelwright.hardware.isolation.env import minimal_env
 
 LOG_NAME = "forkserver.log"
 """The fork server's output, in the judge's temporary folder."""
@@ -23,14 +23,14 @@ LOG_NAME = "forkserver.log"
 def launch_fork_server(
     device: str, gpu: str | None, tmpdir: str
 ) -> tuple[subprocess.Popen[bytes], socket.socket]:
-    """Start `python -m kernelwright.hardware.forkserver` for this process: (process, this side's socket)."""
+    """Start `python -m kernelwright.hardware.isolation.forkserver` for this process: (process, this side's socket)."""
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     env = minimal_env(device, home=tmpdir, gpu=gpu)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (IMPORT_ROOT, os.environ.get("PYTHONPATH", "")) if p)
     log = open(os.path.join(tmpdir, LOG_NAME), "ab")  # noqa: SIM115
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "kernelwright.hardware.forkserver", str(theirs.fileno()), device, str(os.getpid())],
+            [sys.executable, "-m", "kernelwright.hardware.isolation.forkserver", str(theirs.fileno()), device, str(os.getpid())],
             env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             pass_fds=(theirs.fileno(),), cwd=tmpdir,
         )  # fmt: skip

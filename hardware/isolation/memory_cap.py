@@ -28,8 +28,8 @@ import sys
 import time
 from pathlib import Path
 
-from kernelwright.hardware.confine import Confinement, limit_resources
-from kernelwright.hardware.processes import vm_bytes
+from kernelwright.hardware.isolation.confine import Confinement, limit_resources
+from kernelwright.hardware.isolation.processes import vm_bytes
 
 _PREFIX = "kernelwright-"
 

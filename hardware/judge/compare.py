@@ -75,6 +75,12 @@ from typing import Any
 import torch
 from pydantic import BaseModel, Field
 
+from kernelwright.hardware.judge.output_structure import (
+    describe,
+    dtype_name,
+    flatten_outputs,
+    structure_mismatch,
+)
 from kernelwright.hardware.result import PrecisionMode, Tolerance
 
 # (rtol, atol) per dtype for each precision mode; see the module docstring.
@@ -114,10 +120,6 @@ def needs_float64_reference(ref: Any, precision: PrecisionMode) -> bool:
         isinstance(t, torch.Tensor) and uses_float64_reference(t.dtype, precision)
         for t in flatten_outputs(ref)
     )
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
 
 
 def tolerance_for(
@@ -183,37 +185,6 @@ class Comparison(BaseModel):
     tolerances: list[Tolerance] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     """How each output was anchored: the float64 reference's error scale and allowance, or why not."""
-
-
-def flatten_outputs(value: Any) -> list[Any]:
-    """A forward's result as a flat list: tensors and plain values, nested tuples/lists unrolled."""
-    if isinstance(value, list | tuple):
-        return [leaf for item in value for leaf in flatten_outputs(item)]
-    return [value]
-
-
-def structure_mismatch(out: Any, ref: Any, where: str = "output") -> str | None:
-    """Where the nesting of `out` differs from `ref`'s (a tensor is not a one-element list, a tuple not a
-    list), or None when both have the same containers and lengths all the way down."""
-    if isinstance(ref, list | tuple):
-        if type(out) is not type(ref):
-            return f"{where}: got {describe(out)}, expected a {type(ref).__name__} of {len(ref)}"
-        if len(out) != len(ref):
-            return f"{where}: got a {type(out).__name__} of {len(out)}, expected {len(ref)}"
-        for i, (o, r) in enumerate(zip(out, ref, strict=True)):
-            problem = structure_mismatch(o, r, f"{where}[{i}]")
-            if problem is not None:
-                return problem
-        return None
-    if isinstance(out, list | tuple):
-        return f"{where}: got a {type(out).__name__} of {len(out)}, expected {describe(ref)}"
-    return None
-
-
-def describe(value: Any) -> str:
-    if isinstance(value, torch.Tensor):
-        return f"tensor{list(value.shape)} {dtype_name(value.dtype)} on {value.device}"
-    return type(value).__name__
 
 
 def _index(flat: int, shape: Sequence[int]) -> list[int]:

@@ -1,6 +1,6 @@
 """The judge's device: torch as the judge process imported it, which device it judges on and its name, the
 toolchain versions, and what every stage does with the device (the precision switches, synchronising,
-the L2-flush buffer for timing). Shared by the judge's parts (hardware.judge) across jobs."""
+the L2-flush buffer for timing). Shared by the judge's parts (hardware.judge.server) across jobs."""
 
 from __future__ import annotations
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernelwright.hardware.config import EvalConfig
-from kernelwright.hardware.judge_records import Shape, TaskState
-from kernelwright.hardware.judge_tensors import clone, tensors_of
+from kernelwright.hardware.judge.records import Shape, TaskState
+from kernelwright.hardware.judge.tensors import clone, tensors_of
 from kernelwright.tasks.resize import CPU_PRIMARY_ELEMENTS, CPU_SECOND_ELEMENTS
 
 LEAN_BYTES = 1 << 30

@@ -3,7 +3,7 @@ state the judge keeps while it runs (`Job`): its config and result, the stage an
 candidate process, where the time went, the float64 reference's time budget, the job's seeds and the
 ops its reference dispatches.
 
-A `Job` is made per request and passed explicitly to every part (hardware.judge, judge_session,
+A `Job` is made per request and passed explicitly to every part (hardware.judge.server, judge_session,
 judge_verification, judge_timing); nothing of one job is kept on the judge, so nothing has to be reset
 between jobs. `Job.fail` ends the job with a verdict (raising `Stop`, which Judge.run_job catches).
 """
@@ -22,8 +22,8 @@ from kernelwright.hardware.failures import tail
 from kernelwright.hardware.result import ErrorKind, EvalResult
 
 if TYPE_CHECKING:
-    from kernelwright.hardware.candidate_process import CandidateProcess
-    from kernelwright.hardware.judge_inputs import JobSeeds
+    from kernelwright.hardware.isolation.candidate_process import CandidateProcess
+    from kernelwright.hardware.judge.inputs import JobSeeds
 
 _ERROR_KINDS = set(get_args(ErrorKind))
 _REPLY_STAGES = ("parse", "compile", "run", "correctness", "timing")
@@ -38,7 +38,7 @@ class Unverifiable(Exception):
 
 
 class JobRequest(BaseModel):
-    """What the pool sends for one evaluation (hardware.sandbox.WorkerPool builds it as a dict)."""
+    """What the pool sends for one evaluation (hardware.judge.pool.WorkerPool builds it as a dict)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -77,7 +77,7 @@ class Job:
     stage_name: str = "reference"
     stage_deadline: float = 0.0
     seeds: JobSeeds | None = None
-    """The job's input seeds, drawn from the OS once its shapes are known (hardware.judge_inputs)."""
+    """The job's input seeds, drawn from the OS once its shapes are known (hardware.judge.inputs)."""
     ref_ops: set[str] = field(default_factory=set)
     """The compute ops the task's reference dispatches (judged against every recorded forward)."""
     restart: bool = False

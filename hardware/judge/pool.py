@@ -1,9 +1,9 @@
 """The pool of judge processes that evaluate candidates; the caller always gets an EvalResult.
 
-`WorkerPool` starts judges (`python -m kernelwright.hardware.judge_process`, one per GPU on CUDA, N on CPU with
+`WorkerPool` starts judges (`python -m kernelwright.hardware.judge.process`, one per GPU on CUDA, N on CPU with
 TRITON_INTERPRET=1) as fresh interpreters. A judge holds a task's references across jobs and starts a
-fresh, confined candidate process for every candidate (hardware.judge, hardware.forkserver,
-hardware.runner): candidate code never runs in a judge, and never in this process.
+fresh, confined candidate process for every candidate (hardware.judge.server, hardware.isolation.forkserver,
+hardware.candidate.runner): candidate code never runs in a judge, and never in this process.
 
 Judges are started from one long-lived thread of this module, so PR_SET_PDEATHSIG (set by the judge
 on itself) fires when this process exits, however it exits; each judge is its own process group and
@@ -44,9 +44,9 @@ from typing import Any, Literal
 
 from kernelwright import IMPORT_ROOT
 from kernelwright.hardware.config import EvalConfig, toolchain_versions
-from kernelwright.hardware.confine import confine_level
+from kernelwright.hardware.isolation.confine import confine_level
+from kernelwright.hardware.judge.static_check import static_check
 from kernelwright.hardware.result import EvalResult, Stage, Versions
-from kernelwright.hardware.static_check import static_check
 from kernelwright.hardware.targets import resolve_device
 from kernelwright.tasks.task import Task
 
@@ -105,7 +105,7 @@ class _Worker:
         else:
             env.pop("TRITON_INTERPRET", None)
             env["CUDA_VISIBLE_DEVICES"] = str(self.gpu)
-        args = [sys.executable, "-m", "kernelwright.hardware.judge_process", str(child_sock.fileno()), self.device, self.tmpdir,
+        args = [sys.executable, "-m", "kernelwright.hardware.judge.process", str(child_sock.fileno()), self.device, self.tmpdir,
                 str(os.getpid())]  # fmt: skip
         with open(self.log_path, "ab") as log:
             self.proc = _spawn(

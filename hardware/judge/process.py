@@ -1,8 +1,8 @@
-"""The judge's process: `python -m kernelwright.hardware.judge_process FD DEVICE TMPDIR PARENT_PID`.
+"""The judge's process: `python -m kernelwright.hardware.judge.process FD DEVICE TMPDIR PARENT_PID`.
 
-Started by `hardware.sandbox.WorkerPool`. It starts the judge's fork server first (hardware.forkserver_launch,
+Started by `hardware.judge.pool.WorkerPool`. It starts the judge's fork server first (hardware.isolation.forkserver_launch,
 no torch here yet), so that the fork server and this process import torch and Triton at the same time
-(about 1.5 s each on a CPU), then imports and runs the judge (hardware.judge) until its pool stops it
+(about 1.5 s each on a CPU), then imports and runs the judge (hardware.judge.server) until its pool stops it
 or goes away.
 """
 
@@ -19,11 +19,11 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING
 
-from kernelwright.hardware.confine import die_with_parent
-from kernelwright.hardware.forkserver_launch import launch_fork_server
+from kernelwright.hardware.isolation.confine import die_with_parent
+from kernelwright.hardware.isolation.forkserver_launch import launch_fork_server
 
 if TYPE_CHECKING:
-    from kernelwright.hardware.judge import Judge
+    from kernelwright.hardware.judge.server import Judge
 
 
 def _watch_parent(parent_pid: int, tmpdir: str) -> None:
@@ -52,8 +52,8 @@ def main(argv: list[str]) -> None:
         try:
             gpu = os.environ.get("CUDA_VISIBLE_DEVICES") if device == "cuda" else None
             launched = launch_fork_server(device, gpu, tmpdir)
-            from kernelwright.hardware.candidate_process import ForkServer
-            from kernelwright.hardware.judge import Judge
+            from kernelwright.hardware.isolation.candidate_process import ForkServer
+            from kernelwright.hardware.judge.server import Judge
 
             judge = Judge(conn, device, tmpdir, ForkServer(device, gpu, tmpdir, launched))
         except Exception:

@@ -1,7 +1,7 @@
 """What a judge keeps per task: the shapes it verifies on, the reference models and their cached samples,
 the device buffers lent to candidate processes, and the per-task decisions (modes, lean, fit).
 
-Plain records; the judge's stages (hardware.judge_reference, judge_session, judge_verification,
+Plain records; the judge's stages (hardware.judge.reference, judge_session, judge_verification,
 judge_timing) fill and read them. Nothing here is sent to a candidate process.
 """
 
@@ -79,7 +79,7 @@ class Reference:
 
 @dataclass
 class Exchange:
-    """Device buffers for one shape, exported to candidate processes (hardware.cuda_ipc)."""
+    """Device buffers for one shape, exported to candidate processes (hardware.isolation.cuda_ipc)."""
 
     inputs: list[Any]
     outputs: list[Any]
@@ -111,7 +111,7 @@ class TaskState:
     lean: bool = False
     """A large task: one trial's inputs and outputs held at a time (recomputed per candidate), no float64
     reference unless it fits (lean_float64), no copies the judge can do without, other tasks' state dropped
-    (see ReferenceCache.fits in hardware.judge_reference)."""
+    (see ReferenceCache.fits in hardware.judge.reference)."""
     lean_float64: bool = False
     """A lean task whose float64 reference fits the memory bound (see lean_float64_fits)."""
     footprint_checked: bool = False

@@ -2,7 +2,7 @@
 shape, the pristine inputs and expected outputs per trial (float64 too, within a time share), the modes
 the task is verified in, the ops the reference dispatches, and whether judging the task fits the GPU.
 
-It knows nothing of candidates: the judge's other parts (hardware.judge_session, judge_verification,
+It knows nothing of candidates: the judge's other parts (hardware.judge.session, judge_verification,
 judge_timing) read what it holds. A large task is judged lean (see ReferenceCache.fits): one trial's
 tensors at a time.
 """
@@ -15,13 +15,13 @@ import time
 from collections import OrderedDict
 from typing import Any
 
-from kernelwright.hardware.evidence import fingerprint
 from kernelwright.hardware.failures import classify_exception
-from kernelwright.hardware.judge_device import Device
-from kernelwright.hardware.judge_inputs import LEAN_BYTES, lean_float64_fits, needed_bytes, perturb_
-from kernelwright.hardware.judge_job import Budget, Unverifiable
-from kernelwright.hardware.judge_records import Reference, Sample, Shape, TaskState
-from kernelwright.hardware.judge_tensors import (
+from kernelwright.hardware.judge.device import Device
+from kernelwright.hardware.judge.evidence import fingerprint
+from kernelwright.hardware.judge.inputs import LEAN_BYTES, lean_float64_fits, needed_bytes, perturb_
+from kernelwright.hardware.judge.job import Budget, Unverifiable
+from kernelwright.hardware.judge.records import Reference, Sample, Shape, TaskState
+from kernelwright.hardware.judge.tensors import (
     bitwise_equal,
     clone,
     detach,
@@ -32,7 +32,7 @@ from kernelwright.hardware.judge_tensors import (
 )
 
 # The float64 run's cost before it was measured: the float32 run's times this (see _FP64_BUDGET_SHARE in
-# hardware.judge).
+# hardware.judge.server).
 _FP64_COST_FACTOR = 32.0
 _TASK_CACHE_SIZE = 3
 
@@ -66,7 +66,7 @@ class ReferenceCache:
 
         A large task (own footprint over LEAN_BYTES) is judged lean: one trial's tensors at a time, no
         float64 reference unless lean_float64_fits, the candidate's output compared where it lies in the lent buffer, and the other
-        tasks' state dropped first. It then needs needed_bytes (hardware.judge_inputs): about 2x the inputs, 3x the
+        tasks' state dropped first. It then needs needed_bytes (hardware.judge.inputs): about 2x the inputs, 3x the
         outputs and 2x the parameters, plus ~1 GiB of contexts and L2-flush buffers. If that does not fit: one harness_error that says what it
         needs and what is free, instead of a string of out-of-memory failures. The figures go into
         `extra["memory"]` (a result's extra), the first time the task is checked.
@@ -160,7 +160,7 @@ class ReferenceCache:
         """Pristine inputs and the reference outputs for one trial in one mode, computed once per job.
         The forward starts from the reference's starting state, which is restored after it. `budget`: the
         job's time for float64 runs of the reference."""
-        from kernelwright.hardware.verify import needs_float64_reference
+        from kernelwright.hardware.judge.compare import needs_float64_reference
 
         key = (seed, precision, mode)
         sample = ref.samples.get(key)
@@ -211,7 +211,7 @@ class ReferenceCache:
         value (harness_error: the search stops); in train mode only (dropout), it is verified in eval mode
         only; output that differs between train and eval, or buffers that forward updates, are verified in
         both (buffers compared too)."""
-        from kernelwright.hardware.verify import compare_outputs
+        from kernelwright.hardware.judge.compare import compare_outputs
 
         if task.modes is not None:
             return
@@ -298,7 +298,7 @@ class ReferenceCache:
         """The compute ops the reference dispatches (recorded once per task, on its smallest shape)."""
         from torch.utils._python_dispatch import _pop_mode, _push_mode
 
-        from kernelwright.hardware.evidence import Recorder, RecordingMode, compute_ops
+        from kernelwright.hardware.judge.evidence import Recorder, RecordingMode, compute_ops
 
         if task.reference_ops is None:
             rec = Recorder()

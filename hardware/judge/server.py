@@ -1,8 +1,8 @@
 """The judge: the process that owns the references and issues every verdict, and never imports a candidate.
 
-Started by `hardware.sandbox.WorkerPool` through hardware.judge_process, one per GPU (N on CPU), and kept for
+Started by `hardware.judge.pool.WorkerPool` through hardware.judge.process, one per GPU (N on CPU), and kept for
 many jobs so references stay warm. For each job it starts a fresh candidate process through its fork server
-(hardware.forkserver), confined, and drives it over a JSON channel (hardware.channel, hardware.runner): the
+(hardware.isolation.forkserver), confined, and drives it over a JSON channel (hardware.isolation.channel, hardware.candidate.runner): the
 candidate process gets the source, constructor arguments, the reference's perturbed parameters and each
 trial's inputs; the judge keeps the pristine inputs, the expected outputs, the tolerances and the timing
 checks, and reads back only sealed shared-memory tensors and JSON. A candidate process that dies, hangs,
@@ -19,7 +19,7 @@ Protocol with the pool (multiprocessing.connection over a socketpair; both sides
 The judge enforces the candidate stages' time limits itself (it kills the candidate process); the pool
 keeps an outer limit for the judge's own work (the reference, the baseline) and as a safety net.
 
-Verification (hardware.verify has the tolerance table):
+Verification (hardware.judge.compare has the tolerance table):
 - the reference `Model` is built from the task's init inputs with torch seeded, then its floating
   parameters and buffers are perturbed (with a seed of the job's own, drawn from the OS), so a kernel
   that ignores a parameter whose default value is neutral (a LayerNorm's weight and bias) fails, and
@@ -31,34 +31,34 @@ Verification (hardware.verify has the tolerance table):
   there at such a size;
 - every trial uses fresh inputs from a seed of its own, drawn from the OS for the job (never from the
   configured seed: a candidate cannot know or reproduce them; the result lists them after the verdict,
-  hardware.judge_inputs.JobSeeds); the model instance is kept across trials, so a result cached from an
+  hardware.judge.inputs.JobSeeds); the model instance is kept across trials, so a result cached from an
   earlier call fails a later one; inputs must be unchanged after forward (or changed exactly as the
   reference changes them);
 - the output's structure must match the reference's exactly (a tensor is not a one-element list),
   every tensor a plain torch.Tensor, same shape, dtype and device, then values within tolerance, NaN
   and inf included; memory forward allocates reads as NaN unless written (the candidate side poisons
   it and fails a candidate that switches the poisoning off);
-- runtime evidence (hardware.evidence) from every forward whose output the judge reads: the output
+- runtime evidence (hardware.judge.evidence) from every forward whose output the judge reads: the output
   must come from Triton kernels' writes, not from torch ops with kernels beside them, and nothing may
   run out of sight (no thread started, no memory changed that no recorded op wrote);
 - in strict precision, float32 outputs are also compared against a float64 run of the reference with
-  an allowance for the reference's own rounding error (hardware.verify).
+  an allowance for the reference's own rounding error (hardware.judge.compare).
 
 Timing (GPU): the candidate process times its calls with CUDA events (L2 flushed before each), the
 judge times the eager reference the same way, in alternating rounds (each side first in every other
-round, each making as many calls as its own time fits in a round: hardware.judge_timing.calls_per_round);
+round, each making as many calls as its own time fits in a round: hardware.judge.timing.calls_per_round);
 the judge then times a synchronised loop of candidate calls with its own wall clock and fails a
 candidate whose reported times are far below it; last, the timed inputs get new contents (a fresh seed of their own) and the
 answer must follow. The torch.compile'd reference is timed once per task in the judge, in alternating
-rounds with eager, cached on disk; a candidate is compared with it through eager (hardware.judge_timing).
+rounds with eager, cached on disk; a candidate is compared with it through eager (hardware.judge.timing).
 
 The parts, one module each, composed here (the Judge serves the pool and runs a job; it holds no state
-of one job): one job's request and state, passed to every part (hardware.judge_job); the device and
-torch (hardware.judge_device); what is kept per task (hardware.judge_records); shapes, seeds and the
-memory bound (hardware.judge_inputs); the reference cache, which knows nothing of candidates
-(hardware.judge_reference); the session with one candidate process, over hardware.candidate_process
-(hardware.judge_session); verification (hardware.judge_verification) and timing
-(hardware.judge_timing), functions of the job, the reference cache and the session. A new check on
+of one job): one job's request and state, passed to every part (hardware.judge.job); the device and
+torch (hardware.judge.device); what is kept per task (hardware.judge.records); shapes, seeds and the
+memory bound (hardware.judge.inputs); the reference cache, which knows nothing of candidates
+(hardware.judge.reference); the session with one candidate process, over hardware.isolation.candidate_process
+(hardware.judge.session); verification (hardware.judge.verification) and timing
+(hardware.judge.timing), functions of the job, the reference cache and the session. A new check on
 what a candidate returns goes in judge_verification (per trial) or judge_session (per reply).
 """
 
@@ -71,11 +71,11 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import Any
 
-from kernelwright.hardware.candidate_process import CandidateGone, CandidateProcess, ForkServer
 from kernelwright.hardware.config import EvalConfig
 from kernelwright.hardware.failures import classify_exception, tail
-from kernelwright.hardware.judge_device import Device
-from kernelwright.hardware.judge_inputs import (
+from kernelwright.hardware.isolation.candidate_process import CandidateGone, CandidateProcess, ForkServer
+from kernelwright.hardware.judge.device import Device
+from kernelwright.hardware.judge.inputs import (
     LEAN_BYTES,
     draw_seeds,
     lean_float64_fits,
@@ -83,13 +83,13 @@ from kernelwright.hardware.judge_inputs import (
     trial_count,
     verified_shapes,
 )
-from kernelwright.hardware.judge_job import Budget, Job, JobRequest, Stop, Unverifiable
-from kernelwright.hardware.judge_records import Reference
-from kernelwright.hardware.judge_reference import ReferenceCache
-from kernelwright.hardware.judge_session import CandidateSession, IpcState
-from kernelwright.hardware.judge_tensors import tensors_of
-from kernelwright.hardware.judge_timing import paired_speedup_from_ratios, time_candidate
-from kernelwright.hardware.judge_verification import verify
+from kernelwright.hardware.judge.job import Budget, Job, JobRequest, Stop, Unverifiable
+from kernelwright.hardware.judge.records import Reference
+from kernelwright.hardware.judge.reference import ReferenceCache
+from kernelwright.hardware.judge.session import CandidateSession, IpcState
+from kernelwright.hardware.judge.tensors import tensors_of
+from kernelwright.hardware.judge.timing import paired_speedup_from_ratios, time_candidate
+from kernelwright.hardware.judge.verification import verify
 from kernelwright.hardware.result import EvalResult, Versions
 
 __all__ = [
@@ -133,7 +133,7 @@ class Judge:
     fork server)."""
 
     def __init__(self, conn: Connection, device: str, tmpdir: str, forkserver: ForkServer) -> None:
-        """`forkserver`: this judge's, already launched (hardware.judge_process starts it first)."""
+        """`forkserver`: this judge's, already launched (hardware.judge.process starts it first)."""
         import torch
         import triton
 

@@ -5,7 +5,7 @@ each trial's inputs (`call`, through host shared memory or device buffers lent o
 `attach`); reads back only sealed memfds or the lent buffers, checked against the declared structure
 (`_rebuild`, `_from_exchange`, `_tensor_descs`); checks that inputs were left as they were and that
 the buffers a forward updates match the reference's (`_check_buffers`). Every failure ends the job
-through `Job.fail` (hardware.judge_job).
+through `Job.fail` (hardware.judge.job).
 
 Nothing a reply describes is mapped before two checks: that the reply is the runner's own (a ping
 right after it must be answered by a pong: a frame candidate code wrote during forward would have
@@ -20,8 +20,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from kernelwright.hardware.candidate_process import CandidateProcess
-from kernelwright.hardware.channel import (
+from kernelwright.hardware.isolation.candidate_process import CandidateProcess
+from kernelwright.hardware.isolation.channel import (
     ProtocolError,
     SharedTensor,
     check_sealed,
@@ -31,10 +31,10 @@ from kernelwright.hardware.channel import (
     parse_description,
     tensor_nbytes,
 )
-from kernelwright.hardware.judge_device import Device
-from kernelwright.hardware.judge_job import Job
-from kernelwright.hardware.judge_records import Exchange, Reference, Sample, Shape
-from kernelwright.hardware.judge_tensors import bitwise_equal, tensors_of
+from kernelwright.hardware.judge.device import Device
+from kernelwright.hardware.judge.job import Job
+from kernelwright.hardware.judge.records import Exchange, Reference, Sample, Shape
+from kernelwright.hardware.judge.tensors import bitwise_equal, tensors_of
 
 
 @dataclass
@@ -167,7 +167,7 @@ class CandidateSession:
     def _check_buffers(self, descs: list[Any], fds: list[int], sample: Sample, mode: str,
                        stage: str) -> None:  # fmt: skip
         """The candidate's buffers after forward (running stats) against the reference's, every one."""
-        from kernelwright.hardware.verify import compare_tensor
+        from kernelwright.hardware.judge.compare import compare_tensor
 
         job = self.job
         got: dict[str, Any] = {}
@@ -205,7 +205,7 @@ class CandidateSession:
     def _from_exchange(self, structure: Any, exchange: Exchange, *, copy: bool = True) -> Any:
         """The candidate's output, copied at once out of the lent output buffers into the judge's memory.
         Without `copy` (a large task): the lent buffers themselves, which the comparison reads a chunk at a
-        time into its own float64 copies (hardware.verify._Pieces), so what is judged is still what the
+        time into its own float64 copies (hardware.judge.compare._Pieces), so what is judged is still what the
         buffer held when it was read, at no extra output-sized copy."""
         job = self.job
         try:
@@ -230,7 +230,7 @@ class CandidateSession:
             return
         try:
             if ref.exchange is None:
-                from kernelwright.hardware.cuda_ipc import ExportedBuffer
+                from kernelwright.hardware.isolation.cuda_ipc import ExportedBuffer
 
                 ref.exchange = Exchange(
                     [ExportedBuffer(list(t.shape), t.dtype) for t in tensors_of(sample.inputs)],

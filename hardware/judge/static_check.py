@@ -19,7 +19,7 @@ Reported, not rejected: torch ops that remain in the candidate (`torch.matmul`, 
 layout (`empty`, `empty_like`, `view`, `reshape`, `contiguous`, `stride`, casts) are not counted.
 
 These checks are cheap early rejections, never proof: source text can hide what it does (getattr,
-aliases, operators). The judge decides from what forward actually ran (hardware.evidence): a forward
+aliases, operators). The judge decides from what forward actually ran (hardware.judge.evidence): a forward
 whose output no Triton kernel wrote fails as a torch fallback however its source looks.
 """
 

@@ -9,7 +9,7 @@ from typing import Any
 def tensors_of(value: Any) -> list[Any]:
     import torch
 
-    from kernelwright.hardware.verify import flatten_outputs
+    from kernelwright.hardware.judge.output_structure import flatten_outputs
 
     return [v for v in flatten_outputs(value) if isinstance(v, torch.Tensor)]
 

@@ -9,15 +9,15 @@ import sys
 import time
 from typing import Any
 
-from kernelwright.hardware.channel import close_fds
 from kernelwright.hardware.config import EvalConfig
-from kernelwright.hardware.judge_device import Device
-from kernelwright.hardware.judge_job import Job
-from kernelwright.hardware.judge_records import Reference, TaskState
-from kernelwright.hardware.judge_reference import ReferenceCache
-from kernelwright.hardware.judge_session import CandidateSession
-from kernelwright.hardware.judge_tensors import clone, tensors_of
-from kernelwright.hardware.judge_verification import judge_evidence
+from kernelwright.hardware.isolation.channel import close_fds
+from kernelwright.hardware.judge.device import Device
+from kernelwright.hardware.judge.job import Job
+from kernelwright.hardware.judge.records import Reference, TaskState
+from kernelwright.hardware.judge.reference import ReferenceCache
+from kernelwright.hardware.judge.session import CandidateSession
+from kernelwright.hardware.judge.tensors import clone, tensors_of
+from kernelwright.hardware.judge.verification import judge_evidence
 
 _ROUNDS = 10
 _MAX_CALLS_PER_ROUND = 200
@@ -69,8 +69,8 @@ def _time_eager_calls(device: Device, ref: Reference, args: list[Any], reps: int
 def time_candidate(job: Job, references: ReferenceCache, session: CandidateSession, task: TaskState,
                    ref: Reference) -> None:  # fmt: skip
     """The timing stage on `ref`'s shape (see the module docstring); fills the result's times and speedups."""
+    from kernelwright.hardware.judge.compare import compare_outputs
     from kernelwright.hardware.timing import flush_bytes, summarize
-    from kernelwright.hardware.verify import compare_outputs
 
     cfg, res, seeds, device = job.cfg, job.result, job.seeds, session.device
     res.stage = "timing"

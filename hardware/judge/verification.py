@@ -1,27 +1,27 @@
-"""The judge's verification stage: every trial on every shape compared with the reference (hardware.verify
-has the tolerance table), the runtime evidence of every forward analysed (hardware.evidence, as each call
-is read: hardware.judge_session) and, on a GPU, the library kernels the profiler saw in one more forward
+"""The judge's verification stage: every trial on every shape compared with the reference (hardware.judge.compare
+has the tolerance table), the runtime evidence of every forward analysed (hardware.judge.evidence, as each call
+is read: hardware.judge.session) and, on a GPU, the library kernels the profiler saw in one more forward
 cross-checked against recorded torch ops. Functions of the job, the reference cache
-(hardware.judge_reference) and the candidate session (hardware.judge_session)."""
+(hardware.judge.reference) and the candidate session (hardware.judge.session)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from kernelwright.hardware.evidence import Provenance
-from kernelwright.hardware.judge_job import Job
-from kernelwright.hardware.judge_records import Reference, Sample, Shape, TaskState
-from kernelwright.hardware.judge_reference import ReferenceCache
-from kernelwright.hardware.judge_session import CandidateSession
-from kernelwright.hardware.judge_tensors import tensors_of
+from kernelwright.hardware.judge.evidence import Provenance
+from kernelwright.hardware.judge.job import Job
+from kernelwright.hardware.judge.records import Reference, Sample, Shape, TaskState
+from kernelwright.hardware.judge.reference import ReferenceCache
+from kernelwright.hardware.judge.session import CandidateSession
+from kernelwright.hardware.judge.tensors import tensors_of
 
 
 def verify(job: Job, references: ReferenceCache, session: CandidateSession, task: TaskState, shapes: list[Shape],
            refs: dict[str, Reference]) -> None:  # fmt: skip
     """Every trial on every shape: the candidate's output against the reference's, its evidence judged.
     Sets the result's errors, tolerance and trials; `job.fail` on the first that does not pass."""
-    from kernelwright.hardware.judge_inputs import trial_count
-    from kernelwright.hardware.verify import compare_outputs
+    from kernelwright.hardware.judge.compare import compare_outputs
+    from kernelwright.hardware.judge.inputs import trial_count
 
     cfg, res, seeds = job.cfg, job.result, job.seeds
     assert seeds is not None
@@ -89,8 +89,8 @@ def verify(job: Job, references: ReferenceCache, session: CandidateSession, task
 
 
 def judge_evidence(job: Job, reply: dict[str, Any]) -> Provenance:
-    """The runtime evidence of one call (hardware.evidence.analyse), failing the candidate on it."""
-    from kernelwright.hardware.evidence import analyse
+    """The runtime evidence of one call (hardware.judge.evidence.analyse), failing the candidate on it."""
+    from kernelwright.hardware.judge.evidence import analyse
 
     report = reply.get("evidence")
     if not isinstance(report, dict):

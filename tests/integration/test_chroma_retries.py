@@ -362,7 +362,7 @@ def test_an_optimize_run_stopped_by_the_memory_server_resumes_where_it_stopped(
     """The server refuses every write (503) past the retry budget: the run stops at its last checkpoint
     with exit 3 and the command to continue it; once the server is back, --resume finishes it and its
     cases are in the server's memory."""
-    from kernelwright.graphs.cli import main as cli_main
+    from kernelwright.cli.main import main as cli_main
 
     monkeypatch.setenv(http_retry.ENV_RETRY_S, "0.3")
     down = {"writes": True}

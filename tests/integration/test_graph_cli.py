@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelwright.graphs.cli import main as cli_main
+from kernelwright.cli.main import main as cli_main
 from kernelwright.nodes import resources
 from tests.fakes.chat import fenced
 from tests.fakes.kernels import relu_compile_error, relu_kernel

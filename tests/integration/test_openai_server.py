@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from kernelwright.graphs.cli import main as cli_main
+from kernelwright.cli.main import main as cli_main
 from kernelwright.graphs.context import Context
 from kernelwright.graphs.optimize import builder, run_optimize, serializer
 from kernelwright.memory import open_memory

@@ -67,7 +67,7 @@ def test_kill_mid_run_then_resume(tmp_path):
     memory = tmp_path / "memory"
     with FakeOpenAIServer([], model="fake-coder", default=answer) as server:
         cmd = [
-            sys.executable, "-m", "kernelwright.graphs.cli", "optimize", RELU,
+            sys.executable, "-m", "kernelwright.cli.main", "optimize", RELU,
             "--model", "fake-coder", "--base-url", server.base_url,
             "--budget", str(BUDGET), "--device", "cpu", "--workers", "1",
             "--memory", str(memory), "--out", str(run_dir),
@@ -87,7 +87,7 @@ def test_kill_mid_run_then_resume(tmp_path):
         assert not (run_dir / "result.json").exists()
 
         resumed = subprocess.run(
-            [sys.executable, "-m", "kernelwright.graphs.cli", "optimize", "--resume", str(run_dir), "--json"],
+            [sys.executable, "-m", "kernelwright.cli.main", "optimize", "--resume", str(run_dir), "--json"],
             cwd=ROOT,
             env=_env(),
             capture_output=True,

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelwright.graphs.bench_folder import LEDGER_FILE
-from kernelwright.graphs.cli import main as cli_main
+from kernelwright.bench.folder import LEDGER_FILE
+from kernelwright.cli.main import main as cli_main
 from kernelwright.nodes import resources
 from tests import browser
 
@@ -126,7 +126,7 @@ def workers_of(bench: Path) -> list[int]:
             state = (proc / "stat").read_text().split(")")[-1].split()[0]
         except OSError:
             continue
-        if b"kernelwright.graphs.bench_worker" in cmd and str(bench).encode() in cmd and state != "Z":
+        if b"kernelwright.bench.worker" in cmd and str(bench).encode() in cmd and state != "Z":
             pids.append(int(proc.name))
     return pids
 
@@ -290,7 +290,7 @@ def test_bad_input_is_one_line_and_nothing_is_made(tmp_path, capsys):
 def test_a_bench_folder_is_run_by_one_process_at_a_time(tmp_path, capsys):
     import fcntl
 
-    from kernelwright.graphs.bench_folder import create, discover
+    from kernelwright.bench.folder import create, discover
     from kernelwright.graphs.context import Context
 
     suite = make_suite(tmp_path / "suite", {"01_relu": "relu"})
@@ -384,8 +384,8 @@ def test_two_workers_share_the_queue(tmp_path):
     once, both workers get work."""
     from rich.console import Console
 
-    from kernelwright.graphs.bench import Slot, run_bench
-    from kernelwright.graphs.bench_folder import create, discover
+    from kernelwright.bench.coordinator import Slot, run_bench
+    from kernelwright.bench.folder import create, discover
     from kernelwright.graphs.context import Context
 
     suite = make_suite(tmp_path / "suite", {f"{i:02d}_t": "relu" if i % 2 else "scale" for i in range(1, 5)})

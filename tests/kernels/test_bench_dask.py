@@ -1,4 +1,4 @@
-"""`kernelwright bench --cluster`: the bench's tasks on a Dask cluster (graphs/bench_dask.py), on CPU.
+"""`kernelwright bench --cluster`: the bench's tasks on a Dask cluster (bench/dask.py), on CPU.
 
 A local cluster of two worker processes runs a suite while one worker is killed in the middle of a task
 (some of its candidates judged, not all): the task is resumed on a worker from its run directory, judges
@@ -23,7 +23,7 @@ pytest.importorskip("distributed")
 
 
 def test_bad_cluster_values_are_one_line(tmp_path, capsys):
-    from kernelwright.graphs.cli import main as cli_main
+    from kernelwright.cli.main import main as cli_main
 
     suite = make_suite(tmp_path / "suite", {"01_relu": "relu"})
     code = cli_main(

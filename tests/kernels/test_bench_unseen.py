@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from kernelwright.graphs.bench_unseen import seen_shapes, unseen_sizes
+from kernelwright.bench.unseen import seen_shapes, unseen_sizes
 from tests.fakes.chat import fenced
 from tests.kernels.test_bench_cli import KW, _env, ledger
 
@@ -84,7 +84,7 @@ def test_the_unseen_sizes_are_ones_the_search_never_verified():
 
 
 def test_a_kernel_with_a_traced_size_does_not_hold_and_a_generic_one_does(tmp_path):
-    from kernelwright.graphs.bench_unseen import judge_unseen
+    from kernelwright.bench.unseen import judge_unseen
     from kernelwright.nodes.run_context import Context
 
     path = tmp_path / "rows.py"
@@ -140,7 +140,7 @@ def test_bench_reports_whether_each_best_kernel_holds_at_unseen_sizes(tmp_path):
 
 
 def test_unseen_is_checked_and_is_a_setting_resume_does_not_change(tmp_path, capsys):
-    from kernelwright.graphs.cli import main as cli_main
+    from kernelwright.cli.main import main as cli_main
 
     (tmp_path / "t").mkdir()
     with pytest.raises(SystemExit) as bad:

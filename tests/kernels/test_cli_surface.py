@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import kernelwright
-from kernelwright.graphs.cli import main as cli_main
+from kernelwright.cli.main import main as cli_main
 from kernelwright.graphs.context import Context
 from kernelwright.nodes import resources
 

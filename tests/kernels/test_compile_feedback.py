@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelwright.hardware.compile_feedback import compile_for_target
+from kernelwright.hardware.compile.feedback import compile_for_target
 from kernelwright.tasks import bundled_suite_dir
 from kernelwright.tasks.task import Task
 
@@ -257,7 +257,7 @@ def test_a_half_matmul_compiles_the_kernel_its_target_runs(tmp_path, monkeypatch
 
     import torch
 
-    from kernelwright.hardware.compile_feedback import CAPTURE_TMA_ENV, _child_env
+    from kernelwright.hardware.compile.feedback import CAPTURE_TMA_ENV, _child_env
     from kernelwright.providers.offline import write_program
     from kernelwright.providers.offline.emit.emit import HELPERS
     from tests.fakes.writer import writer_prompt
@@ -290,7 +290,7 @@ def test_a_plain_bf16_product_compiles_its_gluon_gemm_for_sm90_only(tmp_path, st
     capture takes the Triton twin, as that GPU would."""
     import json
 
-    from kernelwright.hardware.compile_feedback import CAPTURE_WS_ENV, _child_env
+    from kernelwright.hardware.compile.feedback import CAPTURE_WS_ENV, _child_env
     from kernelwright.providers.offline import parse_meta, write_program
     from kernelwright.providers.offline.emit.emit_gluon import ws_smem_bytes
     from tests.fakes.writer import writer_prompt
@@ -328,7 +328,7 @@ def test_a_warm_server_reports_what_a_cold_process_reports(monkeypatch):
 
 def test_servers_inherited_through_a_fork_are_left_to_their_owner(monkeypatch):
     """A copy of the caller made by fork() must not talk over its parent's server pipes: it starts its own."""
-    from kernelwright.hardware import compile_server
+    from kernelwright.hardware.compile import server as compile_server
 
     class Stub:
         def __init__(self, env):

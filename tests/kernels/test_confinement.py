@@ -27,10 +27,11 @@ from pathlib import Path
 import pytest
 
 from kernelwright import IMPORT_ROOT
-from kernelwright.hardware import WorkerPool, memory_cap
-from kernelwright.hardware.compile_feedback import compile_for_target
-from kernelwright.hardware.confine import CANDIDATE_UID_BASE, Confinement, drop_privileges
-from kernelwright.hardware.memory_cap import cap_memory
+from kernelwright.hardware import WorkerPool
+from kernelwright.hardware.isolation import memory_cap
+from kernelwright.hardware.compile.feedback import compile_for_target
+from kernelwright.hardware.isolation.confine import CANDIDATE_UID_BASE, Confinement, drop_privileges
+from kernelwright.hardware.isolation.memory_cap import cap_memory
 from kernelwright.tasks import load_task
 
 HOSTILE = Path(__file__).parent / "hostile"
@@ -318,7 +319,7 @@ def test_an_honest_candidate_compiles_for_the_target_under_confinement():
 def test_a_bad_confinement_level_is_one_line_before_anything_runs(monkeypatch):
     env = {**os.environ, "KERNELWRIGHT_CONFINE": "bogus"}
     proc = subprocess.run(
-        [sys.executable, "-m", "kernelwright.graphs.cli", "eval", str(CANDIDATES / "task_relu.py"),
+        [sys.executable, "-m", "kernelwright.cli.main", "eval", str(CANDIDATES / "task_relu.py"),
          str(HOSTILE / "honest.py")],
         env=env, capture_output=True, text=True, timeout=120, cwd=ROOT,
     )  # fmt: skip
@@ -337,7 +338,7 @@ def test_a_proc_that_cannot_be_mounted_still_leaves_the_candidate_its_own_dev():
     script = textwrap.dedent(
         """
         import os, sys
-        from kernelwright.hardware import confine
+        from kernelwright.hardware.isolation import confine
         namespaces, problem = confine.enter_namespaces()
         if "mount" not in namespaces:
             print("SKIP", problem); sys.exit(0)

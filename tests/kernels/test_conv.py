@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from kernelwright.hardware import EvalConfig, EvalResult, WorkerPool
-from kernelwright.hardware.judge import PARAMETERS_NOTE
+from kernelwright.hardware.judge.server import PARAMETERS_NOTE
 from kernelwright.providers.offline.families.conv.conv import (
     ConvConfig,
     analyze_conv_task,
@@ -760,7 +760,7 @@ def test_the_direct_design_is_offered_for_short_reductions_only_and_compiles_for
     """published/36 (3 -> 64 channels, 3x3x3: 81 channels x taps) gets `direct` first; level2/09
     (16 input channels x 25 taps) does not. Compiled for an H100/H200 without a GPU: its first tiles do not
     spill (loads hoisted out of a fully unrolled loop once took 255 registers and spilled)."""
-    from kernelwright.hardware.compile_feedback import compile_for_target
+    from kernelwright.hardware.compile.feedback import compile_for_target
 
     short = (bundled_suite_dir("published") / "36_conv3d_16x3x64x64x64.py").read_text()
     plan = analyze_conv_task(short).plan

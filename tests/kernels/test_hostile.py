@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from kernelwright.hardware import EvalConfig, EvalResult, WorkerPool
-from kernelwright.hardware.confine import landlock_abi
+from kernelwright.hardware.isolation.confine import landlock_abi
 from kernelwright.tasks import load_task
 
 HOSTILE = Path(__file__).parent / "hostile"
@@ -304,7 +304,7 @@ def test_judge_and_candidates_die_with_their_parent(tmp_path):
 
     def left() -> list[int]:
         alive = [judge] if Path(f"/proc/{judge}").exists() and not _zombie(judge) else []
-        for p in _processes_with("kernelwright.hardware.forkserver"):
+        for p in _processes_with("kernelwright.hardware.isolation.forkserver"):
             args = _cmdline(p)
             if args and args[-1] == str(judge) and not _zombie(p):
                 alive.append(p)
@@ -340,7 +340,7 @@ def test_confinement_is_reported(pool, relu_task):
 
 def test_timing_timeout_is_a_failure():
     """A candidate that cannot be timed is not a result: a timeout in the timing stage fails it."""
-    from kernelwright.hardware.sandbox import WorkerPool as Pool
+    from kernelwright.hardware.judge.pool import WorkerPool as Pool
 
     pool = Pool.__new__(Pool)
     pool.device = "cpu"

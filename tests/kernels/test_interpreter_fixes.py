@@ -1,4 +1,4 @@
-"""The interpreter's bf16 dots and casts, as the judge's fork server runs them (hardware/interpreter_fixes.py)."""
+"""The interpreter's bf16 dots and casts, as the judge's fork server runs them (hardware/candidate/interpreter_fixes.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from tests.fakes.writer import run_interpreted
 PROGRAM = textwrap.dedent(
     """
     import torch, triton, triton.language as tl
-    from kernelwright.hardware import interpreter_fixes
+    from kernelwright.hardware.candidate import interpreter_fixes
 
     @triton.jit
     def k(a_ptr, b_ptr, c_ptr, x_ptr, h_ptr):
@@ -52,7 +52,7 @@ def test_bf16_dots_and_casts_match_a_gpu_with_the_fix_and_not_without():
 
 
 def test_the_fix_is_a_no_op_outside_the_interpreter(monkeypatch):
-    from kernelwright.hardware import interpreter_fixes
+    from kernelwright.hardware.candidate import interpreter_fixes
 
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     assert interpreter_fixes.apply() is False

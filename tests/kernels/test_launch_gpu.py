@@ -72,11 +72,11 @@ def test_the_kept_kernel_is_the_one_the_jit_compiled(program):
 
 
 def test_the_judge_records_each_launch_once_jit_or_direct(program):
-    """The judge's recorder (hardware/evidence) sees the JIT's launch and the direct one alike, once each."""
+    """The judge's recorder (hardware/judge/evidence) sees the JIT's launch and the direct one alike, once each."""
     from triton.compiler.compiler import CompiledKernel
     from triton.runtime.jit import JITFunction
 
-    from kernelwright.hardware.evidence import Recorder, install_launch_hooks
+    from kernelwright.hardware.judge.evidence import Recorder, install_launch_hooks
 
     originals = {cls: cls.__dict__["run"] for cls in (JITFunction, CompiledKernel)}
     recorder = Recorder(sync=torch.cuda.synchronize)

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from kernelwright.hardware import WorkerPool
-from kernelwright.hardware.channel import MAX_FDS, MAX_FRAME_FDS, Channel, ProtocolError, close_fds
+from kernelwright.hardware.isolation.channel import MAX_FDS, MAX_FRAME_FDS, Channel, ProtocolError, close_fds
 from kernelwright.tasks import load_task_source
 
 LAYERS = 100  # 100 x (weight, bias, buffer) = 300 state tensors

@@ -3,7 +3,7 @@
 K-major operands (KMAJOR=1: a transpose copy of a row-major B or a transposed A before the launch) with
 split-precision tensor-core dots (PREC=tf32x3), fp32 tiles split into bf16 parts (PREC=bf16x6, and
 bf16x3 where TF32 is allowed: the judge's fork server makes the interpreter's bf16 dots exact, see
-hardware/interpreter_fixes.py), and the dual kernel for two products sharing A (gate/up), on A @ B,
+hardware/candidate/interpreter_fixes.py), and the dual kernel for two products sharing A (gate/up), on A @ B,
 A.T @ B, bmm, nn.Linear and SwiGLU tasks at small odd shapes.
 """
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from kernelwright.graphs.cli_optimize import context_from_args
+from kernelwright.cli.optimize import context_from_args
 from kernelwright.graphs.context import Context
 from kernelwright.graphs.optimize import builder, serializer
 from kernelwright.memory import RuleCandidate, open_memory

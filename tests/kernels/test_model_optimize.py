@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelwright.graphs.cli import main as cli_main
+from kernelwright.cli.main import main as cli_main
 
 MLP = """
 import torch

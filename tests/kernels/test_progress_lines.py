@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from kernelwright.graphs.cli_optimize import ProgressPrinter
+from kernelwright.cli.optimize import ProgressPrinter
 from kernelwright.graphs.context import Context
 from kernelwright.graphs.optimize import run_optimize
 from kernelwright.nodes import resources

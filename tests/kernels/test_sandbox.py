@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kernelwright.hardware import EvalConfig, EvalResult, WorkerPool
-from kernelwright.hardware.judge import PARAMETERS_NOTE
+from kernelwright.hardware.judge.server import PARAMETERS_NOTE
 from kernelwright.tasks import load_task
 
 CANDIDATES = Path(__file__).parent / "candidates"

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kernelwright.hardware import sandbox
+from kernelwright.hardware.judge import pool as sandbox
 
 
 @pytest.fixture(autouse=True)

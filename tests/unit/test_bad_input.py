@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelwright.graphs.cli import main as cli_main
+from kernelwright.cli.main import main as cli_main
 
 ROOT = Path(__file__).resolve().parents[2]
 KW = ROOT / ".venv" / "bin" / "kernelwright"
@@ -208,7 +208,7 @@ def test_json_stdout_holds_only_the_json_whatever_the_process_and_its_children_p
     script = textwrap.dedent(
         """
         import json, subprocess, sys
-        from kernelwright.graphs.stdout_json import json_only_stdout, print_json
+        from kernelwright.cli.stdout_json import json_only_stdout, print_json
         with json_only_stdout():
             print("a stray print in this process")
             subprocess.run([sys.executable, "-c", "print('a child prints')"], check=True)

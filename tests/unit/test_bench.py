@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from kernelwright.graphs.bench import parse_gpus, plan_slots
-from kernelwright.graphs.bench_folder import LEDGER_FILE, BenchError, append_ledger, discover, read_ledger
-from kernelwright.graphs.bench_render import COMPILE_COLOR, EAGER_COLOR, write_suite
-from kernelwright.graphs.bench_report import P_GRID, TaskRow, build_suite, primary_family
+from kernelwright.bench.coordinator import parse_gpus, plan_slots
+from kernelwright.bench.folder import LEDGER_FILE, BenchError, append_ledger, discover, read_ledger
+from kernelwright.bench.render import COMPILE_COLOR, EAGER_COLOR, write_suite
+from kernelwright.bench.report import P_GRID, TaskRow, build_suite, primary_family
 from tests import browser
 
 TIMED = {"timing_meaningful": True}
@@ -238,8 +238,8 @@ def test_json_and_markdown_hold_the_same_numbers(tmp_path):
 
 
 def test_evaluations_to_best_is_the_best_candidates_place_and_sums_over_correct_tasks():
-    from kernelwright.graphs.bench_report import aggregate
-    from kernelwright.graphs.bench_worker import evaluations_to_best
+    from kernelwright.bench.report import aggregate
+    from kernelwright.bench.worker import evaluations_to_best
 
     nodes = [{"id": "n0", "action": None}] + [{"id": f"n{i}", "action": "small_step"} for i in (1, 2, 10, 3)]
     assert evaluations_to_best({"best": "n3", "nodes_detail": nodes}) == 3  # made n1, n2, n3, n10

@@ -1,8 +1,8 @@
-"""The candidate process's environment (hardware/candidate_env.minimal_env): toolchain settings pass, secrets do not."""
+"""The candidate process's environment (hardware/isolation/env.minimal_env): toolchain settings pass, secrets do not."""
 
 from __future__ import annotations
 
-from kernelwright.hardware.candidate_env import minimal_env
+from kernelwright.hardware.isolation.env import minimal_env
 
 
 def test_toolchain_settings_pass_and_secrets_do_not(monkeypatch):
@@ -22,7 +22,7 @@ def test_toolchain_settings_pass_and_secrets_do_not(monkeypatch):
 def test_compile_phases_get_the_candidates_environment(monkeypatch):
     """The offline compile feedback's phases import the candidate: the caller's keys stay out of them too."""
     from kernelwright import IMPORT_ROOT
-    from kernelwright.hardware.compile_feedback import phase_env
+    from kernelwright.hardware.compile.feedback import phase_env
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret")

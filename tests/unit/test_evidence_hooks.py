@@ -1,4 +1,4 @@
-"""The judge's launch hooks (hardware/evidence.install_launch_hooks) see a compiled kernel's launch too: a
+"""The judge's launch hooks (hardware/judge/evidence.install_launch_hooks) see a compiled kernel's launch too: a
 program that keeps the kernel Triton's JIT returned and launches it again (the generated programs' direct
 launch, `_kw_launch`) must be recorded as launching it, or the judge would read its forward as launching
 nothing. Without a GPU a compiled kernel cannot be built; one whose launcher is a Python function stands in
@@ -14,7 +14,7 @@ pytest.importorskip("triton")
 from triton.compiler.compiler import CompiledKernel  # noqa: E402
 from triton.runtime.jit import JITFunction  # noqa: E402
 
-from kernelwright.hardware.evidence import Recorder, install_launch_hooks  # noqa: E402
+from kernelwright.hardware.judge.evidence import Recorder, install_launch_hooks  # noqa: E402
 
 
 @pytest.fixture()

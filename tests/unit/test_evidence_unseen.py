@@ -1,7 +1,7 @@
-"""The recorder's memory check (hardware/evidence.Recorder): whatever a recorded op or launch reads, and
+"""The recorder's memory check (hardware/judge/evidence.Recorder): whatever a recorded op or launch reads, and
 whatever forward returns, must hold what the recorder last saw there; the thread-state counter the
-candidate process uses to see threads that ended (hardware/runner_guard); and the job's input seeds
-(hardware/judge_inputs)."""
+candidate process uses to see threads that ended (hardware/candidate/guard); and the job's input seeds
+(hardware/judge/inputs)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import pytest
 import torch
 from torch.utils._python_dispatch import _pop_mode, _push_mode
 
+from kernelwright.hardware.candidate.guard import thread_state_counter
 from kernelwright.hardware.config import EvalConfig
-from kernelwright.hardware.evidence import Recorder, RecordingMode, analyse
-from kernelwright.hardware.judge_inputs import draw_seeds
-from kernelwright.hardware.runner_guard import thread_state_counter
+from kernelwright.hardware.judge.evidence import Recorder, RecordingMode, analyse
+from kernelwright.hardware.judge.inputs import draw_seeds
 
 
 def recorded(before: list[torch.Tensor], forward, rec: Recorder | None = None) -> dict:

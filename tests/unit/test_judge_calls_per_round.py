@@ -1,6 +1,6 @@
-"""How many calls each side makes in a timing round (hardware.judge_timing.calls_per_round)."""
+"""How many calls each side makes in a timing round (hardware.judge.timing.calls_per_round)."""
 
-from kernelwright.hardware.judge_timing import calls_per_round
+from kernelwright.hardware.judge.timing import calls_per_round
 
 
 def test_each_side_fills_its_share_of_a_round_at_its_own_time_per_call():

@@ -1,4 +1,4 @@
-"""One job's request and state in the judge (hardware.judge_job): the pool's message validated on arrival,
+"""One job's request and state in the judge (hardware.judge.job): the pool's message validated on arrival,
 stage changes told to the pool with their deadline, and a candidate's reply ending the job with the
 right verdict."""
 
@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from kernelwright.hardware.config import EvalConfig
-from kernelwright.hardware.judge_job import Budget, Job, JobRequest, Stop
+from kernelwright.hardware.judge.job import Budget, Job, JobRequest, Stop
 from kernelwright.hardware.result import EvalResult
 
 

@@ -1,4 +1,4 @@
-"""Dependencies point one way: graphs -> nodes -> (providers, memory, hardware, tasks).
+"""Dependencies point one way: cli -> bench -> graphs -> nodes -> (providers, memory, hardware, tasks).
 
 nodes/ shares the run's types (Context, State, records) with graphs/ from below, so no module of nodes/
 names graphs/, not even for a type checker; and importing every nodes module loads no graphs module.
@@ -73,18 +73,18 @@ def test_importing_every_node_module_loads_no_graphs_module():
 
 
 def test_the_judges_entry_starts_its_fork_server_before_torch_is_imported():
-    """hardware.judge_process starts the fork server, then imports the judge: both import torch at once.
+    """hardware.judge.process starts the fork server, then imports the judge: both import torch at once.
     The package's names load on first use, so that entry (and `import kernelwright.hardware`) stays light;
     a name shared by a module and a function (static_check) is the function however the modules load."""
     script = (
         "import json, sys\n"
-        "import kernelwright.hardware, kernelwright.hardware.judge_process\n"
+        "import kernelwright.hardware, kernelwright.hardware.judge.process\n"
         "light = 'torch' not in sys.modules\n"
-        "import kernelwright.hardware.sandbox\n"
+        "import kernelwright.hardware.judge.pool\n"
         "from kernelwright.hardware import WorkerPool, static_check\n"
         "print(json.dumps([light, callable(static_check), WorkerPool.__module__]))\n"
     )
-    assert fresh_interpreter_json(script) == [True, True, "kernelwright.hardware.sandbox"]
+    assert fresh_interpreter_json(script) == [True, True, "kernelwright.hardware.judge.pool"]
 
 
 def test_the_memory_loads_neither_torch_nor_langchain():
@@ -107,7 +107,7 @@ def test_reading_a_run_loads_neither_the_graph_nor_torch():
     optimize graph, whose nodes import torch (it took 5.6 s, now ~0.5 s)."""
     script = (
         "import json, sys\n"
-        "import kernelwright.graphs.run_files, kernelwright.graphs.cli_show\n"
+        "import kernelwright.graphs.run_files, kernelwright.cli.show\n"
         "heavy = sorted(m for m in ('torch', 'triton', 'kernelwright.graphs.optimize') if m in sys.modules)\n"
         "print(json.dumps(heavy))\n"
     )

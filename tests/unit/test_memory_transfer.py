@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelwright.graphs.cli import main
+from kernelwright.cli.main import main
 from kernelwright.hardware.result import Versions
 from kernelwright.memory import Case, MemoryImportError, RuleCandidate, open_memory
 from kernelwright.tasks.task import TaskSignature

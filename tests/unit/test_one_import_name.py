@@ -44,7 +44,7 @@ def test_no_folder_loads_under_its_bare_name_from_the_repository_root() -> None:
         "        print(e)\n"
         "    else:\n"
         "        print('LOADED', name)\n"
-        "import kernelwright.nodes.records, kernelwright.graphs.cli\n"
+        "import kernelwright.nodes.records, kernelwright.cli.main\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in "
         f"{SUBPACKAGES!r}))\n"
     )

@@ -43,6 +43,8 @@ ALLOWED = {
     "memory": {"tasks", "hardware", "providers"},
     "nodes": {"tasks", "hardware", "providers", "memory", "graphs.context"},
     "graphs": {"tasks", "hardware", "providers", "memory", "nodes"},
+    "bench": {"tasks", "hardware", "providers", "memory", "nodes", "graphs"},
+    "cli": {"tasks", "hardware", "providers", "memory", "nodes", "graphs", "bench"},
 }
 
 

@@ -9,10 +9,11 @@ import sys
 import zipfile
 from pathlib import Path
 
+from kernelwright import SUBPACKAGES
 from kernelwright.tasks import BUNDLED_SUITES
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGE_FOLDERS = ("graphs", "nodes", "providers", "memory", "hardware", "tasks")
+PACKAGE_FOLDERS = SUBPACKAGES
 
 
 def _copy_of_the_project(dest: Path) -> Path:
@@ -52,4 +53,4 @@ def test_wheel_holds_every_bundled_task_and_the_build_warns_of_no_ignored_packag
         assert tasks, suite
         missing = [t for t in tasks if f"kernelwright/tasks/{suite}/{t}" not in names]
         assert not missing, f"{suite}: {missing}"
-    assert "kernelwright/tasks/loader.py" in names and "kernelwright/graphs/cli.py" in names
+    assert "kernelwright/tasks/loader.py" in names and "kernelwright/cli/main.py" in names

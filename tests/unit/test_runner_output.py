@@ -12,8 +12,8 @@ import weakref
 import pytest
 import torch
 
-from kernelwright.hardware.runner import encode_output
-from kernelwright.hardware.runner_guard import Failed
+from kernelwright.hardware.candidate.guard import Failed
+from kernelwright.hardware.candidate.runner import encode_output
 
 
 def test_structure_and_tensors_in_order():

@@ -1,4 +1,4 @@
-"""hardware.static_check on candidate source strings (nothing is executed)."""
+"""hardware.judge.static_check on candidate source strings (nothing is executed)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from kernelwright.hardware.static_check import static_check
+from kernelwright.hardware.judge.static_check import static_check
 
 HEADER = """
 import torch

@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from kernelwright.graphs.cli import main as cli_main
+from kernelwright.cli.main import main as cli_main
 from kernelwright.tasks import load_task
 from kernelwright.tasks.generate import EXTRA_HEADS, HEADS, generate_task, generate_tasks
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernelwright.graphs.cli import main as cli_main
+from kernelwright.cli.main import main as cli_main
 from kernelwright.tasks import bundled_suite_dir, load_task, load_task_source
 from kernelwright.tasks.module import exec_task_module, task_init_inputs, task_inputs
 from kernelwright.tasks.variant import dtype_variant

@@ -1,11 +1,11 @@
-"""The tolerance table, NaN/inf handling and the mismatch report of hardware.verify."""
+"""The tolerance table, NaN/inf handling and the mismatch report of hardware.judge.compare."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from kernelwright.hardware.verify import (
+from kernelwright.hardware.judge.compare import (
     ALLOWANCE_FACTOR,
     compare_outputs,
     compare_tensor,
@@ -316,7 +316,7 @@ def test_chunked_comparison_gives_the_same_verdict_and_report(case):
 
 
 def test_a_lean_task_keeps_its_float64_reference_only_when_it_fits_the_memory_bound():
-    from kernelwright.hardware.judge_inputs import lean_float64_fits
+    from kernelwright.hardware.judge.inputs import lean_float64_fits
     from kernelwright.tasks.resize import Footprint
 
     gib = 1 << 30
@@ -341,7 +341,7 @@ def test_a_lean_task_keeps_its_float64_reference_only_when_it_fits_the_memory_bo
 def test_the_judge_memory_bound_is_written_once():
     """What the judge needs for a task (its fit check) and what lean_float64_fits adds to it share one
     formula: 2x inputs, 3x outputs, 2x parameters, plus the contexts."""
-    from kernelwright.hardware.judge_inputs import CONTEXT_BYTES, held_bytes, lean_float64_fits, needed_bytes
+    from kernelwright.hardware.judge.inputs import CONTEXT_BYTES, held_bytes, lean_float64_fits, needed_bytes
     from kernelwright.tasks.resize import Footprint
 
     fp = Footprint(inputs=3 << 20, outputs=1 << 20, parameters=5 << 20)

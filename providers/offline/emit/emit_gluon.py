@@ -37,7 +37,7 @@ hand-written twin) at K = 2048-8192: 2.4-4.2% faster than that program (level1_b
 1.007x).
 
 Gluon kernels do not run in Triton's interpreter (CPU): there the program takes its Triton kernels; the
-offline compile for an sm_90 target captures and compiles this kernel (hardware.compile_feedback,
+offline compile for an sm_90 target captures and compiles this kernel (hardware.compile.feedback,
 KERNELWRIGHT_CAPTURE_WS).
 """
 
