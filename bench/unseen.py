@@ -65,13 +65,13 @@ def _measure(source: str, name: str) -> tuple[list[list[int]], int, int] | None:
     """(input shapes, elements, bytes) of the task's tensors at its constants (meta device), or None
     when it does not build or run there."""
     from kernelwright.tasks.module import exec_task_module
-    from kernelwright.tasks.resize import _meta_run, footprint
+    from kernelwright.tasks.resize import footprint, meta_run
 
     try:
         module = exec_task_module(source, name)
     except Exception:
         return None
-    got = _meta_run(module)
+    got = meta_run(module)
     fp = footprint(module)
     if got is None or fp is None:
         return None

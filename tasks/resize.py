@@ -118,7 +118,7 @@ def _meta_forward(module: types.ModuleType, small: bool) -> tuple[list[Any], lis
     return tensors(list(inputs)), tensors(_flat(out)), list(model.state_dict().values())
 
 
-def _meta_run(module: types.ModuleType) -> tuple[list[list[int]], int] | None:
+def meta_run(module: types.ModuleType) -> tuple[list[list[int]], int] | None:
     """(input shapes, elements of inputs + outputs + parameters and buffers) at the module's sizes."""
     got = _meta_forward(module, small=False)
     if got is None:
@@ -164,7 +164,7 @@ def shrink(source: str, name: str, max_elements: int, *, odd: bool = True) -> Re
             module = exec_task_module(with_sizes(source, values), name)
         except Exception:
             return None
-        return _meta_run(module)
+        return meta_run(module)
 
     values = dict(constants)
     got = run(values)
@@ -227,7 +227,7 @@ def vary(source: str, name: str, order: tuple[str, ...] = ("half", "two_thirds",
             module = exec_task_module(with_sizes(source, values), name)
         except Exception:
             return None
-        got = _meta_run(module)
+        got = meta_run(module)
         if got is None or (max_elements is not None and got[1] > max_elements):
             return None
         return got
