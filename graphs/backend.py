@@ -270,6 +270,10 @@ def inductor(gm: fx.GraphModule, inputs: list[Any], what: str) -> Callable[..., 
     return gm
 
 
+MAX_COMPILED = 8
+"""Inductor compilations kept per stretch of the graph (one per kind of input it was called with)."""
+
+
 class _Stretch:
     """Consecutive torch operations of the graph between swapped regions: one graph of their own (the
     model's state read as attributes, as in the model), compiled by Inductor on its first call."""
@@ -293,12 +297,26 @@ class _Stretch:
         graph.output(tuple(env[o] for o in self.outputs))
         self.gm = fx.GraphModule(root, graph)
         self.compute = any(n.op in ("call_function", "call_method", "call_module") for n in nodes)
-        self.fn: Callable[..., Any] | None = None
+        self.compiled: dict[tuple[Any, ...], Callable[..., Any]] = {}
 
     def __call__(self, *args: Any) -> Any:
-        if self.fn is None:
-            self.fn = inductor(self.gm, list(args), self.name) if self.compute else self.gm
-        return self.fn(*args)
+        if not self.compute:
+            return self.gm(*args)
+        # Inductor specialises on sizes and strides, and Dynamo may call a graph it made dynamic with any:
+        # one compilation per kind of input, up to a bound, then eagerly
+        key = tuple(
+            (tuple(a.shape), a.stride(), a.dtype, a.device, a.requires_grad)
+            if isinstance(a, torch.Tensor)
+            else repr(a)
+            for a in args
+        )
+        fn = self.compiled.get(key)
+        if fn is None:
+            if len(self.compiled) >= MAX_COMPILED:
+                _say_once(f"more than {MAX_COMPILED} input shapes for one part of the graph")
+                return self.gm(*args)
+            fn = self.compiled[key] = inductor(self.gm, list(args), self.name)
+        return fn(*args)
 
 
 class StitchedGraph:

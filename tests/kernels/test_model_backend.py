@@ -120,10 +120,10 @@ def test_backend_runs_the_rest_eagerly_where_inductor_is_unavailable(
     tiny = _tiny()
     model = _eval_model(tiny)
     _memory_with_block_kernel(tmp_path, monkeypatch, model)
-    monkeypatch.setattr(config.cpp, "cxx", ("kernelwright-no-such-compiler",))  # no C++ compiler here
     backend._warned.clear()
     x = torch.randn(2, 3, 7, 9)
-    with torch.no_grad(), pytest.warns(RuntimeWarning, match="no C\\+\\+ compiler") as caught:
+    no_compiler = config.patch({"cpp.cxx": ("kernelwright-no-such-compiler",)})  # no C++ compiler here
+    with no_compiler, torch.no_grad(), pytest.warns(RuntimeWarning, match="no C\\+\\+ compiler") as caught:
         out = torch.compile(model, backend="kernelwright")(x)
         torch._dynamo.reset()
         out2 = torch.compile(model, backend="kernelwright")(x)  # compiled again: the reason is not said again
@@ -140,3 +140,20 @@ def test_backend_name_is_registered() -> None:
     from torch._dynamo import list_backends
 
     assert "kernelwright" in list_backends(exclude_tags=())
+
+
+def test_a_stretch_of_the_graph_is_compiled_once_per_kind_of_input() -> None:
+    """Inductor specialises on sizes: a stretch called with another size (a graph Dynamo made dynamic)
+    gets a compilation of its own instead of running one compiled for the first size."""
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.GELU())
+    graph = torch.fx.symbolic_trace(model).graph
+    nodes = [n for n in graph.nodes if n.op not in ("placeholder", "output")]
+    stretch = backend._Stretch(model, nodes, "test stretch")
+    backend.last_residuals.clear()
+    with torch.no_grad():
+        for rows in (2, 5, 2):
+            x = torch.randn(rows, 4)
+            (out,) = stretch(x)
+            torch.testing.assert_close(out, model(x))
+    assert len(stretch.compiled) == 2
+    assert [r["ran"] for r in backend.last_residuals] == ["inductor", "inductor"], backend.last_residuals
