@@ -24,8 +24,9 @@ sys.path.insert(0, str(REPO))
 
 from kernelwright.hardware.result import Versions  # noqa: E402
 from kernelwright.memory import open_memory  # noqa: E402
-from kernelwright.nodes.context_builder import TokenCounter, build_context  # noqa: E402
+from kernelwright.nodes.context_builder import build_context  # noqa: E402
 from kernelwright.nodes.prompts import case_text, tagged  # noqa: E402
+from kernelwright.nodes.tokens import TokenCounter  # noqa: E402
 from kernelwright.tasks import bundled_suite_dir, load_task  # noqa: E402
 
 

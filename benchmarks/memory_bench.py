@@ -36,7 +36,8 @@ from typing import Any
 from kernelwright.hardware.result import Versions
 from kernelwright.memory import Case, Exposure, Rule, open_memory
 from kernelwright.memory.records import Evidence
-from kernelwright.nodes.context_builder import build_context, default_counter
+from kernelwright.nodes.context_builder import build_context
+from kernelwright.nodes.tokens import default_counter
 from kernelwright.tasks.task import Task, TaskSignature
 
 FAMILIES: dict[str, list[str]] = {

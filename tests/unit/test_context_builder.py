@@ -9,15 +9,9 @@ import pytest
 
 from kernelwright.hardware.result import Versions
 from kernelwright.memory import Case, RuleCandidate, open_memory
-from kernelwright.nodes.context_builder import (
-    CHARS_PER_TOKEN,
-    ContextBundle,
-    TierCaps,
-    TokenCounter,
-    build_context,
-    tiktoken_cache_dir,
-)
+from kernelwright.nodes.context_builder import ContextBundle, TierCaps, build_context
 from kernelwright.nodes.prompts import ANSWER_FORMAT, REQUEST_TEXT, render_request, request_text
+from kernelwright.nodes.tokens import CHARS_PER_TOKEN, TokenCounter, tiktoken_cache_dir
 from kernelwright.providers.protocol import parse_sections
 from kernelwright.tasks.task import Task, TaskSignature
 
