@@ -328,10 +328,12 @@ def failures_section(attempts: list[Attempt]) -> str:
         return "<p class='muted'>No attempt failed.</p>"
     failed = sum(r.failed for r in rows)
     closed = [str(d) for d in counts["closed_designs"]]  # type: ignore[attr-defined]
+    blocked = int(counts["blocked"])  # type: ignore[call-overload]
     summary = (
         f"<p>{failed} of {counts['candidates']} attempts failed at the judge; {counts['repeats']} of them "
-        f"repeated an earlier failure; {counts['blocked']} repeats were stopped before the judge (no "
-        f"candidate spent). Designs closed for the task: {escape(', '.join(closed)) if closed else 'none'}.</p>"
+        f"repeated an earlier failure; {blocked} {'repeat was' if blocked == 1 else 'repeats were'} stopped "
+        f"before the judge (no candidate spent). Designs closed for the task: "
+        f"{escape(', '.join(closed)) if closed else 'none'}.</p>"
     )
     body = "".join(
         f"<tr><td class='design'><code>{escape(r.design or '(no header)')}</code></td>"

@@ -58,7 +58,7 @@ def test_the_report_shows_the_failure_table() -> None:
     section = page[page.index("<h2>Failures by design and kind</h2>") : page.index("<h2>Attempts</h2>")]
     text = re.sub(r"<[^>]+>", " ", section)
     assert (
-        "3 of 5 attempts failed at the judge; 1 of them repeated an earlier failure; 1 repeats"
+        "3 of 5 attempts failed at the judge; 1 of them repeated an earlier failure; 1 repeat was stopped"
         in " ".join(text.split())
     )
     cells = [
