@@ -236,6 +236,9 @@ class Case(MemoryRecord):
     """Speedup vs eager; None when not measured."""
     speedup_ci: tuple[float, float] | None = None
     """The judge's 95% interval of that speedup, where it gave one."""
+    fraction_of_floor: float | None = None
+    """The roofline floor's time over the kernel's measured time (1.0: at the floor); None when not timed.
+    A whole-model run takes a kernel at or over its roofline stop from memory without searching again."""
     parent_speedup: float | None = None
     step_ratio: float | None = None
     outcome: Outcome = "failed"
@@ -268,6 +271,7 @@ class Case(MemoryRecord):
         parent_speedup: float | None = None,
         speedup_ci: tuple[float, float] | None = None,
         parent_speedup_ci: tuple[float, float] | None = None,
+        fraction_of_floor: float | None = None,
         hardware: str = "",
         compute_capability: Any = None,
         versions: Versions | None = None,
@@ -291,7 +295,7 @@ class Case(MemoryRecord):
             speedup = result.speedup_vs_eager
             speedup_ci = speedup_ci or result.speedup_vs_eager_ci
         if not correct or speedup is None:
-            speedup, speedup_ci = None, None
+            speedup, speedup_ci, fraction_of_floor = None, None, None
         if parent is not None and parent_speedup is None:
             parent_speedup, parent_speedup_ci = parent.speedup, parent_speedup_ci or parent.speedup_ci
         r = step_ratio(correct, speedup, parent_speedup)
@@ -318,6 +322,7 @@ class Case(MemoryRecord):
             correct=correct,
             speedup=speedup,
             speedup_ci=speedup_ci,
+            fraction_of_floor=fraction_of_floor,
             parent_speedup=parent_speedup,
             step_ratio=r,
             outcome=outcome_label(correct, r, r_interval),

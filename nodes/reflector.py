@@ -334,6 +334,7 @@ def reflect_to_memory(
             correct=status == "correct",
             speedup=timing.speedup_vs_eager if timing.origin == "measured" else None,
             speedup_ci=timing.speedup_ci if timing.origin == "measured" else None,
+            fraction_of_floor=timing.fraction_of_floor if timing.origin == "measured" else None,
             parent_speedup=job.parent_speedup,
             parent_speedup_ci=job.parent_speedup_ci,
             hardware=run.target,

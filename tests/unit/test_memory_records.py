@@ -128,6 +128,21 @@ def test_case_from_attempt_fills_labels_header_and_confidence() -> None:
     )
     assert bad.feedback == "boom"
 
+
+def test_a_case_keeps_how_near_the_roofline_a_correct_timed_kernel_was() -> None:
+    """A whole-model run reads it to take a kernel at its roofline stop from memory without a search."""
+    code = "# kernelwright: family=matmul design=tiled config=BLOCK_M=64\nimport triton\n"
+    timed = Case.from_attempt(signature=SIG, code=code, correct=True, speedup=1.8, fraction_of_floor=0.93)
+    assert timed.fraction_of_floor == pytest.approx(0.93)
+    assert Case.model_validate_json(timed.model_dump_json()).fraction_of_floor == pytest.approx(0.93)
+    wrong = Case.from_attempt(signature=SIG, code=code, correct=False, speedup=1.8, fraction_of_floor=0.93)
+    assert wrong.fraction_of_floor is None  # an incorrect kernel's time says nothing of the floor
+    untimed = Case.from_attempt(signature=SIG, code=code, correct=True, fraction_of_floor=0.93)
+    assert untimed.fraction_of_floor is None
+    older = timed.model_dump(mode="json")
+    del older["fraction_of_floor"]  # a case written before the field existed
+    assert Case.model_validate(older).fraction_of_floor is None
+
     untimed = EvalResult(correct=True, stage="done", timing_meaningful=False, speedup_vs_eager=5.0)
     cpu = Case.from_attempt(signature=SIG, code="x", result=untimed)
     assert cpu.outcome == "unmeasured" and cpu.speedup is None and cpu.confidence == 0.5
