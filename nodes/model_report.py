@@ -214,11 +214,15 @@ def _table_row(run_dir: Path, sig: str, regions: list[int], ops: list[str], shap
     name = f"<code>{escape(sig[:12])}</code>"
     if (run_dir / "regions" / f"region_{sig}.py").is_file():  # the region's task, to read or run alone
         name = f"<a href='regions/region_{escape(sig)}.py' title='{escape(sig)}'>{name}</a>"
+    search = ""
+    if (run_dir / "regions" / sig / "report.html").is_file():  # the region's own search, attempt by attempt
+        search = f"<br><a href='regions/{escape(sig)}/report.html'>its search</a>"
     return (
         f"<tr id='region-{escape(sig)}'><td class='id'>{name}</td>"
         f"<td class='num' title='regions {escape(', '.join(map(str, regions)))}'>{len(regions)}</td>"
         f"<td class='ops'><code>{escape(' + '.join(ops))}</code></td><td class='shapes'>{escape(shapes)}</td>"
-        f"<td style='color:{color};font-weight:600'>{escape(status)}</td><td class='num'>{escape(speed)}</td>"
+        f"<td><span style='color:{color};font-weight:600'>{escape(status)}</span>{search}</td>"
+        f"<td class='num'>{escape(speed)}</td>"
         f"<td class='num'>{escape(torch_time)}</td><td class='num'>{escape(share)}</td>"
         f"<td class='num'>{evaluations}</td><td>{escape(note)}</td></tr>"
     )

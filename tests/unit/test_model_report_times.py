@@ -48,7 +48,10 @@ def test_shares_come_from_the_judges_times(tmp_path: Path) -> None:
         found = OptimizeResult(task=row.signature, run_id="r", run_dir=row.run_dir, correct=True, verdict="",
                                best=best, timing_meaningful=eager is not None)  # fmt: skip
         (Path(row.run_dir) / "found.json").write_text(found.model_dump_json(), encoding="utf-8")
+    (tmp_path / "regions" / stem_sig / "report.html").write_text("<html></html>", encoding="utf-8")
     page = render_model_report(tmp_path, "tiny", split, rows, 12, line="region [3]: searched")
+    # the region's own search report is linked from its row, only where there is one
+    assert f"href='regions/{stem_sig}/report.html'" in page and f"regions/{head_sig}/report.html" not in page
     assert "model not timed yet" in _row(page, stem_sig) and "Running: 3 of 4" in _text(page)
     assert "waiting" in _row(page, fc_sig)
     verdict = EvalResult(correct=True, timing_meaningful=True, eager_ms=1.0, runtime_ms=0.8)
