@@ -223,7 +223,8 @@ def optimize_model_source(
         rows=rows,
     )
     if kernels:
-        stitched = stitched_source(source, split.leaves, [r.plan() for r in split.regions], kernels, name)
+        plans = [r.plan() for r in split.regions]
+        stitched = stitched_source(source, split.leaves, plans, kernels, name, spec=split.spec)
         (rd / "stitched.py").write_text(stitched, encoding="utf-8")
         result.stitched = str(rd / "stitched.py")
         if judge:

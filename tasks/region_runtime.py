@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 import torch.fx as fx
 from torch import nn
 
@@ -45,22 +46,221 @@ LIBRARY_NAMES = frozenset(
 )
 
 
+_SHAPE_METHODS = frozenset({"size", "dim", "ndimension", "numel", "nelement", "get_device", "element_size",
+                            "is_floating_point", "is_complex", "is_contiguous"})  # fmt: skip
+_SHAPE_ATTRS = frozenset({"shape", "ndim", "dtype", "device", "is_cuda", "is_meta", "layout", "is_sparse"})
+WRAPPED_MODULES = ("einops",)
+"""Libraries whose functions are recorded as one call each (they check their arguments' types, so a
+traced proxy cannot pass through them): importable ones only."""
+
+
+UNKNOWN = type("Unknown", (), {"__repr__": lambda self: "<unknown without data>"})()
+"""The example value of what a module kept whole (data-dependent) produced, and of all that follows."""
+
+
+class _ExampleProxy(fx.Proxy):
+    """A proxy that answers size, device and dtype questions from the value it had on the example inputs
+    (a specialized trace), so python code that reads them (a loop over a sequence length, a slice to a
+    size, a device check) runs as it did."""
+
+    def __getattr__(self, k: str) -> Any:
+        tracer = self.tracer
+        if k in _SHAPE_ATTRS and isinstance(tracer, RegionTracer) and tracer.example is not None:
+            return getattr(tracer.known(self), k)
+        return super().__getattr__(k)
+
+    def __len__(self) -> int:
+        tracer = self.tracer
+        if isinstance(tracer, RegionTracer) and tracer.example is not None:
+            return len(tracer.known(self))
+        return super().__len__()
+
+
 class RegionTracer(fx.Tracer):
     """torch.fx tracing that keeps the named modules in `leaves` whole (torch.nn modules that can be
-    written back as constructor source: tasks/regions.py picks them) and traces through the rest (the
-    user's blocks, containers)."""
+    written back as constructor source: tasks/regions.py picks them, and modules fx cannot follow) and
+    traces through the rest (the user's blocks, containers). Buffers are graph nodes where they are read
+    (a buffer sliced to a traced size is then sliced in the graph). With `example` (fake tensors of the
+    inputs), every node's value on them is computed as it is traced (`values`) and sizes are constants."""
 
-    def __init__(self, leaves: set[str]) -> None:
-        super().__init__()
+    def __init__(self, leaves: set[str], example: list[Any] | None = None) -> None:
+        import importlib
+        import math
+
+        wrapped = []
+        for name in WRAPPED_MODULES:
+            try:
+                wrapped.append(importlib.import_module(name))
+            except ImportError:
+                pass
+        super().__init__(autowrap_modules=(math, *wrapped))  # type: ignore[arg-type]
         self.leaves = leaves
+        self.proxy_buffer_attributes = True
+        self.example = example
+        self.values: dict[str, Any] = {}
+        self._fake: Any = None
+        self._placeholders = 0
+        if example is not None:
+            self.example, self._fake = fake_inputs(example)
 
     def is_leaf_module(self, m: nn.Module, module_qualified_name: str) -> bool:
         return module_qualified_name in self.leaves
 
+    def proxy(self, node: fx.Node) -> fx.Proxy:
+        return _ExampleProxy(node, self)
 
-def trace(model: nn.Module, leaves: set[str]) -> fx.Graph:
-    """The model's forward as an FX graph (its node names are what a region plan refers to)."""
-    return RegionTracer(leaves).trace(model)
+    def value_of(self, a: Any) -> Any:
+        if isinstance(a, fx.Proxy):
+            a = a.node
+        if isinstance(a, fx.Node):
+            if a.name not in self.values and a.op == "get_attr":
+                self.values[a.name] = self._compute(a)
+            return self.values[a.name]
+        return a
+
+    def known(self, a: Any) -> Any:
+        """The example value a python question is answered from (one not known cannot be traced)."""
+        value = self.value_of(a)
+        if value is UNKNOWN:
+            raise fx.proxy.TraceError("a value that depends on a module kept whole decides python code")
+        return value
+
+    def create_proxy(self, kind: str, target: Any, args: Any, kwargs: Any, *rest: Any, **more: Any) -> Any:
+        if self.example is None:
+            return super().create_proxy(kind, target, args, kwargs, *rest, **more)
+        if kind == "call_method" and target in _SHAPE_METHODS:
+            a, kw = fx.node.map_aggregate((args, kwargs), self.known)
+            return getattr(a[0], target)(*a[1:], **kw)
+        if kind == "call_function" and target is getattr and args[1] in _SHAPE_ATTRS:
+            return getattr(self.known(args[0]), args[1])
+        proxy = super().create_proxy(kind, target, args, kwargs, *rest, **more)
+        node = proxy.node
+        if kind == "placeholder":
+            i = self._placeholders
+            self._placeholders += 1
+            self.values[node.name] = self.example[i] if i < len(self.example) else None
+            return proxy
+        self.values[node.name] = self._compute(node)
+        return proxy
+
+    def _compute(self, node: fx.Node) -> Any:
+        """The node's value on the fake inputs, computed with fx's patches of nn.Module lifted (a leaf
+        module's forward runs as itself, its parameters real tensors, not proxies)."""
+        from torch.fx._symbolic_trace import _maybe_revert_all_patches
+
+        with _maybe_revert_all_patches():
+            a, kw = fx.node.map_arg((node.args, node.kwargs), self.value_of)
+            unknown = []
+            fx.node.map_aggregate((a, kw), lambda v: unknown.append(v) if v is UNKNOWN else v)
+            if unknown:
+                return UNKNOWN
+            try:
+                with self._fake:
+                    return fake_run_node(self.root, node, a, kw)
+            except Exception:
+                if node.op != "call_module":
+                    raise
+                # a module kept whole because its forward reads its input's data: its value is not known
+                # without data; only asking a python question about it fails
+                return UNKNOWN
+
+    def to_bool(self, obj: fx.Proxy) -> bool:
+        value = self.known(obj) if self.example is not None else None
+        if self.example is None or isinstance(value, torch.Tensor):
+            return super().to_bool(obj)  # a tensor's data: not known while tracing
+        return bool(value)
+
+    def iter(self, obj: fx.Proxy) -> Any:
+        if self.example is None:
+            return super().iter(obj)
+        value = self.known(obj)
+        return iter([obj[i] for i in range(len(value))])  # type: ignore[index]
+
+
+def fake_inputs(inputs: list[Any]) -> tuple[list[Any], Any]:
+    """Fake copies of tensor inputs (shape, dtype, device; no data), and their fake mode (real tensors
+    such as parameters may join them in an operation)."""
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+    mode = next((t.fake_mode for t in inputs if isinstance(t, FakeTensor)), None)
+    mode = mode or FakeTensorMode(allow_non_fake_inputs=True)
+    fakes = [mode.from_tensor(t) if isinstance(t, torch.Tensor) and not isinstance(t, FakeTensor) else t
+             for t in inputs]  # fmt: skip
+    return fakes, mode
+
+
+def trace(
+    model: nn.Module, leaves: set[str], inputs: int | None = None, example: list[Any] | None = None
+) -> fx.Graph:
+    """The model's forward as an FX graph (its node names are what a region plan refers to).
+
+    `inputs`: how many forward arguments are given (the rest are their defaults: a default None is a
+    constant of the graph, so `if h0 is None` takes its branch). `example`: trace specialized on these
+    inputs (see RegionTracer). Attributes the forward assigns (`self.hidden = ...`) are restored after the
+    trace and listed in `graph._kw_writes` (attribute path -> node), so the plan assigns them as the
+    forward did."""
+    import inspect
+
+    given = len(example) if example is not None else inputs
+    concrete: dict[str, Any] | None = None
+    if given is not None:
+        params = list(inspect.signature(model.forward).parameters.values())[given:]
+        concrete = {p.name: None for p in params if p.default is None and p.kind is p.POSITIONAL_OR_KEYWORD}
+    saved = {(path, k): v for path, m in model.named_modules() for k, v in vars(m).items()
+             if not k.startswith("_")}  # fmt: skip
+    tracer = RegionTracer(leaves, example)
+    writes: dict[str, str] = {}
+    try:
+        graph = tracer.trace(model, concrete_args=concrete or None)
+    finally:
+        for path, m in model.named_modules():
+            for k, v in list(vars(m).items()):
+                if k.startswith("_") or (path, k) in saved and saved[(path, k)] is v:
+                    continue
+                if isinstance(v, fx.Proxy):
+                    writes[f"{path}.{k}" if path else k] = v.node.name
+                if (path, k) in saved:
+                    m.__dict__[k] = saved[(path, k)]
+                else:
+                    del m.__dict__[k]
+    for node in list(graph.nodes):  # a default None checked by fx: no operation of the model's
+        if node.op == "call_function" and getattr(node.target, "__name__", "") == "_assert_is_none":
+            graph.erase_node(node)
+    graph._kw_writes = writes  # type: ignore[attr-defined]
+    graph._kw_values = tracer.values  # type: ignore[attr-defined]
+    return graph
+
+
+def failing_module(model: nn.Module, exc: BaseException) -> str | None:
+    """The innermost submodule of `model` whose forward raised `exc` (its path), None if only the
+    model's own forward did: that module can be kept whole (a leaf run in torch) and the trace tried
+    again."""
+    paths = {id(m): name for name, m in model.named_modules() if name}
+    found = None
+    tb = exc.__traceback__
+    while tb is not None:
+        owner = tb.tb_frame.f_locals.get("self")
+        if owner is not None and id(owner) in paths:
+            found = paths[id(owner)]
+        tb = tb.tb_next
+    return found
+
+
+def region_fingerprint(graph: fx.Graph, names: list[str]) -> str:
+    """What a region computes in this trace (operators, targets, literal arguments): a region's kernel
+    is used only where this is what it was cut with."""
+    import hashlib
+
+    nodes = {n.name: n for n in graph.nodes}
+    parts = []
+    for name in names:
+        node = nodes.get(name)
+        if node is None:
+            return "missing"
+        parts.append(
+            f"{node.op}|{getattr(node.target, '__name__', node.target)}|{node.args!r}|{node.kwargs!r}"
+        )
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
 def fetch(root: nn.Module, path: str) -> Any:
@@ -90,6 +290,12 @@ class RegionPlan:
         self.nodes = {n.name: n for n in graph.nodes}
         self.regions = regions
         self.kernels: dict[int, nn.Module] = {}
+        self.writes: dict[str, str] = getattr(graph, "_kw_writes", {})
+        # a region's kernel runs only where the region computes what it was cut with (a specialized
+        # trace at other sizes can have other literal sizes in it)
+        self.matches = [
+            r.get("fingerprint") in (None, region_fingerprint(graph, r["nodes"])) for r in regions
+        ]
         in_region = {name for r in regions for name in r["nodes"]}
         # attribute fetches first: the tracer puts them where first used, which can be inside a region's
         # span of nodes while not one of its nodes
@@ -109,9 +315,12 @@ class RegionPlan:
         self.kernels[index] = kernel
 
     @staticmethod
-    def run_node(root: nn.Module, node: fx.Node, env: dict[str, Any]) -> Any:
-        args = fx.node.map_arg(node.args, lambda a: env[a.name])
-        kwargs = fx.node.map_arg(node.kwargs, lambda a: env[a.name])
+    def run_node(
+        root: nn.Module, node: fx.Node, env: dict[str, Any], args: Any = None, kwargs: Any = None
+    ) -> Any:
+        if args is None:
+            args = fx.node.map_arg(node.args, lambda a: env[a.name])
+            kwargs = fx.node.map_arg(node.kwargs, lambda a: env[a.name])
         if node.op == "get_attr":
             return fetch(root, str(node.target))
         if node.op == "call_module":
@@ -124,7 +333,7 @@ class RegionPlan:
 
     def run_region(self, root: nn.Module, index: int, env: dict[str, Any]) -> None:
         region = self.regions[index]
-        kernel = self.kernels.get(index)
+        kernel = self.kernels.get(index) if self.matches[index] else None
         if kernel is None:
             for name in region["nodes"]:
                 env[name] = self.run_node(root, self.nodes[name], env)
@@ -152,7 +361,72 @@ class RegionPlan:
             if node.op == "placeholder":
                 env[node.name] = next(it, node.args[0] if node.args else None)
             elif node.op == "output":
+                for path, name in self.writes.items():  # attributes the forward assigned, as it did
+                    owner_path, _, attr = path.rpartition(".")
+                    setattr(fetch(root, owner_path) if owner_path else root, attr, env[name])
                 return fx.node.map_arg(node.args[0], lambda a: env[a.name])
             else:
                 env[node.name] = self.run_node(root, node, env)
         return None
+
+
+def input_key(inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple((tuple(x.shape), str(x.dtype), x.device.type) if isinstance(x, torch.Tensor) else repr(x)
+                 for x in inputs)  # fmt: skip
+
+
+def plan_for(
+    model: nn.Module,
+    reference: type[nn.Module],
+    spec: dict[str, Any],
+    regions: list[dict[str, Any]],
+    kernels: dict[int, nn.Module],
+    inputs: tuple[Any, ...],
+    cache: dict[Any, RegionPlan],
+) -> RegionPlan:
+    """The stitched model's plan for these inputs: traced as the reference class (so node names are the
+    ones the plan was cut with) once per number of inputs, and once per input sizes where the split was
+    specialized on its inputs' sizes."""
+    key = input_key(inputs) if spec.get("specialized") else None
+    plan = cache.get(key)
+    if plan is None:
+        cls = model.__class__
+        model.__class__ = reference
+        try:
+            if spec.get("specialized"):
+                graph = trace(model, set(spec["leaves"]), len(inputs), list(inputs))
+            else:  # as the split traced it (the same defaults made constants)
+                graph = trace(model, set(spec["leaves"]), spec.get("inputs"))
+        finally:
+            model.__class__ = cls
+        plan = RegionPlan(graph, regions)
+        for index, kernel in kernels.items():
+            plan.attach(index, kernel)
+        cache[key] = plan
+    return plan
+
+
+def fake_run_node(root: nn.Module, node: fx.Node, args: Any, kwargs: Any) -> Any:
+    """A node's value on fake tensors (inside their fake mode). A recurrence's outputs are made from its
+    sizes: its fake kernel decomposes it into a graph per time step (a GRU of 512 steps took 9 s)."""
+    if node.op == "call_module":
+        module = root.get_submodule(str(node.target))
+        if isinstance(module, nn.RNNBase) and args and isinstance(args[0], torch.Tensor):
+            return _recurrence_outputs(module, args[0])
+    return RegionPlan.run_node(root, node, {}, args, kwargs)
+
+
+def _recurrence_outputs(rnn: nn.RNNBase, x: torch.Tensor) -> Any:
+    batched = x.dim() == 3
+    seq_dim = 1 if rnn.batch_first and batched else 0
+    steps = x.shape[seq_dim]
+    batch = x.shape[1 - seq_dim] if batched else None
+    directions = 2 if rnn.bidirectional else 1
+    out_size = rnn.proj_size or rnn.hidden_size
+    lead = (batch, steps) if rnn.batch_first and batched else ((steps, batch) if batched else (steps,))
+    out = x.new_empty((*lead, directions * out_size))
+    state = (rnn.num_layers * directions, batch) if batched else (rnn.num_layers * directions,)
+    h = x.new_empty((*state, out_size))
+    if isinstance(rnn, nn.LSTM):
+        return out, (h, x.new_empty((*state, rnn.hidden_size)))
+    return out, h

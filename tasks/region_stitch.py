@@ -92,28 +92,25 @@ class ModelNew(_Reference):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        # traced as the reference class, so node names are the ones the plan was cut with
-        cls = self.__class__
-        self.__class__ = _Reference
-        try:
-            graph = trace(self, _LEAVES)
-        finally:
-            self.__class__ = cls
-        plan = RegionPlan(graph, _REGIONS)
         # registered as submodules, each an attribute of the model itself: their tensors (a cached packed
         # weight) are the model's own, found where the judge looks for them, and move with it; their
         # parameters and buffers are bound to the model's before each call
+        kernels = {}
         for index, kernel_class in _KERNELS.items():
-            kernel = kernel_class()
-            setattr(self, f"_kw_kernels_{index}", kernel)
-            plan.attach(index, kernel)
-        self.__dict__["_kw_plan"] = plan
+            kernels[index] = kernel_class()
+            setattr(self, f"_kw_kernels_{index}", kernels[index])
+        self.__dict__["_kw_kernels"] = kernels
+        self.__dict__["_kw_plans"] = {}
+        if not _TRACE["specialized"]:  # traced once, here, as the reference class: node names as cut
+            plan_for(self, _Reference, _TRACE, _REGIONS, kernels, (), self.__dict__["_kw_plans"])
         # ... but not in its state_dict: that stays the reference's, key for key
         self._register_state_dict_hook(_without_kernels)
         self.register_load_state_dict_post_hook(_kernels_not_missing)
 
     def forward(self, *inputs):
-        return self.__dict__["_kw_plan"].run(self, inputs)
+        state = self.__dict__
+        plan = plan_for(self, _Reference, _TRACE, _REGIONS, state["_kw_kernels"], inputs, state["_kw_plans"])
+        return plan.run(self, inputs)
 
 
 def _without_kernels(module, state_dict, prefix, local_metadata):
@@ -133,10 +130,13 @@ def stitched_source(
     plans: list[dict[str, Any]],
     kernels: dict[int, tuple[str, str]],
     title: str = "model",
+    spec: dict[str, Any] | None = None,
 ) -> str:
     """A candidate file for the model's task. `plans` are the regions' plans (Region.plan()),
     `kernels` maps a region's index to (its signature, its kernel file's code); regions that share a
-    signature share one copy of the code."""
+    signature share one copy of the code. `spec` is how the split traced the model (ModelSplit.spec:
+    leaves, number of inputs, specialized on their sizes or not)."""
+    spec = dict(spec or {"leaves": sorted(leaves), "inputs": None, "specialized": False})
     parts = [
         f'"""{title}: the stitched model (kernelwright, tasks/region_stitch.py).\n\n'
         f"{len(kernels)} of {len(plans)} regions run a kernel; the rest run the reference's torch "
@@ -155,8 +155,8 @@ def stitched_source(
     parts += ["# ---- region runtime (tasks/region_runtime.py) ----", _runtime_source()]
     table = ", ".join(f"{i}: {class_of[sig]}" for i, (sig, _) in sorted(kernels.items()))
     parts += [
-        f"_LEAVES = {sorted(leaves)!r}",
-        f"_LEAVES = set(_LEAVES)\n_REGIONS = {json.dumps(plans)}",
+        f"_TRACE = {spec!r}",
+        f"_REGIONS = {json.dumps(plans)}",
         f"_KERNELS = {{{table}}}",
         _MODEL_NEW,
     ]

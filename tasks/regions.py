@@ -15,11 +15,14 @@ weights): identical residual blocks share one, and are searched once.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import importlib
 import json
 import math
 import operator
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +31,17 @@ import torch.fx as fx
 import torch.nn.functional as F
 from torch import nn
 
-from kernelwright.tasks.region_runtime import LIBRARY_MODULES, LIBRARY_NAMES, fetch, trace
+from kernelwright.tasks.region_runtime import (
+    LIBRARY_MODULES,
+    LIBRARY_NAMES,
+    WRAPPED_MODULES,
+    failing_module,
+    fake_inputs,
+    fake_run_node,
+    fetch,
+    region_fingerprint,
+    trace,
+)
 
 
 class SplitError(ValueError):
@@ -89,6 +102,9 @@ class Region:
     source: str = ""
     """The region as a KernelBench-format task file ("" when it cannot be written: see `why_not`)."""
     why_not: str = ""
+    fingerprint: str = ""
+    """What it computes in the trace (tasks/region_runtime.py region_fingerprint): the stitched model runs
+    its kernel only where its own trace gives the same."""
 
     def plan(self) -> dict[str, Any]:
         return {
@@ -96,6 +112,7 @@ class Region:
             "inputs": self.inputs,
             "outputs": self.outputs,
             "bindings": self.bindings,
+            "fingerprint": self.fingerprint,
         }
 
 
@@ -106,6 +123,16 @@ class ModelSplit:
     regions: list[Region]
     values: dict[str, Value]
     seconds: float
+    inputs: int = 0
+    specialized: bool = False
+    """Traced on the inputs' sizes (python control flow or sizes fx cannot follow symbolically)."""
+    measured: bool = True
+    """Values' `seconds` were measured (a real run); False: shapes from fake tensors, no times."""
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        """How the stitched model traces it again (tasks/region_runtime.py plan_for)."""
+        return {"leaves": sorted(self.leaves), "inputs": self.inputs, "specialized": self.specialized}
 
     def unique(self) -> dict[str, list[Region]]:
         """Signature -> its regions, in first-seen order."""
@@ -118,7 +145,8 @@ class ModelSplit:
 def _value(x: Any) -> Value:
     if isinstance(x, torch.Tensor):
         low = high = 0.0
-        if not x.is_floating_point() and not x.is_complex() and x.numel() and not x.is_meta:
+        fake = type(x).__name__ == "FakeTensor"
+        if not x.is_floating_point() and not x.is_complex() and x.numel() and not x.is_meta and not fake:
             low, high = float(x.min()), float(x.max())
         return Value(True, tuple(x.shape), str(x.dtype).removeprefix("torch."), low, high)
     return Value(False)
@@ -146,6 +174,9 @@ def _record(model: nn.Module, graph: fx.Graph, inputs: tuple[Any, ...]) -> dict[
     from kernelwright.tasks.region_runtime import RegionPlan
 
     saved = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    # tensors held as plain attributes (a hidden state the forward updates in place) are kept too
+    plain = [(v, v.detach().clone()) for m in model.modules() for v in vars(m).values()
+             if isinstance(v, torch.Tensor) and not v.is_meta]  # fmt: skip
     values: dict[str, Value] = {}
     try:
         with torch.no_grad():
@@ -169,10 +200,39 @@ def _record(model: nn.Module, graph: fx.Graph, inputs: tuple[Any, ...]) -> dict[
                 model.load_state_dict(saved)
     finally:
         model.load_state_dict(saved)
+        with torch.no_grad():
+            for tensor, before in plain:
+                tensor.copy_(before)
     return values
 
 
-def _writable(node: fx.Node) -> bool:
+def _propagate(model: nn.Module, graph: fx.Graph, inputs: list[Any]) -> dict[str, Value]:
+    """Every node's shape and dtype from one run on fake tensors (no data: fast at any size)."""
+    fakes, mode = fake_inputs(inputs)
+    env: dict[str, Any] = {}
+    values: dict[str, Value] = {}
+    it = iter(fakes)
+    with mode:
+        for node in graph.nodes:
+            if node.op == "placeholder":
+                env[node.name] = next(it, node.args[0] if node.args else None)
+            elif node.op == "output":
+                continue
+            else:
+                args, kwargs = fx.node.map_arg((node.args, node.kwargs), lambda a: env[a.name])
+                env[node.name] = fake_run_node(model, node, args, kwargs)
+            values[node.name] = _value(env[node.name])
+    return values
+
+
+def _fake_values(graph: fx.Graph) -> dict[str, Value]:
+    traced = getattr(graph, "_kw_values", {})
+    return {n.name: _value(traced.get(n.name)) for n in graph.nodes if n.op != "output"}
+
+
+def _writable(node: fx.Node, root: nn.Module) -> bool:
+    if node.op == "call_module":  # a module kept whole because fx cannot follow it: run as it is
+        return module_constructor(root.get_submodule(str(node.target))) is not None
     if node.op != "call_function":
         return True
     try:
@@ -213,7 +273,7 @@ def _cut(graph: fx.Graph, root: nn.Module, values: dict[str, Value]) -> list[lis
         joins = reads_last and not library and (not has_library[last] or keeps_shape)
         joins = joins or (reads_last and library and not has_library[last])
         # an operator that cannot be written as source sits alone (kept in torch), not its neighbours
-        alone = not _writable(node)
+        alone = not _writable(node, root)
         joins = joins and not alone and not closed[last] if groups else False
         if groups and (held or joins):
             groups[last].append(node)
@@ -226,30 +286,60 @@ def _cut(graph: fx.Graph, root: nn.Module, values: dict[str, Value]) -> list[lis
     return groups
 
 
-def split_model(model: nn.Module, inputs: tuple[Any, ...] | list[Any]) -> ModelSplit:
-    """Trace `model`, run it once on `inputs`, and cut it into regions with signatures and task files."""
-    t0 = time.perf_counter()
-    leaves = leaf_modules(model)
-    try:
-        graph = trace(model, leaves)
-    except Exception as exc:
-        # torch.nn's own composite modules (attention, transformer layers) can have control flow torch.fx
-        # cannot follow: kept whole, their regions stay in torch
-        leaves |= {
-            name
-            for name, m in model.named_modules()
-            if name
-            and getattr(nn, type(m).__name__, None) is type(m)
-            and not isinstance(m, (nn.Sequential, nn.ModuleList, nn.ModuleDict))
-        }
+def _trace(
+    model: nn.Module, leaves: set[str], inputs: list[Any], specialized: bool
+) -> tuple[fx.Graph, set[str]]:
+    """Trace once (symbolic), or specialized on the inputs' sizes with every submodule fx still cannot
+    follow (data-dependent control flow) kept whole, run in torch."""
+    leaves = set(leaves)
+    if not specialized:
+        return trace(model, leaves, len(inputs)), leaves
+    for _ in range(64):
         try:
-            graph = trace(model, leaves)
+            return trace(model, leaves, len(inputs), inputs), leaves
+        except Exception as exc:
+            path = failing_module(model, exc)
+            if path is None or path in leaves:
+                raise
+            leaves.add(path)
+    raise SplitError("more than 64 submodules cannot be traced")
+
+
+def split_model(model: nn.Module, inputs: tuple[Any, ...] | list[Any], *, measure: bool = True) -> ModelSplit:
+    """Trace `model`, learn every value's shape on `inputs`, and cut it into regions with signatures and
+    task files. `measure`: run it for real (on copies of its state) and time each node (the regions'
+    shares of the model's time); otherwise shapes come from fake tensors, with no data (fast at any
+    size). A model fx cannot trace symbolically (python control flow on sizes, devices or shapes, a
+    buffer sliced to a size) is traced specialized on its inputs' sizes; one whose symbolic trace would
+    put two library operations in one region (sizes crossing regions) is too."""
+    t0 = time.perf_counter()
+    inputs = list(inputs)
+    leaves = leaf_modules(model)
+    specialized = False
+    try:
+        graph, leaves = _trace(model, leaves, inputs, False)
+    except Exception as exc:
+        specialized = True
+        try:
+            graph, leaves = _trace(model, leaves, inputs, True)
         except Exception:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise SplitError(f"torch.fx cannot trace {type(model).__name__}: {first}") from exc
-    values = _record(model, graph, tuple(inputs))
+    if measure:
+        values = _record(model, graph, tuple(inputs))
+    else:
+        values = _fake_values(graph) if specialized else _propagate(model, graph, inputs)
     groups = _cut(graph, model, values)
-    users_outside: dict[str, set[str]] = {}
+    if not specialized and any(sum(_is_library(n, model) for n in g) > 1 for g in groups):
+        try:
+            special, special_leaves = _trace(model, leaves, inputs, True)
+        except Exception:
+            pass  # the symbolic trace's regions stand
+        else:
+            graph, leaves, specialized = special, special_leaves, True
+            values = _record(model, graph, tuple(inputs)) if measure else _fake_values(graph)
+            groups = _cut(graph, model, values)
+    written = set(getattr(graph, "_kw_writes", {}).values())
     regions = []
     for i, group in enumerate(groups):
         names = [n.name for n in group]
@@ -259,19 +349,26 @@ def split_model(model: nn.Module, inputs: tuple[Any, ...] | list[Any]) -> ModelS
             for a in n.all_input_nodes:
                 if a.name not in inside and a.op != "get_attr" and a.name not in inputs_:
                     inputs_.append(a.name)
-        outputs = [n.name for n in group if any(u.name not in inside for u in n.users)]
-        users_outside[str(i)] = set(outputs)
+        outputs = [n.name for n in group if n.name in written or any(u.name not in inside for u in n.users)]
         lib = next((_op_name(n, model) for n in group if _is_library(n, model)), "")
         region = Region(i, names, inputs_, outputs, lib, [_op_name(n, model) for n in group])
+        region.fingerprint = region_fingerprint(graph, names)
         _describe(region, group, model, values)
         regions.append(region)
-    return ModelSplit(graph, leaves, regions, values, time.perf_counter() - t0)
+    return ModelSplit(
+        graph, leaves, regions, values, time.perf_counter() - t0, len(inputs), specialized, measure
+    )
 
 
 # -- a region as source ------------------------------------------------------------------------------
 
-_NAMESPACES: tuple[tuple[str, Any], ...] = (("torch", torch), ("F", F), ("operator", operator),
-                                            ("math", math), ("torch.Tensor", torch.Tensor))  # fmt: skip
+_NAMESPACES: list[tuple[str, Any]] = [("torch", torch), ("F", F), ("operator", operator), ("math", math),
+                                      ("torch.Tensor", torch.Tensor)]  # fmt: skip
+for _name in WRAPPED_MODULES:  # functions the tracer records whole (einops), where installed
+    try:
+        _NAMESPACES.append((_name, importlib.import_module(_name)))
+    except ImportError:
+        pass
 
 
 def _function_source(target: Any) -> str:
@@ -294,9 +391,11 @@ def _literal(x: Any, names: dict[str, str]) -> str:
         return "[" + ", ".join(_literal(v, names) for v in x) + "]"
     if isinstance(x, dict):
         return "{" + ", ".join(f"{k!r}: {_literal(v, names)}" for k, v in x.items()) + "}"
+    if isinstance(x, slice):
+        return f"slice({_literal(x.start, names)}, {_literal(x.stop, names)}, {_literal(x.step, names)})"
     if isinstance(x, float) and not math.isfinite(x):
         return f"float({str(x)!r})"
-    if isinstance(x, (bool, int, float, str, type(None), slice)) or x is Ellipsis:
+    if isinstance(x, (bool, int, float, str, type(None))) or x is Ellipsis:
         return repr(x) if x is not Ellipsis else "..."
     if isinstance(x, torch.dtype):
         return str(x)
@@ -336,6 +435,8 @@ def _describe(region: Region, group: list[fx.Node], model: nn.Module, values: di
                         raise SplitError(f"attribute {a.target} is not a tensor")
                     region.bindings[local] = str(a.target)
                     maker = f"torch.randn({list(t.shape)}, dtype={t.dtype})"
+                    if not (t.is_floating_point() or t.is_complex()):  # an index or a mask: zeros are valid
+                        maker = f"torch.zeros({list(t.shape)}, dtype={t.dtype})"
                     if isinstance(t, nn.Parameter):
                         inits.append(f"self.{local} = nn.Parameter({maker})")
                     else:
@@ -388,6 +489,7 @@ def _describe(region: Region, group: list[fx.Node], model: nn.Module, values: di
     body_lines = "\n".join(f"        {line}" for line in body)
     params_text = ", ".join(f"x{i}" for i in range(len(region.inputs)))
     gets = ",\n        ".join(_input_maker(values[n]) for n in region.inputs)
+    imports = "".join(f"import {m}\n" for m in WRAPPED_MODULES if f"{m}." in body_lines)
     region.source = f'''"""Region {region.index}: {" + ".join(region.ops)} (signature {region.signature}).
 
 Cut from a whole model by kernelwright (tasks/regions.py); runs alone as a KernelBench-format task.
@@ -399,7 +501,7 @@ import operator
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-
+{imports}
 
 class Model(nn.Module):
     def __init__(self):
@@ -420,3 +522,34 @@ def get_inputs():
 def get_init_inputs():
     return []
 '''
+
+
+# -- a model built for analysis only -----------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _no_weight_init() -> Iterator[None]:
+    """torch.nn.init's initializers as no-ops: a model built for its shapes alone skips filling its
+    weights (a 2 GB Linear is allocated, never touched). Process-wide while it lasts: for analysis
+    processes, not for an agent whose other threads build models."""
+    names = [n for n in dir(nn.init) if n.endswith("_") and not n.startswith("_")]
+    saved = {n: getattr(nn.init, n) for n in names}
+    try:
+        for n in names:
+            setattr(nn.init, n, lambda tensor, *args, **kwargs: tensor)
+        yield
+    finally:
+        for n, f in saved.items():
+            setattr(nn.init, n, f)
+
+
+def analysis_model(task: Any) -> tuple[nn.Module, list[Any]]:
+    """A KernelBench-format task module's model with uninitialised weights, and fake inputs (shapes and
+    dtypes, no data) from its get_inputs: what `split_model(..., measure=False)` needs, at any size."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with _no_weight_init():
+        model = task.Model(*task.get_init_inputs())
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        inputs = list(task.get_inputs())
+    return model, inputs

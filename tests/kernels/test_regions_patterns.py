@@ -1,0 +1,281 @@
+"""Models torch.fx cannot trace symbolically, split and stitched back: a buffer sliced to an input's size,
+python control flow on sizes and devices, an attribute the forward reassigns, a submodule with
+data-dependent control flow (kept whole, in torch), einops; each stitched with a Triton copy kernel in
+every region that is a task, and run equal to the original (kernels under the Triton interpreter)."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+import torch
+
+from kernelwright.tasks.region_runtime import fake_inputs, fake_run_node
+from kernelwright.tasks.region_stitch import stitched_source
+from kernelwright.tasks.regions import split_model
+from tests.kernels.tiny_model_src import copy_kernel
+
+
+@pytest.fixture(autouse=True)
+def _interpreted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+
+
+HEADER = "import math\nimport torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
+
+SIZE_SLICING = (
+    HEADER
+    + """
+class Model(nn.Module):
+    def __init__(self, d, heads, longest):
+        super().__init__()
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.heads = heads
+        self.register_buffer("mask", torch.tril(torch.ones(longest, longest)).view(1, 1, longest, longest))
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.qkv(x).split(C, dim=2)
+        q = q.view(B, T, self.heads, C // self.heads).transpose(1, 2)
+        k = k.view(B, T, self.heads, C // self.heads).transpose(1, 2)
+        v = v.view(B, T, self.heads, C // self.heads).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = F.softmax(att.masked_fill(self.mask[:, :, :T, :T] == 0, float("-inf")), dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        return self.proj(y)
+
+
+def get_inputs():
+    return [torch.randn(2, 5, 6)]
+
+
+def get_init_inputs():
+    return [6, 2, 9]
+"""
+)
+
+CONTROL_FLOW = (
+    HEADER
+    + """
+class Model(nn.Module):
+    def __init__(self, n, h):
+        super().__init__()
+        self.i2h = nn.Linear(n + h, h)
+        self.h2o = nn.Linear(h, 3)
+        self.w = nn.Parameter(torch.randn(h))
+
+    def forward(self, x, h0):
+        if x.device != self.w.device:
+            raise ValueError("wrong device")
+        steps, batch, _ = x.size()
+        hidden, outs = h0, []
+        for t in range(steps):
+            hidden = torch.tanh(self.i2h(torch.cat((x[t], hidden), dim=1)))
+            outs.append(self.h2o(hidden * self.w))
+        return torch.stack(outs, dim=0)
+
+
+def get_inputs():
+    return [torch.randn(3, 2, 4), torch.randn(2, 5)]
+
+
+def get_init_inputs():
+    return [4, 5]
+"""
+)
+
+REASSIGNED = (
+    HEADER
+    + """
+class Model(nn.Module):
+    def __init__(self, n, h):
+        super().__init__()
+        self.hidden = torch.randn(2, h)
+        self.i2h = nn.Linear(n + h, h)
+        self.h2o = nn.Linear(h, 3)
+
+    def forward(self, x):
+        self.hidden = self.hidden.to(x.device)
+        self.hidden = torch.tanh(self.i2h(torch.cat((x, self.hidden), dim=1)))
+        return self.h2o(self.hidden)
+
+
+def get_inputs():
+    return [torch.randn(2, 4)]
+
+
+def get_init_inputs():
+    return [4, 5]
+"""
+)
+
+DATA_DEPENDENT = (
+    HEADER
+    + """
+class Gate(nn.Module):
+    def forward(self, x):
+        if x.sum().item() > 0:  # on the data: no trace can follow it
+            return x * 2.0
+        return x - 1.0
+
+
+class Model(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.rates = [r.item() for r in torch.linspace(0, 0.5, 3)]  # .item() while it is built
+        self.fc1 = nn.Linear(n, n)
+        self.gate = Gate()
+        self.fc2 = nn.Linear(n, 2)
+
+    def forward(self, x):
+        if x.shape[0] > 1:
+            x = F.relu(self.fc1(x))
+        return self.fc2(self.gate(x) * self.rates[1])
+
+
+def get_inputs():
+    return [torch.randn(3, 4)]
+
+
+def get_init_inputs():
+    return [4]
+"""
+)
+
+EINOPS = (
+    HEADER
+    + """
+from einops import rearrange
+
+
+class Model(nn.Module):
+    def __init__(self, block):
+        super().__init__()
+        self.block = block
+        self.fc = nn.Linear(3, 3)
+
+    def forward(self, x):
+        blocks = rearrange(x, "b (c l) h -> b c l h", l=self.block)
+        y = torch.cumsum(self.fc(blocks), dim=2)
+        return rearrange(y, "b c l h -> b (c l) h")
+
+
+def get_inputs():
+    return [torch.randn(2, 6, 3)]
+
+
+def get_init_inputs():
+    return [2]
+"""
+)
+
+
+def _module(source: str, name: str) -> types.ModuleType:
+    mod = types.ModuleType(name)
+    exec(compile(source, f"<{name}>", "exec"), mod.__dict__)
+    return mod
+
+
+def _stitched(source: str) -> tuple[types.ModuleType, torch.nn.Module, torch.nn.Module, int]:
+    """The original model, its stitched ModelNew (a copy kernel in every region that is a task, the
+    original's weights loaded) and how many regions run a kernel."""
+    task = _module(source, "task")
+    torch.manual_seed(0)
+    model = task.Model(*task.get_init_inputs())
+    split = split_model(model, task.get_inputs())
+    kernels = {r.index: (r.signature, copy_kernel(r.source)) for r in split.regions if r.source}
+    stitched = _module(
+        stitched_source(source, split.leaves, [r.plan() for r in split.regions], kernels, spec=split.spec),
+        "stitched",
+    )
+    new = stitched.ModelNew(*task.get_init_inputs())
+    new.load_state_dict(model.state_dict())
+    return stitched, model, new, len(kernels)
+
+
+def _calls(stitched: types.ModuleType) -> int:
+    return sum(v[0] for k, v in vars(stitched).items() if k.endswith("CALLS"))
+
+
+@pytest.mark.parametrize("source", [SIZE_SLICING, CONTROL_FLOW, DATA_DEPENDENT], ids=["size", "flow", "data"])
+def test_specialized_models_split_into_regions_and_stitch_back_equal(source: str) -> None:
+    task = _module(source, "task")
+    split = split_model(task.Model(*task.get_init_inputs()), task.get_inputs())
+    assert split.specialized
+    assert sum(1 for r in split.regions if r.library) >= 2  # library operations in regions of their own
+    stitched, model, new, with_kernel = _stitched(source)
+    assert with_kernel >= 2
+    inputs = task.get_inputs()
+    before = _calls(stitched)
+    with torch.no_grad():
+        torch.testing.assert_close(new(*inputs), model(*inputs), rtol=1e-5, atol=1e-5)
+    assert _calls(stitched) - before >= 2  # the kernels ran
+
+
+def test_the_data_dependent_submodule_is_kept_whole_in_torch() -> None:
+    task = _module(DATA_DEPENDENT, "task")
+    split = split_model(task.Model(*task.get_init_inputs()), task.get_inputs())
+    assert "gate" in split.leaves
+    gate = next(r for r in split.regions if "Gate" in r.ops)
+    assert not gate.source and "cannot be written back" in gate.why_not
+    _, model, new, _ = _stitched(DATA_DEPENDENT)
+    for x in (torch.randn(3, 4).abs(), -torch.randn(3, 4).abs()):  # both of its branches
+        with torch.no_grad():
+            torch.testing.assert_close(new(x), model(x), rtol=1e-5, atol=1e-5)
+
+
+def test_a_specialized_model_at_other_sizes_runs_torch_where_a_region_differs() -> None:
+    stitched, model, new, _ = _stitched(SIZE_SLICING)
+    x = torch.randn(3, 7, 6)  # another batch and length: the views' sizes differ
+    with torch.no_grad():
+        torch.testing.assert_close(new(x), model(x), rtol=1e-5, atol=1e-5)
+    plan = next(p for key, p in new.__dict__["_kw_plans"].items() if key[0][0] == (3, 7, 6))
+    assert not all(plan.matches) and any(plan.matches)  # only regions without a literal size kept kernels
+
+
+def test_an_attribute_the_forward_reassigns_is_state_the_stitched_model_keeps() -> None:
+    task = _module(REASSIGNED, "task")
+    split = split_model(task.Model(*task.get_init_inputs()), task.get_inputs())
+    assert list(split.graph._kw_writes) == ["hidden"]  # type: ignore[attr-defined]
+    stitched, model, new, with_kernel = _stitched(REASSIGNED)
+    assert with_kernel >= 2
+    new.hidden = model.hidden.clone()
+    before = _calls(stitched)
+    with torch.no_grad():
+        for _ in range(3):  # the hidden state carries from one call to the next
+            x = torch.randn(2, 4)
+            torch.testing.assert_close(new(x), model(x), rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(new.hidden, model.hidden, rtol=1e-5, atol=1e-5)
+    assert _calls(stitched) - before >= 3
+    assert not isinstance(model.hidden, torch.fx.Proxy)  # tracing left the model as it was
+
+
+def test_einops_rearrange_is_one_operation_of_the_graph() -> None:
+    pytest.importorskip("einops")
+    task = _module(EINOPS, "task")
+    split = split_model(task.Model(*task.get_init_inputs()), task.get_inputs())
+    assert sum(op == "rearrange" for r in split.regions for op in r.ops) == 2
+    assert any("einops.rearrange(" in r.source and "import einops" in r.source for r in split.regions)
+    stitched, model, new, with_kernel = _stitched(EINOPS)
+    assert with_kernel >= 1
+    x = torch.randn(2, 6, 3)
+    with torch.no_grad():
+        torch.testing.assert_close(new(x), model(x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", [torch.nn.GRU, torch.nn.LSTM])
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_fake_recurrence_sizes_are_the_real_ones(kind: type[torch.nn.RNNBase], batch_first: bool) -> None:
+    rnn = kind(4, 3, num_layers=2, bidirectional=True, batch_first=batch_first)
+    x = torch.randn(5, 7, 4)
+    graph = torch.fx.symbolic_trace(torch.nn.Sequential(rnn)).graph
+    node = next(n for n in graph.nodes if n.op == "call_module")
+    root = torch.nn.Module()
+    root.add_module(str(node.target), rnn)
+    (fake,), mode = fake_inputs([x])
+    with mode:
+        got = fake_run_node(root, node, (fake,), {})
+    real = rnn(x)
+    flat = torch.utils._pytree.tree_leaves
+    assert [tuple(t.shape) for t in flat(got)] == [tuple(t.shape) for t in flat(real)]
