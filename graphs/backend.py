@@ -364,6 +364,7 @@ class StitchedGraph:
 
 def kernelwright_backend(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
     from kernelwright.graphs.model import _target_name, find_kernel_in_memory
+    from kernelwright.hardware.candidate import interpreter_fixes
     from kernelwright.nodes import resources
     from kernelwright.nodes.run_context import Context
     from kernelwright.tasks.region_runtime import trace
@@ -389,6 +390,9 @@ def kernelwright_backend(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> C
         for region in split.regions:
             code = find_kernel_in_memory(memory, region.signature, target) if region.source else None
             if code is not None:
+                # Under TRITON_INTERPRET=1 the kernels run in this process, where the judge's fork server's
+                # interpreter fixes are not in place: without them a bf16 tl.dot multiplies bit patterns.
+                interpreter_fixes.apply()
                 kernel = _kernel_class(code, region.signature)()
                 plan.attach(region.index, kernel)
                 last_swaps.append(
