@@ -73,3 +73,43 @@ def test_the_table_says_which_ops_pw_expr_writes():
         except ValueError:
             written = False
         assert written == (op.generic or bool(op.calls or op.module or op.params)), op.name
+
+
+MAX_LINES = 600
+MAX_CLASS_LINES = 400
+
+
+def test_no_writer_module_is_longer_than_600_lines_and_no_class_than_400():
+    long = {path: n for path, source in _sources().items() if (n := source.count("\n")) > MAX_LINES}
+    assert long == {}, f"split these modules (over {MAX_LINES} lines): {long}"
+    classes = {
+        f"{path}:{node.name}": node.end_lineno - node.lineno + 1
+        for path, source in _sources().items()
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > MAX_CLASS_LINES
+    }
+    assert classes == {}, f"split these classes (over {MAX_CLASS_LINES} lines): {classes}"
+
+
+def _private_imports(path: str, source: str) -> list[str]:
+    """`from kernelwright.providers.offline.X import _name`: a private name taken from another module.
+
+    runtime/ is exempt: its modules hold program text, and the names they import (_kw_launch, _cdiv, ...)
+    are the ones programs define and call, underscored so that they cannot clash with a task's names."""
+    if path.startswith("runtime/"):
+        return []
+    return [
+        f"{node.module}.{alias.name}"
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.ImportFrom)
+        and (node.module or "").startswith("kernelwright.providers.offline")
+        for alias in node.names
+        if alias.name.startswith("_") and not alias.name.startswith("__")
+    ]
+
+
+def test_no_private_name_is_imported_across_writer_modules():
+    bad = "from kernelwright.providers.offline.kinds.kernel_plan import _Load\n"
+    assert _private_imports("emit/x.py", bad) == ["kernelwright.providers.offline.kinds.kernel_plan._Load"]
+    found = {path: names for path, source in _sources().items() if (names := _private_imports(path, source))}
+    assert found == {}, f"make these public or move them: {found}"

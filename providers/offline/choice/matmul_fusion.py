@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from kernelwright.providers.offline.choice.schedule import (
     Kernel,
     Schedule,
-    _shape_eq,
-    _value_args,
-    _walk_values,
+    shape_eq,
+    value_args,
+    walk_values,
 )
 from kernelwright.providers.offline.frontend.ir import Value
 
@@ -34,14 +34,14 @@ def _same_operand(a: Value, b: Value) -> bool:
         return True
     if a.kind != "view" or b.kind != "view" or a.op != b.op or a.op == "item":
         return False
-    if not _shape_eq(a.shape, b.shape) or repr(a.attrs) != repr(b.attrs):
+    if not shape_eq(a.shape, b.shape) or repr(a.attrs) != repr(b.attrs):
         return False
     return _same_operand(a.args[0], b.args[0])
 
 
 def _reads(sched: Schedule, v: Value, k: Kernel) -> bool:
     """Whether computing `v` (its free pointwise inputs recomputed in place) needs a value `k` owns."""
-    stack = _value_args(v)
+    stack = value_args(v)
     seen: set[int] = set()
     while stack:
         x = stack.pop()
@@ -52,7 +52,7 @@ def _reads(sched: Schedule, v: Value, k: Kernel) -> bool:
         if owner is k:
             return True
         if owner is None and x.kind not in ("input", "param"):
-            stack.extend(_walk_values(x.args))
+            stack.extend(walk_values(x.args))
     return False
 
 
@@ -67,7 +67,7 @@ def _dual_pair(sched: Schedule, k1: Kernel, k2: Kernel) -> bool:
     (a1, b1), (a2, b2) = k1.anchor.args, k2.anchor.args
     if b1 is b2 or not _same_operand(a1, a2):
         return False
-    if not (_shape_eq(k1.space, k2.space) and _shape_eq(b1.shape, b2.shape)):
+    if not (shape_eq(k1.space, k2.space) and shape_eq(b1.shape, b2.shape)):
         return False
     if (b1.dtype, k1.anchor.dtype) != (b2.dtype, k2.anchor.dtype):
         return False

@@ -69,17 +69,17 @@ class Schedule:
         return [k for k in self.kernels if k.kind != "glue"]
 
 
-def _shape_eq(a: Shape, b: Shape) -> bool:
+def shape_eq(a: Shape, b: Shape) -> bool:
     return len(a) == len(b) and all(sympy.simplify(x - y) == 0 for x, y in zip(a, b, strict=True))
 
 
 def row_shape_kind(shape: Shape, space: Shape, dims: tuple[int, ...]) -> str | None:
     """Whether `shape` is the full space ("full"), one value per row ("row"), or neither (None)."""
-    if _shape_eq(shape, space):
+    if shape_eq(shape, space):
         return "full"
     kept = tuple(d for i, d in enumerate(space) if i not in dims)
     keep_form = tuple((sympy.Integer(1) if i in dims else d) for i, d in enumerate(space))
-    if _shape_eq(shape, kept) or _shape_eq(aligned(shape, len(space)), keep_form):
+    if shape_eq(shape, kept) or shape_eq(aligned(shape, len(space)), keep_form):
         return "row"
     # Equal up to size-1 dims (a squeezed or unsqueezed per-row value).
     nz = [d for d in shape if not is_one(d)]
@@ -147,7 +147,7 @@ class _Scheduler:
         memo[k.id] = set()
         direct: set[int] = set()
         for v in k.values:
-            for a in _value_args(v):
+            for a in value_args(v):
                 if self.owner.get(a.id) is not k:
                     direct |= {d for d in self.reads(a) if d != k.id}
         out = set(direct)
@@ -208,7 +208,7 @@ class _Scheduler:
         recomputes) that it does not own."""
         seen: set[int] = set()
         read: dict[int, Value] = {}
-        stack = [a for v in k.values for a in _value_args(v)]
+        stack = [a for v in k.values for a in value_args(v)]
         while stack:
             x = stack.pop()
             if x.id in seen:
@@ -219,7 +219,7 @@ class _Scheduler:
             if x.id in self.mat or x.kind in ("input", "param") or self.owner.get(x.id) is not None:
                 read[x.id] = x
                 continue
-            stack.extend(_value_args(x))  # free: recomputed
+            stack.extend(value_args(x))  # free: recomputed
         return list(read.values())
 
     def _glue(self, v: Value) -> None:
@@ -228,7 +228,7 @@ class _Scheduler:
         self.mat.add(v.id)
 
     def _on_opaque(self, v: Value) -> None:
-        for a in _value_args(v):
+        for a in value_args(v):
             self.need(a)
         self._glue(v)
 
@@ -262,17 +262,12 @@ class _Scheduler:
     def _row_kernel_for(self, v: Value, space: Shape, dims: tuple[int, ...]) -> Kernel:
         x = v.args[0]
         kx = self.owner.get(x.id)
-        if kx is not None and kx.kind == "rows" and _shape_eq(kx.space, space) and kx.dims == dims:
+        if kx is not None and kx.kind == "rows" and shape_eq(kx.space, space) and kx.dims == dims:
             return kx
         if kx is not None and kx.kind != "glue":
             self.need(x)
         for k in self.kernels:
-            if (
-                k.kind == "rows"
-                and _shape_eq(k.space, space)
-                and k.dims == dims
-                and not self.depends_on(x, k)
-            ):
+            if k.kind == "rows" and shape_eq(k.space, space) and k.dims == dims and not self.depends_on(x, k):
                 return k
         return self.new_kernel("rows", space=tuple(space), dims=dims)
 
@@ -307,7 +302,7 @@ class _Scheduler:
         kind = None
         if k.kind == "rows":
             kind = row_shape_kind(v.shape, k.space, k.dims)
-        elif k.kind == "matmul" and _shape_eq(v.shape, k.space):
+        elif k.kind == "matmul" and shape_eq(v.shape, k.space):
             kind = "full"
         if kind is not None and any(
             self.owner.get(a.id) is None and self.depends_on(a, k) for a in v.tensor_args
@@ -383,28 +378,28 @@ def _inlinable_view(v: Value) -> bool:
         a.pop(0)
     while b and is_one(b[0]):
         b.pop(0)
-    return _shape_eq(tuple(a), tuple(b))
+    return shape_eq(tuple(a), tuple(b))
 
 
-def _walk_values(x: object) -> list[Value]:
+def walk_values(x: object) -> list[Value]:
     if isinstance(x, Value):
         return [x]
     if isinstance(x, list | tuple):
         out: list[Value] = []
         for y in x:
-            out.extend(_walk_values(y))
+            out.extend(walk_values(y))
         return out
     if isinstance(x, dict):
         out = []
         for y in x.values():
-            out.extend(_walk_values(y))
+            out.extend(walk_values(y))
         return out
     return []
 
 
-def _value_args(v: Value) -> list[Value]:
+def value_args(v: Value) -> list[Value]:
     """The values `v` is computed from: in its arguments and its keyword arguments, nested or not."""
-    return _walk_values(v.args) + _walk_values(v.attrs.get("kwargs", {}))
+    return walk_values(v.args) + walk_values(v.attrs.get("kwargs", {}))
 
 
 def schedule(graph: Graph) -> Schedule:

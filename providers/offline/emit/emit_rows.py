@@ -36,7 +36,7 @@ from kernelwright.providers.offline.emit.emit_rows_looped import looped_body
 from kernelwright.providers.offline.emit.emit_rows_split import split_sources
 from kernelwright.providers.offline.emit.kernel_gen import KernelGen, constexpr_sizes
 from kernelwright.providers.offline.frontend.ir import SymScalar, Value
-from kernelwright.providers.offline.kinds.kernel_plan import RowPlanError, _Load
+from kernelwright.providers.offline.kinds.kernel_plan import Load, RowPlanError
 from kernelwright.providers.offline.kinds.row_plan import (
     STAT_OPS,
     RowConfig,
@@ -326,14 +326,14 @@ class RowKernelGen(RowPlan, KernelGen):
                 self.row_memo = {}
                 looped_body(self, c, online=False)
 
-    def _prefetched_loads(self) -> list[_Load]:
+    def _prefetched_loads(self) -> list[Load]:
         """Per-element loads that a persistent program can fetch one row block ahead: those indexed by
         the rows when the kept dims form one group (the row block's index is then the row index)."""
         if len(self.kept) != 1:
             return []
         return [ld for ld in self.loads.values() if not ld.row and self.kept[0] in ld.groups]
 
-    def _prefetch(self, c: Code, loads: list[_Load]) -> None:
+    def _prefetch(self, c: Code, loads: list[Load]) -> None:
         """Load `loads` for the row block starting at rows `rk_n` into p<id> (zeros past the last row)."""
         for ld in loads:
             off = self.offset(ld.groups, self.load_strides(ld), False, kidx={self.kept[0]: "rk_n"})
@@ -403,7 +403,7 @@ __all__ = [
     "RowConfig",
     "RowKernelGen",
     "RowPlanError",
-    "_Load",
+    "Load",
     "constexpr_sizes",
     "next_pow2",
     "registers_rows_launch",

@@ -14,7 +14,7 @@ from kernelwright.providers.offline.emit.emit import Code
 from kernelwright.providers.offline.emit.emit_rows_split import partial_buffers, split_sizes, with_merged
 from kernelwright.providers.offline.frontend.ir import SymScalar, Value, broadcast_shapes, is_one
 from kernelwright.providers.offline.kinds.kernel_plan import RowPlanError
-from kernelwright.providers.offline.kinds.row_plan import _auto_warps_expr
+from kernelwright.providers.offline.kinds.row_plan import auto_warps_expr
 
 if TYPE_CHECKING:
     from kernelwright.providers.offline.emit.emit_rows import RowKernelGen
@@ -146,7 +146,7 @@ def launch_plain(gen: RowKernelGen, c: Code, args: list[str]) -> None:
     if cfg.num_warps:
         c(f"num_warps = {cfg.num_warps}")
     else:
-        c(f"num_warps = {_auto_warps_expr(tile)}")
+        c(f"num_warps = {auto_warps_expr(tile)}")
     c(f"_kw_launch({gen.kname}, grid,")
     with c.indent():
         c(", ".join(args) + ",")

@@ -26,7 +26,7 @@ from kernelwright.providers.offline.emit.emit import (
     pw_expr,
 )
 from kernelwright.providers.offline.frontend.ir import SymScalar, Value, is_one
-from kernelwright.providers.offline.kinds.kernel_plan import KernelPlan, RowPlanError, _Load
+from kernelwright.providers.offline.kinds.kernel_plan import KernelPlan, Load, RowPlanError
 
 
 def constexpr_sizes(src: str, names: set[str]) -> str:
@@ -139,7 +139,7 @@ class KernelGen(KernelPlan):
                 terms.append(f"{(self.kidx if kidx is None else kidx)[gi]} * {s}")
         return " + ".join(terms) if terms else "0"
 
-    def load_strides(self, ld: _Load) -> list[str]:
+    def load_strides(self, ld: Load) -> list[str]:
         return [f"{ld.name}_s{gi}" for gi in ld.groups]
 
     def emit(self, c: Code, v: Value, scope: str, memo: dict[int, Operand] | None = None) -> Operand:

@@ -164,10 +164,10 @@ def launched(task: PoolTask, design: str, config: dict[str, int]) -> tuple[Any, 
     kernel, so a search step between them measures nothing new."""
     if design != "rows" or task.out_spatial is None:
         return (design, *sorted(config.items()))
-    from kernelwright.providers.offline.runtime.pool import _kw_rows_tile
+    from kernelwright.providers.offline.runtime.pool import rows_tile
 
     oh, ow = ([1, 1, *task.out_spatial])[-2:]
-    return (design, *_kw_rows_tile(oh, ow, config["BLOCK"], config["BLOCK_H"], config["num_warps"]))
+    return (design, *rows_tile(oh, ow, config["BLOCK"], config["BLOCK_H"], config["num_warps"]))
 
 
 # ---- the program ------------------------------------------------------------------------------------
@@ -183,12 +183,12 @@ def emit_pool_program(source: str, task: PoolTask, design: str, config: dict[str
     """The candidate module: the task's constructor as ModelNew, the kernels, and their launcher."""
     from kernelwright.providers.offline.emit.emit import HELPERS
     from kernelwright.providers.offline.emit.emit_module import ProgramMeta
-    from kernelwright.providers.offline.families.conv.conv_codegen import _ReferenceParts
-    from kernelwright.providers.offline.runtime.pool import _kw_rows_tile
+    from kernelwright.providers.offline.families.conv.conv_reference import ReferenceParts
+    from kernelwright.providers.offline.runtime.pool import rows_tile
 
     if design not in DESIGNS or _as_config(design, config) != config:
         raise ValueError(f"not a pooling design and config: {design!r} {config}; the spaces are {SPACES}")
-    reference = _ReferenceParts(source)
+    reference = ReferenceParts(source)
     header = ProgramMeta(FAMILY, design, dict(config)).line()
     what = "each output row split into blocks of" if design == "rows" else "blocks of the flattened output,"
     doc = (
@@ -216,7 +216,7 @@ def emit_pool_program(source: str, task: PoolTask, design: str, config: dict[str
         _AVERAGE,
         *([_ROWS_KERNEL] if design == "rows" else []),
         _FLAT_KERNEL,
-        "\n" + inspect.getsource(_kw_rows_tile),
+        "\n" + inspect.getsource(rows_tile),
         HELPERS["_kw_launch"],
         _HOST,
         forward,

@@ -20,7 +20,7 @@ class RowPlanError(ValueError):
 
 
 @dataclass
-class _Load:
+class Load:
     value: Value
     name: str
     pattern: tuple[bool, ...]  # full (True) or broadcast per dim of S
@@ -45,7 +45,7 @@ class KernelPlan:
         self.D = set(k.dims)
         self.rank = len(self.S)
         self.owned = {v.id for v in k.values}
-        self.loads: dict[int, _Load] = {}
+        self.loads: dict[int, Load] = {}
         self.syms: dict[int, tuple[str, SymScalar]] = {}
         self.shape_only: dict[int, Value] = {}
         self._collect()
@@ -88,7 +88,7 @@ class KernelPlan:
             raise RowPlanError("a tensor of higher rank than the kernel's space")
         al = aligned(v.shape, self.rank)
         pattern = tuple(not is_one(al[d]) and not is_one(self.S[d]) for d in range(self.rank))
-        self.loads[v.id] = _Load(v, f"in{len(self.loads)}", pattern)
+        self.loads[v.id] = Load(v, f"in{len(self.loads)}", pattern)
 
     def _groups(self) -> None:
         patterns = [ld.pattern for ld in self.loads.values()]

@@ -48,7 +48,7 @@ _AUTO_WARPS = ((2048, 4), (8192, 8))
 _AUTO_WARPS_MAX = 16
 
 
-def _auto_warps_expr(tile: str) -> str:
+def auto_warps_expr(tile: str) -> str:
     """The rule above as the Python expression an emitted launcher evaluates."""
     (b0, w0), (b1, w1) = _AUTO_WARPS
     return f"{w0} if {tile} < {b0} else ({w1} if {tile} < {b1} else {_AUTO_WARPS_MAX})"

@@ -17,6 +17,9 @@ def _kw_rows_tile(oh: int, ow: int, block: int, block_h: int, num_warps: int) ->
     return block, block_h, max(1, min(num_warps, block * block_h // 64))
 
 
+# the writer's name for it (programs carry it as _kw_rows_tile, pasted with inspect.getsource)
+rows_tile = _kw_rows_tile
+
 # the program texts of this module, each between its marker lines (runtime.program_text)
 PROGRAM_TEXTS = ("average", "rows_kernel", "flat_kernel", "host")
 

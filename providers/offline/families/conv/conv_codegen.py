@@ -59,8 +59,6 @@ from kernelwright.providers.protocol import KernelHeader
 
 __all__ = ["DESIGNS", "ConvEmitError", "Stage", "StagedPlan", "emit", "partition"]
 
-_ReferenceParts = ReferenceParts  # the name pool_writer imports
-
 
 def emit(plan: ConvPlan, source: str, design: str, config: ConvConfig, precision: str) -> str:
     """The candidate module for `plan` (see conv.emit_conv_program)."""

@@ -175,35 +175,9 @@ class HostWriter:
         h("else:")
         h(f"    mean{i}, rstd{i} = _kw_bn_eval_stats({bn}, C{i})")
 
-    def _host_fold(self, h: Code, st: Stage) -> None:
-        """Stage i as the fold kernel (plan.fold): the reduced buffer from the statistics partials."""
-        i = st.index
-        prev = self.sp.stages[st.in_buf]
-        red = st.sreduce
-        assert red is not None
-        h(f"# stage {i}: statistics partials -> {red.attrs['fn']} of the normalised value (folded)")
-        h(f"C{i} = OC")
-        cb = "1" if self.plan.ops[st.value].cred else f"C{i}"
-        h(f"b{i} = torch.empty((N, {cb}, 1, 1, 1), device=x5.device, dtype=torch.float32)")
-        self._host_norm_stats(h, st)
-        a = [f"part{prev.index}", f"TT{prev.index}", f"mean{i}", f"rstd{i}", f"smn{i}", f"CG{i}", "N", f"C{i}",
-             f"b{i}", f"b{i}.stride(0)", f"b{i}.stride(1)"]  # fmt: skip
-        for o in sorted({op.operand for op in st.ops if op.operand is not None}):
-            operand = self.plan.operands[o]
-            h(f"t{o} = {operand.expr}")
-            if operand.kind == "scalar":
-                a += [f"t{o}"]
-            else:
-                h(f"st{o} = _kw_ostrides(t{o}, {operand.align!r}, N, OC)")
-                a += [f"t{o}", f"st{o}[1]"]
-        a += [f"float({expr})" for _name, expr in self.sp.const_args(st)]
-        h(f"BN = _kw_npow2(C{i})")
-        h(f"BT = max(1, min(max(1, 4096 // BN), _kw_npow2(TT{prev.index})))")
-        _wrapped_call(h, "_kw_launch", [f"_kw_stage{i}", "(N,)", *a], "BLOCK_T=BT, BLOCK_N=BN, num_warps=4,")
-
     def _host_stage(self, h: Code, st: Stage) -> None:
         if st.fold:
-            self._host_fold(h, st)
+            host_fold(self, h, st)
             return
         i = st.index
         cfg = self.cfg
@@ -424,3 +398,30 @@ def _wrapped_call(h: Code, callee: str, args: list[str], tail: str) -> None:
             line += piece
         h((line + tail).rstrip())
     h(")")
+
+
+def host_fold(w: HostWriter, h: Code, st: Stage) -> None:
+    """Stage i as the fold kernel (plan.fold): the reduced buffer from the statistics partials."""
+    i = st.index
+    prev = w.sp.stages[st.in_buf]
+    red = st.sreduce
+    assert red is not None
+    h(f"# stage {i}: statistics partials -> {red.attrs['fn']} of the normalised value (folded)")
+    h(f"C{i} = OC")
+    cb = "1" if w.plan.ops[st.value].cred else f"C{i}"
+    h(f"b{i} = torch.empty((N, {cb}, 1, 1, 1), device=x5.device, dtype=torch.float32)")
+    w._host_norm_stats(h, st)
+    a = [f"part{prev.index}", f"TT{prev.index}", f"mean{i}", f"rstd{i}", f"smn{i}", f"CG{i}", "N", f"C{i}",
+         f"b{i}", f"b{i}.stride(0)", f"b{i}.stride(1)"]  # fmt: skip
+    for o in sorted({op.operand for op in st.ops if op.operand is not None}):
+        operand = w.plan.operands[o]
+        h(f"t{o} = {operand.expr}")
+        if operand.kind == "scalar":
+            a += [f"t{o}"]
+        else:
+            h(f"st{o} = _kw_ostrides(t{o}, {operand.align!r}, N, OC)")
+            a += [f"t{o}", f"st{o}[1]"]
+    a += [f"float({expr})" for _name, expr in w.sp.const_args(st)]
+    h(f"BN = _kw_npow2(C{i})")
+    h(f"BT = max(1, min(max(1, 4096 // BN), _kw_npow2(TT{prev.index})))")
+    _wrapped_call(h, "_kw_launch", [f"_kw_stage{i}", "(N,)", *a], "BLOCK_T=BT, BLOCK_N=BN, num_warps=4,")
