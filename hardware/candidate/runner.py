@@ -54,7 +54,7 @@ from kernelwright.hardware.isolation.channel import (
 )
 from kernelwright.hardware.isolation.confine import Confinement
 from kernelwright.hardware.isolation.memory_cap import cap_memory
-from kernelwright.hardware.judge.evidence import Recorder, install_launch_hooks
+from kernelwright.hardware.judge.evidence import FingerprintKey, Recorder, install_launch_hooks
 
 CANDIDATE_MODULE = "candidate"
 
@@ -296,10 +296,11 @@ class Runner:
         stage = str(msg.get("stage", "correctness"))
         record = bool(msg.get("evidence"))
         existing = self.guard.existing(args, model) if record else []
-        arg_prints = self.guard.arg_prints(args) if self.cuda and not msg.get("exchange") else None
+        secret = FingerprintKey()  # drawn for this call: forward cannot know it beforehand
+        arg_prints = self.guard.arg_prints(args, secret) if self.cuda and not msg.get("exchange") else None
         self.guard.poison([int(n) for n in msg.get("poison_bytes", [])])
         out = self.guard.forward(model, args, stage, record, existing)
-        if arg_prints is not None and self.guard.arg_prints(args) != arg_prints:
+        if arg_prints is not None and self.guard.arg_prints(args, secret) != arg_prints:
             fail(
                 "correctness",
                 "forbidden",

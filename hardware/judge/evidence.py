@@ -12,7 +12,9 @@ Two halves:
   forward is fingerprinted when forward starts, every storage a recorded op or launch writes after it,
   and every storage a recorded op or launch reads (and every output, when forward returns) is
   fingerprinted again and compared. A difference is a write nobody recorded (`unseen`): torch in
-  another thread, numpy on a tensor's memory, a library outside torch.
+  another thread, numpy on a tensor's memory, a library outside torch. A fingerprint weighs every 32-bit
+  word by a weight of its position drawn from a key the recorder draws from the OS at every recorded call
+  (`FingerprintKey`), so a write that keeps plain sums (two elements swapped, +d here and -d there) is seen.
 - `analyse` runs in the judge. It follows each output back through the recorded writes: an output
   must depend on a write by a Triton kernel (else the kernels were decoration: `torch_fallback`), must
   not depend on storage that no recorded op produced and that was not there before forward, nor on
@@ -30,6 +32,7 @@ it; on a GPU, the kernels the profiler saw in one more forward are cross-checked
 
 from __future__ import annotations
 
+import os
 import weakref
 from collections import Counter
 from collections.abc import Iterator
@@ -101,25 +104,71 @@ def tensors_reachable(obj: Any, depth: int = 0, seen: set[int] | None = None) ->
             yield from tensors_reachable(v, depth + 1, seen)
 
 
-_FINGERPRINT_CHUNK = 1 << 24
+_FINGERPRINT_CHUNK = 1 << 20
+"""Words weighed per chunk: the key's weight vector is this long (8 MiB of int64 per device)."""
+_MASK64 = (1 << 64) - 1
 
 
-def fingerprint(t: torch.Tensor) -> tuple[int, int]:
-    """Two sums over the bytes of the tensor's whole storage: changed bytes change them (almost surely).
-    Summed a chunk at a time, so the int64 temporaries stay small whatever the tensor's size."""
+def _mix64(x: int) -> int:
+    """splitmix64's finaliser: a well-spread 64-bit value from any integer."""
+    x = (x + 0x9E3779B97F4A7C15) & _MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return x ^ (x >> 31)
+
+
+def _signed(x: int) -> int:
+    return x - (1 << 64) if x >> 63 else x
+
+
+class FingerprintKey:
+    """The secret a fingerprint is keyed with, drawn from the OS: a vector of odd 64-bit weights, one per
+    position in a chunk, and a salt per chunk, so every position of a storage has a weight of its own that
+    nobody without the key can predict. Who fingerprints draws a fresh one per job or per recorded call
+    (the Recorder: at every `start`), so nothing a candidate learned before the call tells it the weights."""
+
+    def __init__(self, seed: int | None = None) -> None:
+        self._seed = int.from_bytes(os.urandom(8), "little") if seed is None else seed & _MASK64
+        self._weights: dict[Any, torch.Tensor] = {}
+
+    def weights(self, device: torch.device) -> torch.Tensor:
+        w = self._weights.get(device)
+        if w is None:
+            gen = torch.Generator().manual_seed(_mix64(self._seed) >> 1)
+            w = torch.randint(
+                -(1 << 63), (1 << 63) - 1, (_FINGERPRINT_CHUNK,), dtype=torch.int64, generator=gen
+            )
+            w = (w | 1).to(device)  # odd: a change of one word always changes its weighted sum
+            self._weights[device] = w
+        return w
+
+    def salt(self, chunk: int) -> int:
+        """Chunk `chunk`'s salt, even (xor with it keeps a weight odd)."""
+        return _signed(_mix64(self._seed ^ _mix64(chunk + 1)) & ~1 & _MASK64)
+
+
+def fingerprint(t: torch.Tensor, key: FingerprintKey) -> tuple[int, int]:
+    """A keyed, position-weighted sum over the bytes of the tensor's whole storage, modulo 2**64, and its
+    size: every 32-bit word times the weight `key` gives its position. Any change of the bytes changes it
+    (but with chance 2**-63), moving values between positions included (a swap, +d here and -d there keep
+    a plain sum); nobody who does not know the key can make a change it misses. Weighed a chunk at a time,
+    so the int64 temporaries stay small whatever the tensor's size."""
     storage = t.untyped_storage()
     n = storage.nbytes()
     if n == 0:
         return (0, 0)
     flat = torch.empty(0, dtype=torch.uint8, device=t.device).set_(storage, 0, (n,), (1,))
-    words = flat[: n - n % 4].view(torch.int32) if n >= 4 else flat.to(torch.int32)
-    halves = flat[: n - n % 2].view(torch.int16) if n >= 2 else flat.to(torch.int16)
-
-    def total(x: torch.Tensor) -> int:
-        step = _FINGERPRINT_CHUNK
-        return sum(int(x[i : i + step].sum(dtype=torch.int64)) for i in range(0, x.numel(), step))
-
-    return total(words), total(halves) + int(flat[n - n % 2 :].sum())
+    weights = key.weights(flat.device)
+    total = 0
+    words = flat[: n - n % 4].view(torch.int32)
+    for c, i in enumerate(range(0, words.numel(), _FINGERPRINT_CHUNK)):
+        part = words[i : i + _FINGERPRINT_CHUNK].to(torch.int64)
+        w = weights[: part.numel()] ^ key.salt(c)
+        total += int((part * w).sum(dtype=torch.int64))
+    if n % 4:  # the last bytes, weighed from the other end of the vector
+        tail = flat[n - n % 4 :].to(torch.int64)
+        total += int((tail * weights.flip(0)[: tail.numel()]).sum(dtype=torch.int64))
+    return (total & _MASK64, n)
 
 
 @dataclass
@@ -139,11 +188,15 @@ class Recorder:
     reference to the storage (memory freed and given to another storage is that one's, not a change)."""
     unseen: list[list[Any]] = field(default_factory=list)
     """[event index, storage, what found it]: memory that changed with no recorded write to it."""
+    secret: FingerprintKey = field(default_factory=FingerprintKey)
+    """The fingerprints' key, drawn again from the OS at every `start`: a write that keeps what the
+    recorder would see the same must be made knowing it."""
 
     def start(self, before: Any = ()) -> None:
         """Start recording; `before`: the tensors that exist before forward (fingerprinted now)."""
         self.events, self.truncated, self.launches = [], False, Counter()
         self.known, self.unseen = {}, []
+        self.secret = FingerprintKey()
         self.active, self.depth = True, 0
         self.depth += 1  # the fingerprints' own ops are not forward's
         try:
@@ -152,7 +205,7 @@ class Recorder:
             for t in before:
                 key = storage_key(t)
                 if key is not None and key not in self.known:
-                    self._remember(key, t, fingerprint(t))
+                    self._remember(key, t, fingerprint(t, self.secret))
         finally:
             self.depth -= 1
 
@@ -184,7 +237,7 @@ class Recorder:
                 seen = None if key is None else self._last_seen(key, t)
                 if key is None or seen is None:
                     continue
-                now = fingerprint(t)
+                now = fingerprint(t, self.secret)
                 if now != seen:
                     self.unseen.append([len(self.events), key, where])
                     self._remember(key, t, now)
@@ -199,7 +252,7 @@ class Recorder:
             for t in tensors:
                 key = storage_key(t)
                 if key is not None:
-                    self._remember(key, t, fingerprint(t))
+                    self._remember(key, t, fingerprint(t, self.secret))
         finally:
             self.depth -= 1
 
@@ -252,11 +305,11 @@ class Recorder:
         try:
             if self.sync is not None:
                 self.sync()
-            before = [fingerprint(t) for t in tensors]
+            before = [fingerprint(t, self.secret) for t in tensors]
             result = run()
             if self.sync is not None:
                 self.sync()
-            after = [fingerprint(t) for t in tensors]
+            after = [fingerprint(t, self.secret) for t in tensors]
         finally:
             self.depth -= 1
         reads = list(keys)

@@ -17,7 +17,7 @@ from typing import Any
 
 from kernelwright.hardware.failures import classify_exception
 from kernelwright.hardware.judge.device import Device
-from kernelwright.hardware.judge.evidence import fingerprint
+from kernelwright.hardware.judge.evidence import FingerprintKey, fingerprint
 from kernelwright.hardware.judge.inputs import LEAN_BYTES, lean_float64_fits, needed_bytes, perturb_
 from kernelwright.hardware.judge.job import Budget, Unverifiable
 from kernelwright.hardware.judge.records import Reference, Sample, Shape, TaskState
@@ -171,7 +171,8 @@ class ReferenceCache:
             inputs = self.inputs(ref, seed)
             # A large task runs the reference on the inputs themselves and draws them again if it wrote them.
             args = inputs if ref.lean else clone(inputs)
-            before = [fingerprint(t) for t in tensors_of(args)] if ref.lean else []
+            secret = FingerprintKey()
+            before = [fingerprint(t, secret) for t in tensors_of(args)] if ref.lean else []
             ref.restore(mode)
             t0 = time.perf_counter()
             with self.torch.no_grad():
@@ -181,7 +182,7 @@ class ReferenceCache:
             buffers = {k: v.detach().clone() for k, v in ref.model.named_buffers()}
             ref.restore("train")
             if ref.lean:
-                changed = [fingerprint(t) for t in tensors_of(args)] != before
+                changed = [fingerprint(t, secret) for t in tensors_of(args)] != before
                 if changed:
                     inputs = self.inputs(ref, seed)
             else:

@@ -107,6 +107,8 @@ REJECTED: dict[str, tuple[str, str, str]] = {
     "thread_from_init.py": ("run", "forbidden", "building ModelNew left"),
     "numpy_into_buffer.py": ("run", "forbidden", "memory changed with no recorded op writing it"),
     "numpy_over_output.py": ("run", "forbidden", "returned by forward"),
+    # (a swap keeps every plain sum: the fingerprints are keyed and weigh each position)
+    "swap_input_elements.py": ("run", "forbidden", "memory changed with no recorded op writing it"),
     "torch_off_the_recorded_call.py": ("run", "torch_fallback", "launched no Triton kernel"),
     "pop_recorder.py": ("run", "forbidden", "no recorded op wrote"),
     "replace_launcher.py": ("compile", "forbidden", "launcher was replaced"),

@@ -169,3 +169,35 @@ def test_batch_norm_running_statistics_updated_by_torch_are_recorded_writes():
     x = torch.randn(16, 8)
     report = recorded([x, bn.weight, bn.bias, bn.running_mean, bn.running_var], lambda: bn(bn(x)))
     assert report["unseen"] == [], report["unseen"]
+
+
+def test_a_fingerprint_is_keyed_and_weighs_every_position():
+    from kernelwright.hardware.judge.evidence import FingerprintKey, fingerprint
+
+    x = torch.randn(3, 37)  # 444 bytes: whole words only; a 7-byte tensor below has a tail
+    key = FingerprintKey()
+    before = fingerprint(x, key)
+    assert fingerprint(x, key) == before and fingerprint(x, FingerprintKey()) != before
+    swapped = x.clone()
+    swapped[0, 0], swapped[2, 5] = x[2, 5], x[0, 0]
+    shifted = x.clone()
+    shifted[0, 1] += 1.0
+    shifted[1, 1] -= 1.0
+    assert swapped.view(torch.int32).sum() == x.view(torch.int32).sum()  # what a plain sum sees: nothing
+    assert fingerprint(swapped, key) != before and fingerprint(shifted, key) != before
+    tail = torch.arange(7, dtype=torch.uint8)
+    assert fingerprint(tail.flip(0).contiguous(), key) != fingerprint(tail, key)
+
+
+def test_a_swap_made_out_of_sight_before_a_recorded_read_is_caught():
+    x = torch.randn(64)
+
+    def forward():
+        a = x.numpy()
+        a[[0, 9]] = a[[9, 0]]  # numpy: no torch op; every sum of x's memory is what it was
+        out = x.clone()
+        a[[0, 9]] = a[[9, 0]]
+        return out
+
+    report = recorded([x], forward)
+    assert [u[2] for u in report["unseen"]] == ["read by aten::clone"], report["unseen"]
