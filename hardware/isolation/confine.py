@@ -11,7 +11,8 @@ feedback's phases (hardware.compile.child, through `run_contained`) get the same
 - namespaces (`unshare`, as root or through a user namespace): a PID namespace whose first process is
   the candidate, so every process it starts dies with it and it sees no other process; a network
   namespace with no interfaces up; a mount namespace with its own /proc and its own /dev (`private_dev`:
-  a read-only tmpfs holding only null, zero, full, random, urandom and the GPU's nodes, and a private
+  a read-only tmpfs holding only null, zero, full, random, urandom and the nodes of the one GPU its judge
+  uses (hardware.isolation.dev_nodes), and a private
   /dev/shm that dies with the candidate);
 - Landlock (Linux 5.13+, no privileges needed): writes only beneath the private directory, to those
   device nodes (no node made or removed in /dev) and the process's own /proc entries; no TCP bind or
@@ -32,7 +33,6 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import errno
-import glob
 import os
 import resource
 import shutil
@@ -45,6 +45,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from kernelwright.hardware.isolation.dev_nodes import BASICS as DEV_BASICS
+from kernelwright.hardware.isolation.dev_nodes import device_nodes
 from kernelwright.hardware.isolation.processes import kill_descendants
 
 # prctl options
@@ -186,18 +188,8 @@ def read_only_mounts(writable: list[str]) -> str | None:
 
 
 # -------------------------------------------------------------------------------------------- /dev
-_DEV_BASICS = ("null", "zero", "full", "random", "urandom")
 SHM_BYTES = 256 << 20
 """The private /dev/shm's size: nothing of the judge's goes through it; a memory cgroup counts it too."""
-
-
-def device_nodes() -> list[str]:
-    """The device files a candidate may use: null, zero, full, random, urandom and the GPU's (NVIDIA's
-    nodes, /dev/nvidia-caps, /dev/dri), those that exist here."""
-    found = [f"/dev/{n}" for n in _DEV_BASICS if os.path.exists(f"/dev/{n}")]
-    found += sorted(glob.glob("/dev/nvidia*"))
-    found += [d for d in ("/dev/dri",) if os.path.isdir(d)]
-    return found
 
 
 def private_mounts() -> str | None:
@@ -334,7 +326,7 @@ def candidate_paths(private_dir: str) -> list[tuple[str, int]]:
     paths = [(p, os.R_OK | (os.X_OK if os.path.isdir(p) else 0)) for p in read if p]
     parts = Path(os.path.realpath(private_dir)).parts
     paths += [(str(Path(*parts[:i])), os.X_OK) for i in range(2, len(parts))]
-    gpu = [p for p in device_nodes() if not p.startswith(tuple(f"/dev/{n}" for n in _DEV_BASICS))]
+    gpu = [p for p in device_nodes() if p.removeprefix("/dev/") not in DEV_BASICS]
     return paths + [(p, os.R_OK | os.W_OK) for p in gpu if not os.path.isdir(p)]
 
 
@@ -521,9 +513,9 @@ def confine_candidate(
     if problem:
         c.notes.append(problem)
     if own_dev:
-        c.devices = "own /dev, read-only: null, zero, full, random, urandom, the GPU's nodes; own /dev/shm"
+        c.devices = "own /dev, read-only: null, zero, full, random, urandom, its GPU's nodes; own /dev/shm"
     elif abi:
-        c.devices = "the host's /dev: landlock lets it write only null, zero, full, random, urandom, the GPU"
+        c.devices = "the host's /dev: landlock lets it write only null, zero, full, random, urandom, its GPU"
     if "net" in namespaces:
         c.network = "own network namespace (no interfaces up)"
     elif abi >= 4:
