@@ -129,10 +129,11 @@ class ForwardGuard:
             found += list(tensors_reachable(list(vars(self.module).values())))
         return found
 
-    def arg_prints(self, args: Any) -> list[tuple[int, int]]:
+    def arg_prints(self, args: Any, key: Any) -> list[tuple[int, int]]:
+        """Fingerprints of forward's arguments under `key` (one drawn for this call)."""
         from kernelwright.hardware.judge.evidence import fingerprint, tensors_in
 
-        return [fingerprint(t) for t in tensors_in(args)]
+        return [fingerprint(t, key) for t in tensors_in(args)]
 
     def poison(self, nbytes: list[int]) -> None:
         """Pre-fill the CUDA caching allocator with 0xFF bytes (NaN in every float format) in blocks the
@@ -238,23 +239,32 @@ class ForwardGuard:
                   f"precision) from {self.precision} to {now}; the judge sets them to what the precision "
                   "mode allows")  # fmt: skip
 
-    def profile_kernels(self, model: Any, args: list[Any]) -> dict[str, int]:
-        """GPU kernels one more forward ran, by name, as the CUDA profiler saw them (all threads)."""
+    def profile_kernels(self, model: Any, args: list[Any], activities: list[Any] | None = None) -> dict[str, int]:
+        """GPU kernels one more forward ran, by name, as the CUDA profiler saw them (all threads).
+        Its threads are checked as every other call's: the count starts once the profiler has started
+        (its own start-up threads are not the candidate's) and is checked before it stops, and what it
+        starts while stopping is let go after. `activities`: the profiler's (CUDA; tests on CPU pass CPU)."""
         torch = self.torch
         from torch.profiler import ProfilerActivity, profile
 
         counts: dict[str, int] = {}
         try:
-            with profile(activities=[ProfilerActivity.CUDA]) as prof, self.captured.no_grad():
-                model(*args)
-                self.captured.sync()
+            with profile(activities=activities or [ProfilerActivity.CUDA]) as prof:
+                self.mark_threads()
+                with self.captured.no_grad():
+                    model(*args)
+                if self.captured.sync is not None:
+                    self.captured.sync()
+                self.check_threads("the profiled forward")
             for e in prof.events():
                 if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA:
                     counts[e.name] = counts.get(e.name, 0) + 1
+        except Failed:
+            raise
         except Exception as exc:  # the profiler is a cross-check; its absence is reported, not fatal
             counts = {"<profiler unavailable>": 1}
             del exc
-        self.mark_threads()  # the profiler's own threads are not the candidate's
+        self.mark_threads()  # the threads the profiler starts as it stops are not the candidate's
         return counts
 
 
