@@ -113,3 +113,12 @@ def test_no_private_name_is_imported_across_writer_modules():
     assert _private_imports("emit/x.py", bad) == ["kernelwright.providers.offline.kinds.kernel_plan._Load"]
     found = {path: names for path, source in _sources().items() if (names := _private_imports(path, source))}
     assert found == {}, f"make these public or move them: {found}"
+
+
+def test_no_two_writer_classes_share_a_name():
+    where: dict[str, list[str]] = {}
+    for path, source in _sources().items():
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ClassDef):
+                where.setdefault(node.name, []).append(path)
+    assert {name: paths for name, paths in where.items() if len(paths) > 1} == {}

@@ -17,10 +17,10 @@ from kernelwright.providers.offline.families.conv.conv_fold import find_norm_fol
 from kernelwright.providers.offline.families.conv.conv_ir import (
     SPATIAL,
     Const,
+    ConvOperand,
     ConvPlan,
     ConvSpec,
     Op,
-    Operand,
 )
 from kernelwright.providers.offline.families.conv.conv_values import (
     Chain,
@@ -37,7 +37,7 @@ class OpBuilder:
 
     def __init__(self) -> None:
         self.ops: list[Op] = []
-        self.operands: list[Operand] = []
+        self.operands: list[ConvOperand] = []
         self.regions = 0
         self.region_src: dict[int, int] = {}  # region -> op whose value the region's stage loads raw
         self.spec: ConvSpec | None = None
@@ -49,7 +49,7 @@ class OpBuilder:
         self.ops.append(op)
         return op.id
 
-    def add_operand(self, operand: Operand) -> int:
+    def add_operand(self, operand: ConvOperand) -> int:
         if operand in self.operands:
             return self.operands.index(operand)
         self.operands.append(operand)
@@ -106,7 +106,7 @@ class OpBuilder:
                 align.append(group[0])
             logical = {a for a in align if a is not None}
             kind_ = "scalar" if not logical else ("channel" if logical == {1} else "full")
-            operand = Operand(expr=expr, align=align, kind=kind_)  # type: ignore[arg-type]
+            operand = ConvOperand(expr=expr, align=align, kind=kind_)  # type: ignore[arg-type]
             if operand in self.operands:
                 idx = self.operands.index(operand)
             else:
@@ -238,7 +238,8 @@ class OpBuilder:
         op = self.new_op("conv")
         if spec.bias_expr is not None:
             bias = self.new_op(
-                "operand", operand=self.add_operand(Operand(expr=spec.bias_expr, align=[1], kind="channel"))
+                "operand",
+                operand=self.add_operand(ConvOperand(expr=spec.bias_expr, align=[1], kind="channel")),
             )
             op = self.new_op("binary", [op, bias], attrs={"fn": "add"})
         v = Chain(op=op, dims=self.standard_dims(spec.ndim), region=0)

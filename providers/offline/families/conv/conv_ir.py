@@ -44,7 +44,7 @@ class Const(BaseModel):
     """Python expression in ModelNew.forward's scope, e.g. "self.scale_factor" or "0.5"."""
 
 
-class Operand(BaseModel):
+class ConvOperand(BaseModel):
     """An external tensor the epilogue reads, broadcast onto the logical grid of the value it meets."""
 
     expr: str
@@ -150,7 +150,7 @@ class ConvPlan(BaseModel):
 
     spec: ConvSpec
     ops: list[Op]
-    operands: list[Operand] = Field(default_factory=list)
+    operands: list[ConvOperand] = Field(default_factory=list)
     output: int
     """Id of the op whose value the forward returns."""
     out_groups: list[list[int]]
