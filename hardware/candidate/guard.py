@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from kernelwright.hardware.candidate.tripwires import Tripwires
 from kernelwright.hardware.failures import classify_exception, format_exception, tail
 from kernelwright.hardware.judge.evidence import Recorder, RecordingMode, tensors_reachable
 
@@ -102,7 +103,7 @@ class ForwardGuard:
     work is done (threads running then are the harness's), before the candidate is imported."""
 
     def __init__(self, torch: Any, cuda: bool, captured: Captured, recorder: Recorder,
-                 hooks: list[tuple[Any, Any]], path: str) -> None:  # fmt: skip
+                 hooks: list[tuple[Any, Any]], path: str, tripwires: Tripwires | None = None) -> None:  # fmt: skip
         self.torch = torch
         self.cuda = cuda
         self.captured = captured
@@ -111,6 +112,8 @@ class ForwardGuard:
         """Triton's launcher classes and the `run` the evidence hooks installed on each."""
         self.path = path
         """The candidate's source file (for tracebacks)."""
+        self.tripwires = tripwires
+        """What the candidate may not call (hardware.candidate.tripwires), checked after every call."""
         self.module: Any = None
         """The candidate's module, once imported (its globals' tensors exist before forward)."""
         self.precision: tuple[bool, str] | None = None
@@ -169,6 +172,7 @@ class ForwardGuard:
                 if mode is not None:  # what is returned must be what the recorder last saw written there
                     self.recorder.check(tensors_in(out), "returned by forward")
             except BaseException as exc:  # noqa: B036 - SystemExit and KeyboardInterrupt are the candidate's too
+                self.check_tripwires("forward")  # a tripwire's error is a forbidden call, not a crash
                 kind = classify_exception(exc) if isinstance(exc, Exception) else "runtime_error"
                 where = (
                     "compile" if kind == "compile_error" else ("run" if kind == "runtime_error" else stage)
@@ -201,10 +205,18 @@ class ForwardGuard:
         self.check_precision("forward", stage)
         return out
 
+    def check_tripwires(self, when: str) -> None:
+        """No tripwire may have been tripped or taken off (hardware.candidate.tripwires)."""
+        problem = self.tripwires.problem() if self.tripwires is not None else None
+        if problem:
+            fail("run", "forbidden", f"{when} {problem}")
+
     def check_threads(self, when: str) -> None:
         """No thread of the candidate's may be running, and none may have been started since the last
         check, even one that has ended since: every Python thread takes a new thread state, whose ids
-        only grow (`thread_state_id`), however it was started."""
+        only grow (`thread_state_id`), however it was started. The tripwires are checked first: this
+        runs after every call of candidate code."""
+        self.check_tripwires(when)
         extra = set(self.captured.frames()) - self.threads_at_start
         if extra:
             fail("run", "forbidden", f"{when} left {len(extra)} thread(s) running; a candidate may not start "

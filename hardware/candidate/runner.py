@@ -38,6 +38,7 @@ import os
 import sys
 from typing import Any
 
+from kernelwright.hardware.candidate import tripwires
 from kernelwright.hardware.candidate.guard import Captured, Failed, ForwardGuard, fail
 from kernelwright.hardware.candidate.timing import TimedCalls
 from kernelwright.hardware.failures import classify_exception, format_exception, tail
@@ -87,7 +88,9 @@ class Runner:
 
             warm_up_device()
         self.path = os.path.join(private_dir, f"{CANDIDATE_MODULE}.py")
-        self.guard = ForwardGuard(torch, self.cuda, self.captured, self.recorder, hooks, self.path)
+        # After the harness's captures (Captured, the recorder's hooks): they keep the originals.
+        self.guard = ForwardGuard(torch, self.cuda, self.captured, self.recorder, hooks, self.path,
+                                  tripwires.installed(self.path))  # fmt: skip
         self.versions = {"torch": torch.__version__, "triton": triton.__version__,
                          "python": sys.version.split()[0],
                          "cuda": torch.version.cuda if self.cuda else None}  # fmt: skip
@@ -139,8 +142,13 @@ class Runner:
                 reply, out_fds = handler(msg, fds)
             except Failed as f:
                 reply = {"op": "failed", "stage": f.stage, "kind": f.kind, "text": f.text}
-            except Exception as exc:  # the harness's own fault, reported as such
+            except Exception as exc:  # the harness's own fault, reported as such (unless a tripwire's)
                 import traceback
+
+                if (problem := self.guard.tripwires and self.guard.tripwires.problem()) is not None:
+                    reply = {"op": "failed", "stage": "run", "kind": "forbidden", "text": tail(f"{op}: {problem}")}
+                    self.chan.send(reply, out_fds)
+                    continue
 
                 reply = {"op": "failed", "stage": "compile", "kind": "harness_error",
                          "text": tail(f"the candidate-side harness failed: {traceback.format_exc()}")}  # fmt: skip
@@ -186,6 +194,7 @@ class Runner:
         except SyntaxError as exc:
             fail("parse", "syntax_error", format_exception(exc, self.path))
         except BaseException as exc:  # noqa: B036 - SystemExit at import is a failed import too
+            self.guard.check_tripwires("importing the candidate")
             kind = classify_exception(exc) if isinstance(exc, Exception) else "import_error"
             fail("compile", "import_error" if kind == "runtime_error" else kind,
                   f"importing the candidate failed: {format_exception(exc, self.path)}")  # fmt: skip
@@ -205,6 +214,7 @@ class Runner:
                 if isinstance(model, torch.nn.Module):
                     model = model.to(self.device)
             except BaseException as exc:  # noqa: B036
+                self.guard.check_tripwires("building ModelNew")
                 kind = classify_exception(exc) if isinstance(exc, Exception) else "runtime_error"
                 fail("compile", kind, f"ModelNew(*init_inputs) raised {format_exception(exc, self.path)}")
             if not isinstance(model, torch.nn.Module):

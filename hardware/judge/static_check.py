@@ -6,7 +6,12 @@ Rejected (`static_check`, or `syntax_error` when it does not parse):
   launch of one (`kernel[grid](...)` or `kernel.run(...)`) anywhere outside kernel bodies;
 - any use of the reference `Model`, or a way to reach the reference or the harness: importing the task
   module, the project's packages, `importlib`, `gc`, `inspect`, `ctypes` or `__main__`; `__import__`,
-  `exec`, `eval`, `compile`; frame and module-table access (`sys._getframe`, `f_back`, `sys.modules`);
+  `exec`, `eval`, `compile`; frame and module-table access (`sys._getframe`, `f_back`, `sys.modules`),
+  a function's closure or code;
+- names that read torch's dispatch or function modes, the interpreter's frames or threads (the evidence
+  recorder is a dispatch mode on every checked call and on no timed one), as attributes, imports or
+  strings, and CUDA graphs (a replay launches kernels no one records); hardware.candidate.tripwires
+  catches the same at run time, names computed there included;
 - a try/except that can hide a fallback: a kernel launch inside the try body (directly or through a
   function of the module that launches one), or an except branch that computes with torch;
 - writes to torch's or triton's state (`torch.backends...allow_tf32 = True`, `setattr(torch, ...)`,
@@ -32,6 +37,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from kernelwright.hardware.candidate.tripwires import GRAPHS_WHY, INTROSPECTION
 from kernelwright.tasks.pyast import parse_python
 
 _KERNEL_DECORATORS = ("jit", "autotune", "heuristics")
@@ -57,7 +63,29 @@ _FORBIDDEN_ATTRS = {
     "__globals__": "reads a function's globals",
     "__subclasses__": "walks class hierarchies",
     "__import__": "imports modules at run time",
+    "__closure__": "reads a function's closure",
+    "cell_contents": "reads a function's closure",
+    "__wrapped__": "reads a wrapped function",
+    "__code__": "reads or replaces a function's code",
 }
+_INTROSPECTION = frozenset(
+    name for names in INTROSPECTION.values() for name in names if name not in ("_getframe",)
+) | {"_python_dispatch", "_set_dispatch_mode", "_unset_dispatch_mode", "_push_on_torch_dispatch_stack",
+     "_push_on_torch_function_stack", "_dispatch_tls_set_dispatch_key_included",
+     "_dispatch_tls_set_dispatch_key_excluded"}  # fmt: skip
+"""Names that read the dispatch and function mode state, frames or threads: the evidence recorder is a dispatch
+mode on the calls the judge checks and on none it times (hardware.candidate.tripwires catches them at run
+time, names computed there included)."""
+_GRAPH_ATTRS = {
+    "CUDAGraph",
+    "_CUDAGraph",
+    "make_graphed_callables",
+    "graph_pool_handle",
+    "_graph_pool_handle",
+}
+_GRAPH_CALLS = {"torch.cuda.graph", "torch.cuda.graphs.graph"}
+_GRAPH_COMPILE_MODES = {"reduce-overhead", "max-autotune"}
+"""torch.compile modes that capture CUDA graphs."""
 _STATE_SETTERS = {
     "torch.set_float32_matmul_precision",
     "torch.use_deterministic_algorithms",
@@ -388,6 +416,10 @@ def _problems(mod: _Module, task_name: str | None, skip: set[int]) -> Iterator[s
     forbidden = dict(_FORBIDDEN_MODULES)
     if task_name:
         forbidden[task_name] = "imports the task module"
+    for target in mod.aliases.values():  # from torch._C import _len_torch_dispatch_stack
+        hit = [p for p in target.split(".") if p in _INTROSPECTION or p in _GRAPH_ATTRS]
+        if hit:
+            yield _named(hit[0], next((ln for n, ln in mod.imported if target.startswith(n)), 0))
     for name, line in mod.imported:
         top = name.lstrip(".").split(".")[0]
         if name.startswith("."):
@@ -413,8 +445,25 @@ def _problems(mod: _Module, task_name: str | None, skip: set[int]) -> Iterator[s
                 yield f"line {line}: calls {full}(), changing global torch state the reference is checked under"
             elif full in _SIDE_STREAMS:
                 yield f"line {line}: uses a side CUDA stream ({full}); timing on the current stream would miss its work"
+            elif full in _GRAPH_CALLS:
+                yield f"line {line}: uses CUDA graphs ({full}): {GRAPHS_WHY}"
+            elif full == "torch.compile" and any(
+                k.arg == "mode"
+                and isinstance(k.value, ast.Constant)
+                and k.value.value in _GRAPH_COMPILE_MODES
+                for k in node.keywords
+            ):
+                yield f"line {line}: torch.compile in a mode that captures CUDA graphs: {GRAPHS_WHY}"
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and (node.value in _INTROSPECTION or node.value in _GRAPH_ATTRS)
+        ):  # getattr(torch._C, "_len_torch_dispatch_stack")
+            yield _named(node.value, line)
         elif isinstance(node, ast.Attribute):
-            if node.attr in _FORBIDDEN_ATTRS:
+            if node.attr in _INTROSPECTION or node.attr in _GRAPH_ATTRS:
+                yield _named(node.attr, line)
+            elif node.attr in _FORBIDDEN_ATTRS:
                 yield f"line {line}: {_FORBIDDEN_ATTRS[node.attr]} (.{node.attr})"
             elif node.attr == "modules" and mod.resolve(node.value) == "sys":
                 yield f"line {line}: reads sys.modules"
@@ -427,6 +476,15 @@ def _problems(mod: _Module, task_name: str | None, skip: set[int]) -> Iterator[s
             full = mod.resolve(t) if isinstance(t, ast.Attribute) else None
             if full and full.split(".")[0] in ("torch", "triton"):
                 yield f"line {line}: assigns {full}, changing torch/triton global state"
+
+
+def _named(name: str, line: int) -> str:
+    if name in _GRAPH_ATTRS:
+        return f"line {line}: uses CUDA graphs ({name}): {GRAPHS_WHY}"
+    return (
+        f"line {line}: reads the harness's dispatch or function modes, frames or threads ({name}), which "
+        "tell the calls the judge checks from the ones it times"
+    )
 
 
 def _check_try(

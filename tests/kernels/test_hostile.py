@@ -93,7 +93,9 @@ REJECTED: dict[str, tuple[str, str, str]] = {
     "forged_reply.py": ("compile", "forbidden", "a forged reply from candidate code"),
     # 2. the judge in the candidate's process
     "patch_judge_modules.py": ("correctness", "mismatch", "outside rtol"),
-    "gc_expected.py": ("correctness", "mismatch", "outside rtol"),
+    # (it walks the frames through sys._getframe under a computed name: a tripwire stops it; nothing in
+    # the candidate process would have been worth finding, the mismatch it used to end in)
+    "gc_expected.py": ("run", "forbidden", "called sys._getframe"),
     # 3. a tensor subclass deciding its own comparison
     "tensor_subclass.py": ("correctness", "forbidden", "tensor subclass"),
     # 5. runtime evidence instead of source scans
@@ -110,8 +112,12 @@ REJECTED: dict[str, tuple[str, str, str]] = {
     # (a swap keeps every plain sum: the fingerprints are keyed and weigh each position)
     "swap_input_elements.py": ("run", "forbidden", "memory changed with no recorded op writing it"),
     "torch_off_the_recorded_call.py": ("run", "torch_fallback", "launched no Triton kernel"),
-    "pop_recorder.py": ("run", "forbidden", "no recorded op wrote"),
+    "pop_recorder.py": ("parse", "static_check", "(_python_dispatch)"),
+    "pop_recorder_computed.py": ("run", "forbidden", "called torch._C._len_torch_dispatch_stack"),
     "replace_launcher.py": ("compile", "forbidden", "launcher was replaced"),
+    # (names the static check cannot read: the candidate process's tripwires)
+    "dispatch_stack_computed.py": ("run", "forbidden", "called torch._C._len_torch_dispatch_stack"),
+    "cuda_graph_computed.py": ("run", "forbidden", "CUDA graphs are not allowed in a candidate"),
     # 6. verification as documented
     "precomputed_seed_inputs.py": ("correctness", "mismatch", "outside rtol"),
     "fixed_shape.py": ("correctness", "shape_mismatch", "shape [5, 123, 77], expected [3, 81, 51]"),

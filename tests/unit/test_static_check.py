@@ -278,3 +278,48 @@ class ModelNew(nn.Module):
 """
     )
     assert "try/except around a launch of relu_kernel" in rep.error
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "n = torch._C._len_torch_dispatch_stack()",
+        "n = getattr(torch._C, '_len_torch_dispatch_stack')()",
+        "m = torch.utils._python_dispatch._get_current_dispatch_mode()",
+        "m = torch._C._get_dispatch_stack_at(0)",
+        "m = torch.overrides._get_current_function_mode_stack()",
+        "k = torch._C._dispatch_tls_local_include_set()",
+        "f = relu.__closure__",
+    ],
+)
+def test_reading_the_harness_dispatch_modes_is_rejected(line):
+    r = check(
+        GOOD_FORWARD.replace(
+            "        out = torch.empty_like(x)", f"        {line}\n        out = torch.empty_like(x)"
+        )
+    )
+    assert not r.ok and r.error_kind == "static_check", r
+    assert "dispatch or function modes" in r.error or "reads a function's closure" in r.error, r.error
+
+
+def test_importing_a_mode_introspection_name_is_rejected():
+    r = check(GOOD_FORWARD, header=HEADER + "from torch._C import _len_torch_dispatch_stack as depth\n")
+    assert not r.ok and "(_len_torch_dispatch_stack)" in r.error, r.error
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "g = torch.cuda.CUDAGraph()",
+        "ctx = torch.cuda.graph(None)",
+        "f = torch.cuda.make_graphed_callables(relu, (x,))",
+        "f = torch.compile(relu, mode='reduce-overhead')",
+    ],
+)
+def test_cuda_graphs_are_rejected_with_why(line):
+    r = check(
+        GOOD_FORWARD.replace(
+            "        out = torch.empty_like(x)", f"        {line}\n        out = torch.empty_like(x)"
+        )
+    )
+    assert not r.ok and "CUDA graphs" in r.error and "replay launches kernels" in r.error, r.error
