@@ -251,6 +251,13 @@ def _cut(graph: fx.Graph, root: nn.Module, values: dict[str, Value]) -> list[lis
         if node.op in ("placeholder", "output", "get_attr"):
             continue
         reads = [a for a in node.all_input_nodes if a.name in group_of]
+        # indexing into a tensor that no open region computes (`x[t]` of an input, a step of a loop) is a
+        # view, run where it stands: in a region it would put its index in the signature (one per step)
+        source = node.args[0] if node.args else None
+        if (node.op == "call_function" and node.target is operator.getitem and isinstance(source, fx.Node)
+                and values.get(source.name, Value(False)).tensor
+                and not (groups and group_of.get(source.name) == len(groups) - 1)):  # fmt: skip
+            continue
         library = _is_library(node, root)
         # a non-tensor value never crosses a boundary: merge every group from its producer's onward
         held = [group_of[a.name] for a in reads if not values.get(a.name, Value(False)).tensor]
@@ -478,6 +485,8 @@ def _describe(region: Region, group: list[fx.Node], model: nn.Module, values: di
                 raise SplitError(f"its output {out} is not a tensor")
     except SplitError as exc:
         region.why_not = str(exc)
+    # which of its values leave it: the same operators with another set of outputs is another task
+    sig.append(("outputs", [region.nodes.index(o) for o in region.outputs]))
     # variable names are numbered by position, so the text is the same for identical regions
     text = json.dumps(sig, default=str)
     region.signature = hashlib.sha256(text.encode()).hexdigest()[:16]
