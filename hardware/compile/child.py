@@ -1,6 +1,6 @@
 """The subprocess side of offline compile feedback (hardware.compile.feedback runs this file as a script).
 
-Each phase runs in a confined candidate process (hardware.isolation.confine.run_contained): it imports candidate
+Each phase runs in a confined candidate process (hardware.isolation.contain.run_contained): it imports candidate
 code. `python compile_child.py capture JOBDIR` (TRITON_INTERPRET=1): load the task and the candidate, run the
 candidate's forward once, and record every Triton launch's specialization (`_LaunchRecorder`) into
 JOBDIR/capture.jsonl. `python compile_child.py compile JOBDIR` (interpreter off): load the candidate
@@ -505,7 +505,7 @@ def child_main(argv: list[str]) -> int:
     import signal
     import tempfile
 
-    from kernelwright.hardware.isolation.confine import run_contained
+    from kernelwright.hardware.isolation.contain import run_contained
 
     tempfile.tempdir = str(job)  # a warm server's choice may be cached here; ptxas's files go in the job
     code = run_contained(str(job), lambda: _child_capture(job) if phase == "capture" else _child_compile(job))

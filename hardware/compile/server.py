@@ -8,7 +8,7 @@ itself, and forks one child per phase: the child is as fresh as a cold process a
 concerned (no earlier candidate ran in its parent), starts in milliseconds, and is killed the same way
 (its own session, so the caller kills its process group, ptxas included, at the deadline). The child
 imports no candidate code itself: compile_child runs the phase in a confined candidate process
-(hardware.isolation.confine.run_contained), with the candidate's minimal environment (compile_feedback.phase_env),
+(hardware.isolation.contain.run_contained), with the candidate's minimal environment (compile_feedback.phase_env),
 which is also the only environment this server gets.
 
 Protocol (JSON lines; the server reads its stdin and writes its stdout):

@@ -3,7 +3,7 @@
 Every step is best effort and reports what it did; `Confinement` records the outcome and travels
 with every EvalResult (`extra["confinement"]`), so a user can see what held on their machine. Whatever
 imports candidate code is a candidate process: the judge's (hardware.isolation.forkserver) and the offline compile
-feedback's phases (hardware.compile.child, through `run_contained`) get the same steps.
+feedback's phases (hardware.compile.child, through hardware.isolation.contain.run_contained) get the same steps.
 
 - environment (hardware.isolation.env.minimal_env): a minimal, fixed set of variables (no `*_KEY`,
   tokens, proxy settings; nothing of the caller's environment but a few toolchain settings), a private
@@ -40,14 +40,12 @@ import signal
 import struct
 import sys
 import sysconfig
-from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
 from kernelwright.hardware.isolation.dev_nodes import BASICS as DEV_BASICS
 from kernelwright.hardware.isolation.dev_nodes import device_nodes
-from kernelwright.hardware.isolation.processes import kill_descendants
 
 # prctl options
 PR_SET_PDEATHSIG = 1
@@ -528,71 +526,6 @@ def confine_candidate(
     c.notes.extend(problems)
     c.notes.extend(limit_resources(None))
     return c
-
-
-def run_contained(private_dir: str, fn: Callable[[], int]) -> int:
-    """Run `fn` in a candidate process of its own, confined as the judge's are (KERNELWRIGHT_CONFINE):
-    namespaces with an init as the PID namespace's first process, a private /proc and /dev, Landlock,
-    no capabilities and uid CANDIDATE_UID_BASE where the host allows, a memory cgroup at the candidates'
-    ceiling (hardware.isolation.memory_cap) where one can be made; its exit code (128 + signal when a signal ended
-    it). This process must be single-threaded; it enters the mount and network namespaces
-    itself and runs no candidate code. The caller's environment is the candidate's: keep it minimal."""
-    from kernelwright.hardware.isolation import memory_cap  # (it imports this module)
-
-    level = confine_level()
-    uid = None if level == "none" or uid_probe(candidate_paths(private_dir)) else CANDIDATE_UID_BASE
-    cgroups, _ = memory_cap.find_parent()  # its memory capped at the judge's ceiling, memfds included
-    namespaces, problem = enter_namespaces() if level == "full" else ([], None)
-    become_subreaper()  # without a PID namespace, what the worker leaves behind is found and killed here
-    init = os.fork()
-    if init == 0:
-        code = 70
-        try:
-            die_with_parent()
-            if cgroups is not None:
-                memory_cap.join(cgroups, "phase")
-            if "mount" in namespaces:
-                problem = private_mounts() or problem
-            worker = os.fork()
-            if worker == 0:
-                code = 71
-                try:
-                    die_with_parent()
-                    c = Confinement(notes=[problem] if problem else [])
-                    confine_candidate(c, private_dir=private_dir, namespaces=namespaces,
-                                      use_landlock=level != "none", uid=uid)  # fmt: skip
-                    code = fn()
-                except SystemExit as exc:
-                    code = exc.code if isinstance(exc.code, int) else 1
-                except BaseException:  # noqa: B036 - the worker must exit, whatever happened
-                    import traceback
-
-                    traceback.print_exc()
-                finally:
-                    sys.stdout.flush()
-                    sys.stderr.flush()
-                    os._exit(code)
-            while True:  # reap orphans until the worker is done
-                pid, status = os.waitpid(-1, 0)
-                if pid == worker:
-                    code = os.waitstatus_to_exitcode(status)
-                    code = 128 - code if code < 0 else min(code, 127)
-                    break
-        except BaseException:  # noqa: B036
-            pass
-        os._exit(code)
-    _, status = os.waitpid(init, 0)
-    if "pid" not in namespaces:
-        kill_descendants()
-    if cgroups is not None:
-        if memory_cap.oom_kills(os.path.join(cgroups["path"], "phase"), cgroups["version"]):
-            print(
-                f"killed by its memory cgroup: it took more than {memory_cap.ceiling() >> 20} MiB",
-                file=sys.stderr,
-            )
-        memory_cap.remove_tree(cgroups["path"])
-    code = os.waitstatus_to_exitcode(status)
-    return 128 - code if code < 0 else code
 
 
 def errno_name(code: int) -> str:

@@ -5,13 +5,15 @@ candidates' minimal environment; it imports torch, triton and the candidate-side
 initialises CUDA, and then forks on request, so a candidate process starts in milliseconds with no
 state of any earlier candidate (a fork of a process that never ran one).
 
-Per candidate, three processes:
-- a keeper, forked from this server: it makes itself a subreaper, enters new PID, network and mount
-  namespaces where the OS allows (hardware.isolation.confine.enter_namespaces), forks the init and waits for it;
-  then it kills whatever was left behind and exits with the candidate's status (128 + signal when a
-  signal ended it);
+Per candidate, three processes (hardware.isolation.contain's chain, which the compile feedback's phases
+are started through too):
+- a keeper, forked from this server: it makes itself a subreaper, joins its memory cgroup, enters new
+  PID, network and mount namespaces where the OS allows (hardware.isolation.confine.enter_namespaces),
+  forks the init (contain.fork_init), answers the candidate's one request for its memory cap and waits
+  for the init (contain.wait_init); then it kills whatever was left behind and exits with the
+  candidate's status (128 + signal when a signal ended it);
 - an init: the first process of the new PID namespace (when there is one; every process in it dies
-  with it), which mounts the namespace's own /proc, forks the candidate process and reaps orphans;
+  with it), which mounts the namespace's own /proc and /dev, forks the candidate process and reaps orphans;
 - the candidate process: confined (hardware.isolation.confine.confine_candidate), then serving the judge on its
   own socket (hardware.candidate.runner).
 
@@ -57,9 +59,9 @@ from kernelwright.hardware.isolation.confine import (
     confine_candidate,
     die_with_parent,
     enter_namespaces,
-    private_mounts,
     uid_probe,
 )
+from kernelwright.hardware.isolation.contain import fork_init, wait_init
 from kernelwright.hardware.isolation.processes import kill_descendants
 
 
@@ -80,11 +82,14 @@ def _keeper(msg: dict, sock_fd: int, device: str) -> None:
         private_dir = str(msg["private_dir"])
         msg = {**msg, "keeper": os.getpid()}
         keeper_end, candidate_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        child = os.fork()
-        if child == 0:
-            keeper_end.close()
-            _init(msg, sock_fd, device, private_dir, namespaces, problem,
-                  candidate_end.fileno() if cgroup else -1, memory)  # fmt: skip
+        cap_fd = candidate_end.fileno() if cgroup else -1
+
+        def candidate(problem: str | None) -> int:
+            _candidate(msg, sock_fd, device, private_dir, namespaces, problem, cap_fd, memory)
+            return 71  # (it never returns)
+
+        child = fork_init(namespaces, problem, candidate, close_in_init=[sock_fd] + ([cap_fd] if cgroup else []),
+                          in_init=keeper_end.close)  # fmt: skip
         candidate_end.close()
         os.close(sock_fd)
         if cgroup is not None:  # the candidate's one request for its cap, or its end
@@ -94,11 +99,7 @@ def _keeper(msg: dict, sock_fd: int, device: str) -> None:
                 memory_cap.serve_request(keeper_end, cgroup, msg["cgroup"]["version"])
             os.close(pidfd)
         keeper_end.close()
-        _, status = os.waitpid(child, 0)
-        if "pid" not in namespaces:
-            kill_descendants()
-        code = os.waitstatus_to_exitcode(status)  # the init's exit code carries the candidate's status
-        code = 128 - code if code < 0 else code
+        code = wait_init(child, namespaces)  # the init's exit code carries the candidate's status
     except BaseException:  # noqa: B036 - the keeper must exit, whatever happened
         traceback.print_exc()
     os._exit(code)
@@ -106,36 +107,6 @@ def _keeper(msg: dict, sock_fd: int, device: str) -> None:
 
 def _cgroup_name(keeper: int) -> str:
     return f"keeper-{keeper}"
-
-
-def _init(msg: dict, sock_fd: int, device: str, private_dir: str, namespaces: list[str], problem: str | None,
-          cap_fd: int, memory: str) -> None:  # fmt: skip
-    """The first process of the candidate's PID namespace (or a plain child without one): mounts the
-    namespace's /proc, forks the candidate process, reaps whatever is orphaned to it and exits with
-    the candidate's status. A PID namespace's first process ignores signals it has no handler for
-    (abort() would end in SIGSEGV), so the candidate runs as its child, with ordinary signals."""
-    code = 70
-    try:
-        die_with_parent()
-        if "mount" in namespaces:
-            problem_mounts = private_mounts()
-            if problem_mounts:
-                problem = f"{problem}; {problem_mounts}" if problem else problem_mounts
-        child = os.fork()
-        if child == 0:
-            _candidate(msg, sock_fd, device, private_dir, namespaces, problem, cap_fd, memory)
-        os.close(sock_fd)
-        if cap_fd >= 0:
-            os.close(cap_fd)
-        while True:
-            pid, status = os.waitpid(-1, 0)
-            if pid == child:
-                code = os.waitstatus_to_exitcode(status)
-                code = 128 - code if code < 0 else min(code, 127)
-                break
-    except BaseException:  # noqa: B036
-        traceback.print_exc()
-    os._exit(code)
 
 
 def _candidate(msg: dict, sock_fd: int, device: str, private_dir: str, namespaces: list[str],

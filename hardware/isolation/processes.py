@@ -1,6 +1,6 @@
 """Process bookkeeping for the harness: this process's virtual memory size, and killing every descendant
 of a process (a candidate process and whatever it started) until none is left. Used by the fork server
-(hardware.isolation.forkserver), the contained runs (hardware.isolation.confine.run_contained) and the memory cap
+(hardware.isolation.forkserver), the contained runs (hardware.isolation.contain.run_contained) and the memory cap
 (hardware.isolation.memory_cap)."""
 
 from __future__ import annotations
