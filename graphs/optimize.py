@@ -21,7 +21,6 @@ Exports:
 from __future__ import annotations
 
 import dataclasses
-import json
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -33,12 +32,13 @@ from pydantic import BaseModel, Field
 
 # The run folder's files (graphs/run_files.py), also named here by the run's callers
 from kernelwright.graphs.run_files import CHECKPOINT_FILE as CHECKPOINT_FILE
+from kernelwright.graphs.run_files import RUN_FILE as RUN_FILE
 from kernelwright.graphs.run_files import (
-    RUN_FILE,
     RunFile,
     check_new_run_folder,
     open_checkpointer,
     read_run_file,
+    write_run_file,
 )
 from kernelwright.graphs.run_files import serializer as serializer
 from kernelwright.memory.store import MemoryLocationError, MemoryServerError
@@ -188,13 +188,8 @@ def run_optimize(
         resources.chat_model(ctx)
         rd.mkdir(parents=True, exist_ok=True)
         ctx = dataclasses.replace(ctx, run_dir=str(rd.resolve()))
-        (rd / RUN_FILE).write_text(
-            json.dumps(
-                RunFile(thread_id=thread_id, input=graph_input, context=ctx.to_json()).model_dump(), indent=2
-            )
-            + "\n",
-            encoding="utf-8",
-        )
+        # claimed first (.run-id, exclusive), then written: two runs started into one folder cannot both write
+        write_run_file(rd, RunFile(thread_id=thread_id, input=graph_input, context=ctx.to_json()))
     saver = open_checkpointer(rd)
     app = builder.compile(checkpointer=saver, name=GRAPH_NAME)
     config: RunnableConfig = {"configurable": {"thread_id": thread_id}, "recursion_limit": 100_000}

@@ -7,6 +7,8 @@ whose nodes import torch and Triton.
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import sqlite3
 from pathlib import Path
@@ -17,7 +19,15 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from pydantic import BaseModel, ValidationError
 
-from kernelwright.nodes.run_folder import RUN_ID_FILE, RUN_OUTPUTS, UNKNOWN_RUN, RunFolderTaken, folder_owner
+from kernelwright.nodes.run_folder import (
+    RUN_ID_FILE,
+    RUN_OUTPUTS,
+    UNKNOWN_RUN,
+    RunFolderTaken,
+    claim,
+    folder_owner,
+    taken_message,
+)
 from kernelwright.nodes.state import CHECKPOINT_TYPES
 
 RUN_FILE = "run.json"
@@ -83,6 +93,18 @@ class RunFile(BaseModel):
     created_by: str = "kernelwright optimize"
 
 
+def write_run_file(run_dir: str | Path, run: RunFile) -> None:
+    """Claim `run_dir` for `run` (its `.run-id`, created exclusively: nodes/run_folder.claim), then write
+    its run.json; RunFolderTaken (one line) when another run claimed the folder first, in which case
+    nothing is written. Two runs started into one folder at once: one gets it, the other is told."""
+    rd = Path(run_dir)
+    if not claim(rd, run.thread_id):
+        raise RunFolderTaken(taken_message(rd, folder_owner(rd) or UNKNOWN_RUN))
+    tmp = rd / f".{RUN_FILE}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(run.model_dump(), indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, rd / RUN_FILE)  # whole or not at all
+
+
 def read_run_file(run_dir: str | Path) -> RunFile:
     """The run.json of a run directory; a ValueError with one line when it is missing or damaged."""
     rd = Path(run_dir)
@@ -139,4 +161,7 @@ def check_new_run_folder(run_dir: str | Path, what: str = "") -> None:
         )
         who = owner if owner == UNKNOWN_RUN else f"run {owner}"
         raise RunFolderTaken(f"{name} already holds {who}: {how}")
+    # A run that never started (or no run): its claim and run.json go, so the new run can claim the folder.
     (rd / RUN_ID_FILE).unlink(missing_ok=True)
+    if folder_owner(rd) is not None:
+        (rd / RUN_FILE).unlink(missing_ok=True)
