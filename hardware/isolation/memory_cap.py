@@ -14,13 +14,21 @@ before the candidate is imported; the keeper answers one request only. The fork 
 cgroup when the keeper is gone and says whether the cap killed the candidate. A fork server killed with
 its judge leaves its empty parent behind: the next one made in the same cgroup removes it.
 
-Where no cgroup can be made the result says so and why; RLIMIT_AS, a per-file size limit (RLIMIT_FSIZE:
-every memfd and /dev/shm file) and the private /dev/shm's size stand in.
+On cgroup v2 a process may make cgroups only in a subtree delegated to it (`delegation`): systemd's
+Delegate=yes (the cgroup marked `user.delegate` or `trusted.delegate`, its files chowned to the service's
+user), a cgroup of its own (its directory, cgroup.procs and cgroup.subtree_control owned by this uid and
+writable), or root's. And v2 lets no process live in a cgroup whose children get the memory controller:
+where the delegated cgroup holds processes (this one, its parents in the same service), they are moved
+into a leaf beside the candidates' parent first (`LEAF`), which a later search recognises as its own.
+
+Where no cgroup can be made the result says so and why, in one line; RLIMIT_AS, a per-file size limit
+(RLIMIT_FSIZE: every memfd and /dev/shm file) and the private /dev/shm's size stand in.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import socket
@@ -32,6 +40,9 @@ from kernelwright.hardware.isolation.confine import Confinement, limit_resources
 from kernelwright.hardware.isolation.processes import vm_bytes
 
 _PREFIX = "kernelwright-"
+LEAF = "kernelwright-leaf"
+"""On cgroup v2, where the processes of the delegated cgroup go so that its children may have the memory
+controller (v2 allows no process in a cgroup whose children have controllers)."""
 
 
 def _mounts() -> dict[str, tuple[str, str]]:
@@ -48,19 +59,80 @@ def _mounts() -> dict[str, tuple[str, str]]:
     return found
 
 
-def _own_dir(version: str, mounts: dict[str, tuple[str, str]]) -> str | None:
-    """This process's cgroup directory in the memory hierarchy of `version`."""
+def _own_dir(
+    version: str, mounts: dict[str, tuple[str, str]], cgroup_file: str = "/proc/self/cgroup"
+) -> str | None:
+    """This process's cgroup directory in the memory hierarchy of `version` (on v2, the cgroup above
+    `LEAF` when this process was moved there: that is the delegated one)."""
     if version not in mounts:
         return None
     point, root = mounts[version]
-    for line in Path("/proc/self/cgroup").read_text().splitlines():
+    for line in Path(cgroup_file).read_text().splitlines():
         _, controllers, path = line.split(":", 2)
         if (version == "v1" and "memory" in controllers.split(",")) or (
             version == "v2" and controllers == ""
         ):
             rel = path[len(root) :] if root != "/" and path.startswith(root) else path
-            return os.path.join(point, rel.lstrip("/"))
+            own = os.path.join(point, rel.lstrip("/"))
+            return os.path.dirname(own) if version == "v2" and os.path.basename(own) == LEAF else own
     return None
+
+
+def delegation(base: str, euid: int | None = None) -> str | None:
+    """None when a process of uid `euid` (this one's by default) may make memory cgroups under the cgroup v2
+    directory `base`, else why not, in one line (see the module docstring)."""
+    euid = os.geteuid() if euid is None else euid
+    try:
+        controllers = Path(base, "cgroup.controllers").read_text().split()
+    except OSError as exc:
+        return f"v2: cannot read {base}/cgroup.controllers ({exc.strerror or exc})"
+    if "memory" not in controllers:
+        return f"v2: the memory controller is not delegated to {base} (cgroup.controllers: {' '.join(controllers) or 'none'})"
+    for name in ("trusted.delegate", "user.delegate"):  # systemd marks a Delegate=yes cgroup so
+        with contextlib.suppress(OSError):
+            if os.getxattr(base, name) == b"1":
+                return None
+    paths = [base] + [os.path.join(base, f) for f in ("cgroup.procs", "cgroup.subtree_control")]
+    try:
+        stats = [os.stat(p) for p in paths]
+    except OSError as exc:
+        return f"v2: {exc.filename}: {exc.strerror}"
+    if euid == 0 or all(st.st_uid == euid and st.st_mode & 0o200 for st in stats):
+        return None
+    owner = stats[0].st_uid
+    return (
+        f"v2: {base} is not delegated to this process (owned by uid {owner}, this is uid {euid}; no "
+        "Delegate=yes): run it under systemd-run -p Delegate=yes (--user for a user's manager) or as root"
+    )
+
+
+def make_room(base: str) -> None:
+    """Give `base`'s children the memory controller; where v2 refuses because processes live in `base`
+    (EBUSY), move them into `base`/LEAF first. OSError when it cannot."""
+    control = os.path.join(base, "cgroup.subtree_control")
+    if "memory" in Path(control).read_text().split():
+        return
+    try:
+        _write(control, "+memory")
+    except OSError as exc:
+        if exc.errno != errno.EBUSY:
+            raise
+        move_to_leaf(base)
+        _write(control, "+memory")
+
+
+def move_to_leaf(base: str) -> list[int]:
+    """Move every process of the cgroup `base` into `base`/LEAF (made if need be); the pids moved."""
+    leaf = os.path.join(base, LEAF)
+    os.makedirs(leaf, exist_ok=True)
+    moved = []
+    for pid in Path(base, "cgroup.procs").read_text().split():
+        try:
+            _write(os.path.join(leaf, "cgroup.procs"), pid)
+            moved.append(int(pid))
+        except ProcessLookupError:  # it ended meanwhile
+            continue
+    return moved
 
 
 def _write(path: str, value: str) -> None:
@@ -89,22 +161,16 @@ def find_parent() -> tuple[dict | None, str]:
         base = _own_dir(version, mounts)
         if base is None:
             continue
-        if version == "v2":
-            try:
-                controllers = Path(base, "cgroup.controllers").read_text().split()
-            except OSError as exc:
-                problems.append(f"v2: {exc}")
-                continue
-            if "memory" not in controllers:
-                problems.append("v2: the memory controller is not enabled for this cgroup")
-                continue
+        if version == "v2" and (why := delegation(base)) is not None:
+            problems.append(why)
+            continue
         _remove_stale(base)
         path = os.path.join(base, f"{_PREFIX}{os.getpid()}")
         try:
+            if version == "v2":
+                make_room(base)
             os.makedirs(path, exist_ok=True)
             if version == "v2":
-                if "memory" not in Path(base, "cgroup.subtree_control").read_text().split():
-                    _write(os.path.join(base, "cgroup.subtree_control"), "+memory")
                 _write(os.path.join(path, "cgroup.subtree_control"), "+memory")
             probe = os.path.join(path, "probe")
             os.makedirs(probe, exist_ok=True)
