@@ -251,7 +251,9 @@ class ForwardGuard:
                   f"precision) from {self.precision} to {now}; the judge sets them to what the precision "
                   "mode allows")  # fmt: skip
 
-    def profile_kernels(self, model: Any, args: list[Any], activities: list[Any] | None = None) -> dict[str, int]:
+    def profile_kernels(
+        self, model: Any, args: list[Any], activities: list[Any] | None = None
+    ) -> dict[str, int]:
         """GPU kernels one more forward ran, by name, as the CUDA profiler saw them (all threads).
         Its threads are checked as every other call's: the count starts once the profiler has started
         (its own start-up threads are not the candidate's) and is checked before it stops, and what it

@@ -146,7 +146,12 @@ class Runner:
                 import traceback
 
                 if (problem := self.guard.tripwires and self.guard.tripwires.problem()) is not None:
-                    reply = {"op": "failed", "stage": "run", "kind": "forbidden", "text": tail(f"{op}: {problem}")}
+                    reply = {
+                        "op": "failed",
+                        "stage": "run",
+                        "kind": "forbidden",
+                        "text": tail(f"{op}: {problem}"),
+                    }
                     self.chan.send(reply, out_fds)
                     continue
 
