@@ -6,8 +6,9 @@ nodes (`nvidiactl`, `nvidia-uvm`, `nvidia-uvm-tools`, `nvidia-caps`); never anot
 
 The GPU is the one CUDA_VISIBLE_DEVICES names in the candidate's environment (the pool gives each judge
 one): an index counts GPUs in PCI bus order, as the driver lists them under /proc/driver/nvidia/gpus (CUDA
-orders equal GPUs so too), a UUID is looked up there; each names its `Device Minor`. None named (a CPU
-judge, the compile feedback's phases): no GPU node at all.
+orders equal GPUs so too; without that listing, the GPU nodes /dev holds, in order), a UUID is looked up
+there; each names its `Device Minor`. None named (a CPU judge, the compile feedback's phases): no GPU node
+at all. One this cannot resolve (a MIG UUID): every GPU's node, rather than none.
 """
 
 from __future__ import annotations
@@ -37,9 +38,12 @@ def choose(listing: Iterable[str], minor: int | None) -> list[str]:
     return found + [f"/dev/{n}" for n in sorted(gpu)]
 
 
-def gpu_minor(entry: str | None, driver_dir: str = DRIVER_GPUS) -> int | None:
+def gpu_minor(
+    entry: str | None, driver_dir: str = DRIVER_GPUS, present: list[int] | None = None
+) -> int | None:
     """The device minor of the GPU a CUDA_VISIBLE_DEVICES value names (its first entry); None for none
-    (unset or empty: no GPU), ALL_GPUS where it names one this cannot resolve."""
+    (unset or empty: no GPU), ALL_GPUS where it names one this cannot resolve. Without the driver's
+    listing an index counts the GPU nodes `present` in /dev (a container shows only its own), in order."""
     first = (entry or "").split(",")[0].strip()
     if not first or first == "-1":
         return None
@@ -59,7 +63,9 @@ def gpu_minor(entry: str | None, driver_dir: str = DRIVER_GPUS) -> int | None:
         index = int(first)
         if gpus:
             return gpus[index][1] if index < len(gpus) else ALL_GPUS
-        return index  # no driver listing: the minor of the index-th GPU is the index
+        if present is not None:  # no driver listing: the index-th GPU node here
+            return sorted(present)[index] if index < len(present) else ALL_GPUS
+        return index
     for _, minor, uuid in gpus:
         if uuid and uuid == first:
             return minor
@@ -72,4 +78,5 @@ def device_nodes() -> list[str]:
         listing = os.listdir("/dev")
     except OSError:
         return []
-    return choose(listing, gpu_minor(os.environ.get("CUDA_VISIBLE_DEVICES")))
+    present = [int(n[6:]) for n in listing if n.startswith("nvidia") and n[6:].isdigit()]
+    return choose(listing, gpu_minor(os.environ.get("CUDA_VISIBLE_DEVICES"), present=present))

@@ -45,4 +45,6 @@ def test_the_gpu_is_found_from_cuda_visible_devices(tmp_path):
     assert gpu_minor("GPU-45", driver) == 2 and gpu_minor("1,2", driver) == 2
     assert gpu_minor(None, driver) is None and gpu_minor("", driver) is None
     assert gpu_minor("MIG-0123", driver) == ALL_GPUS  # nothing here resolves it: every GPU, not none
-    assert gpu_minor("4", str(tmp_path / "absent")) == 4  # no driver listing: the index is the minor
+    # no driver listing: the index counts the GPU nodes /dev holds (a container's may be nvidia3, nvidia5)
+    assert gpu_minor("1", str(tmp_path / "absent"), present=[5, 3]) == 5
+    assert gpu_minor("4", str(tmp_path / "absent")) == 4
