@@ -122,3 +122,31 @@ def test_no_two_writer_classes_share_a_name():
             if isinstance(node, ast.ClassDef):
                 where.setdefault(node.name, []).append(path)
     assert {name: paths for name, paths in where.items() if len(paths) > 1} == {}
+
+
+# The modules that choose a design and config by the request's step kind. The generic writer's policy is
+# choice/policy.py; conv and pool still choose in their own modules (through the same WriterContext,
+# policy.rules_allow, policy.neighbours and policy.ranked_cases), to be folded into it: no new one may join.
+CHOOSERS = {"choice/policy.py", "families/conv/conv_writer.py", "families/pool_writer.py"}
+
+
+def _chooses_by_step(source: str) -> bool:
+    """Whether the module compares something's `.kind` with a request kind (large_step, small_step, repair)."""
+    steps = {"large_step", "small_step", "repair"}
+    for node in ast.walk(ast.parse(source)):
+        if (
+            isinstance(node, ast.Compare)
+            and isinstance(node.left, ast.Attribute)
+            and node.left.attr == "kind"
+        ):
+            consts = [c for comp in node.comparators for c in ast.walk(comp) if isinstance(c, ast.Constant)]
+            if any(c.value in steps for c in consts):
+                return True
+    return False
+
+
+def test_no_new_module_chooses_by_the_request_kind():
+    assert _chooses_by_step('if ctx.kind == "small_step":\n    pass\n')
+    assert not _chooses_by_step('kind = "small_step"\n')
+    choosers = {path for path, source in _sources().items() if _chooses_by_step(source)}
+    assert choosers <= CHOOSERS, f"a new choice policy: {choosers - CHOOSERS} (use choice/policy.py)"

@@ -73,6 +73,11 @@ def design_forbidden(ctx: WriterContext, family: str, design: str) -> bool:
     return any(r.forbids(family, design, {}, ctx.kept_torch) and not r.pairs for r in ctx.rules)
 
 
+def rules_allow(ctx: WriterContext, family: str, design: str, config: dict[str, Any]) -> bool:
+    """No rule forbids the design, nor this config of it: the check every family's choices pass."""
+    return not design_forbidden(ctx, family, design) and not forbidden(ctx, family, design, config)
+
+
 DUAL_DESIGNS = ("dual", "dual_persistent")
 
 

@@ -41,10 +41,14 @@ import hashlib
 import inspect
 import itertools
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from kernelwright.providers.offline.choice.context import PromptCase, WriterContext
 from kernelwright.providers.offline.runtime import program_text
 from kernelwright.tasks.pyast import parse_python
+
+if TYPE_CHECKING:
+    from kernelwright.providers.offline.writer import WriterAnswer
 
 FAMILY = "pool"
 DESIGNS: tuple[str, ...] = ("rows", "flat")
@@ -261,7 +265,7 @@ def _as_pick(meta: Any) -> Pick | None:
     return (meta.design, config) if config is not None else None
 
 
-def _same_rank(ctx: Any, case: Any) -> bool:
+def _same_rank(ctx: WriterContext, case: PromptCase) -> bool:
     """Whether a case pooled an input of as many dims as this task's (so over as many dims), as far as both
     signatures say. A config does not carry over between them: on an H200 a 1-D pool's best (256 outputs a
     program, 0.7% ahead of 512 on published/26) started published/27's 2-D pool at 3.21 ms where its own
@@ -272,20 +276,15 @@ def _same_rank(ctx: Any, case: Any) -> bool:
     return len(mine.input_shapes[0]) == len(theirs.input_shapes[0])
 
 
-def _choose(ctx: Any, task: PoolTask) -> tuple[str, dict[str, int], str] | None:
+def _choose(ctx: WriterContext, task: PoolTask) -> tuple[str, dict[str, int], str] | None:
     """A (design, config, why) for this step. Programs compare by what they launch at the task's size
     (`launched`): a step never writes a config that launches as one already written, the parent included,
     while another is left."""
     from kernelwright.providers.offline.choice.context import error_kind
-    from kernelwright.providers.offline.choice.policy import (
-        design_forbidden,
-        forbidden,
-        neighbours,
-        ranked_cases,
-    )
+    from kernelwright.providers.offline.choice.policy import neighbours, ranked_cases, rules_allow
 
     def ok(design: str, config: dict[str, int]) -> bool:
-        return not design_forbidden(ctx, FAMILY, design) and not forbidden(ctx, FAMILY, design, config)
+        return rules_allow(ctx, FAMILY, design, config)
 
     def key(design: str, config: dict[str, int]) -> tuple[Any, ...]:
         return launched(task, design, config)
@@ -326,7 +325,7 @@ def _choose(ctx: Any, task: PoolTask) -> tuple[str, dict[str, int], str] | None:
     return (*allowed[0], "every config was written: the first allowed one") if allowed else None
 
 
-def pool_task_writer(source: str, name: str, ctx: Any) -> Any:
+def pool_task_writer(source: str, name: str, ctx: WriterContext) -> WriterAnswer | None:
     """The offline writer's TaskWriter for standalone pooling: a WriterAnswer, or None to pass the task on."""
     from kernelwright.providers.offline.emit.emit_module import ProgramMeta
     from kernelwright.providers.offline.writer import WriterAnswer

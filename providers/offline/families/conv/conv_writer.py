@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from kernelwright.providers.offline.choice.context import WriterContext, error_kind, resources_error
+from kernelwright.providers.offline.choice.policy import design_forbidden, ranked_cases, rules_allow
 from kernelwright.providers.offline.families.conv.conv import (
     ConvConfig,
     ConvEmitError,
@@ -34,6 +37,13 @@ from kernelwright.providers.offline.families.conv.conv import (
     emit_conv_program,
 )
 from kernelwright.providers.offline.families.conv.conv_analysis import ConvAnalysis
+from kernelwright.providers.protocol import KernelHeader
+
+if TYPE_CHECKING:
+    from kernelwright.providers.offline.writer import WriterAnswer
+
+ConfigCheck = Callable[[str, ConvConfig], bool]
+FirstConfig = Callable[[str], ConvConfig | None]
 
 FAMILY = "conv"
 
@@ -85,7 +95,7 @@ def _work_after(plan: Any) -> list[Any]:
     return [op for op in plan.ops[1:] if op.kind not in ("operand", "const")]
 
 
-def takes_turn(ctx: Any) -> bool:
+def takes_turn(ctx: WriterContext) -> bool:
     """Whether this step is the Triton convolution's, or the other approach's: cuDNN for the
     convolution with the work after it fused into Triton (the writer's generic path).
 
@@ -100,7 +110,7 @@ def takes_turn(ctx: Any) -> bool:
         return parent is None or parent.family == FAMILY
     if parent is not None and parent.family != FAMILY:
         return True
-    listed = getattr(ctx, "listed", [])
+    listed = ctx.listed
     other_tried = any(meta.family != FAMILY for meta in listed)
     if parent is None:
         # the root's large steps: Triton first, then cuDNN once Triton is among the representatives
@@ -108,10 +118,8 @@ def takes_turn(ctx: Any) -> bool:
     return other_tried
 
 
-def conv_task_writer(source: str, name: str, ctx: Any) -> Any:
+def conv_task_writer(source: str, name: str, ctx: WriterContext) -> WriterAnswer | None:
     """The offline writer's TaskWriter for convolutions: a WriterAnswer, or None to pass the task on."""
-    from kernelwright.providers.offline.choice.context import error_kind
-    from kernelwright.providers.offline.choice.policy import design_forbidden, forbidden
     from kernelwright.providers.offline.emit.emit_module import ProgramMeta
     from kernelwright.providers.offline.writer import WriterAnswer
 
@@ -123,7 +131,7 @@ def conv_task_writer(source: str, name: str, ctx: Any) -> Any:
     # alone is the reference itself): every step is the Triton convolution's.
     if _work_after(plan) and not takes_turn(ctx):
         return None
-    precision = "tf32" if getattr(ctx, "tf32", False) else "strict"
+    precision = "tf32" if ctx.tf32 else "strict"
     designs = [d for d in conv_designs(plan) if not design_forbidden(ctx, FAMILY, d)]
     if not designs:
         return None
@@ -131,16 +139,12 @@ def conv_task_writer(source: str, name: str, ctx: Any) -> Any:
     def allowed(design: str, config: ConvConfig) -> bool:
         if precision == "strict" and config.DOT == "tf32":
             return False
-        return not forbidden(ctx, FAMILY, design, _config_dict(config))
+        return rules_allow(ctx, FAMILY, design, _config_dict(config))
 
     def first_config(design: str) -> ConvConfig | None:
         return next((c for c in conv_configs(design, plan, precision) if allowed(design, c)), None)
 
-    bad = {
-        _key(c.meta)
-        for c in getattr(ctx, "cases", [])
-        if c.bad and c.meta is not None and c.meta.family == FAMILY
-    }
+    bad = {_key(c.meta) for c in ctx.cases if c.bad and c.meta is not None and c.meta.family == FAMILY}
 
     def is_bad(design: str, config: ConvConfig) -> bool:
         return _config_key(design, config) in bad
@@ -166,7 +170,7 @@ def conv_task_writer(source: str, name: str, ctx: Any) -> Any:
     choice: tuple[str, ConvConfig, str] | None = None
     if ctx.kind == "small_step" and parent is not None and parent.design in designs:
         base = config_from_pairs(parent.config)
-        tried = {_key(m) for m in getattr(ctx, "tried", []) if m.family == FAMILY}
+        tried = {_key(m) for m in ctx.tried if m.family == FAMILY}
         options = [
             c
             for c in conv_neighbours(parent.design, base, precision)
@@ -252,21 +256,21 @@ def _similar(case: Any, name: str, cls: str) -> bool:
 
 
 def _large_step(
-    ctx: Any,
-    parent: Any,
+    ctx: WriterContext,
+    parent: KernelHeader | None,
     designs: list[str],
-    allowed: Any,
-    first_config: Any,
-    is_bad: Any,
+    allowed: ConfigCheck,
+    first_config: FirstConfig,
+    is_bad: ConfigCheck,
     *,
     name: str = "task",
     cls: str = "many",
-    configs: Any = None,
+    configs: Callable[[str], list[ConvConfig]] | None = None,
 ) -> tuple[str, ConvConfig, str] | None:
     # Designs already written at this point of the search (the parent's and the representatives'): a
     # large step from the root has no parent, so without this every one of them repeats the first.
     # <tried> adds every program written in the run so far, the representatives' or not.
-    listed = [m for m in [*getattr(ctx, "listed", []), *getattr(ctx, "tried", [])] if m.family == FAMILY]
+    listed = [m for m in [*ctx.listed, *ctx.tried] if m.family == FAMILY]
     tried = {m.design for m in listed} | ({parent.design} if parent is not None else set())
     seen = [(m.design, config_from_pairs(m.config)) for m in listed]
     if parent is not None:
@@ -274,13 +278,11 @@ def _large_step(
     order = [d for d in designs if d not in tried] or designs
     # a design and config that won on a convolution of the same class on this hardware, the nearest task
     # first (policy.ranked_cases: tasks.similarity); a speed from other hardware is not advice here
-    from kernelwright.providers.offline.choice.policy import ranked_cases
-
     cases = ranked_cases(
         ctx,
         [
             c
-            for c in getattr(ctx, "cases", [])
+            for c in ctx.cases
             if c.good and c.same_hardware and c.meta is not None and c.meta.family == FAMILY
         ],
     )
@@ -303,19 +305,23 @@ def _large_step(
             if allowed(design, config) and not is_bad(design, config) and (design, config) not in seen:
                 return design, config, "large step: a config not written yet"
     for design in order:
-        config = first_config(design)
-        if config is not None and not is_bad(design, config):
-            return design, config, "large step" if parent else "first design"
+        first = first_config(design)
+        if first is not None and not is_bad(design, first):
+            return design, first, "large step" if parent else "first design"
     return None
 
 
 def _repair(
-    ctx: Any, parent: Any, designs: list[str], allowed: Any, first_config: Any, kind: str | None
+    ctx: WriterContext,
+    parent: KernelHeader,
+    designs: list[str],
+    allowed: ConfigCheck,
+    first_config: FirstConfig,
+    kind: str | None,
 ) -> tuple[str, ConvConfig, str] | None:
     base = config_from_pairs(parent.config)
     design = parent.design if parent.design in designs else designs[0]
-    feedback = (ctx.feedback or "").lower()
-    resources = any(w in feedback for w in ("out of resources", "shared memory", "registers", "too large"))
+    resources = resources_error(ctx.feedback)
     candidates: list[tuple[ConvConfig, str]] = []
     if resources:
         candidates.append(
@@ -334,7 +340,7 @@ def _repair(
             return design, config, f"repair ({kind or 'error'}): {why}"
     for other in designs:
         if other != parent.design:
-            config = first_config(other)
-            if config is not None:
-                return other, config, f"repair ({kind or 'error'}): another design"
+            start = first_config(other)
+            if start is not None:
+                return other, start, f"repair ({kind or 'error'}): another design"
     return None
