@@ -280,7 +280,9 @@ def _cut(graph: fx.Graph, root: nn.Module, values: dict[str, Value]) -> list[lis
         joins = reads_last and not library and (not has_library[last] or keeps_shape)
         joins = joins or (reads_last and library and not has_library[last])
         # an operator that cannot be written as source sits alone (kept in torch), not its neighbours
-        alone = not _writable(node, root)
+        alone = not _writable(node, root) or (
+            node.op == "call_module" and isinstance(root.get_submodule(str(node.target)), nn.RNNBase)
+        )
         joins = joins and not alone and not closed[last] if groups else False
         if groups and (held or joins):
             groups[last].append(node)
@@ -422,6 +424,14 @@ def _input_maker(v: Value) -> str:
     return f"torch.randint({int(v.low)}, {int(v.high) + 1}, {shape}, dtype=torch.{v.dtype})"
 
 
+def root_module(group: list[fx.Node], model: nn.Module) -> nn.Module | None:
+    """The module a region is built around when that is a module call (its first library node)."""
+    for node in group:
+        if node.op == "call_module" and _is_library(node, model):
+            return model.get_submodule(str(node.target))
+    return None
+
+
 def _describe(region: Region, group: list[fx.Node], model: nn.Module, values: dict[str, Value]) -> None:
     """Fill the region's signature, bindings and task source (or why it has none)."""
     names = {n: f"x{i}" for i, n in enumerate(region.inputs)}
@@ -480,6 +490,12 @@ def _describe(region: Region, group: list[fx.Node], model: nn.Module, values: di
                 sig.append(("method", str(node.target), _literal(node.args, names),
                             _literal(node.kwargs, names)))  # fmt: skip
             names[node.name] = var
+        if isinstance(root_module(group, model), nn.RNNBase):
+            # the writer has no recurrence: asked, it traces every time step and then refuses (75 s for a
+            # 6-layer LSTM over 512 steps); the library's recurrence runs, the regions around it are tasks
+            raise SplitError("a recurrence: the library's kernel is kept")
+        if not region.outputs:
+            raise SplitError("no value of it is used outside it (an in-place write or an unused value)")
         for out in region.outputs:
             if not values[out].tensor:
                 raise SplitError(f"its output {out} is not a tensor")

@@ -143,6 +143,35 @@ def get_init_inputs():
 """
 )
 
+RECURRENCE = (
+    HEADER
+    + """
+class Model(nn.Module):
+    def __init__(self, n, h):
+        super().__init__()
+        self.hidden = torch.zeros(1, 2, h)
+        self.lstm = nn.LSTM(n, h, batch_first=True)
+        self.fc = nn.Linear(h, 3)
+
+    def forward(self, x, h0=None, c0=None):
+        if h0 is None:
+            h0 = torch.zeros(1, x.size(0), self.lstm.hidden_size)
+        if c0 is None:
+            c0 = torch.zeros(1, x.size(0), self.lstm.hidden_size)
+        self.hidden.copy_(h0)  # an in-place write whose value is not used
+        out, _ = self.lstm(x, (h0, c0))
+        return F.gelu(self.fc(out[:, -1, :]))
+
+
+def get_inputs():
+    return [torch.randn(2, 5, 4)]
+
+
+def get_init_inputs():
+    return [4, 3]
+"""
+)
+
 EINOPS = (
     HEADER
     + """
@@ -262,6 +291,23 @@ def test_an_attribute_the_forward_reassigns_is_state_the_stitched_model_keeps() 
             torch.testing.assert_close(new.hidden, model.hidden, rtol=1e-5, atol=1e-5)
     assert _calls(stitched) - before >= 3
     assert not isinstance(model.hidden, torch.fx.Proxy)  # tracing left the model as it was
+
+
+def test_a_recurrence_and_an_in_place_write_are_kept_in_torch_and_the_rest_split() -> None:
+    task = _module(RECURRENCE, "task")
+    split = split_model(task.Model(*task.get_init_inputs()), task.get_inputs())
+    lstm = next(r for r in split.regions if "LSTM" in r.ops)
+    assert lstm.why_not.startswith("a recurrence") and not lstm.source
+    copy = next(r for r in split.regions if "copy_" in r.ops)
+    assert not copy.outputs and not copy.source  # nothing leaves it: no task to write (nor a `return (,)`)
+    head = next(r for r in split.regions if "Linear" in r.ops)
+    assert "LSTM" not in head.ops and head.source  # what follows the recurrence is a task of its own
+    stitched, model, new, with_kernel = _stitched(RECURRENCE)
+    x = torch.randn(2, 5, 4)
+    before = _calls(stitched)
+    with torch.no_grad():
+        torch.testing.assert_close(new(x), model(x), rtol=1e-5, atol=1e-5)
+    assert _calls(stitched) - before == with_kernel >= 1
 
 
 def test_einops_rearrange_is_one_operation_of_the_graph() -> None:
