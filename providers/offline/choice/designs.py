@@ -67,7 +67,7 @@ def kernel_info(
 ) -> KernelInfo:
     """The facts of kernel `k` a design choice reads (no generator is built); `sm_count`, `smem_bytes` and
     `arch` (compute capability): the target's."""
-    info = KernelInfo(k, k.kind, k.family, sm_count=sm_count, smem_bytes=smem_bytes, arch=arch)
+    info = KINDS[k.kind].info(k, k.kind, k.family, sm_count=sm_count, smem_bytes=smem_bytes, arch=arch)
     KINDS[k.kind].facts(sched, k, info)
     return info
 

@@ -40,6 +40,8 @@ from kernelwright.providers.offline.families.conv.conv import (
 )
 from kernelwright.providers.offline.families.conv.conv_stages import DESIGNS as CONV_DESIGNS
 from kernelwright.providers.offline.frontend.analysis import analyze_cached
+from kernelwright.providers.offline.kinds.kind_matmul import MatmulInfo
+from kernelwright.providers.offline.kinds.kind_rows import RowsInfo
 from kernelwright.providers.offline.writer import WriterAnswer
 
 
@@ -211,7 +213,7 @@ def _grid_dual(big_prec: str) -> list[Variant]:
     ]
 
 
-def _grid_rows(info: KernelInfo) -> list[Variant]:
+def _grid_rows(info: RowsInfo) -> list[Variant]:
     """Whole-row kernels: the register design's launch shapes (warps, rows per program, persistent
     programs) and the looped designs."""
     if info.layout == "cols":
@@ -278,13 +280,13 @@ def design_grid(source: str, name: str, *, tf32: bool = False, limit: int | None
     default). `tf32` uses PREC=tf32 for the matmul tensor-core entries instead of tf32x3. Entries whose
     design does not apply to the kernel, and repeats, are left out."""
     info = main_kernel_info(source, name)
-    if info.kind == "matmul":
+    if isinstance(info, MatmulInfo):
         unfused = main_kernel_info(source, name, fuse=False) if info.dual else info
         prec = "tf32" if tf32 else "tf32x3"
         grid = _grid_dual(prec) if info.dual else _grid_single(prec, info.b_kmajor)
     else:
         unfused = info
-        grid = _grid_rows(info)
+        grid = _grid_rows(info) if isinstance(info, RowsInfo) else []  # a pointwise kernel: its default
     d = default_design(info)
     out = [Variant(d.name, default_config(d, info, tf32))]
     for v in grid:
@@ -294,7 +296,7 @@ def design_grid(source: str, name: str, *, tf32: bool = False, limit: int | None
             continue
         # The full config (the design's defaults under the entry's keys): duplicates show, labels compare.
         cfg = {**default_config(dv, on, tf32), **v.config}
-        if on.kind == "matmul" and not on.fp32_dot:
+        if isinstance(on, MatmulInfo) and not on.fp32_dot:
             cfg = {k: x for k, x in cfg.items() if k not in ("PREC", "KMAJOR")}
         cand = Variant(v.design, cfg, v.fuse)
         if not any(cand.label() == o.label() for o in out):

@@ -2,9 +2,9 @@
 
 A `KernelKind` says, for the kernels of its kind: which facts a design choice looks at (`facts`, filled
 into a `KernelInfo` without building a generator), which designs it has per family (`designs`), a
-design's default and space of configs, and the generator that writes the code. Kinds register
-themselves in `KINDS` (kind_rows.py, kind_matmul.py, kind_pointwise.py); designs.py dispatches through
-it, so adding a kind is one module and one import there.
+design's default and space of configs, and the generator that writes the code. Each kind's module
+(kind_rows.py, kind_matmul.py, kind_pointwise.py) defines its KernelKind and the KernelInfo subclass that
+holds its own facts; plugins.KERNEL_KINDS lists the kinds and designs.py dispatches through plugins.KINDS.
 
 Target facts: `KernelInfo.sm_count` is the target's SM count (the prompt's <target> section carries
 `sm_count: N`); `DEFAULT_SM_COUNT` (132, an H100/H200) when no target names it.
@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from kernelwright.providers.offline.choice.schedule import Kernel, Schedule
 from kernelwright.providers.offline.emit.emit import ExprContext
@@ -76,42 +76,19 @@ def target_sm_count(target: str | None) -> int:
 
 @dataclass
 class KernelInfo:
-    """What a design choice looks at: the kernel's kind and the sizes seen while tracing."""
+    """What a design choice looks at: the kernel, its kind and family, and the target. Each kind extends it
+    with the facts of its own kernels (kind_rows.RowsInfo, kind_matmul.MatmulInfo,
+    kind_pointwise.PointwiseInfo), filled by its `facts` from the sizes seen while tracing."""
 
     kernel: Kernel
     kind: str  # rows | matmul | pointwise
     family: str
-    layout: str = ""  # rows | cols (row kernels)
-    NK: int = 1
-    NR: int = 1
-    NI: int = 1
-    split_ok: bool = False
-    merges: bool = False  # an online pass can merge dependent statistics (softmax's, Welford's)
-    welford: bool = False  # a variance around a mean: the split design computes both in one pass
-    has_scan: bool = False
-    M: int = 1
-    N: int = 1
-    K: int = 1
-    NB: int = 1
-    numel: int = 1
-    fp32_dot: bool = True
-    itemsize: int = 4
-    dual: bool = False
-    """A dual matmul kernel (several products sharing A, one epilogue): see matmul_fusion.DualKernel."""
-    b_kmajor: bool = False
-    """B was K-contiguous while tracing (nn.Linear's W.T): KMAJOR costs no copy."""
-    aligned_rows: bool = True
-    """Matmul: M, N and K times the element size are multiples of 16 bytes at the traced sizes."""
-    batch_broadcast: bool = False
-    """Matmul: B varies along batch dims that A does not share (a broadcast batch): no TMA twin."""
     sm_count: int = DEFAULT_SM_COUNT
     """The target's SM count: how many programs fill the GPU."""
     smem_bytes: int = DEFAULT_SMEM_BYTES
     """The target's shared memory per program: which configs can launch at all (KernelKind.fits)."""
     arch: int = DEFAULT_ARCH
     """The target's compute capability (90 for sm_90): designs that only one architecture runs."""
-    plain_product: bool = False
-    """Matmul: one product with nothing fused after it, stored in its operands' dtype (a bmm, a bare GEMM)."""
 
     @property
     def cost(self) -> float:
@@ -126,40 +103,44 @@ class Design:
     kind: str
     mode: str
     space: dict[str, tuple[Any, ...]]
-    applies: Callable[[KernelInfo], bool] = field(default=lambda info: True, compare=False)
-    """Whether the design can be written for a kernel of its kind (designs_for checks the kind)."""
+    applies: Callable[[Any], bool] = field(default=lambda info: True, compare=False)
+    """Whether the design can be written for a kernel of its kind, given that kind's KernelInfo (designs_for
+    checks the kind first)."""
     about: str = ""
 
 
+InfoT = TypeVar("InfoT", bound=KernelInfo)
+
+
 @dataclass(frozen=True)
-class KernelKind:
-    """One kind of kernel: its facts, designs, defaults and generator."""
+class KernelKind(Generic[InfoT]):
+    """One kind of kernel: its facts (a KernelInfo of its own class), designs, defaults and generator."""
 
     name: str
+    info: type[InfoT]
+    """The KernelInfo class of its kernels: the common facts and the kind's own."""
     config: type
     """The config dataclass of its designs, built as `config(mode=design.mode)`."""
     designs: Callable[[], dict[str, list[Design]]]
     """Its designs by family, in the order a family's defaults and neighbours read them."""
-    facts: Callable[[Schedule, Kernel, KernelInfo], None]
-    """Fill the kind's fields of a KernelInfo (sizes from the traced hints)."""
-    cost: Callable[[KernelInfo], float]
-    default_design: Callable[[KernelInfo, dict[str, Design]], Design]
+    facts: Callable[[Schedule, Kernel, InfoT], None]
+    """Fill the kind's own fields of its KernelInfo (sizes from the traced hints)."""
+    cost: Callable[[InfoT], float]
+    default_design: Callable[[InfoT, dict[str, Design]], Design]
     """The default among the applicable designs (given by mode, the first design of each mode)."""
-    default_config: Callable[[Design, KernelInfo, bool], dict[str, Any]]
+    default_config: Callable[[Design, InfoT, bool], dict[str, Any]]
     """(design, info, tf32 allowed) -> the default config values."""
-    config_space: Callable[[Design, KernelInfo, bool], dict[str, tuple[Any, ...]]]
+    config_space: Callable[[Design, InfoT, bool], dict[str, tuple[Any, ...]]]
     generator: Callable[[Schedule, Kernel, Any, ExprContext], KernelGen]
     simplest_mode: str
     """The design mode a repair falls back to: the one known to compile and be correct."""
-    launch_effect: Callable[[Design, KernelInfo, dict[str, Any]], tuple[Any, ...] | None] = field(
+    launch_effect: Callable[[Design, InfoT, dict[str, Any]], tuple[Any, ...] | None] = field(
         default=lambda design, info, values: None
     )
     """What a config launches with on the traced sizes, where modelled (see designs.launch_effect)."""
-    fits: Callable[[Design, KernelInfo, dict[str, Any]], bool] = field(
-        default=lambda design, info, values: True
-    )
+    fits: Callable[[Design, InfoT, dict[str, Any]], bool] = field(default=lambda design, info, values: True)
     """Whether a config's kernel fits the target (registers, shared memory), where modelled (see designs.fits)."""
-    last_resort: Callable[[Design, KernelInfo], bool] = field(default=lambda design, info: False)
+    last_resort: Callable[[Design, InfoT], bool] = field(default=lambda design, info: False)
     """Designs a large step reaches only after the others for this kernel (measured to lose there), where
     modelled (see designs.last_resort)."""
     task_derived: tuple[str, ...] = ()
@@ -167,7 +148,7 @@ class KernelKind:
     another task does not carry its value over (see designs.task_derived_keys)."""
 
 
-def _kind(name: str) -> KernelKind:
+def _kind(name: str) -> KernelKind[Any]:
     # the kind modules import this one; plugins.KINDS is their list
     from kernelwright.providers.offline.plugins import KINDS
 

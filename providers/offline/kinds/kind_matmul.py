@@ -24,6 +24,7 @@ stores. A large product whose traced sizes leave rows unaligned starts with ALIG
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from kernelwright.providers.offline.choice.schedule import Kernel, Schedule
@@ -42,11 +43,33 @@ KMAJOR_PRECS = ("tf32", "tf32x3")
 layout and IEEE dots run on CUDA cores."""
 
 
-def _single(i: KernelInfo) -> bool:
+@dataclass
+class MatmulInfo(KernelInfo):
+    """A matmul kernel's facts: its sizes M, N, K and batch NB, its operands' precision and layout."""
+
+    M: int = 1
+    N: int = 1
+    K: int = 1
+    NB: int = 1
+    fp32_dot: bool = True
+    itemsize: int = 4
+    dual: bool = False
+    """A dual matmul kernel (several products sharing A, one epilogue): see matmul_fusion.DualKernel."""
+    b_kmajor: bool = False
+    """B was K-contiguous while tracing (nn.Linear's W.T): KMAJOR costs no copy."""
+    aligned_rows: bool = True
+    """M, N and K times the element size are multiples of 16 bytes at the traced sizes."""
+    batch_broadcast: bool = False
+    """B varies along batch dims that A does not share (a broadcast batch): no TMA twin."""
+    plain_product: bool = False
+    """One product with nothing fused after it, stored in its operands' dtype (a bmm, a bare GEMM)."""
+
+
+def _single(i: MatmulInfo) -> bool:
     return not i.dual
 
 
-def _dual(i: KernelInfo) -> bool:
+def _dual(i: MatmulInfo) -> bool:
     return i.dual
 
 
@@ -73,7 +96,7 @@ def designs() -> dict[str, list[Design]]:
     }  # fmt: skip
 
 
-def facts(sched: Schedule, k: Kernel, info: KernelInfo) -> None:
+def facts(sched: Schedule, k: Kernel, info: MatmulInfo) -> None:
     g = sched.graph
     a, b = k.anchor.args  # type: ignore[union-attr]
     shape = g.hints(k.space)
@@ -104,11 +127,11 @@ def _kmajor_view(b: Any) -> bool:
     return n >= 2 and dims[-2:] == [n - 1, n - 2]
 
 
-def cost(info: KernelInfo) -> float:
+def cost(info: MatmulInfo) -> float:
     return 2.0 * info.M * info.N * info.K * info.NB * (2 if info.dual else 1) / 50.0
 
 
-def default_design(info: KernelInfo, by_mode: dict[str, Design]) -> Design:
+def default_design(info: MatmulInfo, by_mode: dict[str, Design]) -> Design:
     if (
         "split_k" in by_mode
         and info.M * info.N * info.NB <= 128 * 128 * 16
@@ -126,7 +149,7 @@ def default_design(info: KernelInfo, by_mode: dict[str, Design]) -> Design:
     return by_mode["grouped"]
 
 
-def _half_block_n(info: KernelInfo) -> int:
+def _half_block_n(info: MatmulInfo) -> int:
     """The default tile width of a half-precision product: 256, or 128 where 256-wide tiles would compute a
     third more columns than N has (N = 384 computes 512). On an H200 (design_sweep, four generated fp16
     bmm tasks with N = 384, ms, 256 -> 128-wide default): 0.062 -> 0.046, 0.096 -> 0.055 (128-wide tiles
@@ -134,19 +157,19 @@ def _half_block_n(info: KernelInfo) -> int:
     return 128 if -(-info.N // 256) * 256 > 1.25 * info.N else 256
 
 
-def _half_tiles(info: KernelInfo) -> int:
+def _half_tiles(info: MatmulInfo) -> int:
     """Output tiles of a half-precision product at its default 128-row tile, over the batch."""
     return -(-info.M // 128) * -(-info.N // _half_block_n(info)) * info.NB
 
 
-def last_resort(design: Design, info: KernelInfo) -> bool:
+def last_resort(design: Design, info: MatmulInfo) -> bool:
     """split_k for a half-precision product whose 128 x 256 output tiles already fill the SMs: every such
     split_k program in the bf16 benches on an H200 ran 2.5-6x the time of the search's best (14 programs over
     level1_bf16 and level2_bf16, five benches); it stays in the space, after the other designs."""
     return design.mode == "split_k" and not info.fp32_dot and _half_tiles(info) >= info.sm_count
 
 
-def _split_k_config(info: KernelInfo, wide: bool = False) -> dict[str, Any]:
+def _split_k_config(info: MatmulInfo, wide: bool = False) -> dict[str, Any]:
     """split_k's default tile (64 x 64 x 32, 4 warps; `wide`: 128 x 128 x 32, 8 warps) and K splits enough
     for about two programs per SM over the output tiles (a (256 x 524288) @ (524288 x 256) product has 16
     such tiles: 8 splits left 128 programs for 132 SMs, one 4-warp program each), each split at least 16 K
@@ -172,7 +195,7 @@ x 2048 x 8192) 0.990-0.993x -> 1.009x, level2_bf16/06 (bmm + residual) 1.521x ->
 0.990x, 14 (8192^3) 1.014x -> 1.026x."""
 
 
-def _ws_offered(info: KernelInfo) -> bool:
+def _ws_offered(info: MatmulInfo) -> bool:
     """Whether the persistent design may add Hopper's warp-specialized Gluon GEMM (`WS`, `WS_COOP`:
     emit_gluon.py): a plain fp16/bf16 product (nothing fused after it: the kernel's epilogue only stores) on an
     sm_90 target, read through descriptors (no batch broadcast between A and B)."""
@@ -194,7 +217,7 @@ _WS_PINGPONG = {"WS": WS_STAGES[-1]}
 _WS_COOPERATIVE = {"WS": 3, "WS_COOP": 1}
 
 
-def default_config(design: Design, info: KernelInfo, tf32: bool = False) -> dict[str, Any]:
+def default_config(design: Design, info: MatmulInfo, tf32: bool = False) -> dict[str, Any]:
     cfg: dict[str, Any] = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 8,
                            "num_stages": 3}  # fmt: skip
     big = info.M * info.N * info.K * info.NB >= BIG_MATMUL
@@ -260,7 +283,7 @@ def default_config(design: Design, info: KernelInfo, tf32: bool = False) -> dict
     return cfg
 
 
-def config_space(design: Design, info: KernelInfo, tf32: bool = False) -> dict[str, tuple[Any, ...]]:
+def config_space(design: Design, info: MatmulInfo, tf32: bool = False) -> dict[str, tuple[Any, ...]]:
     """The design's space; TF32 only where allowed, no precision keys for fp16/bf16 dots, and tensor
     descriptors (TMA) only for those, outside split_k and batches broadcast between A and B."""
     space = dict(design.space)
@@ -276,7 +299,7 @@ def config_space(design: Design, info: KernelInfo, tf32: bool = False) -> dict[s
     return space
 
 
-def fits(design: Design, info: KernelInfo, values: dict[str, Any]) -> bool:
+def fits(design: Design, info: MatmulInfo, values: dict[str, Any]) -> bool:
     """Whether the config's accumulators fit in registers (see below) and its pipelined tiles in the target's
     shared memory: num_stages x (an A tile and one B tile per product) x the element size, at the tile sizes
     the launcher clamps to the traced sizes, plus a barrier per stage. That is what Triton 3.6 allocated for the
@@ -312,7 +335,7 @@ def fits(design: Design, info: KernelInfo, values: dict[str, Any]) -> bool:
     return smem <= info.smem_bytes
 
 
-def _fits_per_sm(cfg: MatmulConfig, info: KernelInfo, bm: int, bn: int, bk: int, products: int) -> bool:
+def _fits_per_sm(cfg: MatmulConfig, info: MatmulInfo, bm: int, bn: int, bk: int, products: int) -> bool:
     """Whether PER_SM programs of the flattened descriptor kernel (the only kind it is offered for) are resident
     together: registers (each thread's accumulators plus ~64 of its own: 128 x 128 over 4 warps compiled to
     189 per thread for sm_90, over 8 warps to 114; 65536 per SM) and shared memory (its pipelined tiles, a
@@ -330,6 +353,7 @@ def _fits_per_sm(cfg: MatmulConfig, info: KernelInfo, bm: int, bn: int, bk: int,
 
 
 MATMUL = KernelKind(
+    info=MatmulInfo,
     name="matmul",
     config=MatmulConfig,
     designs=designs,

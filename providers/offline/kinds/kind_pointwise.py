@@ -5,6 +5,7 @@ The code comes from `PointwiseGen` (emit_pointwise.py).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from kernelwright.providers.offline.choice.schedule import Kernel, Schedule
@@ -12,6 +13,13 @@ from kernelwright.providers.offline.emit.emit_pointwise import PointwiseConfig, 
 from kernelwright.providers.offline.kinds.kind import Design, KernelInfo, KernelKind
 
 _BLOCKS = (512, 1024, 2048, 4096, 8192)
+
+
+@dataclass
+class PointwiseInfo(KernelInfo):
+    """A pointwise kernel's facts: how many elements it writes."""
+
+    numel: int = 1
 
 
 def designs() -> dict[str, list[Design]]:
@@ -26,19 +34,19 @@ def designs() -> dict[str, list[Design]]:
     }  # fmt: skip
 
 
-def facts(sched: Schedule, k: Kernel, info: KernelInfo) -> None:
+def facts(sched: Schedule, k: Kernel, info: PointwiseInfo) -> None:
     info.numel = sched.graph.numel_hint(k.space)
 
 
-def cost(info: KernelInfo) -> float:
+def cost(info: PointwiseInfo) -> float:
     return float(info.numel)
 
 
-def default_design(info: KernelInfo, by_mode: dict[str, Design]) -> Design:
+def default_design(info: PointwiseInfo, by_mode: dict[str, Design]) -> Design:
     return by_mode["flat"]
 
 
-def default_config(design: Design, info: KernelInfo, tf32: bool = False) -> dict[str, Any]:
+def default_config(design: Design, info: PointwiseInfo, tf32: bool = False) -> dict[str, Any]:
     if design.mode == "grid_stride":
         return {"BLOCK": 2048, "num_warps": 8, "WAVES": 8}
     # Small blocks (8 elements a thread): many short programs keep the last wave's tail short; on an H200
@@ -47,11 +55,12 @@ def default_config(design: Design, info: KernelInfo, tf32: bool = False) -> dict
     return {"BLOCK": 1024, "num_warps": 4}
 
 
-def config_space(design: Design, info: KernelInfo, tf32: bool = False) -> dict[str, tuple[Any, ...]]:
+def config_space(design: Design, info: PointwiseInfo, tf32: bool = False) -> dict[str, tuple[Any, ...]]:
     return dict(design.space)
 
 
 POINTWISE = KernelKind(
+    info=PointwiseInfo,
     name="pointwise",
     config=PointwiseConfig,
     designs=designs,

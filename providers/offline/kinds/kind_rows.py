@@ -10,12 +10,29 @@ against the target's SM count.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from kernelwright.providers.offline.choice.schedule import Kernel, Schedule
 from kernelwright.providers.offline.emit.emit_rows import RowKernelGen
 from kernelwright.providers.offline.kinds.kind import Design, KernelInfo, KernelKind, make_config
 from kernelwright.providers.offline.kinds.row_plan import RowConfig, RowPlan, next_pow2, registers_rows_launch
+
+
+@dataclass
+class RowsInfo(KernelInfo):
+    """A row kernel's facts: its layout, the sizes of its kept (NK), reduced (NR) and inner (NI) dims, and
+    which designs its statistics allow."""
+
+    layout: str = ""  # rows | cols
+    NK: int = 1
+    NR: int = 1
+    NI: int = 1
+    split_ok: bool = False
+    merges: bool = False  # an online pass can merge dependent statistics (softmax's, Welford's)
+    welford: bool = False  # a variance around a mean: the split design computes both in one pass
+    has_scan: bool = False
+    itemsize: int = 4
 
 
 def _rows_space(layout: str, mode: str) -> dict[str, tuple[Any, ...]]:
@@ -89,8 +106,8 @@ _ROW_DESIGNS = {
 }  # fmt: skip
 
 
-def _row_applies(mode: str, name: str = "") -> Callable[[KernelInfo], bool]:
-    def applies(info: KernelInfo) -> bool:
+def _row_applies(mode: str, name: str = "") -> Callable[[RowsInfo], bool]:
+    def applies(info: RowsInfo) -> bool:
         if name == PREFETCH_DESIGN:
             return info.layout == "rows"  # persistent programs walk rows of the last dim only
         if mode == "split":
@@ -109,7 +126,7 @@ def designs() -> dict[str, list[Design]]:
     }
 
 
-def facts(sched: Schedule, k: Kernel, info: KernelInfo) -> None:
+def facts(sched: Schedule, k: Kernel, info: RowsInfo) -> None:
     g = sched.graph
     plan = RowPlan(sched, k)
     groups = plan.groups
@@ -131,11 +148,11 @@ def facts(sched: Schedule, k: Kernel, info: KernelInfo) -> None:
     info.itemsize = max((ld.value.dtype.itemsize for ld in plan.loads.values()), default=4)
 
 
-def cost(info: KernelInfo) -> float:
+def cost(info: RowsInfo) -> float:
     return float(info.NK * info.NR) * 1.5
 
 
-def default_design(info: KernelInfo, by_mode: dict[str, Design]) -> Design:
+def default_design(info: RowsInfo, by_mode: dict[str, Design]) -> Design:
     sms = info.sm_count
     np2 = next_pow2(max(info.NR, 1))
     # Few long rows leave most SMs idle with one program per row: split each row over programs.
@@ -153,7 +170,7 @@ def default_design(info: KernelInfo, by_mode: dict[str, Design]) -> Design:
     return by_mode.get("online", by_mode["looped"])
 
 
-def default_config(design: Design, info: KernelInfo, tf32: bool = False) -> dict[str, Any]:
+def default_config(design: Design, info: RowsInfo, tf32: bool = False) -> dict[str, Any]:
     if info.layout == "cols":
         # Enough (outer, inner-block) programs to fill the GPU, with coalesced inner tiles.
         bi = 128
@@ -202,11 +219,11 @@ def default_config(design: Design, info: KernelInfo, tf32: bool = False) -> dict
     return looped
 
 
-def config_space(design: Design, info: KernelInfo, tf32: bool = False) -> dict[str, tuple[Any, ...]]:
+def config_space(design: Design, info: RowsInfo, tf32: bool = False) -> dict[str, tuple[Any, ...]]:
     return dict(_rows_space(info.layout, design.mode))
 
 
-def launch_effect(design: Design, info: KernelInfo, values: dict[str, Any]) -> tuple[Any, ...] | None:
+def launch_effect(design: Design, info: RowsInfo, values: dict[str, Any]) -> tuple[Any, ...] | None:
     """A whole-row-in-registers config over rows: (single, BLOCK_R, BLOCK_M, num_warps) on the traced
     sizes and the keys that change the code; None for the other designs and layouts."""
     if design.mode != "registers" or info.layout != "rows":
@@ -223,6 +240,7 @@ def launch_effect(design: Design, info: KernelInfo, values: dict[str, Any]) -> t
 
 
 ROWS = KernelKind(
+    info=RowsInfo,
     name="rows",
     config=RowConfig,
     designs=designs,
