@@ -233,6 +233,7 @@ def test_specialized_models_split_into_regions_and_stitch_back_equal(source: str
     split = split_model(task.Model(*task.get_init_inputs()), task.get_inputs())
     assert split.specialized
     assert sum(1 for r in split.regions if r.library) >= 2  # library operations in regions of their own
+    assert not any("torch.device(" in r.source for r in split.regions)  # sizes are constants, devices not
     stitched, model, new, with_kernel = _stitched(source)
     assert with_kernel >= 2
     inputs = task.get_inputs()
