@@ -3,9 +3,14 @@ seconds on two cores, more than many of the tests that use it. The shared pool h
 suite runs two test processes on two cores, so a second judge would not run beside the first, and each
 judge started costs about 3.5 s of CPU (its imports and its fork server's).
 
-Tests that evaluate programs take `pool`. Modules that need a pool of their own define their own `pool`
-fixture, which overrides this one: test_hostile.py (one judge, started with a secret in the environment)
-and test_sandbox.py (counts its pool's restarts).
+Tests that evaluate programs take `pool`, the judge tests (test_sandbox.py, test_hostile.py,
+test_confinement.py) among them: a candidate's verdict never depends on the judge being new, since every
+candidate runs in a process of its own that dies with it. While the shared pool lives, a secret
+(SECRET_ENV) stands in this process's environment, so each judge it starts, and each restart, is started
+from an environment holding one: test_hostile.py checks that no candidate can read it. A judge test that
+counts restarts compares with the count when its module began (`restarts_at_start`), since another
+module may already have cost the shared judge a restart. Tests that kill a judge, confine differently or
+start a pool in a given environment make a pool of their own.
 
 Whole graph runs get their pool from nodes.resources (keyed by device and workers): the graph modules
 close only their memories and chat models, so the next module reuses the pool, closed once at the end.
@@ -13,6 +18,7 @@ close only their memories and chat models, so the next module reuses the pool, c
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -20,11 +26,30 @@ import pytest
 from kernelwright.hardware import WorkerPool
 from kernelwright.nodes import resources
 
+SECRET_ENV = ("KW_TEST_SECRET_KEY", "kw-secret-value")  # must never reach a judge or a candidate
+
 
 @pytest.fixture(scope="session")
 def pool() -> Iterator[WorkerPool]:
-    with WorkerPool(device="cpu", workers=1) as p:
-        yield p
+    name, value = SECRET_ENV
+    os.environ[name] = value
+    try:
+        with WorkerPool(device="cpu", workers=1) as p:
+            yield p
+    finally:
+        os.environ.pop(name, None)
+
+
+@pytest.fixture(scope="session")
+def judge_secret() -> tuple[str, str]:
+    """The name and value of the secret in the environment the shared pool's judges start from."""
+    return SECRET_ENV
+
+
+@pytest.fixture(scope="module")
+def restarts_at_start(pool: WorkerPool) -> int:
+    """The shared pool's judge restarts before the module's first test that asks (make it autouse)."""
+    return pool.restarts
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -5,7 +5,8 @@ Each hostile candidate (tests/kernels/hostile/) goes for one class of hole and r
 its error message; every test also looks from outside (files on the host, a loopback listener, the
 verdict) so that a candidate lying about its success changes nothing. Where this host cannot provide a
 mechanism (no mount namespace, no memory cgroup) the test says so and skips: the result's confinement
-record says the same to a user.
+record says the same to a user. The candidates are judged by the session's shared pool
+(tests/kernels/conftest.py): each runs in a process of its own, so none depends on a new judge.
 """
 
 from __future__ import annotations
@@ -27,9 +28,8 @@ from pathlib import Path
 import pytest
 
 from kernelwright import IMPORT_ROOT
-from kernelwright.hardware import WorkerPool
-from kernelwright.hardware.isolation import memory_cap
 from kernelwright.hardware.compile.feedback import compile_for_target
+from kernelwright.hardware.isolation import memory_cap
 from kernelwright.hardware.isolation.confine import CANDIDATE_UID_BASE, Confinement, drop_privileges
 from kernelwright.hardware.isolation.memory_cap import cap_memory
 from kernelwright.tasks import load_task
@@ -50,12 +50,6 @@ def report(text: str | None) -> str:
     found = re.search(r"REPORT (.*?) END", text or "", re.S)
     assert found, text
     return found.group(1)
-
-
-@pytest.fixture(scope="module")
-def pool():
-    with WorkerPool(device="cpu", workers=1) as p:
-        yield p
 
 
 @pytest.fixture(scope="module")

@@ -44,14 +44,10 @@ def report(res: EvalResult) -> str:
     return found.group(1)
 
 
-@pytest.fixture(scope="module")
-def pool():
-    os.environ["KW_TEST_SECRET_KEY"] = "kw-secret-value"  # must never reach a judge or a candidate
-    try:
-        with WorkerPool(device="cpu", workers=1) as p:
-            yield p
-    finally:
-        os.environ.pop("KW_TEST_SECRET_KEY", None)
+# The candidates are judged by the session's shared pool (tests/kernels/conftest.py), whose judges are
+# started from an environment holding a secret (judge_secret); "no hostile candidate took its judge down" counts the
+# restarts since this module began.
+pytestmark = pytest.mark.usefixtures("restarts_at_start")
 
 
 @pytest.fixture(scope="module")
@@ -150,10 +146,12 @@ def test_hostile_candidate_is_rejected(rejected, name):
     assert text in (res.error or ""), res.error
 
 
-def test_honest_candidates_keep_their_verdicts_after_the_hostile_ones(pool, relu_task, rejected):
+def test_honest_candidates_keep_their_verdicts_after_the_hostile_ones(
+    pool, relu_task, rejected, restarts_at_start
+):
     # The patches, threads and corrupted state of every candidate above died with its process.
     assert_honest_still_judged(pool, relu_task)
-    assert pool.restarts == 0  # no hostile candidate took its judge down
+    assert pool.restarts == restarts_at_start  # no hostile candidate took its judge down
 
 
 @pytest.mark.parametrize("precision, expected", [("strict", (False, "highest")), ("tf32", (True, "high"))])
@@ -180,7 +178,7 @@ def test_candidate_sees_no_verdict_channel(pool, relu_task):
     assert fds.count("socket") == 1 and set(fds[3:]) <= {"socket", "memfd"}, fds
 
 
-def test_secrets_stay_out_and_nothing_gets_out(pool, relu_task, tmp_path, confinement):
+def test_secrets_stay_out_and_nothing_gets_out(pool, relu_task, tmp_path, confinement, judge_secret):
     needs(confinement, "filesystem")
     needs(confinement, "network")
     target = tmp_path / "stolen.txt"
@@ -210,14 +208,16 @@ def test_secrets_stay_out_and_nothing_gets_out(pool, relu_task, tmp_path, confin
     )
     server.close()
     seen = report(res)
-    assert "kw-secret-value" not in (res.error or "")
+    name, secret = judge_secret
+    assert os.environ.get(name) == secret  # the judge was started with the secret at hand
+    assert secret not in (res.error or "")
     assert "keys=[]" in seen, seen
     assert "file=ok" not in seen and not target.exists(), seen
     assert "net=ok" not in seen and not received, seen
     assert "proc=ok" not in seen, seen  # no process environment with the secret is readable
 
 
-def test_signals_do_not_leave_the_sandbox(pool, relu_task, confinement):
+def test_signals_do_not_leave_the_sandbox(pool, relu_task, confinement, restarts_at_start):
     needs(confinement, "signals")
     got: list[int] = []
     previous = signal.signal(signal.SIGUSR1, lambda *_: got.append(1))
@@ -234,7 +234,7 @@ def test_signals_do_not_leave_the_sandbox(pool, relu_task, confinement):
         time.sleep(0.2)
         assert not got, "the candidate signalled the test runner"
         assert "runner=sent" not in seen and "judge=sent" not in seen, seen
-        assert judge_pid(pool) == before and pool.restarts == 0
+        assert judge_pid(pool) == before and pool.restarts == restarts_at_start
         assert_honest_still_judged(pool, relu_task)
     finally:
         signal.signal(signal.SIGUSR1, previous)
@@ -292,23 +292,35 @@ def test_judge_and_candidates_die_with_their_parent(tmp_path):
 
     script = tmp_path / "parent.py"
     marker = f"kw-orphan-marker-{os.getpid()}"
+    # the candidate says it is spinning with a file in its folder (under the judge's), where the parent
+    # waits for it instead of sleeping a fixed while
     spin = hostile("honest.py").replace(
-        "return relu(x)", f"import time\n        while True: time.sleep(0.01)  # {marker}"
+        "return relu(x)",
+        f"import time\n        open('spinning', 'w').close()\n        while True: time.sleep(0.01)  # {marker}",
     )
     script.write_text(
-        "import os, sys, threading, time\n"
+        "import glob, os, sys, threading, time\n"
         f"sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})\n"
         "from kernelwright.hardware import WorkerPool\n"
         "from kernelwright.tasks import load_task\n"
         f"task = load_task({str(CANDIDATES / 'task_relu.py')!r})\n"
         "pool = WorkerPool(device='cpu', workers=1)\n"
         f"threading.Thread(target=pool.evaluate, args=(task, {spin!r}), daemon=True).start()\n"
-        "time.sleep(6)\n"
-        "print(pool._workers[0].proc.pid, flush=True)\n"
+        "deadline = time.monotonic() + 120\n"
+        "while not (found := glob.glob(os.path.join(pool._workers[0].tmpdir, 'cand-*', 'spinning'))):\n"
+        "    assert time.monotonic() < deadline, 'the candidate never started spinning'\n"
+        "    time.sleep(0.05)\n"
+        "spinning = []\n"  # the candidate processes in that folder, seen from here
+        "for pid in filter(str.isdigit, os.listdir('/proc')):\n"
+        "    try:\n"
+        "        if os.readlink(f'/proc/{pid}/cwd') == os.path.dirname(found[0]): spinning.append(pid)\n"
+        "    except OSError: pass\n"
+        "print(pool._workers[0].proc.pid, *spinning, flush=True)\n"
         "os._exit(0)\n"
     )
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
-    judge = int(out.stdout.split()[0])
+    judge, *spinning = (int(pid) for pid in out.stdout.split())
+    assert spinning, out.stdout  # the spinning candidate was seen from outside
 
     def left() -> list[int]:
         alive = [judge] if Path(f"/proc/{judge}").exists() and not _zombie(judge) else []
@@ -316,6 +328,7 @@ def test_judge_and_candidates_die_with_their_parent(tmp_path):
             args = _cmdline(p)
             if args and args[-1] == str(judge) and not _zombie(p):
                 alive.append(p)
+        alive += [p for p in spinning if Path(f"/proc/{p}").exists() and not _zombie(p)]
         return alive + [p for p in _processes_with(marker) if not _zombie(p)]
 
     deadline = time.monotonic() + 15
@@ -390,11 +403,11 @@ def test_unknown_confinement_level_is_one_line(monkeypatch):
 
 
 @pytest.mark.slow
-def test_unbounded_recursion_is_contained_by_the_memory_limit(pool, relu_task):
+def test_unbounded_recursion_is_contained_by_the_memory_limit(pool, relu_task, restarts_at_start):
     """The recursion grows the candidate process to its address-space limit (~25 s on 2 cores)."""
     res = pool.evaluate(relu_task, hostile("deep_recursion.py"))
     assert (res.correct, res.error_kind, res.stage) == (False, "crash", "compile"), res.error
-    assert pool.restarts == 0
+    assert pool.restarts == restarts_at_start
 
 
 def test_inputs_come_from_fresh_seeds_listed_after_the_verdict(pool, relu_task):

@@ -1,8 +1,10 @@
-"""The evaluation harness end to end on CPU (Triton interpreter): one worker pool serves every case.
+"""The evaluation harness end to end on CPU (Triton interpreter).
 
 Each candidate in candidates/ is a known failure (or success) and must come back with the right stage
-and error kind; the pool must survive a hang and an abort and still serve a correct candidate after.
-Run with -s to see the warm per-candidate overhead.
+and error kind; the pool must survive a hang and an abort (they cost only the candidate's process) and
+a slow reference (it costs the judge) and still serve a correct candidate after. The session's shared
+pool (tests/kernels/conftest.py) judges every case but the slow reference, which kills its judge and so
+gets a pool of its own. Run with -s to see the warm per-candidate overhead.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ def source(name: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def pool():
+def own_pool():
+    """A pool for the test that kills its judge: the shared one is not restarted under other modules."""
     with WorkerPool(device="cpu", workers=1) as p:
         yield p
 
@@ -111,34 +114,40 @@ def test_state_dict_copied_from_reference(pool, scale_task):
 
 
 def test_infinite_loop_times_out(pool, relu_task):
+    restarts = pool.restarts
     t0 = time.perf_counter()
     res = pool.evaluate(relu_task, source("relu_infinite_loop.py"), EvalConfig(timeout=3))
     assert (res.stage, res.error_kind) == ("compile", "timeout"), res.error
     assert "3 s limit" in res.error
     assert time.perf_counter() - t0 < 20
+    assert pool.restarts == restarts  # a hang kills only that candidate's process
+    assert pool.evaluate(relu_task, source("relu_ok.py")).correct
 
 
 def test_abort_crashes_the_candidate_process(pool, relu_task):
+    restarts = pool.restarts
     res = pool.evaluate(relu_task, source("relu_abort.py"))
     assert (res.stage, res.error_kind) == ("compile", "crash"), res.error
     assert "SIGABRT" in res.error
     assert 'candidate.py", line 21 in forward' in res.error  # faulthandler's stack, from the candidate's log
+    assert pool.restarts == restarts  # an abort kills only that candidate's process
+    assert pool.evaluate(relu_task, source("relu_ok.py")).correct
 
 
-def test_slow_reference_is_a_harness_error(pool):
+def test_slow_reference_is_a_harness_error(own_pool):
     # load_task runs the forward to analyse the task, so this task is built by hand
     from kernelwright.tasks import Task
 
     task = Task(name="task_slow_reference", source=source("task_slow_reference.py"), has_small_inputs=True)
-    res = pool.evaluate(task, source("relu_ok.py"), EvalConfig(reference_timeout_s=2))
+    res = own_pool.evaluate(task, source("relu_ok.py"), EvalConfig(reference_timeout_s=2))
     assert (res.stage, res.error_kind) == ("compile", "harness_error"), res.error
     assert "reference" in res.error and "2 s limit" in res.error
 
 
-def test_pool_keeps_serving(pool, relu_task):
-    # A hang or an abort kills only that candidate's process; the slow reference costs its judge.
-    assert pool.restarts == 1
-    results = pool.evaluate_many([(relu_task, source("relu_ok.py"))] * 2)
+def test_pool_keeps_serving(own_pool, relu_task):
+    # the slow reference cost its judge, which was started again
+    assert own_pool.restarts == 1
+    results = own_pool.evaluate_many([(relu_task, source("relu_ok.py"))] * 2)
     assert all(r.correct for r in results), [r.error for r in results]
 
 
