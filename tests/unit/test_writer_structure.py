@@ -124,10 +124,11 @@ def test_no_two_writer_classes_share_a_name():
     assert {name: paths for name, paths in where.items() if len(paths) > 1} == {}
 
 
-# The modules that choose a design and config by the request's step kind. The generic writer's policy is
-# choice/policy.py; conv and pool still choose in their own modules (through the same WriterContext,
-# policy.rules_allow, policy.neighbours and policy.ranked_cases), to be folded into it: no new one may join.
-CHOOSERS = {"choice/policy.py", "families/conv/conv_writer.py", "families/pool_writer.py"}
+# The modules that choose a design and config by the request's step kind: the policy of the generic
+# writer's kernels (choice/policy.py) and the one policy the whole-task families (conv, pool) hand their
+# FamilySpace to (choice/whole_task.py). A family that chose for itself would be a third. context.py reads
+# the request kind (WriterContext.stays_with_parent) and chooses nothing.
+CHOOSERS = {"choice/policy.py", "choice/whole_task.py", "choice/context.py"}
 
 
 def _chooses_by_step(source: str) -> bool:

@@ -28,10 +28,12 @@ Designs (both walk the window with compile-time loops, one load per window eleme
   (batch, od, oh, ow), in 64-bit only when a tensor has 2^31 elements or more.
 
 Configs: BLOCK (outputs per program, per row for `rows`), BLOCK_H (`rows`: output rows per program) and
-num_warps. A large step takes the first preset (design, config) that is neither written in the run nor
-forbidden (the design and config of a correct experience case of this family go first, the nearest case
-first: policy.ranked_cases, if it pooled over as many dims); a small step moves one knob of the parent's
-design one step (seeded); a repair after a resource error halves BLOCK.
+num_warps. The choice is the whole-task policy's (choice/whole_task.py), over the space `_space` hands it:
+a large step takes the first preset (design, config) that is neither written in the run nor forbidden,
+designs not written yet first (the design and config of a correct experience case of this family go
+first, the nearest case first, if it pooled over as many dims); a small step moves one knob of the
+parent's design one step (seeded); a repair after a resource error halves BLOCK. Programs that launch
+alike at the task's size (`launched`) count as one.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from kernelwright.providers.offline.choice.context import PromptCase, WriterContext
+from kernelwright.providers.offline.choice.policy import neighbours
+from kernelwright.providers.offline.choice.whole_task import FamilySpace, choose_program
 from kernelwright.providers.offline.runtime import program_text
 from kernelwright.tasks.pyast import parse_python
 
@@ -276,53 +280,32 @@ def _same_rank(ctx: WriterContext, case: PromptCase) -> bool:
     return len(mine.input_shapes[0]) == len(theirs.input_shapes[0])
 
 
-def _choose(ctx: WriterContext, task: PoolTask) -> tuple[str, dict[str, int], str] | None:
-    """A (design, config, why) for this step. Programs compare by what they launch at the task's size
-    (`launched`): a step never writes a config that launches as one already written, the parent included,
-    while another is left."""
-    from kernelwright.providers.offline.choice.context import error_kind
-    from kernelwright.providers.offline.choice.policy import neighbours, ranked_cases, rules_allow
+def _space(ctx: WriterContext, task: PoolTask) -> FamilySpace[dict[str, int]]:
+    """What the pooling writer can write for `task`, handed to the whole-task policy. Programs compare by
+    what they launch at the task's size (`launched`): a step never writes a config that launches as one
+    already written, the parent included, while another is left."""
 
-    def ok(design: str, config: dict[str, int]) -> bool:
-        return rules_allow(ctx, FAMILY, design, config)
+    def repairs(
+        design: str, base: dict[str, int], kind: str | None, resources: bool
+    ) -> list[tuple[dict[str, int], str]]:
+        if kind in ("resources", "compile_error", "timeout") and base["BLOCK"] > 128:
+            return [({**base, "BLOCK": base["BLOCK"] // 2}, "half the outputs per program")]
+        return []
 
-    def key(design: str, config: dict[str, int]) -> tuple[Any, ...]:
-        return launched(task, design, config)
-
-    parent = _as_pick(ctx.parent)
-    written = {key(*p) for m in [*ctx.tried, *ctx.listed, ctx.parent] if (p := _as_pick(m)) is not None}
-    if parent is not None and ctx.kind == "repair":
-        design, base = parent
-        if error_kind(ctx.feedback) in ("resources", "compile_error", "timeout") and base["BLOCK"] > 128:
-            smaller = {**base, "BLOCK": base["BLOCK"] // 2}
-            if ok(design, smaller):
-                return design, smaller, "repair: half the outputs per program"
-    if parent is not None and ctx.kind == "small_step":
-        design, base = parent
-        options = [c for c in neighbours(SPACES[design], base, ctx.rng) if ok(design, c)]
-        fresh = [c for c in options if key(design, c) not in written]
-        if fresh or options:
-            pick = (fresh or options)[0]
-            changed = ", ".join(f"{k}={pick[k]}" for k in pick if pick[k] != base[k])
-            return design, pick, f"small step: {changed}"
-    good = ranked_cases(ctx, [c for c in ctx.cases
-                              if c.good and c.same_hardware and _as_pick(c.meta) and _same_rank(ctx, c)])  # fmt: skip
-    for design, config in [p for c in good if (p := _as_pick(c.meta)) is not None]:
-        if key(design, config) not in written and ok(design, config):
-            return design, config, "the design and config of a correct pooling case"
-    for design, config in PRESETS:
-        if key(design, config) not in written and ok(design, config):
-            return design, dict(config), "large step: the next preset"
-    every = [
-        (d, dict(zip(SPACES[d], values, strict=True)))
-        for d in DESIGNS
-        for values in itertools.product(*SPACES[d].values())
-    ]
-    rest = [(d, c) for d, c in every if key(d, c) not in written and ok(d, c)]
-    if rest:
-        return (*rest[ctx.rng.randrange(len(rest))], "large step: a config not written yet")
-    allowed = [(d, c) for d, c in every if ok(d, c)]
-    return (*allowed[0], "every config was written: the first allowed one") if allowed else None
+    return FamilySpace(
+        family=FAMILY,
+        designs=list(DESIGNS),
+        configs=lambda d: [
+            dict(zip(SPACES[d], values, strict=True)) for values in itertools.product(*SPACES[d].values())
+        ],
+        pairs=dict,
+        read=_as_pick,
+        key=lambda design, config: launched(task, design, config),
+        neighbours=lambda design, base, rng: neighbours(SPACES[design], base, rng),
+        repairs=repairs,
+        starts=[(d, dict(c)) for d, c in PRESETS],
+        case_fits=lambda case: _same_rank(ctx, case),
+    )
 
 
 def pool_task_writer(source: str, name: str, ctx: WriterContext) -> WriterAnswer | None:
@@ -333,7 +316,7 @@ def pool_task_writer(source: str, name: str, ctx: WriterContext) -> WriterAnswer
     task = _analysis(hashlib.sha256(source.encode()).hexdigest(), source, name)
     if task is None:
         return None
-    choice = _choose(ctx, task)
+    choice = choose_program(ctx, _space(ctx, task))
     if choice is None:
         return WriterAnswer(None, "Every design and config of the pooling writer is forbidden by a rule.")
     design, config, why = choice
