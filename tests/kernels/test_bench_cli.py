@@ -1,7 +1,8 @@
 """`kernelwright bench` as a user runs it: real coordinator and worker processes, the offline writer at
 budget 1-3 on tiny tasks (CPU, Triton interpreter), a real Chroma memory in tmp.
 
-The module's bench is interrupted (SIGTERM) once its first two tasks are recorded, then resumed: finished
+The module's bench is interrupted (SIGTERM) once its first two tasks are recorded, then resumed (the resumed
+coordinator runs in the test process, which has imported what it needs, its worker a process): finished
 tasks are not run again (their run directories are byte-for-byte unchanged and each has one row in
 tasks.jsonl), a task that cannot be judged (harness_error) or does not load stays recorded as such, and
 the three report files are written, the HTML rendering in headless Chromium. Slow tests kill the
@@ -11,6 +12,8 @@ provider that keeps failing.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -91,6 +94,24 @@ def run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     )
 
 
+def run_here(*args: str) -> subprocess.CompletedProcess[str]:
+    """`kernelwright bench ARGS` with its coordinator in this process, as the command's entry point calls it
+    (its workers are processes as ever): this process has already imported what a coordinator takes seconds
+    to import."""
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as env:
+        for name in [k for k in os.environ if k not in _env()]:
+            env.delenv(name)
+        for name, value in _env().items():
+            env.setenv(name, value)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = cli_main(["bench", *args])
+            finally:
+                resources.close_all()
+    return subprocess.CompletedProcess(["kernelwright", "bench", *args], code, out.getvalue(), err.getvalue())
+
+
 def ledger(bench: Path) -> list[dict]:
     path = bench / LEDGER_FILE
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
@@ -160,8 +181,8 @@ def bench(tmp_path_factory):
     seen["before"] = {
         r["id"]: snapshot(out / r["run_dir"]) for r in seen["first_ledger"] if r["status"] != "load_error"
     }
-    seen["resumed"] = run("--resume", str(out))
-    seen["again"] = run("--resume", str(out))
+    seen["resumed"] = run_here("--resume", str(out))
+    seen["again"] = run_here("--resume", str(out))
     return out, seen
 
 
