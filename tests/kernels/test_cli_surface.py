@@ -166,25 +166,26 @@ def test_read_only_memory_can_be_read_but_not_run_into(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-def test_a_folder_loads_every_task_first_and_writes_a_readable_summary(tmp_path):
+def test_a_folder_loads_every_task_first_and_writes_a_readable_summary(tmp_path, capsys, monkeypatch):
+    """Run through the command's entry point in this process, whose imports are already made (the other runs
+    here are processes)."""
     suite = tmp_path / "suite"
     suite.mkdir()
     shutil.copy(RELU, suite / "01_relu_with_a_rather_long_name_for_the_summary_table.py")
     (suite / "02_broken.py").write_text("import torch\n\ndef get_inputs():\n    return []\n")
     suite_names = sorted(p.stem for p in suite.glob("*.py"))
     out = tmp_path / "out"
-    done = subprocess.run(
-        [str(KW), "optimize", str(suite), "--budget", "1", "--device", "cpu", "--memory", str(tmp_path / "m"),
-         "--out", str(out)],
-        capture_output=True, text=True, timeout=600, env={**os.environ, "COLUMNS": "200"},
-    )  # fmt: skip
-    assert done.returncode == 1, done.stderr
-    assert "02_broken: " in done.stderr and "no Model class" in done.stderr and "(skipped)" in done.stderr
+    monkeypatch.setenv("COLUMNS", "200")
+    code = cli_main(["optimize", str(suite), "--budget", "1", "--device", "cpu", "--memory", str(tmp_path / "m"),
+                     "--out", str(out)])  # fmt: skip
+    done = capsys.readouterr()
+    assert code == 1, done.err
+    assert "02_broken: " in done.err and "no Model class" in done.err and "(skipped)" in done.err
     assert not (out / "02_broken").exists()
     summary = json.loads((out / "summary.json").read_text())
     assert [s["task"] for s in summary] == [suite_names[0], "02_broken"] and "error" in summary[1]
     text = (out / "summary.txt").read_text()
-    assert text in done.stdout
+    assert text in done.out
     assert all(len(line) <= 80 for line in text.splitlines()), text
 
 
