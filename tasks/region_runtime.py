@@ -46,11 +46,12 @@ LIBRARY_NAMES = frozenset(
 )
 
 
-# What a specialized trace reads as constants. Not the device: a `.to(x.device)` stays a graph node, so the
-# graph (and a region's task) moves tensors to wherever the inputs are, not to the device it was traced on.
-_SHAPE_METHODS = frozenset({"size", "dim", "ndimension", "numel", "nelement", "element_size",
+# What a specialized trace reads as constants. The device too (a factory call with `device=x.device` runs
+# while tracing): the stitched model traces again per input device, and a region's task names its inputs'
+# device instead (tasks/regions.py _literal).
+_SHAPE_METHODS = frozenset({"size", "dim", "ndimension", "numel", "nelement", "get_device", "element_size",
                             "is_floating_point", "is_complex", "is_contiguous"})  # fmt: skip
-_SHAPE_ATTRS = frozenset({"shape", "ndim", "dtype", "layout", "is_sparse"})
+_SHAPE_ATTRS = frozenset({"shape", "ndim", "dtype", "device", "is_cuda", "layout", "is_sparse"})
 WRAPPED_MODULES = ("einops",)
 """Libraries whose functions are recorded as one call each (they check their arguments' types, so a
 traced proxy cannot pass through them): importable ones only."""

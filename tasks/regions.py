@@ -390,6 +390,10 @@ def _function_source(target: Any) -> str:
     raise SplitError(f"no source for function {target!r}")
 
 
+_DEVICE = "<device>"
+"""The names entry a device constant is written as (its region's first tensor input's device)."""
+
+
 def _literal(x: Any, names: dict[str, str]) -> str:
     if isinstance(x, fx.Node):
         return names[x.name]
@@ -408,8 +412,8 @@ def _literal(x: Any, names: dict[str, str]) -> str:
         return repr(x) if x is not Ellipsis else "..."
     if isinstance(x, torch.dtype):
         return str(x)
-    if isinstance(x, torch.device):
-        return f"torch.device({str(x)!r})"
+    if isinstance(x, torch.device):  # where the region's inputs are, not where the model was traced
+        return names.get(_DEVICE, f"torch.device({str(x)!r})")
     if isinstance(x, torch.memory_format | torch.layout):
         return str(x)
     raise SplitError(f"no source for argument {x!r}")
@@ -435,6 +439,9 @@ def root_module(group: list[fx.Node], model: nn.Module) -> nn.Module | None:
 def _describe(region: Region, group: list[fx.Node], model: nn.Module, values: dict[str, Value]) -> None:
     """Fill the region's signature, bindings and task source (or why it has none)."""
     names = {n: f"x{i}" for i, n in enumerate(region.inputs)}
+    tensor_in = next((names[n] for n in region.inputs if values[n].tensor), None)
+    if tensor_in is not None:
+        names[_DEVICE] = f"{tensor_in}.device"
     modules: dict[str, str] = {}
     params: dict[str, str] = {}
     sig: list[Any] = [[(values[n].shape, values[n].dtype) for n in region.inputs]]
