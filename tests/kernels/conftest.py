@@ -8,7 +8,7 @@ test_confinement.py) among them: a candidate's verdict never depends on the judg
 candidate runs in a process of its own that dies with it. While the shared pool lives, a secret
 (SECRET_ENV) stands in this process's environment, so each judge it starts, and each restart, is started
 from an environment holding one: test_hostile.py checks that no candidate can read it. A judge test that
-counts restarts compares with the count when its module began (`restarts_at_start`), since another
+counts restarts compares with the count when its module began (restarts_at_start), since another
 module may already have cost the shared judge a restart. Tests that kill a judge, confine differently or
 start a pool in a given environment make a pool of their own.
 
@@ -48,7 +48,8 @@ def judge_secret() -> tuple[str, str]:
 
 @pytest.fixture(scope="module")
 def restarts_at_start(pool: WorkerPool) -> int:
-    """The shared pool's judge restarts before the module's first test that asks (make it autouse)."""
+    """The shared pool's judge restarts when the module's first test that asks began: a module counting
+    restarts has every test ask (pytestmark = pytest.mark.usefixtures("restarts_at_start"))."""
     return pool.restarts
 
 

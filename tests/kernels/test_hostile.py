@@ -45,8 +45,8 @@ def report(res: EvalResult) -> str:
 
 
 # The candidates are judged by the session's shared pool (tests/kernels/conftest.py), whose judges are
-# started from an environment holding a secret (judge_secret); "no hostile candidate took its judge down" counts the
-# restarts since this module began.
+# started from an environment holding a secret (judge_secret); "no hostile candidate took its judge down"
+# counts the restarts since this module began.
 pytestmark = pytest.mark.usefixtures("restarts_at_start")
 
 
