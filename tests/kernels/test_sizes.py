@@ -20,10 +20,11 @@ import pytest
 
 from kernelwright.hardware import EvalConfig, WorkerPool
 from kernelwright.providers.offline import write_program
+from kernelwright.providers.offline.choice.variants import program_variant
 from kernelwright.providers.protocol import render_section
 from kernelwright.tasks import bundled_suite_dir, load_task_source
 from kernelwright.tasks.generate import generate_tasks
-from kernelwright.tasks.resize import other_sizes, vary
+from kernelwright.tasks.resize import other_sizes, vary, with_sizes
 
 CFG = EvalConfig(device="cpu", time=False, timeout=300, trials=3, second_shape=False)
 
@@ -159,6 +160,111 @@ def test_sizes_fixed_by_the_trace_are_read_at_run_time() -> None:
 @pytest.mark.parametrize("name", INLINE)
 def test_a_program_holds_at_its_own_size_and_two_others(name: str, pool: WorkerPool) -> None:
     bad = _wrong_at_sizes(pool, "t", INLINE[name], _write(INLINE[name]))
+    assert not bad, "\n\n".join(bad)
+
+
+# A kernel size is a constructor argument and the padding is computed from it: the trace sees a number
+# (1 at kernel size 3), the program must compute it (2 at kernel size 5). Each task's sizes are small.
+_KERNEL_SIZED_HEAD = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+"""
+_KERNEL_SIZED_TAIL = """
+
+batch_size = 2
+channels = 5
+height = 11
+width = 9
+kernel_size = 3
+
+
+def get_inputs():
+    return [torch.rand(batch_size, channels, height, width)]
+
+
+def get_init_inputs():
+    return [channels, kernel_size]
+"""
+
+# A convolution module, followed by a softmax over its channels (the generic writer's row kernel).
+MODULE_CONV_SOFTMAX = (
+    _KERNEL_SIZED_HEAD
+    + """
+class Model(nn.Module):
+    def __init__(self, channels, kernel_size):
+        super().__init__()
+        self.conv = nn.Conv2d(channels, channels, kernel_size, padding=kernel_size // 2)
+
+    def forward(self, x):
+        return torch.softmax(self.conv(x), dim=1)
+"""
+    + _KERNEL_SIZED_TAIL
+)
+
+# A functional convolution whose padding is arithmetic on a model attribute (the conv writer).
+FUNCTIONAL_CONV = (
+    _KERNEL_SIZED_HEAD
+    + """
+class Model(nn.Module):
+    def __init__(self, channels, kernel_size):
+        super().__init__()
+        self.k = kernel_size
+        self.weight = nn.Parameter(torch.randn(channels, channels, kernel_size, kernel_size) * 0.1)
+
+    def forward(self, x):
+        return torch.relu(F.conv2d(x, self.weight, padding=self.k // 2))
+"""
+    + _KERNEL_SIZED_TAIL
+)
+
+# A convolution, then a functional max pooling whose window is the kernel size and whose padding is
+# computed from it (the conv writer's pooling stage).
+FUNCTIONAL_POOL = (
+    _KERNEL_SIZED_HEAD
+    + """
+class Model(nn.Module):
+    def __init__(self, channels, kernel_size):
+        super().__init__()
+        self.conv = nn.Conv2d(channels, channels, 3)
+        self.k = kernel_size
+
+    def forward(self, x):
+        y = torch.relu(self.conv(x))
+        return F.max_pool2d(y, self.k, stride=1, padding=self.k // 2)
+"""
+    + _KERNEL_SIZED_TAIL
+)
+
+
+def _generic_row_program(source: str) -> str:
+    """The generic writer's program (its softmax as a row kernel), not the conv family's."""
+    answer = program_variant(source, "t", "row_registers")
+    assert answer.code is not None, answer.explanation
+    return answer.code
+
+
+KERNEL_SIZED = {
+    "module_conv_generic": (MODULE_CONV_SOFTMAX, _generic_row_program),
+    "functional_conv": (FUNCTIONAL_CONV, _write),
+    "functional_pool": (FUNCTIONAL_POOL, _write),
+}
+
+
+@pytest.mark.parametrize("name", KERNEL_SIZED)
+def test_a_program_written_at_one_kernel_size_holds_at_another(name: str, pool: WorkerPool) -> None:
+    """Written at kernel size 3, judged at 3 and at 5: a padding the trace saw as a number (1) is
+    computed in the program, from the module's attributes or as the task's own arithmetic."""
+    source, write = KERNEL_SIZED[name]
+    code = write(source)
+    forward_text = code[code.index("def _kw_forward") :] if "def _kw_forward" in code else _forward(code)
+    assert "self." in forward_text and not re.search(r"padding = 1\b|\[1, 1\], \[1, 1\]", forward_text)
+    bad = []
+    for k in (3, 5):
+        r = pool.evaluate(load_task_source(with_sizes(source, {"kernel_size": k}), "t"), code, CFG)
+        if not r.correct:
+            bad.append(f"{name} at kernel_size={k}: {r.summary()}\n{(r.error or '')[-600:]}")
     assert not bad, "\n\n".join(bad)
 
 

@@ -50,6 +50,24 @@ def _param_expr(name: str) -> str:
     return f"self.get_parameter({name!r})"
 
 
+def _module_expr(path: str) -> str:
+    parts = path.split(".")
+    if all(re.fullmatch(r"[A-Za-z_]\w*", p) for p in parts):
+        return "self." + path
+    return f"self.get_submodule({path!r})"
+
+
+def _module_conv(packet: str, args: list[str], module: str) -> str:
+    """A module's convolution, its hyper-parameters read from the module at run time (`padding=k // 2`
+    is a number in the trace, right at one kernel size only)."""
+    x, w, b = (args + ["None"] * 3)[:3]
+    if packet.startswith("conv_transpose"):
+        hyper = ("stride", "padding", "output_padding", "groups", "dilation")
+    else:
+        hyper = ("stride", "padding", "dilation", "groups")
+    return f"torch.nn.functional.{packet}({x}, {w}, {b}, " + ", ".join(f"{module}.{h}" for h in hyper) + ")"
+
+
 class _Glue:
     """Names of values inside the forward, and Python for the torch steps."""
 
@@ -127,6 +145,8 @@ class _Glue:
             packet = target.overloadpacket.__name__
             args = [self.arg(a) for a in v.args]
             kwargs = [f"{k}={self.arg(x)}" for k, x in v.attrs.get("kwargs", {}).items()]
+            if "module" in v.attrs:
+                return _module_conv(packet, args, _module_expr(v.attrs["module"]))
             if packet in ("conv1d", "conv2d", "conv3d") and not kwargs:
                 return f"torch.nn.functional.{packet}({', '.join(args)})"
             return f"torch.ops.aten.{packet}.{target._overloadname}({', '.join(args + kwargs)})"

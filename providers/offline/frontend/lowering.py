@@ -97,8 +97,11 @@ class Lowerer(ViewOps):
     """Walks an fx graph of aten ops and builds the IR graph."""
 
     def __init__(self, gm: fx.GraphModule, var_to_val: dict[sympy.Symbol, int],
-                 other: OtherTrace | None = None) -> None:  # fmt: skip
+                 other: OtherTrace | None = None, modules: dict[str, str] | None = None) -> None:  # fmt: skip
         self.gm = gm
+        # The module (its path on the model) an op node is the call of, by node name: the program reads
+        # that module's hyper-parameters at run time (analysis.module_calls).
+        self.modules = modules or {}
         self.g = Graph(var_to_val)
         self.env: dict[fx.Node, Any] = {}
         self.node: fx.Node | None = None
@@ -360,9 +363,10 @@ class Lowerer(ViewOps):
         val = node.meta.get("val")
         if isinstance(val, torch.Tensor):
             shape = tuple(to_sym(d) for d in val.shape)
-            out = self.g.add(
-                "opaque", str(target), args, shape, val.dtype, {"target": target, "kwargs": kwargs}
-            )
+            attrs: dict[str, Any] = {"target": target, "kwargs": kwargs}
+            if node.name in self.modules:
+                attrs["module"] = self.modules[node.name]
+            out = self.g.add("opaque", str(target), args, shape, val.dtype, attrs)
             self._read_result_sizes(out)
             return out
         if isinstance(val, list | tuple) and all(isinstance(t, torch.Tensor) for t in val):
