@@ -124,11 +124,10 @@ def test_no_two_writer_classes_share_a_name():
     assert {name: paths for name, paths in where.items() if len(paths) > 1} == {}
 
 
-# The modules that choose a design and config by the request's step kind: the policy of the generic
-# writer's kernels (choice/policy.py) and the one policy the whole-task families (conv, pool) hand their
-# FamilySpace to (choice/whole_task.py). A family that chose for itself would be a third. context.py reads
-# the request kind (WriterContext.stays_with_parent) and chooses nothing.
-CHOOSERS = {"choice/policy.py", "choice/whole_task.py", "choice/context.py"}
+# The one module that chooses by the request's step kind: choice/policy.py, whose `choose_step` every
+# choice goes through (the generic writer's kernels, and the whole-task families' FamilySpace through
+# choice/whole_task.py). A module that read the step kind for itself would be a second policy.
+CHOOSERS = {"choice/policy.py"}
 
 
 def _chooses_by_step(source: str) -> bool:
@@ -150,4 +149,4 @@ def test_no_new_module_chooses_by_the_request_kind():
     assert _chooses_by_step('if ctx.kind == "small_step":\n    pass\n')
     assert not _chooses_by_step('kind = "small_step"\n')
     choosers = {path for path, source in _sources().items() if _chooses_by_step(source)}
-    assert choosers <= CHOOSERS, f"a new choice policy: {choosers - CHOOSERS} (use choice/policy.py)"
+    assert choosers == CHOOSERS, f"one choice policy, not {sorted(choosers)} (use policy.choose_step)"

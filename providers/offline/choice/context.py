@@ -238,11 +238,6 @@ class WriterContext:
             return None
         return signature_similarity(self.signature, case.signature)
 
-    @property
-    def stays_with_parent(self) -> bool:
-        """A small step or a repair: the step patches its parent, so it is written the parent's way."""
-        return self.kind in ("small_step", "repair")
-
     def near(self, case: PromptCase) -> bool:
         """A near case (similarity >= NEAR); when similarity is unknown every case counts as near."""
         sim = self.similarity(case)

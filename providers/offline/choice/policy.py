@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from kernelwright.providers.offline.choice.context import (
     PromptCase,
@@ -48,6 +48,40 @@ class Choice:
     design: Design
     config: dict[str, Any]
     why: str
+
+
+T = TypeVar("T")
+
+
+class Steps(Protocol[T]):
+    """What one choice space does at each kind of step; `choose_step` says which step it is. The generic
+    writer's kernels (`_KernelSteps`) and the whole-task families (whole_task.FamilySpace) are two."""
+
+    def repair(self, ctx: WriterContext) -> T | None:
+        """Fix the parent by its error kind; None: no fix of the parent's config, take a large step."""
+
+    def small_step(self, ctx: WriterContext) -> T | None:
+        """A config one knob from the parent's; None: none allowed, take a large step."""
+
+    def large_step(self, ctx: WriterContext, asked: bool) -> T | None:
+        """Another design (`asked`: the request asked for a large step, it is not a fallback)."""
+
+
+def choose_step(ctx: WriterContext, steps: Steps[T]) -> T | None:
+    """The one policy: the request's kind of step, or a large step where that step finds nothing.
+
+    Every choice of the writer goes through here, so a request kind means the same to every family."""
+    got = None
+    if ctx.kind == "repair":
+        got = steps.repair(ctx)
+    elif ctx.kind == "small_step":
+        got = steps.small_step(ctx)
+    return got if got is not None else steps.large_step(ctx, ctx.kind == "large_step")
+
+
+def stays_with_parent(ctx: WriterContext) -> bool:
+    """A small step or a repair: the step patches its parent, so it is written the parent's way."""
+    return ctx.kind in ("small_step", "repair")
 
 
 def forbidden(ctx: WriterContext, family: str, design: str, config: dict[str, Any]) -> bool:
@@ -371,17 +405,47 @@ def choose(ctx: WriterContext, info: KernelInfo, primary: bool) -> Choice:
             options.index(d),
         ),
     )
-    parent = ctx.parent if (ctx.parent and primary and ctx.parent.family == info.family) else None
-    parent_design = find_design(info.family, parent.design) if parent else None
-    if parent_design is not None and parent_design not in options:
-        parent_design = None
-
     if not primary:
         return _first_allowed(ctx, info, order, "default for this part")
+    choice = choose_step(ctx, _KernelSteps(ctx, info, options, order))
+    assert choice is not None  # a kernel's large step always chooses
+    return choice
 
-    if ctx.kind == "small_step" and parent_design is not None:
+
+class _KernelSteps:
+    """The steps of the policy (`choose_step`) for one primary kernel of the generic writer, over the
+    designs that apply to it (`order`: the order they are tried in)."""
+
+    def __init__(
+        self, ctx: WriterContext, info: KernelInfo, options: list[Design], order: list[Design]
+    ) -> None:
+        self.info, self.order = info, order
+        self.default = default_design(info)
+        parent = ctx.parent if (ctx.parent and ctx.parent.family == info.family) else None
+        parent_design = find_design(info.family, parent.design) if parent else None
+        if parent_design is not None and parent_design not in options:
+            parent_design = None
+        self.parent, self.parent_design = parent, parent_design
+
+    def repair(self, ctx: WriterContext) -> Choice | None:
+        if self.parent_design is None or self.parent is None:
+            return None
+        return _repair(ctx, self.info, self.parent_design, self.parent, self.order)
+
+    def small_step(self, ctx: WriterContext) -> Choice | None:
+        info, parent, parent_design = self.info, self.parent, self.parent_design
+        if parent_design is None or parent is None:
+            d = self.default
+            space = config_space(d, info, ctx.tf32)
+            base = default_config(d, info, ctx.tf32)
+            for n in neighbours(space, base, ctx.rng):
+                if admissible(ctx, info, d, n):
+                    return Choice(
+                        d, n, f"small step (no readable parent): {d.name} one knob from its default"
+                    )
+            return None
         space = config_space(parent_design, info, ctx.tf32)
-        base = _coerce(space, parent.config, default_config(parent_design, info, ctx.tf32))  # type: ignore[union-attr]
+        base = _coerce(space, parent.config, default_config(parent_design, info, ctx.tf32))
         steps = neighbours(space, base, ctx.rng)
         prec = norm_value(base.get("PREC"))
         if prec in KMAJOR_PRECS and "KMAJOR" in space and norm_value(base.get("KMAJOR")) == "0":
@@ -411,57 +475,51 @@ def choose(ctx: WriterContext, info: KernelInfo, primary: bool) -> Choice:
             ):
                 moved = ", ".join(f"{k}={n[k]}" for k in n if norm_value(n[k]) != norm_value(base.get(k)))
                 return Choice(parent_design, n, f"small step from the parent's {parent_design.name}: {moved}")
-        return _first_allowed(ctx, info, order, "no neighbouring config is allowed; another design")
+        return _first_allowed(ctx, info, self.order, "no neighbouring config is allowed; another design")
 
-    if ctx.kind == "repair" and parent_design is not None:
-        return _repair(ctx, info, parent_design, parent, order)  # type: ignore[arg-type]
-
-    if ctx.kind == "small_step":
-        d = default
-        space = config_space(d, info, ctx.tf32)
-        base = default_config(d, info, ctx.tf32)
-        for n in neighbours(space, base, ctx.rng):
-            if admissible(ctx, info, d, n):
-                return Choice(d, n, f"small step (no readable parent): {d.name} one knob from its default")
-
-    # Large step (or a first program): a design other than the parent's and the ones shown.
-    shown = {m.design for m in ctx.listed + ctx.tried if m.family == info.family}
-    exclude = shown | ({parent_design.name} if parent_design else set())
-    fresh = [d for d in order if d.name not in exclude]
-    if ctx.kind == "large_step" or parent_design is None:
-        picked = _case_pick(ctx, info, fresh)
-        if picked is not None:
-            return picked
-    if not fresh:
-        fresh = [d for d in order if parent_design is None or d.name != parent_design.name]
-        # Every design has been written: a config of one that has not been, nearest its default.
-        for d in fresh:
-            space = config_space(d, info, ctx.tf32)
-            base = default_config(d, info, ctx.tf32)
-            written = [
-                _coerce(space, m.config, base)
-                for m in ctx.tried
-                if m.family == info.family and m.design == d.name
-            ]
-            if not written:
-                continue
-            cfg = _allowed_config(ctx, info, d, base, written)
-            if cfg is not None:
-                return Choice(d, cfg, f"every design written already: {d.name} at a config not written yet")
-    if fresh:
-        why = (
-            f"a different design than the parent's {parent_design.name}"
-            if parent_design
-            else "default design"
-        )
-        return _first_allowed(ctx, info, fresh, why)
-    # Only the parent's design applies: a far config of it.
-    assert parent_design is not None and parent is not None
-    space = config_space(parent_design, info, ctx.tf32)
-    base = _coerce(space, parent.config, default_config(parent_design, info, ctx.tf32))
-    far = _shift(space, base, tuple(space), 2 if ctx.rng.random() < 0.5 else -2)
-    cfg = _allowed_config(ctx, info, parent_design, far, [base]) or base
-    return Choice(parent_design, cfg, f"only {parent_design.name} applies: a distant config")
+    def large_step(self, ctx: WriterContext, asked: bool) -> Choice:
+        """A design other than the parent's and the ones shown (also a first program, and a step the
+        request's kind has no parent for)."""
+        info, order, parent, parent_design = self.info, self.order, self.parent, self.parent_design
+        shown = {m.design for m in ctx.listed + ctx.tried if m.family == info.family}
+        exclude = shown | ({parent_design.name} if parent_design else set())
+        fresh = [d for d in order if d.name not in exclude]
+        if asked or parent_design is None:
+            picked = _case_pick(ctx, info, fresh)
+            if picked is not None:
+                return picked
+        if not fresh:
+            fresh = [d for d in order if parent_design is None or d.name != parent_design.name]
+            # Every design has been written: a config of one that has not been, nearest its default.
+            for d in fresh:
+                space = config_space(d, info, ctx.tf32)
+                base = default_config(d, info, ctx.tf32)
+                written = [
+                    _coerce(space, m.config, base)
+                    for m in ctx.tried
+                    if m.family == info.family and m.design == d.name
+                ]
+                if not written:
+                    continue
+                cfg = _allowed_config(ctx, info, d, base, written)
+                if cfg is not None:
+                    return Choice(
+                        d, cfg, f"every design written already: {d.name} at a config not written yet"
+                    )
+        if fresh:
+            why = (
+                f"a different design than the parent's {parent_design.name}"
+                if parent_design
+                else "default design"
+            )
+            return _first_allowed(ctx, info, fresh, why)
+        # Only the parent's design applies: a far config of it.
+        assert parent_design is not None and parent is not None
+        space = config_space(parent_design, info, ctx.tf32)
+        base = _coerce(space, parent.config, default_config(parent_design, info, ctx.tf32))
+        far = _shift(space, base, tuple(space), 2 if ctx.rng.random() < 0.5 else -2)
+        cfg = _allowed_config(ctx, info, parent_design, far, [base]) or base
+        return Choice(parent_design, cfg, f"only {parent_design.name} applies: a distant config")
 
 
 def _first_allowed(ctx: WriterContext, info: KernelInfo, order: list[Design], why: str) -> Choice:

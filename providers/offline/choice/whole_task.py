@@ -3,7 +3,8 @@
 A family (families/conv/conv_writer.py, families/pool_writer.py) describes what it can write as a
 `FamilySpace`: its applicable designs, each design's configs, how a config reads from and writes to a
 `# kernelwright:` header, what makes two programs the same (`key`), a small step's candidates and a
-repair's. `choose_program` decides from the `WriterContext` as the generic writer's policy does:
+repair's. `choose_program` hands the space's steps to the one policy (policy.choose_step, which the
+generic writer's kernels go through too), which takes the request's step or else a large step:
 - repair: the family's candidates for the parent's error kind, the first that rules allow; else a large step;
 - small step: the first of the parent's neighbours (in the family's seeded order) that rules allow, that no
   failed case wrote and that is not a program written already (all written: any allowed one);
@@ -18,6 +19,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 from kernelwright.providers.offline.choice.context import (
@@ -26,7 +28,12 @@ from kernelwright.providers.offline.choice.context import (
     error_kind,
     resources_error,
 )
-from kernelwright.providers.offline.choice.policy import design_forbidden, ranked_cases, rules_allow
+from kernelwright.providers.offline.choice.policy import (
+    choose_step,
+    design_forbidden,
+    ranked_cases,
+    rules_allow,
+)
 from kernelwright.providers.protocol import KernelHeader
 
 C = TypeVar("C")
@@ -61,52 +68,72 @@ class FamilySpace(Generic[C]):
 
 def choose_program(ctx: WriterContext, space: FamilySpace[C]) -> tuple[str, C, str] | None:
     """(design, config, why) for this step, or None where rules forbid every design."""
-    fam = space.family
-    designs = [d for d in space.designs if not design_forbidden(ctx, fam, d)]
+    designs = [d for d in space.designs if not design_forbidden(ctx, space.family, d)]
     if not designs:
         return None
+    return choose_step(ctx, _FamilySteps(ctx, space, designs))
 
-    def ok(design: str, config: C) -> bool:
+
+class _FamilySteps(Generic[C]):
+    """The steps of the policy (policy.choose_step) over a family's space: what the family's programs
+    written so far, its failed cases and the parent say, read once."""
+
+    def __init__(self, ctx: WriterContext, space: FamilySpace[C], designs: list[str]) -> None:
+        self.space, self.designs = space, designs
+        self.bad = {space.key(*p) for c in ctx.cases if c.bad and (p := self.program(c.meta)) is not None}
+        self.written_headers = [
+            m for m in [*ctx.listed, *ctx.tried, ctx.parent] if m is not None and self.program(m) is not None
+        ]
+        self.written = {space.key(*p) for m in self.written_headers if (p := self.program(m)) is not None}
+        self.parent = self.program(ctx.parent)
+        self.rules_ok = partial(rules_allow, ctx, space.family)
+
+    def program(self, meta: KernelHeader | None) -> tuple[str, C] | None:
+        return self.space.read(meta) if meta is not None and meta.family == self.space.family else None
+
+    def ok(self, design: str, config: C) -> bool:
         return (
-            design in designs
-            and space.allows(design, config)
-            and rules_allow(ctx, fam, design, space.pairs(config))
+            design in self.designs
+            and self.space.allows(design, config)
+            and self.rules_ok(design, self.space.pairs(config))
         )
 
-    def program(meta: KernelHeader | None) -> tuple[str, C] | None:
-        return space.read(meta) if meta is not None and meta.family == fam else None
+    def fresh(self, design: str, config: C) -> bool:
+        key = self.space.key(design, config)
+        return key not in self.written and key not in self.bad
 
-    bad = {space.key(*p) for c in ctx.cases if c.bad and (p := program(c.meta)) is not None}
-    written_headers = [
-        m for m in [*ctx.listed, *ctx.tried, ctx.parent] if m is not None and program(m) is not None
-    ]
-    written = {space.key(*p) for m in written_headers if (p := program(m)) is not None}
-    parent = program(ctx.parent)
-
-    def fresh(design: str, config: C) -> bool:
-        key = space.key(design, config)
-        return key not in written and key not in bad
-
-    if parent is not None and ctx.kind == "repair":
-        design, base = parent
+    def repair(self, ctx: WriterContext) -> tuple[str, C, str] | None:
+        if self.parent is None:
+            return None
+        design, base = self.parent
         kind = error_kind(ctx.feedback)
-        for config, why in space.repairs(design, base, kind, resources_error(ctx.feedback)):
-            if config != base and ok(design, config):
+        for config, why in self.space.repairs(design, base, kind, resources_error(ctx.feedback)):
+            if config != base and self.ok(design, config):
                 return design, config, f"repair ({kind or 'error'}): {why}"
-    if parent is not None and ctx.kind == "small_step" and parent[0] in designs:
-        design, base = parent
+        return None
+
+    def small_step(self, ctx: WriterContext) -> tuple[str, C, str] | None:
+        if self.parent is None or self.parent[0] not in self.designs:
+            return None
+        space = self.space
+        design, base = self.parent
         options = [
             c
             for c in space.neighbours(design, base, ctx.rng)
-            if ok(design, c) and space.key(design, c) not in bad
+            if self.ok(design, c) and space.key(design, c) not in self.bad
         ]
-        new = [c for c in options if fresh(design, c)]
-        if new or options:
-            pick = (new or options)[0]
-            old, now = space.pairs(base), space.pairs(pick)
-            changed = ", ".join(f"{k}={v}" for k, v in now.items() if str(v) != str(old.get(k)))
-            return design, pick, f"small step: {changed}"
-    return _large_step(ctx, space, designs, written_headers, ok, fresh, parent is not None)
+        new = [c for c in options if self.fresh(design, c)]
+        if not (new or options):
+            return None
+        pick = (new or options)[0]
+        old, now = space.pairs(base), space.pairs(pick)
+        changed = ", ".join(f"{k}={v}" for k, v in now.items() if str(v) != str(old.get(k)))
+        return design, pick, f"small step: {changed}"
+
+    def large_step(self, ctx: WriterContext, asked: bool) -> tuple[str, C, str] | None:
+        return _large_step(
+            ctx, self.space, self.designs, self.written_headers, self.ok, self.fresh, self.parent is not None
+        )
 
 
 def _large_step(

@@ -29,6 +29,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from kernelwright.providers.offline.choice.context import WriterContext
+from kernelwright.providers.offline.choice.policy import stays_with_parent
 from kernelwright.providers.offline.choice.whole_task import FamilySpace, choose_program
 from kernelwright.providers.offline.families.conv.conv import (
     ConvConfig,
@@ -96,7 +97,7 @@ def takes_turn(ctx: WriterContext) -> bool:
     small steps and repairs stay with their parent's approach.
     """
     parent = ctx.parent
-    if ctx.stays_with_parent:
+    if stays_with_parent(ctx):
         return parent is None or parent.family == FAMILY
     if parent is not None and parent.family != FAMILY:
         return True
