@@ -51,19 +51,20 @@ class Choice:
 
 
 T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 
 
-class Steps(Protocol[T]):
+class Steps(Protocol[T_co]):
     """What one choice space does at each kind of step; `choose_step` says which step it is. The generic
     writer's kernels (`_KernelSteps`) and the whole-task families (whole_task.FamilySpace) are two."""
 
-    def repair(self, ctx: WriterContext) -> T | None:
+    def repair(self, ctx: WriterContext) -> T_co | None:
         """Fix the parent by its error kind; None: no fix of the parent's config, take a large step."""
 
-    def small_step(self, ctx: WriterContext) -> T | None:
+    def small_step(self, ctx: WriterContext) -> T_co | None:
         """A config one knob from the parent's; None: none allowed, take a large step."""
 
-    def large_step(self, ctx: WriterContext, asked: bool) -> T | None:
+    def large_step(self, ctx: WriterContext, asked: bool) -> T_co | None:
         """Another design (`asked`: the request asked for a large step, it is not a fallback)."""
 
 

@@ -61,10 +61,9 @@ def _module_conv(packet: str, args: list[str], module: str) -> str:
     """A module's convolution, its hyper-parameters read from the module at run time (`padding=k // 2`
     is a number in the trace, right at one kernel size only)."""
     x, w, b = (args + ["None"] * 3)[:3]
+    hyper: tuple[str, ...] = ("stride", "padding", "dilation", "groups")
     if packet.startswith("conv_transpose"):
         hyper = ("stride", "padding", "output_padding", "groups", "dilation")
-    else:
-        hyper = ("stride", "padding", "dilation", "groups")
     return f"torch.nn.functional.{packet}({x}, {w}, {b}, " + ", ".join(f"{module}.{h}" for h in hyper) + ")"
 
 
