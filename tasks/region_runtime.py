@@ -54,7 +54,7 @@ _SHAPE_METHODS = frozenset({"size", "dim", "ndimension", "numel", "nelement", "g
 _SHAPE_ATTRS = frozenset({"shape", "ndim", "dtype", "device", "is_cuda", "layout", "is_sparse"})
 WRAPPED_MODULES = ("einops",)
 """Libraries whose functions are recorded as one call each (they check their arguments' types, so a
-traced proxy cannot pass through them): importable ones only."""
+traced proxy cannot pass through them), where installed."""
 
 
 UNKNOWN = type("Unknown", (), {"__repr__": lambda self: "<unknown without data>"})()
@@ -86,17 +86,12 @@ class RegionTracer(fx.Tracer):
     (a buffer sliced to a traced size is then sliced in the graph). With `example` (fake tensors of the
     inputs), every node's value on them is computed as it is traced (`values`) and sizes are constants."""
 
-    def __init__(self, leaves: set[str], example: list[Any] | None = None) -> None:
-        import importlib
+    def __init__(
+        self, leaves: set[str], example: list[Any] | None = None, wrap: tuple[Any, ...] = ()
+    ) -> None:
         import math
 
-        wrapped = []
-        for name in WRAPPED_MODULES:
-            try:
-                wrapped.append(importlib.import_module(name))
-            except ImportError:
-                pass
-        super().__init__(autowrap_modules=(math, *wrapped))  # type: ignore[arg-type]
+        super().__init__(autowrap_modules=(math, *wrap))  # type: ignore[arg-type]
         self.leaves = leaves
         self.proxy_buffer_attributes = True
         self.example = example
@@ -193,25 +188,23 @@ def fake_inputs(inputs: list[Any]) -> tuple[list[Any], Any]:
 
 
 def trace(
-    model: nn.Module, leaves: set[str], inputs: int | None = None, example: list[Any] | None = None
+    model: nn.Module,
+    leaves: set[str],
+    none_args: Any = (),
+    example: list[Any] | None = None,
+    wrap: tuple[Any, ...] = (),
 ) -> fx.Graph:
     """The model's forward as an FX graph (its node names are what a region plan refers to).
 
-    `inputs`: how many forward arguments are given (the rest are their defaults: a default None is a
-    constant of the graph, so `if h0 is None` takes its branch). `example`: trace specialized on these
-    inputs (see RegionTracer). Attributes the forward assigns (`self.hidden = ...`) are restored after the
-    trace and listed in `graph._kw_writes` (attribute path -> node), so the plan assigns them as the
-    forward did."""
-    import inspect
-
-    given = len(example) if example is not None else inputs
-    concrete: dict[str, Any] | None = None
-    if given is not None:
-        params = list(inspect.signature(model.forward).parameters.values())[given:]
-        concrete = {p.name: None for p in params if p.default is None and p.kind is p.POSITIONAL_OR_KEYWORD}
+    `none_args`: forward arguments not given, whose default None is a constant of the graph (so
+    `if h0 is None` takes its branch). `example`: trace specialized on these inputs (see RegionTracer).
+    `wrap`: modules whose functions are recorded as one node each (einops; the split picks them).
+    Attributes the forward assigns (`self.hidden = ...`) are restored after the trace and listed in
+    `graph._kw_writes` (attribute path -> node), so the plan assigns them as the forward did."""
+    concrete = {name: None for name in none_args}
     saved = {(path, k): v for path, m in model.named_modules() for k, v in vars(m).items()
              if not k.startswith("_")}  # fmt: skip
-    tracer = RegionTracer(leaves, example)
+    tracer = RegionTracer(leaves, example, wrap)
     writes: dict[str, str] = {}
     try:
         graph = tracer.trace(model, concrete_args=concrete or None)
@@ -232,21 +225,6 @@ def trace(
     graph._kw_writes = writes  # type: ignore[attr-defined]
     graph._kw_values = tracer.values  # type: ignore[attr-defined]
     return graph
-
-
-def failing_module(model: nn.Module, exc: BaseException) -> str | None:
-    """The innermost submodule of `model` whose forward raised `exc` (its path), None if only the
-    model's own forward did: that module can be kept whole (a leaf run in torch) and the trace tried
-    again."""
-    paths = {id(m): name for name, m in model.named_modules() if name}
-    found = None
-    tb = exc.__traceback__
-    while tb is not None:
-        owner = tb.tb_frame.f_locals.get("self")
-        if owner is not None and id(owner) in paths:
-            found = paths[id(owner)]
-        tb = tb.tb_next
-    return found
 
 
 def region_fingerprint(graph: fx.Graph, names: list[str]) -> str:
@@ -386,6 +364,7 @@ def plan_for(
     kernels: dict[int, nn.Module],
     inputs: tuple[Any, ...],
     cache: dict[Any, RegionPlan],
+    wrap: tuple[Any, ...] = (),
 ) -> RegionPlan:
     """The stitched model's plan for these inputs: traced as the reference class (so node names are the
     ones the plan was cut with) once per number of inputs, and once per input sizes where the split was
@@ -396,10 +375,9 @@ def plan_for(
         cls = model.__class__
         model.__class__ = reference
         try:
-            if spec.get("specialized"):
-                graph = trace(model, set(spec["leaves"]), len(inputs), list(inputs))
-            else:  # as the split traced it (the same defaults made constants)
-                graph = trace(model, set(spec["leaves"]), spec.get("inputs"))
+            # as the split traced it: the same defaults made constants, the same modules recorded whole
+            example = list(inputs) if spec.get("specialized") else None
+            graph = trace(model, set(spec["leaves"]), spec.get("none_args", ()), example, wrap)
         finally:
             model.__class__ = cls
         plan = RegionPlan(graph, regions)

@@ -102,14 +102,14 @@ class ModelNew(_Reference):
         self.__dict__["_kw_kernels"] = kernels
         self.__dict__["_kw_plans"] = {}
         if not _TRACE["specialized"]:  # traced once, here, as the reference class: node names as cut
-            plan_for(self, _Reference, _TRACE, _REGIONS, kernels, (), self.__dict__["_kw_plans"])
+            plan_for(self, _Reference, _TRACE, _REGIONS, kernels, (), self.__dict__["_kw_plans"], _WRAP)
         # ... but not in its state_dict: that stays the reference's, key for key
         self._register_state_dict_hook(_without_kernels)
         self.register_load_state_dict_post_hook(_kernels_not_missing)
 
     def forward(self, *inputs):
         state = self.__dict__
-        plan = plan_for(self, _Reference, _TRACE, _REGIONS, state["_kw_kernels"], inputs, state["_kw_plans"])
+        plan = plan_for(self, _Reference, _TRACE, _REGIONS, state["_kw_kernels"], inputs, state["_kw_plans"], _WRAP)
         return plan.run(self, inputs)
 
 
@@ -155,7 +155,8 @@ def stitched_source(
     parts += ["# ---- region runtime (tasks/region_runtime.py) ----", _runtime_source()]
     table = ", ".join(f"{i}: {class_of[sig]}" for i, (sig, _) in sorted(kernels.items()))
     parts += [
-        f"_TRACE = {spec!r}",
+        "".join(f"import {name}\n" for name in spec.get("wrap", []))
+        + f"_WRAP = ({''.join(name + ', ' for name in spec.get('wrap', []))})\n_TRACE = {spec!r}",
         f"_REGIONS = {json.dumps(plans)}",
         f"_KERNELS = {{{table}}}",
         _MODEL_NEW,

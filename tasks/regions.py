@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib
+import inspect
 import json
 import math
 import operator
@@ -35,7 +36,6 @@ from kernelwright.tasks.region_runtime import (
     LIBRARY_MODULES,
     LIBRARY_NAMES,
     WRAPPED_MODULES,
-    failing_module,
     fake_inputs,
     fake_run_node,
     fetch,
@@ -129,10 +129,15 @@ class ModelSplit:
     measured: bool = True
     """Values' `seconds` were measured (a real run); False: shapes from fake tensors, no times."""
 
+    none_args: list[str] = field(default_factory=list)
+    wrap: list[str] = field(default_factory=list)
+    """Modules (einops) whose functions the graph calls as one node each: the stitched file imports them."""
+
     @property
     def spec(self) -> dict[str, Any]:
         """How the stitched model traces it again (tasks/region_runtime.py plan_for)."""
-        return {"leaves": sorted(self.leaves), "inputs": self.inputs, "specialized": self.specialized}
+        return {"leaves": sorted(self.leaves), "inputs": self.inputs, "specialized": self.specialized,
+                "none_args": self.none_args, "wrap": self.wrap}  # fmt: skip
 
     def unique(self) -> dict[str, list[Region]]:
         """Signature -> its regions, in first-seen order."""
@@ -295,17 +300,50 @@ def _cut(graph: fx.Graph, root: nn.Module, values: dict[str, Value]) -> list[lis
     return groups
 
 
+def failing_module(model: nn.Module, exc: BaseException) -> str | None:
+    """The innermost submodule of `model` whose forward raised `exc` (its path), None if only the
+    model's own forward did: that module can be kept whole (a leaf run in torch) and the trace tried
+    again."""
+    paths = {id(m): name for name, m in model.named_modules() if name}
+    found = None
+    tb = exc.__traceback__
+    while tb is not None:
+        owner = tb.tb_frame.f_locals.get("self")
+        if owner is not None and id(owner) in paths:
+            found = paths[id(owner)]
+        tb = tb.tb_next
+    return found
+
+
+def none_arguments(model: nn.Module, given: int) -> list[str]:
+    """Forward's arguments after the first `given` whose default is None (constants of the trace)."""
+    params = list(inspect.signature(model.forward).parameters.values())[given:]
+    return [p.name for p in params if p.default is None and p.kind is p.POSITIONAL_OR_KEYWORD]
+
+
+def wrapped_modules() -> tuple[Any, ...]:
+    """The modules of WRAPPED_MODULES that are installed."""
+    found = []
+    for name in WRAPPED_MODULES:
+        try:
+            found.append(importlib.import_module(name))
+        except ImportError:
+            pass
+    return tuple(found)
+
+
 def _trace(
     model: nn.Module, leaves: set[str], inputs: list[Any], specialized: bool
 ) -> tuple[fx.Graph, set[str]]:
     """Trace once (symbolic), or specialized on the inputs' sizes with every submodule fx still cannot
     follow (data-dependent control flow) kept whole, run in torch."""
     leaves = set(leaves)
+    nones, wrap = none_arguments(model, len(inputs)), wrapped_modules()  # before any trace touches it
     if not specialized:
-        return trace(model, leaves, len(inputs)), leaves
+        return trace(model, leaves, nones, None, wrap), leaves
     for _ in range(64):
         try:
-            return trace(model, leaves, len(inputs), inputs), leaves
+            return trace(model, leaves, nones, inputs, wrap), leaves
         except Exception as exc:
             path = failing_module(model, exc)
             if path is None or path in leaves:
@@ -324,6 +362,7 @@ def split_model(model: nn.Module, inputs: tuple[Any, ...] | list[Any], *, measur
     t0 = time.perf_counter()
     inputs = list(inputs)
     leaves = leaf_modules(model)
+    nones = none_arguments(model, len(inputs))
     specialized = False
     try:
         graph, leaves = _trace(model, leaves, inputs, False)
@@ -364,9 +403,10 @@ def split_model(model: nn.Module, inputs: tuple[Any, ...] | list[Any], *, measur
         region.fingerprint = region_fingerprint(graph, names)
         _describe(region, group, model, values)
         regions.append(region)
-    return ModelSplit(
-        graph, leaves, regions, values, time.perf_counter() - t0, len(inputs), specialized, measure
-    )
+    used = {getattr(n.target, "__module__", "") or "" for n in graph.nodes if n.op == "call_function"}
+    wrap = [m.__name__ for m in wrapped_modules() if any(u.split(".")[0] == m.__name__ for u in used)]
+    seconds = time.perf_counter() - t0
+    return ModelSplit(graph, leaves, regions, values, seconds, len(inputs), specialized, measure, nones, wrap)
 
 
 # -- a region as source ------------------------------------------------------------------------------

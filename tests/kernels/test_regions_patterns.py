@@ -223,6 +223,13 @@ def _stitched(source: str) -> tuple[types.ModuleType, torch.nn.Module, torch.nn.
     return stitched, model, new, len(kernels)
 
 
+def _stitched_text(source: str) -> str:
+    task = _module(source, "task")
+    split = split_model(task.Model(*task.get_init_inputs()), task.get_inputs())
+    kernels = {r.index: (r.signature, copy_kernel(r.source)) for r in split.regions if r.source}
+    return stitched_source(source, split.leaves, [r.plan() for r in split.regions], kernels, spec=split.spec)
+
+
 def _calls(stitched: types.ModuleType) -> int:
     return sum(v[0] for k, v in vars(stitched).items() if k.endswith("CALLS"))
 
@@ -322,6 +329,22 @@ def test_einops_rearrange_is_one_operation_of_the_graph() -> None:
     x = torch.randn(2, 6, 3)
     with torch.no_grad():
         torch.testing.assert_close(new(x), model(x), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [SIZE_SLICING, CONTROL_FLOW, REASSIGNED, DATA_DEPENDENT, RECURRENCE, EINOPS],
+    ids=["size", "flow", "reassigned", "data", "recurrence", "einops"],
+)
+def test_the_stitched_file_passes_the_judges_source_check(source: str) -> None:
+    """The region runtime is copied into every stitched file: nothing in it may be what the judge rejects
+    (inspect, importlib, frames)."""
+    if source is EINOPS:
+        pytest.importorskip("einops")
+    from kernelwright.hardware.judge.static_check import static_check
+
+    report = static_check(_stitched_text(source))
+    assert report.ok, report.error
 
 
 @pytest.mark.parametrize("kind", [torch.nn.GRU, torch.nn.LSTM])
