@@ -26,6 +26,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from kernelwright.tasks.errors import TaskError, describe_exception
 from kernelwright.tasks.module import has_small_inputs, task_inputs, task_model
+from kernelwright.tasks.op_families import ATEN_FAMILY as _ATEN_FAMILY
 from kernelwright.tasks.task import TaskSignature
 
 OP_FAMILIES = ("matmul", "conv", "reduction", "softmax", "norm", "pointwise", "scan", "loss", "pool", "other")
@@ -33,38 +34,6 @@ OP_FAMILIES = ("matmul", "conv", "reduction", "softmax", "norm", "pointwise", "s
 # A task without get_small_inputs() is run for real on CPU at its full size only when it is this cheap.
 CPU_CHECK_MAX_BYTES = 64 * 2**20
 CPU_CHECK_MAX_FLOPS = 2e9
-
-_ATEN_FAMILY: dict[str, str] = {}
-for _family, _names in {
-    "matmul": "mm addmm bmm baddbmm addbmm mv addmv dot vdot matmul linear outer ger _addmm_activation "
-    "_scaled_mm einsum _scaled_dot_product_flash_attention _scaled_dot_product_flash_attention_for_cpu "
-    "_scaled_dot_product_efficient_attention _scaled_dot_product_cudnn_attention "
-    "scaled_dot_product_attention",
-    "conv": "convolution _convolution conv1d conv2d conv3d conv_transpose1d conv_transpose2d "
-    "conv_transpose3d cudnn_convolution mkldnn_convolution _slow_conv2d_forward slow_conv3d_forward "
-    "slow_conv_transpose2d slow_conv_transpose3d slow_conv_dilated2d slow_conv_dilated3d "
-    "convolution_overrideable _nnpack_spatial_convolution",
-    "reduction": "sum mean prod amax amin max min argmax argmin aminmax logsumexp var std var_mean std_mean "
-    "nansum nanmean median nanmedian mode all any count_nonzero",
-    "softmax": "_softmax _log_softmax softmax log_softmax _safe_softmax",
-    "norm": "native_layer_norm layer_norm native_group_norm group_norm native_batch_norm batch_norm "
-    "_native_batch_norm_legit _native_batch_norm_legit_no_training _batch_norm_with_update "
-    "_batch_norm_no_update instance_norm rms_norm _fused_rms_norm linalg_vector_norm norm renorm "
-    "frobenius_norm nuclear_norm",
-    "scan": "cumsum cumprod cummax cummin logcumsumexp _cummax_helper _cummin_helper",
-    "loss": "mse_loss l1_loss smooth_l1_loss huber_loss nll_loss nll_loss_forward nll_loss2d_forward "
-    "nll_loss_nd cross_entropy_loss binary_cross_entropy binary_cross_entropy_with_logits kl_div "
-    "soft_margin_loss multi_margin_loss multilabel_margin_loss_forward hinge_embedding_loss "
-    "margin_ranking_loss triplet_margin_loss cosine_embedding_loss poisson_nll_loss",
-    "pool": "max_pool1d max_pool2d max_pool3d max_pool2d_with_indices max_pool3d_with_indices avg_pool1d "
-    "avg_pool2d avg_pool3d adaptive_avg_pool1d adaptive_avg_pool2d adaptive_avg_pool3d _adaptive_avg_pool2d "
-    "_adaptive_avg_pool3d adaptive_max_pool1d adaptive_max_pool2d adaptive_max_pool3d "
-    "fractional_max_pool2d fractional_max_pool3d _mkldnn_pooling lp_pool1d lp_pool2d max_unpool2d",
-    "pointwise": "add sub mul div rsub true_divide where clamp clamp_min clamp_max masked_fill "
-    "dropout native_dropout bernoulli pow rsqrt",
-}.items():
-    for _name in _names.split():
-        _ATEN_FAMILY[_name] = _family
 
 # Ops that move or describe data without computing on it: recorded in `ops`, but no family of their own.
 _NO_FAMILY = set(

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kernelwright.tasks.op_families import ATEN_FAMILY
+
 
 @dataclass(frozen=True)
 class Operator:
@@ -192,27 +194,7 @@ CALL_REDUCTIONS: dict[str, str] = {
 }  # fmt: skip
 
 # The families of row kernels (schedule.py names a row kernel's design family after them, first match in
-# this order), and the aten ops that make a kernel one of them (a reduction not listed is "reduction").
+# this order), and the aten ops that make a kernel one of the others (any other reduction is "reduction"):
+# a view of the one table of op families, tasks/op_families.py, which task signatures read too.
 ROW_FAMILIES = ("scan", "norm", "softmax", "loss", "reduction")
-ROW_FAMILY_OF: dict[str, str] = {
-    **{n: "softmax" for n in "softmax _softmax log_softmax _log_softmax _safe_softmax".split()},
-    **{
-        n: "norm"
-        for n in (
-            "layer_norm native_layer_norm rms_norm _fused_rms_norm group_norm native_group_norm batch_norm "
-            "_native_batch_norm_legit _native_batch_norm_legit_functional instance_norm native_batch_norm "
-            "_batch_norm_with_update linalg_vector_norm norm frobenius_norm"
-        ).split()
-    },
-    "cumsum": "scan",
-    "cumprod": "scan",
-    **{
-        n: "loss"
-        for n in (
-            "mse_loss l1_loss smooth_l1_loss huber_loss nll_loss nll_loss_nd nll_loss_forward nll_loss2d "
-            "nll_loss2d_forward cross_entropy_loss kl_div binary_cross_entropy binary_cross_entropy_with_logits "
-            "hinge_embedding_loss soft_margin_loss margin_ranking_loss triplet_margin_loss cosine_similarity "
-            "pairwise_distance"
-        ).split()
-    },
-}
+ROW_FAMILY_OF: dict[str, str] = {name: f for name, f in ATEN_FAMILY.items() if f in ROW_FAMILIES[:-1]}

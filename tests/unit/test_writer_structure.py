@@ -115,6 +115,20 @@ def test_no_private_name_is_imported_across_writer_modules():
     assert found == {}, f"make these public or move them: {found}"
 
 
+def test_op_families_are_one_table_for_tasks_and_the_writer():
+    """A task's signature (tasks/analysis.py) and the writer's row-kernel families (operators.py) read one
+    table, tasks/op_families.py."""
+    import torch
+
+    from kernelwright.tasks import analysis, op_families
+
+    assert analysis._ATEN_FAMILY is op_families.ATEN_FAMILY
+    assert operators.ROW_FAMILY_OF == {
+        n: f for n, f in op_families.ATEN_FAMILY.items() if f in operators.ROW_FAMILIES[:-1]
+    }
+    assert analysis.op_family(torch.ops.aten.cumsum.default) == operators.ROW_FAMILY_OF["cumsum"] == "scan"
+
+
 def test_no_two_writer_classes_share_a_name():
     where: dict[str, list[str]] = {}
     for path, source in _sources().items():
