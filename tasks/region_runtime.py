@@ -176,15 +176,24 @@ class RegionTracer(fx.Tracer):
 
 
 def fake_inputs(inputs: list[Any]) -> tuple[list[Any], Any]:
-    """Fake copies of tensor inputs (shape, dtype, device; no data), and their fake mode (real tensors
-    such as parameters may join them in an operation)."""
+    """Fake copies of tensor inputs (shape, dtype, device; no data), and their fake mode."""
     from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
     mode = next((t.fake_mode for t in inputs if isinstance(t, FakeTensor)), None)
     mode = mode or FakeTensorMode(allow_non_fake_inputs=True)
-    fakes = [mode.from_tensor(t) if isinstance(t, torch.Tensor) and not isinstance(t, FakeTensor) else t
-             for t in inputs]  # fmt: skip
-    return fakes, mode
+    with mode:
+        return [_fake(t) for t in inputs], mode
+
+
+def _fake(value: Any) -> Any:
+    """A real tensor's fake twin, made from its sizes (inside a fake mode): never from its storage, which
+    may be memory the fake mode cannot convert (the judge's shared tensors)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    if isinstance(value, torch.Tensor) and not isinstance(value, FakeTensor):
+        return torch.empty_strided(tuple(value.shape), tuple(value.stride()), dtype=value.dtype,
+                                   device=value.device)  # fmt: skip
+    return value
 
 
 def trace(
@@ -390,11 +399,15 @@ def plan_for(
 def fake_run_node(root: nn.Module, node: fx.Node, args: Any, kwargs: Any) -> Any:
     """A node's value on fake tensors (inside their fake mode). A recurrence's outputs are made from its
     sizes: its fake kernel decomposes it into a graph per time step (a GRU of 512 steps took 9 s)."""
+    args, kwargs = fx.node.map_aggregate((args, kwargs), _fake)
     if node.op == "call_module":
         module = root.get_submodule(str(node.target))
         if isinstance(module, nn.RNNBase) and args and isinstance(args[0], torch.Tensor):
             return _recurrence_outputs(module, args[0])
-    return RegionPlan.run_node(root, node, {}, args, kwargs)
+        # its parameters and buffers as fake twins for this call (its own are left as they are)
+        state = {k: _fake(v) for k, v in [*module.named_parameters(), *module.named_buffers()]}
+        return torch.func.functional_call(module, state, tuple(args), dict(kwargs))
+    return _fake(RegionPlan.run_node(root, node, {}, args, kwargs))
 
 
 def _recurrence_outputs(rnn: nn.RNNBase, x: torch.Tensor) -> Any:

@@ -6,6 +6,7 @@ every region that is a task, and run equal to the original (kernels under the Tr
 from __future__ import annotations
 
 import types
+from pathlib import Path
 
 import pytest
 import torch
@@ -362,3 +363,35 @@ def test_fake_recurrence_sizes_are_the_real_ones(kind: type[torch.nn.RNNBase], b
     real = rnn(x)
     flat = torch.utils._pytree.tree_leaves
     assert [tuple(t.shape) for t in flat(got)] == [tuple(t.shape) for t in flat(real)]
+
+
+@pytest.mark.parametrize("name", ["SIZE_SLICING", "CONTROL_FLOW"])
+def test_a_specialized_model_stitched_with_the_writers_programs_is_judged_correct(
+    name: str, tmp_path: Path
+) -> None:
+    """The judge (CPU, both modes, its own shapes: the stitched model traces itself again there) on the
+    model stitched with the offline writer's first program for each region signature."""
+    from kernelwright.hardware import EvalConfig, evaluate
+    from kernelwright.providers.offline import write_program
+    from kernelwright.providers.protocol import render_section
+    from kernelwright.tasks import load_task
+
+    source = globals()[name]
+    task = _module(source, "task")
+    split = split_model(task.Model(*task.get_init_inputs()), task.get_inputs())
+    assert split.specialized
+    kernels = {}
+    for signature, regions in split.unique().items():
+        if not regions[0].source:
+            continue
+        request = render_section("request", "Write a faster kernel.", kind="large_step")
+        answer = write_program(request + "\n\n" + render_section("task", regions[0].source, name="region"))
+        if answer.code is not None:
+            kernels.update({r.index: (signature, answer.code) for r in regions})
+    assert len(kernels) >= 3
+    stitched = stitched_source(
+        source, split.leaves, [r.plan() for r in split.regions], kernels, spec=split.spec
+    )
+    (tmp_path / "model.py").write_text(source)
+    verdict = evaluate(load_task(tmp_path / "model.py"), stitched, EvalConfig(device="cpu"))
+    assert verdict.correct, verdict.error
