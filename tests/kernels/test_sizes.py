@@ -238,6 +238,22 @@ class Model(nn.Module):
 )
 
 
+# A functional pooling alone (the generic writer keeps it as a torch call, a pointwise kernel after it).
+FUNCTIONAL_POOL_ALONE = (
+    _KERNEL_SIZED_HEAD
+    + """
+class Model(nn.Module):
+    def __init__(self, channels, kernel_size):
+        super().__init__()
+        self.k = kernel_size
+
+    def forward(self, x):
+        return F.max_pool2d(x, self.k, stride=1, padding=self.k // 2) * 2.0
+"""
+    + _KERNEL_SIZED_TAIL
+)
+
+
 def _generic_row_program(source: str) -> str:
     """The generic writer's program (its softmax as a row kernel), not the conv family's."""
     answer = program_variant(source, "t", "row_registers")
@@ -249,6 +265,7 @@ KERNEL_SIZED = {
     "module_conv_generic": (MODULE_CONV_SOFTMAX, _generic_row_program),
     "functional_conv": (FUNCTIONAL_CONV, _write),
     "functional_pool": (FUNCTIONAL_POOL, _write),
+    "functional_pool_generic": (FUNCTIONAL_POOL_ALONE, _write),
 }
 
 

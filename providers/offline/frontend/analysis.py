@@ -28,6 +28,12 @@ from typing import Any, Literal
 
 import torch
 
+from kernelwright.providers.offline.frontend.call_arguments import (
+    KEPT_AS_TORCH,
+    bind_named_arguments,
+    bind_schema,
+    module_calls,
+)
 from kernelwright.providers.offline.frontend.ir import Graph
 from kernelwright.providers.offline.frontend.lowering import Lowerer, LoweringError, OtherTrace
 from kernelwright.providers.offline.operators import ATEN_BINARY, ATEN_UNARY
@@ -266,79 +272,9 @@ def _op_is_opaque(target: Any) -> bool:
     from kernelwright.providers.offline.plugins import lowering_handlers
 
     name = target.overloadpacket.__name__.rstrip("_")
-    if name in _KEPT_AS_TORCH:
+    if name in KEPT_AS_TORCH:
         return True
     return name not in lowering_handlers() and name not in ATEN_UNARY and name not in ATEN_BINARY
-
-
-# Ops with a lowering handler that still keeps them as torch calls (lowering_views._conv): their integer
-# arguments (stride, padding, dilation) are passed to torch at run time, so they can be read from the module.
-_KEPT_AS_TORCH = {"conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"}
-
-
-def _as_list(value: Any, n: int) -> Any:
-    """An int or a sequence of ints as a list of n ints (a conv hyper-parameter, as torch expands it)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return [value] * n
-    if isinstance(value, list | tuple) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-        return list(value) * n if len(value) == 1 else list(value)
-    return value
-
-
-def module_calls(gm: Any, pnames: list[str], model: torch.nn.Module) -> dict[str, str]:
-    """The convolution modules the trace calls, by op node name: module path ("conv", "blocks.0.conv").
-
-    A convolution traced from a module call has its stride, padding, dilation and groups as numbers,
-    though they come from the constructor (`padding=kernel_size // 2`): the program reads them from the
-    module instead. Only where the call is the module's own: the weight (and bias, if any) are its
-    parameters and the traced hyper-parameters are its attributes (a `padding_mode` other than zeros
-    pads before the call, so its padding differs and the numbers stay)."""
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    param_of = dict(zip(placeholders, pnames, strict=False))
-    out: dict[str, str] = {}
-    for node in gm.graph.nodes:
-        target = node.target
-        if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
-            continue
-        packet = target.overloadpacket.__name__
-        if packet not in _KEPT_AS_TORCH:
-            continue
-        args = _bind_schema(target._schema.arguments, node)
-        weight = param_of.get(args.get("weight"))
-        if weight is None or not weight.endswith(".weight"):
-            continue
-        path = weight.removesuffix(".weight")
-        try:
-            mod = model.get_submodule(path)
-        except AttributeError:
-            continue
-        transposed, nd = packet.startswith("conv_transpose"), int(packet[-2])
-        if (
-            not isinstance(mod, torch.nn.modules.conv._ConvNd)
-            or mod.transposed != transposed
-            or len(mod.kernel_size) != nd
-            or mod.padding_mode != "zeros"
-        ):
-            continue
-        bias = args.get("bias")
-        if bias is not None and param_of.get(bias) != f"{path}.bias":
-            continue
-        hyper = ("stride", "padding", "dilation", "groups") + (("output_padding",) if transposed else ())
-        if all(_as_list(args.get(h), nd) == _as_list(getattr(mod, h), nd) for h in hyper):
-            out[node.name] = path
-    return out
-
-
-def _bind_schema(schema: Any, node: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    positional = [a for a in schema if not a.kwarg_only]
-    for a, v in zip(positional, node.args, strict=False):
-        out[a.name] = v
-    out.update(node.kwargs)
-    for a in schema:
-        if a.name not in out and a.has_default_value():
-            out[a.name] = a.default_value
-    return out
 
 
 def bind_hyperparameters(gm_full: Any, gm_small: Any, m_full: torch.nn.Module, m_small: torch.nn.Module,
@@ -400,7 +336,7 @@ def bind_hyperparameters(gm_full: Any, gm_small: Any, m_full: torch.nn.Module, m
         opaque = _op_is_opaque(target)
         schema = target._schema.arguments
         # Compare schema-bound arguments: the trace omits arguments left at their default.
-        fa_args, fb_args = _bind_schema(schema, na), _bind_schema(schema, nb)
+        fa_args, fb_args = bind_schema(schema, na), bind_schema(schema, nb)
         args = list(na.args)
         kwargs = dict(na.kwargs)
         for i, arg in enumerate(schema):
@@ -533,10 +469,12 @@ def analyze_source(source: str, name: str = "task") -> AnalyzedTask:
         var_to_val = _var_to_val(gm)
         modules = module_calls(gm, pnames, model)  # before the traces' numbers are bound to attributes
         sources: dict = {}
+        modules |= dict.fromkeys(bind_named_arguments(gm, model, var_to_val, sources), "")
         other = OtherTrace()
         if gm_small is not None and m_small is not None:
             other = OtherTrace(_shapes_by_node(gm, gm_small), _placeholder_shapes(gm_small))
-            sources, hnotes = bind_hyperparameters(gm, gm_small, model, m_small, var_to_val, other.values)
+            bound, hnotes = bind_hyperparameters(gm, gm_small, model, m_small, var_to_val, other.values)
+            sources.update(bound)
             notes.extend(n for n in dict.fromkeys(hnotes) if n not in notes)
         try:
             lowerer = Lowerer(gm, var_to_val, other, modules)

@@ -99,8 +99,8 @@ class Lowerer(ViewOps):
     def __init__(self, gm: fx.GraphModule, var_to_val: dict[sympy.Symbol, int],
                  other: OtherTrace | None = None, modules: dict[str, str] | None = None) -> None:  # fmt: skip
         self.gm = gm
-        # The module (its path on the model) an op node is the call of, by node name: the program reads
-        # that module's hyper-parameters at run time (analysis.module_calls).
+        # The op nodes whose hyper-parameters the program reads at run time, by node name: a module's call
+        # (its path on the model, analysis.module_calls) or a functional call with named arguments ("").
         self.modules = modules or {}
         self.g = Graph(var_to_val)
         self.env: dict[fx.Node, Any] = {}
@@ -364,7 +364,7 @@ class Lowerer(ViewOps):
         if isinstance(val, torch.Tensor):
             shape = tuple(to_sym(d) for d in val.shape)
             attrs: dict[str, Any] = {"target": target, "kwargs": kwargs}
-            if node.name in self.modules:
+            if self.modules.get(node.name):
                 attrs["module"] = self.modules[node.name]
             out = self.g.add("opaque", str(target), args, shape, val.dtype, attrs)
             self._read_result_sizes(out)
@@ -385,20 +385,25 @@ class Lowerer(ViewOps):
         of its own whose source is the result (`t7.shape[2]`), and the views after it follow that."""
         node = self.node
         other = self.other_shapes.get(node.name) if node is not None else None
-        if other is None or len(other) != v.rank:
+        # A functional call whose arguments the program computes from the model's attributes has every
+        # size read from its result: its traced expression holds only for the traced attributes. (A
+        # module's call keeps its expression where the trace at other sizes agrees with it.)
+        read = node is not None and self.modules.get(node.name) == ""
+        if (other is None or len(other) != v.rank) and not read:
             return
         shape = list(v.shape)
         for d, e in enumerate(v.shape):
             if e.is_number:
                 continue  # a size the trace fixed: the views after it infer it (`_size_dependent_dims`)
             there = e.xreplace(self.other.values)
-            if there.is_number and int(there) == other[d]:
+            if not read and other is not None and there.is_number and int(there) == other[d]:
                 continue
             sym = sympy.Symbol(f"r{v.id}_{d}", integer=True, positive=True)
             self.g.var_to_val[sym] = sympy.Integer(self.g.hint(e))
             self.g.sym_sources[sym] = (v, d)
             self.g.result_sizes.add(sym)
-            self.other.values[sym] = sympy.Integer(other[d])
+            if other is not None and len(other) == v.rank:
+                self.other.values[sym] = sympy.Integer(other[d])
             shape[d] = sym
         v.shape = tuple(shape)
 

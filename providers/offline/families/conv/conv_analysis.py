@@ -49,9 +49,8 @@ from kernelwright.providers.offline.families.conv.conv_values import (
     call_name,
     const_of,
     leaf_of,
-    name_scalars,
-    restore_scalars,
 )
+from kernelwright.providers.offline.frontend.named_scalars import name_scalars, restore_scalars
 from kernelwright.tasks.analysis import MODEL_LOCK
 
 __all__ = ["ConvAnalysis", "ConvUnsupported", "analyze_conv_model", "explain_conv_model", "find_norm_fold"]
