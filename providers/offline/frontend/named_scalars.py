@@ -9,6 +9,7 @@ it is at the traced size.
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable
 from typing import Any
@@ -34,7 +35,9 @@ def _arith(op: Callable[[Any, Any], Any], symbol: str, reflected: bool = False) 
             return NotImplemented
         mine, theirs = self.kw_plain, getattr(other, "kw_plain", other)
         value = op(theirs, mine) if reflected else op(mine, theirs)
-        text = getattr(other, "kw_expr", None) or repr(other)
+        text = getattr(other, "kw_expr", None) or (
+            repr(other) if math.isfinite(other) else f"float('{other}')"
+        )
         lhs, rhs = (text, self.kw_expr) if reflected else (self.kw_expr, text)
         return named(value, f"({lhs} {symbol} {rhs})")
 
