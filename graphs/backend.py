@@ -388,7 +388,12 @@ def kernelwright_backend(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> C
         target = _target_name(dataclasses.replace(ctx, device="cpu" if device == "cpu" else "cuda"))
         plan = RegionPlan(trace(shell, split.leaves), [r.plan() for r in split.regions])
         for region in split.regions:
-            code = find_kernel_in_memory(memory, region.signature, target) if region.source else None
+            # on a GPU a kernel slower than the region's torch operations (or never timed) is not swapped in
+            code = (
+                find_kernel_in_memory(memory, region.signature, target, faster=device != "cpu")
+                if region.source
+                else None
+            )
             if code is not None:
                 # Under TRITON_INTERPRET=1 the kernels run in this process, where the judge's fork server's
                 # interpreter fixes are not in place: without them a bf16 tl.dot multiplies bit patterns.

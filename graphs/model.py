@@ -9,8 +9,9 @@ The run folder holds model.py (the model's task), regions/region_<signature>.py 
 regions/<signature>/ (its run folder), stitched.py (the candidate: `kernelwright eval model.py
 stitched.py` judges it again), model.json and model.md (the region table). Identical regions are searched
 once; a signature whose kernel memory holds is not searched again on the CPU (there a search establishes
-correctness only) and, on a GPU, searched again from memory's retrieval of it (memory's cases do not
-record how near the roofline a kernel was, so "already at its roofline stop" cannot be told from them).
+correctness only) and, on a GPU, not searched again when memory's kernel for it on this target was timed at
+or over the roofline stop (`Context.roofline_stop`, a fraction of the roofline floor: the fraction at which
+a search of it would stop); a kernel short of that is searched again from memory's retrieval of it.
 A region that cannot be written as a task, or for which no correct kernel is found, keeps its torch
 operations in the stitched model.
 """
@@ -94,14 +95,23 @@ def model_task_source(path: Path, class_name: str | None) -> str:
     return source
 
 
-def find_kernel_in_memory(memory: Any, signature: str, target: str) -> str | None:
-    """The code of a correct kernel memory holds for a region signature on `target` (fastest first)."""
+def find_kernel_in_memory(
+    memory: Any, signature: str, target: str, *, at_floor: float | None = None, faster: bool = False
+) -> str | None:
+    """The code of a correct kernel memory holds for a region signature on `target` (fastest first). With
+    `at_floor`, only a kernel whose measured time reached that fraction of the roofline floor (one a search
+    would have stopped at); with `faster`, only a kernel measured faster than the region's torch operations.
+    A kernel that was never timed qualifies for neither."""
     if memory is None:
         return None
     name = f"region_{signature}"
     best: tuple[float, str] | None = None
     for case in memory.cases.iter_all():
         if case.task_name == name and case.correct and case.hardware == target and case.code:
+            if at_floor is not None and (case.fraction_of_floor or 0.0) < at_floor:
+                continue
+            if faster and (case.speedup or 0.0) <= 1.0:
+                continue
             score = case.speedup or 0.0
             if best is None or score > best[0]:
                 best = (score, case.code)
@@ -174,9 +184,15 @@ def optimize_model_source(
         else:
             task_file = rd / "regions" / f"region_{signature}.py"
             task_file.write_text(first.source, encoding="utf-8")
-            code = find_kernel_in_memory(memory, signature, target) if device == "cpu" else None
+            # on a GPU only a kernel at its roofline stop is final; a CPU search establishes correctness only
+            stop = None if device == "cpu" else ctx.roofline_stop
+            reuse = device == "cpu" or stop is not None
+            code = find_kernel_in_memory(memory, signature, target, at_floor=stop) if reuse else None
             if code is not None:
-                row.status, row.correct, row.note = "from memory", True, "a correct kernel memory held"
+                row.status, row.correct = "from memory", True
+                row.note = "a correct kernel memory held" + (
+                    f", at {stop:.0%} of the roofline floor or over" if stop else ""
+                )
             else:
                 report(f"region {row.regions} {' + '.join(first.ops)}: searching")
                 row.run_dir = str(rd / "regions" / signature)

@@ -1,0 +1,58 @@
+"""Which of memory's kernels a whole-model run takes for a region without searching it, and which the
+torch.compile backend swaps in (graphs/model.find_kernel_in_memory, a real Chroma store in a temp folder)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kernelwright.graphs.model import find_kernel_in_memory
+from kernelwright.memory import Case
+from kernelwright.nodes import resources
+from kernelwright.tasks.task import TaskSignature
+
+SIG = "ab12"
+
+
+def _memory_with(tmp_path: Path, *cases: tuple[str, str, float | None, float | None, bool]) -> object:
+    memory = resources.open_shared_memory(tmp_path / "memory")
+    for code, hardware, speedup, floor, correct in cases:
+        memory.cases.add(
+            Case(
+                task_name=f"region_{SIG}",
+                signature=TaskSignature(),
+                code=code,
+                correct=correct,
+                hardware=hardware,
+                speedup=speedup,
+                fraction_of_floor=floor,
+            )  # fmt: skip
+        )
+    return memory
+
+
+def test_on_a_gpu_only_a_kernel_at_its_roofline_stop_is_taken_without_a_search(tmp_path: Path) -> None:
+    memory = _memory_with(
+        tmp_path,
+        ("fast_far", "h200", 3.0, 0.5, True),  # fastest, but a search would go on from it
+        ("at_floor", "h200", 2.0, 0.93, True),
+        ("wrong_at_floor", "h200", 9.0, 0.99, False),
+        ("other_gpu", "h100", 2.5, 0.97, True),
+    )
+    assert find_kernel_in_memory(memory, SIG, "h200") == "fast_far"  # the CPU's rule: correct, fastest
+    assert find_kernel_in_memory(memory, SIG, "h200", at_floor=0.9) == "at_floor"
+    assert find_kernel_in_memory(memory, SIG, "h200", at_floor=0.95) is None
+    assert find_kernel_in_memory(memory, SIG, "h100", at_floor=0.95) == "other_gpu"
+    assert find_kernel_in_memory(memory, "other", "h200") is None
+
+
+def test_the_backend_on_a_gpu_swaps_in_only_a_kernel_measured_faster_than_torch(tmp_path: Path) -> None:
+    memory = _memory_with(
+        tmp_path,
+        ("slower", "h200", 0.8, None, True),
+        ("untimed", "h200", None, None, True),
+    )
+    assert find_kernel_in_memory(memory, SIG, "h200") in {"slower", "untimed"}
+    assert find_kernel_in_memory(memory, SIG, "h200", faster=True) is None
+    memory.cases.add(Case(task_name=f"region_{SIG}", signature=TaskSignature(), code="faster", correct=True,
+                          hardware="h200", speedup=1.3))  # fmt: skip
+    assert find_kernel_in_memory(memory, SIG, "h200", faster=True) == "faster"
