@@ -60,6 +60,9 @@ whenever it is within the table of the half reference, and also when it is withi
 value rounded to the dtype; nothing much wider. The two references "agree" (anchor) within HALF_ANCHOR_BAND (rtol 1/8, atol
 1/16 x scale: sixteen bf16 ulps), beyond which they are not the same computation.
 
+Buffers a train-mode forward updates (running statistics) are compared by the same rules in strict's row,
+anchored on the float64 run's buffers where it ran (hardware.judge.session._check_buffers).
+
 max_abs_error / max_rel_error are taken over elements finite in both outputs, against the anchor (rel:
 |out - anchor| / max(|anchor|, atol_eff)); NaN/inf mismatches are counted in `mismatched` and named in
 the report.

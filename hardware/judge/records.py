@@ -38,6 +38,8 @@ class Sample:
     """None: not tried; "used"; "not used: ..." (not applicable); "unavailable: ..." (it failed)."""
     buffers: dict[str, Any] = field(default_factory=dict)
     """Every buffer of the reference after this forward (running stats updated in train mode)."""
+    buffers64: dict[str, Any] = field(default_factory=dict)
+    """The float64 run's buffers after its forward (where that run was used): the buffers' anchor."""
 
 
 @dataclass

@@ -277,6 +277,9 @@ class ReferenceCache:
                 out64 = model64(*map_tensors(sample.inputs, upcast))
             self.device.sync()
             sample.out64, sample.fp64_status = detach(out64), "used"
+            # Its buffers after forward anchor the candidate's as out64 anchors its outputs (running
+            # statistics carry the rounding of every op before them, the float32 reference's too).
+            sample.buffers64 = {k: v.detach() for k, v in model64.named_buffers()}
         except Exception as exc:
             if out_of_memory(exc):
                 sample.fp64_status = "unavailable: out of memory"

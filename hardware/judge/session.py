@@ -4,8 +4,8 @@ Sends the candidate's source, constructor arguments and the reference's perturbe
 each trial's inputs (`call`, through host shared memory or device buffers lent over CUDA IPC:
 `attach`); reads back only sealed memfds or the lent buffers, checked against the declared structure
 (`_rebuild`, `_from_exchange`, `_tensor_descs`); checks that inputs were left as they were and that
-the buffers a forward updates match the reference's (`_check_buffers`). Every failure ends the job
-through `Job.fail` (hardware.judge.job).
+the buffers a forward updates match the reference's (`_check_buffers`, float64-anchored as outputs
+are). Every failure ends the job through `Job.fail` (hardware.judge.job).
 
 Nothing a reply describes is mapped before two checks: that the reply is the runner's own (a ping
 right after it must be answered by a pong: a frame candidate code wrote during forward would have
@@ -166,7 +166,9 @@ class CandidateSession:
 
     def _check_buffers(self, descs: list[Any], fds: list[int], sample: Sample, mode: str,
                        stage: str) -> None:  # fmt: skip
-        """The candidate's buffers after forward (running stats) against the reference's, every one."""
+        """The candidate's buffers after forward (running stats) against the reference's, every one: in strict
+        precision's row, float64-anchored like outputs where the float64 run's buffers exist (sample.buffers64);
+        against the float32 reference alone where they do not; integer buffers exactly."""
         from kernelwright.hardware.judge.compare import compare_tensor
 
         job = self.job
@@ -195,7 +197,10 @@ class CandidateSession:
             if have.shape != want.shape:
                 job.fail("correctness", "shape_mismatch",
                            f"buffer {name} has shape {list(have.shape)} after forward, expected {list(want.shape)}")  # fmt: skip
-            cmp = compare_tensor(have.to(want.dtype), want, "strict", label=f"buffer {name}")
+            # Anchored on the float64 run's buffer where there is one, as outputs are (hardware.judge.compare):
+            # a running statistic carries the rounding of every op before it, the reference's included.
+            want64 = sample.buffers64.get(name) if self.job.cfg.reference_fp64 else None
+            cmp = compare_tensor(have.to(want.dtype), want, "strict", label=f"buffer {name}", ref64=want64)
             if not cmp.ok:
                 job.fail("correctness", "mismatch",
                            f"after a {mode}-mode forward, {cmp.report}\n(the reference's forward updates its "
