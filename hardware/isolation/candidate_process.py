@@ -19,6 +19,7 @@ import threading
 import time
 from typing import Any
 
+from kernelwright import IMPORT_ROOT
 from kernelwright.hardware.isolation import memory_cap
 from kernelwright.hardware.isolation.channel import (
     Channel,
@@ -181,6 +182,20 @@ def _died(code: int | None) -> str:
     return f"the candidate process exited with status {code}"
 
 
+def output_tail(text: str, private_dir: str, limit: int = 1500) -> str:
+    """What of a candidate's output a verdict quotes: at most `limit` characters, the candidate's file named
+    `candidate.py` and this package's files by their path in it. Where the process crashed, the crash's
+    stack is quoted from its start (the failing frame first, as faulthandler prints it), so the frame in
+    the candidate's code is never the part cut off, however long the callers' paths are."""
+    kept = [line for line in text.splitlines() if not line.startswith("Extension modules:")]
+    text = "\n".join(kept).replace(os.path.join(private_dir, "candidate.py"), "candidate.py")
+    text = text.replace(IMPORT_ROOT + os.sep, "").strip()
+    crash = text.rfind("Fatal Python error")
+    if crash != -1 and len(text) - crash > limit:
+        return text[crash : crash + limit].rstrip()
+    return text[-limit:]
+
+
 class CandidateProcess:
     """One confined candidate process, seen from the judge."""
 
@@ -202,10 +217,7 @@ class CandidateProcess:
     def log_tail(self, limit: int = 1500) -> str:
         """The end of the candidate's output.log, read as the candidate left it but never through a link:
         a link (symbolic or hard) or anything but a plain file there reads as no output."""
-        text = _read_tail(self.private_dir, "output.log", 4 * limit)
-        kept = [line for line in text.splitlines() if not line.startswith("Extension modules:")]
-        text = "\n".join(kept).replace(os.path.join(self.private_dir, "candidate.py"), "candidate.py")
-        return text.strip()[-limit:]
+        return output_tail(_read_tail(self.private_dir, "output.log", 4 * limit), self.private_dir, limit)
 
     def _gone(self, stage: str, op: str | None = None) -> CandidateGone:
         """The candidate process ended (or closed its channel) before answering `op`, the request it was
