@@ -45,6 +45,16 @@ class Code:
     def text(self) -> str:
         return "\n".join(self.lines) + "\n"
 
+    def block(self, text: str) -> None:
+        """A finished piece of program text (a runtime module's source, a section another Code wrote) as it
+        is, at the top level: how the conv and pooling writers put their programs together."""
+        assert self.level == 0, "a block of program text goes at the module's top level"
+        self.lines.append(text)
+
+    def program(self) -> str:
+        """The whole module's text, ending in exactly one newline."""
+        return "\n".join(self.lines).rstrip() + "\n"
+
 
 class _Indent:
     def __init__(self, code: Code) -> None:

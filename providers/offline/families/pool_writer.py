@@ -233,7 +233,10 @@ def emit_pool_program(source: str, task: PoolTask, design: str, config: dict[str
         forward.text(),
         reference.model_new(["x"]),
     ]
-    return "\n".join(parts)
+    program = Code()
+    for part in parts:
+        program.block(part)
+    return program.program()
 
 
 # ---- choosing a design and config ---------------------------------------------------------------------

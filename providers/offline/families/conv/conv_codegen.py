@@ -102,4 +102,7 @@ def emit(plan: ConvPlan, source: str, design: str, config: ConvConfig, precision
     parts += reference.helpers
     parts.append(HostWriter(sp).forward_function())
     parts.append(reference.model_new(plan.forward_args))
-    return "\n".join(parts).rstrip() + "\n"
+    program = Code()
+    for part in parts:
+        program.block(part)
+    return program.program()
