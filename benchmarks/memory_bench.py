@@ -420,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
     report["context_build"] = summary(timed(context(sets["context"]), n_q))
     report["retrieval_repeat"] = summary(timed(retrieve(sets["retrieval"]), n_q))
     report["context_build_repeat"] = summary(timed(context(sets["context"]), n_q))
-    report["cached_filter_entries"] = len(mem.cases._facets)
+    report["cached_filter_entries"] = len(mem.cases.facets)
     sigs = sets["context"]
     tasks = [Task(name="bench_sample", source=source, signature=sigs[0])]
     report["context_token_counter"] = default_counter().name

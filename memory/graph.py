@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -133,13 +133,68 @@ def _chunks(items: Sequence[Any], n: int) -> Iterator[Sequence[Any]]:
         yield items[i : i + n]
 
 
+class FacetCache:
+    """Filter fields of cases (`Facets`), kept in this process so a search need not ask Chroma for them.
+
+    Returning metadata with a query costs ~0.1 ms per result in Chroma's local mode, ten times the vector
+    search itself; the fields cached here are kept current by this process's own writes and dropped when
+    another process writes (or, for a server, after FACETS_TTL_S).
+    """
+
+    def __init__(self, store: ChromaStore, collection: Callable[[], Any]) -> None:
+        self._store, self._collection = store, collection
+        self._entries: dict[str, Facets] = {}
+        self._token: int | None = None
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def _current(self) -> dict[str, Facets]:
+        token = self._store.epoch if not self._store.remote else int(time.monotonic() // FACETS_TTL_S)
+        if token != self._token:
+            self._entries.clear()
+            self._token = token
+        return self._entries
+
+    def of(self, ids: Sequence[str]) -> dict[str, Facets]:
+        """The given cases' fields, from the cache or (for the missing ones) from Chroma."""
+        cache = self._current()
+        missing = [i for i in ids if i not in cache]
+        if missing:
+            if len(cache) + len(missing) > FACETS_LIMIT:
+                cache.clear()
+            got = self._collection().get(ids=missing, include=["metadatas"])
+            for cid, meta in zip(got["ids"], got["metadatas"] or [], strict=True):
+                cache[cid] = Facets.of(meta or {})
+        return {i: cache[i] for i in ids if i in cache}
+
+    def note(self, cases: Iterable[Case]) -> None:
+        """Own write: keep the cache current instead of dropping it."""
+        cache = self._current()
+        for c in cases:
+            cache[c.id] = Facets.of(case_metadata(c))
+
+    def set_downstream(self, scores: dict[str, float]) -> None:
+        cache = self._current()
+        for i, d in scores.items():
+            if i in cache:
+                cache[i].d = d
+
+    def drop(self, ids: Iterable[str]) -> None:
+        for i in ids:
+            self._entries.pop(i, None)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+
 class ExperienceGraph:
     """Cases and their lineage in a Chroma collection; see the module docstring."""
 
     def __init__(self, store: ChromaStore) -> None:
         self._store = store
-        self._facets: dict[str, Facets] = {}
-        self._facets_token: int | None = None
+        self.facets = FacetCache(store, self._col)
+        """Filter fields of cases, cached (FacetCache)."""
 
     def _col(self):  # noqa: ANN202 - chromadb's Collection
         return self._store.collection(CASES)
@@ -195,7 +250,7 @@ class ExperienceGraph:
             for c in cases:
                 if c.parent_id and c.parent_id not in by_id:
                     deltas[c.parent_id] += DOWNSTREAM_CHILDREN * c.downstream
-            self._note_facets(cases)
+            self.facets.note(cases)
             self._add_to_ancestors(deltas)
         return cases
 
@@ -248,10 +303,7 @@ class ExperienceGraph:
             ids = sorted(total)
             for part in _chunks(ids, self._store.max_batch()):
                 col.update(ids=list(part), metadatas=[{"d": current[i] + total[i]} for i in part])
-            self._check_facets()
-            for i in ids:
-                if i in self._facets:
-                    self._facets[i].d = current[i] + total[i]
+            self.facets.set_downstream({i: current[i] + total[i] for i in ids})
 
     def rescore(self) -> int:
         """Recompute every downstream score from the lineage (repair after a crash between writes);
@@ -278,7 +330,7 @@ class ExperienceGraph:
             ]
             for part in _chunks(changed, self._store.max_batch()):
                 col.update(ids=list(part), metadatas=[{"d": new[i]} for i in part])
-            self._facets.clear()
+            self.facets.clear()
         return len(changed)
 
     def relabel(self, dry_run: bool = False) -> list[tuple[Case, str]]:
@@ -300,7 +352,7 @@ class ExperienceGraph:
                     changed.append((c.model_copy(update={"outcome": label}), c.outcome))
             if changed and not dry_run:
                 self.put_raw([c for c, _ in changed])
-                self._facets.clear()
+                self.facets.clear()
         return changed
 
     def put_raw(self, cases: Sequence[Case]) -> None:
@@ -320,19 +372,18 @@ class ExperienceGraph:
                 documents=[c.to_json() for c in part],
                 metadatas=[case_metadata(c) for c in part],  # type: ignore[misc]
             )
-        self._note_facets(cases)
+        self.facets.note(cases)
 
     def clear_cache(self) -> None:
         """Forget cached filter fields (after writing to the collection other than through this class)."""
-        self._facets.clear()
+        self.facets.clear()
 
     def delete(self, ids: Iterable[str]) -> None:
         ids = list(ids)
         if ids:
             with self._store.writing(f"deleting {len(ids)} case(s) ({ids[0]}, ...)"):
                 self._col().delete(ids=ids)
-                for i in ids:
-                    self._facets.pop(i, None)
+                self.facets.drop(ids)
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -464,7 +515,7 @@ class ExperienceGraph:
             while True:
                 got = col.query(query_embeddings=emb, n_results=n, include=["distances"])
                 ids, dists = got["ids"][0], got["distances"][0]  # type: ignore[index]
-                facets = self._facets_of(ids)
+                facets = self.facets.of(ids)
                 hits = [
                     (cid, facets[cid], 1.0 - float(dist))  # cosine distance -> similarity
                     for cid, dist in zip(ids, dists, strict=True)
@@ -476,7 +527,7 @@ class ExperienceGraph:
             if other_hardware:
                 hits.sort(key=lambda h: (not h[1].correct, -h[2]))
             else:
-                near = self._near_tasks(query, hits) if isinstance(query, TaskSignature) else {}
+                near = near_tasks(self._fetch, query, hits) if isinstance(query, TaskSignature) else {}
                 hits.sort(
                     key=lambda h: (
                         -near.get(h[0], 0.0),
@@ -486,7 +537,7 @@ class ExperienceGraph:
                     )
                 )
             if distinct:
-                top, cases = self._distinct_programs(hits, k, set(skip_codes))
+                top, cases = distinct_programs(self._fetch, hits, k, set(skip_codes))
             else:
                 top = hits[:k]
                 cases = {c.id: c for c in self._fetch([h[0] for h in top])}
@@ -501,77 +552,52 @@ class ExperienceGraph:
             if cid in cases
         ]
 
-    def _distinct_programs(
-        self, hits: Sequence[tuple[str, Facets, float]], k: int, seen: set[str]
-    ) -> tuple[list[tuple[str, Facets, float]], dict[str, Case]]:
-        """The first k ranked hits whose programs differ from each other and from `seen` (code keys),
-        fetched a few at a time."""
-        top: list[tuple[str, Facets, float]] = []
-        cases: dict[str, Case] = {}
-        at = 0
-        while len(top) < k and at < len(hits):
-            batch = hits[at : at + max(2 * k, 8)]
-            at += len(batch)
-            fetched = {c.id: c for c in self._fetch([h[0] for h in batch])}
-            for hit in batch:
-                case = fetched.get(hit[0])
-                if case is None or code_key(case.code) in seen:
-                    continue
-                seen.add(code_key(case.code))
-                top.append(hit)
-                cases[case.id] = case
-                if len(top) == k:
-                    break
-        return top, cases
 
-    def _near_tasks(
-        self, query: TaskSignature, hits: Sequence[tuple[str, Facets, float]]
-    ) -> dict[str, float]:
-        """Explicit task similarity (tasks.similarity) of each hit whose task is near the query's (>= NEAR).
+def distinct_programs(
+    fetch: Callable[[Sequence[str]], list[Case]],
+    hits: Sequence[tuple[str, Facets, float]],
+    k: int,
+    seen: set[str],
+) -> tuple[list[tuple[str, Facets, float]], dict[str, Case]]:
+    """The first k ranked hits whose programs differ from each other and from `seen` (code keys),
+    fetched a few at a time."""
+    top: list[tuple[str, Facets, float]] = []
+    cases: dict[str, Case] = {}
+    at = 0
+    while len(top) < k and at < len(hits):
+        batch = hits[at : at + max(2 * k, 8)]
+        at += len(batch)
+        fetched = {c.id: c for c in fetch([h[0] for h in batch])}
+        for hit in batch:
+            case = fetched.get(hit[0])
+            if case is None or code_key(case.code) in seen:
+                continue
+            seen.add(code_key(case.code))
+            top.append(hit)
+            cases[case.id] = case
+            if len(top) == k:
+                break
+    return top, cases
 
-        Near cases rank first, the most similar task first (the task's own cases before a neighbour's),
-        then by outcome and d x confidence as the rest: a fast kernel of a merely related task does not
-        push out what won on this very task. A store written before signatures were kept in metadata
-        reads them from the records."""
-        sigs = {cid: parse_signature_key(f.sig) for cid, f, _ in hits if f.sig}
-        missing = [cid for cid, f, _ in hits if not f.sig]
-        if missing:
-            sigs.update({c.id: c.signature for c in self._fetch(missing)})
-        out = {}
-        for cid, sig in sigs.items():
-            sim = signature_similarity(query, sig) if sig is not None else 0.0
-            if sim >= NEAR:
-                out[cid] = round(sim, 6)
-        return out
 
-    # -- filter facets cache ---------------------------------------------------------------------
+def near_tasks(
+    fetch: Callable[[Sequence[str]], list[Case]],
+    query: TaskSignature,
+    hits: Sequence[tuple[str, Facets, float]],
+) -> dict[str, float]:
+    """Explicit task similarity (tasks.similarity) of each hit whose task is near the query's (>= NEAR).
 
-    def _facets_of(self, ids: Sequence[str]) -> dict[str, Facets]:
-        """Filter fields of the given cases, from the cache or (for the missing ones) from Chroma.
-
-        Returning metadata with a query costs ~0.1 ms per result in Chroma's local mode, ten times the
-        vector search itself; the fields cached here are kept current by this process's own writes and
-        dropped when another process writes (or, for a server, after FACETS_TTL_S).
-        """
-        self._check_facets()
-        cache = self._facets
-        missing = [i for i in ids if i not in cache]
-        if missing:
-            if len(cache) + len(missing) > FACETS_LIMIT:
-                cache.clear()
-            got = self._col().get(ids=missing, include=["metadatas"])
-            for cid, meta in zip(got["ids"], got["metadatas"] or [], strict=True):
-                cache[cid] = Facets.of(meta or {})
-        return {i: cache[i] for i in ids if i in cache}
-
-    def _check_facets(self) -> None:
-        token = self._store.epoch if not self._store.remote else int(time.monotonic() // FACETS_TTL_S)
-        if token != self._facets_token:
-            self._facets.clear()
-            self._facets_token = token
-
-    def _note_facets(self, cases: Iterable[Case]) -> None:
-        """Own write: keep the cache current instead of dropping it."""
-        self._check_facets()
-        for c in cases:
-            self._facets[c.id] = Facets.of(case_metadata(c))
+    Near cases rank first, the most similar task first (the task's own cases before a neighbour's),
+    then by outcome and d x confidence as the rest: a fast kernel of a merely related task does not
+    push out what won on this very task. A store written before signatures were kept in metadata
+    reads them from the records."""
+    sigs = {cid: parse_signature_key(f.sig) for cid, f, _ in hits if f.sig}
+    missing = [cid for cid, f, _ in hits if not f.sig]
+    if missing:
+        sigs.update({c.id: c.signature for c in fetch(missing)})
+    out = {}
+    for cid, sig in sigs.items():
+        sim = signature_similarity(query, sig) if sig is not None else 0.0
+        if sim >= NEAR:
+            out[cid] = round(sim, 6)
+    return out

@@ -223,7 +223,7 @@ def test_search_ranks_the_task_s_own_cases_before_a_faster_distant_one(mem) -> N
     # A store written before the signature was kept in metadata reads it from the records.
     with mem._store.writing():
         mem._store.collection(CASES).update(ids=got, metadatas=[{"sig": ""}] * len(got))
-    mem.cases._facets.clear()
+    mem.cases.facets.clear()
     again = [g.case.id for g in mem.cases.search(MM, op_families=["matmul"], hardware=HW, k=4)]
     assert again == got
     # Free-text queries keep the outcome-first order: the 4x case (effective, largest d) first.
