@@ -293,13 +293,47 @@ class RegionPlan:
             ("node", n) for n in graph.nodes if n.op == "get_attr" and n.name not in in_region
         ]
         first_of = {r["nodes"][0]: i for i, r in enumerate(regions) if r["nodes"]}
+        ordered: list[tuple[str, Any]] = []
         for n in graph.nodes:
             if n.op == "get_attr" and n.name not in in_region:
                 continue
             if n.name in first_of:
-                self.steps.append(("region", first_of[n.name]))
+                ordered.append(("region", first_of[n.name]))
             elif n.name not in in_region:
-                self.steps.append(("node", n))
+                ordered.append(("node", n))
+        self.steps += self._ready_order(ordered, {n for _, n in self.steps})
+
+    def _ready_order(self, ordered: list[tuple[str, Any]], done: set[Any]) -> list[tuple[str, Any]]:
+        """The steps in graph order, each held back until what it reads is computed: a node the split
+        left outside every region (`cos[:s]` of a buffer) can stand inside a region's span of nodes, after
+        the region's first node, and the region reads it."""
+        ready = {n.name for n in done}
+        out: list[tuple[str, Any]] = []
+        waiting: list[tuple[str, Any]] = []
+
+        def needs(step: tuple[str, Any]) -> set[str]:
+            kind, item = step
+            if kind == "region":
+                return set(self.regions[item]["inputs"])
+            return {a.name for a in item.all_input_nodes}
+
+        def made(step: tuple[str, Any]) -> list[str]:
+            kind, item = step
+            return list(self.regions[item]["nodes"]) if kind == "region" else [item.name]
+
+        for step in ordered:
+            waiting.append(step)
+            progress = True
+            while progress:
+                progress = False
+                for w in list(waiting):
+                    if needs(w) <= ready:
+                        waiting.remove(w)
+                        out.append(w)
+                        ready.update(made(w))
+                        progress = True
+                        break
+        return out + waiting  # anything never ready fails where it runs, with its missing value's name
 
     def attach(self, index: int, kernel: nn.Module) -> None:
         self.kernels[index] = kernel
