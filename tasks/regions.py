@@ -247,11 +247,104 @@ def _writable(node: fx.Node, root: nn.Module) -> bool:
     return True
 
 
+_REDUCTIONS = frozenset({"mean", "sum", "var", "std", "amax", "amin", "logsumexp", "norm"})
+
+_LAYOUT = frozenset({"view", "reshape", "permute", "transpose", "getitem", "contiguous", "split", "chunk",
+                     "expand", "expand_as", "view_as", "unsqueeze", "squeeze", "flatten", "unflatten", "t",
+                     "narrow", "select", "unbind", "movedim", "split_with_sizes", "size", "getattr"})  # fmt: skip
+"""Operators that only view, index or lay out their input: a region of these alone has nothing to compute."""
+
+
+def _pointwise(node: fx.Node, root: nn.Module) -> bool:
+    return node.op in ("call_function", "call_method") and not _is_library(node, root)
+
+
+def _norm_units(graph: fx.Graph, root: nn.Module, values: dict[str, Value]) -> dict[str, int]:
+    """Node -> its norm: a reduction over the last dim (RMSNorm's mean of squares, LayerNorm's mean and
+    variance written out by hand), the single-use steps that prepare its input, the steps on its reduced
+    value and the operators at the input's full shape that read it (the scale). Their nodes are cut into
+    one region: a reduction in one task and the scale that reads it in another computes the norm twice
+    over memory. A reduction nothing at its input's shape reads (pooling before a Linear) is no norm."""
+
+    def shape(n: fx.Node) -> tuple[int, ...] | None:
+        v = values.get(n.name)
+        return v.shape if v is not None and v.tensor else None
+
+    def back(n: fx.Node, full: tuple[int, ...], unit: set[str]) -> fx.Node:
+        """Walk back from `n` over single-use pointwise steps at the full shape; the first value that is
+        not one (the norm's input)."""
+        while n.name not in unit and _pointwise(n, root) and len(n.users) == 1 and shape(n) == full:
+            unit.add(n.name)
+            nxt = next((a for a in n.all_input_nodes if shape(a) == full), None)
+            if nxt is None:
+                break
+            n = nxt
+        return n
+
+    units: list[tuple[set[str], str]] = []
+    for r in graph.nodes:
+        if not _pointwise(r, root) or _op_name(r, root) not in _REDUCTIONS or not r.args:
+            continue
+        src, reduced = r.args[0], shape(r)
+        full = shape(src) if isinstance(src, fx.Node) else None
+        if not isinstance(src, fx.Node) or not full or reduced is None or full[-1] == 1:
+            continue
+        if reduced not in (full[:-1], full[:-1] + (1,)):
+            continue
+        unit = {r.name}
+        base = back(src, full, unit)
+        joins: list[fx.Node] = []
+        frontier, steps = list(r.users), 0
+        while frontier and steps < 32:  # the reduced value's few steps (add eps, rsqrt) to the scale
+            steps += 1
+            n = frontier.pop()
+            if n.name in unit or not _pointwise(n, root):
+                continue
+            if shape(n) == reduced:
+                unit.add(n.name)
+                frontier.extend(n.users)
+            elif shape(n) == full:
+                unit.add(n.name)
+                joins.append(n)
+        if not joins:
+            continue
+        for j in joins:  # the scaled operand's own single-use steps (RMSNorm's second x.float())
+            for a in j.all_input_nodes:
+                back(a, full, unit)
+        units.append((unit, base.name))
+    unit_of: dict[str, int] = {}
+    for i, (unit, base_name) in enumerate(units):
+        # one norm of units that share a node or where one's input is another's step (LayerNorm's
+        # variance reads the centred input its mean's unit computed)
+        ids = {unit_of[n] for n in (*unit, base_name) if n in unit_of} | {i}
+        target = min(ids)
+        for n, u in list(unit_of.items()):
+            if u in ids:
+                unit_of[n] = target
+        for n in unit:
+            unit_of[n] = target
+    return unit_of
+
+
 def _cut(graph: fx.Graph, root: nn.Module, values: dict[str, Value]) -> list[list[fx.Node]]:
     groups: list[list[fx.Node]] = []
     group_of: dict[str, int] = {}
     has_library: list[bool] = []
     closed: list[bool] = []
+    norm_of = _norm_units(graph, root, values)
+    norm_group: dict[int, int] = {}
+
+    def merge_from(first: int) -> None:
+        merged = [n for g in groups[first:] for n in g]
+        del groups[first + 1 :]
+        del closed[first + 1 :]
+        groups[first] = merged
+        has_library[first:] = [any(_is_library(n, root) for n in merged)]
+        for n in merged:
+            group_of[n.name] = first
+        for u, g in norm_group.items():
+            norm_group[u] = min(g, first)
+
     for node in graph.nodes:
         if node.op in ("placeholder", "output", "get_attr"):
             continue
@@ -267,14 +360,18 @@ def _cut(graph: fx.Graph, root: nn.Module, values: dict[str, Value]) -> list[lis
         # a non-tensor value never crosses a boundary: merge every group from its producer's onward
         held = [group_of[a.name] for a in reads if not values.get(a.name, Value(False)).tensor]
         if held and min(held) < len(groups) - 1:
-            first = min(held)
-            merged = [n for g in groups[first:] for n in g]
-            del groups[first + 1 :]
-            del closed[first + 1 :]
-            groups[first] = merged
-            has_library[first:] = [any(_is_library(n, root) for n in merged)]
-            for n in merged:
-                group_of[n.name] = first
+            merge_from(min(held))
+        unit = norm_of.get(node.name)
+        norm_at = norm_group.get(unit) if unit is not None else None
+        if norm_at is not None and norm_at < len(groups) - 1:
+            # the norm's earlier steps sit in an earlier region: pull the regions since into one, where
+            # that keeps one library operation and no region kept alone
+            span = range(norm_at, len(groups))
+            if sum(_is_library(n, root) for g in span for n in groups[g]) <= 1 and not any(
+                closed[g] for g in span
+            ):
+                merge_from(norm_at)
+                norm_at = len(groups) - 1
         last = len(groups) - 1
         reads_last = any(group_of[a.name] == last for a in reads) if groups else False
         # after a library operation only shape-keeping operators (its epilogue) join: pooling or a
@@ -288,6 +385,11 @@ def _cut(graph: fx.Graph, root: nn.Module, values: dict[str, Value]) -> list[lis
         alone = not _writable(node, root) or (
             node.op == "call_module" and isinstance(root.get_submodule(str(node.target)), nn.RNNBase)
         )
+        if unit is not None and groups:
+            if norm_at == last and not library:
+                joins = True  # the norm's next step: with the rest of it
+            elif norm_at is None and has_library[last]:
+                joins = False  # a norm starts after a library operation: its own region, or its prologue
         joins = joins and not alone and not closed[last] if groups else False
         if groups and (held or joins):
             groups[last].append(node)
@@ -297,7 +399,46 @@ def _cut(graph: fx.Graph, root: nn.Module, values: dict[str, Value]) -> list[lis
             has_library.append(library)
             closed.append(alone)
         group_of[node.name] = len(groups) - 1
+        if unit is not None:
+            norm_group.setdefault(unit, group_of[node.name])
+    return _place_layout(groups, closed, root)
+
+
+def _place_layout(groups: list[list[fx.Node]], closed: list[bool], root: nn.Module) -> list[list[fx.Node]]:
+    """A region of views, indexing and layout operators alone computes nothing a kernel could speed up:
+    it joins the region after it that reads it, else the one before it that it reads (neighbours in
+    graph order, so the merged region stays one span of the graph), else stands alone (kept in torch,
+    never searched: `_describe`)."""
+    i = 0
+    while i < len(groups):
+        if not _layout_only(groups[i], root):
+            i += 1
+            continue
+        names = {n.name for n in groups[i]}
+        after = (
+            i + 1 < len(groups)
+            and not closed[i + 1]
+            and any(a.name in names for n in groups[i + 1] for a in n.all_input_nodes)
+        )
+        before = (
+            i > 0
+            and not closed[i - 1]
+            and any(a.name in {m.name for m in groups[i - 1]} for n in groups[i] for a in n.all_input_nodes)
+        )
+        if after:
+            groups[i : i + 2] = [groups[i] + groups[i + 1]]
+            closed[i : i + 2] = [False]
+        elif before:
+            groups[i - 1 : i + 1] = [groups[i - 1] + groups[i]]
+            closed[i - 1 : i + 1] = [False]
+            i -= 1
+        else:
+            i += 1
     return groups
+
+
+def _layout_only(group: list[fx.Node], root: nn.Module) -> bool:
+    return all(n.op in ("call_function", "call_method") and _op_name(n, root) in _LAYOUT for n in group)
 
 
 def failing_module(model: nn.Module, exc: BaseException) -> str | None:
@@ -543,6 +684,8 @@ def _describe(region: Region, group: list[fx.Node], model: nn.Module, values: di
             raise SplitError("a recurrence: the library's kernel is kept")
         if not region.outputs:
             raise SplitError("no value of it is used outside it (an in-place write or an unused value)")
+        if _layout_only(group, model):
+            raise SplitError("views, indexing and layout only: nothing for a kernel to compute")
         for out in region.outputs:
             if not values[out].tensor:
                 raise SplitError(f"its output {out} is not a tensor")
