@@ -251,7 +251,7 @@ _REDUCTIONS = frozenset({"mean", "sum", "var", "std", "amax", "amin", "logsumexp
 
 _LAYOUT = frozenset({"view", "reshape", "permute", "transpose", "getitem", "contiguous", "split", "chunk",
                      "expand", "expand_as", "view_as", "unsqueeze", "squeeze", "flatten", "unflatten", "t",
-                     "narrow", "select", "unbind", "movedim", "split_with_sizes", "size", "getattr"})  # fmt: skip
+                     "narrow", "select", "unbind", "movedim", "split_with_sizes", "size", "getattr", "rearrange"})  # fmt: skip
 """Operators that only view, index or lay out their input: a region of these alone has nothing to compute."""
 
 
