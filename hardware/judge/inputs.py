@@ -209,7 +209,9 @@ def _sliced(primary: Shape, device: str) -> Shape | None:
 
 
 def perturb_(model: Any, seed: int) -> int:
-    """Perturb a model's floating parameters and buffers in place, deterministically; how many changed.
+    """Perturb a model's floating parameters and persistent buffers in place, deterministically; how many
+    changed. Non-persistent buffers (tables computed in __init__, such as rotary embeddings' cos/sin) are left
+    as built: they are not in the state_dict, so the candidate, given the state_dict, builds its own.
 
     All-zero tensors (biases, running means) get small random values; tensors with no negative value
     (norm weights, running variances) are scaled by exp(0.3 * N(0,1)), staying positive; the rest move by
@@ -220,7 +222,9 @@ def perturb_(model: Any, seed: int) -> int:
     g = torch.Generator(device="cpu").manual_seed(seed + _PERTURB_SEED_OFFSET)
     changed = 0
     with torch.no_grad():
-        tensors = [t for _, t in model.named_parameters()] + [t for _, t in model.named_buffers()]
+        persistent = {id(t) for t in model.state_dict(keep_vars=True).values()}
+        tensors = [t for _, t in model.named_parameters()]
+        tensors += [t for _, t in model.named_buffers() if id(t) in persistent]
         for t in tensors:
             if not t.is_floating_point() or t.numel() == 0:
                 continue
