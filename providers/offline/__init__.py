@@ -12,6 +12,14 @@ handlers, kinds and whole-task writers are named in one list each in plugins.py.
 from prompt to program, and how to add an operator, a design or a kernel kind.
 """
 
+import os
+
+# Tracing a task symbolically asks sympy the same questions about the same symbols (s0, s1, ... in every
+# trace) again and again; sympy's default cache of 1,000 answers per function is far too small for a
+# model's regions (a DenseNet region's cat of 24 inputs alone overflows it), and the answers are
+# recomputed. Effective only when this package is imported before sympy; a value the user set is kept.
+os.environ.setdefault("SYMPY_CACHE_SIZE", "20000")
+
 from kernelwright.providers.offline.chat_model import OfflineKernelWriter, estimate_tokens
 from kernelwright.providers.offline.choice.context import WriterContext, parse_meta
 from kernelwright.providers.offline.choice.designs import REGISTRY, Design

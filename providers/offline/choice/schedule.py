@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import sympy
 import torch
 
-from kernelwright.providers.offline.frontend.ir import Graph, Shape, Value, aligned, is_one
+from kernelwright.providers.offline.frontend.ir import Graph, Shape, Value, aligned, is_one, simplified
 from kernelwright.providers.offline.operators import ROW_FAMILIES, ROW_FAMILY_OF
 
 
@@ -70,7 +70,7 @@ class Schedule:
 
 
 def shape_eq(a: Shape, b: Shape) -> bool:
-    return len(a) == len(b) and all(sympy.simplify(x - y) == 0 for x, y in zip(a, b, strict=True))
+    return len(a) == len(b) and all(simplified(x - y) == 0 for x, y in zip(a, b, strict=True))
 
 
 def row_shape_kind(shape: Shape, space: Shape, dims: tuple[int, ...]) -> str | None:
@@ -84,7 +84,7 @@ def row_shape_kind(shape: Shape, space: Shape, dims: tuple[int, ...]) -> str | N
     # Equal up to size-1 dims (a squeezed or unsqueezed per-row value).
     nz = [d for d in shape if not is_one(d)]
     nk = [d for d in kept if not is_one(d)]
-    if len(nz) == len(nk) and all(sympy.simplify(x - y) == 0 for x, y in zip(nz, nk, strict=True)) and nk:
+    if len(nz) == len(nk) and all(simplified(x - y) == 0 for x, y in zip(nz, nk, strict=True)) and nk:
         return "row"
     return None
 

@@ -17,7 +17,7 @@ import sympy
 from kernelwright.providers.offline.choice.schedule import Kernel, Schedule
 from kernelwright.providers.offline.emit.emit import Code, ExprContext, Operand
 from kernelwright.providers.offline.emit.kernel_gen import KernelGen
-from kernelwright.providers.offline.frontend.ir import SymScalar, Value, broadcast_shapes
+from kernelwright.providers.offline.frontend.ir import SymScalar, Value, broadcast_shapes, simplified
 
 
 @dataclass
@@ -128,7 +128,7 @@ class PointwiseGen(KernelGen):
         exact = (
             bool(tnames)
             and len(bshape) == self.rank
-            and all(sympy.simplify(a - b) == 0 for a, b in zip(bshape, self.S, strict=True))
+            and all(simplified(a - b) == 0 for a, b in zip(bshape, self.S, strict=True))
         )
         # When the tensors read do not span the output (a broadcast constant), the forward passes the shape.
         self.shape_arg = None if exact else tuple(self.S)

@@ -12,7 +12,7 @@ import sympy
 
 from kernelwright.providers.offline.emit.emit import Code
 from kernelwright.providers.offline.emit.emit_rows_split import partial_buffers, split_sizes, with_merged
-from kernelwright.providers.offline.frontend.ir import SymScalar, Value, broadcast_shapes, is_one
+from kernelwright.providers.offline.frontend.ir import SymScalar, Value, broadcast_shapes, is_one, simplified
 from kernelwright.providers.offline.kinds.kernel_plan import RowPlanError
 from kernelwright.providers.offline.kinds.row_plan import auto_warps_expr
 
@@ -33,14 +33,13 @@ def launcher_source(
     gen.shape_arg = None
     bshape0 = broadcast_shapes(*(t.shape for t in tensors)) if tensors else ()
     needs_shape = not (
-        len(bshape0) == gen.rank
-        and all(sympy.simplify(a - b) == 0 for a, b in zip(bshape0, gen.S, strict=True))
+        len(bshape0) == gen.rank and all(simplified(a - b) == 0 for a, b in zip(bshape0, gen.S, strict=True))
     )
     c(f"def _launch_{name}({', '.join(tnames + snames + (['shape'] if needs_shape else []))}):")
     with c.indent():
         bshape = broadcast_shapes(*(t.shape for t in tensors)) if tensors else ()
         exact = len(bshape) == gen.rank and all(
-            sympy.simplify(a - b) == 0 for a, b in zip(bshape, gen.S, strict=True)
+            simplified(a - b) == 0 for a, b in zip(bshape, gen.S, strict=True)
         )
         if exact:
             c(f"shape = _bshapes({', '.join(f'{n}.shape' for n in tnames)})")
@@ -101,7 +100,7 @@ def out_shape(gen: RowKernelGen, v: Value) -> str:
         if is_one(dim):
             parts.append("1")
             continue
-        while ki < len(nz_kept) and sympy.simplify(gen.S[nz_kept[ki]] - dim) != 0:
+        while ki < len(nz_kept) and simplified(gen.S[nz_kept[ki]] - dim) != 0:
             ki += 1
         if ki >= len(nz_kept):
             raise RowPlanError(f"cannot place per-row output dims {v.shape} in {gen.S}")

@@ -19,6 +19,7 @@ which only steers the choice of designs and block sizes.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass, field
 from typing import Any
@@ -202,8 +203,22 @@ class Graph:
 # ---- shape helpers ---------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=8192)
+def _simplified(expr: Any) -> Any:
+    return sympy.simplify(expr)
+
+
+def simplified(expr: Any) -> Any:
+    """`sympy.simplify(expr)`, remembered: the writer asks about the same sizes (s0, s1, ... in every
+    trace) for every kernel and every region, and sympy's simplify is slow."""
+    try:
+        return _simplified(expr)
+    except TypeError:  # an unhashable argument: nothing to remember it by
+        return sympy.simplify(expr)
+
+
 def sym_eq(a: sympy.Expr, b: sympy.Expr) -> bool:
-    return bool(sympy.simplify(sympy.sympify(a) - sympy.sympify(b)) == 0)
+    return bool(simplified(sympy.sympify(a) - sympy.sympify(b)) == 0)
 
 
 def broadcast_shapes(*shapes: Shape) -> Shape:

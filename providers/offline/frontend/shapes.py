@@ -14,7 +14,15 @@ import sympy
 import torch
 import torch.fx as fx
 
-from kernelwright.providers.offline.frontend.ir import Graph, Shape, SymScalar, Value, aligned, is_one
+from kernelwright.providers.offline.frontend.ir import (
+    Graph,
+    Shape,
+    SymScalar,
+    Value,
+    aligned,
+    is_one,
+    simplified,
+)
 
 if TYPE_CHECKING:
     from kernelwright.providers.offline.frontend.lowering import OtherTrace
@@ -50,7 +58,7 @@ def shape_prod(shape: Shape) -> sympy.Expr:
 def clamp_index(i: sympy.Expr, size: sympy.Expr, g: Graph) -> sympy.Expr:
     i = sympy.sympify(i)
     if i.is_number and int(i) < 0:
-        return sympy.simplify(size + i)
+        return simplified(size + i)
     hi, hs = g.hint(i), g.hint(size)
     return size if hi >= hs else i
 
@@ -65,7 +73,7 @@ def resolve_reshape(src: Shape, target: list[sympy.Expr], g: Graph) -> Shape:
     total = shape_prod(src)
     if any(t == -1 for t in target):
         known = shape_prod(tuple(t for t in target if t != -1))
-        target = [sympy.simplify(total / known) if t == -1 else t for t in target]
+        target = [simplified(total / known) if t == -1 else t for t in target]
     src_h = g.hints(src)
     tgt_h = [g.hint(t) for t in target]
     out = list(target)
@@ -125,7 +133,7 @@ class ViewOps:
         raw = [to_sym(s) for s in shape]
         shape = resolve_reshape(x.shape, raw, self.g)
         if self.g.hints(shape) == self.g.hints(x.shape) and all(
-            sympy.simplify(a - b) == 0 for a, b in zip(shape, x.shape, strict=True)
+            simplified(a - b) == 0 for a, b in zip(shape, x.shape, strict=True)
         ):
             return x
         # The glue prints -1 where the source had it: always right, whatever the sizes.
@@ -214,10 +222,10 @@ class ViewOps:
             end = size
         start = clamp_index(start, size, self.g)
         end = clamp_index(end, size, self.g)
-        if start == 0 and sympy.simplify(end - size) == 0 and step == 1:
+        if start == 0 and simplified(end - size) == 0 and step == 1:
             return x
         length = sympy.Max(sympy.Integer(0), (end - start + step - 1) // step) if step != 1 else end - start
-        length = sympy.simplify(length)
+        length = simplified(length)
         shape = list(x.shape)
         shape[dim] = length
         return self.g.add("view", "slice", (x,), tuple(shape), x.dtype,
