@@ -48,7 +48,7 @@ LIBRARY_NAMES = frozenset(
 
 # What a specialized trace reads as constants. The device too (a factory call with `device=x.device` runs
 # while tracing): the stitched model traces again per input device, and a region's task names its inputs'
-# device instead (tasks/regions.py _literal).
+# device instead (tasks/region_task.py _literal).
 _SHAPE_METHODS = frozenset({"size", "dim", "ndimension", "numel", "nelement", "get_device", "element_size",
                             "is_floating_point", "is_complex", "is_contiguous"})  # fmt: skip
 _SHAPE_ATTRS = frozenset({"shape", "ndim", "dtype", "device", "is_cuda", "layout", "is_sparse"})

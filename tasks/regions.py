@@ -16,10 +16,8 @@ weights): identical residual blocks share one, and are searched once.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib
 import inspect
-import json
 import math
 import operator
 import time
@@ -38,7 +36,6 @@ from kernelwright.tasks.region_runtime import (
     WRAPPED_MODULES,
     fake_inputs,
     fake_run_node,
-    fetch,
     region_fingerprint,
     trace,
 )
@@ -165,7 +162,7 @@ def _op_name(node: fx.Node, root: nn.Module) -> str:
     return getattr(node.target, "__name__", str(node.target))
 
 
-def _is_library(node: fx.Node, root: nn.Module) -> bool:
+def is_library(node: fx.Node, root: nn.Module) -> bool:
     if node.op == "call_module":
         return isinstance(root.get_submodule(str(node.target)), LIBRARY_MODULES)
     if node.op in ("call_function", "call_method"):
@@ -241,7 +238,7 @@ def _writable(node: fx.Node, root: nn.Module) -> bool:
     if node.op != "call_function":
         return True
     try:
-        _function_source(node.target)
+        function_source(node.target)
     except SplitError:
         return False
     return True
@@ -256,7 +253,7 @@ _LAYOUT = frozenset({"view", "reshape", "permute", "transpose", "getitem", "cont
 
 
 def _pointwise(node: fx.Node, root: nn.Module) -> bool:
-    return node.op in ("call_function", "call_method") and not _is_library(node, root)
+    return node.op in ("call_function", "call_method") and not is_library(node, root)
 
 
 def _norm_units(graph: fx.Graph, root: nn.Module, values: dict[str, Value]) -> dict[str, int]:
@@ -339,7 +336,7 @@ def _cut(graph: fx.Graph, root: nn.Module, values: dict[str, Value]) -> list[lis
         del groups[first + 1 :]
         del closed[first + 1 :]
         groups[first] = merged
-        has_library[first:] = [any(_is_library(n, root) for n in merged)]
+        has_library[first:] = [any(is_library(n, root) for n in merged)]
         for n in merged:
             group_of[n.name] = first
         for u, g in norm_group.items():
@@ -356,7 +353,7 @@ def _cut(graph: fx.Graph, root: nn.Module, values: dict[str, Value]) -> list[lis
                 and values.get(source.name, Value(False)).tensor
                 and not (groups and group_of.get(source.name) == len(groups) - 1)):  # fmt: skip
             continue
-        library = _is_library(node, root)
+        library = is_library(node, root)
         # a non-tensor value never crosses a boundary: merge every group from its producer's onward
         held = [group_of[a.name] for a in reads if not values.get(a.name, Value(False)).tensor]
         if held and min(held) < len(groups) - 1:
@@ -367,7 +364,7 @@ def _cut(graph: fx.Graph, root: nn.Module, values: dict[str, Value]) -> list[lis
             # the norm's earlier steps sit in an earlier region: pull the regions since into one, where
             # that keeps one library operation and no region kept alone
             span = range(norm_at, len(groups))
-            if sum(_is_library(n, root) for g in span for n in groups[g]) <= 1 and not any(
+            if sum(is_library(n, root) for g in span for n in groups[g]) <= 1 and not any(
                 closed[g] for g in span
             ):
                 merge_from(norm_at)
@@ -408,10 +405,10 @@ def _place_layout(groups: list[list[fx.Node]], closed: list[bool], root: nn.Modu
     """A region of views, indexing and layout operators alone computes nothing a kernel could speed up:
     it joins the region after it that reads it, else the one before it that it reads (neighbours in
     graph order, so the merged region stays one span of the graph), else stands alone (kept in torch,
-    never searched: `_describe`)."""
+    never searched: `describe_region`)."""
     i = 0
     while i < len(groups):
-        if not _layout_only(groups[i], root):
+        if not layout_only(groups[i], root):
             i += 1
             continue
         names = {n.name for n in groups[i]}
@@ -437,7 +434,7 @@ def _place_layout(groups: list[list[fx.Node]], closed: list[bool], root: nn.Modu
     return groups
 
 
-def _layout_only(group: list[fx.Node], root: nn.Module) -> bool:
+def layout_only(group: list[fx.Node], root: nn.Module) -> bool:
     return all(n.op in ("call_function", "call_method") and _op_name(n, root) in _LAYOUT for n in group)
 
 
@@ -500,6 +497,8 @@ def split_model(model: nn.Module, inputs: tuple[Any, ...] | list[Any], *, measur
     size). A model fx cannot trace symbolically (python control flow on sizes, devices or shapes, a
     buffer sliced to a size) is traced specialized on its inputs' sizes; one whose symbolic trace would
     put two library operations in one region (sizes crossing regions) is too."""
+    from kernelwright.tasks.region_task import describe_region  # it imports this module
+
     t0 = time.perf_counter()
     inputs = list(inputs)
     leaves = leaf_modules(model)
@@ -519,7 +518,7 @@ def split_model(model: nn.Module, inputs: tuple[Any, ...] | list[Any], *, measur
     else:
         values = _fake_values(graph) if specialized else _propagate(model, graph, inputs)
     groups = _cut(graph, model, values)
-    if not specialized and any(sum(_is_library(n, model) for n in g) > 1 for g in groups):
+    if not specialized and any(sum(is_library(n, model) for n in g) > 1 for g in groups):
         try:
             special, special_leaves = _trace(model, leaves, inputs, True)
         except Exception:
@@ -539,10 +538,10 @@ def split_model(model: nn.Module, inputs: tuple[Any, ...] | list[Any], *, measur
                 if a.name not in inside and a.op != "get_attr" and a.name not in inputs_:
                     inputs_.append(a.name)
         outputs = [n.name for n in group if n.name in written or any(u.name not in inside for u in n.users)]
-        lib = next((_op_name(n, model) for n in group if _is_library(n, model)), "")
+        lib = next((_op_name(n, model) for n in group if is_library(n, model)), "")
         region = Region(i, names, inputs_, outputs, lib, [_op_name(n, model) for n in group])
         region.fingerprint = region_fingerprint(graph, names)
-        _describe(region, group, model, values)
+        describe_region(region, group, model, values)
         regions.append(region)
     used = {getattr(n.target, "__module__", "") or "" for n in graph.nodes if n.op == "call_function"}
     wrap = [m.__name__ for m in wrapped_modules() if any(u.split(".")[0] == m.__name__ for u in used)]
@@ -561,7 +560,7 @@ for _name in WRAPPED_MODULES:  # functions the tracer records whole (einops), wh
         pass
 
 
-def _function_source(target: Any) -> str:
+def function_source(target: Any) -> str:
     name = getattr(target, "__name__", "")
     for prefix, ns in _NAMESPACES:
         if name and getattr(ns, name, None) is target:
@@ -569,177 +568,6 @@ def _function_source(target: Any) -> str:
     if target is getattr:
         return "getattr"
     raise SplitError(f"no source for function {target!r}")
-
-
-_DEVICE = "<device>"
-"""The names entry a device constant is written as (its region's first tensor input's device)."""
-
-
-def _literal(x: Any, names: dict[str, str]) -> str:
-    if isinstance(x, fx.Node):
-        return names[x.name]
-    if isinstance(x, tuple):
-        inner = ", ".join(_literal(v, names) for v in x)
-        return f"({inner},)" if len(x) == 1 else f"({inner})"
-    if isinstance(x, list):
-        return "[" + ", ".join(_literal(v, names) for v in x) + "]"
-    if isinstance(x, dict):
-        return "{" + ", ".join(f"{k!r}: {_literal(v, names)}" for k, v in x.items()) + "}"
-    if isinstance(x, slice):
-        return f"slice({_literal(x.start, names)}, {_literal(x.stop, names)}, {_literal(x.step, names)})"
-    if isinstance(x, float) and not math.isfinite(x):
-        return f"float({str(x)!r})"
-    if isinstance(x, (bool, int, float, str, type(None))) or x is Ellipsis:
-        return repr(x) if x is not Ellipsis else "..."
-    if isinstance(x, torch.dtype):
-        return str(x)
-    if isinstance(x, torch.device):  # where the region's inputs are, not where the model was traced
-        return names.get(_DEVICE, f"torch.device({str(x)!r})")
-    if isinstance(x, torch.memory_format | torch.layout):
-        return str(x)
-    raise SplitError(f"no source for argument {x!r}")
-
-
-def _input_maker(v: Value) -> str:
-    shape = list(v.shape)
-    if v.dtype.startswith("float") or v.dtype.startswith("bfloat"):
-        return f"torch.randn({shape}, dtype=torch.{v.dtype})"
-    if v.dtype == "bool":
-        return f"torch.rand({shape}) > 0.5"
-    return f"torch.randint({int(v.low)}, {int(v.high) + 1}, {shape}, dtype=torch.{v.dtype})"
-
-
-def root_module(group: list[fx.Node], model: nn.Module) -> nn.Module | None:
-    """The module a region is built around when that is a module call (its first library node)."""
-    for node in group:
-        if node.op == "call_module" and _is_library(node, model):
-            return model.get_submodule(str(node.target))
-    return None
-
-
-def _describe(region: Region, group: list[fx.Node], model: nn.Module, values: dict[str, Value]) -> None:
-    """Fill the region's signature, bindings and task source (or why it has none)."""
-    names = {n: f"x{i}" for i, n in enumerate(region.inputs)}
-    tensor_in = next((names[n] for n in region.inputs if values[n].tensor), None)
-    if tensor_in is not None:
-        names[_DEVICE] = f"{tensor_in}.device"
-    modules: dict[str, str] = {}
-    params: dict[str, str] = {}
-    sig: list[Any] = [[(values[n].shape, values[n].dtype) for n in region.inputs]]
-    inits: list[str] = []
-    body: list[str] = []
-    try:
-        for node in group:
-            for a in node.all_input_nodes:
-                if a.op == "get_attr" and a.name not in names:
-                    local = f"p{len(params)}"
-                    params[str(a.target)] = local
-                    names[a.name] = f"self.{local}"
-                    t = fetch(model, str(a.target))
-                    if not isinstance(t, torch.Tensor):
-                        raise SplitError(f"attribute {a.target} is not a tensor")
-                    region.bindings[local] = str(a.target)
-                    maker = f"torch.randn({list(t.shape)}, dtype={t.dtype})"
-                    if not (t.is_floating_point() or t.is_complex()):  # an index or a mask: zeros are valid
-                        maker = f"torch.zeros({list(t.shape)}, dtype={t.dtype})"
-                    if isinstance(t, nn.Parameter):
-                        inits.append(f"self.{local} = nn.Parameter({maker})")
-                    else:
-                        inits.append(f"self.register_buffer({local!r}, {maker})")
-                    sig.append(("attr", tuple(t.shape), str(t.dtype)))
-            var = f"t{len(body)}"
-            args = ", ".join([_literal(a, names) for a in node.args]
-                             + [f"{k}={_literal(v, names)}" for k, v in node.kwargs.items()])  # fmt: skip
-            if node.op == "call_module":
-                path = str(node.target)
-                if path not in modules:
-                    local = f"m{len(modules)}"
-                    modules[path] = local
-                    mod = model.get_submodule(path)
-                    ctor = module_constructor(mod)
-                    if ctor is None:
-                        raise SplitError(f"nn.{type(mod).__name__} cannot be written back as source")
-                    dtypes = {t.dtype for t in mod.state_dict().values() if t.is_floating_point()}
-                    cast = f".to({dtypes.pop()})" if len(dtypes) == 1 and torch.float32 not in dtypes else ""
-                    inits.append(f"self.{local} = {ctor}{cast}")
-                    for k in mod.state_dict():
-                        region.bindings[f"{local}.{k}"] = f"{path}.{k}"
-                    sig.append(("module", ctor, cast))
-                body.append(f"{var} = self.{modules[path]}({args})")
-                sig.append(("call", modules[path], _literal(node.args, {**names, node.name: "?"}),
-                            sorted(node.kwargs)))  # fmt: skip
-            elif node.op == "call_function":
-                body.append(f"{var} = {_function_source(node.target)}({args})")
-                sig.append(("fn", _function_source(node.target), _literal(node.args, names),
-                            _literal(node.kwargs, names)))  # fmt: skip
-            elif node.op == "call_method":
-                first, _, rest = args.partition(", ")
-                body.append(f"{var} = {first}.{node.target}({rest})")
-                sig.append(("method", str(node.target), _literal(node.args, names),
-                            _literal(node.kwargs, names)))  # fmt: skip
-            names[node.name] = var
-        if isinstance(root_module(group, model), nn.RNNBase):
-            # the writer has no recurrence: asked, it traces every time step and then refuses (75 s for a
-            # 6-layer LSTM over 512 steps); the library's recurrence runs, the regions around it are tasks
-            raise SplitError("a recurrence: the library's kernel is kept")
-        if not region.outputs:
-            raise SplitError("no value of it is used outside it (an in-place write or an unused value)")
-        if _layout_only(group, model):
-            raise SplitError("views, indexing and layout only: nothing for a kernel to compute")
-        for out in region.outputs:
-            if not values[out].tensor:
-                raise SplitError(f"its output {out} is not a tensor")
-    except SplitError as exc:
-        region.why_not = str(exc)
-    # which of its values leave it: the same operators with another set of outputs is another task
-    sig.append(("outputs", [region.nodes.index(o) for o in region.outputs]))
-    # variable names are numbered by position, so the text is the same for identical regions
-    text = json.dumps(sig, default=str)
-    region.signature = hashlib.sha256(text.encode()).hexdigest()[:16]
-    if region.why_not:
-        return
-    outs = [names[o] for o in region.outputs]
-    ret = outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ",)"
-    init_lines = "\n".join(f"        {line}" for line in inits) or "        pass"
-    body_lines = "\n".join(f"        {line}" for line in body)
-    params_text = ", ".join(f"x{i}" for i in range(len(region.inputs)))
-    gets = ",\n        ".join(_input_maker(values[n]) for n in region.inputs)
-    imports = "".join(f"import {m}\n" for m in WRAPPED_MODULES if f"{m}." in body_lines)
-    region.source = f'''"""Region {region.index}: {" + ".join(region.ops)} (signature {region.signature}).
-
-Cut from a whole model by kernelwright (tasks/regions.py); runs alone as a KernelBench-format task.
-"""
-
-import math
-import operator
-
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
-{imports}
-
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-{init_lines}
-
-    def forward(self, {params_text}):
-{body_lines}
-        return {ret}
-
-
-def get_inputs():
-    return [
-        {gets}
-    ]
-
-
-def get_init_inputs():
-    return []
-'''
-
-
-# -- a model built for analysis only -----------------------------------------------------------------
 
 
 @contextlib.contextmanager
