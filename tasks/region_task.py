@@ -16,9 +16,9 @@ from torch import nn
 
 from kernelwright.tasks.region_runtime import WRAPPED_MODULES, fetch
 from kernelwright.tasks.regions import (
+    NodeValue,
     Region,
     SplitError,
-    Value,
     function_source,
     is_library,
     layout_only,
@@ -54,7 +54,7 @@ def _literal(x: Any, names: dict[str, str]) -> str:
     raise SplitError(f"no source for argument {x!r}")
 
 
-def _input_maker(v: Value) -> str:
+def _input_maker(v: NodeValue) -> str:
     shape = list(v.shape)
     if v.dtype.startswith("float") or v.dtype.startswith("bfloat"):
         return f"torch.randn({shape}, dtype=torch.{v.dtype})"
@@ -71,7 +71,9 @@ def root_module(group: list[fx.Node], model: nn.Module) -> nn.Module | None:
     return None
 
 
-def describe_region(region: Region, group: list[fx.Node], model: nn.Module, values: dict[str, Value]) -> None:
+def describe_region(
+    region: Region, group: list[fx.Node], model: nn.Module, values: dict[str, NodeValue]
+) -> None:
     """Fill the region's signature, bindings and task source (or why it has none)."""
     names = {n: f"x{i}" for i, n in enumerate(region.inputs)}
     tensor_in = next((names[n] for n in region.inputs if values[n].tensor), None)

@@ -72,7 +72,7 @@ def leaf_modules(model: nn.Module) -> set[str]:
 
 
 @dataclass
-class Value:
+class NodeValue:
     """What one node produced on the example inputs."""
 
     tensor: bool
@@ -118,7 +118,7 @@ class ModelSplit:
     graph: fx.Graph
     leaves: set[str]
     regions: list[Region]
-    values: dict[str, Value]
+    values: dict[str, NodeValue]
     seconds: float
     inputs: int = 0
     specialized: bool = False
@@ -144,14 +144,14 @@ class ModelSplit:
         return out
 
 
-def _value(x: Any) -> Value:
+def _value(x: Any) -> NodeValue:
     if isinstance(x, torch.Tensor):
         low = high = 0.0
         fake = type(x).__name__ == "FakeTensor"
         if not x.is_floating_point() and not x.is_complex() and x.numel() and not x.is_meta and not fake:
             low, high = float(x.min()), float(x.max())
-        return Value(True, tuple(x.shape), str(x.dtype).removeprefix("torch."), low, high)
-    return Value(False)
+        return NodeValue(True, tuple(x.shape), str(x.dtype).removeprefix("torch."), low, high)
+    return NodeValue(False)
 
 
 def _op_name(node: fx.Node, root: nn.Module) -> str:
@@ -170,7 +170,7 @@ def is_library(node: fx.Node, root: nn.Module) -> bool:
     return False
 
 
-def _record(model: nn.Module, graph: fx.Graph, inputs: tuple[Any, ...]) -> dict[str, Value]:
+def _record(model: nn.Module, graph: fx.Graph, inputs: tuple[Any, ...]) -> dict[str, NodeValue]:
     """Run the graph (on copies of the state: batch norm's running statistics are not touched): once, or
     twice when that took under a second, timing the second run (a first call's warm-up would dominate)."""
     from kernelwright.tasks.region_runtime import RegionPlan
@@ -179,7 +179,7 @@ def _record(model: nn.Module, graph: fx.Graph, inputs: tuple[Any, ...]) -> dict[
     # tensors held as plain attributes (a hidden state the forward updates in place) are kept too
     plain = [(v, v.detach().clone()) for m in model.modules() for v in vars(m).values()
              if isinstance(v, torch.Tensor) and not v.is_meta]  # fmt: skip
-    values: dict[str, Value] = {}
+    values: dict[str, NodeValue] = {}
     try:
         with torch.no_grad():
             for _ in range(2):
@@ -208,11 +208,11 @@ def _record(model: nn.Module, graph: fx.Graph, inputs: tuple[Any, ...]) -> dict[
     return values
 
 
-def _propagate(model: nn.Module, graph: fx.Graph, inputs: list[Any]) -> dict[str, Value]:
+def _propagate(model: nn.Module, graph: fx.Graph, inputs: list[Any]) -> dict[str, NodeValue]:
     """Every node's shape and dtype from one run on fake tensors (no data: fast at any size)."""
     fakes, mode = fake_inputs(inputs)
     env: dict[str, Any] = {}
-    values: dict[str, Value] = {}
+    values: dict[str, NodeValue] = {}
     it = iter(fakes)
     with mode:
         for node in graph.nodes:
@@ -227,7 +227,7 @@ def _propagate(model: nn.Module, graph: fx.Graph, inputs: list[Any]) -> dict[str
     return values
 
 
-def _fake_values(graph: fx.Graph) -> dict[str, Value]:
+def _fake_values(graph: fx.Graph) -> dict[str, NodeValue]:
     traced = getattr(graph, "_kw_values", {})
     return {n.name: _value(traced.get(n.name)) for n in graph.nodes if n.op != "output"}
 
@@ -256,7 +256,7 @@ def _pointwise(node: fx.Node, root: nn.Module) -> bool:
     return node.op in ("call_function", "call_method") and not is_library(node, root)
 
 
-def _norm_units(graph: fx.Graph, root: nn.Module, values: dict[str, Value]) -> dict[str, int]:
+def _norm_units(graph: fx.Graph, root: nn.Module, values: dict[str, NodeValue]) -> dict[str, int]:
     """Node -> its norm: a reduction over the last dim (RMSNorm's mean of squares, LayerNorm's mean and
     variance written out by hand), the single-use steps that prepare its input, the steps on its reduced
     value and the operators at the input's full shape that read it (the scale). Their nodes are cut into
@@ -323,7 +323,7 @@ def _norm_units(graph: fx.Graph, root: nn.Module, values: dict[str, Value]) -> d
     return unit_of
 
 
-def _cut(graph: fx.Graph, root: nn.Module, values: dict[str, Value]) -> list[list[fx.Node]]:
+def _cut(graph: fx.Graph, root: nn.Module, values: dict[str, NodeValue]) -> list[list[fx.Node]]:
     groups: list[list[fx.Node]] = []
     group_of: dict[str, int] = {}
     has_library: list[bool] = []
@@ -350,12 +350,12 @@ def _cut(graph: fx.Graph, root: nn.Module, values: dict[str, Value]) -> list[lis
         # view, run where it stands: in a region it would put its index in the signature (one per step)
         source = node.args[0] if node.args else None
         if (node.op == "call_function" and node.target is operator.getitem and isinstance(source, fx.Node)
-                and values.get(source.name, Value(False)).tensor
+                and values.get(source.name, NodeValue(False)).tensor
                 and not (groups and group_of.get(source.name) == len(groups) - 1)):  # fmt: skip
             continue
         library = is_library(node, root)
         # a non-tensor value never crosses a boundary: merge every group from its producer's onward
-        held = [group_of[a.name] for a in reads if not values.get(a.name, Value(False)).tensor]
+        held = [group_of[a.name] for a in reads if not values.get(a.name, NodeValue(False)).tensor]
         if held and min(held) < len(groups) - 1:
             merge_from(min(held))
         unit = norm_of.get(node.name)
@@ -373,7 +373,7 @@ def _cut(graph: fx.Graph, root: nn.Module, values: dict[str, Value]) -> list[lis
         reads_last = any(group_of[a.name] == last for a in reads) if groups else False
         # after a library operation only shape-keeping operators (its epilogue) join: pooling or a
         # reshape starts a chain of its own, so blocks that end the same way keep one signature
-        keeps_shape = values.get(node.name, Value(False)).shape in {
+        keeps_shape = values.get(node.name, NodeValue(False)).shape in {
             values[a.name].shape for a in node.all_input_nodes if a.name in values and values[a.name].tensor
         }
         joins = reads_last and not library and (not has_library[last] or keeps_shape)

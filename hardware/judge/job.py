@@ -1,11 +1,11 @@
 """One job in the judge: the request as the pool sends it (`JobRequest`, validated on arrival) and the
-state the judge keeps while it runs (`Job`): its config and result, the stage and its deadline, the
+state the judge keeps while it runs (`JobState`): its config and result, the stage and its deadline, the
 candidate process, where the time went, the float64 reference's time budget, the job's seeds and the
 ops its reference dispatches.
 
-A `Job` is made per request and passed explicitly to every part (hardware.judge.server, judge_session,
+A `JobState` is made per request and passed explicitly to every part (hardware.judge.server, hardware.judge.session,
 judge_verification, judge_timing); nothing of one job is kept on the judge, so nothing has to be reset
-between jobs. `Job.fail` ends the job with a verdict (raising `Stop`, which Judge.run_job catches).
+between jobs. `JobState.fail` ends the job with a verdict (raising `Stop`, which Judge.run_job catches).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class JobRequest(BaseModel):
 
 
 @dataclass
-class Budget:
+class TimeBudget:
     """Seconds left for some optional work within one job (the float64 reference runs)."""
 
     seconds: float
@@ -61,14 +61,14 @@ class Budget:
 
 
 @dataclass
-class Job:
+class JobState:
     """One job's state, passed to every stage (see the module docstring)."""
 
     request: JobRequest
     result: EvalResult
     send: Callable[[tuple[Any, ...]], None]
     """Sends a message to the pool (the judge's connection)."""
-    fp64_budget: Budget
+    fp64_budget: TimeBudget
     proc: CandidateProcess | None = None
     phases: dict[str, float] = field(default_factory=dict)
     """Seconds spent per phase (the result's extra["phases_s"])."""

@@ -19,7 +19,7 @@ from kernelwright.hardware.failures import classify_exception
 from kernelwright.hardware.judge.device import Device
 from kernelwright.hardware.judge.evidence import FingerprintKey, fingerprint
 from kernelwright.hardware.judge.inputs import LEAN_BYTES, lean_float64_fits, needed_bytes, perturb_
-from kernelwright.hardware.judge.job import Budget, Unverifiable
+from kernelwright.hardware.judge.job import TimeBudget, Unverifiable
 from kernelwright.hardware.judge.records import Reference, Sample, Shape, TaskState
 from kernelwright.hardware.judge.tensors import (
     bitwise_equal,
@@ -155,7 +155,7 @@ class ReferenceCache:
                              on_device=ref.lean)  # fmt: skip
         return ref.shape.transform(inputs) if ref.shape.transform is not None else inputs
 
-    def sample(self, ref: Reference, seed: int, precision: str, *, budget: Budget, fp64: bool = True,
+    def sample(self, ref: Reference, seed: int, precision: str, *, budget: TimeBudget, fp64: bool = True,
                 mode: str = "train") -> Sample:  # fmt: skip
         """Pristine inputs and the reference outputs for one trial in one mode, computed once per job.
         The forward starts from the reference's starting state, which is restored after it. `budget`: the
@@ -253,7 +253,7 @@ class ReferenceCache:
             task.modes = ["train"]
 
     def _reference64(
-        self, ref: Reference, sample: Sample, t32: float, budget: Budget, mode: str = "train"
+        self, ref: Reference, sample: Sample, t32: float, budget: TimeBudget, mode: str = "train"
     ) -> None:
         """Run a float64 copy of the reference model on upcast inputs; on failure say why, never raise."""
         torch = self.torch

@@ -83,7 +83,7 @@ from kernelwright.hardware.judge.inputs import (
     trial_count,
     verified_shapes,
 )
-from kernelwright.hardware.judge.job import Budget, Job, JobRequest, Stop, Unverifiable
+from kernelwright.hardware.judge.job import JobRequest, JobState, Stop, TimeBudget, Unverifiable
 from kernelwright.hardware.judge.records import Reference
 from kernelwright.hardware.judge.reference import ReferenceCache
 from kernelwright.hardware.judge.session import CandidateSession, IpcState
@@ -208,7 +208,9 @@ class Judge:
         res = EvalResult(stage="compile", precision=cfg.precision, device=self.device.name,
                          target=self.target, versions=self.device.versions)  # fmt: skip
         res.extra["notes"] = []
-        job = Job(request, res, self.conn.send, Budget(cfg.stage_timeout("reference") * _FP64_BUDGET_SHARE))
+        job = JobState(
+            request, res, self.conn.send, TimeBudget(cfg.stage_timeout("reference") * _FP64_BUDGET_SHARE)
+        )
         os.ftruncate(1, 0)  # the log holds this job's output only (stdout and stderr share it, O_APPEND)
         if self.device.cuda:
             self.device.torch.cuda.reset_peak_memory_stats()
@@ -246,7 +248,7 @@ class Judge:
                 self.device.torch.cuda.empty_cache()
         return res, job.restart
 
-    def _run(self, job: Job) -> None:
+    def _run(self, job: JobState) -> None:
         cfg, res = job.cfg, job.result
         res.torch_ops_remaining = list(job.request.torch_ops_remaining)
         notes = job.notes

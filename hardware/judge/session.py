@@ -5,7 +5,7 @@ each trial's inputs (`call`, through host shared memory or device buffers lent o
 `attach`); reads back only sealed memfds or the lent buffers, checked against the declared structure
 (`_rebuild`, `_from_exchange`, `_tensor_descs`); checks that inputs were left as they were and that
 the buffers a forward updates match the reference's (`_check_buffers`, float64-anchored as outputs
-are). Every failure ends the job through `Job.fail` (hardware.judge.job).
+are). Every failure ends the job through `JobState.fail` (hardware.judge.job).
 
 Nothing a reply describes is mapped before two checks: that the reply is the runner's own (a ping
 right after it must be answered by a pong: a frame candidate code wrote during forward would have
@@ -32,7 +32,7 @@ from kernelwright.hardware.isolation.channel import (
     tensor_nbytes,
 )
 from kernelwright.hardware.judge.device import Device
-from kernelwright.hardware.judge.job import Job
+from kernelwright.hardware.judge.job import JobState
 from kernelwright.hardware.judge.records import Exchange, Reference, Sample, Shape
 from kernelwright.hardware.judge.tensors import bitwise_equal, tensors_of
 
@@ -50,7 +50,7 @@ class CandidateSession:
     """One job's requests to its candidate process and the checks on what comes back (see the module
     docstring)."""
 
-    def __init__(self, job: Job, proc: CandidateProcess, device: Device, ipc: IpcState) -> None:
+    def __init__(self, job: JobState, proc: CandidateProcess, device: Device, ipc: IpcState) -> None:
         self.job = job
         self.proc = proc
         self.device = device

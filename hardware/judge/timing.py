@@ -12,7 +12,7 @@ from typing import Any
 from kernelwright.hardware.config import EvalConfig
 from kernelwright.hardware.isolation.channel import close_fds
 from kernelwright.hardware.judge.device import Device
-from kernelwright.hardware.judge.job import Job
+from kernelwright.hardware.judge.job import JobState
 from kernelwright.hardware.judge.records import Reference, TaskState
 from kernelwright.hardware.judge.reference import ReferenceCache
 from kernelwright.hardware.judge.session import CandidateSession
@@ -38,7 +38,7 @@ _WALL_SLACK_MS = 0.05
 
 
 def _time_eager(
-    job: Job, device: Device, ref: Reference, args: list[Any], reps: int, warmup: int
+    job: JobState, device: Device, ref: Reference, args: list[Any], reps: int, warmup: int
 ) -> list[float]:
     t0 = time.perf_counter()
     try:
@@ -66,7 +66,7 @@ def _time_eager_calls(device: Device, ref: Reference, args: list[Any], reps: int
     return [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
 
 
-def time_candidate(job: Job, references: ReferenceCache, session: CandidateSession, task: TaskState,
+def time_candidate(job: JobState, references: ReferenceCache, session: CandidateSession, task: TaskState,
                    ref: Reference) -> None:  # fmt: skip
     """The timing stage on `ref`'s shape (see the module docstring); fills the result's times and speedups."""
     from kernelwright.hardware.judge.compare import compare_outputs
@@ -188,7 +188,7 @@ def time_candidate(job: Job, references: ReferenceCache, session: CandidateSessi
     res.stage = "done"
 
 
-def _wall_check(job: Job, session: CandidateSession, label: str, fb: int, median_ms: float) -> None:
+def _wall_check(job: JobState, session: CandidateSession, label: str, fb: int, median_ms: float) -> None:
     """The candidate's CUDA-event times against the judge's wall clock over a synchronised loop."""
     torch, proc = session.device.torch, session.proc
     n = int(min(1000, max(3, 50.0 / max(median_ms, 1e-3))))

@@ -9,14 +9,14 @@ from __future__ import annotations
 from typing import Any
 
 from kernelwright.hardware.judge.evidence import Provenance
-from kernelwright.hardware.judge.job import Job
+from kernelwright.hardware.judge.job import JobState
 from kernelwright.hardware.judge.records import Reference, Sample, Shape, TaskState
 from kernelwright.hardware.judge.reference import ReferenceCache
 from kernelwright.hardware.judge.session import CandidateSession
 from kernelwright.hardware.judge.tensors import tensors_of
 
 
-def verify(job: Job, references: ReferenceCache, session: CandidateSession, task: TaskState, shapes: list[Shape],
+def verify(job: JobState, references: ReferenceCache, session: CandidateSession, task: TaskState, shapes: list[Shape],
            refs: dict[str, Reference]) -> None:  # fmt: skip
     """Every trial on every shape: the candidate's output against the reference's, its evidence judged.
     Sets the result's errors, tolerance and trials; `job.fail` on the first that does not pass."""
@@ -88,7 +88,7 @@ def verify(job: Job, references: ReferenceCache, session: CandidateSession, task
     res.correct = True
 
 
-def judge_evidence(job: Job, reply: dict[str, Any]) -> Provenance:
+def judge_evidence(job: JobState, reply: dict[str, Any]) -> Provenance:
     """The runtime evidence of one call (hardware.judge.evidence.analyse), failing the candidate on it."""
     from kernelwright.hardware.judge.evidence import analyse
 
@@ -101,7 +101,7 @@ def judge_evidence(job: Job, reply: dict[str, Any]) -> Provenance:
     return prov
 
 
-def _check_kernels(job: Job, report: dict[str, Any]) -> None:
+def _check_kernels(job: JobState, report: dict[str, Any]) -> None:
     """GPU: library kernels the profiler saw in one forward must have a recorded torch op behind them."""
     kernels = report.get("kernels")
     launch_names = report.get("launch_names") or {}
@@ -119,7 +119,7 @@ def _check_kernels(job: Job, report: dict[str, Any]) -> None:
                    "launched: work was done out of the harness's sight")  # fmt: skip
 
 
-def _note_fp64(job: Job, shape_label: str, sample: Sample | None, cmp_notes: list[str]) -> None:
+def _note_fp64(job: JobState, shape_label: str, sample: Sample | None, cmp_notes: list[str]) -> None:
     """Say, once per input shape, what the values were compared against and with what allowance."""
     status = (sample and sample.fp64_status) or "not used: switched off (reference_fp64=False)"
     job.result.extra.setdefault("float64_reference", {})[shape_label] = status

@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from kernelwright.hardware.config import EvalConfig
-from kernelwright.hardware.judge.job import Budget, Job, JobRequest, Stop
+from kernelwright.hardware.judge.job import JobRequest, JobState, Stop, TimeBudget
 from kernelwright.hardware.result import EvalResult
 
 
@@ -17,9 +17,9 @@ def _message(**changes):
     return message
 
 
-def _job(sent: list) -> Job:
+def _job(sent: list) -> JobState:
     request = JobRequest.model_validate(_message())
-    return Job(request, EvalResult(stage="compile"), sent.append, Budget(2.0))
+    return JobState(request, EvalResult(stage="compile"), sent.append, TimeBudget(2.0))
 
 
 def test_the_pools_message_becomes_a_typed_request():
@@ -68,7 +68,7 @@ def test_a_reply_other_than_the_one_due_is_forbidden():
 
 
 def test_the_float64_budget_is_spent_down_to_zero():
-    budget = Budget(1.0)
+    budget = TimeBudget(1.0)
     budget.spend(0.4)
     assert budget.seconds == pytest.approx(0.6)
     budget.spend(5.0)
