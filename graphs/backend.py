@@ -363,7 +363,7 @@ class StitchedGraph:
 
 
 def kernelwright_backend(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
-    from kernelwright.graphs.model import _target_name, find_kernel_in_memory
+    from kernelwright.graphs.model import region_kernels, target_name
     from kernelwright.hardware.candidate import interpreter_fixes
     from kernelwright.nodes import resources
     from kernelwright.nodes.run_context import Context
@@ -385,19 +385,16 @@ def kernelwright_backend(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> C
         device = next((t.device.type for t in inputs if isinstance(t, torch.Tensor)), "cpu")
         import dataclasses
 
-        target = _target_name(dataclasses.replace(ctx, device="cpu" if device == "cpu" else "cuda"))
+        target = target_name(dataclasses.replace(ctx, device="cpu" if device == "cpu" else "cuda"))
         plan = RegionPlan(trace(shell, split.leaves), [r.plan() for r in split.regions])
+        # on a GPU a kernel slower than the region's torch operations (or never timed) is not swapped in
+        held = region_kernels(memory, target, faster=device != "cpu")
+        # Under TRITON_INTERPRET=1 the kernels run in this process, where the judge's fork server's
+        # interpreter fixes are not in place: without them a bf16 tl.dot multiplies bit patterns.
+        interpreter_fixes.apply()
         for region in split.regions:
-            # on a GPU a kernel slower than the region's torch operations (or never timed) is not swapped in
-            code = (
-                find_kernel_in_memory(memory, region.signature, target, faster=device != "cpu")
-                if region.source
-                else None
-            )
+            code = held.get(region.signature) if region.source else None
             if code is not None:
-                # Under TRITON_INTERPRET=1 the kernels run in this process, where the judge's fork server's
-                # interpreter fixes are not in place: without them a bf16 tl.dot multiplies bit patterns.
-                interpreter_fixes.apply()
                 kernel = _kernel_class(code, region.signature)()
                 plan.attach(region.index, kernel)
                 last_swaps.append(

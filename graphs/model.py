@@ -95,30 +95,33 @@ def model_task_source(path: Path, class_name: str | None) -> str:
     return source
 
 
-def find_kernel_in_memory(
-    memory: Any, signature: str, target: str, *, at_floor: float | None = None, faster: bool = False
-) -> str | None:
-    """The code of a correct kernel memory holds for a region signature on `target` (fastest first). With
-    `at_floor`, only a kernel whose measured time reached that fraction of the roofline floor (one a search
-    would have stopped at); with `faster`, only a kernel measured faster than the region's torch operations.
-    A kernel that was never timed qualifies for neither."""
+def region_kernels(
+    memory: Any, target: str, *, at_floor: float | None = None, faster: bool = False
+) -> dict[str, str]:
+    """Region signature -> the code of the fastest correct kernel memory holds for it on `target`, read in one
+    pass over memory's cases (a model has many regions; memory may hold many cases). With `at_floor`, only
+    a kernel whose measured time reached that fraction of the roofline floor (one a search would have
+    stopped at); with `faster`, only a kernel measured faster than the region's torch operations. A kernel
+    that was never timed qualifies for neither."""
     if memory is None:
-        return None
-    name = f"region_{signature}"
-    best: tuple[float, str] | None = None
+        return {}
+    best: dict[str, tuple[float, str]] = {}
     for case in memory.cases.iter_all():
-        if case.task_name == name and case.correct and case.hardware == target and case.code:
-            if at_floor is not None and (case.fraction_of_floor or 0.0) < at_floor:
-                continue
-            if faster and (case.speedup or 0.0) <= 1.0:
-                continue
-            score = case.speedup or 0.0
-            if best is None or score > best[0]:
-                best = (score, case.code)
-    return best[1] if best else None
+        if not (
+            case.task_name.startswith("region_") and case.correct and case.hardware == target and case.code
+        ):
+            continue
+        if at_floor is not None and (case.fraction_of_floor or 0.0) < at_floor:
+            continue
+        if faster and (case.speedup or 0.0) <= 1.0:
+            continue
+        signature, score = case.task_name.removeprefix("region_"), case.speedup or 0.0
+        if signature not in best or score > best[signature][0]:
+            best[signature] = (score, case.code)
+    return {signature: code for signature, (_, code) in best.items()}
 
 
-def _target_name(ctx: Context) -> str:
+def target_name(ctx: Context) -> str:
     from kernelwright.hardware.targets import detect_target, get_target
 
     return (get_target(ctx.target) if ctx.target else detect_target(ctx.check_usable())).name
@@ -160,13 +163,16 @@ def optimize_model_source(
     memory_loc = resources.memory_location(ctx.memory, rd)
     memory = None if memory_loc == resources.MEMORY_OFF else resources.open_shared_memory(memory_loc)
     region_ctx = dataclasses.replace(ctx, memory=memory_loc, run_dir=None)
-    target = _target_name(ctx)
+    target = target_name(ctx)
     total_time = sum(v.seconds for v in split.values.values()) or 1.0
     rows: list[RegionRow] = []
     kernels: dict[int, tuple[str, str]] = {}
     evaluations = 0
     best: float | None = None
     groups = split.unique()
+    # on a GPU only a kernel at its roofline stop is final; a CPU search establishes correctness only
+    stop = None if device == "cpu" else ctx.roofline_stop
+    held = region_kernels(memory, target, at_floor=stop) if device == "cpu" or stop is not None else {}
 
     def report(line: str) -> None:
         write_model_report(rd, name, split, rows, evaluations, line=line)
@@ -184,10 +190,7 @@ def optimize_model_source(
         else:
             task_file = rd / "regions" / f"region_{signature}.py"
             task_file.write_text(first.source, encoding="utf-8")
-            # on a GPU only a kernel at its roofline stop is final; a CPU search establishes correctness only
-            stop = None if device == "cpu" else ctx.roofline_stop
-            reuse = device == "cpu" or stop is not None
-            code = find_kernel_in_memory(memory, signature, target, at_floor=stop) if reuse else None
+            code = held.get(signature)
             if code is not None:
                 row.status, row.correct = "from memory", True
                 row.note = "a correct kernel memory held" + (
