@@ -340,15 +340,15 @@ def blocked_result_extra(f: FailedProgram, how: str) -> dict[str, object]:
 
 def _failures(attempts: Iterable[Attempt]) -> Iterator[tuple[Attempt, FailedProgram | None, str]]:
     """Each failed attempt in planning order with its failed program and how it counts: "blocked" (a
-    repeat stopped before the judge), "repeat" (judged although it repeated an earlier failure: the same
-    program up to config, the same error kind and message) or "failed"."""
+    repeat stopped before the judge), "repeat" (judged although it repeated an earlier judged failure: the
+    same program up to config, the same error kind and message) or "failed". A blocked copy planned before
+    the failure it repeats (two branches in flight) does not make that failure a repeat."""
     seen: list[FailedProgram] = []
     for a in sorted(attempts, key=lambda a: a.seq):
         if a.status == "correct":
             continue
         f = failed_program(a)
-        if f is not None and f.blocked:
-            seen.append(f)
+        if f is not None and f.blocked:  # no verdict of its own: a later judged copy repeats what it repeated
             yield a, f, "blocked"
             continue
         if f is None:
