@@ -68,10 +68,11 @@ def test_measured_speedups_pick_the_fastest_kernel(tmp_path):
     assert result.best is not None and result.best.node_id == fastest.node_id
     assert result.timing_meaningful and result.cost.gpu_s > 0
     assert (result.slower_than_eager is True) == ((result.best.speedup_vs_eager or 0) < 1.0)
-    phases = [
-        json.loads(x)["phase"] for x in (Path(run.run_dir) / "evaluations.jsonl").read_text().splitlines()
-    ]
-    assert phases.count("verify") == 4 and phases.count("time") == 3
+    entries = [json.loads(x) for x in (Path(run.run_dir) / "evaluations.jsonl").read_text().splitlines()]
+    # On a GPU one worker call verifies and times a candidate (nodes/compiler.py times_while_verifying):
+    # four verifications, the three correct ones timed in them, and no separate timing run.
+    assert [e["phase"] for e in entries] == ["verify"] * 4
+    assert sum(1 for e in entries if e["result"]["correct"] and e["result"]["runtime_ms"]) == 3
     if os.environ.get("OUT"):
         out = Path(os.environ["OUT"])
         out.mkdir(parents=True, exist_ok=True)
