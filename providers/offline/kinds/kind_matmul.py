@@ -221,10 +221,12 @@ def default_config(design: Design, info: MatmulInfo, tf32: bool = False) -> dict
     cfg: dict[str, Any] = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 8,
                            "num_stages": 3}  # fmt: skip
     big = info.M * info.N * info.K * info.NB >= BIG_MATMUL
-    if big and not info.aligned_rows:
+    if big:
         # Aligned copies of operands with unaligned rows. On an H200 at 8205 x 2949 x 5921: bf16 2.70 ->
-        # 0.65 ms (the copies let the TMA twin run), fp32 IEEE dots 15.3 -> 8.4 ms. At aligned sizes the
-        # knob stays unset (it would copy nothing), so such programs read as they did before it.
+        # 0.65 ms (the copies let the TMA twin run), fp32 IEEE dots 15.3 -> 8.4 ms. Set at aligned traced
+        # sizes too: the program is run at other sizes (the judge's second shape, `bench --unseen`), and
+        # level1/14 searched at 8192^2 ran 0.39x eager at 6143^2 without it (25.4 ms against 11.9 at 8192);
+        # where the rows are aligned `_kw_align` copies nothing.
         cfg["ALIGN"] = 1
     if not info.fp32_dot:
         cfg.update({"BLOCK_N": _half_block_n(info), "BLOCK_K": 64})
