@@ -28,21 +28,33 @@ ALIGN_OFF = [("    a = _kw_align(a)\n", ""), ("    b = _kw_align(b)\n", "")]
 CASES: list[tuple[str, dict[str, int], dict[str, list[tuple[str, str]]]]] = [
     ("level1/14", {"N": 6143}, {"as written (ALIGN=1)": [], "ALIGN off": ALIGN_OFF}),
     ("level1/15", {"M": 6143, "K": 1535, "N": 6143}, {"as written (ALIGN=1)": [], "ALIGN off": ALIGN_OFF}),
-    ("level1/09", {"batch_size": 5120, "dim": 20480}, {
-        "as written": [],
-        "fallback BLOCK_R 2048": [("if single else 1024", "if single else 2048")],
-        "fallback BLOCK_R 4096": [("if single else 1024", "if single else 4096")],
-        "fallback BLOCK_R 8192": [("if single else 1024", "if single else 8192")],
-        "single up to 32768": [("single = npow <= 16384", "single = npow <= 32768")],
-    }),
+    (
+        "level1/09",
+        {"batch_size": 5120, "dim": 20480},
+        {
+            "as written": [],
+            "fallback BLOCK_R 2048": [("if single else 1024", "if single else 2048")],
+            "fallback BLOCK_R 4096": [("if single else 1024", "if single else 4096")],
+            "fallback BLOCK_R 8192": [("if single else 1024", "if single else 8192")],
+            "single up to 32768": [("single = npow <= 16384", "single = npow <= 32768")],
+        },
+    ),
     ("level1/11", {"batch_size": 10240, "dim": 10240}, {"as written": []}),
-    ("level1/08", {"batch_size": 95, "dim1": 3071, "dim2": 191}, {
-        "as written": [],
-        "BLOCK_I 16": [("BLOCK_I = min(64,", "BLOCK_I = min(16,")],
-        "BLOCK_I 32": [("BLOCK_I = min(64,", "BLOCK_I = min(32,")],
-        "BLOCK_I 128": [("BLOCK_I = min(64,", "BLOCK_I = min(128,")],
-    }),
+    (
+        "level1/08",
+        {"batch_size": 95, "dim1": 3071, "dim2": 191},
+        {
+            "as written": [],
+            "BLOCK_I 16": [("BLOCK_I = min(64,", "BLOCK_I = min(16,")],
+            "BLOCK_I 32": [("BLOCK_I = min(64,", "BLOCK_I = min(32,")],
+            "BLOCK_I 128": [("BLOCK_I = min(64,", "BLOCK_I = min(128,")],
+        },
+    ),
 ]
+
+
+def _median_ms(module: Any, inputs: list[Any], reps: int) -> float:
+    return statistics.median(cuda_event_times(lambda: module(*inputs), warmup=3, reps=reps))
 
 
 def run_case(spec: str, sizes: dict[str, int], variants: dict[str, list[tuple[str, str]]], out: Path,
@@ -76,9 +88,9 @@ def run_case(spec: str, sizes: dict[str, int], variants: dict[str, list[tuple[st
                 ref, new, inputs = cuda_models(mod, prog, seed=0)
                 with torch.no_grad():
                     err = max_err_over_rms(new(*inputs), ref(*inputs))
-                    ms = statistics.median(cuda_event_times(lambda: new(*inputs), warmup=3, reps=reps))
+                    ms = _median_ms(new, inputs, reps)
                     if eager_ms is None:
-                        eager_ms = statistics.median(cuda_event_times(lambda: ref(*inputs), warmup=3, reps=reps))
+                        eager_ms = _median_ms(ref, inputs, reps)
                 entry["variants"][label] = {"ms": ms, "err_over_rms": err, "vs_eager": eager_ms / ms}
             except Exception as exc:
                 entry["variants"][label] = {"error": f"{type(exc).__name__}: {exc}"[:400]}
