@@ -203,8 +203,31 @@ class Graph:
 # ---- shape helpers ---------------------------------------------------------------------------------
 
 
+def is_flat_sum(expr: Any) -> bool:
+    """Whether `expr` is already a flat sum of integers and integer multiples of symbols (a
+    concatenation's size, `s1 + s5 + ... + 32`), the one form sympy.simplify leaves as it is."""
+    if not isinstance(expr, sympy.Expr):
+        return False
+    terms = expr.args if isinstance(expr, sympy.Add) else (expr,)
+    for t in terms:
+        if isinstance(t, sympy.Integer | sympy.Symbol):
+            continue
+        if (
+            isinstance(t, sympy.Mul)
+            and len(t.args) == 2
+            and isinstance(t.args[0], sympy.Integer)
+            and isinstance(t.args[1], sympy.Symbol)
+        ):
+            continue
+        return False
+    return True
+
+
 @functools.lru_cache(maxsize=8192)
 def _simplified(expr: Any) -> Any:
+    # sympy.simplify tries a dozen rewritings of a sum of 48 sizes before returning it unchanged.
+    if is_flat_sum(expr):
+        return expr
     return sympy.simplify(expr)
 
 
