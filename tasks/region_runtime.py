@@ -42,6 +42,7 @@ LIBRARY_NAMES = frozenset(
         "baddbmm",
         "einsum",
         "scaled_dot_product_attention",
+        "multi_head_attention_forward",
     }  # fmt: skip
 )
 
@@ -61,6 +62,52 @@ UNKNOWN = type("Unknown", (), {"__repr__": lambda self: "<unknown without data>"
 """The example value of what a module kept whole (data-dependent) produced, and of all that follows."""
 
 
+class SizeInt(int):
+    """A size a specialized trace read (`x.shape[1]`, `H * W`), remembering where it came from: `origin` is
+    ["dim", node name, d] or arithmetic on such (["mul", a, b], ["const", 3], ...). It is an int to the
+    python code that reads it; a region whose operators take it writes it as its input's size instead of
+    the number (tasks/region_sizes.py), so that region's kernel applies at other sizes."""
+
+    origin: Any
+
+    def __new__(cls, value: int, origin: Any) -> "SizeInt":  # noqa: UP037 - copied without __future__
+        self = super().__new__(cls, value)
+        self.origin = origin
+        return self
+
+    __repr__ = int.__repr__
+    __str__ = int.__repr__
+
+    def __reduce__(self) -> Any:  # a copy is the number alone
+        return (int, (int(self),))
+
+    def _arith(self, other: Any, op: str, swap: bool) -> Any:
+        fn = getattr(int, f"__{'r' if swap else ''}{op}__")
+        value = fn(int(self), other)
+        if value is NotImplemented or isinstance(other, bool) or not isinstance(other, int):
+            return value
+        theirs = other.origin if isinstance(other, SizeInt) else ["const", int(other)]
+        return SizeInt(value, [op, theirs, self.origin] if swap else [op, self.origin, theirs])
+
+
+for _op in ("mul", "add", "sub", "floordiv"):  # arithmetic on sizes keeps where they came from
+    setattr(SizeInt, f"__{_op}__", lambda self, o, _op=_op: self._arith(o, _op, False))
+    setattr(SizeInt, f"__r{_op}__", lambda self, o, _op=_op: self._arith(o, _op, True))
+
+
+def _sized(value: Any, source: Any, what: str, dims: tuple[Any, ...]) -> Any:
+    """A shape or size the trace answers with, its numbers SizeInts of the traced value `source`."""
+    if not isinstance(source, fx.Proxy) or what not in ("shape", "size"):
+        return value
+    name = source.node.name
+    if isinstance(value, torch.Size):
+        return torch.Size([SizeInt(v, ["dim", name, i]) for i, v in enumerate(value)])
+    if isinstance(value, int) and len(dims) == 1 and isinstance(dims[0], int):
+        rank = len(source.tracer.known(source).shape)  # type: ignore[attr-defined]
+        return SizeInt(value, ["dim", name, dims[0] % max(rank, 1)])
+    return value
+
+
 class _ExampleProxy(fx.Proxy):
     """A proxy that answers size, device and dtype questions from the value it had on the example inputs
     (a specialized trace), so python code that reads them (a loop over a sequence length, a slice to a
@@ -69,7 +116,7 @@ class _ExampleProxy(fx.Proxy):
     def __getattr__(self, k: str) -> Any:
         tracer = self.tracer
         if k in _SHAPE_ATTRS and isinstance(tracer, RegionTracer) and tracer.example is not None:
-            return getattr(tracer.known(self), k)
+            return _sized(getattr(tracer.known(self), k), self, k, ())
         return super().__getattr__(k)
 
     def __len__(self) -> int:
@@ -128,9 +175,9 @@ class RegionTracer(fx.Tracer):
             return super().create_proxy(kind, target, args, kwargs, *rest, **more)
         if kind == "call_method" and target in _SHAPE_METHODS:
             a, kw = fx.node.map_aggregate((args, kwargs), self.known)
-            return getattr(a[0], target)(*a[1:], **kw)
+            return _sized(getattr(a[0], target)(*a[1:], **kw), args[0], target, tuple(a[1:]))
         if kind == "call_function" and target is getattr and args[1] in _SHAPE_ATTRS:
-            return getattr(self.known(args[0]), args[1])
+            return _sized(getattr(self.known(args[0]), args[1]), args[0], args[1], ())
         proxy = super().create_proxy(kind, target, args, kwargs, *rest, **more)
         node = proxy.node
         if kind == "placeholder":
@@ -236,9 +283,55 @@ def trace(
     return graph
 
 
-def region_fingerprint(graph: fx.Graph, names: list[str]) -> str:
+def replace_ints(value: Any, fn: Any) -> Any:
+    """`value` (a node's args and kwargs) with its k-th int (bools aside, in order) replaced by
+    `fn(k, number, in_slice)`; tuples, lists, dicts and slices rebuilt around them."""
+    count = [0]
+
+    def walk(x: Any, in_slice: bool) -> Any:
+        if isinstance(x, bool) or isinstance(x, fx.Node):
+            return x
+        if isinstance(x, int):
+            count[0] += 1
+            return fn(count[0] - 1, x, in_slice)
+        if isinstance(x, slice):
+            return slice(walk(x.start, True), walk(x.stop, True), walk(x.step, True))
+        if isinstance(x, (tuple, list)):
+            items = [walk(v, in_slice) for v in x]
+            return items if isinstance(x, list) else tuple(items)
+        if isinstance(x, dict):
+            return {k: walk(v, in_slice) for k, v in x.items()}
+        return x
+
+    return walk(value, False)
+
+
+class SizeExpr:
+    """A size written as what it is computed from (in a fingerprint: the same text at any sizes)."""
+
+    def __init__(self, expr: Any) -> None:
+        self.expr = expr
+
+    def __repr__(self) -> str:
+        return f"<size {self.expr!r}>"
+
+
+def size_value(expr: Any, values: dict[str, Any]) -> int:
+    """A size expression (tasks/region_sizes.py) evaluated on a trace's values."""
+    op = expr[0]
+    if op == "dim":
+        return int(values[expr[1]].shape[expr[2]])
+    if op == "const":
+        return int(expr[1])
+    a, b = size_value(expr[1], values), size_value(expr[2], values)
+    return {"mul": a * b, "add": a + b, "sub": a - b}[op] if op != "floordiv" else a // b
+
+
+def region_fingerprint(graph: fx.Graph, names: list[str], sizes: dict[str, Any] | None = None) -> str:
     """What a region computes in this trace (operators, targets, literal arguments): a region's kernel
-    is used only where this is what it was cut with."""
+    is used only where this is what it was cut with. `sizes`: node -> {k: expression} for its k-th int
+    argument that is a size of the region's values (the expression, not the number, is what counts;
+    `sizes_hold` checks the numbers)."""
     import hashlib
 
     nodes = {n.name: n for n in graph.nodes}
@@ -247,10 +340,33 @@ def region_fingerprint(graph: fx.Graph, names: list[str]) -> str:
         node = nodes.get(name)
         if node is None:
             return "missing"
-        parts.append(
-            f"{node.op}|{getattr(node.target, '__name__', node.target)}|{node.args!r}|{node.kwargs!r}"
-        )
+        args, kwargs = node.args, node.kwargs
+        mine = (sizes or {}).get(name)
+        if mine:
+            args, kwargs = replace_ints((args, kwargs), lambda k, v, _s, m=mine: SizeExpr(m[str(k)])
+                                        if str(k) in m else v)  # fmt: skip
+        parts.append(f"{node.op}|{getattr(node.target, '__name__', node.target)}|{args!r}|{kwargs!r}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def sizes_hold(graph: fx.Graph, sizes: dict[str, Any]) -> bool:
+    """Whether every size a region writes as an expression is, in this trace, that expression's value on
+    this trace's values (a specialized trace computes them: graph._kw_values)."""
+    if not sizes:
+        return True
+    values = getattr(graph, "_kw_values", None) or {}
+    nodes = {n.name: n for n in graph.nodes}
+    try:
+        for name, mine in sizes.items():
+            seen: dict[str, int] = {}
+            replace_ints(
+                (nodes[name].args, nodes[name].kwargs), lambda k, v, _s, d=seen: d.setdefault(str(k), v)
+            )
+            if any(k not in seen or size_value(e, values) != seen[k] for k, e in mine.items()):
+                return False
+    except Exception:  # a value not known without data, a node not in this trace
+        return False
+    return True
 
 
 def fetch(root: nn.Module, path: str) -> Any:
@@ -284,7 +400,9 @@ class RegionPlan:
         # a region's kernel runs only where the region computes what it was cut with (a specialized
         # trace at other sizes can have other literal sizes in it)
         self.matches = [
-            r.get("fingerprint") in (None, region_fingerprint(graph, r["nodes"])) for r in regions
+            r.get("fingerprint") in (None, region_fingerprint(graph, r["nodes"], r.get("sizes")))
+            and sizes_hold(graph, r.get("sizes") or {})
+            for r in regions
         ]
         in_region = {name for r in regions for name in r["nodes"]}
         # attribute fetches first: the tracer puts them where first used, which can be inside a region's
@@ -355,13 +473,14 @@ class RegionPlan:
             return getattr(args[0], str(node.target))(*args[1:], **kwargs)
         raise RuntimeError(f"cannot run FX node {node.op} {node.target}")
 
-    def run_region(self, root: nn.Module, index: int, env: dict[str, Any]) -> None:
+    def run_region(self, root: nn.Module, index: int, env: dict[str, Any]) -> bool:
+        """Run one region (its kernel where it has one that applies); whether a kernel ran."""
         region = self.regions[index]
         kernel = self.kernels.get(index) if self.matches[index] else None
         if kernel is None:
             for name in region["nodes"]:
                 env[name] = self.run_node(root, self.nodes[name], env)
-            return
+            return False
         for local, path in region["bindings"].items():
             _bind(kernel, local, fetch(root, path))
         if kernel.training != root.training:
@@ -373,16 +492,26 @@ class RegionPlan:
         else:
             for name, value in zip(outs, out, strict=True):
                 env[name] = value
+        return True
 
     def run(self, root: nn.Module, inputs: tuple[Any, ...]) -> Any:
         env: dict[str, Any] = {}
+        from_kernels: set[str] = set()
         it = iter(inputs)
         for kind, item in self.steps:
             if kind == "region":
-                self.run_region(root, item, env)
+                if self.run_region(root, item, env):
+                    from_kernels.update(self.regions[item]["outputs"])
                 continue
             node = item
-            if node.op == "placeholder":
+            if (node.op == "call_method" and node.target == "view" and len(node.args) > 1 and not node.kwargs
+                    and getattr(node.args[0], "name", None) in from_kernels
+                    and not isinstance(node.args[1], torch.dtype)):  # fmt: skip
+                # a kernel's output need not have the strides torch's operations gave it: a view of it
+                # (a view the split left between regions) is taken where its strides allow, else copied
+                args = fx.node.map_arg(node.args, lambda a: env[a.name])
+                env[node.name] = args[0].reshape(*args[1:])
+            elif node.op == "placeholder":
                 env[node.name] = next(it, node.args[0] if node.args else None)
             elif node.op == "output":
                 for path, name in self.writes.items():  # attributes the forward assigned, as it did
@@ -410,9 +539,10 @@ def plan_for(
     wrap: tuple[Any, ...] = (),
 ) -> RegionPlan:
     """The stitched model's plan for these inputs: traced as the reference class (so node names are the
-    ones the plan was cut with) once per number of inputs, and once per input sizes where the split was
-    specialized on its inputs' sizes."""
-    key = input_key(inputs) if spec.get("specialized") else None
+    ones the plan was cut with) once per number of inputs, and once per input sizes and mode (training or
+    not) where the split was specialized on its inputs' sizes."""
+    # the mode too: a specialized trace holds `self.training` as a constant (attention's `training=`)
+    key = (*input_key(inputs), ("training", model.training)) if spec.get("specialized") else None
     plan = cache.get(key)
     if plan is None:
         cls = model.__class__

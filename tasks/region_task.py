@@ -14,7 +14,8 @@ import torch
 import torch.fx as fx
 from torch import nn
 
-from kernelwright.tasks.region_runtime import WRAPPED_MODULES, fetch
+from kernelwright.tasks.region_runtime import WRAPPED_MODULES, SizeExpr, fetch
+from kernelwright.tasks.region_sizes import size_text, with_sizes
 from kernelwright.tasks.regions import (
     NodeValue,
     Region,
@@ -32,6 +33,8 @@ _DEVICE = "<device>"
 def _literal(x: Any, names: dict[str, str]) -> str:
     if isinstance(x, fx.Node):
         return names[x.name]
+    if isinstance(x, SizeExpr):  # a size read from the region's values (tasks/region_sizes.py)
+        return size_text(x.expr, names)
     if isinstance(x, tuple):
         inner = ", ".join(_literal(v, names) for v in x)
         return f"({inner},)" if len(x) == 1 else f"({inner})"
@@ -104,8 +107,9 @@ def describe_region(
                         inits.append(f"self.register_buffer({local!r}, {maker})")
                     sig.append(("attr", tuple(t.shape), str(t.dtype)))
             var = f"t{len(body)}"
-            args = ", ".join([_literal(a, names) for a in node.args]
-                             + [f"{k}={_literal(v, names)}" for k, v in node.kwargs.items()])  # fmt: skip
+            node_args, node_kwargs = with_sizes(node, region.sizes)
+            args = ", ".join([_literal(a, names) for a in node_args]
+                             + [f"{k}={_literal(v, names)}" for k, v in node_kwargs.items()])  # fmt: skip
             if node.op == "call_module":
                 path = str(node.target)
                 if path not in modules:
@@ -122,17 +126,17 @@ def describe_region(
                         region.bindings[f"{local}.{k}"] = f"{path}.{k}"
                     sig.append(("module", ctor, cast))
                 body.append(f"{var} = self.{modules[path]}({args})")
-                sig.append(("call", modules[path], _literal(node.args, {**names, node.name: "?"}),
+                sig.append(("call", modules[path], _literal(node_args, {**names, node.name: "?"}),
                             sorted(node.kwargs)))  # fmt: skip
             elif node.op == "call_function":
                 body.append(f"{var} = {function_source(node.target)}({args})")
-                sig.append(("fn", function_source(node.target), _literal(node.args, names),
-                            _literal(node.kwargs, names)))  # fmt: skip
+                sig.append(("fn", function_source(node.target), _literal(node_args, names),
+                            _literal(node_kwargs, names)))  # fmt: skip
             elif node.op == "call_method":
                 first, _, rest = args.partition(", ")
                 body.append(f"{var} = {first}.{node.target}({rest})")
-                sig.append(("method", str(node.target), _literal(node.args, names),
-                            _literal(node.kwargs, names)))  # fmt: skip
+                sig.append(("method", str(node.target), _literal(node_args, names),
+                            _literal(node_kwargs, names)))  # fmt: skip
             names[node.name] = var
         if isinstance(root_module(group, model), nn.RNNBase):
             # the writer has no recurrence: asked, it traces every time step and then refuses (75 s for a

@@ -15,13 +15,11 @@ weights): identical residual blocks share one, and are searched once.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import inspect
 import math
 import operator
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +28,7 @@ import torch.fx as fx
 import torch.nn.functional as F
 from torch import nn
 
+from kernelwright.tasks.region_analysis import analysis_model as analysis_model  # where callers find it
 from kernelwright.tasks.region_runtime import (
     LIBRARY_MODULES,
     LIBRARY_NAMES,
@@ -39,6 +38,7 @@ from kernelwright.tasks.region_runtime import (
     region_fingerprint,
     trace,
 )
+from kernelwright.tasks.region_sizes import derive_sizes, peel_sizes
 
 
 class SplitError(ValueError):
@@ -102,6 +102,9 @@ class Region:
     fingerprint: str = ""
     """What it computes in the trace (tasks/region_runtime.py region_fingerprint): the stitched model runs
     its kernel only where its own trace gives the same."""
+    sizes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Node -> {k: expression}: its k-th int argument is written as a size of the region's values
+    (tasks/region_sizes.py; a specialized trace's numbers), so the kernel applies at other sizes."""
 
     def plan(self) -> dict[str, Any]:
         return {
@@ -110,6 +113,7 @@ class Region:
             "outputs": self.outputs,
             "bindings": self.bindings,
             "fingerprint": self.fingerprint,
+            **({"sizes": self.sizes} if self.sizes else {}),
         }
 
 
@@ -378,6 +382,10 @@ def _cut(graph: fx.Graph, root: nn.Module, values: dict[str, NodeValue]) -> list
         }
         joins = reads_last and not library and (not has_library[last] or keeps_shape)
         joins = joins or (reads_last and library and not has_library[last])
+        # a library operation with several results (attention and its weights) takes no epilogue: what
+        # follows its indexing starts a region whose kernel need not be written for its inner sizes
+        joins = joins and not (groups and any(is_library(n, root) and not values[n.name].tensor
+                                              for n in groups[last] if n.name in values))  # fmt: skip
         # an operator that cannot be written as source sits alone (kept in torch), not its neighbours
         alone = not _writable(node, root) or (
             node.op == "call_module" and isinstance(root.get_submodule(str(node.target)), nn.RNNBase)
@@ -527,6 +535,8 @@ def split_model(model: nn.Module, inputs: tuple[Any, ...] | list[Any], *, measur
             graph, leaves, specialized = special, special_leaves, True
             values = _record(model, graph, tuple(inputs)) if measure else _fake_values(graph)
             groups = _cut(graph, model, values)
+    if specialized:  # views whose sizes their region's inputs do not give run between the regions
+        groups = peel_sizes(groups, values, lambda n: layout_only([n], model))
     written = set(getattr(graph, "_kw_writes", {}).values())
     regions = []
     for i, group in enumerate(groups):
@@ -540,7 +550,9 @@ def split_model(model: nn.Module, inputs: tuple[Any, ...] | list[Any], *, measur
         outputs = [n.name for n in group if n.name in written or any(u.name not in inside for u in n.users)]
         lib = next((_op_name(n, model) for n in group if is_library(n, model)), "")
         region = Region(i, names, inputs_, outputs, lib, [_op_name(n, model) for n in group])
-        region.fingerprint = region_fingerprint(graph, names)
+        if specialized:
+            region.sizes = derive_sizes(group, inputs_, values)
+        region.fingerprint = region_fingerprint(graph, names, region.sizes)
         describe_region(region, group, model, values)
         regions.append(region)
     used = {getattr(n.target, "__module__", "") or "" for n in graph.nodes if n.op == "call_function"}
@@ -568,31 +580,3 @@ def function_source(target: Any) -> str:
     if target is getattr:
         return "getattr"
     raise SplitError(f"no source for function {target!r}")
-
-
-@contextlib.contextmanager
-def _no_weight_init() -> Iterator[None]:
-    """torch.nn.init's initializers as no-ops: a model built for its shapes alone skips filling its
-    weights (a 2 GB Linear is allocated, never touched). Process-wide while it lasts: for analysis
-    processes, not for an agent whose other threads build models."""
-    names = [n for n in dir(nn.init) if n.endswith("_") and not n.startswith("_")]
-    saved = {n: getattr(nn.init, n) for n in names}
-    try:
-        for n in names:
-            setattr(nn.init, n, lambda tensor, *args, **kwargs: tensor)
-        yield
-    finally:
-        for n, f in saved.items():
-            setattr(nn.init, n, f)
-
-
-def analysis_model(task: Any) -> tuple[nn.Module, list[Any]]:
-    """A KernelBench-format task module's model with uninitialised weights, and fake inputs (shapes and
-    dtypes, no data) from its get_inputs: what `split_model(..., measure=False)` needs, at any size."""
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    with _no_weight_init():
-        model = task.Model(*task.get_init_inputs())
-    with FakeTensorMode(allow_non_fake_inputs=True):
-        inputs = list(task.get_inputs())
-    return model, inputs
