@@ -25,7 +25,14 @@ from _common import cuda_event_times, cuda_models, environment, load_program, ma
 
 ROOT = Path(__file__).resolve().parents[2]
 ALIGN_OFF = [("    a = _kw_align(a)\n", ""), ("    b = _kw_align(b)\n", "")]
-CASES: list[tuple[str, dict[str, int], dict[str, list[tuple[str, str]]]]] = [
+Variant = list[tuple[str, str]] | dict[str, Any]
+"""Text substitutions on the written program, or {"design": D, "config": {...}}: the program written as design D."""
+CASES: list[tuple[str, dict[str, int], dict[str, Variant]]] = [
+    (
+        "level1/10",
+        {"batch_size": 5120, "dim": 20480},
+        {"as written": [], "online design": {"design": "online"}},
+    ),
     ("level1/14", {"N": 6143}, {"as written (ALIGN=1)": [], "ALIGN off": ALIGN_OFF}),
     ("level1/15", {"M": 6143, "K": 1535, "N": 6143}, {"as written (ALIGN=1)": [], "ALIGN off": ALIGN_OFF}),
     (
@@ -37,9 +44,19 @@ CASES: list[tuple[str, dict[str, int], dict[str, list[tuple[str, str]]]]] = [
             "fallback BLOCK_R 4096": [("if single else 1024", "if single else 4096")],
             "fallback BLOCK_R 8192": [("if single else 1024", "if single else 8192")],
             "single up to 32768": [("single = npow <= 16384", "single = npow <= 32768")],
+            "online design": {"design": "online"},
+            "two_pass design": {"design": "two_pass"},
         },
     ),
-    ("level1/11", {"batch_size": 10240, "dim": 10240}, {"as written": []}),
+    (
+        "level1/11",
+        {"batch_size": 10240, "dim": 10240},
+        {
+            "as written": [],
+            "two_pass design": {"design": "two_pass"},
+            "welford design": {"design": "welford"},
+        },
+    ),
     (
         "level1/08",
         {"batch_size": 95, "dim1": 3071, "dim2": 191},
@@ -57,13 +74,14 @@ def _median_ms(module: Any, inputs: list[Any], reps: int) -> float:
     return statistics.median(cuda_event_times(lambda: module(*inputs), warmup=3, reps=reps))
 
 
-def run_case(spec: str, sizes: dict[str, int], variants: dict[str, list[tuple[str, str]]], out: Path,
+def run_case(spec: str, sizes: dict[str, int], variants: dict[str, Variant], out: Path,
              reps: int) -> dict[str, Any]:  # fmt: skip
     import torch
 
     sys.path.insert(0, str(ROOT / "tests"))
     from fakes.writer import writer_prompt
 
+    from kernelwright.providers.offline.choice.variants import program_variant
     from kernelwright.providers.offline.writer import write_program
     from kernelwright.tasks.module import exec_task_module
     from kernelwright.tasks.resize import with_sizes
@@ -76,6 +94,13 @@ def run_case(spec: str, sizes: dict[str, int], variants: dict[str, list[tuple[st
     eager_ms = None
     for label, subs in variants.items():
         code = program
+        if isinstance(subs, dict):
+            try:
+                code = program_variant(source, "t", subs["design"], subs.get("config")).code
+            except Exception as exc:
+                entry["variants"][label] = {"error": f"{type(exc).__name__}: {exc}"[:400]}
+                continue
+            subs = []
         for old, new in subs:
             if old not in code:
                 entry["variants"][label] = {"error": f"text not in the program: {old!r}"}
