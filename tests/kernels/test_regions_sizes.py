@@ -189,3 +189,45 @@ def test_attention_block_runs_its_norm_kernel_at_other_sizes_and_widths() -> Non
         with_kernel, running = _running(new, x)
         assert norm in running, (init, x.shape, with_kernel, running)
         assert (attention in running) == (init[0] == 8)  # same width: the attention's kernel runs too
+
+
+COINCIDENCE = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4))
+
+    def forward(self, x):
+        if x.device != self.w.device:
+            raise ValueError("x and w are on different devices")
+        return torch.relu(x.reshape(-1, 4) * self.w) + 1.0
+
+
+def get_inputs():
+    return [torch.randn(3, 4)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_size_matched_by_its_number_alone_runs_its_kernel_only_where_it_still_holds() -> None:
+    """`reshape(-1, 4)` of a (3, 4) input is written `reshape(-1, x0.shape[1])` (the constant equals the
+    input's size there); at (2, 8) the constant is still 4, not the input's 8: the kernel, which would
+    reshape to 8, must not run there."""
+    stitched, sources = _stitch(COINCIDENCE)
+    assert any("reshape(-1, x0.shape[1])" in s for s in sources.values())
+    task = _module(COINCIDENCE, "task")
+    model = task.Model()
+    new = stitched.ModelNew()
+    new.load_state_dict(model.state_dict())
+    for x, runs in ((torch.randn(5, 4), True), (torch.randn(2, 8), False)):
+        with torch.no_grad():
+            torch.testing.assert_close(new(x), model(x), rtol=1e-5, atol=1e-5)
+        with_kernel, running = _running(new, x)
+        assert with_kernel and (running == with_kernel) == runs, (x.shape, with_kernel, running)
