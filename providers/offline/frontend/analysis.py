@@ -18,11 +18,14 @@ arguments) and the top-level definitions the constructor uses.
 from __future__ import annotations
 
 import ast
+import contextlib
+import functools
 import hashlib
 import inspect
 import textwrap
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -189,9 +192,26 @@ def _trace(
         torch.device("meta"),
         fx_config.patch(use_duck_shape=False),  # type: ignore[attr-defined]
         dynamo_config.patch(fake_tensor_cache_enabled=False),
+        _tensor_meta_without_memory_format(),
     ):
         gm = make_fx(fwd, tracing_mode=mode, pre_dispatch=True)(values, *inputs)
     return gm, names
+
+
+@contextlib.contextmanager
+def _tensor_meta_without_memory_format() -> Iterator[None]:
+    """make_fx's best-effort `tensor_meta` without its memory-format search: three contiguity queries
+    over every node's symbolic strides (a third of a DenseNet region's trace), and the writer reads
+    only a node's shape and dtype from it. The queries guard nothing (`..._or_false`), so the ShapeEnv
+    and the graph are the same. Callers hold MODEL_LOCK (the patch is process-wide)."""
+    from torch.fx.experimental import proxy_tensor
+
+    extract = proxy_tensor._extract_tensor_metadata
+    proxy_tensor._extract_tensor_metadata = functools.partial(extract, include_contiguity=False)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        proxy_tensor._extract_tensor_metadata = extract  # type: ignore[assignment]
 
 
 def _var_to_val(gm: torch.fx.GraphModule) -> dict:
