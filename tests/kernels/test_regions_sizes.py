@@ -5,7 +5,12 @@ with other size constants, as the judge builds it. Kernels under the Triton inte
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import types
+from pathlib import Path
 
 import pytest
 import torch
@@ -120,7 +125,9 @@ def _stitch(source: str, kernel: object = copy_kernel) -> tuple[types.ModuleType
         if code:
             kernels[r.index] = (r.signature, code)
     text = stitched_source(source, split.leaves, [r.plan() for r in split.regions], kernels, spec=split.spec)
-    return _module(text, "stitched"), {r.index: r.source for r in split.regions}
+    stitched = _module(text, "stitched")
+    stitched.__dict__["__kw_text__"] = text
+    return stitched, {r.index: r.source for r in split.regions}
 
 
 def _running(new: torch.nn.Module, x: torch.Tensor) -> tuple[list[int], list[int]]:
@@ -168,26 +175,53 @@ def test_netvlad_built_with_another_feature_size_runs_its_region_kernels() -> No
     assert len(with_kernel) >= 3 and running == with_kernel
 
 
-def test_attention_block_runs_its_norm_kernel_at_other_sizes_and_widths() -> None:
+_ATTENTION_RUNS = """
+import json, sys, types
+import torch
+text, task_source = open(sys.argv[1]).read(), open(sys.argv[2]).read()
+stitched, task = types.ModuleType("stitched"), types.ModuleType("task")
+exec(compile(text, "stitched.py", "exec"), stitched.__dict__)
+exec(compile(task_source, "task.py", "exec"), task.__dict__)
+found = []
+for init, shape in (([8, 2], (2, 8, 4, 3)), ([4, 2], (3, 4, 3, 3))):
+    torch.manual_seed(0)
+    model, new = task.Model(*init), stitched.ModelNew(*init)  # training mode, as it was split
+    new.load_state_dict(model.state_dict())
+    x = torch.rand(*shape)
+    with torch.no_grad():
+        torch.testing.assert_close(new(x), model(x), rtol=1e-4, atol=1e-4)
+    plan = next(iter(new.__dict__["_kw_plans"].values()))
+    found.append([init, sorted(plan.kernels), sorted(i for i in plan.kernels if plan.matches[i])])
+print(json.dumps(found))
+"""
+
+
+def test_attention_block_runs_its_norm_kernel_at_other_sizes_and_widths(tmp_path: Path) -> None:
     """nn.MultiheadAttention is a library operation of its own (its result a tuple: no epilogue), so the
     residual add and the LayerNorm after it are a region whose kernel reads its sizes; the final
     `view(B, C, H, W)` of a (H*W, B, C) value runs between the regions. The attention's region keeps its
-    embedding width as a number (the writer's program for it is written for that width)."""
+    embedding width as a number (the writer's program for it is written for that width). The writer's
+    programs run in a process of their own: Triton imported before TRITON_INTERPRET was set (another test
+    module's collection) cannot run their `tl.cdiv` under the interpreter."""
     stitched, sources = _stitch(ATTENTION, _writers_kernel)
     norm = next(i for i, s in sources.items() if "nn.LayerNorm" in s)
     attention = next(i for i, s in sources.items() if "multi_head_attention_forward" in s)
     assert "multi_head_attention_forward" not in sources[norm]
     assert "x0.shape[2] * x0.shape[3]" in sources[attention].replace("(", "").replace(")", "")
-    task = _module(ATTENTION, "task")
-    for init, x in (([8, 2], torch.rand(2, 8, 4, 3)), ([4, 2], torch.rand(3, 4, 3, 3))):
-        torch.manual_seed(0)
-        model = task.Model(*init)  # in training mode, as it was split (attention's `training=True`)
-        new = stitched.ModelNew(*init)
-        new.load_state_dict(model.state_dict())
-        with torch.no_grad():
-            torch.testing.assert_close(new(x), model(x), rtol=1e-4, atol=1e-4)
-        with_kernel, running = _running(new, x)
-        assert norm in running, (init, x.shape, with_kernel, running)
+    (tmp_path / "stitched.py").write_text(stitched.__dict__["__kw_text__"])
+    (tmp_path / "task.py").write_text(ATTENTION)
+    (tmp_path / "runs.py").write_text(_ATTENTION_RUNS)
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    args = [
+        sys.executable,
+        str(tmp_path / "runs.py"),
+        str(tmp_path / "stitched.py"),
+        str(tmp_path / "task.py"),
+    ]
+    done = subprocess.run(args, capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    for init, with_kernel, running in json.loads(done.stdout.strip().splitlines()[-1]):
+        assert norm in running, (init, with_kernel, running)
         assert (attention in running) == (init[0] == 8)  # same width: the attention's kernel runs too
 
 
