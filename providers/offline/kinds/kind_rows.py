@@ -191,6 +191,12 @@ def default_config(design: Design, info: RowsInfo, tf32: bool = False) -> dict[s
             # In bf16 the same task went the other way (design_sweep, twenty-fourth session: 0.104 ms
             # without, 0.119 with; torch.compile 0.107): half-precision rows keep the default load order.
             cfg["PRELOAD"] = 1
+        if info.family == "softmax" and "PRELOAD" not in cfg:
+            # Rows past RMAX take the looped fallback (three passes over the row). On an H200 at 5120 x
+            # 20480 (softmax searched at 4096 x 16384, judged at an unseen size): 0.478 ms looped, 0.340
+            # in registers with RMAX 32768 (eager 0.270; the online design 0.314). Norms, and rows given
+            # PRELOAD (fp32 rows traced at 8192 or less), keep 16384: not measured at 32768.
+            cfg["RMAX"] = 32768
         if design.name == PREFETCH_DESIGN:
             # On an H200, layer norm + GELU over rows of 8192 with libdevice's erf: 0.294 ms this way
             # against 0.313 for one program per row (torch.compile 0.291). With the cheaper _kw_gelu
