@@ -204,7 +204,7 @@ def unseen_group_line(a: Aggregate) -> str:
 
 def unseen_rows(rows: Sequence[TaskRow]) -> list[list[str]]:
     """Per finished task: task, holds at unseen sizes, speedup there, vs searched, sizes, failures by
-    kind, repeats judged, blocked."""
+    kind, repeats judged, blocked, the time the unseen sizes took."""
     return [
         [
             r.id,
@@ -215,6 +215,7 @@ def unseen_rows(rows: Sequence[TaskRow]) -> list[list[str]]:
             _kinds_text(r.failed_by_kind),
             str(r.repeats),
             str(r.blocked),
+            "-" if r.unseen_wall_s is None else f"{r.unseen_wall_s:.0f} s",
         ]
         for r in rows
         if r.finished
@@ -222,7 +223,7 @@ def unseen_rows(rows: Sequence[TaskRow]) -> list[list[str]]:
 
 
 UNSEEN_HEAD = ["task", "unseen sizes", "vs eager there", "vs searched", "sizes", "failures by kind", "repeats",
-               "blocked"]  # fmt: skip
+               "blocked", "judged in"]  # fmt: skip
 
 
 def _unseen_markdown(suite: Suite) -> list[str]:

@@ -138,6 +138,8 @@ class TaskRow(BaseModel):
     unseen_vs_searched: float | None = None
     """unseen_speedup_vs_eager over the searched speedup vs eager."""
     unseen_note: str = ""
+    unseen_wall_s: float | None = None
+    """Seconds the unseen sizes took to judge (each one's eager and torch.compile timed too): outside wall_s."""
     finished_at: str = ""
 
     @property

@@ -19,6 +19,7 @@ import json
 import os
 import signal
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import IO, Any
@@ -132,12 +133,13 @@ def run_task(
     from kernelwright.bench.unseen import judge_unseen
 
     emit("unseen", task=t.id, k=unseen)
+    t0 = time.perf_counter()
     try:
         got = judge_unseen(t.path, t.name, code, ctx, unseen, row.speedup_vs_eager)
     except Exception as exc:  # the search's result stands; the row says why the check is missing
         traceback.print_exc()
         got = {"unseen_note": f"unseen sizes not judged: {type(exc).__name__}: {str(exc)[:200]}"}
-    return row.model_copy(update=got)
+    return row.model_copy(update={**got, "unseen_wall_s": round(time.perf_counter() - t0, 2)})
 
 
 def _search_task(

@@ -128,6 +128,7 @@ def test_bench_reports_whether_each_best_kernel_holds_at_unseen_sizes(tmp_path):
     assert generic["holds_unseen"] is True and [c["correct"] for c in generic["unseen"]] == [True, True]
     assert literal["holds_unseen"] is False and not any(c["correct"] for c in literal["unseen"])
     assert all(c["sizes"] and c["input_shapes"][0][0] != 16 for c in literal["unseen"])
+    assert all(r["unseen_wall_s"] > 0 for r in (generic, literal))  # its time, outside the search's wall_s
     suite = json.loads((out / "suite.json").read_text())
     assert suite["overall"]["unseen_checked"] == 2 and suite["overall"]["holds_unseen_share"] == 0.5
     assert suite["overall"]["repeats_per_100"] == 0.0 and suite["bench"]["settings"]["unseen"] == 2
