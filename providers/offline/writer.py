@@ -29,7 +29,12 @@ from kernelwright.providers.offline.choice.designs import (
 from kernelwright.providers.offline.choice.matmul_fusion import fuse_dual_matmuls
 from kernelwright.providers.offline.choice.policy import Choice, DesignsClosed, choose, fuse_allowed
 from kernelwright.providers.offline.choice.schedule import Schedule, schedule
-from kernelwright.providers.offline.emit.emit_module import EmitError, ProgramMeta, emit_program
+from kernelwright.providers.offline.emit.emit_module import (
+    EmitError,
+    ProgramMeta,
+    UndefinedNameError,
+    emit_program,
+)
 from kernelwright.providers.offline.emit.emit_rows import RowPlanError
 from kernelwright.providers.offline.frontend.analysis import AnalysisError, analyze_cached
 from kernelwright.providers.offline.plugins import task_writers
@@ -146,6 +151,8 @@ def _emit(
         try:
             code = emit_program(analysed, sched, configs, meta, explanation)
             return WriterAnswer(code, explanation, meta, records)
+        except UndefinedNameError as exc:  # the schedule's, not a design's: no other design writes it
+            return _no_program(f"code generation failed: {exc}")
         except (EmitError, RowPlanError, ValueError, KeyError) as exc:
             if attempt == 1:
                 return _no_program(f"code generation failed: {exc}", task_level=False)

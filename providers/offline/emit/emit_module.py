@@ -8,6 +8,7 @@ and the ops kept as torch calls, and one call per launcher, in dependency order.
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +42,49 @@ class ProgramMeta:
 
 class EmitError(ValueError):
     """The writer cannot produce a program for this task and plan; one line."""
+
+
+class UndefinedNameError(EmitError):
+    """The forward would read a name it never defines (a value the schedule left unwritten): no design
+    or config writes it, so the task is refused rather than written as a program that raises NameError."""
+
+
+def check_forward_names(source: str) -> None:
+    """Raises UndefinedNameError where `ModelNew.forward` reads a name before (or without) defining it
+    that is neither a module-level name of the program nor a builtin."""
+    import builtins
+
+    tree = ast.parse(source)
+    known = set(dir(builtins))
+    forward = None
+    for node in tree.body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            known |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.FunctionDef | ast.ClassDef):
+            known.add(node.name)
+            if isinstance(node, ast.ClassDef) and node.name == "ModelNew":
+                forward = next(
+                    (f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "forward"), None
+                )
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            known |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    if forward is None:
+        return
+    a = forward.args
+    defined = known | {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs}
+    defined |= {x.arg for x in (a.vararg, a.kwarg) if x is not None}
+    for stmt in forward.body:
+        # a comprehension's or lambda's own variables are defined inside the statement that reads them
+        local = {n.id for c in ast.walk(stmt) if isinstance(c, ast.comprehension) for n in ast.walk(c.target)
+                 if isinstance(n, ast.Name)}  # fmt: skip
+        local |= {x.arg for f in ast.walk(stmt) if isinstance(f, ast.Lambda) for x in f.args.args}
+        for n in ast.walk(stmt):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in defined | local:
+                raise UndefinedNameError(
+                    f"the forward would read {n.id} (line {n.lineno}) without defining it"
+                )
+        defined |= {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
 def _param_expr(name: str) -> str:
@@ -242,4 +286,6 @@ def emit_program(task: AnalyzedTask, sched: Schedule, configs: dict[int, KernelC
         c()
         c(f"def forward({m.forward_args}):")
     c.lines.extend(body.lines)
-    return c.text()
+    text = c.text()
+    check_forward_names(text)
+    return text

@@ -109,7 +109,20 @@ class Value:
 
     @property
     def tensor_args(self) -> list[Value]:
-        return [a for a in self.args if isinstance(a, Value)]
+        """The values this one is computed from, nested ones included: a torch call's list argument
+        (`cat([expand(p), x])`, einsum's operands) and keyword arguments hold values too, and a value
+        only reached through one was pruned, never scheduled, and named but never defined."""
+        out: list[Value] = []
+        stack: list[Any] = [self.args, self.attrs.get("kwargs", {})]
+        while stack:
+            x = stack.pop()
+            if isinstance(x, Value):
+                out.append(x)
+            elif isinstance(x, list | tuple):
+                stack.extend(reversed(x))
+            elif isinstance(x, dict):
+                stack.extend(reversed(list(x.values())))
+        return out
 
 
 class Graph:
