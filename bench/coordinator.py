@@ -103,6 +103,8 @@ class Slot:
     budget: int = 0
     best: float | None = None
     best_correct: bool = False
+    phase: str = ""
+    """What a whole model's run does now ("region [3] conv + relu: searching", "the stitched model: judging")."""
     device_name: str = ""
     restarts: int = 0
     closed: bool = False
@@ -225,6 +227,7 @@ class Session:
         if self.todo and not self.provider_error:
             slot.current = self.todo.pop(0)
             slot.task_started, slot.done, slot.best, slot.best_correct = time.monotonic(), 0, None, False
+            slot.phase = ""
             try:
                 proc.stdin.write(json.dumps({"run": slot.current}) + "\n")
                 proc.stdin.flush()
@@ -272,6 +275,11 @@ class Session:
         elif kind == "attempt":
             slot.done, slot.budget = int(ev.get("done") or 0), int(ev.get("budget") or 0)
             slot.best, slot.best_correct = ev.get("best"), bool(ev.get("best_correct"))
+            phase = str(ev.get("phase") or "")
+            # in a log (no live panel) a whole model's phases print one line each
+            if phase and phase != slot.phase and display.live is None:
+                display.say(f"  {slot.current} ({slot.label}): regions {slot.done}/{slot.budget}, {phase}")
+            slot.phase = phase
         elif kind == "finished":
             row = TaskRow.model_validate(ev["row"])
             slot.current = None

@@ -86,10 +86,13 @@ class Display:
                 table.add_row(sl.label, state, "", "", "")
                 continue
             best = _speed(sl.best) if sl.best is not None else ("correct" if sl.best_correct else "-")
+            progress = f"{sl.done}/{sl.budget}" if sl.budget else ""
+            if sl.phase:  # a whole model: region signatures done, and what runs now
+                progress = f"regions {progress}: {sl.phase[:60]}"
             table.add_row(
                 sl.label,
                 sl.current,
-                f"{sl.done}/{sl.budget}" if sl.budget else "",
+                progress,
                 best,
                 duration(time.monotonic() - sl.task_started),
             )

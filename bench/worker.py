@@ -184,10 +184,14 @@ def _search_task(
 
     emit("started", task=t.id, done=0, budget=ctx.budget, resumed=resume)
     if t.suite.startswith("level3"):  # whole models (KernelBench level3/): region by region, graphs/model.py
-        from kernelwright.graphs.model import bench_model_row
+        from kernelwright.graphs.model import ModelProgress, bench_model_row
+
+        def model_progress(p: ModelProgress) -> None:  # region signatures done of all, and what runs now
+            emit("attempt", task=t.id, done=p.done, budget=p.total, status="", best=p.best,
+                 best_correct=False, phase=p.line)  # fmt: skip
 
         try:
-            fields = bench_model_row(Path(t.path), ctx, run_dir)
+            fields = bench_model_row(Path(t.path), ctx, run_dir, on_progress=model_progress)
         except Exception as exc:  # one model must not end the bench
             first = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
             fields = {"status": "error", "error": first, "verdict": f"the model's run stopped: {first}"}

@@ -64,6 +64,8 @@ class ModelResult(BaseModel):
     """The stitched model's verdict from the judge (None: not judged, no region has a kernel)."""
     speedup: float | None = None
     verdict: str = ""
+    judge_s: float | None = None
+    """Seconds the judge took over the stitched model (None: not judged)."""
     wall_s: float = 0.0
 
 
@@ -247,7 +249,10 @@ def optimize_model_source(
         (rd / "stitched.py").write_text(stitched, encoding="utf-8")
         result.stitched = str(rd / "stitched.py")
         if judge:
+            report("the stitched model: judging (train and eval, two shapes, timed where a GPU runs it)")
+            t_judge = time.perf_counter()
             _judge(result, rd, ctx)
+            result.judge_s = round(time.perf_counter() - t_judge, 2)
     else:
         result.verdict = "no region has a kernel: the reference model stands"
     result.wall_s = time.perf_counter() - t0
@@ -277,7 +282,9 @@ def write_report(result: ModelResult, rd: Path) -> None:
         f"# {result.model}: {result.regions_with_kernel}/{result.regions} regions with a kernel",
         "",
         f"{result.regions} regions, {result.signatures} signatures, {result.evaluations} evaluations, "
-        f"split in {result.split_s:.2f} s, {result.wall_s:.1f} s in all.",
+        f"split in {result.split_s:.2f} s, "
+        + (f"judged whole in {result.judge_s:.1f} s, " if result.judge_s is not None else "")
+        + f"{result.wall_s:.1f} s in all.",
         f"Stitched model: {result.verdict or 'not judged'}",
         "",
         "| regions | operators | status | speedup | share of time | evaluations | note |",
@@ -336,9 +343,11 @@ def optimize_model(
     return optimize_model_source(source, cls.__name__, context, run_dir=rd / "run", **kwargs)
 
 
-def bench_model_row(path: Path, ctx: Context, run_dir: Path) -> dict[str, Any]:
+def bench_model_row(
+    path: Path, ctx: Context, run_dir: Path, on_progress: Callable[[ModelProgress], None] | None = None
+) -> dict[str, Any]:
     """A bench row's fields for a whole model (a level-3 task) run region by region."""
-    result = optimize_model_file(path, None, ctx, run_dir=run_dir)
+    result = optimize_model_file(path, None, ctx, run_dir=run_dir, on_progress=on_progress)
     status = "correct" if result.correct else ("incorrect" if result.correct is False else "unsupported")
     return {
         "status": status,

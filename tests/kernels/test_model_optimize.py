@@ -93,7 +93,9 @@ def test_optimize_model_bad_input_is_one_line(tmp_path: Path, capsys: pytest.Cap
 
 
 @pytest.mark.slow
-def test_bench_runs_a_level3_folder_region_by_region(tmp_path: Path) -> None:
+def test_bench_runs_a_level3_folder_region_by_region(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     folder = tmp_path / "level3"
     folder.mkdir()
     _write(folder, "1_small_mlp", 12, 3)
@@ -103,6 +105,8 @@ def test_bench_runs_a_level3_folder_region_by_region(tmp_path: Path) -> None:
     runs = list(out.rglob("model.json"))  # the model's run folder, made by graphs/model.py
     assert len(runs) == 1
     model = json.loads(runs[0].read_text())
-    assert model["regions"] == 3 and model["correct"] is True
+    assert model["regions"] == 3 and model["correct"] is True and model["judge_s"] > 0
     rows = [json.loads(line) for line in (out / "tasks.jsonl").read_text().splitlines() if line.strip()]
     assert rows[-1]["status"] == "correct" and "regions with a kernel" in rows[-1]["verdict"]
+    shown = capsys.readouterr().out  # no live panel here: the model's phases, a line each
+    assert "level3/1_small_mlp (cpu): regions 0/" in shown and "the stitched model: judging" in shown

@@ -80,12 +80,15 @@ def _row(page: str, ops: str) -> str:
 def test_report_html_has_the_region_table_and_is_rewritten_as_regions_finish(tmp_path: Path) -> None:
     run = tmp_path / "run"
     seen: list[tuple[int, str]] = []
+    lines: list[str] = []
 
     def progress(p: ModelProgress) -> None:
         seen.append((p.done, (run / "report.html").read_text(encoding="utf-8")))
+        lines.append(p.line)
 
     result = optimize_model_source(MLP, "mlp", _context(tmp_path), run, on_progress=progress)
-    assert [d for d, _ in seen] == [1, 2, 3]
+    assert [d for d, _ in seen] == [1, 2, 3, 3]  # three region signatures, then the stitched model's judging
+    assert lines[-1].startswith("the stitched model: judging") and result.judge_s is not None
     for done, at in seen:  # the page as it stood at each step: regions done so far
         assert f"region signatures done {done} / 3" in _text(at) and "Running:" in _text(at)
     assert "waiting" in _row(seen[0][1], "Linear") and "reused from memory" in _row(seen[2][1], "Linear")
