@@ -72,7 +72,15 @@ def launcher_source(
         c(f"WN = min(_kw_wrap(N, x) for x in ({', '.join(bs)},))")
         c(f"BLOCK_M = min({cfg.BLOCK_M}, max(16, _np2(M)))")
         c(f"BLOCK_N = min({cfg.BLOCK_N}, max(16, _np2(N)))")
-        c(f"BLOCK_K = min({cfg.BLOCK_K}, max(16, _np2(K)))")
+        if cfg.PREC == "tf32x3" and cfg.BLOCK_K > 32:
+            # Sizes that are not multiples of 16 (at run time: a size other than the traced one) make
+            # the 3xTF32 kernel spill with 64-wide K steps: compiled for an H200 at 6143^2, 788 B per thread
+            # (255 registers), none with 32-wide (251); at 6143^2 it ran 9.4 ms where 8192^2 took 11.9.
+            # kind_matmul picks 32 for traced sizes like these (published/24: 4.16 ms).
+            c(f"BLOCK_K = min({cfg.BLOCK_K} if M % 16 == 0 and N % 16 == 0 and K % 16 == 0 else 32, "
+              "max(16, _np2(K)))")  # fmt: skip
+        else:
+            c(f"BLOCK_K = min({cfg.BLOCK_K}, max(16, _np2(K)))")
         c("tiles = _cdiv(M, BLOCK_M) * _cdiv(N, BLOCK_N) * NB")
         meta = (
             f"BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M={cfg.GROUP_M}, "
