@@ -484,7 +484,8 @@ def test_align_is_a_default_for_every_large_product():
     def bundled(suite: str, stem: str) -> str:
         return (bundled_suite_dir(suite) / f"{stem}.py").read_text()
 
-    assert root_config(bundled("published", "24_matmul_irregular_8205x2949x5921")).get("ALIGN") == "1"  # K = 5921
+    irregular = bundled("published", "24_matmul_irregular_8205x2949x5921")  # K = 5921
+    assert root_config(irregular).get("ALIGN") == "1"
     # aligned where traced (8192 x 4096 x 4096: nothing to copy there), but the program also runs at other sizes
     assert root_config(bundled("level2", "01_linear_bias_relu")).get("ALIGN") == "1"
     assert "ALIGN" not in root_config(with_sizes(bundled("level1", "14_matmul_square"), {"N": 96}))  # small
