@@ -37,7 +37,6 @@ from kernelwright.providers.offline.frontend.call_arguments import (
     bind_schema,
     module_calls,
 )
-from kernelwright.providers.offline.frontend.cat_width import Widths, one_symbol_widths, restore_sums
 from kernelwright.providers.offline.frontend.ir import Graph
 from kernelwright.providers.offline.frontend.lowering import Lowerer, LoweringError, OtherTrace
 from kernelwright.providers.offline.operators import ATEN_BINARY, ATEN_UNARY
@@ -169,7 +168,7 @@ def _build(module: Any, small: bool = False) -> tuple[torch.nn.Module, list[Any]
 
 
 def _trace(
-    model: torch.nn.Module, inputs: list[Any], mode: Literal["symbolic", "fake"], one_width: bool = True
+    model: torch.nn.Module, inputs: list[Any], mode: Literal["symbolic", "fake"]
 ) -> tuple[torch.fx.GraphModule, list[str]]:
     from torch.func import functional_call
     from torch.fx.experimental.proxy_tensor import make_fx
@@ -194,14 +193,8 @@ def _trace(
         fx_config.patch(use_duck_shape=False),  # type: ignore[attr-defined]
         dynamo_config.patch(fake_tensor_cache_enabled=False),
         _tensor_meta_without_memory_format(),
-        one_symbol_widths() if one_width else contextlib.nullcontext(Widths()) as widths,
     ):
         gm = make_fx(fwd, tracing_mode=mode, pre_dispatch=True)(values, *inputs)
-    # A concatenation's width was one symbol while tracing (frontend/cat_width.py); the shapes read
-    # as its sum again, or, where they cannot, the forward is traced without it.
-    if not restore_sums(widths):
-        return _trace(model, inputs, mode, one_width=False)
-    gm.meta["kw_width_symbols"] = set(widths.sums)
     return gm, names
 
 
@@ -231,10 +224,7 @@ def _var_to_val(gm: torch.fx.GraphModule) -> dict:
         elif isinstance(val, torch.SymInt):
             shape_env = val.node.shape_env
         if shape_env is not None:
-            values = dict(getattr(shape_env, "backed_var_to_val", None) or shape_env.var_to_val)
-            for sym in gm.meta.get("kw_width_symbols", ()):
-                values.pop(sym, None)  # the trace's stand-in for a concatenation's width: no size of its own
-            return values
+            return dict(getattr(shape_env, "backed_var_to_val", None) or shape_env.var_to_val)
     return {}
 
 
@@ -286,7 +276,8 @@ def _match_attribute(
 
     Among several matches, an attribute named like the op's argument wins (`conv.groups` for `groups`).
     """
-    forms = [("{}", lambda v: v), ("(1.0 / {})", lambda v: 1.0 / v if v else None), ("(-{})", lambda v: -v)]
+    forms = [("{}", lambda v: v), ("(1.0 / {})", lambda v: 1.0 / v if v else None), ("(-{})", lambda v: -v),
+             ("({} ** -0.5)", lambda v: v**-0.5 if v and v > 0 else None)]  # fmt: skip
     for text, fn in forms:
         hits = [p for p in fa if p in sa and _close(fn(fa[p]), full) and _close(fn(sa[p]), small)]
         if hits:
@@ -512,6 +503,8 @@ def analyze_source(source: str, name: str = "task") -> AnalyzedTask:
         other = OtherTrace()
         if gm_small is not None and m_small is not None:
             other = OtherTrace(_shapes_by_node(gm, gm_small), _placeholder_shapes(gm_small))
+            at_other = _attributes(m_small)  # a view's size may be one of them (frontend/attribute_sizes.py)
+            other.attributes = {p: (v, at_other[p]) for p, v in _attributes(model).items() if p in at_other}
             bound, hnotes = bind_hyperparameters(gm, gm_small, model, m_small, var_to_val, other.values)
             sources.update(bound)
             notes.extend(n for n in dict.fromkeys(hnotes) if n not in notes)

@@ -91,6 +91,9 @@ class OtherTrace:
     values: dict[sympy.Symbol, Any] = field(default_factory=dict)
     """Symbols' values there: the placeholders' size symbols (filled by the Lowerer) and the module
     attributes bound in both traces (analysis.bind_hyperparameters)."""
+    attributes: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    """The models' numbers by Python path ("attn.head_dim"): (in this trace's model, in the other's); a
+    view's size the trace fixed is written as the attribute with its number in both (attribute_sizes.py)."""
 
 
 class Lowerer(ViewOps):

@@ -14,6 +14,7 @@ import sympy
 import torch
 import torch.fx as fx
 
+from kernelwright.providers.offline.frontend.attribute_sizes import attribute_size
 from kernelwright.providers.offline.frontend.ir import (
     Graph,
     Shape,
@@ -168,6 +169,10 @@ class ViewOps:
                 out[i] = read[0]
             else:
                 wrong.append(i)
+        if len(wrong) > 1:  # one is inferred; of more, those a model attribute gives are read from it
+            named = {i: attribute_size(self.g, self.other, shape[i], other[i]) for i in wrong}
+            out = [n if (n := named.get(i)) is not None else d for i, d in enumerate(out)]
+            wrong = [i for i in wrong if named[i] is None]
         if len(wrong) > 1:
             self.notes.append(f"a view's shape keeps {len(wrong)} sizes fixed by the trace: the program "
                               "holds only at the traced sizes")  # fmt: skip
