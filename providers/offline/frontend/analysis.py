@@ -37,6 +37,7 @@ from kernelwright.providers.offline.frontend.call_arguments import (
     bind_schema,
     module_calls,
 )
+from kernelwright.providers.offline.frontend.cat_width import Widths, one_symbol_widths, restore_sums
 from kernelwright.providers.offline.frontend.ir import Graph
 from kernelwright.providers.offline.frontend.lowering import Lowerer, LoweringError, OtherTrace
 from kernelwright.providers.offline.operators import ATEN_BINARY, ATEN_UNARY
@@ -168,7 +169,7 @@ def _build(module: Any, small: bool = False) -> tuple[torch.nn.Module, list[Any]
 
 
 def _trace(
-    model: torch.nn.Module, inputs: list[Any], mode: Literal["symbolic", "fake"]
+    model: torch.nn.Module, inputs: list[Any], mode: Literal["symbolic", "fake"], one_width: bool = True
 ) -> tuple[torch.fx.GraphModule, list[str]]:
     from torch.func import functional_call
     from torch.fx.experimental.proxy_tensor import make_fx
@@ -193,8 +194,14 @@ def _trace(
         fx_config.patch(use_duck_shape=False),  # type: ignore[attr-defined]
         dynamo_config.patch(fake_tensor_cache_enabled=False),
         _tensor_meta_without_memory_format(),
+        one_symbol_widths() if one_width else contextlib.nullcontext(Widths()) as widths,
     ):
         gm = make_fx(fwd, tracing_mode=mode, pre_dispatch=True)(values, *inputs)
+    # A concatenation's width was one symbol while tracing (frontend/cat_width.py); the shapes read
+    # as its sum again, or, where they cannot, the forward is traced without it.
+    if not restore_sums(widths):
+        return _trace(model, inputs, mode, one_width=False)
+    gm.meta["kw_width_symbols"] = set(widths.sums)
     return gm, names
 
 
@@ -224,7 +231,10 @@ def _var_to_val(gm: torch.fx.GraphModule) -> dict:
         elif isinstance(val, torch.SymInt):
             shape_env = val.node.shape_env
         if shape_env is not None:
-            return dict(getattr(shape_env, "backed_var_to_val", None) or shape_env.var_to_val)
+            values = dict(getattr(shape_env, "backed_var_to_val", None) or shape_env.var_to_val)
+            for sym in gm.meta.get("kw_width_symbols", ()):
+                values.pop(sym, None)  # the trace's stand-in for a concatenation's width: no size of its own
+            return values
     return {}
 
 
