@@ -38,6 +38,7 @@ from kernelwright.providers.offline.frontend.call_arguments import (
     module_calls,
 )
 from kernelwright.providers.offline.frontend.cat_width import Widths, one_symbol_widths, restore_sums
+from kernelwright.providers.offline.frontend.dense_clone import contiguous_clones
 from kernelwright.providers.offline.frontend.ir import Graph
 from kernelwright.providers.offline.frontend.lowering import Lowerer, LoweringError, OtherTrace
 from kernelwright.providers.offline.operators import ATEN_BINARY, ATEN_UNARY
@@ -188,6 +189,7 @@ def _trace(
     # Fake tensors' dispatch cache is kept per ShapeEnv, so a trace (a ShapeEnv of its own) rarely hits
     # it, and filling it costs symbolic work of its own for every op: a region's symbolic trace takes
     # about a quarter less time without it (DenseNet's concatenations, Swin's views), the same graph.
+    # A wide concatenation and a contiguous tensor's copy skip sympy work (cat_width.py, dense_clone.py).
     with (
         torch.no_grad(),
         torch.device("meta"),
@@ -195,6 +197,7 @@ def _trace(
         dynamo_config.patch(fake_tensor_cache_enabled=False),
         _tensor_meta_without_memory_format(),
         one_symbol_widths() if one_width else contextlib.nullcontext(Widths()) as widths,
+        contiguous_clones(),
     ):
         gm = make_fx(fwd, tracing_mode=mode, pre_dispatch=True)(values, *inputs)
     # A concatenation's width was one symbol while tracing (frontend/cat_width.py); the shapes read
