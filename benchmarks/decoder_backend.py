@@ -31,6 +31,8 @@ from typing import Any
 from _common import cuda_event_times, environment, max_err_over_rms
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # a checkout without an install (the GPU machine): kernelwright from here
+    sys.path.insert(0, str(ROOT))
 DEFAULT_MODEL = ROOT / "benchmarks" / "models" / "decoder_block.py"
 
 

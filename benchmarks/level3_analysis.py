@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # a checkout without an install (the GPU machine): kernelwright from here
+    sys.path.insert(0, str(ROOT))
 
 
 def analyse(path: Path) -> dict[str, Any]:
