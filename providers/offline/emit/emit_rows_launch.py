@@ -172,12 +172,6 @@ def launch_split(
         meta = "BLOCK_M=BLOCK_M, BLOCK_R=BLOCK_R"
     else:
         c(f"BLOCK_I = min({cfg.BLOCK_I}, _np2(max(NI, 1)))")
-        # One program per BLOCK_I kept columns walks the whole reduced dim: narrower column blocks where
-        # fewer than three programs per SM would run. On an H200, argmax over the middle dim searched at
-        # 128 x 4096 x 256 (BLOCK_I 64: 512 programs, 0.145 ms; 128: 256 programs, 0.140) ran at
-        # 95 x 3071 x 191 in 0.403 ms with 128 (190 programs), 0.221 with 64, 0.119 with 32 (eager 0.127).
-        c(f"while BLOCK_I > 16 and (NK // max(NI, 1)) * _cdiv(NI, BLOCK_I) < 3 * _num_sms({args[0]}.device):")
-        c("    BLOCK_I //= 2")
         c("blocks = (NK // max(NI, 1)) * _cdiv(NI, BLOCK_I)")
         meta = "BLOCK_R=BLOCK_R, BLOCK_I=BLOCK_I"
     c("nchunks = _cdiv(NR, BLOCK_R)")
