@@ -15,9 +15,9 @@ import ast
 
 from kernelwright.hardware import EvalConfig, WorkerPool
 from kernelwright.providers.offline import write_program
-from kernelwright.providers.protocol import render_section
 from kernelwright.tasks import load_task_source
 from kernelwright.tasks.resize import other_sizes
+from tests.fakes.writer import writer_prompt
 
 CFG = EvalConfig(device="cpu", time=False, timeout=300, trials=3, second_shape=False)
 
@@ -58,13 +58,7 @@ def get_init_inputs():
 
 
 def _write(source: str) -> str:
-    prompt = "\n\n".join(
-        [
-            render_section("request", "Write a faster kernel.", kind="large_step"),
-            render_section("task", source, name="t"),
-        ]
-    )
-    answer = write_program(prompt)
+    answer = write_program(writer_prompt(source))
     assert answer.code is not None, answer.explanation
     return answer.code
 

@@ -16,9 +16,8 @@ import pytest
 from kernelwright.hardware import EvalConfig, WorkerPool
 from kernelwright.providers.offline import write_program
 from kernelwright.providers.offline.emit.emit_module import UndefinedNameError, check_forward_names
-from kernelwright.providers.protocol import render_section
 from kernelwright.tasks import load_task_source
-from tests.fakes.writer import check_programs
+from tests.fakes.writer import check_programs, writer_prompt
 
 CFG = EvalConfig(device="cpu", time=False, timeout=300, trials=3, second_shape=False)
 
@@ -83,13 +82,7 @@ TASKS = {
 
 
 def _write(source: str) -> str:
-    prompt = "\n\n".join(
-        [
-            render_section("request", "Write a faster kernel.", kind="large_step"),
-            render_section("task", source, name="t"),
-        ]
-    )
-    answer = write_program(prompt)
+    answer = write_program(writer_prompt(source))
     assert answer.code is not None, answer.explanation
     return answer.code
 
