@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 import torch
 
+from kernelwright.providers.offline.frontend.batch_norm_stats import plain_batch_norms
 from kernelwright.providers.offline.frontend.call_arguments import (
     KEPT_AS_TORCH,
     bind_named_arguments,
@@ -189,7 +190,8 @@ def _trace(
     # Fake tensors' dispatch cache is kept per ShapeEnv, so a trace (a ShapeEnv of its own) rarely hits
     # it, and filling it costs symbolic work of its own for every op: a region's symbolic trace takes
     # about a quarter less time without it (DenseNet's concatenations, Swin's views), the same graph.
-    # A wide concatenation and a contiguous tensor's copy skip sympy work (cat_width.py, dense_clone.py).
+    # A wide concatenation, a contiguous tensor's copy and a training-mode BatchNorm of a plain input
+    # skip sympy work (cat_width.py, dense_clone.py, batch_norm_stats.py).
     with (
         torch.no_grad(),
         torch.device("meta"),
@@ -198,6 +200,7 @@ def _trace(
         _tensor_meta_without_memory_format(),
         one_symbol_widths() if one_width else contextlib.nullcontext(Widths()) as widths,
         contiguous_clones(),
+        plain_batch_norms(),
     ):
         gm = make_fx(fwd, tracing_mode=mode, pre_dispatch=True)(values, *inputs)
     # A concatenation's width was one symbol while tracing (frontend/cat_width.py); the shapes read
