@@ -1,5 +1,6 @@
 """What every conv program's launcher calls (conv_host), and the tiled channels-last copy of LAYOUT=nhwc
-(nhwc_copy)."""
+(nhwc_copy), which for an implicit GEMM also pads each group's input channels with zeros to a multiple of 16
+(the packed weight's copy is padded to match, _kw_padc)."""
 
 # ruff: noqa: B905
 # mypy: check-untyped-defs
@@ -110,34 +111,59 @@ def _kw_pool_out(size, k, s, p, d):
 # program text: nhwc_copy
 
 @triton.jit
-def _kw_nhwc_kernel(x_ptr, y_ptr, C, P, sxn, sxc, BLOCK_C: tl.constexpr, BLOCK_P: tl.constexpr):
-    # one [BLOCK_C, BLOCK_P] tile of sample n: read along the pixels, written along the channels
+def _kw_nhwc_kernel(x_ptr, y_ptr, C, P, sxn, sxc, CG, CP, BLOCK_C: tl.constexpr, BLOCK_P: tl.constexpr):
+    # one [BLOCK_C, BLOCK_P] tile of sample n: read along the pixels, written along the channels. The copy's
+    # C channels are groups of CP, the first CG of each the input's (its channels g * CG + c) and the rest
+    # zeros; CP == CG: a plain copy
     pid_p = tl.program_id(0)
     pid_c = tl.program_id(1)
     n = tl.program_id(2).to(tl.int64)
     rp = pid_p * BLOCK_P + tl.arange(0, BLOCK_P)
     rc = pid_c * BLOCK_C + tl.arange(0, BLOCK_C)
+    g = rc // CP
+    c = rc - g * CP
     mask = (rc < C)[:, None] & (rp < P)[None, :]
-    v = tl.load(x_ptr + n * sxn + rc.to(tl.int64)[:, None] * sxc + rp[None, :], mask=mask)
+    ci = (g * CG + c).to(tl.int64)
+    v = tl.load(x_ptr + n * sxn + ci[:, None] * sxc + rp[None, :], mask=mask & (c < CG)[:, None], other=0.0)
     tl.store(y_ptr + n * P * C + rp.to(tl.int64)[None, :] * C + rc[:, None], v, mask=mask)
 
 
-def _kw_nhwc(x5):
-    # (N, C, D, H, W) -> the same values stored channels-last (N, D, H, W, C), as an (N, C, D, H, W) view
+def _kw_nhwc(x5, groups=1, cp=0):
+    # (N, C, D, H, W) -> the same values stored channels-last (N, D, H, W, C), as an (N, C, D, H, W) view.
+    # cp > C // groups: each group's channels followed by zeros up to cp (a view of groups * cp channels),
+    # so that an implicit GEMM's K steps over the channels start 16 elements apart
     N, C, D, H, W = x5.shape
+    cg = C // groups
+    cp = max(int(cp), cg)
+    CY = groups * cp
     P = D * H * W
     cl = x5.permute(0, 2, 3, 4, 1)
-    if cl.is_contiguous():
+    if cp == cg and cl.is_contiguous():
         return x5
     packed = W == 1 or x5.stride(4) == 1
     packed = packed and (H == 1 or x5.stride(3) == W) and (D == 1 or x5.stride(2) == H * W)
-    if not packed or N > 65535 or P * C == 0:
-        return cl.contiguous().permute(0, 4, 1, 2, 3)
-    y = torch.empty((N, D, H, W, C), device=x5.device, dtype=x5.dtype)
-    BLOCK_C = min(64, _kw_npow2(C))
-    grid = (-(-P // 64), -(-C // BLOCK_C), N)
+    if not packed or N > 65535 or P * CY == 0:
+        if cp == cg:
+            return cl.contiguous().permute(0, 4, 1, 2, 3)
+        y = x5.new_zeros((N, D, H, W, groups, cp))
+        y[..., :cg] = cl.unflatten(4, (groups, cg))
+        return y.view(N, D, H, W, CY).permute(0, 4, 1, 2, 3)
+    y = torch.empty((N, D, H, W, CY), device=x5.device, dtype=x5.dtype)
+    BLOCK_C = min(64, _kw_npow2(CY))
+    grid = (-(-P // 64), -(-CY // BLOCK_C), N)
     _kw_launch(
-        _kw_nhwc_kernel, grid, x5, y, C, P, x5.stride(0), x5.stride(1), BLOCK_C=BLOCK_C, BLOCK_P=64, num_warps=4
+        _kw_nhwc_kernel, grid, x5, y, CY, P, x5.stride(0), x5.stride(1), cg, cp, BLOCK_C=BLOCK_C, BLOCK_P=64,
+        num_warps=4,
     )
     return y.permute(0, 4, 1, 2, 3)
+
+
+def _kw_padc(t, n):
+    # t as a contiguous tensor whose last dim (the input channels of a tap-major packed weight) is
+    # zero-padded to n: the padded channels of the input copy (_kw_nhwc) meet zero weights
+    if t.shape[-1] == n:
+        return t.contiguous()
+    y = t.new_zeros((*t.shape[:-1], n))
+    y[..., : t.shape[-1]] = t
+    return y
 # end of program text: nhwc_copy

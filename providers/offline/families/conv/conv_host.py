@@ -18,6 +18,13 @@ class HostWriter:
         self.spec = sp.spec
         self.cfg = sp.cfg
         self.design = sp.design
+        # the implicit GEMM over a channels-last copy: its K (taps x input channels) padded per tap to 16
+        self.padded_k = self.design == "implicit_gemm" and self.cfg.LAYOUT == "nhwc"
+
+    @property
+    def cin_k(self) -> str:
+        """The launcher's name for the input channels per group that the kernel's K walks."""
+        return "CIN_P" if self.padded_k else "CIN_G"
 
     def forward_function(self) -> str:
         s = self.spec
@@ -92,7 +99,14 @@ class HostWriter:
                 )
         h("OD, OH, OW = osz")
         # input layout
-        if self.cfg.LAYOUT == "nhwc":
+        if self.padded_k:
+            # K walks each group's input channels zero-padded to a multiple of 16 (in the input's NHWC copy
+            # and in the packed weight), decided from the tensors at run time: at 47 channels the rows of
+            # both were 47 elements apart, the K tiles' loads scalar, and the stage spilled (172 B per
+            # thread compiled for sm_90); padded, the tiles load 16-byte vectors
+            h("CIN_P = -(-CIN_G // 16) * 16")
+            h("xk = _kw_nhwc(x5, groups, CIN_P)")
+        elif self.cfg.LAYOUT == "nhwc":
             h("xk = _kw_nhwc(x5)")
         else:
             h("xk = x5")
@@ -110,12 +124,13 @@ class HostWriter:
             tap_major = self.design == "implicit_gemm" or self.cfg.LAYOUT == "nhwc"
             if s.transposed:  # (Cin, OC_G, taps) as (G, CIN_G, OC_G, T)
                 perm = "(0, 2, 3, 1)" if tap_major else "(0, 2, 1, 3)"
-                pack = (
-                    f"lambda t: _kw_as5d(t, ND).reshape(groups, CIN_G, OC_G, -1).permute{perm}.contiguous()"
-                )
+                view = f"_kw_as5d(t, ND).reshape(groups, CIN_G, OC_G, -1).permute{perm}"
             else:  # (OC, CIN_G, taps) as (G, OC_G, CIN_G, T)
                 perm = ".permute(0, 1, 3, 2)" if tap_major else ""
-                pack = f"lambda t: _kw_as5d(t, ND).reshape(groups, OC_G, CIN_G, -1){perm}.contiguous()"
+                view = f"_kw_as5d(t, ND).reshape(groups, OC_G, CIN_G, -1){perm}"
+            # padded K: each tap's CIN_G weights then zeros up to CIN_P (a function of the weight's shape and
+            # groups, so the cache's shape tag keeps it apart from an unpadded copy)
+            pack = f"lambda t: _kw_padc({view}, CIN_P)" if self.padded_k else f"lambda t: {view}.contiguous()"
         h(f"wp = _kw_cached(self, '{self.design}:{self.cfg.LAYOUT}:{s.weight}', w, {pack})")
 
     def _host_norm_stats(self, h: Code, st: Stage) -> None:
@@ -262,7 +277,7 @@ class HostWriter:
             else:
                 h(f"BN = max({lo}, min(BN, _kw_npow2(CT{i})))")
             if self.design == "implicit_gemm":
-                h("BK = max(16, min(BK, _kw_npow2(CIN_G)))")
+                h(f"BK = max(16, min(BK, _kw_npow2({self.cin_k})))")
             elif self.design == "implicit_gemm_flatk":
                 h("BK = max(16, min(BK, _kw_npow2(CIN_G * KD * KH * KW)))")
             if per_sample:
@@ -314,20 +329,21 @@ class HostWriter:
         # launch
         a: list[str] = []
         if conv:
-            a += ["xk", "wp", "*xk.stride()", "ID", "IH", "IW", "CIN_G", "OC_G", "KD", "KH", "KW",
+            a += ["xk", "wp", "*xk.stride()", "ID", "IH", "IW", self.cin_k, "OC_G", "KD", "KH", "KW",
                   "*stride3", "*pad3", "*dil3"]  # fmt: skip
             if self.design == "implicit_gemm" and self.spec.transposed:
                 a += [f"stride3[{d}] // math.gcd(stride3[{d}], dil3[{d}])" for d in range(3)]
             if self.sp.w_tma:
                 # a descriptor over the packed weight where the GPU, its rows and the K chunks allow
                 # (wp: [groups, OC_G, taps, CIN_G], one K-contiguous row per output channel)
-                h(f"wd{i} = None if CIN_G % BK else _kw_tma(wp, wp.shape[0] * wp.shape[1], "
+                h(f"wd{i} = None if {self.cin_k} % BK else _kw_tma(wp, wp.shape[0] * wp.shape[1], "
                   "wp.shape[2] * wp.shape[3], wp.shape[2] * wp.shape[3], 1, BN, BK)")  # fmt: skip
                 a.insert(a.index("wp") + 1, f"wd{i} and wd{i}[0]")
             if box:
                 # the input through a descriptor where the GPU, stride 1, the K chunks and its strides allow
                 h(
-                    f"xd{i} = _kw_tma_box(xk, BXH, BXW, BK) if stride3 == (1, 1, 1) and CIN_G % BK == 0 else None"
+                    f"xd{i} = _kw_tma_box(xk, BXH, BXW, BK) if stride3 == (1, 1, 1) and {self.cin_k} % BK == 0 "
+                    "else None"
                 )
                 a.insert(a.index("xk") + 1, f"xd{i}")
         else:
