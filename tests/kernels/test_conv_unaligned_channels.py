@@ -38,7 +38,7 @@ TASK = textwrap.dedent(
             self.conv = nn.{conv}(cin, cout, 3, stride={stride}, padding=1, groups=groups)
 
         def forward(self, x):
-            return torch.relu(self.conv(x))
+            return {forward}
 
 
     def get_inputs():
@@ -50,11 +50,23 @@ TASK = textwrap.dedent(
     """
 )
 
-# name -> (Conv2d or ConvTranspose2d, stride, traced (cin, cout, groups), run at [(cin, cout, groups)])
+RELU, SOFTMAX = "torch.relu(self.conv(x))", "torch.softmax(self.conv(x), dim=1)"
+# name -> (Conv2d or ConvTranspose2d, stride, forward, BLOCK_K, traced (cin, cout, groups),
+# run at [(cin, cout, groups)])
 CASES = {
-    "conv2d": ("Conv2d", 1, (16, 16, 1), [(16, 16, 1), (3, 5, 1), (47, 23, 1), (20, 33, 1)]),
-    "grouped": ("Conv2d", 1, (32, 16, 2), [(6, 10, 2), (34, 6, 2)]),
-    "transposed": ("ConvTranspose2d", 2, (16, 16, 1), [(5, 7, 1), (19, 17, 1)]),
+    "conv2d": ("Conv2d", 1, RELU, 16, (16, 16, 1), [(16, 16, 1), (3, 5, 1), (47, 23, 1), (20, 33, 1)]),
+    "grouped": ("Conv2d", 1, RELU, 16, (32, 16, 2), [(6, 10, 2), (34, 6, 2)]),
+    "transposed": ("ConvTranspose2d", 2, RELU, 16, (16, 16, 1), [(5, 7, 1), (19, 17, 1)]),
+    # a softmax over the channels: one tile holds them all (BN from the output channels at run time)
+    "softmax": ("Conv2d", 1, SOFTMAX, 32, (16, 16, 1), [(16, 16, 1), (40, 16, 1), (16, 40, 1)]),
+}
+# (case, run) -> the stage's (BLOCK_M, BLOCK_N, BLOCK_K): never a larger tile than at the traced size (32 x 16,
+# K steps of 16 over 16 channels): 48 padded channels take K steps of 16, not 32; 40 output channels (a
+# 64-wide whole-channel tile) take 16 pixels per tile, not 32
+TILES = {
+    ("softmax", (16, 16, 1)): [32, 16, 16],
+    ("softmax", (40, 16, 1)): [32, 16, 16],
+    ("softmax", (16, 40, 1)): [16, 64, 16],
 }
 
 RUNNER = """
@@ -79,6 +91,7 @@ for case, task_path, program_path, runs in json.loads(open(sys.argv[1]).read()):
         def __getitem__(self, grid):
             def launch(*args, **kwargs):
                 launches.append({n: a for n, a in zip(names, args) if type(a) is int})
+                launches[-1]["tile"] = [kwargs[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K")]
                 return kernel[grid](*args, **kwargs)
             return launch
 
@@ -104,21 +117,21 @@ print(json.dumps(out))
 """
 
 
-def _program(source: str) -> str:
+def _program(source: str, block_k: int) -> str:
     plan = analyze_conv_task(source).plan
     assert plan is not None
     cfg = default_conv_config("implicit_gemm", plan, "strict").model_copy(
-        update={"BLOCK_M": 32, "BLOCK_N": 16, "BLOCK_K": 16, "LAYOUT": "nhwc"}
+        update={"BLOCK_M": 32, "BLOCK_N": 16, "BLOCK_K": block_k, "LAYOUT": "nhwc"}
     )
     return emit_conv_program(plan, source, design="implicit_gemm", config=cfg)
 
 
 def test_unaligned_channels_pad_k_to_16_and_match_torch(tmp_path: Path) -> None:
     jobs = []
-    for case, (conv, stride, (cin, cout, groups), runs) in CASES.items():
-        source = TASK.format(conv=conv, stride=stride, cin=cin, cout=cout, groups=groups)
+    for case, (conv, stride, forward, block_k, (cin, cout, groups), runs) in CASES.items():
+        source = TASK.format(conv=conv, stride=stride, forward=forward, cin=cin, cout=cout, groups=groups)
         (tmp_path / f"task_{case}.py").write_text(source)
-        (tmp_path / f"program_{case}.py").write_text(_program(source))
+        (tmp_path / f"program_{case}.py").write_text(_program(source, block_k))
         jobs.append([case, str(tmp_path / f"task_{case}.py"), str(tmp_path / f"program_{case}.py"), runs])
     (tmp_path / "jobs.json").write_text(json.dumps(jobs))
     (tmp_path / "runner.py").write_text(RUNNER)
@@ -127,7 +140,8 @@ def test_unaligned_channels_pad_k_to_16_and_match_torch(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert len(rows) == sum(len(c[3]) for c in CASES.values())
+    assert len(rows) == sum(len(c[-1]) for c in CASES.values())
+    assert set(TILES) <= {(r["case"], tuple(r["run"])) for r in rows}
     for r in rows:
         label = (r["case"], r["run"])
         assert r["shape"] and r["err"] <= 1e-4 * max(1.0, r["scale"]), (label, r["err"], r["scale"])
@@ -138,6 +152,7 @@ def test_unaligned_channels_pad_k_to_16_and_match_torch(tmp_path: Path) -> None:
             # K walks each group's channels padded to 16; the channels-last copy's rows start 16 apart
             assert args["CIN_G"] == cin_p, (label, args)
             assert all(args[s] % 16 == 0 for s in ("sxn", "sxd", "sxh", "sxw")), (label, args)
+            assert TILES.get((r["case"], tuple(r["run"])), args["tile"]) == args["tile"], (label, args)
         # one packed weight, its channels padded, the padding zeros (padded K adds exactly nothing)
         assert len(r["packed"]) == 1 and r["packed"][0][-1] == cin_p, (label, r["packed"])
         assert r["tail"] == 0.0, (label, r["tail"])

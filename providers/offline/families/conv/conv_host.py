@@ -133,6 +133,22 @@ class HostWriter:
             pack = f"lambda t: _kw_padc({view}, CIN_P)" if self.padded_k else f"lambda t: {view}.contiguous()"
         h(f"wp = _kw_cached(self, '{self.design}:{self.cfg.LAYOUT}:{s.weight}', w, {pack})")
 
+    def _traced_tile(self, cfull: bool, lo: int) -> tuple[int, int, int] | None:
+        """(BM, BN, BK) of the implicit GEMM's conv stage at the task's traced size, as the launcher computes
+        them before any per-sample clamp; None where that size is not known."""
+        full = self.plan.full_spec
+        if full is None or full.groups < 1:
+            return None
+        ct, cin = full.out_channels // full.groups, -(-full.in_per_group // 16) * 16
+        bm, bk = self.cfg.BLOCK_M, max(16, min(self.cfg.BLOCK_K, _npow2(cin)))
+        if cfull:
+            bn = max(lo, _npow2(ct))
+            while bm * bn > 16384 and bm > lo:
+                bm //= 2
+        else:
+            bn = max(lo, min(self.cfg.BLOCK_N, _npow2(ct)))
+        return bm, bn, bk
+
     def _host_norm_stats(self, h: Code, st: Stage) -> None:
         """mean{i} and rstd{i} of stage i's normalisation, from the previous stage's partials."""
         i = st.index
@@ -278,6 +294,20 @@ class HostWriter:
                 h(f"BN = max({lo}, min(BN, _kw_npow2(CT{i})))")
             if self.design == "implicit_gemm":
                 h(f"BK = max(16, min(BK, _kw_npow2({self.cin_k})))")
+                traced = self._traced_tile(cfull, lo)
+                if traced is not None:
+                    # never a larger tile than at the traced size, where the program was chosen (compiled for
+                    # sm_90, level2/10 spilled 136 B per thread at 160 output channels, a 64 x 256 whole-channel
+                    # tile with 32-wide K steps): more output channels than traced take fewer pixels per tile,
+                    # and wider operand tiles narrower K steps
+                    bm, bn, bk = traced
+                    if not cfull or bm * bn < 16384:  # (a whole-channel tile is held to 16384 above)
+                        h(f"while BM * BN > {bm * bn} and BM > {lo}:")
+                        with h.indent():
+                            h("BM //= 2")
+                    h(f"while (BM + BN) * BK > {(bm + bn) * bk} and BK > 16:")
+                    with h.indent():
+                        h("BK //= 2")
             elif self.design == "implicit_gemm_flatk":
                 h("BK = max(16, min(BK, _kw_npow2(CIN_G * KD * KH * KW)))")
             if per_sample:
@@ -399,6 +429,11 @@ class HostWriter:
             f"num_warps={warps}, num_stages={stages},"
         )
         _wrapped_call(h, "_kw_launch", [f"_kw_stage{i}", "grid", *a], meta)
+
+
+def _npow2(v: int) -> int:
+    """The launcher's _kw_npow2 at write time."""
+    return 1 << max(0, (int(v) - 1).bit_length())
 
 
 def _wrapped_call(h: Code, callee: str, args: list[str], tail: str) -> None:
