@@ -49,6 +49,32 @@ def get_init_inputs():
     return []
 """
 
+# The chunk's cumulative decay and its distance to the chunk's end in one region: the pointwise kernel reads
+# the scan's results twice, once through a slice torch takes (its last column). Fused into the scan's kernel
+# it would read that slice before the kernel wrote it; the writer refused the region ("kernel 0 depends on
+# itself") until the scheduler put the subtraction after the scan.
+CUMSUM_DECAY_REGION = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, a_blocks):
+        a_cumsum = torch.cumsum(a_blocks, dim=-1)
+        return torch.exp(a_cumsum[:, :, :, -1:] - a_cumsum)
+
+
+def get_inputs():
+    return [torch.randn([2, 3, 2, 5])]
+
+
+def get_init_inputs():
+    return []
+"""
+
 # The structured state-space computation returning the final state, at small sizes (batch 3, 2 chunks of 4).
 FINAL_STATE_MODEL = """
 import torch
@@ -118,6 +144,13 @@ def test_the_states_region_is_judged_correct(pool: WorkerPool) -> None:
     assert answer.code is not None, answer.explanation
     cfg = EvalConfig(device="cpu", time=False, timeout=300, trials=3, second_shape=False)
     check_programs(pool, [("states", load_task_source(STATES_REGION, "states"), answer.code)], cfg)
+
+
+def test_a_scan_read_through_its_own_last_column_is_judged_correct(pool: WorkerPool) -> None:
+    answer = write_program(writer_prompt(CUMSUM_DECAY_REGION))
+    assert answer.code is not None, answer.explanation
+    cfg = EvalConfig(device="cpu", time=False, timeout=300, trials=3, second_shape=True)
+    check_programs(pool, [("decay", load_task_source(CUMSUM_DECAY_REGION, "decay"), answer.code)], cfg)
 
 
 def test_the_final_state_model_stitched_with_the_writers_programs_is_judged_correct(tmp_path: Path) -> None:

@@ -305,9 +305,11 @@ class _Scheduler:
         elif k.kind == "matmul" and shape_eq(v.shape, k.space):
             kind = "full"
         if kind is not None and any(
-            self.owner.get(a.id) is None and self.depends_on(a, k) for a in v.tensor_args
+            self.owner.get(a.id) is not k and self.depends_on(a, k) for a in v.tensor_args
         ):
-            kind = None  # an input of v needs this kernel's results: v must come after it
+            # an input of v needs this kernel's results (a free value computed from them, or a view of
+            # them torch takes: cumsum's last column minus the cumsum): v must come after it
+            kind = None
         if kind is not None:
             for a in v.tensor_args:
                 ka = self.owner.get(a.id)
