@@ -22,7 +22,9 @@ _HEADER = "import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
 _FOOTER = "\n\ndef get_init_inputs():\n    return []\n"
 
 # A DenseNet layer: a concatenation (7 inputs: its width is one symbol while tracing), BatchNorm, ReLU, conv.
-_WIDE = _HEADER + """    def __init__(self):
+_WIDE = (
+    _HEADER
+    + """    def __init__(self):
         super().__init__()
         self.norm = nn.BatchNorm2d(25)
         self.conv = nn.Conv2d(25, 3, 3, padding=1, bias=False)
@@ -33,10 +35,14 @@ _WIDE = _HEADER + """    def __init__(self):
 
 def get_inputs():
     return [torch.randn(2, c, 5, 3) for c in (3, 2, 4, 5, 2, 3, 6)]
-""" + _FOOTER
+"""
+    + _FOOTER
+)
 
 # Three inputs: the width is a sum of three symbols.
-_NARROW = _HEADER + """    def __init__(self):
+_NARROW = (
+    _HEADER
+    + """    def __init__(self):
         super().__init__()
         self.norm = nn.BatchNorm2d(9)
 
@@ -46,10 +52,14 @@ _NARROW = _HEADER + """    def __init__(self):
 
 def get_inputs():
     return [torch.randn(3, c, 7, 5) for c in (3, 2, 4)]
-""" + _FOOTER
+"""
+    + _FOOTER
+)
 
 # A strided convolution's output: sizes with floor divisions, strides with Max(1, ...): torch's path.
-_AFTER_STRIDED_CONV = _HEADER + """    def __init__(self):
+_AFTER_STRIDED_CONV = (
+    _HEADER
+    + """    def __init__(self):
         super().__init__()
         self.conv = nn.Conv2d(3, 5, 3, stride=2, bias=False)
         self.norm = nn.BatchNorm2d(5)
@@ -60,10 +70,14 @@ _AFTER_STRIDED_CONV = _HEADER + """    def __init__(self):
 
 def get_inputs():
     return [torch.randn(2, 3, 11, 9)]
-""" + _FOOTER
+"""
+    + _FOOTER
+)
 
 # BatchNorm1d after a Linear, and one without affine parameters.
-_LINEAR_NO_AFFINE = _HEADER + """    def __init__(self):
+_LINEAR_NO_AFFINE = (
+    _HEADER
+    + """    def __init__(self):
         super().__init__()
         self.fc = nn.Linear(7, 6)
         self.norm = nn.BatchNorm1d(6)
@@ -75,10 +89,14 @@ _LINEAR_NO_AFFINE = _HEADER + """    def __init__(self):
 
 def get_inputs():
     return [torch.randn(5, 7)]
-""" + _FOOTER
+"""
+    + _FOOTER
+)
 
 # Eval mode: the running statistics, another decomposition's path (not this one's).
-_EVAL = _HEADER + """    def __init__(self):
+_EVAL = (
+    _HEADER
+    + """    def __init__(self):
         super().__init__()
         self.norm = nn.BatchNorm2d(4)
         self.eval()
@@ -89,7 +107,9 @@ _EVAL = _HEADER + """    def __init__(self):
 
 def get_inputs():
     return [torch.randn(2, 4, 3, 5)]
-""" + _FOOTER
+"""
+    + _FOOTER
+)
 
 
 def _state(gm: torch.fx.GraphModule) -> dict:

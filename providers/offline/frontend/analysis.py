@@ -42,6 +42,7 @@ from kernelwright.providers.offline.frontend.cat_width import Widths, one_symbol
 from kernelwright.providers.offline.frontend.dense_clone import contiguous_clones
 from kernelwright.providers.offline.frontend.ir import Graph
 from kernelwright.providers.offline.frontend.lowering import Lowerer, LoweringError, OtherTrace
+from kernelwright.providers.offline.frontend.size_equalities import plain_size_equalities
 from kernelwright.providers.offline.operators import ATEN_BINARY, ATEN_UNARY
 from kernelwright.tasks import exec_task_module
 from kernelwright.tasks.analysis import MODEL_LOCK
@@ -191,7 +192,8 @@ def _trace(
     # it, and filling it costs symbolic work of its own for every op: a region's symbolic trace takes
     # about a quarter less time without it (DenseNet's concatenations, Swin's views), the same graph.
     # A wide concatenation, a contiguous tensor's copy and a training-mode BatchNorm of a plain input
-    # skip sympy work (cat_width.py, dense_clone.py, batch_norm_stats.py).
+    # skip sympy work (cat_width.py, dense_clone.py, batch_norm_stats.py), and so does learning that two
+    # size symbols are equal (size_equalities.py).
     with (
         torch.no_grad(),
         torch.device("meta"),
@@ -201,6 +203,7 @@ def _trace(
         one_symbol_widths() if one_width else contextlib.nullcontext(Widths()) as widths,
         contiguous_clones(),
         plain_batch_norms(),
+        plain_size_equalities(),
     ):
         gm = make_fx(fwd, tracing_mode=mode, pre_dispatch=True)(values, *inputs)
     # A concatenation's width was one symbol while tracing (frontend/cat_width.py); the shapes read
