@@ -369,10 +369,23 @@ def sizes_hold(graph: fx.Graph, sizes: dict[str, Any]) -> bool:
     return True
 
 
+def _attribute(obj: Any, name: str) -> Any:
+    """`getattr(obj, name)`, reading a module's submodule, parameter or buffer from its own tables first:
+    nn.Module.__getattr__ looks there only after python's lookup fails, about 0.7 us a step, and a path
+    like `layer1.0.bn1.weight` takes four."""
+    state = getattr(obj, "__dict__", None)
+    if state is not None and name not in state:
+        for table in ("_modules", "_parameters", "_buffers"):
+            found = state.get(table)
+            if found is not None and name in found:
+                return found[name]
+    return getattr(obj, name)
+
+
 def fetch(root: nn.Module, path: str) -> Any:
     obj: Any = root
     for part in path.split("."):
-        obj = getattr(obj, part)
+        obj = _attribute(obj, part)
     return obj
 
 
@@ -397,6 +410,7 @@ class RegionPlan:
         self.regions = regions
         self.kernels: dict[int, nn.Module] = {}
         self.writes: dict[str, str] = getattr(graph, "_kw_writes", {})
+        self._compiled: _CompiledPlan | None = None
         # a region's kernel runs only where the region computes what it was cut with (a specialized
         # trace at other sizes can have other literal sizes in it)
         self.matches = [
@@ -453,9 +467,6 @@ class RegionPlan:
                         break
         return out + waiting  # anything never ready fails where it runs, with its missing value's name
 
-    def attach(self, index: int, kernel: nn.Module) -> None:
-        self.kernels[index] = kernel
-
     @staticmethod
     def run_node(
         root: nn.Module, node: fx.Node, env: dict[str, Any], args: Any = None, kwargs: Any = None
@@ -494,33 +505,196 @@ class RegionPlan:
                 env[name] = value
         return True
 
+    def attach(self, index: int, kernel: nn.Module) -> None:
+        self.kernels[index] = kernel
+        self._compiled = None
+
     def run(self, root: nn.Module, inputs: tuple[Any, ...]) -> Any:
-        env: dict[str, Any] = {}
+        """The model's forward on `inputs`, through the steps made into functions once per plan (again
+        after `attach`): see _CompiledPlan."""
+        if self._compiled is None:
+            self._compiled = _CompiledPlan(self)
+        return self._compiled(root, inputs)
+
+    def kernel_ran(self, index: int) -> bool:
+        """Whether region `index` runs its kernel (it has one, and the region computes what it was cut with)."""
+        return self.matches[index] and index in self.kernels
+
+
+def _has_node(value: Any) -> bool:
+    found: list[bool] = []
+    fx.node.map_arg(value, lambda n: found.append(True) or n)
+    return bool(found)
+
+
+def _builder(value: Any) -> Any:
+    """A function `env -> value` with the graph's nodes in `value` replaced by their values in `env`
+    (containers rebuilt, as fx's map_arg does), or None where `value` holds no node (it is passed as it
+    is: fx keeps a node's list arguments as immutable lists, so no call can change another's)."""
+    import operator
+
+    if isinstance(value, fx.Node):
+        return operator.itemgetter(value.name)
+    if not _has_node(value):
+        return None
+    if isinstance(value, slice):
+        parts = [(_builder(x), x) for x in (value.start, value.stop, value.step)]
+        return lambda env: slice(*[b(env) if b else x for b, x in parts])
+    if isinstance(value, dict):
+        items = [(k, _builder(v), v) for k, v in value.items()]
+        return lambda env: {k: b(env) if b else v for k, b, v in items}
+    template = list(value)
+    slots = [(i, b) for i, b in ((i, _builder(x)) for i, x in enumerate(template)) if b is not None]
+
+    def build(env: dict[str, Any]) -> list[Any]:
+        out = template.copy()
+        for i, b in slots:
+            out[i] = b(env)
+        return out
+
+    if isinstance(value, list):
+        return build
+    if hasattr(value, "_fields"):  # a named tuple
+        kind = type(value)
+        return lambda env: kind(*build(env))
+    return lambda env: tuple(build(env))
+
+
+def _path_getter(path: str) -> Any:
+    """A function `root -> root.a.b` for the attribute path "a.b", read on every call (a module replaced,
+    a buffer moved to another device: the model's own, as its forward would read them)."""
+    parts = path.split(".")
+    if len(parts) == 1:
+        name = parts[0]
+        return lambda root: _attribute(root, name)
+
+    def get(root: Any) -> Any:
+        for part in parts:
+            root = _attribute(root, part)
+        return root
+
+    return get
+
+
+class _CompiledPlan:
+    """A plan's steps made, once, into a list of small functions `(root, env) -> None`: each node's
+    arguments are built from a template with its nodes' values slotted in, its module read by a fixed
+    attribute path, its kernel (a region's) called with its inputs. The forward then runs them in order.
+    Interpreting the graph node by node (fx's map_arg over each node's arguments, the module looked up
+    by its dotted path) cost 3-8 us per node on top of the operation itself; with no python source made
+    or executed (a candidate may not call exec or compile), this is the cheapest way to run the steps."""
+
+    def __init__(self, plan: RegionPlan) -> None:
+        self.plan = plan
+        self.placeholders: list[tuple[str, Any]] = []
+        self.steps: list[Any] = []
+        self.output: fx.Node | None = None
         from_kernels: set[str] = set()
-        it = iter(inputs)
-        for kind, item in self.steps:
+        for kind, item in plan.steps:
             if kind == "region":
-                if self.run_region(root, item, env):
-                    from_kernels.update(self.regions[item]["outputs"])
-                continue
-            node = item
-            if (node.op == "call_method" and node.target == "view" and len(node.args) > 1 and not node.kwargs
+                if plan.kernel_ran(item):
+                    self.steps.append(self._kernel_step(item))
+                    from_kernels.update(plan.regions[item]["outputs"])
+                else:  # as the interpreter ran a region without its kernel: each node as the graph has it
+                    self.steps += [
+                        self._node_step(plan.nodes[name], set()) for name in plan.regions[item]["nodes"]
+                    ]
+            elif item.op == "placeholder":
+                self.placeholders.append((item.name, item.args[0] if item.args else None))
+            elif item.op == "output":
+                self.output = item
+                break  # a step never ready stands after the output: it never ran
+            else:
+                self.steps.append(self._node_step(item, from_kernels))
+        self.result = _builder(self.output.args[0]) if self.output is not None else None
+        self.writes = [(_path_getter(path.rpartition(".")[0]) if "." in path else None, path.rpartition(".")[2], name)
+                       for path, name in plan.writes.items()]  # fmt: skip
+
+    def __call__(self, root: nn.Module, inputs: tuple[Any, ...]) -> Any:
+        env: dict[str, Any] = {}
+        it = iter(inputs)
+        for name, default in self.placeholders:
+            env[name] = next(it, default)
+        for step in self.steps:
+            step(root, env)
+        if self.output is None:
+            return None
+        for owner, attr, name in self.writes:  # attributes the forward assigned, as it did
+            setattr(owner(root) if owner else root, attr, env[name])
+        return self.result(env) if self.result else self.output.args[0]
+
+    @staticmethod
+    def _node_step(node: fx.Node, from_kernels: set[str]) -> Any:
+        name = node.name
+        args = _builder(node.args)
+        const_args = tuple(node.args)
+        kwargs = _builder(node.kwargs)
+        const_kwargs = dict(node.kwargs)
+        if node.op == "get_attr":
+            get = _path_getter(str(node.target))
+
+            def step(root: Any, env: dict[str, Any]) -> None:
+                env[name] = get(root)
+
+            return step
+        if node.op == "call_module":
+            fn = _path_getter(str(node.target))
+        elif node.op == "call_function":
+            target = node.target
+            fn = lambda root: target  # noqa: E731
+        elif node.op == "call_method":
+            method = str(node.target)
+            if (method == "view" and len(node.args) > 1 and not node.kwargs
                     and getattr(node.args[0], "name", None) in from_kernels
                     and not isinstance(node.args[1], torch.dtype)):  # fmt: skip
                 # a kernel's output need not have the strides torch's operations gave it: a view of it
                 # (a view the split left between regions) is taken where its strides allow, else copied
-                args = fx.node.map_arg(node.args, lambda a: env[a.name])
-                env[node.name] = args[0].reshape(*args[1:])
-            elif node.op == "placeholder":
-                env[node.name] = next(it, node.args[0] if node.args else None)
-            elif node.op == "output":
-                for path, name in self.writes.items():  # attributes the forward assigned, as it did
-                    owner_path, _, attr = path.rpartition(".")
-                    setattr(fetch(root, owner_path) if owner_path else root, attr, env[name])
-                return fx.node.map_arg(node.args[0], lambda a: env[a.name])
+                method = "reshape"
+
+            def step(root: Any, env: dict[str, Any]) -> None:
+                a = args(env) if args else const_args
+                env[name] = getattr(a[0], method)(*a[1:], **(kwargs(env) if kwargs else const_kwargs))
+
+            return step
+        else:
+            raise RuntimeError(f"cannot run FX node {node.op} {node.target}")
+
+        def call(root: Any, env: dict[str, Any]) -> None:
+            env[name] = fn(root)(
+                *(args(env) if args else const_args), **(kwargs(env) if kwargs else const_kwargs)
+            )
+
+        return call
+
+    def _kernel_step(self, index: int) -> Any:
+        region = self.plan.regions[index]
+        kernel = self.plan.kernels[index]
+        # (the kernel's table the tensor goes in, its name there, where the model keeps it): the kernel's
+        # own modules are found once; the model's tensors are read on every call, as _bind does
+        bindings = []
+        for local, path in region["bindings"].items():
+            owner_path, _, name = local.rpartition(".")
+            owner = fetch(kernel, owner_path) if owner_path else kernel
+            table = owner._parameters if name in owner._parameters else owner._buffers
+            bindings.append((table, name, _path_getter(path)))
+        inputs, outputs = list(region["inputs"]), list(region["outputs"])
+        single = outputs[0] if len(outputs) == 1 else None
+
+        def step(root: Any, env: dict[str, Any]) -> None:
+            for table, name, get in bindings:
+                value = get(root)
+                if table.get(name) is not value:
+                    table[name] = value
+            if kernel.training != root.training:
+                kernel.train(root.training)
+            out = kernel(*[env[name] for name in inputs])
+            if single is not None:
+                env[single] = out
             else:
-                env[node.name] = self.run_node(root, node, env)
-        return None
+                for name, value in zip(outputs, out, strict=True):
+                    env[name] = value
+
+        return step
 
 
 def input_key(inputs: tuple[Any, ...]) -> tuple[Any, ...]:

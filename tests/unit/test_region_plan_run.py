@@ -1,0 +1,119 @@
+"""The stitched model's runtime (tasks/region_runtime.py): a plan's steps, made once into functions, run the
+model as its own forward does, reading its modules, parameters and buffers as they are on each call."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+import torch
+from torch import nn
+
+from kernelwright.tasks.region_runtime import RegionPlan, trace
+from kernelwright.tasks.regions import split_model
+
+SOURCE = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU())
+        self.branch = nn.Conv2d(4, 4, 1)
+        self.head = nn.Linear(8, 5)
+        self.register_buffer("shift", torch.full((5,), 0.5))
+
+    def forward(self, x, scale=2.0):
+        a = self.stem(x)
+        b = self.branch(a)
+        c = torch.cat([a, b * scale], dim=1)[:, :, 1:, :]
+        self.last = c.amax()
+        pooled = torch.mean(c, dim=(2, 3), keepdim=False)
+        return self.head(pooled) + self.shift, {"pooled": pooled, "sizes": [c.shape[0], 3]}
+
+
+def get_inputs():
+    return [torch.randn(2, 3, 5, 6)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def _task() -> types.ModuleType:
+    mod = types.ModuleType("plan_task")
+    exec(compile(SOURCE, "<plan_task>", "exec"), mod.__dict__)
+    return mod
+
+
+def _plan(model: nn.Module, inputs: list[torch.Tensor]) -> tuple[RegionPlan, list]:
+    split = split_model(model, inputs)
+    assert not split.specialized
+    return RegionPlan(trace(model, set(split.leaves)), [r.plan() for r in split.regions]), split.regions
+
+
+def _same(a: object, b: object) -> None:
+    torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("mode", ["train", "eval"])
+def test_the_plan_runs_the_model_as_its_forward_does(mode: str) -> None:
+    task = _task()
+    torch.manual_seed(0)
+    model, twin = task.Model(), task.Model()
+    twin.load_state_dict(model.state_dict())
+    plan, _ = _plan(model, task.get_inputs())
+    getattr(model, mode)()
+    getattr(twin, mode)()
+    x = torch.randn(3, 3, 4, 7)
+    for _ in range(2):  # the second call runs the steps made on the first
+        got, want = plan.run(model, (x,)), twin(x)
+        _same(got, want)
+        _same(model.last, twin.last)  # the attribute the forward assigns
+    _same(model.stem[1].running_mean, twin.stem[1].running_mean)
+    _same(plan.run(model, (x, 0.25)), twin(x, 0.25))  # a default given
+
+
+def test_modules_and_buffers_are_read_on_every_call() -> None:
+    task = _task()
+    torch.manual_seed(0)
+    model = task.Model().eval()
+    plan, _ = _plan(model, task.get_inputs())
+    x = torch.randn(2, 3, 5, 6)
+    plan.run(model, (x,))
+    model.branch = nn.Conv2d(4, 4, 1)  # a module replaced
+    model.double()  # buffers replaced by new tensors
+    twin = task.Model().double().eval()
+    twin.load_state_dict(model.state_dict())
+    _same(plan.run(model, (x.double(),)), twin(x.double()))
+
+
+def test_a_region_with_a_kernel_binds_the_models_parameters_and_mode() -> None:
+    """The region's kernel here is the region's own task module (torch): what matters is that the plan
+    calls it with the model's parameters and buffers bound to it, in the model's mode."""
+    task = _task()
+    torch.manual_seed(0)
+    model, twin = task.Model(), task.Model()
+    twin.load_state_dict(model.state_dict())
+    plan, regions = _plan(model, task.get_inputs())
+    first = regions[0]
+    assert first.ops[:3] == ["Conv2d", "BatchNorm2d", "ReLU"], first.ops
+    region = types.ModuleType("region")
+    exec(compile(first.source, "<region>", "exec"), region.__dict__)
+    kernel = region.Model(*region.get_init_inputs())  # weights of its own, never used
+    modes: list[bool] = []
+    kernel.register_forward_pre_hook(lambda module, args: modes.append(module.training))
+    plan.attach(first.index, kernel)
+    x = torch.randn(2, 3, 5, 6)
+    with torch.no_grad():
+        model.stem[0].weight.mul_(1.5)
+        twin.stem[0].weight.mul_(1.5)
+    _same(plan.run(model, (x,)), twin(x))
+    _same(model.stem[1].running_var, twin.stem[1].running_var)  # the model's statistics moved
+    model.eval()
+    twin.eval()
+    _same(plan.run(model, (x,)), twin(x))
+    assert modes == [True, False]
