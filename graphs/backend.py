@@ -338,9 +338,9 @@ class StitchedGraph:
                 stretch.clear()
 
         for kind, item in plan.steps:
-            if kind == "region" and item in plan.kernels:
+            if kind == "region" and plan.kernel_ran(item):
                 close()
-                self.steps.append(("kernel", item))
+                self.steps.append(("kernel", plan.kernel_step(item)))
             elif kind == "region":
                 stretch.extend(plan.nodes[name] for name in plan.regions[item]["nodes"])
             elif item.op not in ("placeholder", "get_attr", "output"):
@@ -356,7 +356,7 @@ class StitchedGraph:
             env[a.name] = RegionPlan.run_node(self.root, a, env)
         for kind, item in self.steps:
             if kind == "kernel":
-                self.plan.run_region(self.root, item, env)
+                item(self.root, env)
             else:
                 env.update(zip(item.outputs, item(*[env[name] for name in item.inputs]), strict=True))
         return fx.node.map_arg(self.output.args[0], lambda a: env[a.name])

@@ -389,16 +389,6 @@ def fetch(root: nn.Module, path: str) -> Any:
     return obj
 
 
-def _bind(module: nn.Module, local: str, value: Any) -> None:
-    owner_path, _, name = local.rpartition(".")
-    owner = fetch(module, owner_path) if owner_path else module
-    if name in owner._parameters:
-        if owner._parameters[name] is not value:
-            owner._parameters[name] = value
-    elif owner._buffers.get(name) is not value:
-        owner._buffers[name] = value
-
-
 class RegionPlan:
     """A traced graph cut into regions; `run` executes it, calling a kernel module for each region that
     has one (its parameters and buffers bound to the model's own before each call) and the graph's
@@ -484,30 +474,42 @@ class RegionPlan:
             return getattr(args[0], str(node.target))(*args[1:], **kwargs)
         raise RuntimeError(f"cannot run FX node {node.op} {node.target}")
 
-    def run_region(self, root: nn.Module, index: int, env: dict[str, Any]) -> bool:
-        """Run one region (its kernel where it has one that applies); whether a kernel ran."""
-        region = self.regions[index]
-        kernel = self.kernels.get(index) if self.matches[index] else None
-        if kernel is None:
-            for name in region["nodes"]:
-                env[name] = self.run_node(root, self.nodes[name], env)
-            return False
-        for local, path in region["bindings"].items():
-            _bind(kernel, local, fetch(root, path))
-        if kernel.training != root.training:
-            kernel.train(root.training)
-        out = kernel(*[env[name] for name in region["inputs"]])
-        outs = region["outputs"]
-        if len(outs) == 1:
-            env[outs[0]] = out
-        else:
-            for name, value in zip(outs, out, strict=True):
-                env[name] = value
-        return True
-
     def attach(self, index: int, kernel: nn.Module) -> None:
         self.kernels[index] = kernel
         self._compiled = None
+
+    def kernel_step(self, index: int) -> Any:
+        """A function `(root, env) -> None` that runs region `index`'s kernel: the model's parameters and
+        buffers bound to it, its mode matched to the model's, its outputs put in `env`."""
+        region = self.regions[index]
+        kernel = self.kernels[index]
+        # (the kernel's table the tensor goes in, its name there, where the model keeps it): the kernel's
+        # own modules are found once; the model's tensors are read on every call and put in the kernel's
+        # tables only where they are not already there
+        bindings = []
+        for local, path in region["bindings"].items():
+            owner_path, _, name = local.rpartition(".")
+            owner = fetch(kernel, owner_path) if owner_path else kernel
+            table = owner._parameters if name in owner._parameters else owner._buffers
+            bindings.append((table, name, _path_getter(path)))
+        inputs, outputs = list(region["inputs"]), list(region["outputs"])
+        single = outputs[0] if len(outputs) == 1 else None
+
+        def step(root: Any, env: dict[str, Any]) -> None:
+            for table, name, get in bindings:
+                value = get(root)
+                if table.get(name) is not value:
+                    table[name] = value
+            if kernel.training != root.training:
+                kernel.train(root.training)
+            out = kernel(*[env[name] for name in inputs])
+            if single is not None:
+                env[single] = out
+            else:
+                for name, value in zip(outputs, out, strict=True):
+                    env[name] = value
+
+        return step
 
     def run(self, root: nn.Module, inputs: tuple[Any, ...]) -> Any:
         """The model's forward on `inputs`, through the steps made into functions once per plan (again
@@ -593,7 +595,7 @@ class _CompiledPlan:
         for kind, item in plan.steps:
             if kind == "region":
                 if plan.kernel_ran(item):
-                    self.steps.append(self._kernel_step(item))
+                    self.steps.append(plan.kernel_step(item))
                     from_kernels.update(plan.regions[item]["outputs"])
                 else:  # as the interpreter ran a region without its kernel: each node as the graph has it
                     self.steps += [
@@ -665,36 +667,6 @@ class _CompiledPlan:
             )
 
         return call
-
-    def _kernel_step(self, index: int) -> Any:
-        region = self.plan.regions[index]
-        kernel = self.plan.kernels[index]
-        # (the kernel's table the tensor goes in, its name there, where the model keeps it): the kernel's
-        # own modules are found once; the model's tensors are read on every call, as _bind does
-        bindings = []
-        for local, path in region["bindings"].items():
-            owner_path, _, name = local.rpartition(".")
-            owner = fetch(kernel, owner_path) if owner_path else kernel
-            table = owner._parameters if name in owner._parameters else owner._buffers
-            bindings.append((table, name, _path_getter(path)))
-        inputs, outputs = list(region["inputs"]), list(region["outputs"])
-        single = outputs[0] if len(outputs) == 1 else None
-
-        def step(root: Any, env: dict[str, Any]) -> None:
-            for table, name, get in bindings:
-                value = get(root)
-                if table.get(name) is not value:
-                    table[name] = value
-            if kernel.training != root.training:
-                kernel.train(root.training)
-            out = kernel(*[env[name] for name in inputs])
-            if single is not None:
-                env[single] = out
-            else:
-                for name, value in zip(outputs, out, strict=True):
-                    env[name] = value
-
-        return step
 
 
 def input_key(inputs: tuple[Any, ...]) -> tuple[Any, ...]:
