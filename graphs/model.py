@@ -48,6 +48,8 @@ class RegionRow(BaseModel):
     """Share of the model's eager time (its regions' torch operations, measured once on the example
     inputs while splitting, on this machine)."""
     run_dir: str = ""
+    search_s: float | None = None
+    """Wall seconds of this run's search of the region (None: not searched in this run)."""
 
 
 class ModelResult(BaseModel):
@@ -207,9 +209,11 @@ def optimize_model_source(
                         found = OptimizeResult.model_validate_json(done.read_text(encoding="utf-8"))
                     else:  # a region run an interrupted run of this model started is continued, not refused
                         started = (Path(row.run_dir) / "run.json").is_file()
+                        t_search = time.perf_counter()
                         found = run_optimize(
                             task_file, region_ctx, row.run_dir, resume=started, close_pools=False
                         )
+                        row.search_s = round(time.perf_counter() - t_search, 2)
                         done.write_text(found.model_dump_json(), encoding="utf-8")
                 except Exception as exc:  # one region's failure keeps it in torch, never the model's
                     row.status, row.note = "kept in torch", f"search failed: {str(exc).splitlines()[0][:200]}"
@@ -287,14 +291,15 @@ def write_report(result: ModelResult, rd: Path) -> None:
         + f"{result.wall_s:.1f} s in all.",
         f"Stitched model: {result.verdict or 'not judged'}",
         "",
-        "| regions | operators | status | speedup | share of time | evaluations | note |",
-        "|---|---|---|---|---|---|---|",
+        "| regions | operators | status | speedup | share of time | evaluations | search s | note |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for row in result.rows:
         speed = f"{row.speedup:.2f}x" if row.speedup is not None else "-"
+        searched = f"{row.search_s:.1f}" if row.search_s is not None else "-"
         lines.append(
             f"| {','.join(map(str, row.regions))} | {' + '.join(row.ops)} | {row.status} | {speed} | "
-            f"{100 * row.share:.1f}% | {row.evaluations} | {row.note} |"
+            f"{100 * row.share:.1f}% | {row.evaluations} | {searched} | {row.note} |"
         )
     (rd / "model.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 

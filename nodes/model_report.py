@@ -147,14 +147,17 @@ def render_model_report(
         else:
             speed = "-"
         torch_time = _fmt_ms(eager) if eager is not None else "not timed"
+        work = str(r.get("evaluations", 0))
+        if r.get("search_s") is not None:  # the search's wall time in this run
+            work += f" in {r['search_s']:.1f} s"
         table.append(_table_row(run_dir, r["signature"], r["regions"], r["ops"], region_shapes(split, r["regions"][0]),
-                                status, r.get("note", ""), r.get("evaluations", 0), speed, torch_time, share))  # fmt: skip
+                                status, r.get("note", ""), work, speed, torch_time, share))  # fmt: skip
     for i, (sig, regions) in enumerate(waiting):
         status = "being searched" if searching and i == 0 else "waiting"
         if error is not None:
             status = "not reached"
         idx = [reg.index for reg in regions]
-        table.append(_table_row(run_dir, sig, idx, regions[0].ops, region_shapes(split, idx[0]), status, "", 0,
+        table.append(_table_row(run_dir, sig, idx, regions[0].ops, region_shapes(split, idx[0]), status, "", "0",
                                 "-", "-", "-"))  # fmt: skip
 
     if error is not None:
@@ -199,7 +202,7 @@ Each region's task is <code>regions/region_&lt;signature&gt;.py</code>, its sear
 <h2>Regions</h2>
 <p class="legend">{legend}</p>
 <table class="wide"><tr><th>signature</th><th>places</th><th>operators</th><th>shapes (in -> out)</th><th>status</th>
-<th>best speedup</th><th>torch time (judge)</th><th>share of the model's time</th><th>evaluations</th><th>note</th></tr>
+<th>best speedup</th><th>torch time (judge)</th><th>share of the model's time</th><th>evaluations (search time)</th><th>note</th></tr>
 {"".join(table)}</table>
 <p class="muted">Share of the model's time: the region's torch time, as its search's judge measured it, times
 the places that use it, over the whole model's eager time as the judge measured it. "not timed": the judge did
@@ -209,7 +212,7 @@ not time it (on the CPU interpreter timing is not meaningful).</p>
 
 
 def _table_row(run_dir: Path, sig: str, regions: list[int], ops: list[str], shapes: str, status: str,
-               note: str, evaluations: int, speed: str, torch_time: str, share: str) -> str:  # fmt: skip
+               note: str, evaluations: str, speed: str, torch_time: str, share: str) -> str:  # fmt: skip
     color = STATUS_COLOR.get(status, "#212529")
     name = f"<code>{escape(sig[:12])}</code>"
     if (run_dir / "regions" / f"region_{sig}.py").is_file():  # the region's task, to read or run alone

@@ -57,6 +57,7 @@ def test_optimize_model_cli_then_a_second_model_reuses_the_shared_region(
     rows = {tuple(r["ops"]): r for r in a["rows"]}
     assert rows[("Linear", "relu")]["status"] == "searched" and rows[("Linear", "relu")]["correct"]
     assert rows[("special_erfcx",)]["status"] == "kept in torch"  # not written as a task: kept, no crash
+    assert rows[("Linear", "relu")]["search_s"] > 0 and rows[("special_erfcx",)]["search_s"] is None
     assert (tmp_path / "a" / "regions" / f"region_{rows[('Linear', 'relu')]['signature']}.py").is_file()
     assert a["correct"] is True  # the stitched model, judged whole
     assert "| regions | operators |" in (tmp_path / "a" / "model.md").read_text()
@@ -67,6 +68,7 @@ def test_optimize_model_cli_then_a_second_model_reuses_the_shared_region(
     a2 = json.loads((tmp_path / "a" / "model.json").read_text())
     rows2 = {tuple(r["ops"]): r for r in a2["rows"]}
     assert rows2[("Linear", "relu")]["status"] == "searched" and rows2[("Linear", "relu")]["correct"], rows2
+    assert rows2[("Linear", "relu")]["search_s"] is None  # its search was done by the first run
     assert a2["correct"] is True
 
     # same first layer, another head: the first region comes from memory, only the head is searched
