@@ -123,7 +123,13 @@ def unseen_sizes(
     source: str, name: str, k: int, device: str, free_bytes: int | None = None
 ) -> tuple[list[UnseenSize], str]:
     """Up to k sizes of the task its search did not verify, and a note when fewer could be made."""
-    from kernelwright.tasks.resize import shrink, size_constants, with_sizes, without_small_inputs
+    from kernelwright.tasks.resize import (
+        shrink,
+        size_constants,
+        variable_of,
+        with_sizes,
+        without_small_inputs,
+    )
 
     if k <= 0:
         return [], ""
@@ -136,7 +142,11 @@ def unseen_sizes(
     own = {c.name: c.value for c in size_constants(source)}
     base = {c.name: c.value for c in size_constants(base_source)}
     used = names_read(without_small_inputs(source))  # small_* constants only size the small inputs
-    scalable = [n for n, v in sorted(base.items(), key=lambda nv: -nv[1]) if v >= MIN_SCALED and n in used]
+    scalable = [
+        n
+        for n, v in sorted(base.items(), key=lambda nv: -nv[1])
+        if v >= MIN_SCALED and variable_of(n) in used
+    ]
     if not scalable:
         return [], "no size constant of 8 or more to change"
     seen = seen_shapes(source, name, device)

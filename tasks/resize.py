@@ -55,8 +55,22 @@ def _int_value(node: ast.expr) -> int | None:
     return None
 
 
+def _list_elements(value: ast.expr) -> list[ast.expr] | None:
+    """The elements of a list literal, alone or repeated (`[1024] * 16`: the count is the model's depth, not
+    a size, and stays), else None."""
+    if isinstance(value, ast.List):
+        return value.elts
+    if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Mult):
+        for lst, count in ((value.left, value.right), (value.right, value.left)):
+            if isinstance(lst, ast.List) and _int_value(count) is not None:
+                return lst.elts
+    return None
+
+
 def size_constants(source: str) -> list[SizeConstant]:
-    """Module-level `NAME = <int>` (or int arithmetic) assignments with values >= 2, in source order."""
+    """Module-level `NAME = <int>` (or int arithmetic) assignments with values >= 2, in source order, and
+    each int element >= 2 of a module-level list of sizes (`layer_sizes = [400, 800]`, named
+    `layer_sizes[0]`, `layer_sizes[1]`; `hidden = [1024] * 16` is one constant, `hidden[0]`)."""
     found = []
     for node in parse_python(source).body:
         if (
@@ -80,11 +94,24 @@ def size_constants(source: str) -> list[SizeConstant]:
             target, value = node.target, node.value
         else:
             continue
+        elements = _list_elements(value)
+        if isinstance(target, ast.Name) and elements is not None:
+            for i, element in enumerate(elements):
+                v = _int_value(element)
+                if v is not None and v >= 2 and element.end_lineno is not None:
+                    found.append(SizeConstant(f"{target.id}[{i}]", v, (element.lineno, element.col_offset),
+                                              (element.end_lineno, element.end_col_offset or 0)))  # fmt: skip
+            continue
         v = _int_value(value)
         if isinstance(target, ast.Name) and v is not None and v >= 2 and value.end_lineno is not None:
             found.append(SizeConstant(target.id, v, (value.lineno, value.col_offset),
                                       (value.end_lineno, value.end_col_offset or 0)))  # fmt: skip
     return found
+
+
+def variable_of(constant_name: str) -> str:
+    """The module variable a size constant is in (`layer_sizes` for `layer_sizes[1]`)."""
+    return constant_name.partition("[")[0]
 
 
 def with_sizes(source: str, values: dict[str, int]) -> str:
