@@ -4,7 +4,7 @@
 A task is taken when its forward is exactly one pooling module applied to its input:
 
     self.pool = nn.MaxPool2d(...)        # or MaxPool1d/3d, AvgPool1d/2d/3d, in Model.__init__
-    def forward(self, x): return self.pool(x)
+    def forward(self, x): return self.pool(x)      # or `y = self.pool(x)`, `return y`
 
 and the traced task has that one op (no indices). Everything else passes (None), so a pooling that is
 part of a convolution's epilogue stays with the conv writer.
@@ -126,9 +126,20 @@ def find_pool_task(source: str) -> PoolTask | None:
     if len(args.args) != 2 or args.vararg or args.kwarg or args.kwonlyargs:
         return None
     body = [s for s in forward.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
-    if len(body) != 1 or not isinstance(body[0], ast.Return):
+    if len(body) == 1 and isinstance(body[0], ast.Return):
+        call = body[0].value
+    elif (  # `t0 = self.m0(x0)`, `return t0`: the form of a region cut from a whole model (tasks/regions.py)
+        len(body) == 2
+        and isinstance(body[0], ast.Assign)
+        and len(body[0].targets) == 1
+        and isinstance(body[0].targets[0], ast.Name)
+        and isinstance(body[1], ast.Return)
+        and isinstance(body[1].value, ast.Name)
+        and body[1].value.id == body[0].targets[0].id
+    ):
+        call = body[0].value
+    else:
         return None
-    call = body[0].value
     if not (
         isinstance(call, ast.Call)
         and len(call.args) == 1
