@@ -389,6 +389,33 @@ def fetch(root: nn.Module, path: str) -> Any:
     return obj
 
 
+def build_kernel(kernel_class: Any, bindings: dict[str, str], root: nn.Module) -> nn.Module:
+    """A region's kernel module whose parameters and buffers are the model's own from the start.
+
+    Built as it is, a kernel makes and initialises its own copy of every weight of its region at the size
+    the region was cut at (a whole model's weights again: 3 GB for level3/1_MLP, and what the judge's
+    memory cap kills at a smaller size). Built on the meta device instead, with each tensor that `bindings`
+    names (kernel-local name -> the model's attribute path) then replaced by the model's, it holds nothing
+    of its own. A kernel that keeps any other tensor (one it makes in its constructor) is built as it is."""
+    with torch.device("meta"):
+        kernel = kernel_class()
+    for local, path in bindings.items():
+        value: Any = root
+        for part in path.split("."):  # a constant the trace lifts onto the model is not there yet
+            value = _attribute(value, part) if hasattr(value, part) else None
+        if not isinstance(value, torch.Tensor):
+            continue
+        owner_path, _, name = local.rpartition(".")
+        owner = fetch(kernel, owner_path) if owner_path else kernel
+        table = owner._parameters if name in owner._parameters else owner._buffers
+        table[name] = value
+    for module in kernel.modules():
+        held = [*module._parameters.values(), *module._buffers.values(), *vars(module).values()]
+        if any(isinstance(t, torch.Tensor) and t.is_meta for t in held):
+            return kernel_class()
+    return kernel
+
+
 class RegionPlan:
     """A traced graph cut into regions; `run` executes it, calling a kernel module for each region that
     has one (its parameters and buffers bound to the model's own before each call) and the graph's
@@ -693,12 +720,16 @@ def plan_for(
     if plan is None:
         cls = model.__class__
         model.__class__ = reference
+        # the kernels, out of the tracer's sight: they hold the model's own tensors (build_kernel), and fx
+        # names a plain tensor attribute (`self.hidden`) by the last module it finds it in
+        hidden = {k: model._modules.pop(k) for k in list(model._modules) if k.startswith("_kw_kernels_")}
         try:
             # as the split traced it: the same defaults made constants, the same modules recorded whole
             example = list(inputs) if spec.get("specialized") else None
             graph = trace(model, set(spec["leaves"]), spec.get("none_args", ()), example, wrap)
         finally:
             model.__class__ = cls
+            model._modules.update(hidden)
         plan = RegionPlan(graph, regions)
         for index, kernel in kernels.items():
             plan.attach(index, kernel)

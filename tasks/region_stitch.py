@@ -97,7 +97,7 @@ class ModelNew(_Reference):
         # parameters and buffers are bound to the model's before each call
         kernels = {}
         for index, kernel_class in _KERNELS.items():
-            kernels[index] = kernel_class()
+            kernels[index] = build_kernel(kernel_class, _REGIONS[index]["bindings"], self)
             setattr(self, f"_kw_kernels_{index}", kernels[index])
         self.__dict__["_kw_kernels"] = kernels
         self.__dict__["_kw_plans"] = {}

@@ -117,3 +117,40 @@ def test_a_region_with_a_kernel_binds_the_models_parameters_and_mode() -> None:
     twin.eval()
     _same(plan.run(model, (x,)), twin(x))
     assert modes == [True, False]
+
+
+def test_a_kernel_is_built_around_the_models_own_tensors() -> None:
+    """The stitched model's kernels (tasks/region_runtime.py build_kernel) hold the model's parameters and
+    buffers from the start: no weight is made twice (a whole model's worth at the size it was cut at)."""
+    from kernelwright.tasks.region_runtime import build_kernel
+
+    class Region(nn.Module):  # the region's module at the size it was cut at: 4 MB of weights if made
+        def __init__(self) -> None:
+            super().__init__()
+            self.m0 = nn.Linear(1024, 1024)
+            self.m1 = nn.BatchNorm1d(1024)
+
+    class Model(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(1024, 1024)
+            self.bn = nn.BatchNorm1d(1024)
+
+    model = Model()
+    bindings = {f"m0.{k}": f"fc.{k}" for k in ("weight", "bias")}
+    bindings |= {f"m1.{k}": f"bn.{k}" for k in model.bn.state_dict()}
+    kernel = build_kernel(Region, bindings, model)
+    assert kernel.m0.weight is model.fc.weight and kernel.m1.running_var is model.bn.running_var
+    assert not any(t.is_meta for t in [*kernel.parameters(), *kernel.buffers()])
+
+    class Keeps(Region):  # a tensor of its own, made in its constructor: built as it is
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("table", torch.arange(4.0))
+
+    kept = build_kernel(Keeps, bindings, model)
+    assert torch.equal(kept.table, torch.arange(4.0)) and kept.m0.weight is not model.fc.weight
+    missing = build_kernel(
+        Region, {**bindings, "m0.weight": "lifted_constant0"}, model
+    )  # not on the model yet
+    assert not missing.m0.weight.is_meta
