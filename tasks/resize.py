@@ -67,12 +67,55 @@ def _list_elements(value: ast.expr) -> list[ast.expr] | None:
     return None
 
 
-def size_constants(source: str) -> list[SizeConstant]:
-    """Module-level `NAME = <int>` (or int arithmetic) assignments with values >= 2, in source order, and
-    each int element >= 2 of a module-level list of sizes (`layer_sizes = [400, 800]`, named
-    `layer_sizes[0]`, `layer_sizes[1]`; `hidden = [1024] * 16` is one constant, `hidden[0]`)."""
+_FACTORIES = frozenset({"rand", "randn", "zeros", "ones", "empty"})
+
+
+def _factory_sizes(call: ast.Call) -> list[ast.expr]:
+    """The size arguments of a tensor factory call (`torch.rand(b, 3, 224, 224)`, `torch.zeros((n, 3))`,
+    `torch.full((n, 3), v)`, `torch.randint(lo, hi, (n, 3))`), else []."""
+    fn = call.func
+    name = fn.attr if isinstance(fn, ast.Attribute) else fn.id if isinstance(fn, ast.Name) else ""
+    if name in _FACTORIES:
+        sizes = list(call.args)
+    elif name == "full" and call.args:
+        sizes = [call.args[0]]
+    elif name == "randint":
+        sizes = [call.args[2]] if len(call.args) >= 3 else [k.value for k in call.keywords if k.arg == "size"]
+    else:
+        return []
+    if len(sizes) == 1 and isinstance(sizes[0], (ast.Tuple, ast.List)):
+        return list(sizes[0].elts)
+    return sizes
+
+
+def _input_literals(tree: ast.Module) -> list[SizeConstant]:
+    """Int literals >= 2 among the sizes of the tensors `get_inputs` makes (`torch.rand(batch_size, 3, 224,
+    224)`: 3 and 224), named by where they stand. They size only the inputs; a change the model cannot take
+    (3 input channels) is refused where it is tried, as any constant's."""
     found = []
-    for node in parse_python(source).body:
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == "get_inputs":
+            for call in ast.walk(node):
+                if not isinstance(call, ast.Call):
+                    continue
+                for size in _factory_sizes(call):
+                    v = _int_value(size) if isinstance(size, ast.Constant) else None
+                    if v is not None and v >= 2 and size.end_lineno is not None:
+                        found.append(SizeConstant(f"get_inputs@{size.lineno}:{size.col_offset}", v,
+                                                  (size.lineno, size.col_offset),
+                                                  (size.end_lineno, size.end_col_offset or 0)))  # fmt: skip
+    return found
+
+
+def size_constants(source: str) -> list[SizeConstant]:
+    """Module-level `NAME = <int>` (or int arithmetic) assignments with values >= 2, in source order;
+    each int element >= 2 of a module-level list of sizes (`layer_sizes = [400, 800]`, named
+    `layer_sizes[0]`, `layer_sizes[1]`; `hidden = [1024] * 16` is one constant, `hidden[0]`); then, in a task
+    without get_small_inputs, the int literals among the sizes of the tensors get_inputs makes
+    (`_input_literals`)."""
+    found = []
+    tree = parse_python(source)
+    for node in tree.body:
         if (
             isinstance(node, ast.Assign)
             and len(node.targets) == 1
@@ -106,7 +149,10 @@ def size_constants(source: str) -> list[SizeConstant]:
         if isinstance(target, ast.Name) and v is not None and v >= 2 and value.end_lineno is not None:
             found.append(SizeConstant(target.id, v, (value.lineno, value.col_offset),
                                       (value.end_lineno, value.end_col_offset or 0)))  # fmt: skip
-    return found
+    # A task with small inputs of its own is judged at them and its full inputs sliced: its literals stay.
+    if any(isinstance(n, ast.FunctionDef) and n.name == "get_small_inputs" for n in tree.body):
+        return found
+    return found + _input_literals(tree)
 
 
 def variable_of(constant_name: str) -> str:

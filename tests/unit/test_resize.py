@@ -134,3 +134,43 @@ def test_the_sizes_in_a_list_are_constants_and_a_model_of_them_shrinks() -> None
     assert sum(p.numel() for p in model.parameters()) <= 250_000
     assert len(model.net) == 2 * 5 + 1  # the depth kept
     assert model(*module.get_inputs()).shape == (small.input_shapes[0][0], module.output_size)
+
+
+def test_the_literal_sizes_of_the_inputs_are_constants_too() -> None:
+    """`torch.rand(batch_size, in_channels, 224, 224)` (KernelBench level3/8 and 21): the spatial sizes are
+    literals in get_inputs, and a model that takes any size shrinks there; the input channels the model's
+    first convolution fixes do not change."""
+    from kernelwright.tasks.resize import shrink
+
+    source = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, out_channels):
+        super().__init__()
+        self.conv = nn.Conv2d(3, out_channels, 3, padding=1)
+
+    def forward(self, x, mask):
+        return self.conv(x) + mask.float().mean()
+
+
+batch_size = 10
+out_channels = 64
+
+
+def get_inputs():
+    return [torch.rand(batch_size, 3, 224, 224), torch.randint(0, 2, (4, 7))]
+
+
+def get_init_inputs():
+    return [out_channels]
+"""
+    literals = [(c.name, c.value) for c in size_constants(source) if c.name.startswith("get_inputs@")]
+    assert [v for _, v in literals] == [3, 224, 224, 4, 7]  # randint's bounds are values, not sizes
+    small = shrink(source, "conv", 250_000)
+    assert small is not None
+    x, mask = small.input_shapes
+    assert x[1] == 3 and x[2] < 224 and len(mask) == 2
+    assert list(exec_task_module(small.source, "conv_small").get_inputs()[0].shape) == x
