@@ -389,26 +389,35 @@ def fetch(root: nn.Module, path: str) -> Any:
     return obj
 
 
+def owner_table(owner: nn.Module, name: str, value: Any) -> dict[str, Any]:
+    """The table of `owner` a binding named `name` goes in: its submodules (a module: the model's own, with
+    its attributes at the model's sizes), its parameters, or its buffers."""
+    if isinstance(value, nn.Module) or name in owner._modules:
+        return owner._modules
+    return owner._parameters if name in owner._parameters else owner._buffers
+
+
 def build_kernel(kernel_class: Any, bindings: dict[str, str], root: nn.Module) -> nn.Module:
     """A region's kernel module whose parameters and buffers are the model's own from the start.
 
     Built as it is, a kernel makes and initialises its own copy of every weight of its region at the size
     the region was cut at (a whole model's weights again: 3 GB for level3/1_MLP, and what the judge's
-    memory cap kills at a smaller size). Built on the meta device instead, with each tensor that `bindings`
-    names (kernel-local name -> the model's attribute path) then replaced by the model's, it holds nothing
-    of its own. A kernel that keeps any other tensor (one it makes in its constructor) is built as it is."""
+    memory cap kills at a smaller size). Built on the meta device instead, with each module and tensor that
+    `bindings` names (kernel-local name -> the model's attribute path) then replaced by the model's, it
+    holds nothing of its own, and its modules' attributes (a convolution's groups) are the model's at the
+    model's size. A kernel that keeps any other tensor (one it makes in its constructor) is built as it is
+    (its modules and tensors are then bound before each call, RegionPlan.kernel_step)."""
     with torch.device("meta"):
         kernel = kernel_class()
     for local, path in bindings.items():
         value: Any = root
         for part in path.split("."):  # a constant the trace lifts onto the model is not there yet
             value = _attribute(value, part) if hasattr(value, part) else None
-        if not isinstance(value, torch.Tensor):
+        if not isinstance(value, (torch.Tensor, nn.Module)):
             continue
         owner_path, _, name = local.rpartition(".")
         owner = fetch(kernel, owner_path) if owner_path else kernel
-        table = owner._parameters if name in owner._parameters else owner._buffers
-        table[name] = value
+        owner_table(owner, name, value)[name] = value
     for module in kernel.modules():
         held = [*module._parameters.values(), *module._buffers.values(), *vars(module).values()]
         if any(isinstance(t, torch.Tensor) and t.is_meta for t in held):
@@ -514,11 +523,10 @@ class RegionPlan:
         # own modules are found once; the model's tensors are read on every call and put in the kernel's
         # tables only where they are not already there
         bindings = []
-        for local, path in region["bindings"].items():
+        for local, path in sorted(region["bindings"].items(), key=lambda kv: kv[0].count(".")):
             owner_path, _, name = local.rpartition(".")
             owner = fetch(kernel, owner_path) if owner_path else kernel
-            table = owner._parameters if name in owner._parameters else owner._buffers
-            bindings.append((table, name, _path_getter(path)))
+            bindings.append((owner_table(owner, name, None), name, _path_getter(path)))
         inputs, outputs = list(region["inputs"]), list(region["outputs"])
         single = outputs[0] if len(outputs) == 1 else None
 

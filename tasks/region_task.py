@@ -122,6 +122,10 @@ def describe_region(
                     dtypes = {t.dtype for t in mod.state_dict().values() if t.is_floating_point()}
                     cast = f".to({dtypes.pop()})" if len(dtypes) == 1 and torch.float32 not in dtypes else ""
                     inits.append(f"self.{local} = {ctor}{cast}")
+                    # the module itself, so a kernel reads the model's own (its groups, channels, eps at
+                    # the model's size, not the constructor's at the size the region was cut at), and its
+                    # tensors, for a kernel that keeps modules of its own (the torch.compile backend's)
+                    region.bindings[local] = path
                     for k in mod.state_dict():
                         region.bindings[f"{local}.{k}"] = f"{path}.{k}"
                     sig.append(("module", ctor, cast))
