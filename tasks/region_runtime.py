@@ -559,8 +559,13 @@ class RegionPlan:
 
 
 def _has_node(value: Any) -> bool:
-    found: list[bool] = []
-    fx.node.map_arg(value, lambda n: found.append(True) or n)
+    found: list[fx.Node] = []
+
+    def note(n: fx.Node) -> fx.Node:
+        found.append(n)
+        return n
+
+    fx.node.map_arg(value, note)
     return bool(found)
 
 
