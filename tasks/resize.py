@@ -107,6 +107,25 @@ def _input_literals(tree: ast.Module) -> list[SizeConstant]:
     return found
 
 
+def _read_by_the_model(tree: ast.Module) -> set[str]:
+    """Module-level names the task's classes read directly (`torch.randn((batch_size, hidden_size))` in
+    `__init__`, level3/33): names loaded in a class's methods that are not their parameters or locals."""
+    out: set[str] = set()
+    for cls in tree.body:
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        for fn in ast.walk(cls):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                continue
+            a = fn.args
+            local = {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg] if x}
+            local |= {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+            out |= {
+                n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+            } - local
+    return out
+
+
 def size_constants(source: str) -> list[SizeConstant]:
     """Module-level `NAME = <int>` (or int arithmetic) assignments with values >= 2, in source order;
     each int element >= 2 of a module-level list of sizes (`layer_sizes = [400, 800]`, named
@@ -149,6 +168,10 @@ def size_constants(source: str) -> list[SizeConstant]:
         if isinstance(target, ast.Name) and v is not None and v >= 2 and value.end_lineno is not None:
             found.append(SizeConstant(target.id, v, (value.lineno, value.col_offset),
                                       (value.end_lineno, value.end_col_offset or 0)))  # fmt: skip
+    # A constant the model's own code reads (not through get_init_inputs) stays: a candidate's file has its
+    # own copy of it, which a changed task would not change, so the two would be built differently.
+    fixed = _read_by_the_model(tree)
+    found = [c for c in found if variable_of(c.name) not in fixed]
     # A task with small inputs of its own is judged at them and its full inputs sliced: its literals stay.
     if any(isinstance(n, ast.FunctionDef) and n.name == "get_small_inputs" for n in tree.body):
         return found

@@ -174,3 +174,38 @@ def get_init_inputs():
     x, mask = small.input_shapes
     assert x[1] == 3 and x[2] < 224 and len(mask) == 2
     assert list(exec_task_module(small.source, "conv_small").get_inputs()[0].shape) == x
+
+
+def test_a_constant_the_model_reads_itself_stays() -> None:
+    """level3/33 makes its hidden state from the module's `batch_size` in __init__: a candidate's file keeps
+    its own copy of that constant, so a task with it changed would build the two models differently."""
+    source = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, hidden_size):
+        super().__init__()
+        self.hidden = torch.randn((batch_size, hidden_size))
+        self.fc = nn.Linear(hidden_size, hidden_size)
+
+    def forward(self, x):
+        width = x.shape[1]
+        return self.fc(x[:, :width] + self.hidden)
+
+
+batch_size = 256
+hidden_size = 2048
+
+
+def get_inputs():
+    return [torch.rand(batch_size, hidden_size)]
+
+
+def get_init_inputs():
+    return [hidden_size]
+"""
+    assert [c.name for c in size_constants(source)] == ["hidden_size"]
+    varied = vary(source, "t")
+    assert varied is not None and set(varied.sizes) == {"hidden_size"}
