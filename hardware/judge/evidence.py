@@ -19,8 +19,8 @@ Two halves:
   must depend on a write by a Triton kernel (else the kernels were decoration: `torch_fallback`), must
   not depend on storage that no recorded op produced and that was not there before forward, nor on
   memory changed out of the recorder's sight (work done out of sight, e.g. in a thread), and forward
-  must not run every compute op the reference runs (the reference's own computation with a kernel
-  beside it). The torch ops that ran are reported.
+  must not run every compute op the reference runs, each as many times (the reference's own computation
+  with a kernel beside it). The torch ops that ran are reported.
 
 What this can prove and what it cannot is written in the README ("How a candidate is judged"); in
 short: it sees what runs on the forward's thread through PyTorch's dispatcher and Triton's launchers,
@@ -459,8 +459,9 @@ class Provenance:
     triton_writes: int = 0
 
 
-def analyse(report: dict[str, Any], reference_ops: set[str] | None = None) -> Provenance:
-    """Judge a Recorder report (as JSON from the candidate process): see the module docstring."""
+def analyse(report: dict[str, Any], reference_ops: dict[str, int] | None = None) -> Provenance:
+    """Judge a Recorder report (as JSON from the candidate process): see the module docstring.
+    `reference_ops`: the compute ops the reference runs, with how many times."""
     events = report.get("events")
     if not isinstance(events, list):
         return Provenance(False, "forbidden", "the evidence report is malformed")
@@ -498,7 +499,9 @@ def analyse(report: dict[str, Any], reference_ops: set[str] | None = None) -> Pr
         )
     if launches == 0:
         return verdict(False, "torch_fallback", "forward launched no Triton kernel")
-    if reference_ops and reference_ops <= set(ops):
+    # Every compute op of the reference, each at least as many times: its own computation with a kernel
+    # beside it. (A whole model that keeps one of its six convolutions in torch is not that.)
+    if reference_ops and all(ops[name] >= n for name, n in reference_ops.items()):
         names = ", ".join(f"aten::{n}" for n in sorted(reference_ops))
         return verdict(
             False,

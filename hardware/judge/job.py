@@ -78,7 +78,7 @@ class JobState:
     stage_deadline: float = 0.0
     seeds: JobSeeds | None = None
     """The job's input seeds, drawn from the OS once its shapes are known (hardware.judge.inputs)."""
-    ref_ops: set[str] = field(default_factory=set)
+    ref_ops: dict[str, int] = field(default_factory=dict)
     """The compute ops the task's reference dispatches (judged against every recorded forward)."""
     restart: bool = False
     """The judge's own work hit a CUDA error or ran out of memory: the pool replaces the judge."""

@@ -101,7 +101,7 @@ class TaskState:
     shapes: dict[tuple[bool, bool], list[Shape]] = field(default_factory=dict)
     """Per (device is CUDA, second shape wanted): the shapes verified, primary first."""
     refs: dict[tuple[str, int], Reference] = field(default_factory=dict)
-    reference_ops: set[str] | None = None
+    reference_ops: dict[str, int] | None = None
     baseline: dict[str, tuple[float, float] | None] = field(default_factory=dict)
     """torch.compile baselines by key: (its median ms, its speedup over eager in paired rounds), or None."""
     modes: list[str] | None = None

@@ -298,8 +298,9 @@ class ReferenceCache:
                 ref.fp64_failure = sample.fp64_status
             budget.spend(spent)
 
-    def reference_ops(self, task: TaskState, ref: Reference, sample: Sample) -> set[str]:
-        """The compute ops the reference dispatches (recorded once per task, on its smallest shape)."""
+    def reference_ops(self, task: TaskState, ref: Reference, sample: Sample) -> dict[str, int]:
+        """The compute ops the reference dispatches, with how many times (recorded once per task, on its
+        smallest shape)."""
         from torch.utils._python_dispatch import _pop_mode, _push_mode
 
         from kernelwright.hardware.judge.evidence import Recorder, RecordingMode, compute_ops
@@ -315,7 +316,7 @@ class ReferenceCache:
                 _pop_mode()
                 rec.stop()
                 ref.restore("train")
-            task.reference_ops = set(compute_ops(rec.events))
+            task.reference_ops = dict(compute_ops(rec.events))
         return task.reference_ops
 
     def forget_samples(self) -> None:

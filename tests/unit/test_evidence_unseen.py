@@ -201,3 +201,21 @@ def test_a_swap_made_out_of_sight_before_a_recorded_read_is_caught():
 
     report = recorded([x], forward)
     assert [u[2] for u in report["unseen"]] == ["read by aten::clone"], report["unseen"]
+
+
+def _report(convolutions: int) -> dict:
+    """A forward's record: `convolutions` convolutions through torch, a Triton kernel, then a cat."""
+    events = [["aten", "convolution", [1], [10 + i]] for i in range(convolutions)]
+    events += [["triton", "kernel", [10], [20]], ["aten", "cat", [20, *range(11, 10 + convolutions)], [30]]]
+    return {"events": events, "unseen": [], "outputs": [30], "before": [1]}
+
+
+def test_a_model_that_keeps_some_of_an_ops_calls_in_torch_is_not_a_fallback():
+    """The reference's compute ops are counted: a whole model with one of its three convolutions in torch
+    (the others in Triton) runs every op kind the reference runs, and is not the reference copied through a
+    kernel; running each as many times as the reference is."""
+    reference = {"convolution": 3, "cat": 1}
+    assert analyse(_report(1), reference).ok
+    fallback = analyse(_report(3), reference)
+    assert (fallback.ok, fallback.error_kind) == (False, "torch_fallback"), fallback.reason
+    assert "every compute op the reference runs" in fallback.reason
