@@ -280,13 +280,15 @@ def _packed_weight(text: str, w: torch.Tensor, groups: int, nd: int) -> torch.Te
     evaluated on `w` with the program's own helper and sizes (no kernel runs)."""
     line = next(ln for ln in text.splitlines() if ln.strip().startswith("wp = _kw_cached("))
     lam = line[line.index("lambda t:") : line.rindex(")")]
-    helpers = {}
-    as5d = text[text.index("def _kw_as5d(") :]
-    exec(as5d[: as5d.index("\n\n\n")], helpers)  # noqa: S102 - the program's own two-line view helper
+    helpers: dict = {}
+    for name in ("_kw_as5d", "_kw_padc"):  # the program's own view and channel-padding helpers
+        if f"def {name}(" in text:
+            body = text[text.index(f"def {name}(") :]
+            exec(body[: min(i for i in (body.find("\n\n\n"), body.find("\n# end")) if i > 0)], helpers)  # noqa: S102
     transposed = "ConvTranspose" in text
     cin_g = w.shape[0] // groups if transposed else w.shape[1]
     oc_g = w.shape[1] if transposed else w.shape[0] // groups
-    env = {"_kw_as5d": helpers["_kw_as5d"], "ND": nd, "groups": groups, "CIN_G": cin_g, "OC_G": oc_g}
+    env = {**helpers, "ND": nd, "groups": groups, "CIN_G": cin_g, "OC_G": oc_g, "CIN_P": -(-cin_g // 16) * 16}
     return eval(lam, env)(w)  # noqa: S307
 
 
@@ -331,6 +333,10 @@ def test_packed_weight_rows_are_k_contiguous_in_the_kernels_k_order():
                 if design == "implicit_gemm" or layout == "nhwc":
                     ref = ref.permute(0, 1, 3, 2)  # k = tap * CIN_G + ic
                 rows = ref.shape[0] * ref.shape[1]
+                if packed.numel() > ref.numel():  # each tap's channels zero-padded to a multiple of 16
+                    padded = packed.reshape(*ref.shape[:-1], -1)
+                    assert not padded[..., ref.shape[-1] :].any(), (conv, design, layout)
+                    packed = padded[..., : ref.shape[-1]]
                 assert torch.equal(packed.reshape(rows, -1), ref.reshape(rows, -1)), (conv, design, layout)
 
 

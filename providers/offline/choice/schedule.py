@@ -249,7 +249,7 @@ class _Scheduler:
                 # The same per-row values with a size-1 dim added, dropped or broadcast: no copy.
                 self._own(v, ks, kind)
                 return
-        if ks is None and src.kind not in ("input", "param") and _inlinable_view(v):
+        if ks is None and src.kind not in ("input", "param") and inlinable_view(v):
             return  # broadcasting a free value: recomputed where it is used, like the value itself
         self.need(src)
         self._glue(v)
@@ -367,7 +367,7 @@ class _Scheduler:
         return done
 
 
-def _inlinable_view(v: Value) -> bool:
+def inlinable_view(v: Value) -> bool:
     """A view that only broadcasts or adds/drops leading size-1 dims: loads keep their alignment."""
     src = v.args[0]
     if v.op == "expand":

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kernelwright.providers.offline.choice.schedule import Kernel, Schedule, _inlinable_view
+from kernelwright.providers.offline.choice.schedule import Kernel, Schedule, inlinable_view
 from kernelwright.providers.offline.frontend.ir import SymScalar, Value, aligned, is_one
 
 
@@ -77,7 +77,7 @@ class KernelPlan:
                 elif not self.is_load(x):
                     stack.append(x)
                 continue
-            if v.kind == "view" and v.id not in self.owned and not _inlinable_view(v):
+            if v.kind == "view" and v.id not in self.owned and not inlinable_view(v):
                 # Emitted as its source (kernel_gen), a slice, select or permute nothing wrote would
                 # read the wrong elements: a value the schedule never saw (a pruned one) must not be
                 # computed silently wrong, so the kernel is refused.

@@ -149,63 +149,6 @@ class HostWriter:
             bn = max(lo, min(self.cfg.BLOCK_N, _npow2(ct)))
         return bm, bn, bk
 
-    def _host_norm_stats(self, h: Code, st: Stage) -> None:
-        """mean{i} and rstd{i} of stage i's normalisation, from the previous stage's partials."""
-        i = st.index
-        assert st.norm is not None
-        # the statistics of the previous stage's value, combined
-        prev = self.sp.stages[st.in_buf]
-        norm = st.norm
-        kind = norm.attrs["kind"]
-        if kind == "group":
-            h(f"G{i} = int({norm.attrs['groups']})")
-        elif kind == "layer":
-            h(f"G{i} = 1")
-        else:
-            h(f"G{i} = C{i}")
-        h(f"CG{i} = C{i} // G{i}")
-        per = kind != "batch"
-        h(f"NB{i} = {'N' if per else '1'}")
-        h(f"mean{i} = torch.empty((NB{i}, G{i}), device=x5.device, dtype=torch.float32)")
-        h(f"rstd{i} = torch.empty((NB{i}, G{i}), device=x5.device, dtype=torch.float32)")
-        h(f"smn{i} = {'G' + str(i) if per else '0'}")
-        h(f"BC = min(64, _kw_npow2(CG{i}))")
-        rows = f"TT{prev.index}" if per else f"N * TT{prev.index}"
-        h(f"BT = max(1, min(2048 // BC, _kw_npow2({rows})))")
-
-        def launch(update: str) -> str:
-            return (
-                f"_kw_launch(_kw_norm_stats, (NB{i} * G{i},), part{prev.index}, mean{i}, rstd{i}, TT{prev.index}, "
-                f"C{i}, CG{i}, G{i}, N, float({norm.attrs['eps']}), {update}, PER_SAMPLE={per}, BLOCK_T=BT, "
-                "BLOCK_C=BC)"
-            )
-
-        no_update = f"mean{i}, rstd{i}, mean{i}, 0.0, 1.0, UPDATE=False, HAS_NBT=False"
-        bn = norm.attrs.get("running")
-        if bn is None:
-            h(launch(no_update))
-            return
-        # A BatchNorm with running statistics follows its module's mode, as PyTorch's does: in eval mode
-        # the running statistics normalise; in train mode the batch statistics do, and the statistics
-        # kernel also updates the running ones (a launch fewer: a depthwise stage's forward is host-bound).
-        # A momentum of None (a cumulative average, 1 / batches counted) needs the count before every
-        # channel's update: its own kernel after.
-        assert not per, "running statistics are a batch norm's"
-        update = (
-            f"{bn}.running_mean, {bn}.running_var, mean{i} if nbt{i} is None else nbt{i}, "
-            f"float({bn}.momentum), cnt{i} / max(cnt{i} - 1.0, 1.0), UPDATE=True, HAS_NBT=nbt{i} is not None"
-        )
-        h(f"if {bn}.training:")
-        h(f"    cnt{i} = float(N * math.prod(S{prev.index}))")
-        h(f"    if {bn}.momentum is not None:")
-        h(f"        nbt{i} = {bn}.num_batches_tracked")
-        h(f"        {launch(update)}")
-        h("    else:")
-        h(f"        {launch(no_update)}")
-        h(f"        _kw_bn_running({bn}, mean{i}, rstd{i}, cnt{i})")
-        h("else:")
-        h(f"    mean{i}, rstd{i} = _kw_bn_eval_stats({bn}, C{i})")
-
     def _host_stage(self, h: Code, st: Stage) -> None:
         if st.fold:
             host_fold(self, h, st)
@@ -405,7 +348,7 @@ class HostWriter:
         for _name, expr in self.sp.const_args(st):
             a += [f"float({expr})"]
         if st.norm is not None:
-            self._host_norm_stats(h, st)
+            host_norm_stats(self, h, st)
         extra = ""
         if self.sp.pool_phase(st):
             extra = f"POOL_PHASE=all(ps{i}[d] % stride3[d] == 0 for d in range(3)), "
@@ -451,6 +394,64 @@ def _wrapped_call(h: Code, callee: str, args: list[str], tail: str) -> None:
     h(")")
 
 
+def host_norm_stats(w: HostWriter, h: Code, st: Stage) -> None:
+    """mean{i} and rstd{i} of stage i's normalisation, from the previous stage's partials."""
+    i = st.index
+    assert st.norm is not None
+    # the statistics of the previous stage's value, combined
+    prev = w.sp.stages[st.in_buf]
+    norm = st.norm
+    kind = norm.attrs["kind"]
+    if kind == "group":
+        h(f"G{i} = int({norm.attrs['groups']})")
+    elif kind == "layer":
+        h(f"G{i} = 1")
+    else:
+        h(f"G{i} = C{i}")
+    h(f"CG{i} = C{i} // G{i}")
+    per = kind != "batch"
+    h(f"NB{i} = {'N' if per else '1'}")
+    h(f"mean{i} = torch.empty((NB{i}, G{i}), device=x5.device, dtype=torch.float32)")
+    h(f"rstd{i} = torch.empty((NB{i}, G{i}), device=x5.device, dtype=torch.float32)")
+    h(f"smn{i} = {'G' + str(i) if per else '0'}")
+    h(f"BC = min(64, _kw_npow2(CG{i}))")
+    rows = f"TT{prev.index}" if per else f"N * TT{prev.index}"
+    h(f"BT = max(1, min(2048 // BC, _kw_npow2({rows})))")
+
+    def launch(update: str) -> str:
+        return (
+            f"_kw_launch(_kw_norm_stats, (NB{i} * G{i},), part{prev.index}, mean{i}, rstd{i}, TT{prev.index}, "
+            f"C{i}, CG{i}, G{i}, N, float({norm.attrs['eps']}), {update}, PER_SAMPLE={per}, BLOCK_T=BT, "
+            "BLOCK_C=BC)"
+        )
+
+    no_update = f"mean{i}, rstd{i}, mean{i}, 0.0, 1.0, UPDATE=False, HAS_NBT=False"
+    bn = norm.attrs.get("running")
+    if bn is None:
+        h(launch(no_update))
+        return
+    # A BatchNorm with running statistics follows its module's mode, as PyTorch's does: in eval mode
+    # the running statistics normalise; in train mode the batch statistics do, and the statistics
+    # kernel also updates the running ones (a launch fewer: a depthwise stage's forward is host-bound).
+    # A momentum of None (a cumulative average, 1 / batches counted) needs the count before every
+    # channel's update: its own kernel after.
+    assert not per, "running statistics are a batch norm's"
+    update = (
+        f"{bn}.running_mean, {bn}.running_var, mean{i} if nbt{i} is None else nbt{i}, "
+        f"float({bn}.momentum), cnt{i} / max(cnt{i} - 1.0, 1.0), UPDATE=True, HAS_NBT=nbt{i} is not None"
+    )
+    h(f"if {bn}.training:")
+    h(f"    cnt{i} = float(N * math.prod(S{prev.index}))")
+    h(f"    if {bn}.momentum is not None:")
+    h(f"        nbt{i} = {bn}.num_batches_tracked")
+    h(f"        {launch(update)}")
+    h("    else:")
+    h(f"        {launch(no_update)}")
+    h(f"        _kw_bn_running({bn}, mean{i}, rstd{i}, cnt{i})")
+    h("else:")
+    h(f"    mean{i}, rstd{i} = _kw_bn_eval_stats({bn}, C{i})")
+
+
 def host_fold(w: HostWriter, h: Code, st: Stage) -> None:
     """Stage i as the fold kernel (plan.fold): the reduced buffer from the statistics partials."""
     i = st.index
@@ -461,7 +462,7 @@ def host_fold(w: HostWriter, h: Code, st: Stage) -> None:
     h(f"C{i} = OC")
     cb = "1" if w.plan.ops[st.value].cred else f"C{i}"
     h(f"b{i} = torch.empty((N, {cb}, 1, 1, 1), device=x5.device, dtype=torch.float32)")
-    w._host_norm_stats(h, st)
+    host_norm_stats(w, h, st)
     a = [f"part{prev.index}", f"TT{prev.index}", f"mean{i}", f"rstd{i}", f"smn{i}", f"CG{i}", "N", f"C{i}",
          f"b{i}", f"b{i}.stride(0)", f"b{i}.stride(1)"]  # fmt: skip
     for o in sorted({op.operand for op in st.ops if op.operand is not None}):
