@@ -168,8 +168,8 @@ def check_cpu_size(task: Task, device: str = "cpu") -> str | None:
             "(then the CPU judge shrinks them), or run it on a GPU"
         )
     return (
-        f"{task.name}: verified on CPU at its full size ({cost}): no get_small_inputs() and no module-level "
-        "size constants to shrink"
+        f"{task.name}: verified on CPU at its full size ({cost}): no get_small_inputs() and no size the CPU "
+        "judge can shrink alone"
     )
 
 
