@@ -389,12 +389,15 @@ def fetch(root: nn.Module, path: str) -> Any:
     return obj
 
 
-def owner_table(owner: nn.Module, name: str, value: Any) -> dict[str, Any]:
-    """The table of `owner` a binding named `name` goes in: its submodules (a module: the model's own, with
-    its attributes at the model's sizes), its parameters, or its buffers."""
+def kernel_slot(kernel: nn.Module, local: str, value: Any = None) -> tuple[dict[str, Any], str]:
+    """(the table, the name in it) where a binding's kernel-local name `local` ("m0", "m0.weight", "p0")
+    puts the model's value: its owner's submodules (a module: the model's own, with its attributes at the
+    model's sizes), parameters or buffers."""
+    owner_path, _, name = local.rpartition(".")
+    owner = fetch(kernel, owner_path) if owner_path else kernel
     if isinstance(value, nn.Module) or name in owner._modules:
-        return owner._modules
-    return owner._parameters if name in owner._parameters else owner._buffers
+        return owner._modules, name
+    return (owner._parameters if name in owner._parameters else owner._buffers), name
 
 
 def build_kernel(kernel_class: Any, bindings: dict[str, str], root: nn.Module) -> nn.Module:
@@ -412,12 +415,10 @@ def build_kernel(kernel_class: Any, bindings: dict[str, str], root: nn.Module) -
     for local, path in bindings.items():
         value: Any = root
         for part in path.split("."):  # a constant the trace lifts onto the model is not there yet
-            value = _attribute(value, part) if hasattr(value, part) else None
-        if not isinstance(value, (torch.Tensor, nn.Module)):
-            continue
-        owner_path, _, name = local.rpartition(".")
-        owner = fetch(kernel, owner_path) if owner_path else kernel
-        owner_table(owner, name, value)[name] = value
+            value = getattr(value, part, None)
+        if isinstance(value, (torch.Tensor, nn.Module)):
+            table, name = kernel_slot(kernel, local, value)
+            table[name] = value
     for module in kernel.modules():
         held = [*module._parameters.values(), *module._buffers.values(), *vars(module).values()]
         if any(isinstance(t, torch.Tensor) and t.is_meta for t in held):
@@ -515,18 +516,20 @@ class RegionPlan:
         self._compiled = None
 
     def kernel_step(self, index: int) -> Any:
-        """A function `(root, env) -> None` that runs region `index`'s kernel: the model's parameters and
-        buffers bound to it, its mode matched to the model's, its outputs put in `env`."""
+        """A function `(root, env) -> None` that runs region `index`'s kernel: the model's modules,
+        parameters and buffers bound to it, its mode matched to the model's, its outputs put in `env`."""
         region = self.regions[index]
         kernel = self.kernels[index]
-        # (the kernel's table the tensor goes in, its name there, where the model keeps it): the kernel's
-        # own modules are found once; the model's tensors are read on every call and put in the kernel's
-        # tables only where they are not already there
-        bindings = []
-        for local, path in sorted(region["bindings"].items(), key=lambda kv: kv[0].count(".")):
-            owner_path, _, name = local.rpartition(".")
-            owner = fetch(kernel, owner_path) if owner_path else kernel
-            bindings.append((owner_table(owner, name, None), name, _path_getter(path)))
+        # (the kernel's table the value goes in, its name there, where the model keeps it): the kernel's
+        # own modules are found once; the model's modules and tensors are read on every call and put in the
+        # kernel's tables only where they are not already there. A module bound whole brings its tensors
+        # with it: their own bindings would only look up what is already in place.
+        whole = {local for local in region["bindings"] if local in kernel._modules}
+        bindings = [
+            (*kernel_slot(kernel, local), _path_getter(path))
+            for local, path in region["bindings"].items()
+            if local.partition(".")[0] not in whole or "." not in local
+        ]
         inputs, outputs = list(region["inputs"]), list(region["outputs"])
         single = outputs[0] if len(outputs) == 1 else None
 
@@ -627,7 +630,6 @@ class _CompiledPlan:
     or executed (a candidate may not call exec or compile), this is the cheapest way to run the steps."""
 
     def __init__(self, plan: RegionPlan) -> None:
-        self.plan = plan
         self.placeholders: list[tuple[str, Any]] = []
         self.steps: list[Any] = []
         self.output: fx.Node | None = None
@@ -679,34 +681,39 @@ class _CompiledPlan:
                 env[name] = get(root)
 
             return step
+        if node.op == "call_function":
+            target: Any = node.target
+
+            def apply(root: Any, env: dict[str, Any]) -> None:
+                env[name] = target(
+                    *(args(env) if args else const_args), **(kwargs(env) if kwargs else const_kwargs)
+                )
+
+            return apply
         if node.op == "call_module":
-            fn = _path_getter(str(node.target))
-        elif node.op == "call_function":
-            target = node.target
-            fn = lambda root: target  # noqa: E731
-        elif node.op == "call_method":
-            method = str(node.target)
-            if (method == "view" and len(node.args) > 1 and not node.kwargs
-                    and getattr(node.args[0], "name", None) in from_kernels
-                    and not isinstance(node.args[1], torch.dtype)):  # fmt: skip
-                # a kernel's output need not have the strides torch's operations gave it: a view of it
-                # (a view the split left between regions) is taken where its strides allow, else copied
-                method = "reshape"
+            module = _path_getter(str(node.target))
 
-            def step(root: Any, env: dict[str, Any]) -> None:
-                a = args(env) if args else const_args
-                env[name] = getattr(a[0], method)(*a[1:], **(kwargs(env) if kwargs else const_kwargs))
+            def call(root: Any, env: dict[str, Any]) -> None:
+                env[name] = module(root)(
+                    *(args(env) if args else const_args), **(kwargs(env) if kwargs else const_kwargs)
+                )
 
-            return step
-        else:
+            return call
+        if node.op != "call_method":
             raise RuntimeError(f"cannot run FX node {node.op} {node.target}")
+        method = str(node.target)
+        if (method == "view" and len(node.args) > 1 and not node.kwargs
+                and getattr(node.args[0], "name", None) in from_kernels
+                and not isinstance(node.args[1], torch.dtype)):  # fmt: skip
+            # a kernel's output need not have the strides torch's operations gave it: a view of it
+            # (a view the split left between regions) is taken where its strides allow, else copied
+            method = "reshape"
 
-        def call(root: Any, env: dict[str, Any]) -> None:
-            env[name] = fn(root)(
-                *(args(env) if args else const_args), **(kwargs(env) if kwargs else const_kwargs)
-            )
+        def call_method(root: Any, env: dict[str, Any]) -> None:
+            a = args(env) if args else const_args
+            env[name] = getattr(a[0], method)(*a[1:], **(kwargs(env) if kwargs else const_kwargs))
 
-        return call
+        return call_method
 
 
 def input_key(inputs: tuple[Any, ...]) -> tuple[Any, ...]:
