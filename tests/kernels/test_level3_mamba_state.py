@@ -13,7 +13,6 @@ schedule never placed is refused instead of written.
 
 from __future__ import annotations
 
-import types
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,7 @@ from kernelwright.providers.offline import write_program
 from kernelwright.providers.offline.choice.schedule import schedule
 from kernelwright.providers.offline.frontend.analysis import analyze_source
 from kernelwright.providers.offline.kinds.kernel_plan import KernelPlan, RowPlanError
-from kernelwright.tasks import load_task_source
+from kernelwright.tasks import exec_task_module, load_task_source
 from tests.fakes.writer import check_programs, writer_prompt
 
 # The region the split cuts around step 2 of the model below (the decay of each position to its chunk's end).
@@ -133,12 +132,6 @@ def get_init_inputs():
 """
 
 
-def _module(source: str, name: str) -> types.ModuleType:
-    mod = types.ModuleType(name)
-    exec(compile(source, f"<{name}>", "exec"), mod.__dict__)
-    return mod
-
-
 def test_the_states_region_is_judged_correct(pool: WorkerPool) -> None:
     answer = write_program(writer_prompt(STATES_REGION))
     assert answer.code is not None, answer.explanation
@@ -161,7 +154,7 @@ def test_the_final_state_model_stitched_with_the_writers_programs_is_judged_corr
     from kernelwright.tasks.region_stitch import stitched_source
     from kernelwright.tasks.regions import split_model
 
-    task = _module(FINAL_STATE_MODEL, "task")
+    task = exec_task_module(FINAL_STATE_MODEL, "task")
     split = split_model(task.Model(*task.get_init_inputs()), task.get_inputs(), measure=False)
     kernels = {}
     for signature, regions in split.unique().items():

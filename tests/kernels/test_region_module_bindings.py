@@ -13,7 +13,7 @@ import pytest
 
 from kernelwright.hardware import EvalConfig, evaluate
 from kernelwright.providers.offline import write_program
-from kernelwright.tasks import load_task
+from kernelwright.tasks import exec_task_module, load_task
 from kernelwright.tasks.region_stitch import stitched_source
 from kernelwright.tasks.regions import split_model
 from kernelwright.tasks.resize import with_sizes
@@ -54,14 +54,8 @@ def _interpreted(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRITON_INTERPRET", "1")
 
 
-def _module(source: str, name: str) -> types.ModuleType:
-    mod = types.ModuleType(name)
-    exec(compile(source, f"<{name}>", "exec"), mod.__dict__)
-    return mod
-
-
 def test_a_kernel_cut_at_one_size_reads_the_models_modules_at_another(tmp_path: Path) -> None:
-    task = _module(SOURCE, "task")
+    task = exec_task_module(SOURCE, "task")
     split = split_model(task.Model(*task.get_init_inputs()), task.get_inputs())
     assert [r.ops for r in split.regions] == [["Conv2d", "BatchNorm2d"]]
     region = split.regions[0]
@@ -72,7 +66,7 @@ def test_a_kernel_cut_at_one_size_reads_the_models_modules_at_another(tmp_path: 
     stitched = stitched_source(SOURCE, split.leaves, [region.plan()], {0: (region.signature, answer.code)})
 
     other = with_sizes(SOURCE, {"channels": 4, "height": 5})  # judged where it was not cut
-    small = _module(other, "small")
+    small = exec_task_module(other, "small")
     candidate = types.ModuleType("stitched")
     candidate.__dict__.update(small.__dict__)
     exec(compile(stitched, "<stitched>", "exec"), candidate.__dict__)

@@ -4,12 +4,11 @@ region's kernel a Triton copy under the interpreter) equals the original."""
 
 from __future__ import annotations
 
-import types
-
 import pytest
 import torch
 from torch import nn
 
+from kernelwright.tasks import exec_task_module
 from kernelwright.tasks.region_stitch import stitched_source
 from kernelwright.tasks.regions import _LAYOUT, split_model
 from tests.kernels.tiny_model_src import copy_kernel
@@ -91,18 +90,12 @@ def _interpreted(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRITON_INTERPRET", "1")
 
 
-def _module(source: str, name: str) -> types.ModuleType:
-    mod = types.ModuleType(name)
-    exec(compile(source, f"<{name}>", "exec"), mod.__dict__)
-    return mod
-
-
 def _contains_run(ops: list[str], run: list[str]) -> bool:
     return any(ops[i : i + len(run)] == run for i in range(len(ops) - len(run) + 1))
 
 
 def test_norms_whole_no_views_only_region_and_the_stitch_equals_the_model() -> None:
-    task = _module(DECODER, "decoder")
+    task = exec_task_module(DECODER, "decoder")
     torch.manual_seed(0)
     model = task.Model(*task.get_init_inputs())
     split = split_model(model, task.get_inputs())
@@ -120,7 +113,7 @@ def test_norms_whole_no_views_only_region_and_the_stitch_equals_the_model() -> N
 
     kernels = {r.index: (r.signature, copy_kernel(r.source)) for r in split.regions}
     plans = [r.plan() for r in split.regions]
-    stitched = _module(stitched_source(DECODER, split.leaves, plans, kernels, spec=split.spec), "st")
+    stitched = exec_task_module(stitched_source(DECODER, split.leaves, plans, kernels, spec=split.spec), "st")
     new = stitched.ModelNew(*task.get_init_inputs())
     with torch.no_grad():
         for p in model.parameters():

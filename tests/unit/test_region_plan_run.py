@@ -9,6 +9,7 @@ import pytest
 import torch
 from torch import nn
 
+from kernelwright.tasks import exec_task_module
 from kernelwright.tasks.region_runtime import RegionPlan, trace
 from kernelwright.tasks.regions import split_model
 
@@ -44,9 +45,7 @@ def get_init_inputs():
 
 
 def _task() -> types.ModuleType:
-    mod = types.ModuleType("plan_task")
-    exec(compile(SOURCE, "<plan_task>", "exec"), mod.__dict__)
-    return mod
+    return exec_task_module(SOURCE, "plan_task")
 
 
 def _plan(model: nn.Module, inputs: list[torch.Tensor]) -> tuple[RegionPlan, list]:
@@ -101,8 +100,7 @@ def test_a_region_with_a_kernel_binds_the_models_parameters_and_mode() -> None:
     plan, regions = _plan(model, task.get_inputs())
     first = regions[0]
     assert first.ops[:3] == ["Conv2d", "BatchNorm2d", "ReLU"], first.ops
-    region = types.ModuleType("region")
-    exec(compile(first.source, "<region>", "exec"), region.__dict__)
+    region = exec_task_module(first.source, "region")
     kernel = region.Model(*region.get_init_inputs())  # weights of its own, never used
     modes: list[bool] = []
     kernel.register_forward_pre_hook(lambda module, args: modes.append(module.training))
