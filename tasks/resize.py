@@ -55,6 +55,14 @@ def _int_value(node: ast.expr) -> int | None:
     return None
 
 
+def _constant(name: str, node: ast.expr) -> SizeConstant | None:
+    """`node` as the size constant `name`, where it is an int (or int arithmetic) of 2 or more."""
+    v = _int_value(node)
+    if v is None or v < 2 or node.end_lineno is None:
+        return None
+    return SizeConstant(name, v, (node.lineno, node.col_offset), (node.end_lineno, node.end_col_offset or 0))
+
+
 def _list_elements(value: ast.expr) -> list[ast.expr] | None:
     """The elements of a list literal, alone or repeated (`[1024] * 16`: the count is the model's depth, not
     a size, and stays), else None."""
@@ -99,11 +107,9 @@ def _input_literals(tree: ast.Module) -> list[SizeConstant]:
                 if not isinstance(call, ast.Call):
                     continue
                 for size in _factory_sizes(call):
-                    v = _int_value(size) if isinstance(size, ast.Constant) else None
-                    if v is not None and v >= 2 and size.end_lineno is not None:
-                        found.append(SizeConstant(f"get_inputs@{size.lineno}:{size.col_offset}", v,
-                                                  (size.lineno, size.col_offset),
-                                                  (size.end_lineno, size.end_col_offset or 0)))  # fmt: skip
+                    c = _constant(f"get_inputs@{size.lineno}:{size.col_offset}", size)
+                    if c is not None and isinstance(size, ast.Constant):
+                        found.append(c)
     return found
 
 
@@ -132,7 +138,7 @@ def size_constants(source: str) -> list[SizeConstant]:
     `layer_sizes[0]`, `layer_sizes[1]`; `hidden = [1024] * 16` is one constant, `hidden[0]`); then, in a task
     without get_small_inputs, the int literals among the sizes of the tensors get_inputs makes
     (`_input_literals`)."""
-    found = []
+    found: list[SizeConstant | None] = []
     tree = parse_python(source)
     for node in tree.body:
         if (
@@ -142,11 +148,8 @@ def size_constants(source: str) -> list[SizeConstant]:
             and isinstance(node.value, ast.Tuple)
             and len(node.targets[0].elts) == len(node.value.elts)
         ):  # `depth, height, width = 16, 32, 32`: one constant per name
-            for t, value in zip(node.targets[0].elts, node.value.elts, strict=True):
-                v = _int_value(value)
-                if isinstance(t, ast.Name) and v is not None and v >= 2 and value.end_lineno is not None:
-                    found.append(SizeConstant(t.id, v, (value.lineno, value.col_offset),
-                                              (value.end_lineno, value.end_col_offset or 0)))  # fmt: skip
+            found += [_constant(t.id, v) for t, v in zip(node.targets[0].elts, node.value.elts, strict=True)
+                      if isinstance(t, ast.Name)]  # fmt: skip
             continue
         if isinstance(node, ast.Assign):  # `height = width = 128` is one constant, named by its first name
             target, value = node.targets[0], node.value
@@ -156,26 +159,21 @@ def size_constants(source: str) -> list[SizeConstant]:
             target, value = node.target, node.value
         else:
             continue
-        elements = _list_elements(value)
-        if isinstance(target, ast.Name) and elements is not None:
-            for i, element in enumerate(elements):
-                v = _int_value(element)
-                if v is not None and v >= 2 and element.end_lineno is not None:
-                    found.append(SizeConstant(f"{target.id}[{i}]", v, (element.lineno, element.col_offset),
-                                              (element.end_lineno, element.end_col_offset or 0)))  # fmt: skip
+        if not isinstance(target, ast.Name):
             continue
-        v = _int_value(value)
-        if isinstance(target, ast.Name) and v is not None and v >= 2 and value.end_lineno is not None:
-            found.append(SizeConstant(target.id, v, (value.lineno, value.col_offset),
-                                      (value.end_lineno, value.end_col_offset or 0)))  # fmt: skip
+        elements = _list_elements(value)
+        if elements is not None:
+            found += [_constant(f"{target.id}[{i}]", element) for i, element in enumerate(elements)]
+        else:
+            found.append(_constant(target.id, value))
     # A constant the model's own code reads (not through get_init_inputs) stays: a candidate's file has its
     # own copy of it, which a changed task would not change, so the two would be built differently.
     fixed = _read_by_the_model(tree)
-    found = [c for c in found if variable_of(c.name) not in fixed]
+    kept = [c for c in found if c is not None and variable_of(c.name) not in fixed]
     # A task with small inputs of its own is judged at them and its full inputs sliced: its literals stay.
     if any(isinstance(n, ast.FunctionDef) and n.name == "get_small_inputs" for n in tree.body):
-        return found
-    return found + _input_literals(tree)
+        return kept
+    return kept + _input_literals(tree)
 
 
 def variable_of(constant_name: str) -> str:
