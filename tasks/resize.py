@@ -16,8 +16,8 @@ from __future__ import annotations
 import ast
 import types
 from collections.abc import Callable
-from dataclasses import dataclass
-from functools import partial
+from dataclasses import dataclass, replace
+from functools import lru_cache, partial
 from typing import Any
 
 import torch
@@ -33,6 +33,11 @@ class SizeConstant:
     start: tuple[int, int]
     """(line, column) where the value's text begins; `end` where it ends (1-based lines)."""
     end: tuple[int, int]
+    also: tuple[tuple[tuple[int, int], tuple[int, int]], ...] = ()
+    """Further (start, end) places the same constant is written: equal literals among get_inputs' sizes."""
+
+    def spans(self) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+        return [(self.start, self.end), *self.also]
 
 
 def _int_value(node: ast.expr) -> int | None:
@@ -98,9 +103,12 @@ def _factory_sizes(call: ast.Call) -> list[ast.expr]:
 
 def _input_literals(tree: ast.Module) -> list[SizeConstant]:
     """Int literals >= 2 among the sizes of the tensors `get_inputs` makes (`torch.rand(batch_size, 3, 224,
-    224)`: 3 and 224), named by where they stand. They size only the inputs; a change the model cannot take
-    (3 input channels) is refused where it is tried, as any constant's."""
-    found = []
+    224)`: 3 and 224), one constant per value, named by where it first stands: equal literals change
+    together (224 x 224 stays square; a region cut from a model, whose 25 concatenated inputs are
+    `torch.randn([10, 32, 14, 14])` each, has 4 constants, not 100 that each break the concatenation
+    alone). They size only the inputs; a change the model cannot take (3 input channels) is refused where
+    it is tried, as any constant's."""
+    by_value: dict[int, list[SizeConstant]] = {}
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == "get_inputs":
             for call in ast.walk(node):
@@ -109,8 +117,13 @@ def _input_literals(tree: ast.Module) -> list[SizeConstant]:
                 for size in _factory_sizes(call):
                     c = _constant(f"get_inputs@{size.lineno}:{size.col_offset}", size)
                     if c is not None and isinstance(size, ast.Constant):
-                        found.append(c)
-    return found
+                        by_value.setdefault(c.value, []).append(c)
+    found = []
+    for same in by_value.values():
+        same.sort(key=lambda c: c.start)
+        first = same[0]
+        found.append(replace(first, also=tuple((c.start, c.end) for c in same[1:])))
+    return sorted(found, key=lambda c: c.start)
 
 
 def _read_by_the_model(tree: ast.Module) -> set[str]:
@@ -138,6 +151,13 @@ def size_constants(source: str) -> list[SizeConstant]:
     `layer_sizes[0]`, `layer_sizes[1]`; `hidden = [1024] * 16` is one constant, `hidden[0]`); then, in a task
     without get_small_inputs, the int literals among the sizes of the tensors get_inputs makes
     (`_input_literals`)."""
+    return list(_size_constants(source))
+
+
+@lru_cache(maxsize=64)
+def _size_constants(source: str) -> tuple[SizeConstant, ...]:
+    """`size_constants`, cached: `vary` and `shrink` rewrite one source hundreds of times, and each
+    rewrite reads its constants."""
     found: list[SizeConstant | None] = []
     tree = parse_python(source)
     for node in tree.body:
@@ -172,8 +192,8 @@ def size_constants(source: str) -> list[SizeConstant]:
     kept = [c for c in found if c is not None and variable_of(c.name) not in fixed]
     # A task with small inputs of its own is judged at them and its full inputs sliced: its literals stay.
     if any(isinstance(n, ast.FunctionDef) and n.name == "get_small_inputs" for n in tree.body):
-        return kept
-    return kept + _input_literals(tree)
+        return tuple(kept)
+    return (*kept, *_input_literals(tree))
 
 
 def variable_of(constant_name: str) -> str:
@@ -184,13 +204,12 @@ def variable_of(constant_name: str) -> str:
 def with_sizes(source: str, values: dict[str, int]) -> str:
     """`source` with the named constants' values replaced (other text, comments included, unchanged)."""
     lines = source.splitlines(keepends=True)
+    spans = [(span, values[c.name]) for c in _size_constants(source)
+             if c.name in values and values[c.name] != c.value for span in c.spans()]  # fmt: skip
     # Replace from the end so earlier positions stay valid.
-    for c in sorted(size_constants(source), key=lambda c: c.start, reverse=True):
-        if c.name not in values or values[c.name] == c.value:
-            continue
-        (l0, c0), (l1, c1) = c.start, c.end
+    for ((l0, c0), (l1, c1)), value in sorted(spans, reverse=True):
         head, tail = lines[l0 - 1][:c0], lines[l1 - 1][c1:]
-        lines[l0 - 1 : l1] = [f"{head}{values[c.name]}{tail}"]
+        lines[l0 - 1 : l1] = [f"{head}{value}{tail}"]
     return "".join(lines)
 
 

@@ -184,12 +184,15 @@ def test_bundled_tasks_are_named_from_any_folder(tmp_path, monkeypatch):
 
 
 def test_a_task_the_cpu_judge_could_only_run_at_a_huge_size_is_refused_for_cpu(tmp_path):
-    # literal sizes the forward ties together ((a @ b) @ a: all three dims equal): none can change alone
+    # literal sizes the forward ties together (two halves of the product's K: 4096 + 4096 = 8192, which is
+    # also M): neither value can change alone (equal literals change together, so a plain square (a @ b) @ a
+    # could)
     literal = write(
         tmp_path,
         "mm_literal",
-        "class Model(nn.Module):\n    def forward(self, a, b):\n        return (a @ b) @ a\n"
-        "def get_inputs():\n    return [torch.randn(8192, 8192), torch.randn(8192, 8192)]\n"
+        "class Model(nn.Module):\n    def forward(self, a, b, c):\n        return torch.cat([a, b], 1) @ c\n"
+        "def get_inputs():\n"
+        "    return [torch.randn(8192, 4096), torch.randn(8192, 4096), torch.randn(8192, 8192)]\n"
         "def get_init_inputs():\n    return []\n",
     )
     task = load_task(literal)
@@ -197,7 +200,7 @@ def test_a_task_the_cpu_judge_could_only_run_at_a_huge_size_is_refused_for_cpu(t
     with pytest.raises(TaskError) as caught:
         check_cpu_size(task, "cpu")
     message = str(caught.value)
-    assert "too large to verify on CPU" in message and "2.2 TFLOP and 768 MiB per forward" in message
+    assert "too large to verify on CPU" in message and "1.1 TFLOP and 768 MiB per forward" in message
     assert "define get_small_inputs()" in message
     # The same sizes as module-level constants: the judge verifies it at a smaller size, no refusal.
     constants = write(
@@ -213,12 +216,13 @@ def test_a_task_the_cpu_judge_could_only_run_at_a_huge_size_is_refused_for_cpu(t
     modest = write(
         tmp_path,
         "mm_modest",
-        "class Model(nn.Module):\n    def forward(self, a, b):\n        return (a @ b) @ a\n"
-        "def get_inputs():\n    return [torch.randn(1024, 1024), torch.randn(1024, 1024)]\n"
+        "class Model(nn.Module):\n    def forward(self, a, b, c):\n        return torch.cat([a, b], 1) @ c\n"
+        "def get_inputs():\n"
+        "    return [torch.randn(1024, 512), torch.randn(1024, 512), torch.randn(1024, 1024)]\n"
         "def get_init_inputs():\n    return []\n",
     )
     note = check_cpu_size(load_task(modest), "cpu")
-    assert note is not None and "verified on CPU at its full size (4.29 GFLOP and 12 MiB per forward)" in note
+    assert note is not None and "verified on CPU at its full size (2.15 GFLOP and 12 MiB per forward)" in note
 
 
 def test_load_time_of_the_bundled_suites_stays_small():
