@@ -314,6 +314,8 @@ class Runner:
         secret = FingerprintKey()  # drawn for this call: forward cannot know it beforehand
         arg_prints = self.guard.arg_prints(args, secret) if self.cuda and not msg.get("exchange") else None
         self.guard.poison([int(n) for n in msg.get("poison_bytes", [])])
+        if "rng_seed" in msg:  # as the reference's forward on these inputs was (Sample.forward_seed)
+            self.torch.manual_seed(int(msg["rng_seed"]))
         out = self.guard.forward(model, args, stage, record, existing)
         if arg_prints is not None and self.guard.arg_prints(args, secret) != arg_prints:
             fail(

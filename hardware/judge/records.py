@@ -40,6 +40,10 @@ class Sample:
     """Every buffer of the reference after this forward (running stats updated in train mode)."""
     buffers64: dict[str, Any] = field(default_factory=dict)
     """The float64 run's buffers after its forward (where that run was used): the buffers' anchor."""
+    forward_seed: int = 0
+    """torch's RNG is seeded with this before the reference's forward and before the candidate's on these
+    inputs: a forward that draws random numbers (`h0 = torch.randn(...)`, level3/35) draws the same ones on
+    both sides when it makes the same calls."""
 
 
 @dataclass

@@ -115,7 +115,7 @@ class CandidateSession:
             reply, fds = proc.request(
                 {"op": "call", "model": ref.shape.label, "args": args, "evidence": True, "profile": profile,
                  "stage": stage, "poison_bytes": poison, "keep": keep, "refill": refill,
-                 "exchange": exchange is not None, "mode": mode, "reset": reset,
+                 "exchange": exchange is not None, "mode": mode, "reset": reset, "rng_seed": sample.forward_seed,
                  "buffers": sorted(sample.buffers) if reset else []},
                 shared, job.remaining(), stage,
             )  # fmt: skip
