@@ -115,7 +115,7 @@ def _input_literals(tree: ast.Module) -> list[SizeConstant]:
                 if not isinstance(call, ast.Call):
                     continue
                 for size in _factory_sizes(call):
-                    c = _constant(f"get_inputs@{size.lineno}:{size.col_offset}", size)
+                    c = _constant(f"{_LITERAL_PREFIX}{size.lineno}:{size.col_offset}", size)
                     if c is not None and isinstance(size, ast.Constant):
                         by_value.setdefault(c.value, []).append(c)
     found = []
@@ -145,13 +145,17 @@ def _read_by_the_model(tree: ast.Module) -> set[str]:
     return out
 
 
-def size_constants(source: str) -> list[SizeConstant]:
+def size_constants(source: str, *, literals: bool = True) -> list[SizeConstant]:
     """Module-level `NAME = <int>` (or int arithmetic) assignments with values >= 2, in source order;
     each int element >= 2 of a module-level list of sizes (`layer_sizes = [400, 800]`, named
     `layer_sizes[0]`, `layer_sizes[1]`; `hidden = [1024] * 16` is one constant, `hidden[0]`); then, in a task
     without get_small_inputs, the int literals among the sizes of the tensors get_inputs makes
-    (`_input_literals`)."""
-    return list(_size_constants(source))
+    (`_input_literals`; not with `literals=False`)."""
+    found = _size_constants(source)
+    return [c for c in found if literals or not c.name.startswith(_LITERAL_PREFIX)]
+
+
+_LITERAL_PREFIX = "get_inputs@"
 
 
 @lru_cache(maxsize=64)
@@ -321,7 +325,7 @@ _VARIATIONS: dict[str, Callable[[int], int]] = {
 
 
 def vary(source: str, name: str, order: tuple[str, ...] = ("half", "two_thirds", "plus_one", "double"),
-         max_elements: int | None = None) -> Resized | None:  # fmt: skip
+         max_elements: int | None = None, literals: bool = True) -> Resized | None:  # fmt: skip
     """The task with as many of its size constants changed as stay valid (each checked on the meta
     device), or None when none can change.
 
@@ -329,9 +333,10 @@ def vary(source: str, name: str, order: tuple[str, ...] = ("half", "two_thirds",
     sizes (a constructor argument, a dim the trace fixed), not from the computation, so it must be read
     at run time. Constants are tried in source order, each at the values of `order` (`_VARIATIONS`) in
     turn until one keeps the task valid (and, with `max_elements`, its tensors that small), so sizes that
-    must agree (a divisibility) still can.
+    must agree (a divisibility) still can. `literals=False`: the named constants only, not get_inputs'
+    literal sizes.
     """
-    constants = {c.name: c.value for c in size_constants(source)}
+    constants = {c.name: c.value for c in size_constants(source, literals=literals)}
     if not constants:
         return None
 

@@ -409,11 +409,16 @@ def bind_hyperparameters(gm_full: Any, gm_small: Any, m_full: torch.nn.Module, m
 
 
 def _varied_module(source: str, name: str) -> Any:
-    """The task's module with its size constants varied (tasks/resize.py `vary`), or None."""
+    """The task's module with its named size constants varied (tasks/resize.py `vary`), or None.
+
+    Not get_inputs' literal sizes: the symbolic trace already reads an input's dims from the input, and a
+    region cut from a whole model has every size as a literal (varying those took DenseNet121's first
+    programs from 8 to 17 s and SwinMLP's from 10 to 53 s: a refused region's varied trace alone took 20 s in
+    sympy)."""
     from kernelwright.tasks.resize import vary
 
     try:
-        varied = vary(source, f"kw_offline_{name}_varied")
+        varied = vary(source, f"kw_offline_{name}_varied", literals=False)
         return exec_task_module(varied.source, f"kw_offline_{name}_varied") if varied is not None else None
     except Exception:  # the task's own code may raise anything at other sizes: no second trace then
         return None
