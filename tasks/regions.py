@@ -15,6 +15,7 @@ weights): identical residual blocks share one, and are searched once.
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import math
@@ -54,7 +55,7 @@ def module_constructor(module: nn.Module) -> str | None:
         return None
     if any(True for _ in module.children()):
         return None
-    text = f"nn.{cls.__name__}({module.extra_repr()})"
+    text = f"nn.{cls.__name__}({_without_defaults(cls, module.extra_repr())})"
     try:
         with torch.device("meta"):  # shapes only: no memory, no random init of large weights
             built = eval(text, {"nn": nn, "torch": torch, "inf": math.inf})  # noqa: S307 - text we made
@@ -65,6 +66,29 @@ def module_constructor(module: nn.Module) -> str | None:
     mine = {k: tuple(v.shape) for k, v in module.state_dict().items()}
     theirs = {k: tuple(v.shape) for k, v in built.state_dict().items()}
     return text if mine == theirs else None
+
+
+def _without_defaults(cls: type, arguments: str) -> str:
+    """`arguments` (a module's extra_repr) less the keyword arguments equal to the constructor's defaults,
+    so that the text builds the module under other torch versions too: torch 2.13's BatchNorm2d writes
+    `bias=True`, a keyword torch 2.11's does not take. The arguments unchanged where they do not parse."""
+    try:
+        call = ast.parse(f"f({arguments})", mode="eval").body
+        defaults = {n: p.default for n, p in inspect.signature(cls.__init__).parameters.items()
+                    if p.default is not inspect.Parameter.empty}  # fmt: skip
+    except (SyntaxError, ValueError, TypeError):
+        return arguments
+    assert isinstance(call, ast.Call)
+    kept = [ast.unparse(a) for a in call.args]
+    for kw in call.keywords:
+        try:
+            value = ast.literal_eval(kw.value)
+        except ValueError:
+            value = inspect.Parameter.empty
+        default = defaults.get(kw.arg or "", inspect.Parameter.empty)
+        if type(value) is not type(default) or value != default:
+            kept.append(ast.unparse(kw))
+    return ", ".join(kept)
 
 
 def leaf_modules(model: nn.Module) -> set[str]:
