@@ -254,6 +254,23 @@ class Model(nn.Module):
 )
 
 
+# A convolution with reflect padding (traced as a pad, then a convolution without padding): the pad's
+# widths are the module's padding, computed from the kernel size.
+MODULE_CONV_REFLECT = (
+    _KERNEL_SIZED_HEAD
+    + """
+class Model(nn.Module):
+    def __init__(self, channels, kernel_size):
+        super().__init__()
+        self.conv = nn.Conv2d(channels, channels, kernel_size, padding=kernel_size // 2, padding_mode="reflect")
+
+    def forward(self, x):
+        return torch.relu(self.conv(x))
+"""
+    + _KERNEL_SIZED_TAIL
+)
+
+
 def _generic_row_program(source: str) -> str:
     """The generic writer's program (its softmax as a row kernel), not the conv family's."""
     answer = program_variant(source, "t", "row_registers")
@@ -266,6 +283,7 @@ KERNEL_SIZED = {
     "functional_conv": (FUNCTIONAL_CONV, _write),
     "functional_pool": (FUNCTIONAL_POOL, _write),
     "functional_pool_generic": (FUNCTIONAL_POOL_ALONE, _write),
+    "module_conv_reflect": (MODULE_CONV_REFLECT, _write),
 }
 
 

@@ -35,6 +35,7 @@ from kernelwright.providers.offline.frontend.batch_norm_stats import plain_batch
 from kernelwright.providers.offline.frontend.call_arguments import (
     KEPT_AS_TORCH,
     bind_named_arguments,
+    bind_pad_widths,
     bind_schema,
     module_calls,
 )
@@ -524,6 +525,7 @@ def analyze_source(source: str, name: str = "task") -> AnalyzedTask:
         modules = module_calls(gm, pnames, model)  # before the traces' numbers are bound to attributes
         sources: dict = {}
         modules |= dict.fromkeys(bind_named_arguments(gm, model, var_to_val, sources), "")
+        modules |= dict.fromkeys(bind_pad_widths(gm, pnames, model, var_to_val, sources), "")
         other = OtherTrace()
         if gm_small is not None and m_small is not None:
             other = OtherTrace(_shapes_by_node(gm, gm_small), _placeholder_shapes(gm_small))

@@ -4,7 +4,8 @@ A trace records a convolution's or a pooling's stride, padding, dilation, groups
 though they come from the constructor (`nn.Conv2d(c, c, k, padding=k // 2)`, `F.max_pool2d(x, self.k,
 padding=self.k // 2)`): right at the traced sizes only. `module_calls` finds the calls that are a conv
 module's own (the program passes `self.conv.padding`); `bind_named_arguments` reads a functional call's
-arguments from a torch.fx trace of the forward with the model's scalars named (named_scalars.py).
+arguments from a torch.fx trace of the forward with the model's scalars named (named_scalars.py);
+`bind_pad_widths` reads the widths of the pad a convolution module with reflect (or other) padding makes.
 """
 
 from __future__ import annotations
@@ -178,6 +179,63 @@ def bind_named_arguments(gm: Any, model: torch.nn.Module, var_to_val: dict, sour
                 changed.add(node.name)
             node.args, node.kwargs = tuple(args), kwargs
     return changed
+
+
+def bind_pad_widths(
+    gm: Any, pnames: list[str], model: torch.nn.Module, var_to_val: dict, sources: dict
+) -> set[str]:
+    """A convolution module with a `padding_mode` other than zeros pads before its call (`F.pad(x,
+    self._reversed_padding_repeated_twice, mode)`, then the convolution without padding): the trace records
+    the pad's widths as numbers, right at the traced kernel size only (`padding=kernel_size // 2`). Where a
+    pad node feeds only such a module's own convolution (its weight the module's, the mode and widths the
+    module's), its widths become symbols read from the module; returns the names of the pad nodes changed."""
+    import sympy
+
+    from kernelwright.providers.offline.frontend.ir import SymScalar
+
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    param_of = dict(zip(placeholders, pnames, strict=False))
+    changed: set[str] = set()
+    for node in gm.graph.nodes:
+        if (
+            node.op != "call_function"
+            or getattr(node.target, "overloadpacket", None) is not torch.ops.aten.pad
+        ):
+            continue
+        users = list(node.users)
+        if len(users) != 1 or getattr(users[0].target, "overloadpacket", None) not in _CONVOLUTIONS:
+            continue
+        weight = param_of.get(users[0].args[1]) if len(users[0].args) > 1 else None
+        if weight is None or not weight.endswith(".weight"):
+            continue
+        path = weight.removesuffix(".weight")
+        try:
+            mod = model.get_submodule(path)
+        except AttributeError:
+            continue
+        args = bind_schema(node.target._schema.arguments, node)
+        widths = list(getattr(mod, "_reversed_padding_repeated_twice", []))
+        if (
+            not isinstance(mod, torch.nn.modules.conv._ConvNd)
+            or mod.padding_mode == "zeros"
+            or args.get("mode") != mod.padding_mode
+            or list(args.get("pad") or []) != widths
+        ):
+            continue
+        named = []
+        for i, w in enumerate(widths):
+            sym = sympy.Symbol(f"pad_{node.name}_{i}")
+            sources[sym], var_to_val[sym] = (
+                f"self.{path}._reversed_padding_repeated_twice[{i}]",
+                sympy.Integer(w),
+            )
+            named.append(SymScalar(sym, False))
+        node.args = (node.args[0], named, *node.args[2:])
+        changed.add(node.name)
+    return changed
+
+
+_CONVOLUTIONS = {getattr(torch.ops.aten, op) for op in ("convolution", "conv1d", "conv2d", "conv3d")}
 
 
 def _has_symbol(value: Any) -> bool:
