@@ -74,7 +74,7 @@ def _without_defaults(cls: type, arguments: str) -> str:
     `bias=True`, a keyword torch 2.11's does not take. The arguments unchanged where they do not parse."""
     try:
         call = ast.parse(f"f({arguments})", mode="eval").body
-        defaults = {n: p.default for n, p in inspect.signature(cls.__init__).parameters.items()
+        defaults = {n: p.default for n, p in inspect.signature(cls).parameters.items()
                     if p.default is not inspect.Parameter.empty}  # fmt: skip
     except (SyntaxError, ValueError, TypeError):
         return arguments
