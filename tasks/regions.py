@@ -16,6 +16,7 @@ weights): identical residual blocks share one, and are searched once.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import inspect
 import math
@@ -55,31 +56,51 @@ def module_constructor(module: nn.Module) -> str | None:
         return None
     if any(True for _ in module.children()):
         return None
-    text = f"nn.{cls.__name__}({_without_defaults(cls, module.extra_repr())})"
-    try:
-        with torch.device("meta"):  # shapes only: no memory, no random init of large weights
-            built = eval(text, {"nn": nn, "torch": torch, "inf": math.inf})  # noqa: S307 - text we made
-    except Exception:
+    text = _constructor_text(cls, module.extra_repr())
+    if text is None:
         return None
-    if not isinstance(built, nn.Module) or built.extra_repr() != module.extra_repr():
-        return None
+    with torch.device("meta"):  # shapes only: no memory, no random init of large weights
+        built = _build(text)
     mine = {k: tuple(v.shape) for k, v in module.state_dict().items()}
     theirs = {k: tuple(v.shape) for k, v in built.state_dict().items()}
     return text if mine == theirs else None
 
 
-def _without_defaults(cls: type, arguments: str) -> str:
-    """`arguments` (a module's extra_repr) less the keyword arguments equal to the constructor's defaults,
-    so that the text builds the module under other torch versions too: torch 2.13's BatchNorm2d writes
-    `bias=True`, a keyword torch 2.11's does not take. The arguments unchanged where they do not parse."""
+def _build(text: str) -> Any:
+    return eval(text, {"nn": nn, "torch": torch, "inf": math.inf})  # noqa: S307 - text we made
+
+
+@functools.lru_cache(maxsize=512)
+def _constructor_text(cls: type, extra_repr: str) -> str | None:
+    """`nn.<cls>(...)` built from the module's extra_repr, with no keyword the module does not need, or None
+    where the text does not build a module with that extra_repr.
+
+    A keyword is left out where it equals the constructor's default or where the module built without it is
+    the same (`bias=False` beside `affine=False`): the text then builds the module under other torch versions
+    too (torch 2.13's BatchNorm2d writes `bias=True`, a keyword torch 2.11's does not take)."""
     try:
-        call = ast.parse(f"f({arguments})", mode="eval").body
+        call = ast.parse(f"f({extra_repr})", mode="eval").body
         defaults = {n: p.default for n, p in inspect.signature(cls).parameters.items()
                     if p.default is not inspect.Parameter.empty}  # fmt: skip
     except (SyntaxError, ValueError, TypeError):
-        return arguments
-    assert isinstance(call, ast.Call)
-    kept = [ast.unparse(a) for a in call.args]
+        call, defaults = None, {}
+
+    def text(keywords: list[ast.keyword]) -> str:
+        assert isinstance(call, ast.Call)
+        return f"nn.{cls.__name__}({', '.join([*map(ast.unparse, call.args), *map(ast.unparse, keywords)])})"
+
+    def same(candidate: str) -> bool:
+        try:
+            with torch.device("meta"):
+                built = _build(candidate)
+        except Exception:
+            return False
+        return isinstance(built, nn.Module) and built.extra_repr() == extra_repr
+
+    if not isinstance(call, ast.Call):
+        whole = f"nn.{cls.__name__}({extra_repr})"
+        return whole if same(whole) else None
+    keywords = []
     for kw in call.keywords:
         try:
             value = ast.literal_eval(kw.value)
@@ -87,8 +108,14 @@ def _without_defaults(cls: type, arguments: str) -> str:
             value = inspect.Parameter.empty
         default = defaults.get(kw.arg or "", inspect.Parameter.empty)
         if type(value) is not type(default) or value != default:
-            kept.append(ast.unparse(kw))
-    return ", ".join(kept)
+            keywords.append(kw)
+    if not same(text(keywords)):
+        return None
+    for kw in list(keywords):
+        fewer = [k for k in keywords if k is not kw]
+        if same(text(fewer)):
+            keywords = fewer
+    return text(keywords)
 
 
 def leaf_modules(model: nn.Module) -> set[str]:
