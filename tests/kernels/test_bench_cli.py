@@ -35,15 +35,21 @@ ROOT = Path(__file__).resolve().parents[2]
 KW = ROOT / ".venv" / "bin" / "kernelwright"
 CANDIDATES = ROOT / "tests" / "kernels" / "candidates"
 
-RANDOM_TASK = '''"""Random in every mode: no candidate can be verified by value (a harness_error)."""
+RANDOM_TASK = '''"""A different output on every call, whatever the RNG's seed: no candidate can be verified by value
+(a harness_error)."""
 
 import torch
 import torch.nn as nn
 
 
 class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
     def forward(self, x):
-        return torch.relu(x) + torch.rand_like(x)
+        self.calls += 1
+        return torch.relu(x) + self.calls
 
 
 def get_inputs():
