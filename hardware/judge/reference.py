@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import secrets
 import time
 from collections import OrderedDict
 from typing import Any
@@ -37,10 +38,10 @@ _FP64_COST_FACTOR = 32.0
 _TASK_CACHE_SIZE = 3
 
 
-def forward_seed(seed: int) -> int:
-    """The RNG seed both forwards on one trial's inputs start from (`Sample.forward_seed`): derived from the
-    trial's input seed, not equal to it."""
-    return (seed * 0x9E3779B97F4A7C15 + 0x5EED) % (1 << 63)
+def forward_seed() -> int:
+    """The RNG seed both forwards on one trial's inputs start from (`Sample.forward_seed`): drawn from the OS
+    for each sample, so a forward that reads torch's seed learns nothing of the inputs' seeds."""
+    return secrets.randbits(63)
 
 
 class ReferenceCache:
@@ -181,7 +182,8 @@ class ReferenceCache:
             before = [fingerprint(t, secret) for t in tensors_of(args)] if ref.lean else []
             ref.restore(mode)
             t0 = time.perf_counter()
-            self.torch.manual_seed(forward_seed(seed))
+            rng_seed = forward_seed()
+            self.torch.manual_seed(rng_seed)
             with self.torch.no_grad():
                 out = ref.model(*args)
             self.device.sync()
@@ -197,7 +199,7 @@ class ReferenceCache:
                     not bitwise_equal(a, b) for a, b in zip(tensors_of(args), tensors_of(inputs), strict=True)
                 )
             sample = ref.samples[key] = Sample(inputs, detach(out), inputs_after=args if changed else None,
-                                                buffers=buffers, forward_seed=forward_seed(seed))  # fmt: skip
+                                                buffers=buffers, forward_seed=rng_seed)  # fmt: skip
         if fp64 and sample.fp64_status is None:
             if ref.lean and not ref.lean_float64:
                 sample.fp64_status = (
