@@ -228,20 +228,21 @@ class ReferenceCache:
         if task.modes is not None:
             return
         inputs = self.inputs(ref, seed)
-        runs: dict[tuple[str, int], tuple[Any, bool]] = {}
-        for mode in ("train", "eval"):
-            for rng in (1, 2):
-                ref.restore(mode)
-                self.torch.manual_seed(rng)
-                with self.torch.no_grad():
-                    out = detach(ref.model(*clone(inputs)))
-                self.device.sync()
-                updated = any(
-                    not bitwise_equal(v, ref.state0[k])
-                    for k, v in ref.model.named_buffers()
-                    if k in ref.state0
-                )
-                runs[(mode, rng)] = (out, updated)
+
+        def run(mode: str, rng: int) -> tuple[Any, bool]:
+            """One forward in `mode` with torch seeded `rng`: its output, and whether it changed a buffer (the
+            model is left as the forward left it)."""
+            ref.restore(mode)
+            self.torch.manual_seed(rng)
+            with self.torch.no_grad():
+                out = detach(ref.model(*clone(inputs)))
+            self.device.sync()
+            updated = any(
+                not bitwise_equal(v, ref.state0[k]) for k, v in ref.model.named_buffers() if k in ref.state0
+            )
+            return out, updated
+
+        runs = {(mode, rng): run(mode, rng) for mode in ("train", "eval") for rng in (1, 2)}
         ref.restore("train")
 
         def same(a: Any, b: Any) -> bool:  # the loosest row: nondeterministic kernels (atomics) still agree
@@ -250,11 +251,7 @@ class ReferenceCache:
         task.stateful = runs[("train", 1)][1] or runs[("eval", 1)][1]
         random_in_eval = not same(runs[("eval", 1)][0], runs[("eval", 2)][0])
         if random_in_eval:
-            ref.restore("eval")
-            self.torch.manual_seed(1)
-            with self.torch.no_grad():
-                again = detach(ref.model(*clone(inputs)))
-            self.device.sync()
+            again = run("eval", 1)[0]
             ref.restore("train")
             if not same(runs[("eval", 1)][0], again):
                 raise Unverifiable(
