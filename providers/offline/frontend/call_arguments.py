@@ -50,8 +50,7 @@ def module_calls(gm: Any, pnames: list[str], model: torch.nn.Module) -> dict[str
     module instead. Only where the call is the module's own: the weight (and bias, if any) are its
     parameters and the traced hyper-parameters are its attributes (a `padding_mode` other than zeros
     pads before the call, so its padding differs and the numbers stay)."""
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    param_of = dict(zip(placeholders, pnames, strict=False))
+    param_of = _params_by_placeholder(gm, pnames)
     out: dict[str, str] = {}
     for node in gm.graph.nodes:
         target = node.target
@@ -61,14 +60,10 @@ def module_calls(gm: Any, pnames: list[str], model: torch.nn.Module) -> dict[str
         if packet not in KEPT_AS_TORCH:
             continue
         args = bind_schema(target._schema.arguments, node)
-        weight = param_of.get(args.get("weight"))
-        if weight is None or not weight.endswith(".weight"):
+        owner = _weight_owner(param_of.get(args.get("weight")), model)
+        if owner is None:
             continue
-        path = weight.removesuffix(".weight")
-        try:
-            mod = model.get_submodule(path)
-        except AttributeError:
-            continue
+        path, mod = owner
         transposed, nd = packet.startswith("conv_transpose"), int(packet[-2])
         if (
             not isinstance(mod, torch.nn.modules.conv._ConvNd)
@@ -193,8 +188,7 @@ def bind_pad_widths(
 
     from kernelwright.providers.offline.frontend.ir import SymScalar
 
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    param_of = dict(zip(placeholders, pnames, strict=False))
+    param_of = _params_by_placeholder(gm, pnames)
     changed: set[str] = set()
     for node in gm.graph.nodes:
         if (
@@ -203,16 +197,18 @@ def bind_pad_widths(
         ):
             continue
         users = list(node.users)
-        if len(users) != 1 or getattr(users[0].target, "overloadpacket", None) not in _CONVOLUTIONS:
+        conv = users[0] if len(users) == 1 else None
+        if (
+            conv is None
+            or getattr(getattr(conv.target, "overloadpacket", None), "__name__", "") not in KEPT_AS_TORCH
+        ):
             continue
-        weight = param_of.get(users[0].args[1]) if len(users[0].args) > 1 else None
-        if weight is None or not weight.endswith(".weight"):
+        owner = _weight_owner(
+            param_of.get(bind_schema(conv.target._schema.arguments, conv).get("weight")), model
+        )
+        if owner is None:
             continue
-        path = weight.removesuffix(".weight")
-        try:
-            mod = model.get_submodule(path)
-        except AttributeError:
-            continue
+        path, mod = owner
         args = bind_schema(node.target._schema.arguments, node)
         widths = list(getattr(mod, "_reversed_padding_repeated_twice", []))
         if (
@@ -235,7 +231,21 @@ def bind_pad_widths(
     return changed
 
 
-_CONVOLUTIONS = {getattr(torch.ops.aten, op) for op in ("convolution", "conv1d", "conv2d", "conv3d")}
+def _params_by_placeholder(gm: Any, pnames: list[str]) -> dict[Any, str]:
+    """The trace's parameter placeholders by node, each with its parameter's name (its first placeholders)."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    return dict(zip(placeholders, pnames, strict=False))
+
+
+def _weight_owner(weight: str | None, model: torch.nn.Module) -> tuple[str, torch.nn.Module] | None:
+    """(path, module) of the module whose `weight` parameter this is ("blocks.0.conv.weight"), or None."""
+    if weight is None or not weight.endswith(".weight"):
+        return None
+    path = weight.removesuffix(".weight")
+    try:
+        return path, model.get_submodule(path)
+    except AttributeError:
+        return None
 
 
 def _has_symbol(value: Any) -> bool:
