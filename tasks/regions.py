@@ -56,66 +56,47 @@ def module_constructor(module: nn.Module) -> str | None:
         return None
     if any(True for _ in module.children()):
         return None
-    text = _constructor_text(cls, module.extra_repr())
-    if text is None:
+    found = _constructor_text(cls, module.extra_repr())
+    if found is None:
         return None
-    with torch.device("meta"):  # shapes only: no memory, no random init of large weights
-        built = _build(text)
-    mine = {k: tuple(v.shape) for k, v in module.state_dict().items()}
-    theirs = {k: tuple(v.shape) for k, v in built.state_dict().items()}
-    return text if mine == theirs else None
-
-
-def _build(text: str) -> Any:
-    return eval(text, {"nn": nn, "torch": torch, "inf": math.inf})  # noqa: S307 - text we made
+    text, shapes = found
+    return text if {k: tuple(v.shape) for k, v in module.state_dict().items()} == shapes else None
 
 
 @functools.lru_cache(maxsize=512)
-def _constructor_text(cls: type, extra_repr: str) -> str | None:
-    """`nn.<cls>(...)` built from the module's extra_repr, with no keyword the module does not need, or None
-    where the text does not build a module with that extra_repr.
+def _constructor_text(cls: type, extra_repr: str) -> tuple[str, dict[str, tuple[int, ...]]] | None:
+    """`nn.<cls>(...)` from a module's extra_repr, with no keyword the module does not need, and the shapes
+    of the state of the module it builds; None where the text does not build a module with that extra_repr.
 
-    A keyword is left out where it equals the constructor's default or where the module built without it is
-    the same (`bias=False` beside `affine=False`): the text then builds the module under other torch versions
-    too (torch 2.13's BatchNorm2d writes `bias=True`, a keyword torch 2.11's does not take)."""
+    A keyword is left out where the module built without it is the same (a default such as BatchNorm2d's
+    `bias=True`, or `bias=False` beside `affine=False`): the text then builds the module under other torch
+    versions too (torch 2.13's BatchNorm2d writes `bias`, a keyword torch 2.11's does not take)."""
+
+    def build(text: str) -> nn.Module | None:
+        try:
+            with torch.device("meta"):  # shapes only: no memory, no random init of large weights
+                built = eval(text, {"nn": nn, "torch": torch, "inf": math.inf})  # noqa: S307 - text we made
+        except Exception:
+            return None
+        return built if isinstance(built, nn.Module) and built.extra_repr() == extra_repr else None
+
+    whole = f"nn.{cls.__name__}({extra_repr})"
+    built = build(whole)
+    if built is None:
+        return None
     try:
         call = ast.parse(f"f({extra_repr})", mode="eval").body
-        defaults = {n: p.default for n, p in inspect.signature(cls).parameters.items()
-                    if p.default is not inspect.Parameter.empty}  # fmt: skip
-    except (SyntaxError, ValueError, TypeError):
-        call, defaults = None, {}
-
-    def text(keywords: list[ast.keyword]) -> str:
-        assert isinstance(call, ast.Call)
-        return f"nn.{cls.__name__}({', '.join([*map(ast.unparse, call.args), *map(ast.unparse, keywords)])})"
-
-    def same(candidate: str) -> bool:
-        try:
-            with torch.device("meta"):
-                built = _build(candidate)
-        except Exception:
-            return False
-        return isinstance(built, nn.Module) and built.extra_repr() == extra_repr
-
-    if not isinstance(call, ast.Call):
-        whole = f"nn.{cls.__name__}({extra_repr})"
-        return whole if same(whole) else None
-    keywords = []
-    for kw in call.keywords:
-        try:
-            value = ast.literal_eval(kw.value)
-        except ValueError:
-            value = inspect.Parameter.empty
-        default = defaults.get(kw.arg or "", inspect.Parameter.empty)
-        if type(value) is not type(default) or value != default:
-            keywords.append(kw)
-    if not same(text(keywords)):
-        return None
-    for kw in list(keywords):
-        fewer = [k for k in keywords if k is not kw]
-        if same(text(fewer)):
-            keywords = fewer
-    return text(keywords)
+    except SyntaxError:
+        call = None
+    if isinstance(call, ast.Call):
+        args = [ast.unparse(a) for a in call.args]
+        keywords = [ast.unparse(k) for k in call.keywords]
+        for kw in list(keywords):
+            fewer = [k for k in keywords if k != kw]
+            text = f"nn.{cls.__name__}({', '.join(args + fewer)})"
+            if (smaller := build(text)) is not None:
+                keywords, whole, built = fewer, text, smaller
+    return whole, {k: tuple(v.shape) for k, v in built.state_dict().items()}
 
 
 def leaf_modules(model: nn.Module) -> set[str]:
