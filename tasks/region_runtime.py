@@ -526,18 +526,34 @@ class RegionPlan:
         # with it: their own bindings would only look up what is already in place.
         whole = {local for local in region["bindings"] if local in kernel._modules}
         bindings = [
-            (*kernel_slot(kernel, local), _path_getter(path))
+            (*kernel_slot(kernel, local), _path_getter(path), path)
             for local, path in region["bindings"].items()
             if local.partition(".")[0] not in whole or "." not in local
         ]
         inputs, outputs = list(region["inputs"]), list(region["outputs"])
         single = outputs[0] if len(outputs) == 1 else None
+        # a tensor the model keeps as a plain attribute (`self.hidden = torch.randn(...)`, not a buffer)
+        # stays where it was made when the model moves; the region's task holds it as a buffer, which
+        # moves with its module, and its program has dropped the forward's `.to(x.device)` (a no-op where
+        # it was traced). Such a tensor is moved to the device of the region's first tensor input. Which
+        # bindings those are is found on the first call, from the model itself.
+        split: list[tuple[list[Any], list[Any]]] = []
 
         def step(root: Any, env: dict[str, Any]) -> None:
-            for table, name, get in bindings:
+            if not split:
+                plain = [_plain_attribute(root, b[3]) for b in bindings]
+                split.append(([b[:3] for b, p in zip(bindings, plain) if not p],
+                              [b[:3] for b, p in zip(bindings, plain) if p]))  # fmt: skip
+            fixed, moved = split[0]
+            for table, name, get in fixed:
                 value = get(root)
                 if table.get(name) is not value:
                     table[name] = value
+            if moved:
+                device = next((env[n].device for n in inputs if isinstance(env[n], torch.Tensor)), None)
+                for table, name, get in moved:
+                    value = get(root)
+                    table[name] = value if device is None else value.to(device)
             if kernel.training != root.training:
                 kernel.train(root.training)
             out = kernel(*[env[name] for name in inputs])
@@ -603,6 +619,18 @@ def _builder(value: Any) -> Any:
         kind = type(value)
         return lambda env: kind(*build(env))
     return lambda env: tuple(build(env))
+
+
+def _plain_attribute(root: nn.Module, path: str) -> bool:
+    """Whether `path` names a tensor its owner keeps as a plain attribute, not a parameter or buffer."""
+    owner_path, _, name = path.rpartition(".")
+    try:
+        owner = fetch(root, owner_path) if owner_path else root
+    except AttributeError:
+        return False
+    if not isinstance(owner, nn.Module) or name in owner._parameters or name in owner._buffers:
+        return False
+    return isinstance(owner.__dict__.get(name), torch.Tensor)
 
 
 def _path_getter(path: str) -> Any:
