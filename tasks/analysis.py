@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import threading
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from pydantic import BaseModel
 from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 from torch.utils.flop_counter import FlopCounterMode
 
 from kernelwright.tasks.errors import TaskError, describe_exception
@@ -151,11 +152,56 @@ def trace_forward(model: torch.nn.Module, inputs: Sequence[Any]) -> ForwardTrace
 def _trace_forward(model: torch.nn.Module, inputs: Sequence[Any]) -> ForwardTrace:
     recorder = _OpRecorder()
     with torch.no_grad(), FlopCounterMode(display=False) as counter, _FamilyScope(recorder), recorder:
-        output = model(*inputs)
+        with meta_recurrences_by_one_step(counter):
+            output = model(*inputs)
     families = recorder.families or (["other"] if recorder.ops else [])
     return ForwardTrace(
         ops=recorder.ops, families=families, flops=float(counter.get_total_flops()), output=output
     )
+
+
+_RECURRENCES = (torch.nn.RNN, torch.nn.LSTM, torch.nn.GRU)
+
+
+@contextmanager
+def meta_recurrences_by_one_step(counter: FlopCounterMode | None = None) -> Iterator[None]:
+    """On the meta device a recurrence (nn.LSTM, GRU, RNN) runs torch's python-level loop over its time
+    steps: level3/38's bidirectional 6-layer LSTM over 512 steps dispatches 92,000 ops, 12-17 s a forward,
+    and loading the task runs a dozen (the size search), past the loader's 60 s. Here a recurrence given a
+    meta input runs its first step only (the ops and families of every step), its FLOPs are counted once
+    per step (into `counter`'s), and its outputs are the whole sequence's shapes. Real tensors run as they
+    are."""
+    from kernelwright.tasks.region_runtime import _recurrence_outputs
+
+    originals = {cls: cls.forward for cls in _RECURRENCES}
+
+    def patched(cls: type) -> Any:
+        original = originals[cls]
+
+        def forward(self: torch.nn.RNNBase, input: Any, hx: Any = None) -> Any:  # noqa: A002 - torch's name
+            if not isinstance(input, torch.Tensor) or not input.is_meta or input.dim() < 2:
+                return original(self, input, hx)
+            seq_dim = 1 if self.batch_first and input.dim() == 3 else 0
+            steps = input.shape[seq_dim]
+            flops = counter.flop_counts["Global"] if counter is not None else {}
+            before = dict(flops)
+            with _disable_current_modes():  # the cut and the outputs are not the task's ops
+                first = input.narrow(seq_dim, 0, 1)
+            original(self, first, hx)
+            for op, n in list(flops.items()):
+                flops[op] += (n - before.get(op, 0)) * (steps - 1)
+            with _disable_current_modes():
+                return _recurrence_outputs(self, input)
+
+        return forward
+
+    for cls in _RECURRENCES:
+        cls.forward = patched(cls)  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        for cls, forward in originals.items():
+            cls.forward = forward  # type: ignore[method-assign]
 
 
 def output_tensors(output: Any) -> list[torch.Tensor] | None:

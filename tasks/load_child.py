@@ -77,7 +77,7 @@ def main() -> int:
     state = {"phase": "", "inputs": "get_inputs()"}
 
     def report(what: str) -> None:
-        if what.endswith("inputs()") and "init" not in what:
+        if what.startswith("get_") and what.endswith("inputs()") and "init" not in what:
             state["inputs"] = what
         if what != state["phase"]:
             state["phase"] = what

@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from kernelwright.tasks.analysis import meta_recurrences_by_one_step
 from kernelwright.tasks.module import exec_task_module, task_inputs, task_model
 from kernelwright.tasks.pyast import parse_python
 
@@ -224,7 +225,7 @@ def _meta_forward(module: types.ModuleType, small: bool) -> tuple[list[Any], lis
         with torch.device("meta"):
             inputs = task_inputs(module, small=small, seed=0, device="meta")
             model = task_model(module, small=small, seed=0, device="meta")
-            with torch.no_grad():
+            with torch.no_grad(), meta_recurrences_by_one_step():
                 out = model(*inputs)
     except Exception:
         return None
