@@ -277,6 +277,8 @@ class Recorder:
                 if a.name in written_args:
                     written.extend(tensors_in(args[i] if i < len(args) else kwargs.get(a.name)))
         fresh = all(r.alias_info is None for r in schema.returns)
+        if schema.name in PYTHON_NUMBER_OPS and isinstance(out, torch.Tensor) and out.numel() <= 1:
+            reads, fresh = [], True  # a number from the source made a tensor: a constant, as `full` is
         if fresh:
             written.extend(tensors_in(out))
         writes.extend(k for t in written if (k := storage_key(t)) is not None)
@@ -347,6 +349,13 @@ UNMARKED_WRITES: dict[str, set[str]] = {
 """Ops that write arguments their schema does not mark as written (`Tensor(a!)`): the batch norms that update
 their running statistics in place in train mode. Counted as writes, so a later read of those statistics
 (the same BatchNorm used twice in one forward, a kernel reading them) is not taken for work out of sight."""
+
+
+PYTHON_NUMBER_OPS = frozenset({"aten::lift_fresh", "aten::lift_fresh_copy"})
+"""What `torch.tensor(data)` dispatches, after its data was copied into a new tensor out of the dispatcher's
+sight. For one number (`torch.tensor(1.0 / 0.01, device=x.device)`, as level3/30's reference writes) the
+tensor is recorded as a constant made in forward, as `torch.full` is; for more than one it stays memory no
+recorded op wrote (a list or an array computed in Python, outside the recorder's view)."""
 
 
 class RecordingMode(TorchDispatchMode):

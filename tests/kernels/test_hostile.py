@@ -105,6 +105,7 @@ REJECTED: dict[str, tuple[str, str, str]] = {
     "thread_from_init.py": ("run", "forbidden", "building ModelNew left"),
     "numpy_into_buffer.py": ("run", "forbidden", "memory changed with no recorded op writing it"),
     "numpy_over_output.py": ("run", "forbidden", "returned by forward"),
+    "tensor_from_python_list.py": ("run", "forbidden", "depends on memory that no recorded op wrote"),
     # (a swap keeps every plain sum: the fingerprints are keyed and weigh each position)
     "swap_input_elements.py": ("run", "forbidden", "memory changed with no recorded op writing it"),
     "torch_off_the_recorded_call.py": ("run", "torch_fallback", "launched no Triton kernel"),
@@ -152,6 +153,11 @@ def test_honest_candidates_keep_their_verdicts_after_the_hostile_ones(
     # The patches, threads and corrupted state of every candidate above died with its process.
     assert_honest_still_judged(pool, relu_task)
     assert pool.restarts == restarts_at_start  # no hostile candidate took its judge down
+
+
+def test_a_number_made_a_tensor_in_forward_is_a_constant(pool, relu_task):
+    res = pool.evaluate(relu_task, hostile("honest_python_scalar.py"))
+    assert res.correct, res.error
 
 
 @pytest.mark.parametrize("precision, expected", [("strict", (False, "highest")), ("tf32", (True, "high"))])
