@@ -10,7 +10,8 @@ Two steps, so that the CPU work (split, write, stitch) is done where no GPU is n
     python benchmarks/level3_first_programs.py judge --kb KernelBench/level3 --stitched DIR --out OUT \
         [--device cuda] [--jobs 1] [--no-time] [--limit-s 240] [N ...]
 
-`write` leaves DIR/<stem>_stitched.py and a line per model in DIR/written.jsonl (regions, signatures, regions
+`write` leaves DIR/<stem>_stitched.py (none for a model where no region has a kernel, e.g. one nn.LSTM: its
+reference stands, and `judge` says so) and a line per model in DIR/written.jsonl (regions, signatures, regions
 with a kernel, the writer's refusals, seconds). `judge` appends a row per model to OUT/rows.jsonl (verdict,
 stage and first error line, times and speedups, the judge's phases, wall) and rewrites OUT/table.md after each
 model. With --jobs > 1 several models are judged at once: use it with --no-time (correctness only); timings
@@ -65,10 +66,13 @@ def _write_one(path: str, stitched_dir: str) -> None:
             kernels.update({r.index: (signature, answer.code) for r in regions})
         else:
             refused.append(str(answer.explanation).splitlines()[0][:120] if answer.explanation else "")
-    text = stitched_source(
-        source, split.leaves, [r.plan() for r in split.regions], kernels, stem, spec=split.spec
-    )
-    Path(stitched_dir, f"{stem}_stitched.py").write_text(text)
+    out = Path(stitched_dir, f"{stem}_stitched.py")
+    if kernels:
+        out.write_text(stitched_source(
+            source, split.leaves, [r.plan() for r in split.regions], kernels, stem, spec=split.spec
+        ))  # fmt: skip
+    else:  # nothing to swap in (a model that is one recurrence): the reference stands, as optimize-model says
+        out.unlink(missing_ok=True)
     _emit(regions=len(split.regions), signatures=len(split.unique()), with_kernel=len(kernels),
           refused=refused, write_s=round(time.time() - t0, 1))  # fmt: skip
 
@@ -165,10 +169,12 @@ def main() -> None:
 
     Path(a.stitched).mkdir(parents=True, exist_ok=True)
     paths = _models(a.kb, a.numbers)
+    standing: list[str] = []
     if a.step == "judge":
         if not a.out:
             ap.error("judge needs --out")
-        paths = [p for p in paths if Path(a.stitched, f"{Path(p).stem}_stitched.py").exists()]
+        # a model with no stitched file had no region with a kernel: its row says the reference stands
+        standing += [p for p in paths if not Path(a.stitched, f"{Path(p).stem}_stitched.py").exists()]
         rows_file = Path(a.out, "rows.jsonl")
         Path(a.out).mkdir(parents=True, exist_ok=True)
     else:
@@ -182,7 +188,9 @@ def main() -> None:
         cmd = [sys.executable, __file__, f"{a.step}-one", "--model-file", path, "--stitched", a.stitched,
                "--device", a.device, "--stage-timeout", str(a.stage_timeout)] + (["--no-time"] if a.no_time else [])  # fmt: skip
         left = deadline - time.time()
-        if left < 15:
+        if a.step == "judge" and path in standing:
+            row = {"outcome": "the reference stands: no region has a kernel", "wall_s": 0.0}
+        elif left < 15:
             row = {"outcome": "not started: the step's deadline", "wall_s": 0.0}
         else:
             row, _ = _child(cmd, min(a.limit_s, left))
