@@ -173,10 +173,10 @@ def meta_recurrences_by_one_step(counter: FlopCounterMode | None = None) -> Iter
     are."""
     from kernelwright.tasks.region_runtime import _recurrence_outputs
 
-    originals = {cls: cls.forward for cls in _RECURRENCES}
+    originals: dict[type, Any] = {cls: cls.forward for cls in _RECURRENCES}
 
     def patched(cls: type) -> Any:
-        original = originals[cls]
+        original: Any = originals[cls]
 
         def forward(self: torch.nn.RNNBase, input: Any, hx: Any = None) -> Any:  # noqa: A002 - torch's name
             if not isinstance(input, torch.Tensor) or not input.is_meta or input.dim() < 2:
@@ -200,8 +200,8 @@ def meta_recurrences_by_one_step(counter: FlopCounterMode | None = None) -> Iter
     try:
         yield
     finally:
-        for cls, forward in originals.items():
-            cls.forward = forward  # type: ignore[method-assign]
+        for original_cls, forward in originals.items():
+            original_cls.forward = forward  # type: ignore[attr-defined]
 
 
 def output_tensors(output: Any) -> list[torch.Tensor] | None:

@@ -542,8 +542,8 @@ class RegionPlan:
         def step(root: Any, env: dict[str, Any]) -> None:
             if not split:
                 plain = [_plain_attribute(root, b[3]) for b in bindings]
-                split.append(([b[:3] for b, p in zip(bindings, plain) if not p],
-                              [b[:3] for b, p in zip(bindings, plain) if p]))  # fmt: skip
+                split.append(([b[:3] for b, p in zip(bindings, plain, strict=True) if not p],
+                              [b[:3] for b, p in zip(bindings, plain, strict=True) if p]))  # fmt: skip
             fixed, moved = split[0]
             for table, name, get in fixed:
                 value = get(root)

@@ -41,7 +41,9 @@ for number in sys.argv[3:]:
             a = ref(*inputs)
             b = new(*inputs)
         torch.cuda.synchronize()
-        print(f"{stem} {mode}: output max |diff| {(a - b).abs().max().item():.3e} of max |ref| {a.abs().max().item():.3e}")
+        print(
+            f"{stem} {mode}: output max |diff| {(a - b).abs().max().item():.3e} of max |ref| {a.abs().max().item():.3e}"
+        )
     rb, nb = dict(ref.named_buffers()), dict(new.named_buffers())
     bad = []
     for k, v in rb.items():
@@ -52,6 +54,10 @@ for number in sys.argv[3:]:
                 bad.append(k)
                 if len(bad) <= 8:
                     i = int(d.argmax())
-                    print(f"  {k}: {(d > tol).sum().item()}/{v.numel()} off, worst [{i}] ref {v.flatten()[i].item():.6g} "
-                          f"new {nb[k].flatten()[i].item():.6g}; ratio of means new/ref {(nb[k].mean() / v.mean()).item():.4f}")
-    print(f"  {len(bad)} of {sum(1 for v in rb.values() if v.dtype.is_floating_point)} float buffers off: {bad[:20]}")
+                    print(
+                        f"  {k}: {(d > tol).sum().item()}/{v.numel()} off, worst [{i}] ref {v.flatten()[i].item():.6g} "
+                        f"new {nb[k].flatten()[i].item():.6g}; ratio of means new/ref {(nb[k].mean() / v.mean()).item():.4f}"
+                    )
+    print(
+        f"  {len(bad)} of {sum(1 for v in rb.values() if v.dtype.is_floating_point)} float buffers off: {bad[:20]}"
+    )
