@@ -73,10 +73,11 @@ UNSEEN = {
     "avg1d_padded": _source("nn.AvgPool1d(4, stride=3, padding=2)", (3, 2, 20)),
     # wide and tall enough for `rows` tiles of 4 x 64 away from every edge
     "max2d_interior_tiles": _source("nn.MaxPool2d(3, stride=1, padding=1, dilation=2)", (1, 1, 11, 140)),
-    # the form of a region cut from a whole model (level3/13's transition layer ends in this pooling)
-    "avg2d_region_form": _source("nn.AvgPool2d(kernel_size=2, stride=2, padding=0)", (2, 4, 9, 8)).replace(
-        "return self.p(x)", "t0 = self.p(x)\n        return t0"
-    ),
+    # the form of a region cut from a whole model (level3/13's transition layer ends in this pooling), its
+    # input named x0 as a region's task names it (ModelNew's forward called the kernel with an unbound `x`)
+    "avg2d_region_form": _source("nn.AvgPool2d(kernel_size=2, stride=2, padding=0)", (2, 4, 9, 8))
+    .replace("def forward(self, x):", "def forward(self, x0):")
+    .replace("return self.p(x)", "t0 = self.p(x0)\n        return t0"),
 }
 
 

@@ -70,11 +70,16 @@ class ReferenceParts:
         body = [
             item for item in cls.body if not (isinstance(item, ast.FunctionDef) and item.name == "forward")
         ]
+        call_args = forward_args
         if self.forward is not None:
             fwd_args = ast.unparse(self.forward.args)
+            # the reference's own parameter names (a region's task calls its input x0, not x)
+            names = [a.arg for a in [*self.forward.args.posonlyargs, *self.forward.args.args]][1:]
+            if len(names) >= len(forward_args):
+                call_args = names[: len(forward_args)]
         else:
             fwd_args = ", ".join(["self", *forward_args])
-        call = ", ".join(forward_args)
+        call = ", ".join(call_args)
         fwd = parse_python(f"def forward({fwd_args}):\n    return _kw_forward(self, {call})\n").body[0]
         cls.body = body + [fwd]
         cls.decorator_list = []
