@@ -445,13 +445,17 @@ class RegionPlan:
             and sizes_hold(graph, r.get("sizes") or {})
             for r in regions
         ]
-        in_region = {name for r in regions for name in r["nodes"]}
+        # a region some of whose nodes this trace does not have (the model was built with other arguments:
+        # ShuffleNet's shortcut is an empty Sequential where its channels are equal) is no region here: its
+        # nodes this trace has run as the graph's own
+        placed = [all(name in self.nodes for name in r["nodes"]) for r in regions]
+        in_region = {name for r, ok in zip(regions, placed, strict=True) if ok for name in r["nodes"]}
         # attribute fetches first: the tracer puts them where first used, which can be inside a region's
         # span of nodes while not one of its nodes
         self.steps: list[tuple[str, Any]] = [
             ("node", n) for n in graph.nodes if n.op == "get_attr" and n.name not in in_region
         ]
-        first_of = {r["nodes"][0]: i for i, r in enumerate(regions) if r["nodes"]}
+        first_of = {r["nodes"][0]: i for i, r in enumerate(regions) if r["nodes"] and placed[i]}
         ordered: list[tuple[str, Any]] = []
         for n in graph.nodes:
             if n.op == "get_attr" and n.name not in in_region:

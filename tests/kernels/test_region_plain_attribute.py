@@ -6,6 +6,7 @@ device", on an H200). The kernel now gets it on its inputs' device."""
 
 from __future__ import annotations
 
+import importlib.util
 import types
 from pathlib import Path
 
@@ -54,7 +55,7 @@ def _interpreted(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRITON_INTERPRET", "1")
 
 
-def _stitched() -> tuple[types.ModuleType, str]:
+def _stitched(folder: Path | None = None) -> tuple[types.ModuleType, str]:
     task = exec_task_module(SOURCE, "task")
     split = split_model(task.Model(*task.get_init_inputs()), task.get_inputs())
     kernels = {}
@@ -65,9 +66,14 @@ def _stitched() -> tuple[types.ModuleType, str]:
             kernels[region.index] = (region.signature, answer.code)
     assert any("state" in r.bindings.values() for r in split.regions if r.index in kernels)
     stitched = stitched_source(SOURCE, split.leaves, [r.plan() for r in split.regions], kernels)
-    candidate = types.ModuleType("stitched")
-    candidate.__dict__.update(task.__dict__)
-    exec(compile(stitched, "<stitched>", "exec"), candidate.__dict__)
+    if folder is None:
+        return task, stitched
+    path = folder / "stitched.py"  # a file: Triton's JIT reads each kernel's source from one
+    path.write_text(stitched)
+    spec = importlib.util.spec_from_file_location("stitched_plain", path)
+    assert spec is not None and spec.loader is not None
+    candidate = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(candidate)
     return candidate, stitched
 
 
@@ -88,9 +94,11 @@ def test_the_stitched_model_with_a_plain_attribute_is_correct(tmp_path: Path) ->
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_the_attribute_left_on_the_cpu_reaches_the_kernel_on_the_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_attribute_left_on_the_cpu_reaches_the_kernel_on_the_gpu(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.delenv("TRITON_INTERPRET")
-    candidate, _ = _stitched()
+    candidate, _ = _stitched(tmp_path)
     torch.manual_seed(0)
     ref = candidate.Model(*candidate.get_init_inputs()).cuda()
     new = candidate.ModelNew(*candidate.get_init_inputs()).cuda()
