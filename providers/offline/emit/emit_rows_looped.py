@@ -39,10 +39,10 @@ def looped_body(gen: RowKernelGen, c: Code, online: bool) -> None:
             neutral = "1.0" if v.op == "cumprod" else "0.0"
             shape = "[BLOCK_M, 1]" if gen.layout == "rows" else "[1, BLOCK_I]"
             c(f"carry{v.id} = tl.full({shape}, {neutral}, tl.float32)")
-        c("for r0 in range(0, NR, BLOCK_R):")
+        c("for rbase in range(0, NR, BLOCK_R):")
         with c.indent():
             gen.after_chunk = []
-            gen.chunk_setup(c, "r0")
+            gen.chunk_setup(c, "rbase")
             memo: dict[int, Operand] = {}
             gen.full_memo = memo
             for v in gen.full_outputs:
@@ -116,15 +116,15 @@ def stat_pass(gen: RowKernelGen, c: Code, group: list[Value], merged_into: dict)
     for v in scans_needed(gen, [s.args[0] for s in group]):
         gen.carries[v.id] = f"carry{v.id}"
         c(f"carry{v.id} = tl.full({rowshape}, {'1.0' if v.op == 'cumprod' else '0.0'}, tl.float32)")
-    c("for r0 in range(0, NR, BLOCK_R):")
+    c("for rbase in range(0, NR, BLOCK_R):")
     with c.indent():
         gen.after_chunk = []
-        gen.chunk_setup(c, "r0")
+        gen.chunk_setup(c, "rbase")
         memo: dict[int, Operand] = {}
         gen.full_memo = memo
         for s in group:
             if s.id in welford:
-                welford_step(gen, c, s, "r0 // BLOCK_R")
+                welford_step(gen, c, s, "rbase // BLOCK_R")
                 continue
             m = gen._masked(c, s, memo)
             a = f"a{s.id}"
