@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import os
@@ -37,8 +38,26 @@ def run_interpreted(program: str, timeout: float) -> list[str]:
     return out.stdout.splitlines()
 
 
+def loop_variables_reassigned(code: str) -> list[str]:
+    """Loops in a written program whose body assigns the loop's own variable: inside the loop the name no longer
+    holds the loop's value (the looped row kernels named their chunk start r0, as a row's first index is named,
+    and batch norm's Welford steps read the index: wrong wherever a row takes more than one chunk)."""
+    found = []
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.For) and isinstance(node.target, ast.Name):
+            name = node.target.id
+            stores = [n for part in node.body for n in ast.walk(part)
+                      if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)]  # fmt: skip
+            if stores:
+                found.append(f"line {node.lineno}: `for {name} in ...` assigns {name} in its body")
+    return found
+
+
 def check_programs(pool: Any, jobs: list[tuple[str, object, str]], cfg: Any) -> None:
-    """Evaluate (label, task, program) jobs together; fail with every mismatch listed."""
+    """Evaluate (label, task, program) jobs together; fail with every mismatch listed, and with every loop
+    that assigns its own variable (loop_variables_reassigned), whatever the verdict at the test's size."""
+    shadowed = [f"{label}: {w}" for label, _, code in jobs for w in loop_variables_reassigned(code)]
+    assert not shadowed, "\n".join(shadowed)
     results = pool.evaluate_many([(task, code) for _, task, code in jobs], cfg)
     # A harness error is never the candidate's fault (e.g. CPython 3.11's ast is not thread-safe when the
     # static checks of several jobs run at once): evaluate those once more, one at a time.
