@@ -28,7 +28,7 @@ from kernelwright.nodes.context_builder import target_facts
 from kernelwright.providers.offline.choice.variants import design_grid, program_variant
 from kernelwright.providers.offline.writer import write_program
 from kernelwright.tasks.generate import generate_tasks
-from tests.fakes.writer import writer_prompt
+from tests.fakes.writer import loop_variables_reassigned, writer_prompt
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -102,22 +102,31 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     (args.out / "programs").mkdir(parents=True, exist_ok=True)
     manifest: dict[str, str] = {}
+    shadowed: list[str] = []
     for name, source in _tasks():
         for label, code in _programs(name, source).items():
             key = f"{name}::{label}"
             manifest[key] = hashlib.sha256(code.encode()).hexdigest()[:16]
             safe = key.replace("/", "__").replace("::", "--").replace(" ", "_")[:180]
             (args.out / "programs" / f"{safe}.py").write_text(code)
+            if not code.startswith("error:"):
+                shadowed += [f"{key}: {w}" for w in loop_variables_reassigned(code)]
     (args.out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     print(f"{len(manifest)} programs from {len({k.split('::')[0] for k in manifest})} tasks -> {args.out}")
+    for line in shadowed:
+        print(f"loop assigns its own variable: {line}")
+    if shadowed:
+        print(
+            f"{len(shadowed)} loops assign their own variable (tests/fakes/writer.loop_variables_reassigned)"
+        )
     if args.compare:
         old = json.loads(args.compare.read_text())
         diff = sorted(k for k in set(old) | set(manifest) if old.get(k) != manifest.get(k))
         for k in diff:
             print(f"differs: {k} ({old.get(k, 'absent')} -> {manifest.get(k, 'absent')})")
         print(f"{len(diff)} of {len(set(old) | set(manifest))} differ")
-        return 1 if diff else 0
-    return 0
+        return 1 if diff or shadowed else 0
+    return 1 if shadowed else 0
 
 
 if __name__ == "__main__":
