@@ -26,6 +26,30 @@ def writer_prompt(source: str, kind: str = "large_step", **sections: str) -> str
     return "\n\n".join(parts)
 
 
+def first_programs_stitched(source: str) -> tuple[Any, dict[int, tuple[str, str]], list[str], str]:
+    """A KernelBench-format model split into regions, each region signature given the writer's first program,
+    and stitched: (the split, region index -> (signature, program), the writer's refusals, the stitched file's
+    text)."""
+    from kernelwright.providers.offline import write_program
+    from kernelwright.tasks import exec_task_module
+    from kernelwright.tasks.region_stitch import stitched_source
+    from kernelwright.tasks.regions import split_model
+
+    task = exec_task_module(source, "task")
+    split = split_model(task.Model(*task.get_init_inputs()), task.get_inputs(), measure=False)
+    kernels: dict[int, tuple[str, str]] = {}
+    refused: list[str] = []
+    for signature, regions in split.unique().items():
+        if regions[0].source:
+            answer = write_program(writer_prompt(regions[0].source))
+            if answer.code is None:
+                refused.append(str(answer.explanation))
+            else:
+                kernels.update({r.index: (signature, answer.code) for r in regions})
+    plans = [r.plan() for r in split.regions]
+    return split, kernels, refused, stitched_source(source, split.leaves, plans, kernels, spec=split.spec)
+
+
 def run_interpreted(program: str, timeout: float) -> list[str]:
     """Run `program` (Python source) in a fresh interpreter under Triton's interpreter (TRITON_INTERPRET=1), so
     its kernels run on the CPU and nothing it imports or patches reaches the test process; its stdout lines.

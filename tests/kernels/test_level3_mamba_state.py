@@ -22,8 +22,8 @@ from kernelwright.providers.offline import write_program
 from kernelwright.providers.offline.choice.schedule import schedule
 from kernelwright.providers.offline.frontend.analysis import analyze_source
 from kernelwright.providers.offline.kinds.kernel_plan import KernelPlan, RowPlanError
-from kernelwright.tasks import exec_task_module, load_task_source
-from tests.fakes.writer import check_programs, writer_prompt
+from kernelwright.tasks import load_task_source
+from tests.fakes.writer import check_programs, first_programs_stitched, writer_prompt
 
 # The region the split cuts around step 2 of the model below (the decay of each position to its chunk's end).
 STATES_REGION = """
@@ -151,23 +151,11 @@ def test_the_final_state_model_stitched_with_the_writers_programs_is_judged_corr
     judge at its own shapes (level3/49's path through benchmarks' sizes_probe.py)."""
     from kernelwright.hardware import evaluate
     from kernelwright.tasks import load_task
-    from kernelwright.tasks.region_stitch import stitched_source
-    from kernelwright.tasks.regions import split_model
 
-    task = exec_task_module(FINAL_STATE_MODEL, "task")
-    split = split_model(task.Model(*task.get_init_inputs()), task.get_inputs(), measure=False)
-    kernels = {}
-    for signature, regions in split.unique().items():
-        if regions[0].source:
-            answer = write_program(writer_prompt(regions[0].source))
-            if answer.code is not None:
-                kernels.update({r.index: (signature, answer.code) for r in regions})
+    split, kernels, _, stitched = first_programs_stitched(FINAL_STATE_MODEL)
     # the states region (slice, sub, exp, einsum) is among those with a kernel
     assert any(
         "torch.einsum('bclhn,bhcl,bclhp->bchpn'" in r.source for r in split.regions if r.index in kernels
-    )
-    stitched = stitched_source(
-        FINAL_STATE_MODEL, split.leaves, [r.plan() for r in split.regions], kernels, spec=split.spec
     )
     (tmp_path / "model.py").write_text(FINAL_STATE_MODEL)
     verdict = evaluate(load_task(tmp_path / "model.py"), stitched, EvalConfig(device="cpu"))

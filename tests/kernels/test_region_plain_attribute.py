@@ -6,20 +6,15 @@ device", on an H200). The kernel now gets it on its inputs' device."""
 
 from __future__ import annotations
 
-import importlib.util
-import types
 from pathlib import Path
 
 import pytest
 import torch
 
 from kernelwright.hardware import EvalConfig, evaluate
-from kernelwright.providers.offline import write_program
-from kernelwright.tasks import exec_task_module, load_task
+from kernelwright.tasks import load_task
 from kernelwright.tasks.region_runtime import _plain_attribute
-from kernelwright.tasks.region_stitch import stitched_source
-from kernelwright.tasks.regions import split_model
-from tests.fakes.writer import writer_prompt
+from tests.fakes.writer import first_programs_stitched, import_program
 
 SOURCE = """
 import torch
@@ -55,26 +50,11 @@ def _interpreted(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRITON_INTERPRET", "1")
 
 
-def _stitched(folder: Path | None = None) -> tuple[types.ModuleType, str]:
-    task = exec_task_module(SOURCE, "task")
-    split = split_model(task.Model(*task.get_init_inputs()), task.get_inputs())
-    kernels = {}
-    for region in split.regions:
-        if region.source:
-            answer = write_program(writer_prompt(region.source))
-            assert answer.code is not None, answer.explanation
-            kernels[region.index] = (region.signature, answer.code)
+def _stitched() -> str:
+    split, kernels, refused, stitched = first_programs_stitched(SOURCE)
+    assert not refused, refused
     assert any("state" in r.bindings.values() for r in split.regions if r.index in kernels)
-    stitched = stitched_source(SOURCE, split.leaves, [r.plan() for r in split.regions], kernels)
-    if folder is None:
-        return task, stitched
-    path = folder / "stitched.py"  # a file: Triton's JIT reads each kernel's source from one
-    path.write_text(stitched)
-    spec = importlib.util.spec_from_file_location("stitched_plain", path)
-    assert spec is not None and spec.loader is not None
-    candidate = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(candidate)
-    return candidate, stitched
+    return stitched
 
 
 def test_a_plain_tensor_attribute_is_told_from_parameters_and_buffers() -> None:
@@ -86,7 +66,7 @@ def test_a_plain_tensor_attribute_is_told_from_parameters_and_buffers() -> None:
 
 
 def test_the_stitched_model_with_a_plain_attribute_is_correct(tmp_path: Path) -> None:
-    _, stitched = _stitched()
+    stitched = _stitched()
     path = tmp_path / "task.py"
     path.write_text(SOURCE)
     verdict = evaluate(load_task(path), stitched, EvalConfig(device="cpu"))
@@ -98,7 +78,7 @@ def test_the_attribute_left_on_the_cpu_reaches_the_kernel_on_the_gpu(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.delenv("TRITON_INTERPRET")
-    candidate, _ = _stitched(tmp_path)
+    candidate = import_program(_stitched(), tmp_path / "stitched_plain.py")
     torch.manual_seed(0)
     ref = candidate.Model(*candidate.get_init_inputs()).cuda()
     new = candidate.ModelNew(*candidate.get_init_inputs()).cuda()

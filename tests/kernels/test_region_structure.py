@@ -11,12 +11,9 @@ from pathlib import Path
 import pytest
 
 from kernelwright.hardware import EvalConfig, evaluate
-from kernelwright.providers.offline import write_program
-from kernelwright.tasks import exec_task_module, load_task
-from kernelwright.tasks.region_stitch import stitched_source
-from kernelwright.tasks.regions import split_model
+from kernelwright.tasks import load_task
 from kernelwright.tasks.resize import with_sizes
-from tests.fakes.writer import writer_prompt
+from tests.fakes.writer import first_programs_stitched
 
 SOURCE = """
 import torch
@@ -54,16 +51,9 @@ def _interpreted(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_model_built_without_a_cut_region_runs_its_nodes_as_the_graph_has_them(tmp_path: Path) -> None:
-    task = exec_task_module(SOURCE, "task")
-    split = split_model(task.Model(*task.get_init_inputs()), task.get_inputs())
-    kernels = {}
-    for region in split.regions:
-        if region.source:
-            answer = write_program(writer_prompt(region.source))
-            assert answer.code is not None, answer.explanation
-            kernels[region.index] = (region.signature, answer.code)
+    split, kernels, refused, stitched = first_programs_stitched(SOURCE)
+    assert not refused, refused
     assert any("shortcut" in " ".join(r.nodes) for r in split.regions if r.index in kernels)
-    stitched = stitched_source(SOURCE, split.leaves, [r.plan() for r in split.regions], kernels)
     for sizes in ({}, {"cout": 4}):  # as cut, then with the shortcut empty
         path = tmp_path / f"task{len(sizes)}.py"
         path.write_text(with_sizes(SOURCE, sizes) if sizes else SOURCE)
