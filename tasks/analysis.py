@@ -170,14 +170,10 @@ def meta_recurrences_by_one_step(counter: FlopCounterMode | None = None) -> Iter
     and loading the task runs a dozen (the size search), past the loader's 60 s. Here a recurrence given a
     meta input runs its first step only (the ops and families of every step), its FLOPs are counted once
     per step (into `counter`'s), and its outputs are the whole sequence's shapes. Real tensors run as they
-    are."""
+    are. The classes' forwards are patched process-wide: under MODEL_LOCK, as this module's other patches."""
     from kernelwright.tasks.region_runtime import _recurrence_outputs
 
-    originals: dict[type, Any] = {cls: cls.forward for cls in _RECURRENCES}
-
-    def patched(cls: type) -> Any:
-        original: Any = originals[cls]
-
+    def patched(original: Any) -> Any:
         def forward(self: torch.nn.RNNBase, input: Any, hx: Any = None) -> Any:  # noqa: A002 - torch's name
             if not isinstance(input, torch.Tensor) or not input.is_meta or input.dim() < 2:
                 return original(self, input, hx)
@@ -195,13 +191,15 @@ def meta_recurrences_by_one_step(counter: FlopCounterMode | None = None) -> Iter
 
         return forward
 
-    for cls in _RECURRENCES:
-        cls.forward = patched(cls)  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        for original_cls, forward in originals.items():
-            original_cls.forward = forward  # type: ignore[attr-defined]
+    with MODEL_LOCK:  # the originals read and put back by one thread at a time
+        originals: dict[type, Any] = {cls: cls.forward for cls in _RECURRENCES}
+        for cls, original in originals.items():
+            cls.forward = patched(original)  # type: ignore[attr-defined]
+        try:
+            yield
+        finally:
+            for cls, original in originals.items():
+                cls.forward = original  # type: ignore[attr-defined]
 
 
 def output_tensors(output: Any) -> list[torch.Tensor] | None:
