@@ -224,7 +224,8 @@ class Judge:
             job.restart = classify_exception(exc) == "crash"
             res.correct = False
             res.error_kind = "harness_error"
-            res.error = tail(f"the harness failed: {traceback.format_exc()}")
+            # The exception first (a one-line report shows it), its traceback after (tail keeps the end).
+            res.error = tail(f"the harness failed: {type(exc).__name__}: {exc}\n{traceback.format_exc()}")
         finally:
             if job.proc is not None:
                 res.extra["confinement"] = job.proc.info.get("confinement")
