@@ -78,10 +78,11 @@ def test_the_attribute_left_on_the_cpu_reaches_the_kernel_on_the_gpu(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.delenv("TRITON_INTERPRET")
-    candidate = import_program(_stitched(), tmp_path / "stitched_plain.py")
+    reference = import_program(SOURCE, tmp_path / "plain_reference.py")
+    candidate = import_program(_stitched(), tmp_path / "stitched_plain.py")  # ModelNew only
     torch.manual_seed(0)
-    ref = candidate.Model(*candidate.get_init_inputs()).cuda()
-    new = candidate.ModelNew(*candidate.get_init_inputs()).cuda()
+    ref = reference.Model(*reference.get_init_inputs()).cuda()
+    new = candidate.ModelNew(*reference.get_init_inputs()).cuda()
     new.load_state_dict(ref.state_dict())
     new.state = ref.state.clone()
     assert ref.state.device.type == "cpu" and new.state.device.type == "cpu"  # .cuda() left them there
