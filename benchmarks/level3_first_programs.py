@@ -88,6 +88,7 @@ def _judge_one(path: str, stitched: str, device: str, timed: bool, stage_timeout
     r = evaluate(load_task(path), Path(stitched).read_text(), cfg)
     first = (r.error or "").strip().splitlines()
     _emit(correct=r.correct, stage=r.stage, error_kind=r.error_kind, error=first[0][:300] if first else "",
+          error_end=(r.error or "")[-1500:] if len(first) > 1 else "",
           runtime_ms=r.runtime_ms, eager_ms=r.eager_ms, compile_ms=r.compile_ms,
           speedup_vs_eager=r.speedup_vs_eager, speedup_vs_compile=r.speedup_vs_compile,
           kernel_launches=r.kernel_launches, shapes=r.shapes_checked, device_name=r.device,
