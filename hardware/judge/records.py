@@ -119,7 +119,7 @@ class TaskState:
     reference unless it fits (lean_float64), no copies the judge can do without, other tasks' state dropped
     (see ReferenceCache.fits in hardware.judge.reference)."""
     lean_float64: bool = False
-    """A lean task whose float64 reference fits the memory bound (see lean_float64_fits)."""
+    """A lean task whose float64 reference fits the free device memory (see lean_float64_fits)."""
     footprint_checked: bool = False
     unfit: str | None = None
     """Why the task does not fit this GPU, once found (every later job is told the same)."""

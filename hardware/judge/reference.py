@@ -203,7 +203,7 @@ class ReferenceCache:
         if fp64 and sample.fp64_status is None:
             if ref.lean and not ref.lean_float64:
                 sample.fp64_status = (
-                    "unavailable: the task is too large for a float64 run within the memory bound"
+                    "unavailable: the task is too large for a float64 run in the free device memory"
                 )
             elif not needs_float64_reference(sample.out, precision):  # type: ignore[arg-type]
                 sample.fp64_status = (
