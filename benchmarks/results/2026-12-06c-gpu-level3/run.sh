@@ -6,6 +6,7 @@
 #   again    correctness for the models the first call's limits killed (10 16, three at a time with 31, which ran
 #            out of memory beside Mamba2), then 48 alone (its harness failure), then timing of MODELS until END_S.
 #   timed    timing, one model at a time, of MODELS (the models judged correct), until END_S.
+#   profile  benchmarks/probes/model_profile.py on MODELS: host issue time against kernel time per forward.
 set -u
 export PYTHONUNBUFFERED=1
 T0=$(date +%s)
@@ -36,4 +37,7 @@ timed)
   python3 $J judge ${MODELS} --kb .l3/kb --stitched .l3/stitched --out $OUT/l3t -j 1 --limit-s 120 \
     --stage-timeout 110 --deadline-s $(( $(left) - 10 )) > $OUT/judge_timed.log 2>&1
   cut -c1-200 $OUT/l3t/table.md ;;
+profile)
+  timeout $(( $(left) - 10 )) python3 benchmarks/probes/model_profile.py .l3/kb .l3/stitched ${MODELS} --out $OUT/profile.jsonl \
+    > $OUT/profile.log 2>&1; cat $OUT/profile.log ;;
 esac
