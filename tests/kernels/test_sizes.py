@@ -220,7 +220,8 @@ class Model(nn.Module):
 )
 
 # A convolution, then a functional max pooling whose window is the kernel size and whose padding is
-# computed from it (the conv writer's pooling stage).
+# computed from it (the conv writer's pooling stage). Two channels, not five: under the interpreter each
+# output runs the window's taps times the convolution's (5 x 5 x 2 x 3 x 3 at kernel size 5).
 FUNCTIONAL_POOL = (
     _KERNEL_SIZED_HEAD
     + """
@@ -234,7 +235,7 @@ class Model(nn.Module):
         y = torch.relu(self.conv(x))
         return F.max_pool2d(y, self.k, stride=1, padding=self.k // 2)
 """
-    + _KERNEL_SIZED_TAIL
+    + _KERNEL_SIZED_TAIL.replace("channels = 5", "channels = 2")
 )
 
 
