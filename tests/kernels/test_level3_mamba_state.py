@@ -146,10 +146,11 @@ def test_a_scan_read_through_its_own_last_column_is_judged_correct(pool: WorkerP
     check_programs(pool, [("decay", load_task_source(CUMSUM_DECAY_REGION, "decay"), answer.code)], cfg)
 
 
-def test_the_final_state_model_stitched_with_the_writers_programs_is_judged_correct(tmp_path: Path) -> None:
+def test_the_final_state_model_stitched_with_the_writers_programs_is_judged_correct(
+    tmp_path: Path, pool: WorkerPool
+) -> None:
     """The whole model split, each region signature given the writer's first program, judged by the CPU
     judge at its own shapes (level3/49's path through benchmarks' sizes_probe.py)."""
-    from kernelwright.hardware import evaluate
     from kernelwright.tasks import load_task
 
     split, kernels, _, stitched = first_programs_stitched(FINAL_STATE_MODEL)
@@ -158,7 +159,7 @@ def test_the_final_state_model_stitched_with_the_writers_programs_is_judged_corr
         "torch.einsum('bclhn,bhcl,bclhp->bchpn'" in r.source for r in split.regions if r.index in kernels
     )
     (tmp_path / "model.py").write_text(FINAL_STATE_MODEL)
-    verdict = evaluate(load_task(tmp_path / "model.py"), stitched, EvalConfig(device="cpu"))
+    verdict = pool.evaluate(load_task(tmp_path / "model.py"), stitched, EvalConfig(device="cpu"))
     assert verdict.correct, verdict.error
 
 

@@ -80,13 +80,7 @@ class ModelNew(_Layers):
 )
 
 
-@pytest.fixture(scope="module")
-def pool():
-    with WorkerPool(device="cpu", workers=1) as p:
-        yield p
-
-
-def test_model_with_300_state_tensors_is_judged(pool):
+def test_model_with_300_state_tensors_is_judged(pool: WorkerPool):
     task = load_task_source(TASK, "task_many_tensors")
     t0 = time.perf_counter()
     res = pool.evaluate(task, CANDIDATE)
@@ -100,7 +94,7 @@ EXITS_QUIETLY = CANDIDATE.replace(
 ).replace("import triton\n", "import os\nimport triton\n", 1)
 
 
-def test_candidate_that_exits_with_status_0_says_what_it_was_doing(pool):
+def test_candidate_that_exits_with_status_0_says_what_it_was_doing(pool: WorkerPool):
     res = pool.evaluate(load_task_source(TASK, "task_many_tensors"), EXITS_QUIETLY)
     assert (res.stage, res.error_kind) == ("compile", "crash"), res.error
     assert "exited with status 0" in res.error and "'load' request" in res.error, res.error

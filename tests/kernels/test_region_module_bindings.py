@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelwright.hardware import EvalConfig, evaluate
+from kernelwright.hardware import EvalConfig, WorkerPool
 from kernelwright.providers.offline import write_program
 from kernelwright.tasks import exec_task_module, load_task
 from kernelwright.tasks.region_stitch import stitched_source
@@ -54,7 +54,9 @@ def _interpreted(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRITON_INTERPRET", "1")
 
 
-def test_a_kernel_cut_at_one_size_reads_the_models_modules_at_another(tmp_path: Path) -> None:
+def test_a_kernel_cut_at_one_size_reads_the_models_modules_at_another(
+    tmp_path: Path, pool: WorkerPool
+) -> None:
     task = exec_task_module(SOURCE, "task")
     split = split_model(task.Model(*task.get_init_inputs()), task.get_inputs())
     assert [r.ops for r in split.regions] == [["Conv2d", "BatchNorm2d"]]
@@ -75,5 +77,5 @@ def test_a_kernel_cut_at_one_size_reads_the_models_modules_at_another(tmp_path: 
     assert kernel.m0 is new.conv and kernel.m1 is new.bn  # the model's own modules, not copies
     path = tmp_path / "small.py"
     path.write_text(other)
-    verdict = evaluate(load_task(path), stitched, EvalConfig(device="cpu"))
+    verdict = pool.evaluate(load_task(path), stitched, EvalConfig(device="cpu"))
     assert verdict.correct, verdict.error

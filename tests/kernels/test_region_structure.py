@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelwright.hardware import EvalConfig, evaluate
+from kernelwright.hardware import EvalConfig, WorkerPool
 from kernelwright.tasks import load_task
 from kernelwright.tasks.resize import with_sizes
 from tests.fakes.writer import first_programs_stitched
@@ -50,12 +50,14 @@ def _interpreted(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRITON_INTERPRET", "1")
 
 
-def test_a_model_built_without_a_cut_region_runs_its_nodes_as_the_graph_has_them(tmp_path: Path) -> None:
+def test_a_model_built_without_a_cut_region_runs_its_nodes_as_the_graph_has_them(
+    tmp_path: Path, pool: WorkerPool
+) -> None:
     split, kernels, refused, stitched = first_programs_stitched(SOURCE)
     assert not refused, refused
     assert any("shortcut" in " ".join(r.nodes) for r in split.regions if r.index in kernels)
     for sizes in ({}, {"cout": 4}):  # as cut, then with the shortcut empty
         path = tmp_path / f"task{len(sizes)}.py"
         path.write_text(with_sizes(SOURCE, sizes) if sizes else SOURCE)
-        verdict = evaluate(load_task(path), stitched, EvalConfig(device="cpu"))
+        verdict = pool.evaluate(load_task(path), stitched, EvalConfig(device="cpu"))
         assert verdict.correct, (sizes, verdict.error)

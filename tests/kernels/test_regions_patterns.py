@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from kernelwright.hardware import WorkerPool
 from kernelwright.tasks.region_runtime import fake_inputs, fake_run_node
 from kernelwright.tasks.region_stitch import stitched_source
 from kernelwright.tasks.regions import split_model
@@ -367,11 +368,11 @@ def test_fake_recurrence_sizes_are_the_real_ones(kind: type[torch.nn.RNNBase], b
 
 @pytest.mark.parametrize("name", ["SIZE_SLICING", "CONTROL_FLOW"])
 def test_a_specialized_model_stitched_with_the_writers_programs_is_judged_correct(
-    name: str, tmp_path: Path
+    name: str, tmp_path: Path, pool: WorkerPool
 ) -> None:
     """The judge (CPU, both modes, its own shapes: the stitched model traces itself again there) on the
     model stitched with the offline writer's first program for each region signature."""
-    from kernelwright.hardware import EvalConfig, evaluate
+    from kernelwright.hardware import EvalConfig
     from kernelwright.providers.offline import write_program
     from kernelwright.providers.protocol import render_section
     from kernelwright.tasks import load_task
@@ -393,5 +394,5 @@ def test_a_specialized_model_stitched_with_the_writers_programs_is_judged_correc
         source, split.leaves, [r.plan() for r in split.regions], kernels, spec=split.spec
     )
     (tmp_path / "model.py").write_text(source)
-    verdict = evaluate(load_task(tmp_path / "model.py"), stitched, EvalConfig(device="cpu"))
+    verdict = pool.evaluate(load_task(tmp_path / "model.py"), stitched, EvalConfig(device="cpu"))
     assert verdict.correct, verdict.error
