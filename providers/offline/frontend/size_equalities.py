@@ -16,6 +16,11 @@ only ephemeral sources, then the larger hint, then the later name) by the other;
 through the ShapeEnv's own `_set_replacement`. Any other relation goes to torch's method. The guard itself
 is recorded by the ShapeEnv as before. tests/unit/test_analysis_size_equalities.py compares the ShapeEnv
 and the graph with torch's path.
+
+`_set_replacement` still narrows the replaced symbol's range by the other's, `ValueRanges.__and__`: sympy's
+`Max` and `Min` of the bounds, equal here, about a tenth of a DenseNet layer's trace. While the patch is
+active the intersection of two equal ranges is the range itself, what `Max(l, l)` and `Min(u, u)` (or `Or`
+and `And` for booleans) give (tests/unit/test_analysis_equal_ranges.py).
 """
 
 from __future__ import annotations
@@ -60,8 +65,13 @@ def plain_size_equalities() -> Iterator[None]:
     """While active, every ShapeEnv learns `Eq(a, b)` of two plain size symbols without solving (see the
     module's docstring). Callers hold MODEL_LOCK (the method is patched on the class)."""
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    from torch.utils._sympy.value_ranges import ValueRanges
 
     original = ShapeEnv.__dict__["_maybe_guard_rel"]
+    intersect = ValueRanges.__dict__["__and__"]
+
+    def equal_ranges_first(self: Any, other: Any) -> Any:
+        return self if self == other else intersect(self, other)
 
     def maybe_guard_rel(self: Any, expr: Any) -> None:
         pair = _plain_pair(self, expr)
@@ -72,7 +82,9 @@ def plain_size_equalities() -> Iterator[None]:
         return None
 
     ShapeEnv._maybe_guard_rel = maybe_guard_rel  # type: ignore[method-assign,assignment]
+    ValueRanges.__and__ = equal_ranges_first  # type: ignore[method-assign,assignment]
     try:
         yield
     finally:
         ShapeEnv._maybe_guard_rel = original  # type: ignore[method-assign]
+        ValueRanges.__and__ = intersect  # type: ignore[method-assign]
