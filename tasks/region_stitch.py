@@ -13,6 +13,9 @@ from __future__ import annotations
 import ast
 import inspect
 import json
+import re
+import threading
+from collections import OrderedDict
 from typing import Any
 
 from kernelwright.tasks import region_runtime
@@ -69,8 +72,55 @@ def prefixed_kernel(code: str, prefix: str) -> tuple[str, str]:
     names = {n: f"{prefix}{n}" for n in _top_level_names(tree) if not n.startswith("__")}
     if "ModelNew" not in names:
         raise StitchError("a region kernel defines no ModelNew")
-    tree = _Rename(names).visit(tree)
-    return ast.unparse(tree), names["ModelNew"]
+    if "\r" in code:  # line numbers as the parser counts them: split at "\n" only where no "\r" is
+        tree = _Rename(names).visit(tree)
+        return ast.unparse(tree), names["ModelNew"]
+    lines = code.split("\n")
+    parts = [_renamed_statement(i, stmt, lines, names.keys()) for i, stmt in enumerate(tree.body)]
+    return "".join(parts).replace(_MARK, prefix), names["ModelNew"]
+
+
+# A kernel file's statements, renamed and unparsed, by their text: the writer's programs share most of their
+# helpers (the launch runtime, stride walks, small maths), and each region's program was renamed and
+# unparsed whole, about half of stitching a DenseNet's. The names are prefixed with _MARK and the prefix put
+# in its place afterwards: unparsed code holds no NUL character but in those names (Python source holds
+# none, and string constants are written escaped) (tests/unit/test_region_stitch_statements.py).
+_MARK = "\x00"
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+_STATEMENTS: OrderedDict[tuple[Any, ...], str] = OrderedDict()
+_STATEMENTS_SIZE = 4096
+_STATEMENTS_LOCK = threading.Lock()
+
+
+def _renamed_statement(index: int, stmt: ast.stmt, lines: list[str], top: Any) -> str:
+    """`ast.unparse` of a module's statement `index` with its top-level names `top` prefixed by _MARK, as it
+    reads inside the whole module's (the first statement: a module docstring, no newline before it; later
+    ones after a newline, a blank line before a definition). Keyed by the statement's whole lines (from its
+    first decorator's), where it starts and ends on them, and the top-level names among its words: they
+    decide its tree and its renaming, wherever in a file the lines are."""
+    decorators = getattr(stmt, "decorator_list", [])
+    first = min([stmt.lineno] + [d.lineno for d in decorators])
+    text = "\n".join(lines[first - 1 : stmt.end_lineno])
+    renamed = frozenset(n for n in set(_IDENTIFIER.findall(text)) if n in top)
+    key = (index == 0, text, stmt.lineno - first, stmt.col_offset, stmt.end_col_offset, renamed)
+    with _STATEMENTS_LOCK:
+        hit = _STATEMENTS.get(key)
+        if hit is not None:
+            _STATEMENTS.move_to_end(key)
+            return hit
+    stmt = _Rename({n: _MARK + n for n in renamed}).visit(stmt)
+    if index == 0:
+        out = ast.unparse(ast.Module(body=[stmt], type_ignores=[]))
+    else:
+        unparser = ast._Unparser()  # type: ignore[attr-defined]
+        unparser._source = ["\n"]  # past the module's start: the newlines a later statement gets there
+        unparser.traverse(stmt)
+        out = "".join(unparser._source[1:])
+    with _STATEMENTS_LOCK:
+        _STATEMENTS[key] = out
+        while len(_STATEMENTS) > _STATEMENTS_SIZE:
+            _STATEMENTS.popitem(last=False)
+    return out
 
 
 def reference_as_base(task_source: str) -> str:
