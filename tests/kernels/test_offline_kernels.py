@@ -480,6 +480,8 @@ def test_large_and_small_steps_give_different_valid_programs(pool):
 
 
 def test_rules_and_cases_in_the_context_change_the_program(pool):
+    from kernelwright.providers.offline.choice.variants import program_variant
+
     task = _bundled("level1", "11_layer_norm.py")
     plain = write_program(_prompt(task.source)).code
     default = parse_meta(plain).design
@@ -490,11 +492,13 @@ def test_rules_and_cases_in_the_context_change_the_program(pool):
     case = (
         '<case id="c7" outcome="effective" speedup="1.90" hardware="NVIDIA H200" same_hardware="true">\n'
         "task: another_layer_norm (norm; in 4096x4096; float32)\n"
-        "design: kernelwright: family=norm design=welford config=BLOCK_R=512,BLOCK_M=2,num_warps=4\n</case>"
-    )
+        "design: kernelwright: family=norm design=welford config=BLOCK_R=256,BLOCK_M=4,num_warps=4\n</case>"
+    )  # not welford's default config (BLOCK_R=4096, BLOCK_M=1); under the interpreter ~3x cheaper than 512 x 2
     learned = write_program(_prompt(task.source, experience=case)).code
     meta = parse_meta(learned)
-    assert meta.design == "welford" and meta.config["BLOCK_R"] == "512" and meta.config["BLOCK_M"] == "2"
+    assert meta.design == "welford" and meta.config["BLOCK_R"] == "256" and meta.config["BLOCK_M"] == "4"
+    own = parse_meta(program_variant(task.source, task.name, "welford").code).config  # without the case
+    assert (own["BLOCK_R"], own["BLOCK_M"]) != ("256", "4"), own
     _check(pool, [("rule", task, ruled), ("case", task, learned)])
 
 
