@@ -550,14 +550,11 @@ def analyze_source(source: str, name: str = "task") -> AnalyzedTask:
 
 
 def release_shape_envs() -> None:
-    """Empty the caches of ShapeEnv's methods once a task's traces are done.
-
-    torch memoizes some ShapeEnv methods in class-level caches keyed by the ShapeEnv itself (`get_implications`
-    without a bound): each holds every trace's ShapeEnv, with its guards and their stack summaries, for the
-    life of the process. An entry keyed by a finished trace's ShapeEnv can never be asked for again (the key
-    holds that ShapeEnv, so no later one is equal to it), so emptying the caches loses no answer; it lets the
-    ShapeEnvs go (a DenseNet201's 103 regions kept all 103 and the heap grew by a third, every full garbage
-    collection walking it). Callers hold MODEL_LOCK, as every trace does (tests/unit/test_analysis_shape_envs.py)."""
+    """Empty the caches of ShapeEnv's methods once a task's traces are done: torch memoizes some (e.g.
+    `get_implications`) in class-level caches keyed by the ShapeEnv itself, holding every trace's ShapeEnv for the
+    life of the process (DenseNet201's 103, the heap a third larger for every full collection to walk). No later
+    trace can ask for a finished one's entries, so none is lost. Callers hold MODEL_LOCK, as every trace does
+    (tests/unit/test_analysis_shape_envs.py)."""
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
     for value in vars(ShapeEnv).values():
