@@ -3,7 +3,9 @@
 The file holds, in order: the model task's own code with its `Model` renamed `_Reference` (ModelNew
 subclasses it, so it builds the same modules from the same init inputs and holds the same state_dict
 keys the judge loads), each region's best kernel file with its top-level names prefixed (so two regions'
-`ModelNew` or `_kernel` never collide), the region runtime (tasks/region_runtime.py, verbatim), and the
+`ModelNew` or `_kernel` never collide) and a Triton kernel that several regions define alike defined once (Triton
+compiles each definition on its own, and a model's regions of different shapes share most of their kernels:
+ResNet101's 165 definitions are 13 kernels), the region runtime (tasks/region_runtime.py, verbatim), and the
 plan: which traced nodes form which region, and which regions run a kernel. A region without a kernel runs
 its torch operations as the reference does.
 """
@@ -11,6 +13,7 @@ its torch operations as the reference does.
 from __future__ import annotations
 
 import ast
+import hashlib
 import inspect
 import json
 import re
@@ -63,8 +66,10 @@ def _top_level_names(tree: ast.Module) -> set[str]:
     return names
 
 
-def prefixed_kernel(code: str, prefix: str) -> tuple[str, str]:
-    """The kernel file's code with its own top-level names prefixed, and its ModelNew's new name."""
+def prefixed_kernel(code: str, prefix: str, sharing: KernelSharing | None = None) -> tuple[str, str]:
+    """The kernel file's code with its own top-level names prefixed, and its ModelNew's new name. With
+    `sharing`, a Triton kernel an earlier file given to it defined alike is not defined again: its uses
+    name the earlier one."""
     try:
         tree = _without_future(parse_python(code))
     except SyntaxError as exc:
@@ -76,8 +81,76 @@ def prefixed_kernel(code: str, prefix: str) -> tuple[str, str]:
         tree = _Rename(names).visit(tree)
         return ast.unparse(tree), names["ModelNew"]
     lines = code.split("\n")
-    parts = [_renamed_statement(i, stmt, lines, names.keys()) for i, stmt in enumerate(tree.body)]
-    return "".join(parts).replace(_MARK, prefix), names["ModelNew"]
+    shared = sharing.take(tree, lines, prefix) if sharing is not None else {}
+    parts = [
+        _renamed_statement(i, stmt, lines, names.keys())
+        for i, stmt in enumerate(tree.body)
+        if not (_is_triton_kernel(stmt) and stmt.name in shared)  # type: ignore[attr-defined]
+    ]
+    text = "".join(parts)
+    if not shared:
+        return text.replace(_MARK, prefix), names["ModelNew"]
+    named = _MARKED.sub(lambda m: shared.get(m.group(1), prefix) + m.group(1), text)
+    return named, names["ModelNew"]
+
+
+_TRITON_DECORATORS = ("triton.jit", "triton.autotune", "triton.heuristics")
+
+
+def _is_triton_kernel(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.FunctionDef) and any(
+        ast.unparse(d.func if isinstance(d, ast.Call) else d) in _TRITON_DECORATORS
+        for d in stmt.decorator_list
+    )
+
+
+def _statement_lines(stmt: ast.stmt, lines: list[str]) -> str:
+    """A statement's whole lines, from its first decorator's."""
+    first = min([stmt.lineno] + [d.lineno for d in getattr(stmt, "decorator_list", [])])
+    return "\n".join(lines[first - 1 : stmt.end_lineno])
+
+
+class KernelSharing:
+    """Which Triton kernels the region files stitched so far define, by what they are: a kernel a later file
+    defines alike is defined once. Alike means the same lines, and every name they read from their file's top
+    level alike too, recursively (a helper kernel it calls, a constant it reads: one that differs keeps two
+    definitions); the same name, so a use is renamed by its prefix only. Only @triton.jit / autotune /
+    heuristics functions are shared: they hold no state; a file's launchers and classes stay its own."""
+
+    def __init__(self) -> None:
+        self.kept: dict[str, str] = {}
+        """A kernel's key -> the prefix of the file that defines it."""
+
+    def take(self, tree: ast.Module, lines: list[str], prefix: str) -> dict[str, str]:
+        """{kernel name: the prefix it is defined under} for this file's kernels an earlier file defined
+        alike; records this file's other kernels under its own `prefix`."""
+        top: dict[str, ast.stmt] = {}
+        for stmt in tree.body:
+            for name in _top_level_names(ast.Module(body=[stmt], type_ignores=[])):
+                top[name] = stmt
+        keys: dict[str, str] = {}
+
+        def key(name: str, busy: frozenset[str]) -> str:
+            if name in keys:
+                return keys[name]
+            if name in busy:  # plain Python defined in a cycle: never alike
+                return f"<cycle {prefix}{name}>"
+            stmt = top[name]
+            text = _statement_lines(stmt, lines)
+            own = _top_level_names(ast.Module(body=[stmt], type_ignores=[]))
+            refs = sorted((set(_IDENTIFIER.findall(text)) & top.keys()) - own)
+            deps = "".join(f"\n{r}={key(r, busy | {name})}" for r in refs)
+            keys[name] = hashlib.sha256(f"{name}\n{text}{deps}".encode()).hexdigest()
+            return keys[name]
+
+        shared: dict[str, str] = {}
+        for stmt in tree.body:
+            if _is_triton_kernel(stmt):
+                name = stmt.name  # type: ignore[attr-defined]
+                first = self.kept.setdefault(key(name, frozenset()), prefix)
+                if first != prefix:
+                    shared[name] = first
+        return shared
 
 
 # A kernel file's statements, renamed and unparsed, by their text: the writer's programs share most of their
@@ -90,6 +163,7 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
 _STATEMENTS: OrderedDict[tuple[Any, ...], str] = OrderedDict()
 _STATEMENTS_SIZE = 4096
 _STATEMENTS_LOCK = threading.Lock()
+_MARKED = re.compile(_MARK + r"([A-Za-z_][A-Za-z_0-9]*)")
 
 
 def _renamed_statement(index: int, stmt: ast.stmt, lines: list[str], top: Any) -> str:
@@ -196,10 +270,11 @@ def stitched_source(
         reference_as_base(task_source),
     ]
     class_of: dict[str, str] = {}
+    sharing = KernelSharing()
     for _index, (signature, code) in sorted(kernels.items()):
         if signature in class_of:
             continue
-        body, cls = prefixed_kernel(code, f"_r{signature[:10]}_")
+        body, cls = prefixed_kernel(code, f"_r{signature[:10]}_", sharing)
         class_of[signature] = cls
         parts += [f"# ---- kernel of region signature {signature} ----", body]
     parts += ["# ---- region runtime (tasks/region_runtime.py) ----", _runtime_source()]
