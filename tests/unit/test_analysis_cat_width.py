@@ -39,9 +39,10 @@ def get_init_inputs():
 """
 
 
-def _source(channels: list[int]) -> str:
+def _source(channels: list[int], height: int = 5) -> str:
+    """A BatchNorm + convolution after concatenating inputs of `channels` channels (2 x c x height x 3 each)."""
     args = ", ".join(f"x{i}" for i in range(len(channels)))
-    inputs = ", ".join(f"torch.randn(2, {c}, 5, 3)" for c in channels)
+    inputs = ", ".join(f"torch.randn(2, {c}, {height}, 3)" for c in channels)
     return _SOURCE.format(width=sum(channels), args=args, inputs=inputs)
 
 

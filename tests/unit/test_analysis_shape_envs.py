@@ -12,37 +12,7 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from kernelwright.providers.offline import write_program
 from kernelwright.providers.offline.frontend import analysis
 from kernelwright.providers.protocol import render_section
-
-_SOURCE = """
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.norm = nn.BatchNorm2d({width})
-        self.conv = nn.Conv2d({width}, 3, 3, padding=1, bias=False)
-
-    def forward(self, {args}):
-        x = torch.cat([{args}], 1)
-        return self.conv(torch.relu(self.norm(x)))
-
-
-def get_inputs():
-    return [{inputs}]
-
-
-def get_init_inputs():
-    return []
-"""
-
-
-def _source(channels: list[int], height: int) -> str:
-    args = ", ".join(f"x{i}" for i in range(len(channels)))
-    inputs = ", ".join(f"torch.randn(2, {c}, {height}, 3)" for c in channels)
-    return _SOURCE.format(width=sum(channels), args=args, inputs=inputs)
-
+from tests.unit.test_analysis_cat_width import _source
 
 _TASKS = [_source([4, 2, 2, 2, 2, 2, 2], 5), _source([3, 2], 7), _source([4, 2, 2, 2, 2, 2, 2, 2], 5)]
 
