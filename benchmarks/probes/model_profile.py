@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import argparse
 import glob
-import importlib.util
 import json
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -29,74 +29,49 @@ from typing import Any
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+sys.path[1:1] = [str(ROOT), str(ROOT / "benchmarks")]
+
+from _common import cuda_event_times, load_program  # noqa: E402
+from kernel_times import kernel_profile  # noqa: E402
 
 from kernelwright.tasks.module import exec_task_module, task_init_inputs, task_inputs  # noqa: E402
 
 
-def _load(path: Path, name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, path)  # Triton's JIT reads kernels from the file
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _sync(device: str) -> None:
+def _host_ms(fn: Any, device: str, calls: int) -> float:
+    """The median Python time of one call, the device not synchronized between calls."""
     if device == "cuda":
         torch.cuda.synchronize()
-
-
-def _wall_ms(fn: Any, device: str, calls: int) -> float:
-    times = []
-    for _ in range(calls):
-        _sync(device)
-        if device == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end))
-        else:
-            t0 = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
-
-
-def _host_ms(fn: Any, device: str, calls: int) -> float:
-    _sync(device)
     times = []
     for _ in range(calls):
         t0 = time.perf_counter()
         fn()
         times.append((time.perf_counter() - t0) * 1e3)
-    _sync(device)
+    if device == "cuda":
+        torch.cuda.synchronize()
     return statistics.median(times)
 
 
-def _kernels(fn: Any, calls: int = 5) -> tuple[float, int, list[tuple[str, int, float]]]:
-    """(CUDA kernel ms per call, kernel launches per call, the 12 longest kernels: name, count, ms per call)."""
-    from torch.profiler import ProfilerActivity, profile
+def _wall_ms(fn: Any, device: str, calls: int) -> float:
+    """The median time of one call, each timed on its own (on the CPU, where nothing runs behind the host's
+    back, the host's time)."""
+    if device != "cuda":
+        return _host_ms(fn, device, calls)
+    return statistics.median(cuda_event_times(fn, warmup=0, reps=calls))
 
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
-    rows = [e for e in prof.key_averages() if e.device_time_total > 0]
-    total_us = sum(e.device_time_total for e in rows)
-    count = sum(e.count for e in rows)
-    top = sorted(rows, key=lambda e: -e.device_time_total)[:12]
-    return (total_us / 1e3 / calls, count // calls,
-            [(e.key[:90], e.count // calls, round(e.device_time_total / 1e3 / calls, 4)) for e in top])  # fmt: skip
+
+def _kernels(fn: Any, calls: int = 5) -> tuple[float, int, list[tuple[str, float, float]]]:
+    """(CUDA kernel ms per call, kernel launches per call, the 12 longest kernels: name, calls and ms per call)."""
+    rows, _ = kernel_profile(fn, calls)
+    top = [(r["kernel"], r["calls"], round(r["us_per_forward"] / 1e3, 4)) for r in rows[:12]]
+    return sum(r["us_per_forward"] for r in rows) / 1e3, round(sum(r["calls"] for r in rows)), top
 
 
 def profile_model(
     task_path: Path, stitched: Path, mode: str, calls: int, device: str
 ) -> list[dict[str, Any]]:
     task = exec_task_module(task_path.read_text(), "task", filename=str(task_path))
-    candidate = _load(stitched, f"stitched_{task_path.stem}")
+    # Triton's JIT reads a kernel's source from its file: a copy, so the given folder is only read
+    candidate = load_program(stitched.read_text(), Path(tempfile.mkdtemp()) / f"stitched_{task_path.stem}.py")
     torch.manual_seed(0)
     init = task_init_inputs(task, small=False)
     ref = task.Model(*init).to(device)
