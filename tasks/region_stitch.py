@@ -104,10 +104,10 @@ def _is_triton_kernel(stmt: ast.stmt) -> bool:
     )
 
 
-def _statement_lines(stmt: ast.stmt, lines: list[str]) -> str:
-    """A statement's whole lines, from its first decorator's."""
+def _statement_lines(stmt: ast.stmt, lines: list[str]) -> tuple[int, str]:
+    """A statement's first line (its first decorator's) and its whole lines from there."""
     first = min([stmt.lineno] + [d.lineno for d in getattr(stmt, "decorator_list", [])])
-    return "\n".join(lines[first - 1 : stmt.end_lineno])
+    return first, "\n".join(lines[first - 1 : stmt.end_lineno])
 
 
 class KernelSharing:
@@ -124,10 +124,10 @@ class KernelSharing:
     def take(self, tree: ast.Module, lines: list[str], prefix: str) -> dict[str, str]:
         """{kernel name: the prefix it is defined under} for this file's kernels an earlier file defined
         alike; records this file's other kernels under its own `prefix`."""
-        top: dict[str, ast.stmt] = {}
+        top: dict[str, tuple[ast.stmt, set[str]]] = {}  # a name -> the statement binding it, and its names
         for stmt in tree.body:
-            for name in _top_level_names(ast.Module(body=[stmt], type_ignores=[])):
-                top[name] = stmt
+            own = _top_level_names(ast.Module(body=[stmt], type_ignores=[]))
+            top.update((name, (stmt, own)) for name in own)
         keys: dict[str, str] = {}
 
         def key(name: str, busy: frozenset[str]) -> str:
@@ -135,9 +135,8 @@ class KernelSharing:
                 return keys[name]
             if name in busy:  # plain Python defined in a cycle: never alike
                 return f"<cycle {prefix}{name}>"
-            stmt = top[name]
-            text = _statement_lines(stmt, lines)
-            own = _top_level_names(ast.Module(body=[stmt], type_ignores=[]))
+            stmt, own = top[name]
+            _, text = _statement_lines(stmt, lines)
             refs = sorted((set(_IDENTIFIER.findall(text)) & top.keys()) - own)
             deps = "".join(f"\n{r}={key(r, busy | {name})}" for r in refs)
             keys[name] = hashlib.sha256(f"{name}\n{text}{deps}".encode()).hexdigest()
@@ -172,9 +171,7 @@ def _renamed_statement(index: int, stmt: ast.stmt, lines: list[str], top: Any) -
     ones after a newline, a blank line before a definition). Keyed by the statement's whole lines (from its
     first decorator's), where it starts and ends on them, and the top-level names among its words: they
     decide its tree and its renaming, wherever in a file the lines are."""
-    decorators = getattr(stmt, "decorator_list", [])
-    first = min([stmt.lineno] + [d.lineno for d in decorators])
-    text = "\n".join(lines[first - 1 : stmt.end_lineno])
+    first, text = _statement_lines(stmt, lines)
     renamed = frozenset(n for n in set(_IDENTIFIER.findall(text)) if n in top)
     key = (index == 0, text, stmt.lineno - first, stmt.col_offset, stmt.end_col_offset, renamed)
     with _STATEMENTS_LOCK:
