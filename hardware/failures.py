@@ -17,6 +17,14 @@ def tail(text: str, limit: int = ERROR_TAIL_CHARS) -> str:
     return text if len(text) <= limit else "..." + text[-(limit - 3) :]
 
 
+def harness_failure(side: str, exc: BaseException) -> str:
+    """The report of the harness's own failure (not the candidate's): the exception's type and message on the
+    first line, which a one-line report shows, then as much of the traceback's end as the report's length
+    leaves room for."""
+    head = tail(f"the {side} failed: {type(exc).__name__}: {exc}", ERROR_TAIL_CHARS // 2)
+    return f"{head}\n{tail(''.join(traceback.format_exception(exc)), ERROR_TAIL_CHARS - len(head) - 1)}"
+
+
 def exception_chain(exc: BaseException) -> list[BaseException]:
     chain: list[BaseException] = []
     cur: BaseException | None = exc

@@ -41,7 +41,7 @@ from typing import Any
 from kernelwright.hardware.candidate import tripwires
 from kernelwright.hardware.candidate.guard import Captured, Failed, ForwardGuard, fail
 from kernelwright.hardware.candidate.timing import TimedCalls
-from kernelwright.hardware.failures import classify_exception, format_exception, tail
+from kernelwright.hardware.failures import classify_exception, format_exception, harness_failure, tail
 from kernelwright.hardware.isolation.channel import (
     Channel,
     ChannelClosed,
@@ -143,8 +143,6 @@ class Runner:
             except Failed as f:
                 reply = {"op": "failed", "stage": f.stage, "kind": f.kind, "text": f.text}
             except Exception as exc:  # the harness's own fault, reported as such (unless a tripwire's)
-                import traceback
-
                 if (problem := self.guard.tripwires and self.guard.tripwires.problem()) is not None:
                     reply = {
                         "op": "failed",
@@ -156,7 +154,7 @@ class Runner:
                     continue
 
                 reply = {"op": "failed", "stage": "compile", "kind": "harness_error",
-                         "text": tail(f"the candidate-side harness failed: {traceback.format_exc()}")}  # fmt: skip
+                         "text": harness_failure("candidate-side harness", exc)}  # fmt: skip
                 del exc
             if self.cuda and isinstance(reply, dict):  # a diagnosis the judge reports, never trusts
                 reply["device_peak_bytes"] = int(self.torch.cuda.max_memory_allocated())

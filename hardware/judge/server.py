@@ -67,12 +67,11 @@ from __future__ import annotations
 import os
 import sys
 import time
-import traceback
 from multiprocessing.connection import Connection
 from typing import Any
 
 from kernelwright.hardware.config import EvalConfig
-from kernelwright.hardware.failures import classify_exception, tail
+from kernelwright.hardware.failures import classify_exception, harness_failure
 from kernelwright.hardware.isolation.candidate_process import CandidateGone, CandidateProcess, ForkServer
 from kernelwright.hardware.judge.device import Device
 from kernelwright.hardware.judge.inputs import (
@@ -224,8 +223,7 @@ class Judge:
             job.restart = classify_exception(exc) == "crash"
             res.correct = False
             res.error_kind = "harness_error"
-            # The exception first (a one-line report shows it), its traceback after (tail keeps the end).
-            res.error = tail(f"the harness failed: {type(exc).__name__}: {exc}\n{traceback.format_exc()}")
+            res.error = harness_failure("harness", exc)
         finally:
             if job.proc is not None:
                 res.extra["confinement"] = job.proc.info.get("confinement")

@@ -14,6 +14,7 @@ import torch
 
 from kernelwright.hardware.candidate.guard import Failed
 from kernelwright.hardware.candidate.runner import encode_output
+from kernelwright.hardware.failures import ERROR_TAIL_CHARS, harness_failure
 
 
 def test_structure_and_tensors_in_order():
@@ -45,3 +46,32 @@ def test_tensor_subclass_is_refused():
     with pytest.raises(Failed) as info:
         encode_output(torch, torch.zeros(2).as_subclass(Sneaky), [], 0)
     assert info.value.kind == "forbidden"
+
+
+def test_a_harness_failure_names_its_exception_first():
+    """Level 3's 2_ShallowWideMLP failed on an H100 with a report whose first line read only "the candidate-side
+    harness failed: Traceback (most recent call last):": the exception first, the traceback's end after, within
+    the report's length however long the traceback (here 40 chained exceptions)."""
+
+    def chained(n: int) -> None:
+        try:
+            if n:
+                chained(n - 1)
+        finally:
+            raise torch.OutOfMemoryError(f"CUDA out of memory ({n}). Tried to allocate 8.00 GiB.")
+
+    for depth in (0, 40):
+        try:
+            chained(depth)
+        except torch.OutOfMemoryError as exc:
+            text = harness_failure("candidate-side harness", exc)
+        first, rest = text.split("\n", 1)
+        assert (
+            first == f"the candidate-side harness failed: OutOfMemoryError: CUDA out of memory ({depth}). "
+            "Tried to allocate 8.00 GiB."
+        ), first
+        assert (
+            rest.rstrip().endswith(f"({depth}). Tried to allocate 8.00 GiB.")
+            and len(text) <= ERROR_TAIL_CHARS
+        )
+    assert rest.startswith("...")  # the long one's traceback cut at its start
