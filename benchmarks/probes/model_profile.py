@@ -9,7 +9,9 @@ strict fp32 (TF32 off), and each is measured three ways, after three warm-up cal
 - wall: CUDA events around one call, the device synchronized before it (median of --calls);
 - host: the Python time of one call without synchronizing, so the kernels of earlier calls still run while it
   issues (median of --calls): where host >= wall, the forward is bound by its launches, not its kernels;
-- kernels: torch.profiler's CUDA kernel time per call (5 calls), with the 12 kernels that took longest.
+- kernels: torch.profiler's CUDA kernel time per call (5 calls), with the 12 kernels that took longest;
+- with --cprofile N: the stitched side's Python under cProfile over N calls, the 40 functions that took the
+  longest themselves (tottime), written to the row as "cprofile" (per call, ms).
 A row per (model, side) goes to --out and a summary to stdout. Not the judge: no verification, no L2 flush,
 the candidate in this process. On the CPU (`--device cpu`, Triton's interpreter) only wall and host.
 """
@@ -17,7 +19,9 @@ the candidate in this process. On the CPU (`--device cpu`, Triton's interpreter)
 from __future__ import annotations
 
 import argparse
+import cProfile
 import glob
+import pstats
 import json
 import statistics
 import sys
@@ -66,8 +70,25 @@ def _kernels(fn: Any, calls: int = 5) -> tuple[float, int, list[tuple[str, float
     return sum(r["us_per_forward"] for r in rows) / 1e3, round(sum(r["calls"] for r in rows)), top
 
 
+def _cprofile(fn: Any, calls: int) -> list[tuple[str, int, float, float]]:
+    """The 40 functions with the most time of their own over `calls` calls: (function, calls per call, own ms
+    per call, cumulative ms per call)."""
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(calls):
+        fn()
+    prof.disable()
+    stats = pstats.Stats(prof).stats  # type: ignore[attr-defined]
+    rows = [
+        (f"{Path(file).name}:{line}:{name}", round(nc / calls), tt * 1e3 / calls, ct * 1e3 / calls)
+        for (file, line, name), (_, nc, tt, ct, _) in stats.items()
+    ]
+    rows.sort(key=lambda r: -r[2])
+    return [(f, n, round(t, 4), round(c, 4)) for f, n, t, c in rows[:40]]
+
+
 def profile_model(
-    task_path: Path, stitched: Path, mode: str, calls: int, device: str
+    task_path: Path, stitched: Path, mode: str, calls: int, device: str, cprofile_calls: int = 0
 ) -> list[dict[str, Any]]:
     task = exec_task_module(task_path.read_text(), "task", filename=str(task_path))
     # Triton's JIT reads a kernel's source from its file: a copy, so the given folder is only read
@@ -94,6 +115,8 @@ def profile_model(
         if device == "cuda":
             row["kernel_ms"], row["launches"], row["top"] = _kernels(call)
             row["gpu"] = torch.cuda.get_device_name()
+        if cprofile_calls and side == "stitched":
+            row["cprofile"] = _cprofile(call, cprofile_calls)
         rows.append(row)
     return rows
 
@@ -107,6 +130,8 @@ def main() -> None:
     ap.add_argument("--mode", choices=("train", "eval"), default="train")
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    ap.add_argument("--cprofile", type=int, default=0, metavar="N",
+                    help="also profile the stitched side's Python over N calls (default: 0, off)")
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False  # the judge's strict precision
     torch.backends.cudnn.allow_tf32 = False
@@ -117,7 +142,9 @@ def main() -> None:
             print(f"{number}: no task file or no stitched file", flush=True)
             continue
         try:
-            rows = profile_model(Path(found[0]), Path(stitched[0]), args.mode, args.calls, args.device)
+            rows = profile_model(
+                Path(found[0]), Path(stitched[0]), args.mode, args.calls, args.device, args.cprofile
+            )
         except Exception as exc:  # one model's failure does not stop the others
             print(f"{number}: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
             continue
@@ -129,6 +156,8 @@ def main() -> None:
             )
             print(f"{row['model']} {row['side']:9s} wall {row['wall_ms']:.3f} ms host {row['host_ms']:.3f} ms{kernel}",
                   flush=True)  # fmt: skip
+            for func, n, own, cum in row.get("cprofile", [])[:25]:
+                print(f"    {own:8.4f} ms own {cum:8.4f} ms cum {n:5d}x {func}", flush=True)
             if args.out:
                 with open(args.out, "a") as f:
                     f.write(json.dumps(row) + "\n")

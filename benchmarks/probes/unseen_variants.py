@@ -1,6 +1,6 @@
 """Written programs at sizes their search never saw, with one launch choice varied, timed on a GPU.
 
-    python benchmarks/probes/unseen_variants.py --out DIR [--reps N]
+    python benchmarks/probes/unseen_variants.py --out DIR [--reps N] [--tasks SPEC ...]
 
 `kernelwright bench --unseen` judged level-1 best kernels at other sizes (2026-12-05, H200) and some ran far
 below their searched speedup there: the square matmul searched at 8192^2 ran 0.39x eager at 6143^2, softmax
@@ -10,6 +10,7 @@ case this writes the offline writer's first program at the task's own (traced) s
 runs it on the task resized to the unseen size, and times it as written and with one launch line replaced
 (text substitutions on the program). Each variant's output is checked against the task's Model (largest error
 over the reference's RMS). Eager is timed on the same inputs. One JSON file: DIR/unseen_variants.json.
+--tasks runs only the cases of those tasks (e.g. level1/25).
 """
 
 from __future__ import annotations
@@ -65,6 +66,52 @@ CASES: list[tuple[str, dict[str, int], dict[str, Variant]]] = [
             "BLOCK_I 16": [("BLOCK_I = min(64,", "BLOCK_I = min(16,")],
             "BLOCK_I 32": [("BLOCK_I = min(64,", "BLOCK_I = min(32,")],
             "BLOCK_I 128": [("BLOCK_I = min(64,", "BLOCK_I = min(128,")],
+        },
+    ),
+    # 2026-12-06, H100: the lowest unseen/searched ratios of bench --unseen 2 on level1 16-26 and level2 04-06
+    (
+        "level1/25",
+        {"batch_size": 5120, "dim": 20480},
+        {
+            "as written": [],
+            "single up to 32768": [("single = npow <= 16384", "single = npow <= 32768")],
+            "fallback BLOCK_R 4096": [("if single else 1024", "if single else 4096")],
+        },
+    ),
+    (
+        "level1/20",
+        {"batch_size": 40960, "num_classes": 5120},
+        {
+            "as written": [],
+            "8 warps at 8192": [("else (8 if BLOCK_M * BLOCK_R < 8192 else 16)", "else 8")],
+            "4 warps": [("num_warps = 4 if BLOCK_M * BLOCK_R < 2048", "num_warps = 4 if True")],
+        },
+    ),
+    (
+        "level2/04",
+        {"batch_size": 20480, "dim": 10240},
+        {
+            "as written": [],
+            "8 warps at 16384": [("else (8 if BLOCK_M * BLOCK_R < 8192 else 16)", "else 8")],
+            "two_pass design": {"design": "two_pass"},
+            "single up to 8192": [("single = npow <= 16384", "single = npow <= 8192")],
+            "single up to 8192, fallback BLOCK_R 4096": [
+                ("single = npow <= 16384", "single = npow <= 8192"),
+                ("if single else 1024", "if single else 4096"),
+            ],
+        },
+    ),
+    (
+        "level1/11",
+        {"batch_size": 10240, "dim": 10240},
+        {
+            "as written": [],
+            "two_pass design": {"design": "two_pass"},
+            "single up to 8192": [("single = npow <= 16384", "single = npow <= 8192")],
+            "single up to 8192, fallback BLOCK_R 4096": [
+                ("single = npow <= 16384", "single = npow <= 8192"),
+                ("if single else 1024", "if single else 4096"),
+            ],
         },
     ),
 ]
@@ -128,10 +175,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--tasks", nargs="*", help="only these tasks' cases (default: every case)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     results = {"environment": environment("cuda"), "cases": []}
     for spec, sizes, variants in CASES:
+        if args.tasks and spec not in args.tasks:
+            continue
         entry = run_case(spec, sizes, variants, args.out, args.reps)
         results["cases"].append(entry)
         print(json.dumps(entry), flush=True)
