@@ -26,6 +26,13 @@ from _common import cuda_event_times, cuda_models, environment, load_program, ma
 
 ROOT = Path(__file__).resolve().parents[2]
 ALIGN_OFF = [("    a = _kw_align(a)\n", ""), ("    b = _kw_align(b)\n", "")]
+# row_registers' looped fallback as the two_pass design launches it (4096-wide blocks, 16 warps), rows past 8192
+FALLBACK_4096_16 = [
+    ("single = npow <= 16384", "single = npow <= 8192"),
+    ("if single else 1024", "if single else 4096"),
+    ("num_warps = 4 if BLOCK_M * BLOCK_R < 2048 else (8 if BLOCK_M * BLOCK_R < 8192 else 16)",
+     "num_warps = (4 if BLOCK_M * BLOCK_R < 2048 else (8 if BLOCK_M * BLOCK_R < 8192 else 16)) if single else 16"),
+]  # fmt: skip
 Variant = list[tuple[str, str]] | dict[str, Any]
 """Text substitutions on the written program, or {"design": D, "config": {...}}: the program written as design D."""
 CASES: list[tuple[str, dict[str, int], dict[str, Variant]]] = [
@@ -99,6 +106,7 @@ CASES: list[tuple[str, dict[str, int], dict[str, Variant]]] = [
                 ("single = npow <= 16384", "single = npow <= 8192"),
                 ("if single else 1024", "if single else 4096"),
             ],
+            "single up to 8192, fallback BLOCK_R 4096 with 16 warps": FALLBACK_4096_16,
         },
     ),
     (
@@ -112,6 +120,7 @@ CASES: list[tuple[str, dict[str, int], dict[str, Variant]]] = [
                 ("single = npow <= 16384", "single = npow <= 8192"),
                 ("if single else 1024", "if single else 4096"),
             ],
+            "single up to 8192, fallback BLOCK_R 4096 with 16 warps": FALLBACK_4096_16,
         },
     ),
 ]
