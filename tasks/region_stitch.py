@@ -94,6 +94,33 @@ def prefixed_kernel(code: str, prefix: str, sharing: KernelSharing | None = None
     return named, names["ModelNew"]
 
 
+def replayable(code: str) -> bool:
+    """Whether a kernel file launches every kernel through its `_kw_launch` (as the offline writer's
+    programs do): `kernel[grid](...)`, `.run(...)` and `.warmup(...)` appear only inside it. Only such a
+    region's launches are recorded and replayed (region_runtime.LaunchReplay): a launch made any other way
+    would not be seen, and a replay would leave it out."""
+    try:
+        tree = parse_python(code)
+    except SyntaxError:
+        return False
+    if not any(isinstance(n, ast.FunctionDef) and n.name == "_kw_launch" for n in tree.body):
+        return False
+
+    def launches(node: ast.AST) -> bool:
+        for n in ast.walk(node):
+            if isinstance(n, ast.Call) and (
+                isinstance(n.func, ast.Subscript)
+                or isinstance(n.func, ast.Attribute)
+                and n.func.attr in ("run", "warmup")
+            ):
+                return True
+        return False
+
+    return not any(
+        launches(n) for n in tree.body if not (isinstance(n, ast.FunctionDef) and n.name == "_kw_launch")
+    )
+
+
 _TRITON_DECORATORS = ("triton.jit", "triton.autotune", "triton.heuristics")
 
 
@@ -223,14 +250,16 @@ class ModelNew(_Reference):
         self.__dict__["_kw_kernels"] = kernels
         self.__dict__["_kw_plans"] = {}
         if not _TRACE["specialized"]:  # traced once, here, as the reference class: node names as cut
-            plan_for(self, _Reference, _TRACE, _REGIONS, kernels, (), self.__dict__["_kw_plans"], _WRAP)
+            plan_for(self, _Reference, _TRACE, _REGIONS, kernels, (), self.__dict__["_kw_plans"], _WRAP,
+                     (_REPLAY, globals()))
         # ... but not in its state_dict: that stays the reference's, key for key
         self._register_state_dict_hook(_without_kernels)
         self.register_load_state_dict_post_hook(_kernels_not_missing)
 
     def forward(self, *inputs):
         state = self.__dict__
-        plan = plan_for(self, _Reference, _TRACE, _REGIONS, state["_kw_kernels"], inputs, state["_kw_plans"], _WRAP)
+        plan = plan_for(self, _Reference, _TRACE, _REGIONS, state["_kw_kernels"], inputs, state["_kw_plans"], _WRAP,
+                        (_REPLAY, globals()))
         return plan.run(self, inputs)
 
 
@@ -281,6 +310,8 @@ def stitched_source(
         + f"_WRAP = ({''.join(name + ', ' for name in spec.get('wrap', []))})\n_TRACE = {spec!r}",
         f"_REGIONS = {json.dumps(plans)}",
         f"_KERNELS = {{{table}}}",
+        # the regions whose launches the runtime may record and replay (region_runtime.LaunchReplay)
+        f"_REPLAY = frozenset({{{', '.join(str(i) for i, (_, code) in sorted(kernels.items()) if replayable(code))}}})",
         _MODEL_NEW,
     ]
     return "\n\n".join(parts) + "\n"

@@ -21,8 +21,8 @@ from __future__ import annotations
 import argparse
 import cProfile
 import glob
-import pstats
 import json
+import pstats
 import statistics
 import sys
 import tempfile
@@ -130,8 +130,13 @@ def main() -> None:
     ap.add_argument("--mode", choices=("train", "eval"), default="train")
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
-    ap.add_argument("--cprofile", type=int, default=0, metavar="N",
-                    help="also profile the stitched side's Python over N calls (default: 0, off)")
+    ap.add_argument(
+        "--cprofile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also profile the stitched side's Python over N calls (default: 0, off)",
+    )
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False  # the judge's strict precision
     torch.backends.cudnn.allow_tf32 = False
