@@ -9,6 +9,7 @@ is never replayed, and a program that launches a kernel other than through `_kw_
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -118,3 +119,35 @@ def test_only_a_program_that_launches_through_kw_launch_is_replayable() -> None:
     assert not replayable(LAUNCHER.format(launch="_kernel[(1,)](x, BLOCK=16)"))
     assert not replayable(LAUNCHER.format(launch="_kernel.run(x, grid=(1,), warmup=False)"))
     assert not replayable("def _launch(x):\n    _kernel[(1,)](x)\n")  # no _kw_launch at all
+
+
+class _Scaled(nn.Module):
+    """A kernel module whose one "launch" (a Python function in a namespace, as a stitched file's `_kw_launch`
+    is) writes x * weight into the buffer the forward allocated."""
+
+    def __init__(self, namespace: dict[str, Any]) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.full((4,), 2.0))
+        self.namespace = namespace
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        self.namespace["_kw_launch"](None, (1,), x, self.weight, out.view(-1))
+        return out
+
+
+def _launch(kernel: Any, grid: Any, x: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> None:
+    out.copy_((x * w).view(-1))
+
+
+def test_a_replay_keeps_at_most_eight_recipes_while_the_weights_keep_changing() -> None:
+    namespace: dict[str, Any] = {"_kw_launch": _launch}
+    kernel = _Scaled(namespace)
+    replay = LaunchReplay(kernel, namespace)
+    for step in range(40):
+        for _ in range(3):  # filled, recorded, replayed
+            x = torch.randn(4)
+            torch.testing.assert_close(replay(x), x * kernel.weight.detach(), msg=f"step {step}")
+        with torch.no_grad():
+            kernel.weight.add_(1.0)  # a new version: a new key
+        assert 1 <= sum(isinstance(v, tuple) for v in replay.seen.values()) <= 8
