@@ -17,7 +17,7 @@ from torch import nn
 
 from kernelwright.tasks.region_runtime import LaunchReplay
 from kernelwright.tasks.region_stitch import replayable
-from tests.fakes.writer import first_programs_stitched, import_program
+from tests.fakes.writer import first_programs_stitched, run_interpreted
 
 SOURCE = """
 import torch
@@ -48,47 +48,64 @@ def _interpreted(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRITON_INTERPRET", "1")
 
 
-def _replays(model: nn.Module) -> list[LaunchReplay]:
-    return [r for plan in model.__dict__["_kw_plans"].values() for r in plan.replays.values()]
+CHECKS = """
+import sys
+import torch
+sys.path.insert(0, {root!r})
+from tests.fakes.writer import import_program
+from pathlib import Path
+
+task = import_program(Path({task!r}).read_text(), Path({task!r}))
+candidate = import_program(Path({stitched!r}).read_text(), Path({stitched!r}))
+torch.manual_seed(0)
+ref, new = task.Model(4, 8), candidate.ModelNew(4, 8)
+new.load_state_dict(ref.state_dict())
+replays = [r for plan in new.__dict__["_kw_plans"].values() for r in plan.replays.values()]
 
 
-def _recipes(replays: list[LaunchReplay]) -> int:
-    return sum(isinstance(state, tuple) for r in replays for state in r.seen.values())
+def same(x, what):
+    with torch.no_grad():
+        want, got = ref(x), new(x)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5, msg=what)
+    for (name, a), b in zip(ref.state_dict().items(), new.state_dict().values(), strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5, msg=f"{{what}}: {{name}}")
+    replays[:] = [r for plan in new.__dict__["_kw_plans"].values() for r in plan.replays.values()]
+    recipes = sum(isinstance(state, tuple) for r in replays for state in r.seen.values())
+    print(what, len(replays), recipes)
+
+
+for call in range(4):  # the first fills the caches, the second is recorded, the rest replay
+    same(torch.randn(2, 3, 8, 8), f"train{{call}}")
+ref.eval()
+new.eval()
+for call in range(3):  # another key: the modules' modes are in it
+    same(torch.randn(2, 3, 8, 8), f"eval{{call}}")
+for call in range(3):  # another size
+    same(torch.randn(3, 3, 10, 6), f"size{{call}}")
+with torch.no_grad():  # the weights changed in place: their versions are in the key
+    for model in (ref, new):
+        model.a[0].weight.mul_(0.5)
+same(torch.randn(3, 3, 10, 6), "weights")
+"""
 
 
 def test_replayed_calls_compute_what_the_forward_computes(tmp_path: Path) -> None:
     _, _, refused, stitched = first_programs_stitched(SOURCE)
     assert not refused, refused
     assert "_REPLAY = frozenset({0, 1, 2})" in stitched  # two convolution regions and the mean
-    task = import_program(SOURCE, tmp_path / "replay_reference.py")
-    candidate = import_program(stitched, tmp_path / "stitched_replay.py")
-    torch.manual_seed(0)
-    ref, new = task.Model(4, 8), candidate.ModelNew(4, 8)
-    new.load_state_dict(ref.state_dict())
-
-    def same(x: torch.Tensor, what: str) -> None:
-        with torch.no_grad():
-            want, got = ref(x), new(x)
-        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5, msg=what)
-        for (name, a), b in zip(ref.state_dict().items(), new.state_dict().values(), strict=True):
-            torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5, msg=f"{what}: {name}")
-
-    for call in range(4):  # the first fills the caches, the second is recorded, the rest replay
-        same(torch.randn(2, 3, 8, 8), f"train-mode call {call}")
-    replays = _replays(new)
-    assert len(replays) == 3 and _recipes(replays) == 3, [r.seen for r in replays]
-    ref.eval()
-    new.eval()
-    for call in range(3):  # another key: the modules' modes are in it
-        same(torch.randn(2, 3, 8, 8), f"eval-mode call {call}")
-    assert _recipes(replays) == 6
-    for call in range(3):  # another size
-        same(torch.randn(3, 3, 10, 6), f"eval-mode call {call} at another size")
-    assert _recipes(replays) == 9
-    with torch.no_grad():  # the weights changed in place: their versions are in the key
-        for model in (ref, new):
-            model.a[0].weight.mul_(0.5)
-    same(torch.randn(3, 3, 10, 6), "after the weights changed")
+    (tmp_path / "replay_task.py").write_text(SOURCE)
+    (tmp_path / "stitched_replay.py").write_text(stitched)
+    root = str(Path(__file__).resolve().parents[2])
+    lines = run_interpreted(
+        CHECKS.format(
+            root=root, task=str(tmp_path / "replay_task.py"), stitched=str(tmp_path / "stitched_replay.py")
+        ),
+        timeout=240,
+    )
+    recipes = {line.split()[0]: (int(line.split()[1]), int(line.split()[2])) for line in lines}
+    # three replayable regions; a recipe each per key from a key's second call on
+    assert recipes["train0"] == (3, 0) and recipes["train1"] == (3, 3) and recipes["train3"] == (3, 3)
+    assert recipes["eval1"] == (3, 6) and recipes["size2"] == (3, 9) and "weights" in recipes, recipes
 
 
 class _Computes(nn.Module):
@@ -151,3 +168,44 @@ def test_a_replay_keeps_at_most_eight_recipes_while_the_weights_keep_changing() 
         with torch.no_grad():
             kernel.weight.add_(1.0)  # a new version: a new key
         assert 1 <= sum(isinstance(v, tuple) for v in replay.seen.values()) <= 8
+
+
+def test_a_launch_that_ran_directly_is_replayed_by_its_compiled_kernel(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On a GPU, _kw_launch returns the (device, compiled kernel, later parameters) it launched directly; a
+    replay launches that compiled kernel itself (its key would be the same), skipping _kw_launch's key, and
+    goes through _kw_launch where the current device is another."""
+    calls: list[str] = []
+
+    class Compiled:
+        def __getitem__(self, grid: tuple[int, ...]) -> Any:
+            assert grid == (1, 1, 1)
+
+            def run(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor, extra: int) -> None:
+                calls.append("direct")
+                assert extra == 16
+                _launch(None, grid, x, w, out)
+
+            return run
+
+    entry = (0, Compiled(), [16])
+
+    def launch(kernel: Any, grid: Any, *args: Any) -> Any:
+        calls.append("_kw_launch")
+        _launch(kernel, grid, *args)
+        return entry
+
+    device = [0]
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: device[0])
+    namespace: dict[str, Any] = {"_kw_launch": launch}
+    kernel = _Scaled(namespace)
+    replay = LaunchReplay(kernel, namespace)
+    for _ in range(4):
+        x = torch.randn(4)
+        torch.testing.assert_close(replay(x), x * 2.0)
+    assert calls == ["_kw_launch", "_kw_launch", "direct", "direct"]
+    device[0] = 1
+    x = torch.randn(4)
+    torch.testing.assert_close(replay(x), x * 2.0)
+    assert calls[-1] == "_kw_launch"

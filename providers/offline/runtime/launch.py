@@ -41,7 +41,9 @@ def _kw_launch(kernel, grid, *args, **meta):
     Triton's own specialization, which sees an int only as 1, a multiple of 16 or neither), and a launch
     with an equal key on the same device runs that compiled kernel at once, with the kernel's later
     parameters (block sizes, defaults) appended as the JIT appends them. The interpreter (whose launch
-    returns no compiled kernel), an autotuned kernel and a first launch go through the JIT."""
+    returns no compiled kernel), an autotuned kernel and a first launch go through the JIT. Returns what
+    a direct launch with these arguments runs, (device, compiled kernel, later parameters), where there is
+    one (a stitched model's replay launches it so)."""
     key = None
     if _KW_DIRECT:
         key = (kernel, tuple([a if type(a) is int else _kw_arg_key(a) for a in args]), tuple(meta.items()))
@@ -51,7 +53,7 @@ def _kw_launch(kernel, grid, *args, **meta):
             key = hit = None
         if hit is not None and hit[0] == torch.cuda.current_device() and not callable(grid):
             hit[1][(*grid, 1, 1)[:3]](*args, *hit[2])
-            return
+            return hit
     compiled = kernel[grid](*args, **meta)
     if key is None or not isinstance(kernel, _KwJIT) or not hasattr(compiled, "packed_metadata"):
         return  # the interpreter's launch, an autotuner's (its configs' arguments are not in meta), ...
@@ -61,6 +63,7 @@ def _kw_launch(kernel, grid, *args, **meta):
     if all(p.name in meta or p.has_default for p in later):
         tail = [meta[p.name] if p.name in meta else p.default for p in later]
         _KW_COMPILED[key] = (torch.cuda.current_device(), compiled, tail)
+        return _KW_COMPILED[key]
 # end of program text: _kw_launch
 # program text: _kw_tma
 
