@@ -166,3 +166,32 @@ def suite_roots(suites: list[str], target: Any) -> Iterator[tuple[str, Path, Any
         folder = suite_folder(suite)
         for path in sorted(folder.glob("[0-9]*.py")):
             yield f"{folder.name}/{path.stem}", path, root_program(load_task(path), target)
+
+
+def level3_pairs(kb: str, stitched: str, numbers: list[str]) -> Iterator[tuple[Path, Path]]:
+    """(the KernelBench level-3 file, its stitched model `benchmarks/level3_first_programs.py write` wrote) for
+    each number given; a number without both is said on stdout and skipped."""
+    import glob
+
+    for number in numbers:
+        found = glob.glob(str(Path(kb) / f"{number}_*.py"))
+        made = glob.glob(str(Path(stitched) / f"{number}_*_stitched.py"))
+        if not found or not made:
+            print(f"{number}: no task file or no stitched file", flush=True)
+            continue
+        yield Path(found[0]), Path(made[0])
+
+
+def warmed_forward(model: Any, inputs: list[Any], train: bool, warmup: int = 3) -> Callable[[], None]:
+    """A call of `model` on `inputs` without autograd, in train or eval mode, already made `warmup` times."""
+    import torch
+
+    model.train(train)
+
+    def call() -> None:
+        with torch.no_grad():
+            model(*inputs)
+
+    for _ in range(warmup):
+        call()
+    return call

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import glob
 import json
 import pstats
 import statistics
@@ -35,7 +34,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[1:1] = [str(ROOT), str(ROOT / "benchmarks")]
 
-from _common import cuda_event_times, load_program  # noqa: E402
+from _common import cuda_event_times, level3_pairs, load_program, warmed_forward  # noqa: E402
 from kernel_times import kernel_profile  # noqa: E402
 
 from kernelwright.tasks.module import exec_task_module, task_init_inputs, task_inputs  # noqa: E402
@@ -101,14 +100,7 @@ def profile_model(
     inputs = task_inputs(task, small=False, seed=0, device=device)
     rows = []
     for side, model in (("reference", ref), ("stitched", new)):
-        model.train(mode == "train")
-
-        def call(model: Any = model) -> None:
-            with torch.no_grad():
-                model(*inputs)
-
-        for _ in range(3):
-            call()
+        call = warmed_forward(model, inputs, mode == "train")
         row: dict[str, Any] = {"model": task_path.stem, "side": side, "mode": mode, "device": device,
                                "wall_ms": round(_wall_ms(call, device, calls), 4),
                                "host_ms": round(_host_ms(call, device, calls), 4)}  # fmt: skip
@@ -140,18 +132,11 @@ def main() -> None:
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False  # the judge's strict precision
     torch.backends.cudnn.allow_tf32 = False
-    for number in args.numbers:
-        found = glob.glob(str(Path(args.kb) / f"{number}_*.py"))
-        stitched = glob.glob(str(Path(args.stitched) / f"{number}_*_stitched.py"))
-        if not found or not stitched:
-            print(f"{number}: no task file or no stitched file", flush=True)
-            continue
+    for task_path, stitched in level3_pairs(args.kb, args.stitched, args.numbers):
         try:
-            rows = profile_model(
-                Path(found[0]), Path(stitched[0]), args.mode, args.calls, args.device, args.cprofile
-            )
+            rows = profile_model(task_path, stitched, args.mode, args.calls, args.device, args.cprofile)
         except Exception as exc:  # one model's failure does not stop the others
-            print(f"{number}: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
+            print(f"{task_path.stem}: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
             continue
         for row in rows:
             kernel = (

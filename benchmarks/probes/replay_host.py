@@ -16,7 +16,6 @@ an H100 host it was about 27 us per launch under cProfile (results/2026-12-06d-g
 from __future__ import annotations
 
 import argparse
-import glob
 import sys
 import tempfile
 import time
@@ -28,7 +27,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[1:1] = [str(ROOT), str(ROOT / "benchmarks")]
 
-from _common import load_program  # noqa: E402
+from _common import level3_pairs, load_program, warmed_forward  # noqa: E402
 
 from kernelwright.tasks.module import exec_task_module, task_init_inputs, task_inputs  # noqa: E402
 
@@ -63,14 +62,7 @@ def measure(task_path: Path, stitched: Path, mode: str, scale: float, calls: int
             setattr(program, name, _stub)
         torch.manual_seed(0)
         model = program.ModelNew(*init)
-        model.train(mode == "train")
-
-        def call(model: Any = model) -> None:
-            with torch.no_grad():
-                model(*inputs)
-
-        for _ in range(3):
-            call()
+        call = warmed_forward(model, inputs, mode == "train")
         row["replay_ms" if replay else "forward_ms"] = round(_least_ms(call, calls), 4)
         if replay:
             replays = [r for plan in model.__dict__["_kw_plans"].values() for r in plan.replays.values()]
@@ -89,13 +81,8 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=50)
     args = ap.parse_args()
     torch.set_num_threads(1)
-    for number in args.numbers:
-        found = glob.glob(str(Path(args.kb) / f"{number}_*.py"))
-        stitched = glob.glob(str(Path(args.stitched) / f"{number}_*_stitched.py"))
-        if not found or not stitched:
-            print(f"{number}: no task file or no stitched file", flush=True)
-            continue
-        print(measure(Path(found[0]), Path(stitched[0]), args.mode, args.scale, args.calls), flush=True)
+    for task_path, stitched in level3_pairs(args.kb, args.stitched, args.numbers):
+        print(measure(task_path, stitched, args.mode, args.scale, args.calls), flush=True)
 
 
 if __name__ == "__main__":
