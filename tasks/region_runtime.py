@@ -769,7 +769,7 @@ class LaunchReplay:
 
     def _record(self, inputs: tuple[Any, ...]) -> tuple[Any, Any]:
         watch = _Watch()
-        launches: list[tuple[Any, ...]] = []
+        launches: list[list[Any]] = []
         names = [n for n, f in self.namespace.items() if n.endswith("_kw_launch") and callable(f)]
         originals = {n: self.namespace[n] for n in names}
         thread = threading.get_ident()
