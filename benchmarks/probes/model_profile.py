@@ -11,7 +11,11 @@ strict fp32 (TF32 off), and each is measured three ways, after three warm-up cal
   issues (median of --calls): where host >= wall, the forward is bound by its launches, not its kernels;
 - kernels: torch.profiler's CUDA kernel time per call (5 calls), with the 12 kernels that took longest;
 - with --cprofile N: the stitched side's Python under cProfile over N calls, the 40 functions that took the
-  longest themselves (tottime), written to the row as "cprofile" (per call, ms).
+  longest themselves (tottime), written to the row as "cprofile" (per call, ms);
+- with --sub OLD=>NEW (repeatable): the stitched file with that text replaced everywhere, e.g. another tile
+  for the convolutions (`--sub "BM, BN, BK = (128, 128, 32)=>BM, BN, BK = (64, 64, 32)"`); the stitched row
+  says how many places each replaced, and every stitched row has its first output's largest error over the
+  reference's RMS ("err_over_rms", one call in the mode asked, before the timing).
 A row per (model, side) goes to --out and a summary to stdout. Not the judge: no verification, no L2 flush,
 the candidate in this process. On the CPU (`--device cpu`, Triton's interpreter) only wall and host.
 """
@@ -34,7 +38,13 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[1:1] = [str(ROOT), str(ROOT / "benchmarks")]
 
-from _common import cuda_event_times, level3_pairs, load_program, warmed_forward  # noqa: E402
+from _common import (  # noqa: E402
+    cuda_event_times,
+    level3_pairs,
+    load_program,
+    max_err_over_rms,
+    warmed_forward,
+)
 from kernel_times import kernel_profile  # noqa: E402
 
 from kernelwright.tasks.module import exec_task_module, task_init_inputs, task_inputs  # noqa: E402
@@ -86,12 +96,31 @@ def _cprofile(fn: Any, calls: int) -> list[tuple[str, int, float, float]]:
     return [(f, n, round(t, 4), round(c, 4)) for f, n, t, c in rows[:40]]
 
 
+def substituted(text: str, subs: list[str]) -> tuple[str, list[int]]:
+    """`text` with each "OLD=>NEW" of `subs` replaced everywhere, and how many places each replaced."""
+    counts = []
+    for sub in subs:
+        old, sep, new = sub.partition("=>")
+        if not sep or not old:
+            raise SystemExit(f"--sub {sub!r}: give OLD=>NEW")
+        counts.append(text.count(old))
+        text = text.replace(old, new)
+    return text, counts
+
+
 def profile_model(
-    task_path: Path, stitched: Path, mode: str, calls: int, device: str, cprofile_calls: int = 0
+    task_path: Path,
+    stitched: Path,
+    mode: str,
+    calls: int,
+    device: str,
+    cprofile_calls: int = 0,
+    subs: list[str] | None = None,
 ) -> list[dict[str, Any]]:
     task = exec_task_module(task_path.read_text(), "task", filename=str(task_path))
+    text, counts = substituted(stitched.read_text(), subs or [])
     # Triton's JIT reads a kernel's source from its file: a copy, so the given folder is only read
-    candidate = load_program(stitched.read_text(), Path(tempfile.mkdtemp()) / f"stitched_{task_path.stem}.py")
+    candidate = load_program(text, Path(tempfile.mkdtemp()) / f"stitched_{task_path.stem}.py")
     torch.manual_seed(0)
     init = task_init_inputs(task, small=False)
     ref = task.Model(*init).to(device)
@@ -99,6 +128,9 @@ def profile_model(
     new.load_state_dict(ref.state_dict())
     inputs = task_inputs(task, small=False, seed=0, device=device)
     rows = []
+    with torch.no_grad():
+        first = [m.train(mode == "train")(*inputs) for m in (ref, new)]
+    err = max_err_over_rms(*[o if isinstance(o, torch.Tensor) else o[0] for o in (first[1], first[0])])
     for side, model in (("reference", ref), ("stitched", new)):
         call = warmed_forward(model, inputs, mode == "train")
         row: dict[str, Any] = {"model": task_path.stem, "side": side, "mode": mode, "device": device,
@@ -107,6 +139,10 @@ def profile_model(
         if device == "cuda":
             row["kernel_ms"], row["launches"], row["top"] = _kernels(call)
             row["gpu"] = torch.cuda.get_device_name()
+        if side == "stitched":
+            row["err_over_rms"] = err
+            if subs:
+                row["subs"] = dict(zip(subs, counts, strict=True))
         if cprofile_calls and side == "stitched":
             row["cprofile"] = _cprofile(call, cprofile_calls)
         rows.append(row)
@@ -129,12 +165,21 @@ def main() -> None:
         metavar="N",
         help="also profile the stitched side's Python over N calls (default: 0, off)",
     )
+    ap.add_argument(
+        "--sub",
+        action="append",
+        default=[],
+        metavar="OLD=>NEW",
+        help="replace OLD by NEW in the stitched file (repeatable)",
+    )
     args = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False  # the judge's strict precision
     torch.backends.cudnn.allow_tf32 = False
     for task_path, stitched in level3_pairs(args.kb, args.stitched, args.numbers):
         try:
-            rows = profile_model(task_path, stitched, args.mode, args.calls, args.device, args.cprofile)
+            rows = profile_model(
+                task_path, stitched, args.mode, args.calls, args.device, args.cprofile, args.sub
+            )
         except Exception as exc:  # one model's failure does not stop the others
             print(f"{task_path.stem}: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
             continue
@@ -144,7 +189,7 @@ def main() -> None:
                 if "kernel_ms" in row
                 else ""
             )
-            print(f"{row['model']} {row['side']:9s} wall {row['wall_ms']:.3f} ms host {row['host_ms']:.3f} ms{kernel}",
+            print(f"{row['model']} {row['side']:9s} err/rms {row.get('err_over_rms', 0):.2e} wall {row['wall_ms']:.3f} ms host {row['host_ms']:.3f} ms{kernel}",
                   flush=True)  # fmt: skip
             for func, n, own, cum in row.get("cprofile", [])[:25]:
                 print(f"    {own:8.4f} ms own {cum:8.4f} ms cum {n:5d}x {func}", flush=True)

@@ -6,6 +6,7 @@
 #           38, 43-47 and 50, five at a time.
 #   hostprof  where the stitched ResNet18's host time goes: model_profile.py with cProfile over 10 calls, again
 #           with the direct launch off (every launch through Triton's JIT), then 8 and 21.
+#   tiles   (prepared for a later call) ResNet18 with its 128 x 128 convolution tiles as written, 64 x 64 and 32 x 64.
 #   variants  benchmarks/probes/unseen_variants.py on the three lowest unseen/searched ratios of the unseen call.
 #   unseen  `kernelwright bench --budget 2 --memory fresh` (unseen sizes on by default) on TASKS until END_S.
 # Every stage judges the models stitched with shared kernels (.l3c/l3.tgz, written at e2a09b9).
@@ -43,6 +44,13 @@ hostprof)
   KERNELWRIGHT_DIRECT_LAUNCH=0 timeout 100 $P 9 --out $OUT/hostprof_jit.jsonl > $OUT/hostprof_jit.log 2>&1
   timeout 80 $P 8 21 --cprofile 10 --out $OUT/hostprof.jsonl >> $OUT/hostprof.log 2>&1
   grep -v Warn $OUT/hostprof.log $OUT/hostprof_jit.log | cut -c1-220 ;;
+tiles)  # prepared, not run this session: ResNet18's late convolutions (8-14 programs on 132 SMs) on smaller tiles
+  P="python3 benchmarks/probes/model_profile.py .l3/kb .l3/stitched 9 --out $OUT/tiles.jsonl"
+  T="BM, BN, BK = (128, 128, 32)"
+  timeout 150 $P > $OUT/tiles.log 2>&1
+  timeout 120 $P --sub "$T=>BM, BN, BK = (64, 64, 32)" >> $OUT/tiles.log 2>&1
+  timeout 120 $P --sub "$T=>BM, BN, BK = (32, 64, 32)" >> $OUT/tiles.log 2>&1
+  grep -v Warn $OUT/tiles.log | cut -c1-220 ;;
 variants)
   PYTHONPATH=.:$PYTHONPATH timeout $(( $(left) - 10 )) python3 benchmarks/probes/unseen_variants.py --out /tmp/uv --tasks ${VTASKS:-level1/25 level1/20 level2/04} \
     > $OUT/variants.log 2>&1; echo "exit $?"; cp /tmp/uv/unseen_variants.json $OUT/ 2>/dev/null
