@@ -717,8 +717,8 @@ class LaunchReplay:
     through the program's `_kw_launch` (every launcher in `namespace` whose name ends so). From then on a
     call with that key allocates the same buffers and makes the same launches, each tensor argument the
     same view of the same buffer or input, and returns the same views: what the forward computes in Python
-    per call (sizes, strides, block sizes, grids: about 0.2 ms per convolution region of a stitched
-    ResNet18 on an H100 host) is not computed again. A forward that does anything else with torch (a
+    per call (sizes, strides, block sizes, grids: most of a stitched ResNet18's host time per convolution
+    region under cProfile on an H100 host) is not computed again. A forward that does anything else with torch (a
     computation, a copy), passes an argument that is not a tensor or a plain value (a TMA descriptor holds
     a buffer's address), or gives two inputs one storage is never replayed for that key. Only for programs
     that launch every kernel through `_kw_launch` (tasks/region_stitch.py `replayable`)."""
@@ -726,18 +726,20 @@ class LaunchReplay:
     def __init__(self, kernel: nn.Module, namespace: dict[str, Any]) -> None:
         self.kernel = kernel
         self.namespace = namespace
-        self.modules = list(kernel.modules())
         self.seen: dict[Any, Any] = {}
         """key -> calls so far (an int), the recipe (a tuple), or False (never replayed)."""
 
     def key(self, inputs: tuple[Any, ...]) -> Any:
-        parts: list[Any] = [m.training for m in self.modules]
+        # the modules as bound now: the model's own, which a user may have replaced since the last call
+        modules = list(self.kernel.modules())
+        parts: list[Any] = [m.training for m in modules]
         for x in inputs:
             if isinstance(x, torch.Tensor):
                 parts += [x.shape, x.stride(), x.dtype, x.device, x.storage_offset(), x.data_ptr() % 16]
             else:
                 parts.append(("value", x))
-        for m in self.modules:
+        for m in modules:
+            parts.append(id(m))
             for table in (m._parameters, m._buffers):
                 for t in table.values():
                     parts += [None, None] if t is None else [t.data_ptr(), t._version]

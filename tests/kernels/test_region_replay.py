@@ -209,3 +209,38 @@ def test_a_launch_that_ran_directly_is_replayed_by_its_compiled_kernel(
     x = torch.randn(4)
     torch.testing.assert_close(replay(x), x * 2.0)
     assert calls[-1] == "_kw_launch"
+
+
+class _Holder(nn.Module):
+    def __init__(self, value: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.full((4,), value))
+
+
+class _ScaledBy(nn.Module):
+    """As _Scaled, its weight in a submodule (a region kernel holds the model's own modules, which a user may
+    replace between calls)."""
+
+    def __init__(self, namespace: dict[str, Any]) -> None:
+        super().__init__()
+        self.m0 = _Holder(2.0)
+        self.namespace = namespace
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        self.namespace["_kw_launch"](None, (1,), x, self.m0.weight, out.view(-1))
+        return out
+
+
+def test_a_submodule_replaced_between_calls_is_read_again() -> None:
+    namespace: dict[str, Any] = {"_kw_launch": _launch}
+    kernel = _ScaledBy(namespace)
+    replay = LaunchReplay(kernel, namespace)
+    for _ in range(3):
+        x = torch.randn(4)
+        torch.testing.assert_close(replay(x), x * 2.0)
+    assert any(isinstance(v, tuple) for v in replay.seen.values())
+    kernel.m0 = _Holder(3.0)
+    for _ in range(3):
+        x = torch.randn(4)
+        torch.testing.assert_close(replay(x), x * 3.0)
