@@ -138,18 +138,25 @@ def test_only_a_program_that_launches_through_kw_launch_is_replayable() -> None:
     assert not replayable("def _launch(x):\n    _kernel[(1,)](x)\n")  # no _kw_launch at all
 
 
+class _Holder(nn.Module):
+    def __init__(self, value: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.full((4,), value))
+
+
 class _Scaled(nn.Module):
     """A kernel module whose one "launch" (a Python function in a namespace, as a stitched file's `_kw_launch`
-    is) writes x * weight into the buffer the forward allocated."""
+    is) writes x * weight into the buffer the forward allocated; the weight in a submodule, as a region kernel
+    holds the model's own modules (which a user may replace between calls)."""
 
     def __init__(self, namespace: dict[str, Any]) -> None:
         super().__init__()
-        self.weight = nn.Parameter(torch.full((4,), 2.0))
+        self.m0 = _Holder(2.0)
         self.namespace = namespace
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = torch.empty_like(x)
-        self.namespace["_kw_launch"](None, (1,), x, self.weight, out.view(-1))
+        self.namespace["_kw_launch"](None, (1,), x, self.m0.weight, out.view(-1))
         return out
 
 
@@ -164,9 +171,9 @@ def test_a_replay_keeps_at_most_eight_recipes_while_the_weights_keep_changing() 
     for step in range(40):
         for _ in range(3):  # filled, recorded, replayed
             x = torch.randn(4)
-            torch.testing.assert_close(replay(x), x * kernel.weight.detach(), msg=f"step {step}")
+            torch.testing.assert_close(replay(x), x * kernel.m0.weight.detach(), msg=f"step {step}")
         with torch.no_grad():
-            kernel.weight.add_(1.0)  # a new version: a new key
+            kernel.m0.weight.add_(1.0)  # a new version: a new key
         assert 1 <= sum(isinstance(v, tuple) for v in replay.seen.values()) <= 8
 
 
@@ -211,30 +218,9 @@ def test_a_launch_that_ran_directly_is_replayed_by_its_compiled_kernel(
     assert calls[-1] == "_kw_launch"
 
 
-class _Holder(nn.Module):
-    def __init__(self, value: float) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.full((4,), value))
-
-
-class _ScaledBy(nn.Module):
-    """As _Scaled, its weight in a submodule (a region kernel holds the model's own modules, which a user may
-    replace between calls)."""
-
-    def __init__(self, namespace: dict[str, Any]) -> None:
-        super().__init__()
-        self.m0 = _Holder(2.0)
-        self.namespace = namespace
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = torch.empty_like(x)
-        self.namespace["_kw_launch"](None, (1,), x, self.m0.weight, out.view(-1))
-        return out
-
-
 def test_a_submodule_replaced_between_calls_is_read_again() -> None:
     namespace: dict[str, Any] = {"_kw_launch": _launch}
-    kernel = _ScaledBy(namespace)
+    kernel = _Scaled(namespace)
     replay = LaunchReplay(kernel, namespace)
     for _ in range(3):
         x = torch.randn(4)
