@@ -26,13 +26,21 @@ from _common import cuda_event_times, cuda_models, environment, load_program, ma
 
 ROOT = Path(__file__).resolve().parents[2]
 ALIGN_OFF = [("    a = _kw_align(a)\n", ""), ("    b = _kw_align(b)\n", "")]
-# row_registers' looped fallback as the two_pass design launches it (4096-wide blocks, 16 warps), rows past 8192
+# rows past 8192 through row_registers' looped fallback: as written (1024-wide blocks), 4096-wide, and as the
+# two_pass design launches its loops (4096-wide blocks, 16 warps)
+REGISTERS_8192 = ("single = npow <= 16384", "single = npow <= 8192")
+FALLBACK_4096 = ("if single else 1024", "if single else 4096")
 FALLBACK_4096_16 = [
-    ("single = npow <= 16384", "single = npow <= 8192"),
-    ("if single else 1024", "if single else 4096"),
+    REGISTERS_8192,
+    FALLBACK_4096,
     ("num_warps = 4 if BLOCK_M * BLOCK_R < 2048 else (8 if BLOCK_M * BLOCK_R < 8192 else 16)",
      "num_warps = (4 if BLOCK_M * BLOCK_R < 2048 else (8 if BLOCK_M * BLOCK_R < 8192 else 16)) if single else 16"),
 ]  # fmt: skip
+WIDE_ROW_FALLBACKS = {
+    "single up to 8192": [REGISTERS_8192],
+    "single up to 8192, fallback BLOCK_R 4096": [REGISTERS_8192, FALLBACK_4096],
+    "single up to 8192, fallback BLOCK_R 4096 with 16 warps": FALLBACK_4096_16,
+}
 Variant = list[tuple[str, str]] | dict[str, Any]
 """Text substitutions on the written program, or {"design": D, "config": {...}}: the program written as design D."""
 CASES: list[tuple[str, dict[str, int], dict[str, Variant]]] = [
@@ -101,12 +109,7 @@ CASES: list[tuple[str, dict[str, int], dict[str, Variant]]] = [
             "as written": [],
             "8 warps at 16384": [("else (8 if BLOCK_M * BLOCK_R < 8192 else 16)", "else 8")],
             "two_pass design": {"design": "two_pass"},
-            "single up to 8192": [("single = npow <= 16384", "single = npow <= 8192")],
-            "single up to 8192, fallback BLOCK_R 4096": [
-                ("single = npow <= 16384", "single = npow <= 8192"),
-                ("if single else 1024", "if single else 4096"),
-            ],
-            "single up to 8192, fallback BLOCK_R 4096 with 16 warps": FALLBACK_4096_16,
+            **WIDE_ROW_FALLBACKS,
         },
     ),
     (
@@ -115,12 +118,7 @@ CASES: list[tuple[str, dict[str, int], dict[str, Variant]]] = [
         {
             "as written": [],
             "two_pass design": {"design": "two_pass"},
-            "single up to 8192": [("single = npow <= 16384", "single = npow <= 8192")],
-            "single up to 8192, fallback BLOCK_R 4096": [
-                ("single = npow <= 16384", "single = npow <= 8192"),
-                ("if single else 1024", "if single else 4096"),
-            ],
-            "single up to 8192, fallback BLOCK_R 4096 with 16 warps": FALLBACK_4096_16,
+            **WIDE_ROW_FALLBACKS,
         },
     ),
 ]
