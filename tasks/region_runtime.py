@@ -718,9 +718,9 @@ class LaunchReplay:
     call with that key allocates the same buffers and makes the same launches, each tensor argument the
     same view of the same buffer or input, and returns the same views: what the forward computes in Python
     per call (sizes, strides, block sizes, grids: most of a stitched ResNet18's host time per convolution
-    region under cProfile on an H100 host) is not computed again. A forward that does anything else with torch (a
-    computation, a copy), passes an argument that is not a tensor or a plain value (a TMA descriptor holds
-    a buffer's address), or gives two inputs one storage is never replayed for that key. Only for programs
+    region under cProfile on an H100 host) is not computed again. A forward that does anything else with
+    torch (a computation, a copy), passes an argument that is not a tensor or a plain value (a TMA
+    descriptor holds a buffer's address), or gives two inputs one storage is never replayed for that key. Only for programs
     that launch every kernel through `_kw_launch` (tasks/region_stitch.py `replayable`)."""
 
     def __init__(self, kernel: nn.Module, namespace: dict[str, Any]) -> None:
@@ -810,7 +810,8 @@ class _NoReplay(Exception):
 
 
 def _recipe(allocs: list[torch.Tensor], launches: list[Any], inputs: tuple[Any, ...], out: Any) -> Any:
-    """(the buffers to allocate, the launches with their tensor arguments as slots, the outputs as slots)."""
+    """(the buffers to allocate, the launches with their tensor arguments as slots, the outputs as slots, and
+    the outputs' container: None for one tensor, else its type)."""
     where: dict[int, tuple[int, int]] = {}  # storage address -> (0: a buffer, 1: an input; its index)
     for j, t in enumerate(allocs):
         address = t.untyped_storage().data_ptr()
@@ -823,7 +824,6 @@ def _recipe(allocs: list[torch.Tensor], launches: list[Any], inputs: tuple[Any, 
             if address == 0 or address in where:
                 raise _NoReplay  # two inputs on one storage, or an input the forward allocated
             where[address] = (1, i)
-    bases = [*allocs]
 
     def slot(t: torch.Tensor) -> Any:
         found = where.get(t.untyped_storage().data_ptr())
@@ -852,21 +852,19 @@ def _recipe(allocs: list[torch.Tensor], launches: list[Any], inputs: tuple[Any, 
         # what _kw_launch ran directly, (device, compiled kernel, later parameters), is launched so again
         # (its key, from these arguments, is the same at every replay): grid bound once
         direct = None
-        if isinstance(launched, tuple) and len(launched) == 3 and isinstance(grid, tuple):
+        if isinstance(launched, tuple) and len(launched) == 3 and not callable(grid):
             direct = (launched[0], launched[1][(*grid, 1, 1)[:3]], tuple(launched[2]))
         steps.append((original, kernel, grid, args, tuple(slots), meta, direct))
-    if isinstance(out, torch.Tensor):
-        shape: Any = slot(out) or ("same", out)
-    elif isinstance(out, (tuple, list)) and all(isinstance(o, torch.Tensor) for o in out):
-        shape = (type(out), [slot(o) or ("same", o) for o in out])
-    else:
+    container = None if isinstance(out, torch.Tensor) else type(out)
+    outs = [out] if container is None else out
+    if not isinstance(outs, (tuple, list)) or not all(isinstance(o, torch.Tensor) for o in outs):
         raise _NoReplay
-    sizes = [(tuple(t.shape), tuple(t.stride()), t.dtype, t.device) for t in bases]
-    return (sizes, steps, shape)
+    sizes = [(tuple(t.shape), tuple(t.stride()), t.dtype, t.device) for t in allocs]
+    return (sizes, steps, [slot(o) or ("same", o) for o in outs], container)
 
 
 def _replay(recipe: Any, inputs: tuple[Any, ...]) -> Any:
-    sizes, steps, shape = recipe
+    sizes, steps, outs, container = recipe
     buffers = [
         torch.empty_strided(size, stride, dtype=dtype, device=device) for size, stride, dtype, device in sizes
     ]
@@ -889,9 +887,7 @@ def _replay(recipe: Any, inputs: tuple[Any, ...]) -> Any:
                 direct[1](*args, *direct[2])
                 continue
         original(kernel, grid, *args, **meta)
-    if isinstance(shape, tuple) and len(shape) == 2 and isinstance(shape[0], type):
-        return shape[0](tensor(s) for s in shape[1])
-    return tensor(shape)
+    return tensor(outs[0]) if container is None else container(tensor(s) for s in outs)
 
 
 class _CompiledPlan:

@@ -296,12 +296,15 @@ def stitched_source(
         reference_as_base(task_source),
     ]
     class_of: dict[str, str] = {}
+    replays: set[str] = set()  # the signatures whose program is replayable
     sharing = KernelSharing()
     for _index, (signature, code) in sorted(kernels.items()):
         if signature in class_of:
             continue
         body, cls = prefixed_kernel(code, f"_r{signature[:10]}_", sharing)
         class_of[signature] = cls
+        if replayable(code):
+            replays.add(signature)
         parts += [f"# ---- kernel of region signature {signature} ----", body]
     parts += ["# ---- region runtime (tasks/region_runtime.py) ----", _runtime_source()]
     table = ", ".join(f"{i}: {class_of[sig]}" for i, (sig, _) in sorted(kernels.items()))
@@ -311,7 +314,7 @@ def stitched_source(
         f"_REGIONS = {json.dumps(plans)}",
         f"_KERNELS = {{{table}}}",
         # the regions whose launches the runtime may record and replay (region_runtime.LaunchReplay)
-        f"_REPLAY = frozenset({{{', '.join(str(i) for i, (_, code) in sorted(kernels.items()) if replayable(code))}}})",
+        f"_REPLAY = frozenset({{{', '.join(str(i) for i, (sig, _) in sorted(kernels.items()) if sig in replays)}}})",
         _MODEL_NEW,
     ]
     return "\n\n".join(parts) + "\n"
