@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# One device call of the thirty-fourth session. STAGE picks the work:
+#   replay  ResNet18's host time with the stitched regions' launches replayed (the default) and without
+#           (KERNELWRIGHT_REPLAY=0), then 8 and 21 with replay; then ResNet18's convolution tiles 64x64, 32x64.
+#   a / b   correctness (no timing) of every level-3 model with a kernel, in two calls, as the thirty-third
+#           session's run.sh did, with replay on.
+#   time    the judge with timing on MODELS (default: every model the correctness calls found correct), one at a time.
+#   variants  benchmarks/probes/unseen_variants.py on VTASKS.
+#   unseen  `kernelwright bench --budget 2 --memory fresh` (unseen sizes on by default) on TASKS until END_S.
+# Every stage judges the models stitched at 5825f5a (.l3c/l3.tgz: regions' launches replayed).
+set -u
+export PYTHONUNBUFFERED=1
+T0=$(date +%s)
+END=${END_S:-560}
+mkdir -p .l3 && tar -xzf .l3c/l3.tgz -C .l3
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site || exit 1
+nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv | tee $OUT/gpu.txt
+git log -1 --format=%h > $OUT/commit.txt 2>/dev/null
+J=benchmarks/level3_first_programs.py
+P="python3 benchmarks/probes/model_profile.py .l3/kb .l3/stitched"
+left() { echo $(( END - ($(date +%s) - T0) )); }
+judge() {  # judge OUT_NAME JOBS LIMIT MODELS...: correctness only, until the call's end
+  local name=$1 jobs=$2 limit=$3; shift 3
+  python3 $J judge "$@" --kb .l3/kb --stitched .l3/stitched --out $OUT/$name ${TIMING---no-time} -j $jobs --limit-s $limit \
+    --stage-timeout $(( limit - 20 )) --deadline-s $(( $(left) - 15 )) > $OUT/$name.log 2>&1
+}
+case ${STAGE:-replay} in
+replay)
+  timeout 120 $P 9 --out $OUT/replay.jsonl > $OUT/replay.log 2>&1; echo "exit $?" >> $OUT/replay.log
+  KERNELWRIGHT_REPLAY=0 timeout 100 $P 9 --out $OUT/noreplay.jsonl > $OUT/noreplay.log 2>&1
+  timeout 100 $P 8 21 --out $OUT/replay.jsonl >> $OUT/replay.log 2>&1
+  T="BM, BN, BK = (128, 128, 32)"
+  timeout 100 $P 9 --sub "$T=>BM, BN, BK = (64, 64, 32)" --out $OUT/tiles.jsonl > $OUT/tiles.log 2>&1
+  timeout $(( $(left) - 10 )) $P 9 --sub "$T=>BM, BN, BK = (32, 64, 32)" --out $OUT/tiles.jsonl >> $OUT/tiles.log 2>&1
+  grep -v -i warn $OUT/replay.log $OUT/noreplay.log $OUT/tiles.log | grep -v "^ *_warn" | cut -c1-220 ;;
+a)
+  judge big 2 320 10 16 &
+  judge small 5 150 1 2 3 4 5 6 7 8 9 11 12 13 14 15 17 18 19 20 21 22 23
+  wait ;;
+b)
+  ( judge mamba 2 200 48 49; judge vit 1 200 31 ) &
+  judge rest 4 150 24 25 26 27 28 29 30 32 33 34 35 38 43 44 45 46 47 50
+  wait ;;
+time)
+  TIMING= judge timed 1 ${LIMIT:-150} ${MODELS} ;;
+variants)
+  PYTHONPATH=.:$PYTHONPATH timeout $(( $(left) - 10 )) python3 benchmarks/probes/unseen_variants.py --out /tmp/uv --tasks ${VTASKS} \
+    > $OUT/variants.log 2>&1; echo "exit $?"; cp /tmp/uv/unseen_variants.json $OUT/ 2>/dev/null
+  python3 -c "import json,sys; [print(c['task'], c['sizes'], 'eager', c['eager_ms'], {k: v.get('ms', v.get('error')) for k, v in c['variants'].items()}) for c in json.load(open(sys.argv[1]))['cases']]" $OUT/unseen_variants.json ;;
+unseen)
+  timeout -s TERM -k 20 $(left) python3 -m kernelwright bench ${TASKS} --budget 2 --memory fresh --out /tmp/bench \
+    > $OUT/bench.log 2>&1; echo "bench exit $?"
+  cp /tmp/bench/suite.json /tmp/bench/suite.md $OUT/ 2>/dev/null; tail -5 $OUT/bench.log ;;
+esac
+for d in $OUT/*/; do [ -f $d/table.md ] && cut -c1-200 $d/table.md; done
+# at most eight files come back: the judges' folders and logs as one archive
+tar -czf $OUT/judged.tgz -C $OUT $(cd $OUT && ls -d */ *.log 2>/dev/null) && rm -rf $OUT/*/ $OUT/*.log
