@@ -95,12 +95,13 @@ def emit(plan: ConvPlan, source: str, design: str, config: ConvConfig, precision
     parts.append(HOST_HELPERS)
     if config.LAYOUT == "nhwc":
         parts.append(NHWC_COPY)
-    if any(sp.persistent(st) for st in sp.stages):
+    host = HostWriter(sp).forward_function()
+    if "_num_sms(" in host:  # a persistent stage's grid, or tiles sized to fill the SMs
         parts.append(NUM_SMS)
     if any(st.norm is not None and st.norm.attrs.get("running") for st in sp.stages):
         parts.append(BN_RUNNING)
     parts += reference.helpers
-    parts.append(HostWriter(sp).forward_function())
+    parts.append(host)
     parts.append(reference.model_new(plan.forward_args))
     program = Code()
     for part in parts:

@@ -1,7 +1,7 @@
 """Source text every conv program carries: the kernel that reads a BatchNorm's running statistics, the
 kernel that combines a normalisation's statistics partials, and the host helpers its launcher calls; with
 LAYOUT=nhwc, also the tiled transpose that copies the input to channels-last (NHWC_COPY). A persistent
-stage's grid is sized by emit.NUM_SMS, the helper the other writers' programs use.
+stage's grid and the tiles that fill the SMs are sized by emit.NUM_SMS, the helper the other writers' programs use.
 
 The text itself is Python in runtime/batchnorm.py and runtime/conv.py (linted and type-checked there); the
 names here are what conv_codegen pastes. The math helpers the pointwise ops call (_kw_tanh, _kw_softplus,
