@@ -849,11 +849,11 @@ def _recipe(allocs: list[torch.Tensor], launches: list[Any], inputs: tuple[Any, 
                 raise _NoReplay  # a descriptor or other object made per call
         if not all(isinstance(v, _PLAIN) for v in meta.values()):
             raise _NoReplay
-        # what _kw_launch ran directly, (device, compiled kernel, later parameters), is launched so again
-        # (its key, from these arguments, is the same at every replay): grid bound once
+        # what _kw_launch ran directly, (device, compiled kernel, later parameters, launch), is launched so
+        # again (its key, from these arguments, is the same at every replay)
         direct = None
-        if isinstance(launched, tuple) and len(launched) == 3 and not callable(grid):
-            direct = (launched[0], launched[1][(*grid, 1, 1)[:3]], tuple(launched[2]))
+        if isinstance(launched, tuple) and len(launched) == 4 and not callable(grid):
+            direct = (launched[0], launched[3], (*grid, 1, 1)[:3])
         steps.append((original, kernel, grid, args, tuple(slots), meta, direct))
     container = None if isinstance(out, torch.Tensor) else type(out)
     outs = [out] if container is None else out
@@ -884,7 +884,7 @@ def _replay(recipe: Any, inputs: tuple[Any, ...]) -> Any:
         if direct is not None:
             device = torch.cuda.current_device() if device is None else device
             if direct[0] == device:
-                direct[1](*args, *direct[2])
+                direct[1](direct[2], args)
                 continue
         original(kernel, grid, *args, **meta)
     return tensor(outs[0]) if container is None else container(tensor(s) for s in outs)

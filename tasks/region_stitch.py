@@ -94,11 +94,16 @@ def prefixed_kernel(code: str, prefix: str, sharing: KernelSharing | None = None
     return named, names["ModelNew"]
 
 
+_LAUNCHERS = ("_kw_launch", "_kw_direct")
+"""The launcher's functions: `_kw_launch`, and the direct launch it makes of a kernel it compiled before."""
+
+
 def replayable(code: str) -> bool:
     """Whether a kernel file launches every kernel through its `_kw_launch` (as the offline writer's
-    programs do): `kernel[grid](...)`, `.run(...)` and `.warmup(...)` appear only inside it. Only such a
-    region's launches are recorded and replayed (region_runtime.LaunchReplay): a launch made any other way
-    would not be seen, and a replay would leave it out."""
+    programs do): `kernel[grid](...)`, `.run(...)` and `.warmup(...)` appear only inside it (and the
+    `_kw_direct` it calls, called nowhere else). Only such a region's launches are recorded and replayed
+    (region_runtime.LaunchReplay): a launch made any other way would not be seen, and a replay would leave
+    it out."""
     try:
         tree = parse_python(code)
     except SyntaxError:
@@ -112,12 +117,14 @@ def replayable(code: str) -> bool:
                 isinstance(n.func, ast.Subscript)
                 or isinstance(n.func, ast.Attribute)
                 and n.func.attr in ("run", "warmup")
+                or isinstance(n.func, ast.Name)
+                and n.func.id == "_kw_direct"
             ):
                 return True
         return False
 
     return not any(
-        launches(n) for n in tree.body if not (isinstance(n, ast.FunctionDef) and n.name == "_kw_launch")
+        launches(n) for n in tree.body if not (isinstance(n, ast.FunctionDef) and n.name in _LAUNCHERS)
     )
 
 

@@ -66,9 +66,35 @@ def test_later_launches_run_the_kept_kernel_and_stay_right(program):
 def test_the_kept_kernel_is_the_one_the_jit_compiled(program):
     x, y, out = (torch.randn(1024, device="cuda") for _ in range(3))
     program._kw_launch(program.axpy, (4,), x, y, out, 1024, 1, 1.0, BLOCK=256)
-    ((_device, compiled, tail),) = program._KW_COMPILED.values()
+    ((_device, compiled, tail, _launch),) = program._KW_COMPILED.values()
     assert compiled is program.axpy[(4,)](x, y, out, 1024, 1, 1.0, BLOCK=256)  # the JIT's cache returns it
     assert tail == [256, 0.0]
+
+
+def test_kept_launches_run_on_the_current_stream_and_reach_a_launch_hook(program):
+    """The kept kernel's launch looks the stream up at each launch (a launch on a side stream waits for
+    that stream's work), and with a launch hook set (a profiler's) goes through Triton's runner, whose
+    metadata the hook reads."""
+    import triton
+
+    x, y, out = (torch.randn(1 << 20, device="cuda") for _ in range(3))
+    grid = ((1 << 20) // 256,)
+    program._kw_launch(program.axpy, grid, x, y, out, 1 << 20, 1, 2.0, BLOCK=256)  # the JIT's launch
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(20_000_000)  # the fill below is still queued behind this when the launch is made
+        x.fill_(3.0)
+        program._kw_launch(program.axpy, grid, x, y, out, 1 << 20, 1, 2.0, BLOCK=256)  # the kept kernel
+    side.synchronize()
+    torch.testing.assert_close(out, 6.0 + y)
+    seen = []
+    triton.knobs.runtime.launch_enter_hook = lambda metadata: seen.append(metadata)
+    try:
+        program._kw_launch(program.axpy, grid, x, y, out, 1 << 20, 1, 2.0, BLOCK=256)
+    finally:
+        triton.knobs.runtime.launch_enter_hook = None
+    assert len(seen) == 1
 
 
 def test_the_judge_records_each_launch_once_jit_or_direct(program):

@@ -15,6 +15,7 @@ import pytest
 import torch
 from torch import nn
 
+from kernelwright.providers.offline.emit.emit import HELPERS
 from kernelwright.tasks.region_runtime import LaunchReplay
 from kernelwright.tasks.region_stitch import replayable
 from tests.fakes.writer import first_programs_stitched, run_interpreted
@@ -121,20 +122,17 @@ def test_a_forward_that_computes_with_torch_is_never_replayed() -> None:
     assert list(replay.seen.values()) == [False]
 
 
-LAUNCHER = """
-def _kw_launch(kernel, grid, *args, **meta):
-    kernel[grid](*args, **meta)
-
-
-def _launch(x):
-    {launch}
-"""
+def _launcher(launch: str) -> str:
+    """The writer's own launcher (`_kw_launch` and the `_kw_direct` it calls) and a function that launches."""
+    return HELPERS["_kw_launch"] + f"\n\ndef _launch(x):\n    {launch}\n"
 
 
 def test_only_a_program_that_launches_through_kw_launch_is_replayable() -> None:
-    assert replayable(LAUNCHER.format(launch="_kw_launch(_kernel, (1,), x, BLOCK=16)"))
-    assert not replayable(LAUNCHER.format(launch="_kernel[(1,)](x, BLOCK=16)"))
-    assert not replayable(LAUNCHER.format(launch="_kernel.run(x, grid=(1,), warmup=False)"))
+    assert replayable(_launcher("_kw_launch(_kernel, (1,), x, BLOCK=16)"))
+    assert not replayable(_launcher("_kernel[(1,)](x, BLOCK=16)"))
+    assert not replayable(_launcher("_kernel.run(x, grid=(1,), warmup=False)"))
+    # a direct launch not made by _kw_launch
+    assert not replayable(_launcher("_kw_direct(0, _compiled, [])((1, 1, 1), (x,))"))
     assert not replayable("def _launch(x):\n    _kernel[(1,)](x)\n")  # no _kw_launch at all
 
 
@@ -180,23 +178,17 @@ def test_a_replay_keeps_at_most_eight_recipes_while_the_weights_keep_changing() 
 def test_a_launch_that_ran_directly_is_replayed_by_its_compiled_kernel(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """On a GPU, _kw_launch returns the (device, compiled kernel, later parameters) it launched directly; a
-    replay launches that compiled kernel itself (its key would be the same), skipping _kw_launch's key, and
+    """On a GPU, _kw_launch returns the (device, compiled kernel, later parameters, launch) it launched
+    directly; a replay makes that launch itself (its key would be the same), skipping _kw_launch's key, and
     goes through _kw_launch where the current device is another."""
     calls: list[str] = []
 
-    class Compiled:
-        def __getitem__(self, grid: tuple[int, ...]) -> Any:
-            assert grid == (1, 1, 1)
+    def direct(grid: tuple[int, ...], args: tuple[Any, ...]) -> None:
+        calls.append("direct")
+        assert grid == (1, 1, 1)
+        _launch(None, grid, *args)
 
-            def run(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor, extra: int) -> None:
-                calls.append("direct")
-                assert extra == 16
-                _launch(None, grid, x, w, out)
-
-            return run
-
-    entry = (0, Compiled(), [16])
+    entry = (0, object(), [16], direct)
 
     def launch(kernel: Any, grid: Any, *args: Any) -> Any:
         calls.append("_kw_launch")
