@@ -195,3 +195,10 @@ def warmed_forward(model: Any, inputs: list[Any], train: bool, warmup: int = 3) 
     for _ in range(warmup):
         call()
     return call
+
+
+def replay_counts(model: Any) -> tuple[int, int]:
+    """(regions whose launches a stitched model replays now, regions that may be replayed): its plans'
+    LaunchReplay objects (tasks/region_runtime.py), read after its warm-up calls."""
+    replays = [r for plan in model.__dict__.get("_kw_plans", {}).values() for r in plan.replays.values()]
+    return sum(any(isinstance(s, tuple) for s in r.seen.values()) for r in replays), len(replays)

@@ -680,15 +680,27 @@ _PLAIN = (int, float, bool, str, type(None), torch.dtype)
 _RECORDING = threading.Lock()
 
 
+_DATA_SIZED = frozenset(
+    """nonzero argwhere unique unique_consecutive masked_select bincount histc repeat_interleave
+    nonzero_static""".split()
+)
+"""Operations whose output's size depends on the values of their inputs: a recorded call's sizes would not
+hold for the next call's data (as would any Python value read from a tensor: `item`, `tolist`, `bool`)."""
+
+
 class _Watch(TorchFunctionMode):
     """What a kernel's forward does with torch while its launches are recorded: it allocates (kept, so that
     no two allocations share an address), reads sizes and takes views (each must be of the storage it was
-    taken from); anything else (a torch computation, a copy) refuses the replay. Inside a launch
-    (`passthrough`) everything is Triton's own."""
+    taken from), and computes (each call kept in `events`, in order with the launches, to be made again: a
+    view that copied too); a computation whose output's size depends on data, or that returns anything but
+    tensors, refuses the replay. Inside a launch (`passthrough`) everything is Triton's own."""
 
     def __init__(self) -> None:
         super().__init__()
         self.allocs: list[torch.Tensor] = []
+        self.events: list[list[Any]] = []
+        """["launch", launcher, kernel, grid, args, meta, what it returned] or ["torch", func, args, kwargs,
+        output], in the order the forward made them."""
         self.refused: str | None = None
         self.passthrough = False
 
@@ -699,29 +711,45 @@ class _Watch(TorchFunctionMode):
             return out
         if name in _ALLOCATIONS and isinstance(out, torch.Tensor):
             self.allocs.append(out)
-        elif name in _VIEWS and args and isinstance(args[0], torch.Tensor):
-            base = args[0].untyped_storage().data_ptr()
-            outs = out if isinstance(out, (tuple, list)) else (out,)
-            if not all(isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() == base for o in outs):
-                self.refused = f"{name} copied"
-        else:
+        elif name in _VIEWS and args and isinstance(args[0], torch.Tensor) and _views_of(out, args[0]):
+            pass  # a view: a launch's argument taken from it is a slot of the storage
+        elif name.rstrip("_") in _DATA_SIZED or not _tensors_only(out):
             self.refused = name or repr(func)
+        else:
+            self.events.append(["torch", func, tuple(args), dict(kwargs or {}), out])
         return out
+
+
+def _views_of(out: Any, source: torch.Tensor) -> bool:
+    """Whether every tensor `out` holds is on `source`'s storage (a reshape or contiguous may copy: then it
+    is a computation)."""
+    base = source.untyped_storage().data_ptr()
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    return all(isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() == base for o in outs)
+
+
+def _tensors_only(out: Any) -> bool:
+    if isinstance(out, torch.Tensor):
+        return True
+    return isinstance(out, (tuple, list)) and all(isinstance(o, torch.Tensor) for o in out)
 
 
 class LaunchReplay:
     """A region kernel's calls, replayed: once a call with a key (its inputs' sizes, strides, dtypes,
     devices and alignment; every module's mode; every parameter's and buffer's address and version) has
     run (filling the caches a first call fills: packed weights, compiled kernels), the next call with that
-    key runs the kernel's forward while recording what it does: the buffers it allocates and each launch
-    through the program's `_kw_launch` (every launcher in `namespace` whose name ends so). From then on a
-    call with that key allocates the same buffers and makes the same launches, each tensor argument the
-    same view of the same buffer or input, and returns the same views: what the forward computes in Python
-    per call (sizes, strides, block sizes, grids: most of a stitched ResNet18's host time per convolution
-    region under cProfile on an H100 host) is not computed again. A forward that does anything else with
-    torch (a computation, a copy), passes an argument that is not a tensor or a plain value (a TMA
-    descriptor holds a buffer's address), or gives two inputs one storage is never replayed for that key. Only for programs
-    that launch every kernel through `_kw_launch` (tasks/region_stitch.py `replayable`)."""
+    key runs the kernel's forward while recording what it does: the buffers it allocates, each launch
+    through the program's `_kw_launch` (every launcher in `namespace` whose name ends so) and each torch
+    computation between them (a concatenation, a pooling the program kept in torch, a copy). From then on
+    a call with that key allocates the same buffers and makes the same launches and torch calls in the same
+    order, each tensor argument the same view of the same buffer, input or earlier call's output, and
+    returns the same views: what the forward computes in Python per call (sizes, strides, block sizes,
+    grids: most of a stitched ResNet18's host time per convolution region under cProfile on an H100 host)
+    is not computed again. A forward that launches nothing, reads a Python value from a tensor (`item`),
+    makes a tensor whose size depends on data (`nonzero`), passes an argument that is not a tensor or a
+    plain value (a TMA descriptor holds a buffer's address), or gives two inputs one storage is never
+    replayed for that key. Only for programs that launch every kernel through `_kw_launch`
+    (tasks/region_stitch.py `replayable`)."""
 
     def __init__(self, kernel: nn.Module, namespace: dict[str, Any]) -> None:
         self.kernel = kernel
@@ -730,19 +758,26 @@ class LaunchReplay:
         """key -> calls so far (an int), the recipe (a tuple), or False (never replayed)."""
 
     def key(self, inputs: tuple[Any, ...]) -> Any:
-        # the modules as bound now: the model's own, which a user may have replaced since the last call
-        modules = list(self.kernel.modules())
-        parts: list[Any] = [m.training for m in modules]
+        parts: list[Any] = []
         for x in inputs:
             if isinstance(x, torch.Tensor):
                 parts += [x.shape, x.stride(), x.dtype, x.device, x.storage_offset(), x.data_ptr() % 16]
             else:
                 parts.append(("value", x))
-        for m in modules:
-            parts.append(id(m))
+        # the modules as bound now: the model's own, which a user may have replaced since the last call
+        # (walked through their tables: Module.modules() names every one, which cost more than the rest)
+        stack: list[Any] = [self.kernel]
+        walked: set[int] = set()
+        while stack:
+            m = stack.pop()
+            if m is None or id(m) in walked:
+                continue
+            walked.add(id(m))
+            parts += [id(m), m.training]
             for table in (m._parameters, m._buffers):
                 for t in table.values():
                     parts += [None, None] if t is None else [t.data_ptr(), t._version]
+            stack += m._modules.values()
         return tuple(parts)
 
     def __call__(self, *inputs: Any) -> Any:
@@ -771,7 +806,6 @@ class LaunchReplay:
 
     def _record(self, inputs: tuple[Any, ...]) -> tuple[Any, Any]:
         watch = _Watch()
-        launches: list[list[Any]] = []
         names = [n for n, f in self.namespace.items() if n.endswith("_kw_launch") and callable(f)]
         originals = {n: self.namespace[n] for n in names}
         thread = threading.get_ident()
@@ -780,14 +814,14 @@ class LaunchReplay:
             def launch(kernel: Any, grid: Any, *args: Any, **meta: Any) -> Any:
                 if watch.passthrough or threading.get_ident() != thread:
                     return original(kernel, grid, *args, **meta)
-                launched = [original, kernel, grid, args, meta, None]
-                launches.append(launched)
+                launched = ["launch", original, kernel, grid, args, meta, None]
+                watch.events.append(launched)
                 watch.passthrough = True
                 try:
-                    launched[5] = original(kernel, grid, *args, **meta)
+                    launched[6] = original(kernel, grid, *args, **meta)
                 finally:
                     watch.passthrough = False
-                return launched[5]
+                return launched[6]
 
             return launch
 
@@ -799,7 +833,8 @@ class LaunchReplay:
         finally:
             self.namespace.update(originals)
         try:
-            recipe = None if watch.refused or not launches else _recipe(watch.allocs, launches, inputs, out)
+            launched = any(e[0] == "launch" for e in watch.events)
+            recipe = _recipe(watch.allocs, watch.events, inputs, out) if launched and not watch.refused else None
         except _NoReplay:
             recipe = None
         return out, recipe
@@ -809,10 +844,16 @@ class _NoReplay(Exception):
     pass
 
 
-def _recipe(allocs: list[torch.Tensor], launches: list[Any], inputs: tuple[Any, ...], out: Any) -> Any:
-    """(the buffers to allocate, the launches with their tensor arguments as slots, the outputs as slots, and
-    the outputs' container: None for one tensor, else its type)."""
-    where: dict[int, tuple[int, int]] = {}  # storage address -> (0: a buffer, 1: an input; its index)
+_ARG_OBJECTS = (*_PLAIN, torch.device, torch.layout, torch.memory_format)
+
+
+def _recipe(allocs: list[torch.Tensor], events: list[Any], inputs: tuple[Any, ...], out: Any) -> Any:
+    """(the buffers to allocate, the steps: launches and torch calls with their tensor arguments as slots,
+    the outputs as slots, and the outputs' container: None for one tensor, else its type). A slot is
+    (kind, index, sizes, strides, offset, whole): a view of an allocated buffer (kind 0), an input (1) or
+    a tensor a torch call made (2)."""
+    where: dict[int, tuple[int, int]] = {}  # storage address -> (kind, index)
+    bases: tuple[list[Any], list[Any], list[Any]] = (list(allocs), list(inputs), [])
     for j, t in enumerate(allocs):
         address = t.untyped_storage().data_ptr()
         if address == 0 or address in where:
@@ -830,15 +871,42 @@ def _recipe(allocs: list[torch.Tensor], launches: list[Any], inputs: tuple[Any, 
         if found is None:
             return None  # the model's own tensor, or one a cache keeps: the same object each call
         kind, index = found
-        base = allocs[index] if kind == 0 else inputs[index]
+        base = bases[kind][index]
         if t.dtype != base.dtype:
             raise _NoReplay
         geometry = (tuple(t.shape), tuple(t.stride()), t.storage_offset())
         whole = geometry == (tuple(base.shape), tuple(base.stride()), base.storage_offset())
         return (kind, index, *geometry, whole)
 
+    def template(value: Any, depth: int = 0) -> Any:
+        """A torch call's argument with each tensor of ours as ("slot", slot); a list or tuple (cat's)
+        one level deep."""
+        if isinstance(value, torch.Tensor):
+            s = slot(value)
+            return value if s is None else ("slot", s)
+        if isinstance(value, (list, tuple)) and depth == 0:
+            return ("seq", type(value), [template(v, 1) for v in value])
+        if isinstance(value, _ARG_OBJECTS) or isinstance(value, (list, tuple)) and all(
+            isinstance(v, _PLAIN) for v in value
+        ):
+            return ("value", value)
+        raise _NoReplay  # a generator, a Python object the call may keep
+
     steps = []
-    for original, kernel, grid, args, meta, launched in launches:
+    for event in events:
+        if event[0] == "torch":
+            _, func, args, kwargs, result = event
+            made = []  # which of its outputs are new tensors: (position or None, index among those made)
+            for pos, o in ([(None, result)] if isinstance(result, torch.Tensor) else list(enumerate(result))):
+                address = o.untyped_storage().data_ptr()
+                if address != 0 and address not in where:
+                    where[address] = (2, len(bases[2]))
+                    made.append((pos, len(bases[2])))
+                    bases[2].append(o)
+            steps.append(("torch", func, [template(a) for a in args],
+                          {k: template(v) for k, v in kwargs.items()}, made))  # fmt: skip
+            continue
+        _, original, kernel, grid, args, meta, launched = event
         slots = []
         for pos, a in enumerate(args):
             if isinstance(a, torch.Tensor):
@@ -854,29 +922,47 @@ def _recipe(allocs: list[torch.Tensor], launches: list[Any], inputs: tuple[Any, 
         direct = None
         if isinstance(launched, tuple) and len(launched) == 4 and not callable(grid):
             direct = (launched[0], launched[3], (*grid, 1, 1)[:3])
-        steps.append((original, kernel, grid, args, tuple(slots), meta, direct))
+        steps.append(("launch", original, kernel, grid, args, tuple(slots), meta, direct))
     container = None if isinstance(out, torch.Tensor) else type(out)
     outs = [out] if container is None else out
     if not isinstance(outs, (tuple, list)) or not all(isinstance(o, torch.Tensor) for o in outs):
         raise _NoReplay
     sizes = [(tuple(t.shape), tuple(t.stride()), t.dtype, t.device) for t in allocs]
-    return (sizes, steps, [slot(o) or ("same", o) for o in outs], container)
+    return (sizes, steps, [slot(o) or ("same", o) for o in outs], container, len(bases[2]))
 
 
 def _replay(recipe: Any, inputs: tuple[Any, ...]) -> Any:
-    sizes, steps, outs, container = recipe
-    buffers = [
-        torch.empty_strided(size, stride, dtype=dtype, device=device) for size, stride, dtype, device in sizes
-    ]
+    sizes, steps, outs, container, n_made = recipe
+    bases: tuple[list[Any], tuple[Any, ...], list[Any]] = (
+        [torch.empty_strided(size, stride, dtype=dtype, device=device) for size, stride, dtype, device in sizes],
+        inputs,
+        [None] * n_made,
+    )
 
     def tensor(s: Any) -> Any:
         if s[0] == "same":
             return s[1]
-        base = buffers[s[1]] if s[0] == 0 else inputs[s[1]]
+        base = bases[s[0]][s[1]]
         return base if s[5] else base.as_strided(s[2], s[3], s[4])
 
+    def value(v: Any) -> Any:
+        if not isinstance(v, tuple):
+            return v  # a tensor of the model's own
+        if v[0] == "slot":
+            return tensor(v[1])
+        if v[0] == "seq":
+            return v[1](value(x) for x in v[2])
+        return v[1]
+
     device = None
-    for original, kernel, grid, args, slots, meta, direct in steps:
+    for step in steps:
+        if step[0] == "torch":
+            _, func, args, kwargs, made = step
+            result = func(*[value(a) for a in args], **{k: value(v) for k, v in kwargs.items()})
+            for pos, index in made:
+                bases[2][index] = result if pos is None else result[pos]
+            continue
+        _, original, kernel, grid, args, slots, meta, direct = step
         if slots:
             args = list(args)
             for pos, s in slots:

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import triton
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[1:1] = [str(ROOT), str(ROOT / "benchmarks")]
@@ -43,6 +44,7 @@ from _common import (  # noqa: E402
     level3_pairs,
     load_program,
     max_err_over_rms,
+    replay_counts,
     warmed_forward,
 )
 from kernel_times import kernel_profile  # noqa: E402
@@ -136,9 +138,13 @@ def profile_model(
         row: dict[str, Any] = {"model": task_path.stem, "side": side, "mode": mode, "device": device,
                                "wall_ms": round(_wall_ms(call, device, calls), 4),
                                "host_ms": round(_host_ms(call, device, calls), 4)}  # fmt: skip
+        if side == "stitched":
+            row["replayed"] = "%d of %d" % replay_counts(model)
         if device == "cuda":
             row["kernel_ms"], row["launches"], row["top"] = _kernels(call)
             row["gpu"] = torch.cuda.get_device_name()
+            # a launch hook left set (by the profiler?) sends the kept kernels through Triton's runner
+            row["launch_hook_after_profile"] = repr(getattr(triton.knobs.runtime, "launch_enter_hook", None))
         if side == "stitched":
             row["err_over_rms"] = err
             if subs:
@@ -189,7 +195,8 @@ def main() -> None:
                 if "kernel_ms" in row
                 else ""
             )
-            print(f"{row['model']} {row['side']:9s} err/rms {row.get('err_over_rms', 0):.2e} wall {row['wall_ms']:.3f} ms host {row['host_ms']:.3f} ms{kernel}",
+            replayed = f" replayed {row['replayed']}" if "replayed" in row else ""
+            print(f"{row['model']} {row['side']:9s} err/rms {row.get('err_over_rms', 0):.2e} wall {row['wall_ms']:.3f} ms host {row['host_ms']:.3f} ms{kernel}{replayed}",
                   flush=True)  # fmt: skip
             for func, n, own, cum in row.get("cprofile", [])[:25]:
                 print(f"    {own:8.4f} ms own {cum:8.4f} ms cum {n:5d}x {func}", flush=True)

@@ -27,7 +27,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[1:1] = [str(ROOT), str(ROOT / "benchmarks")]
 
-from _common import level3_pairs, load_program, warmed_forward  # noqa: E402
+from _common import level3_pairs, load_program, replay_counts, warmed_forward  # noqa: E402
 
 from kernelwright.tasks.module import exec_task_module, task_init_inputs, task_inputs  # noqa: E402
 
@@ -65,9 +65,7 @@ def measure(task_path: Path, stitched: Path, mode: str, scale: float, calls: int
         call = warmed_forward(model, inputs, mode == "train")
         row["replay_ms" if replay else "forward_ms"] = round(_least_ms(call, calls), 4)
         if replay:
-            replays = [r for plan in model.__dict__["_kw_plans"].values() for r in plan.replays.values()]
-            row["regions_replayed"] = sum(any(isinstance(s, tuple) for s in r.seen.values()) for r in replays)
-            row["regions_replayable"] = len(replays)
+            row["regions_replayed"], row["regions_replayable"] = replay_counts(model)
     return row
 
 

@@ -1,7 +1,7 @@
 """An implicit-GEMM convolution's tiles shrink where its call would leave SMs idle (conv_host._fill_sms): on an
 H100 ResNet18's late convolutions at batch 2 were 4-16 tiles of 128 x 128 on 132 SMs. The program asks the
 device's SM count at run time, so the test runs the written program in a process of its own under the
-interpreter with `_num_sms` answering 132 and every launch recorded: a small call gets 32 x 32 tiles and the
+interpreter with `_num_sms` answering 132 and every launch recorded: a small call gets 32-pixel tiles and the
 right numbers, a call with thousands of tiles keeps the tile it was written with."""
 
 from __future__ import annotations
@@ -76,9 +76,9 @@ def test_small_calls_fill_the_sms_and_large_calls_keep_their_tile() -> None:
     assert "_num_sms(x5.device)" in program
     lines = run_interpreted(textwrap.dedent(CHECK.format(program=program)), timeout=240)
     out = json.loads(lines[-1])
-    # 128 pixels x 64 channels: two tiles as written (64 x 64), eight of 32 x 32 (still under 132: both at the floor)
-    assert (out["small"]["BLOCK_M"], out["small"]["BLOCK_N"]) == (32, 32), out
-    assert out["small"]["grid"][0] == 8, out
+    # 128 pixels x 64 channels: two tiles as written (64 x 64), four of 32 x 64 (still under 132: at the floors)
+    assert (out["small"]["BLOCK_M"], out["small"]["BLOCK_N"]) == (32, 64), out
+    assert out["small"]["grid"][0] == 4, out
     assert out["err"] < 1e-4, out
     # 262,144 pixels: thousands of tiles of the written size
     assert (out["large"]["BLOCK_M"], out["large"]["BLOCK_N"]) == (cfg.BLOCK_M, cfg.BLOCK_N), out

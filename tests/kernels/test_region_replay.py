@@ -114,7 +114,7 @@ class _Computes(nn.Module):
         return torch.relu(x) + 1
 
 
-def test_a_forward_that_computes_with_torch_is_never_replayed() -> None:
+def test_a_forward_that_launches_nothing_is_never_replayed() -> None:
     replay = LaunchReplay(_Computes(), {})
     x = torch.randn(4)
     for _ in range(3):
@@ -173,6 +173,60 @@ def test_a_replay_keeps_at_most_eight_recipes_while_the_weights_keep_changing() 
         with torch.no_grad():
             kernel.m0.weight.add_(1.0)  # a new version: a new key
         assert 1 <= sum(isinstance(v, tuple) for v in replay.seen.values()) <= 8
+
+
+class _Mixed(nn.Module):
+    """Launches and torch between them (a region whose program keeps a concatenation and a pooling in
+    torch, as DenseNet's do): a launch, a concatenation of its output with an input, a transpose made
+    contiguous (a copy), a launch on that copy, and torch on its output. `read` picks one more thing the
+    forward does with a tensor's values."""
+
+    def __init__(self, namespace: dict[str, Any], read: str = "") -> None:
+        super().__init__()
+        self.m0 = _Holder(2.0)
+        self.namespace = namespace
+        self.read = read
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = torch.empty_like(x)
+        self.namespace["_kw_launch"](None, (1,), x, self.m0.weight, y.view(-1))
+        z = torch.cat([x, y], dim=0).t().contiguous()
+        if self.read == "item":
+            z = z * float(x.sum().item() > 0)
+        elif self.read == "nonzero":
+            z = z[:, : torch.nonzero(x > 0).shape[0] % 4 + 1]
+        out = torch.empty_like(z)
+        self.namespace["_kw_launch"](None, (1,), z, self.m0.weight[: z.shape[1]], out.view(-1))
+        return torch.relu(out) - 1, y
+
+
+def _mixed_reference(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    y = x * 2.0
+    return torch.relu(torch.cat([x, y], dim=0).t() * 2.0) - 1, y
+
+
+def test_torch_between_launches_is_replayed_in_order() -> None:
+    namespace: dict[str, Any] = {"_kw_launch": _launch}
+    replay = LaunchReplay(_Mixed(namespace), namespace)
+    for call in range(5):
+        x = torch.randn(2, 4)
+        got = replay(x)
+        for g, w in zip(got, _mixed_reference(x), strict=True):
+            torch.testing.assert_close(g, w, msg=f"call {call}")
+    ((state,),) = [list(replay.seen.values())]
+    assert isinstance(state, tuple)  # a recipe: calls 3-5 were replays
+    kinds = [step[0] for step in state[1]]
+    assert kinds == ["launch", "torch", "torch", "launch", "torch", "torch"], kinds  # cat, the copy, relu, -
+
+
+@pytest.mark.parametrize("read", ["item", "nonzero"])
+def test_a_forward_that_reads_values_is_never_replayed(read: str) -> None:
+    """A Python value read from a tensor, or an output sized by the data, would be the recorded call's."""
+    namespace: dict[str, Any] = {"_kw_launch": _launch}
+    replay = LaunchReplay(_Mixed(namespace, read), namespace)
+    for _ in range(3):
+        replay(torch.randn(2, 4))
+    assert list(replay.seen.values()) == [False]
 
 
 def test_a_launch_that_ran_directly_is_replayed_by_its_compiled_kernel(
