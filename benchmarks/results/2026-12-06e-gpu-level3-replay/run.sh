@@ -4,6 +4,9 @@
 #           (KERNELWRIGHT_REPLAY=0), then 8 and 21 with replay; then ResNet18's convolution tiles 64x64, 32x64.
 #   a / b   correctness (no timing) of every level-3 model with a kernel, in two calls, as the thirty-third
 #           session's run.sh did, with replay on.
+#   correct the same in one call: 10 and 16 two at a time beside the rest JOBS (default 7) at a time.
+#   sweep   the GPU launch tests, ResNet18's profile (cProfile over 10 calls; again with replay off if NOREPLAY is set),
+#           then model_profile.py on MODELS one at a time (40 s each at most): eager against stitched wall.
 #   time    the judge with timing on MODELS (default: every model the correctness calls found correct), one at a time.
 #   variants  benchmarks/probes/unseen_variants.py on VTASKS.
 #   unseen  `kernelwright bench --budget 2 --memory fresh` (unseen sizes on by default) on TASKS until END_S.
@@ -41,6 +44,20 @@ b)
   ( judge mamba 2 200 48 49; judge vit 1 200 31 ) &
   judge rest 4 150 24 25 26 27 28 29 30 32 33 34 35 38 43 44 45 46 47 50
   wait ;;
+correct)
+  judge big 2 320 10 16 &
+  judge all ${JOBS:-7} 150 1 2 3 4 5 6 7 8 9 11 12 13 14 15 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 38 43 44 45 46 47 48 49 50
+  wait ;;
+sweep)
+  timeout 60 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_launch_gpu.py > $OUT/launch_gpu.log 2>&1; echo "launch tests exit $?"; tail -2 $OUT/launch_gpu.log
+  timeout 120 $P 9 --cprofile 10 --out $OUT/profile.jsonl > $OUT/profile.log 2>&1
+  [ -n "${NOREPLAY:-}" ] && KERNELWRIGHT_REPLAY=0 timeout 60 $P 9 --out $OUT/profile.jsonl >> $OUT/profile.log 2>&1
+  grep -v -i warn $OUT/profile.log | grep -v "^ *_warn" | cut -c1-200 | head -40
+  for m in ${MODELS}; do
+    [ $(left) -lt 50 ] && { echo "stopped before $m: the call's time"; break; }
+    timeout 40 $P $m --out $OUT/sweep.jsonl >> $OUT/sweep.log 2>&1 || echo "$m: exit $?" >> $OUT/sweep.log
+  done
+  grep -v -i warn $OUT/sweep.log | grep -v "^ *_warn" | cut -c1-200 ;;
 time)
   TIMING= judge timed 1 ${LIMIT:-150} ${MODELS} ;;
 variants)
