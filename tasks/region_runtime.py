@@ -834,7 +834,9 @@ class LaunchReplay:
             self.namespace.update(originals)
         try:
             launched = any(e[0] == "launch" for e in watch.events)
-            recipe = _recipe(watch.allocs, watch.events, inputs, out) if launched and not watch.refused else None
+            recipe = (
+                _recipe(watch.allocs, watch.events, inputs, out) if launched and not watch.refused else None
+            )
         except _NoReplay:
             recipe = None
         return out, recipe
@@ -886,8 +888,10 @@ def _recipe(allocs: list[torch.Tensor], events: list[Any], inputs: tuple[Any, ..
             return value if s is None else ("slot", s)
         if isinstance(value, (list, tuple)) and depth == 0:
             return ("seq", type(value), [template(v, 1) for v in value])
-        if isinstance(value, _ARG_OBJECTS) or isinstance(value, (list, tuple)) and all(
-            isinstance(v, _PLAIN) for v in value
+        if (
+            isinstance(value, _ARG_OBJECTS)
+            or isinstance(value, (list, tuple))
+            and all(isinstance(v, _PLAIN) for v in value)
         ):
             return ("value", value)
         raise _NoReplay  # a generator, a Python object the call may keep
@@ -897,7 +901,7 @@ def _recipe(allocs: list[torch.Tensor], events: list[Any], inputs: tuple[Any, ..
         if event[0] == "torch":
             _, func, args, kwargs, result = event
             made = []  # which of its outputs are new tensors: (position or None, index among those made)
-            for pos, o in ([(None, result)] if isinstance(result, torch.Tensor) else list(enumerate(result))):
+            for pos, o in [(None, result)] if isinstance(result, torch.Tensor) else list(enumerate(result)):
                 address = o.untyped_storage().data_ptr()
                 if address != 0 and address not in where:
                     where[address] = (2, len(bases[2]))
@@ -934,7 +938,10 @@ def _recipe(allocs: list[torch.Tensor], events: list[Any], inputs: tuple[Any, ..
 def _replay(recipe: Any, inputs: tuple[Any, ...]) -> Any:
     sizes, steps, outs, container, n_made = recipe
     bases: tuple[list[Any], tuple[Any, ...], list[Any]] = (
-        [torch.empty_strided(size, stride, dtype=dtype, device=device) for size, stride, dtype, device in sizes],
+        [
+            torch.empty_strided(size, stride, dtype=dtype, device=device)
+            for size, stride, dtype, device in sizes
+        ],
         inputs,
         [None] * n_made,
     )

@@ -94,7 +94,7 @@ def prefixed_kernel(code: str, prefix: str, sharing: KernelSharing | None = None
     return named, names["ModelNew"]
 
 
-_LAUNCHERS = ("_kw_launch", "_kw_direct")
+_LAUNCHERS = ("_kw_launch", "_kw_direct", "_kw_no_hook")
 """The launcher's functions: `_kw_launch`, and the direct launch it makes of a kernel it compiled before."""
 
 

@@ -139,7 +139,8 @@ def profile_model(
                                "wall_ms": round(_wall_ms(call, device, calls), 4),
                                "host_ms": round(_host_ms(call, device, calls), 4)}  # fmt: skip
         if side == "stitched":
-            row["replayed"] = "%d of %d" % replay_counts(model)
+            replayed, replayable = replay_counts(model)
+            row["replayed"] = f"{replayed} of {replayable}"
         if device == "cuda":
             row["kernel_ms"], row["launches"], row["top"] = _kernels(call)
             row["gpu"] = torch.cuda.get_device_name()

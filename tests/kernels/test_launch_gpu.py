@@ -89,12 +89,31 @@ def test_kept_launches_run_on_the_current_stream_and_reach_a_launch_hook(program
     side.synchronize()
     torch.testing.assert_close(out, 6.0 + y)
     seen = []
-    triton.knobs.runtime.launch_enter_hook = lambda metadata: seen.append(metadata)
+    chain = triton.knobs.runtime.launch_enter_hook  # Triton 3.6: a chain of hooks, empty by default
+    chain.add(seen.append)
     try:
         program._kw_launch(program.axpy, grid, x, y, out, 1 << 20, 1, 2.0, BLOCK=256)
     finally:
-        triton.knobs.runtime.launch_enter_hook = None
+        chain.remove(seen.append)
     assert len(seen) == 1
+
+
+def test_kept_launches_skip_triton_runner_while_no_hook_is_set(program, monkeypatch):
+    """With the hook chains empty (Triton 3.6's default), a kept kernel's launch goes to its launcher
+    without the runner (`compiled[grid]`, which looks the device, stream and hooks up per launch)."""
+    from triton.compiler.compiler import CompiledKernel
+
+    x, y, out = (torch.randn(1024, device="cuda") for _ in range(3))
+    program._kw_launch(program.axpy, (4,), x, y, out, 1024, 1, 2.0, BLOCK=256)  # the JIT's launch
+    runner = []
+    original = CompiledKernel.__getitem__
+    monkeypatch.setattr(
+        CompiledKernel, "__getitem__", lambda self, grid: runner.append(grid) or original(self, grid)
+    )
+    for _ in range(3):
+        program._kw_launch(program.axpy, (4,), x, y, out, 1024, 1, 2.0, BLOCK=256)
+    torch.testing.assert_close(out, 2.0 * x + y)
+    assert runner == []
 
 
 def test_the_judge_records_each_launch_once_jit_or_direct(program):

@@ -5,8 +5,9 @@
 #   a / b   correctness (no timing) of every level-3 model with a kernel, in two calls, as the thirty-third
 #           session's run.sh did, with replay on.
 #   correct the same in one call: 10 and 16 two at a time beside the rest JOBS (default 7) at a time.
-#   sweep   the GPU launch tests, ResNet18's profile (cProfile over 10 calls; again with replay off if NOREPLAY is set),
+#   sweep   (with AGAIN: those models' correctness first, three at a time) the GPU launch tests, ResNet18's profile (cProfile over 10 calls; again with replay off if NOREPLAY is set),
 #           then model_profile.py on MODELS one at a time (40 s each at most): eager against stitched wall.
+#   again   correctness of AGAIN one at a time.
 #   time    the judge with timing on MODELS (default: every model the correctness calls found correct), one at a time.
 #   variants  benchmarks/probes/unseen_variants.py on VTASKS.
 #   unseen  `kernelwright bench --budget 2 --memory fresh` (unseen sizes on by default) on TASKS until END_S.
@@ -15,7 +16,7 @@ set -u
 export PYTHONUNBUFFERED=1
 T0=$(date +%s)
 END=${END_S:-560}
-mkdir -p .l3 && tar -xzf .l3c/l3.tgz -C .l3
+mkdir -p .l3 && tar -xzf .l3c/${TGZ:-l3.tgz} -C .l3  # TGZ: another set of stitched models (and kb)
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site || exit 1
 nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv | tee $OUT/gpu.txt
 git log -1 --format=%h > $OUT/commit.txt 2>/dev/null
@@ -49,6 +50,7 @@ correct)
   judge all ${JOBS:-7} 150 1 2 3 4 5 6 7 8 9 11 12 13 14 15 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 38 43 44 45 46 47 48 49 50
   wait ;;
 sweep)
+  [ -n "${AGAIN:-}" ] && judge again 3 200 ${AGAIN}  # correctness of AGAIN first, three at a time
   timeout 60 python3 -m pytest -q -p no:cacheprovider tests/kernels/test_launch_gpu.py > $OUT/launch_gpu.log 2>&1; echo "launch tests exit $?"; tail -2 $OUT/launch_gpu.log
   timeout 120 $P 9 --cprofile 10 --out $OUT/profile.jsonl > $OUT/profile.log 2>&1
   [ -n "${NOREPLAY:-}" ] && KERNELWRIGHT_REPLAY=0 timeout 60 $P 9 --out $OUT/profile.jsonl >> $OUT/profile.log 2>&1
@@ -58,6 +60,8 @@ sweep)
     timeout 40 $P $m --out $OUT/sweep.jsonl >> $OUT/sweep.log 2>&1 || echo "$m: exit $?" >> $OUT/sweep.log
   done
   grep -v -i warn $OUT/sweep.log | grep -v "^ *_warn" | cut -c1-200 ;;
+again)
+  judge again 1 200 ${AGAIN} ;;
 time)
   TIMING= judge timed 1 ${LIMIT:-150} ${MODELS} ;;
 variants)

@@ -72,21 +72,26 @@ def _kw_direct(device, compiled, tail):
     """launch(grid, args): `compiled[grid](*args, *tail)` without the runner's per-launch Python (the
     device's and stream's lookups, its launch metadata: about a third of Triton's 27 us per launch on an
     H100 host). The launcher is read through `compiled.run` each time, as the runner reads it (so whatever
-    wraps it, the judge's launch recorder, sees the launch); with a launch hook set (a profiler's), the
-    runner itself, which builds the metadata the hook reads."""
+    wraps it, the judge's launch recorder, sees the launch); with a launch hook set (a profiler's: Triton
+    3.6's hooks are chains, empty unless one was added), the runner itself, which builds the metadata the
+    hook reads."""
     knobs = getattr(triton, "knobs", None)
     stream_of = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     if knobs is None or stream_of is None or not hasattr(compiled, "function"):  # another Triton, torch
         return lambda grid, args: compiled[grid](*args, *tail)
 
     def launch(grid, args):
-        if knobs.runtime.launch_enter_hook is None:
+        if _kw_no_hook(knobs.runtime.launch_enter_hook) and _kw_no_hook(knobs.runtime.launch_exit_hook):
             compiled.run(grid[0], grid[1], grid[2], stream_of(device), compiled.function, compiled.packed_metadata,
                          None, None, None, *args, *tail)
         else:
             compiled[grid](*args, *tail)
 
     return launch
+
+
+def _kw_no_hook(hook):
+    return hook is None or not getattr(hook, "calls", True)
 # end of program text: _kw_launch
 # program text: _kw_tma
 
