@@ -896,7 +896,7 @@ def _recipe(allocs: list[torch.Tensor], events: list[Any], inputs: tuple[Any, ..
             return ("value", value)
         raise _NoReplay  # a generator, a Python object the call may keep
 
-    steps = []
+    steps: list[tuple[Any, ...]] = []
     for event in events:
         if event[0] == "torch":
             _, func, args, kwargs, result = event
