@@ -688,36 +688,160 @@ _DATA_SIZED = frozenset(
 hold for the next call's data (as would any Python value read from a tensor: `item`, `tolist`, `bool`)."""
 
 
-class _Watch(TorchFunctionMode):
-    """What a kernel's forward does with torch while its launches are recorded: it allocates (kept, so that
-    no two allocations share an address), reads sizes and takes views (each must be of the storage it was
-    taken from), and computes (each call kept in `events`, in order with the launches, to be made again: a
-    view that copied too); a computation whose output's size depends on data, or that returns anything but
-    tensors, refuses the replay. Inside a launch (`passthrough`) everything is Triton's own."""
+class _NoReplay(Exception):
+    pass
 
-    def __init__(self) -> None:
+
+_ARG_OBJECTS = (*_PLAIN, torch.device, torch.layout, torch.memory_format)
+
+
+class _Watch(TorchFunctionMode):
+    """What a kernel's forward does with torch while its launches are recorded, made into a recipe as it
+    goes (no tensor of the call is kept: a recording must not hold an attention's scores past their last
+    use). It allocates (each buffer noted by sizes), reads sizes and takes views (each must be of the
+    storage it was taken from), launches (`launch`) and computes (each call a step, in order with the
+    launches, to be made again: a view that copied too); a computation whose output's size depends on
+    data, or that returns anything but tensors, refuses the replay. A tensor argument is a slot: (kind,
+    index, sizes, strides, offset, whole), a view of an allocated buffer (kind 0), an input (1) or a tensor
+    a torch call made (2), found by its storage's address (the latest tensor made there: a freed one's
+    address may be reused). Inside a launch (`passthrough`) everything is Triton's own."""
+
+    def __init__(self, inputs: tuple[Any, ...]) -> None:
         super().__init__()
-        self.allocs: list[torch.Tensor] = []
-        self.events: list[list[Any]] = []
-        """["launch", launcher, kernel, grid, args, meta, what it returned] or ["torch", func, args, kwargs,
-        output], in the order the forward made them."""
+        self.where: dict[int, tuple[int, int, Any]] = {}
+        """storage address -> (kind, index, (sizes, strides, offset, dtype, storage bytes) of the base)"""
+        self.sizes: list[Any] = []  # the buffers to allocate: (sizes, strides, dtype, device)
+        self.made = 0
+        self.steps: list[tuple[Any, ...]] = []
         self.refused: str | None = None
         self.passthrough = False
+        for i, x in enumerate(inputs):
+            if isinstance(x, torch.Tensor):
+                if x.untyped_storage().data_ptr() in self.where:
+                    self.refused = "two inputs on one storage"
+                self._register(x, 1, i)
+
+    def _register(self, t: torch.Tensor, kind: int, index: int) -> None:
+        storage = t.untyped_storage()
+        if storage.data_ptr() == 0:
+            self.refused = "an empty tensor"
+        geometry = (tuple(t.shape), tuple(t.stride()), t.storage_offset(), t.dtype, storage.nbytes())
+        self.where[storage.data_ptr()] = (kind, index, geometry)
+
+    def slot(self, t: torch.Tensor) -> Any:
+        storage = t.untyped_storage()
+        found = self.where.get(storage.data_ptr())
+        if found is None:
+            return None  # the model's own tensor, or one a cache keeps: the same object each call
+        kind, index, base = found
+        if t.dtype != base[3] or storage.nbytes() != base[4]:
+            raise _NoReplay  # another storage at a freed one's address, or a reinterpreted one
+        geometry = (tuple(t.shape), tuple(t.stride()), t.storage_offset())
+        return (kind, index, *geometry, geometry == base[:3])
+
+    def template(self, value: Any, depth: int = 0) -> Any:
+        """A torch call's argument with each tensor of ours as ("slot", slot); a list or tuple (cat's)
+        one level deep."""
+        if isinstance(value, torch.Tensor):
+            s = self.slot(value)
+            return value if s is None else ("slot", s)
+        if isinstance(value, (list, tuple)) and depth == 0:
+            return ("seq", type(value), [self.template(v, 1) for v in value])
+        if (
+            isinstance(value, _ARG_OBJECTS)
+            or isinstance(value, (list, tuple))
+            and all(isinstance(v, _PLAIN) for v in value)
+        ):
+            return ("value", value)
+        raise _NoReplay  # a generator, a Python object the call may keep
+
+    def launch(
+        self, original: Any, kernel: Any, grid: Any, args: tuple[Any, ...], meta: dict[str, Any]
+    ) -> Any:
+        """Launch through `original`, noting the launch as a step."""
+        step = None
+        if not self.refused:
+            try:
+                slots, kept = [], list(args)
+                for pos, a in enumerate(args):
+                    if isinstance(a, torch.Tensor):
+                        s = self.slot(a)
+                        if s is not None:
+                            slots.append((pos, s))
+                            kept[pos] = None  # the recorded call's tensor is not kept
+                    elif not isinstance(a, _PLAIN):
+                        raise _NoReplay  # a descriptor or other object made per call
+                if not all(isinstance(v, _PLAIN) for v in meta.values()):
+                    raise _NoReplay
+                step = ["launch", original, kernel, grid, tuple(kept), tuple(slots), meta, None]
+                self.steps.append(step)  # type: ignore[arg-type]
+            except _NoReplay:
+                self.refused = "a launch argument"
+        self.passthrough = True
+        try:
+            launched = original(kernel, grid, *args, **meta)
+        finally:
+            self.passthrough = False
+        # what _kw_launch ran directly, (device, compiled kernel, later parameters, launch), is launched so
+        # again (its key, from these arguments, is the same at every replay)
+        if step is not None and isinstance(launched, tuple) and len(launched) == 4 and not callable(grid):
+            step[7] = (launched[0], launched[3], (*grid, 1, 1)[:3])
+        return launched
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
         name = getattr(func, "__name__", "")
         if self.passthrough or self.refused or name in _READS:
             return out
-        if name in _ALLOCATIONS and isinstance(out, torch.Tensor):
-            self.allocs.append(out)
-        elif name in _VIEWS and args and isinstance(args[0], torch.Tensor) and _views_of(out, args[0]):
-            pass  # a view: a launch's argument taken from it is a slot of the storage
-        elif name.rstrip("_") in _DATA_SIZED or not _tensors_only(out):
-            self.refused = name or repr(func)
-        else:
-            self.events.append(["torch", func, tuple(args), dict(kwargs or {}), out])
+        try:
+            if name in _ALLOCATIONS and isinstance(out, torch.Tensor):
+                self.sizes.append((tuple(out.shape), tuple(out.stride()), out.dtype, out.device))
+                self._register(out, 0, len(self.sizes) - 1)
+            elif name in _VIEWS and args and isinstance(args[0], torch.Tensor) and _views_of(out, args[0]):
+                pass  # a view: a launch's argument taken from it is a slot of the storage
+            elif name.rstrip("_") in _DATA_SIZED or not _tensors_only(out):
+                self.refused = name or repr(func)
+            else:
+                step_args = [self.template(a) for a in args]
+                step_kwargs = {k: self.template(v) for k, v in (kwargs or {}).items()}
+                # which of its outputs are new tensors (not an argument's storage, as an in-place call's):
+                # (position or None, index among those made)
+                own = {t.untyped_storage().data_ptr() for t in _tensors_in((args, kwargs or {}))}
+                made = []
+                for pos, o in [(None, out)] if isinstance(out, torch.Tensor) else list(enumerate(out)):
+                    if o.untyped_storage().data_ptr() not in own:
+                        self._register(o, 2, self.made)
+                        made.append((pos, self.made))
+                        self.made += 1
+                self.steps.append(("torch", func, step_args, step_kwargs, made))
+        except _NoReplay:
+            self.refused = f"{name} with an argument it may keep"
         return out
+
+    def recipe(self, out: Any) -> Any:
+        """(the buffers to allocate, the steps, the outputs as slots, the outputs' container: None for one
+        tensor, else its type, how many tensors the torch calls make), or None."""
+        if self.refused or not any(step[0] == "launch" for step in self.steps):
+            return None
+        container = None if isinstance(out, torch.Tensor) else type(out)
+        outs = [out] if container is None else out
+        if not isinstance(outs, (tuple, list)) or not all(isinstance(o, torch.Tensor) for o in outs):
+            return None
+        try:
+            slots = [self.slot(o) or ("same", o) for o in outs]
+        except _NoReplay:
+            return None
+        return (self.sizes, [tuple(step) for step in self.steps], slots, container, self.made)
+
+
+def _tensors_in(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors_in(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors_in(v)]
+    return []
 
 
 def _views_of(out: Any, source: torch.Tensor) -> bool:
@@ -805,7 +929,7 @@ class LaunchReplay:
         return out
 
     def _record(self, inputs: tuple[Any, ...]) -> tuple[Any, Any]:
-        watch = _Watch()
+        watch = _Watch(inputs)
         names = [n for n, f in self.namespace.items() if n.endswith("_kw_launch") and callable(f)]
         originals = {n: self.namespace[n] for n in names}
         thread = threading.get_ident()
@@ -814,14 +938,7 @@ class LaunchReplay:
             def launch(kernel: Any, grid: Any, *args: Any, **meta: Any) -> Any:
                 if watch.passthrough or threading.get_ident() != thread:
                     return original(kernel, grid, *args, **meta)
-                launched = ["launch", original, kernel, grid, args, meta, None]
-                watch.events.append(launched)
-                watch.passthrough = True
-                try:
-                    launched[6] = original(kernel, grid, *args, **meta)
-                finally:
-                    watch.passthrough = False
-                return launched[6]
+                return watch.launch(original, kernel, grid, args, meta)
 
             return launch
 
@@ -832,107 +949,7 @@ class LaunchReplay:
                 out = self.kernel(*inputs)
         finally:
             self.namespace.update(originals)
-        try:
-            launched = any(e[0] == "launch" for e in watch.events)
-            recipe = (
-                _recipe(watch.allocs, watch.events, inputs, out) if launched and not watch.refused else None
-            )
-        except _NoReplay:
-            recipe = None
-        return out, recipe
-
-
-class _NoReplay(Exception):
-    pass
-
-
-_ARG_OBJECTS = (*_PLAIN, torch.device, torch.layout, torch.memory_format)
-
-
-def _recipe(allocs: list[torch.Tensor], events: list[Any], inputs: tuple[Any, ...], out: Any) -> Any:
-    """(the buffers to allocate, the steps: launches and torch calls with their tensor arguments as slots,
-    the outputs as slots, and the outputs' container: None for one tensor, else its type). A slot is
-    (kind, index, sizes, strides, offset, whole): a view of an allocated buffer (kind 0), an input (1) or
-    a tensor a torch call made (2)."""
-    where: dict[int, tuple[int, int]] = {}  # storage address -> (kind, index)
-    bases: tuple[list[Any], list[Any], list[Any]] = (list(allocs), list(inputs), [])
-    for j, t in enumerate(allocs):
-        address = t.untyped_storage().data_ptr()
-        if address == 0 or address in where:
-            raise _NoReplay
-        where[address] = (0, j)
-    for i, x in enumerate(inputs):
-        if isinstance(x, torch.Tensor):
-            address = x.untyped_storage().data_ptr()
-            if address == 0 or address in where:
-                raise _NoReplay  # two inputs on one storage, or an input the forward allocated
-            where[address] = (1, i)
-
-    def slot(t: torch.Tensor) -> Any:
-        found = where.get(t.untyped_storage().data_ptr())
-        if found is None:
-            return None  # the model's own tensor, or one a cache keeps: the same object each call
-        kind, index = found
-        base = bases[kind][index]
-        if t.dtype != base.dtype:
-            raise _NoReplay
-        geometry = (tuple(t.shape), tuple(t.stride()), t.storage_offset())
-        whole = geometry == (tuple(base.shape), tuple(base.stride()), base.storage_offset())
-        return (kind, index, *geometry, whole)
-
-    def template(value: Any, depth: int = 0) -> Any:
-        """A torch call's argument with each tensor of ours as ("slot", slot); a list or tuple (cat's)
-        one level deep."""
-        if isinstance(value, torch.Tensor):
-            s = slot(value)
-            return value if s is None else ("slot", s)
-        if isinstance(value, (list, tuple)) and depth == 0:
-            return ("seq", type(value), [template(v, 1) for v in value])
-        if (
-            isinstance(value, _ARG_OBJECTS)
-            or isinstance(value, (list, tuple))
-            and all(isinstance(v, _PLAIN) for v in value)
-        ):
-            return ("value", value)
-        raise _NoReplay  # a generator, a Python object the call may keep
-
-    steps: list[tuple[Any, ...]] = []
-    for event in events:
-        if event[0] == "torch":
-            _, func, args, kwargs, result = event
-            made = []  # which of its outputs are new tensors: (position or None, index among those made)
-            for pos, o in [(None, result)] if isinstance(result, torch.Tensor) else list(enumerate(result)):
-                address = o.untyped_storage().data_ptr()
-                if address != 0 and address not in where:
-                    where[address] = (2, len(bases[2]))
-                    made.append((pos, len(bases[2])))
-                    bases[2].append(o)
-            steps.append(("torch", func, [template(a) for a in args],
-                          {k: template(v) for k, v in kwargs.items()}, made))  # fmt: skip
-            continue
-        _, original, kernel, grid, args, meta, launched = event
-        slots = []
-        for pos, a in enumerate(args):
-            if isinstance(a, torch.Tensor):
-                s = slot(a)
-                if s is not None:
-                    slots.append((pos, s))
-            elif not isinstance(a, _PLAIN):
-                raise _NoReplay  # a descriptor or other object made per call
-        if not all(isinstance(v, _PLAIN) for v in meta.values()):
-            raise _NoReplay
-        # what _kw_launch ran directly, (device, compiled kernel, later parameters, launch), is launched so
-        # again (its key, from these arguments, is the same at every replay)
-        direct = None
-        if isinstance(launched, tuple) and len(launched) == 4 and not callable(grid):
-            direct = (launched[0], launched[3], (*grid, 1, 1)[:3])
-        steps.append(("launch", original, kernel, grid, args, tuple(slots), meta, direct))
-    container = None if isinstance(out, torch.Tensor) else type(out)
-    outs = [out] if container is None else out
-    if not isinstance(outs, (tuple, list)) or not all(isinstance(o, torch.Tensor) for o in outs):
-        raise _NoReplay
-    sizes = [(tuple(t.shape), tuple(t.stride()), t.dtype, t.device) for t in allocs]
-    return (sizes, steps, [slot(o) or ("same", o) for o in outs], container, len(bases[2]))
+        return out, watch.recipe(out)
 
 
 def _replay(recipe: Any, inputs: tuple[Any, ...]) -> Any:

@@ -8,6 +8,8 @@ is never replayed, and a program that launches a kernel other than through `_kw_
 
 from __future__ import annotations
 
+import gc
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -217,6 +219,45 @@ def test_torch_between_launches_is_replayed_in_order() -> None:
     assert isinstance(state, tuple)  # a recipe: calls 3-5 were replays
     kinds = [step[0] for step in state[1]]
     assert kinds == ["launch", "torch", "torch", "launch", "torch", "torch"], kinds  # cat, the copy, relu, -
+
+
+class _Temporaries(nn.Module):
+    """A temporary a torch call makes, launched on and dropped; a buffer the forward allocates, launched
+    into and computed on. Notes whether the temporary was freed when dropped, and a weak reference to each
+    call's buffer."""
+
+    def __init__(self, namespace: dict[str, Any]) -> None:
+        super().__init__()
+        self.m0 = _Holder(2.0)
+        self.namespace = namespace
+        self.freed: list[bool] = []
+        self.buffers: list[Any] = []
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        t = torch.relu(x)
+        y = torch.empty_like(x)
+        self.namespace["_kw_launch"](None, (1,), t, self.m0.weight, y.view(-1))
+        temporary = weakref.ref(t)
+        del t
+        self.freed.append(temporary() is None)
+        self.buffers.append(weakref.ref(y))
+        return y + 1
+
+
+def test_a_recording_and_its_recipe_keep_no_tensor_of_the_call() -> None:
+    """An attention's scores are gigabytes: the recorded call frees its temporaries when the forward drops
+    them, and the recipe holds none of its buffers (a slot says where each one is found)."""
+    namespace: dict[str, Any] = {"_kw_launch": _launch}
+    kernel = _Temporaries(namespace)
+    replay = LaunchReplay(kernel, namespace)
+    with torch.no_grad():  # (the stand-in launch computes with torch: no graph may hold its operands)
+        for _ in range(4):
+            x = torch.randn(4)
+            torch.testing.assert_close(replay(x), torch.relu(x) * 2.0 + 1)
+    assert isinstance(next(iter(replay.seen.values())), tuple)
+    assert kernel.freed == [True, True]  # the first call and the recorded one; then replays
+    gc.collect()
+    assert [ref() for ref in kernel.buffers] == [None, None]
 
 
 @pytest.mark.parametrize("read", ["item", "nonzero"])
