@@ -235,8 +235,12 @@ def test_direct_launch_keeps_the_compiled_kernel_and_appends_the_later_parameter
 
     kernel.run = jit_run
     device = [0]
+    # (no torch._C stream lookup: the kept kernel is launched as `compiled[grid](...)`, the stand-in's; the
+    # launcher's own path is tested on a GPU, tests/kernels/test_launch_gpu.py)
     fake_torch = types.SimpleNamespace(
-        Tensor=torch.Tensor, cuda=types.SimpleNamespace(current_device=lambda: device[0])
+        Tensor=torch.Tensor,
+        cuda=types.SimpleNamespace(current_device=lambda: device[0]),
+        _C=types.SimpleNamespace(),
     )
     ns: dict = {"torch": fake_torch}
     exec(HELPERS["_kw_launch"], ns)
