@@ -70,8 +70,8 @@ def _kw_launch(kernel, grid, *args, **meta):
 
 def _kw_direct(device, compiled, tail):
     """launch(grid, args): `compiled[grid](*args, *tail)` without the runner's per-launch Python (the
-    device's and stream's lookups, its launch metadata: about a third of Triton's 27 us per launch on an
-    H100 host). The launcher is read through `compiled.run` each time, as the runner reads it (so whatever
+    device's and stream's lookups, its launch metadata; on an H100 host, ResNet18's stitched forward with 78
+    launches took no measurably less host time: 2.41 against 2.49 ms, within that host's noise). The launcher is read through `compiled.run` each time, as the runner reads it (so whatever
     wraps it, the judge's launch recorder, sees the launch); with a launch hook set (a profiler's: Triton
     3.6's hooks are chains, empty unless one was added), the runner itself, which builds the metadata the
     hook reads."""
