@@ -149,17 +149,13 @@ class HostWriter:
             bn = max(lo, min(self.cfg.BLOCK_N, _npow2(ct)))
         return bm, bn, bk
 
-    def _fill_sms(self, h: Code, i: int, per_sample: bool, cfull: bool) -> None:
+    def _fill_sms(self, h: Code, tiles: str, cfull: bool) -> None:
         """Smaller tiles where the call's tiles leave SMs idle: BM halved down to 32, then BN (not a
         whole-channel tile) down to 64, while there are fewer tiles than SMs; BN last, since every channel
         tile gathers the input's patches again. ResNet18 at batch 2 on an H100: its late convolutions were
         4-16 tiles of 128 x 128 on 132 SMs; with every convolution on 32 x 64 tiles the forward's kernels
         took 1.10 ms instead of 2.21 (64 x 64: 1.53; this rule with BN down to 32: 1.39). Large calls keep
-        the tile they had."""
-        m_tiles = f"N * -(-GP{i} // BM)" if per_sample else f"-(-(N * GP{i}) // BM)"
-        groups = "groups" if self.sp.gemm else "1"
-        phases = " * stride3[0] * stride3[1] * stride3[2]" if self.sp.phase else ""
-        tiles = f"{m_tiles} * -(-CT{i} // BN) * {groups}{phases}"
+        the tile they had. `tiles`: the call's tile count, as the grid below is sized."""
         h(f"while BM > 32 and {tiles} < _num_sms(x5.device):")
         with h.indent():
             h("BM //= 2")
@@ -299,20 +295,19 @@ class HostWriter:
             h(f"GP{i} = -(-OD // stride3[0]) * -(-OH // stride3[1]) * -(-OW // stride3[2])")
         else:
             h(f"GP{i} = S{i}[0] * S{i}[1] * S{i}[2]")
-        if conv and not plane and not box and self.design in ("implicit_gemm", "implicit_gemm_flatk"):
-            self._fill_sms(h, i, per_sample, cfull)
-        if plane:
-            pass
-        elif box:
-            h(f"TPS{i} = S{i}[0] * -(-S{i}[1] // BXH) * -(-S{i}[2] // BXW)")
-            h(f"num_m = N * TPS{i}")
-        elif per_sample:
-            h(f"num_m = N * -(-GP{i} // BM)")
-        else:
-            h(f"num_m = -(-(N * GP{i}) // BM)")
         if not plane:
-            h(f"grid = (num_m * -(-CT{i} // BN), {'groups' if conv and self.sp.gemm else 1}, "
-              f"{'stride3[0] * stride3[1] * stride3[2]' if conv and self.sp.phase else 1})")  # fmt: skip
+            if box:
+                h(f"TPS{i} = S{i}[0] * -(-S{i}[1] // BXH) * -(-S{i}[2] // BXW)")
+                m_tiles = f"N * TPS{i}"
+            else:
+                m_tiles = f"N * -(-GP{i} // BM)" if per_sample else f"-(-(N * GP{i}) // BM)"
+            groups = "groups" if conv and self.sp.gemm else "1"
+            phases = "stride3[0] * stride3[1] * stride3[2]" if conv and self.sp.phase else "1"
+            if conv and not box and self.design in ("implicit_gemm", "implicit_gemm_flatk"):
+                tiles = f"{m_tiles} * -(-CT{i} // BN) * {groups}" + (f" * {phases}" if phases != "1" else "")
+                self._fill_sms(h, tiles, cfull)
+            h(f"num_m = {m_tiles}")
+            h(f"grid = (num_m * -(-CT{i} // BN), {groups}, {phases})")
         if self.sp.persistent(st):
             # PERSIST programs per SM walk the tiles (at most one program per tile)
             h(f"progs{i} = min(grid[0], {cfg.PERSIST} * _num_sms(x5.device))")
