@@ -823,12 +823,11 @@ class _Watch(TorchFunctionMode):
         tensor, else its type, how many tensors the torch calls make), or None."""
         if self.refused or not any(step[0] == "launch" for step in self.steps):
             return None
-        container = None if isinstance(out, torch.Tensor) else type(out)
-        outs = [out] if container is None else out
-        if not isinstance(outs, (tuple, list)) or not all(isinstance(o, torch.Tensor) for o in outs):
+        if not _tensors_only(out):
             return None
+        container = None if isinstance(out, torch.Tensor) else type(out)
         try:
-            slots = [self.slot(o) or ("same", o) for o in outs]
+            slots = [self.slot(o) or ("same", o) for o in ([out] if container is None else out)]
         except _NoReplay:
             return None
         return (self.sizes, [tuple(step) for step in self.steps], slots, container, self.made)
