@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import triton
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[1:1] = [str(ROOT), str(ROOT / "benchmarks")]
@@ -144,8 +143,6 @@ def profile_model(
         if device == "cuda":
             row["kernel_ms"], row["launches"], row["top"] = _kernels(call)
             row["gpu"] = torch.cuda.get_device_name()
-            # a launch hook left set (by the profiler?) sends the kept kernels through Triton's runner
-            row["launch_hook_after_profile"] = repr(getattr(triton.knobs.runtime, "launch_enter_hook", None))
         if side == "stitched":
             row["err_over_rms"] = err
             if subs:
