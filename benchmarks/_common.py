@@ -199,6 +199,16 @@ def warmed_forward(model: Any, inputs: list[Any], train: bool, warmup: int = 3) 
 
 def replay_counts(model: Any) -> tuple[int, int]:
     """(regions whose launches a stitched model replays now, regions that may be replayed): its plans'
-    LaunchReplay objects (tasks/region_runtime.py), read after its warm-up calls."""
-    replays = [r for plan in model.__dict__.get("_kw_plans", {}).values() for r in plan.replays.values()]
-    return sum(any(isinstance(s, tuple) for s in r.seen.values()) for r in replays), len(replays)
+    LaunchReplay objects (tasks/region_runtime.py), read after its warm-up calls. Where the whole forward is
+    replayed (a plan's ModelReplay holds a recipe), every replayable region counts as replayed."""
+    plans = model.__dict__.get("_kw_plans", {}).values()
+    replays = [r for plan in plans for r in plan.replays.values()]
+    whole = any(isinstance(s, tuple) for plan in plans if getattr(plan, "model_replay", None)
+                for s in plan.model_replay.seen.values())  # fmt: skip
+    return sum(whole or any(isinstance(s, tuple) for s in r.seen.values()) for r in replays), len(replays)
+
+
+def model_replayed(model: Any) -> bool:
+    """Whether a stitched model replays its whole forward now (tasks/region_runtime.py ModelReplay)."""
+    return any(isinstance(s, tuple) for plan in model.__dict__.get("_kw_plans", {}).values()
+               if getattr(plan, "model_replay", None) for s in plan.model_replay.seen.values())  # fmt: skip

@@ -447,6 +447,7 @@ class RegionPlan:
         self.kernels: dict[int, nn.Module] = {}
         self.writes: dict[str, str] = getattr(graph, "_kw_writes", {})
         self._compiled: _CompiledPlan | None = None
+        self.model_replay: "ModelReplay | None" = None  # noqa: UP037 - copied without __future__
         # a region's kernel runs only where the region computes what it was cut with (a specialized
         # trace at other sizes can have other literal sizes in it)
         self.matches = [
@@ -527,6 +528,7 @@ class RegionPlan:
     def attach(self, index: int, kernel: nn.Module) -> None:
         self.kernels[index] = kernel
         self._compiled = None
+        self.model_replay = None
 
     def kernel_step(self, index: int) -> Any:
         """A function `(root, env) -> None` that runs region `index`'s kernel: the model's modules,
@@ -586,7 +588,21 @@ class RegionPlan:
         after `attach`): see _CompiledPlan."""
         if self._compiled is None:
             self._compiled = _CompiledPlan(self)
+            self.model_replay = self._model_replay()
+        if self.model_replay is not None:
+            return self.model_replay.call(root, inputs)
         return self._compiled(root, inputs)
+
+    def _model_replay(self) -> "ModelReplay | None":  # noqa: UP037 - copied without __future__
+        """A replay of the whole forward (ModelReplay) where every region that runs a kernel may be
+        replayed (its launches go through `_kw_launch`, which the recording sees) and the forward assigns
+        no attribute (a replay would not)."""
+        running = [i for i in range(len(self.regions)) if self.kernel_ran(i)]
+        if self.replay is None or not (REPLAY and MODEL_REPLAY) or self.writes or not running:
+            return None
+        if not all(i in self.replay[0] for i in running):
+            return None
+        return ModelReplay(self, self.replay[1])
 
     def kernel_ran(self, index: int) -> bool:
         """Whether region `index` runs its kernel (it has one, and the region computes what it was cut with)."""
@@ -678,6 +694,10 @@ _READS = frozenset(
 )
 _PLAIN = (int, float, bool, str, type(None), torch.dtype)
 _RECORDING = threading.Lock()
+_MODEL_RECORDING = threading.local()
+"""`.on` while this thread records a whole model's call (ModelReplay)."""
+MODEL_REPLAY = os.environ.get("KERNELWRIGHT_MODEL_REPLAY", "1") != "0"
+"""KERNELWRIGHT_MODEL_REPLAY=0: a stitched model's forward is replayed region by region only (ModelReplay)."""
 
 
 _DATA_SIZED = frozenset(
@@ -820,7 +840,10 @@ class _Watch(TorchFunctionMode):
 
     def recipe(self, out: Any) -> Any:
         """(the buffers to allocate, the steps, the outputs as slots, the outputs' container: None for one
-        tensor, else its type, how many tensors the torch calls make), or None."""
+        tensor, else its type, how many tensors the torch calls make, per step the buffers to allocate
+        before it, per step the buffers and made tensors to let go after it), or None. A buffer is
+        allocated before the first step that reads or writes it and let go after the last (an output
+        never): a whole model's replay holds what the recorded call held, not every intermediate at once."""
         if self.refused or not any(step[0] == "launch" for step in self.steps):
             return None
         if not _tensors_only(out):
@@ -830,7 +853,45 @@ class _Watch(TorchFunctionMode):
             slots = [self.slot(o) or ("same", o) for o in ([out] if container is None else out)]
         except _NoReplay:
             return None
-        return (self.sizes, [tuple(step) for step in self.steps], slots, container, self.made)
+        steps = [tuple(step) for step in self.steps]
+        kept = {s[:2] for s in slots if s[0] != "same"}
+        first: dict[tuple[int, int], int] = {}
+        last: dict[tuple[int, int], int] = {}
+        for i, step in enumerate(steps):
+            used = _step_slots(step) + ([(2, index) for _, index in step[4]] if step[0] == "torch" else [])
+            for where in used:
+                if where[0] != 1:
+                    first.setdefault(where, i)
+                    last[where] = i
+        allocs: list[list[int]] = [[] for _ in steps]
+        frees: list[list[tuple[int, int]]] = [[] for _ in steps]
+        for (kind, index), i in first.items():
+            if kind == 0:
+                allocs[i].append(index)
+        allocs[0] += [index for kind, index in kept if kind == 0 and (0, index) not in first]
+        for where, i in last.items():
+            if where not in kept:
+                frees[i].append(where)
+        return (self.sizes, steps, slots, container, self.made, [tuple(a) for a in allocs],
+                [tuple(f) for f in frees])  # fmt: skip
+
+
+def _step_slots(step: tuple[Any, ...]) -> list[tuple[int, int]]:
+    """(kind, index) of each tensor a recorded step reads or writes (see _Watch.slot)."""
+    if step[0] == "launch":
+        return [s[:2] for _, s in step[5]]
+    found: list[tuple[int, int]] = []
+
+    def note(v: Any) -> None:
+        if isinstance(v, tuple) and v[0] == "slot":
+            found.append(v[1][:2])
+        elif isinstance(v, tuple) and v[0] == "seq":
+            for x in v[2]:
+                note(x)
+
+    for v in [*step[2], *step[3].values()]:
+        note(v)
+    return found
 
 
 def _tensors_in(value: Any) -> list[torch.Tensor]:
@@ -874,14 +935,16 @@ class LaunchReplay:
     replayed for that key. Only for programs that launch every kernel through `_kw_launch`
     (tasks/region_stitch.py `replayable`)."""
 
-    def __init__(self, kernel: nn.Module, namespace: dict[str, Any]) -> None:
+    def __init__(self, kernel: nn.Module | None, namespace: dict[str, Any]) -> None:
         self.kernel = kernel
         self.namespace = namespace
         self.seen: dict[Any, Any] = {}
         """key -> calls so far (an int), the recipe (a tuple), or False (never replayed)."""
 
-    def key(self, inputs: tuple[Any, ...]) -> Any:
-        parts: list[Any] = []
+    def key(self, inputs: tuple[Any, ...], owner: Any = None) -> Any:
+        """The call's key: its inputs' geometry, grad mode, and every module under `owner` (the kernel)
+        with its mode and its tensors' addresses and versions."""
+        parts: list[Any] = [torch.is_grad_enabled()]
         for x in inputs:
             if isinstance(x, torch.Tensor):
                 parts += [x.shape, x.stride(), x.dtype, x.device, x.storage_offset(), x.data_ptr() % 16]
@@ -889,7 +952,7 @@ class LaunchReplay:
                 parts.append(("value", x))
         # the modules as bound now: the model's own, which a user may have replaced since the last call
         # (walked through their tables: Module.modules() names every one, which cost more than the rest)
-        stack: list[Any] = [self.kernel]
+        stack: list[Any] = [self.kernel if owner is None else owner]
         walked: set[int] = set()
         while stack:
             m = stack.pop()
@@ -904,22 +967,31 @@ class LaunchReplay:
         return tuple(parts)
 
     def __call__(self, *inputs: Any) -> Any:
+        return self.call(self.kernel, inputs)
+
+    def forward(self, owner: Any, inputs: tuple[Any, ...]) -> Any:
+        """What is replayed: the kernel's forward."""
+        return owner(*inputs)
+
+    def call(self, owner: Any, inputs: tuple[Any, ...]) -> Any:
+        if getattr(_MODEL_RECORDING, "on", False):  # a whole model's call is recorded: its launches are
+            return self.forward(owner, inputs)  # seen only where this forward makes them
         try:
-            key = self.key(inputs)
+            key = self.key(inputs, owner)
             state = self.seen.get(key)
         except Exception:  # an input that is not hashable, a fake tensor (no address): the forward itself
-            return self.kernel(*inputs)
+            return self.forward(owner, inputs)
         if isinstance(state, tuple):
             return _replay(state, inputs)
         if state is None:  # a first call: it fills the caches
             if len(self.seen) >= 64:  # keys that keep changing (weights trained between calls): start over
                 self.seen.clear()
             self.seen[key] = 1
-            return self.kernel(*inputs)
+            return self.forward(owner, inputs)
         if state is False:
-            return self.kernel(*inputs)
+            return self.forward(owner, inputs)
         with _RECORDING:
-            out, recipe = self._record(inputs)
+            out, recipe = self._record(owner, inputs)
         if recipe is not None and sum(isinstance(v, tuple) for v in self.seen.values()) >= 8:
             # a recipe keeps the tensors its launches read (a packed copy of a weight since changed): at
             # most eight
@@ -927,7 +999,7 @@ class LaunchReplay:
         self.seen[key] = recipe if recipe is not None else False
         return out
 
-    def _record(self, inputs: tuple[Any, ...]) -> tuple[Any, Any]:
+    def _record(self, owner: Any, inputs: tuple[Any, ...]) -> tuple[Any, Any]:
         watch = _Watch(inputs)
         names = [n for n, f in self.namespace.items() if n.endswith("_kw_launch") and callable(f)]
         originals = {n: self.namespace[n] for n in names}
@@ -945,22 +1017,43 @@ class LaunchReplay:
             self.namespace[n] = recording(originals[n])
         try:
             with watch:
-                out = self.kernel(*inputs)
+                out = self.forward(owner, inputs)
         finally:
             self.namespace.update(originals)
         return out, watch.recipe(out)
 
 
+class ModelReplay(LaunchReplay):
+    """A whole stitched model's forward replayed as one recipe (see LaunchReplay): every region's
+    launches and every torch call of the forward, the regions kept in torch included, in order. The
+    key walks the whole model. What it saves over replaying region by region: the regions' keys, the
+    binding of the model's tensors to each kernel, the plan's steps. While the model's call is recorded
+    the regions' own replays stand aside (their launches are seen only when made through `_kw_launch`).
+    For a plan whose every kernel region is replayable and whose forward assigns no attribute (see
+    RegionPlan.model_replay); where the recording refuses, the model runs region by region as before.
+    KERNELWRIGHT_MODEL_REPLAY=0: region by region only."""
+
+    def __init__(self, plan: RegionPlan, namespace: dict[str, Any]) -> None:
+        super().__init__(None, namespace)
+        self.plan = plan
+
+    def forward(self, owner: Any, inputs: tuple[Any, ...]) -> Any:
+        compiled = self.plan._compiled
+        assert compiled is not None
+        return compiled(owner, inputs)
+
+    def _record(self, owner: Any, inputs: tuple[Any, ...]) -> tuple[Any, Any]:
+        _MODEL_RECORDING.on = True
+        try:
+            return super()._record(owner, inputs)
+        finally:
+            _MODEL_RECORDING.on = False
+
+
 def _replay(recipe: Any, inputs: tuple[Any, ...]) -> Any:
-    sizes, steps, outs, container, n_made = recipe
-    bases: tuple[list[Any], tuple[Any, ...], list[Any]] = (
-        [
-            torch.empty_strided(size, stride, dtype=dtype, device=device)
-            for size, stride, dtype, device in sizes
-        ],
-        inputs,
-        [None] * n_made,
-    )
+    sizes, steps, outs, container, n_made, allocs_at, frees_at = recipe
+    buffers: list[Any] = [None] * len(sizes)
+    bases: tuple[list[Any], tuple[Any, ...], list[Any]] = (buffers, inputs, [None] * n_made)
 
     def tensor(s: Any) -> Any:
         if s[0] == "same":
@@ -978,24 +1071,31 @@ def _replay(recipe: Any, inputs: tuple[Any, ...]) -> Any:
         return v[1]
 
     device = None
-    for step in steps:
+    for step, allocs, frees in zip(steps, allocs_at, frees_at, strict=True):
+        for i in allocs:
+            size, stride, dtype, on = sizes[i]
+            buffers[i] = torch.empty_strided(size, stride, dtype=dtype, device=on)
         if step[0] == "torch":
             _, func, args, kwargs, made = step
             result = func(*[value(a) for a in args], **{k: value(v) for k, v in kwargs.items()})
             for pos, index in made:
                 bases[2][index] = result if pos is None else result[pos]
-            continue
-        _, original, kernel, grid, args, slots, meta, direct = step
-        if slots:
-            args = list(args)
-            for pos, s in slots:
-                args[pos] = tensor(s)
-        if direct is not None:
-            device = torch.cuda.current_device() if device is None else device
-            if direct[0] == device:
+            result = None
+        else:
+            _, original, kernel, grid, args, slots, meta, direct = step
+            if slots:
+                args = list(args)
+                for pos, s in slots:
+                    args[pos] = tensor(s)
+            if direct is not None and device is None:
+                device = torch.cuda.current_device()
+            if direct is not None and direct[0] == device:
                 direct[1](direct[2], args)
-                continue
-        original(kernel, grid, *args, **meta)
+            else:
+                original(kernel, grid, *args, **meta)
+            args = None
+        for kind, i in frees:
+            bases[kind][i] = None
     return tensor(outs[0]) if container is None else container(tensor(s) for s in outs)
 
 

@@ -43,6 +43,7 @@ from _common import (  # noqa: E402
     level3_pairs,
     load_program,
     max_err_over_rms,
+    model_replayed,
     replay_counts,
     warmed_forward,
 )
@@ -139,7 +140,16 @@ def profile_model(
                                "host_ms": round(_host_ms(call, device, calls), 4)}  # fmt: skip
         if side == "stitched":
             replayed, replayable = replay_counts(model)
-            row["replayed"] = f"{replayed} of {replayable}"
+            row["replayed"] = f"{replayed} of {replayable}" + (
+                " (whole forward)" if model_replayed(model) else ""
+            )
+            # a call after the warm-up (replayed where it replays) against the reference's first
+            with torch.no_grad():
+                again = model(*inputs)
+            row["err_replayed"] = max_err_over_rms(
+                again if isinstance(again, torch.Tensor) else again[0],
+                first[0] if isinstance(first[0], torch.Tensor) else first[0][0],
+            )
         if device == "cuda":
             row["kernel_ms"], row["launches"], row["top"] = _kernels(call)
             row["gpu"] = torch.cuda.get_device_name()
@@ -193,7 +203,11 @@ def main() -> None:
                 if "kernel_ms" in row
                 else ""
             )
-            replayed = f" replayed {row['replayed']}" if "replayed" in row else ""
+            replayed = (
+                f" replayed {row['replayed']} err/rms then {row['err_replayed']:.2e}"
+                if "replayed" in row
+                else ""
+            )
             print(f"{row['model']} {row['side']:9s} err/rms {row.get('err_over_rms', 0):.2e} wall {row['wall_ms']:.3f} ms host {row['host_ms']:.3f} ms{kernel}{replayed}",
                   flush=True)  # fmt: skip
             for func, n, own, cum in row.get("cprofile", [])[:25]:

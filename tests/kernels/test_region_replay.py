@@ -74,7 +74,9 @@ def same(x, what):
         torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5, msg=f"{{what}}: {{name}}")
     replays[:] = [r for plan in new.__dict__["_kw_plans"].values() for r in plan.replays.values()]
     recipes = sum(isinstance(state, tuple) for r in replays for state in r.seen.values())
-    print(what, len(replays), recipes)
+    models = [plan.model_replay for plan in new.__dict__["_kw_plans"].values() if plan.model_replay]
+    whole = sum(isinstance(state, tuple) for r in models for state in r.seen.values())
+    print(what, len(replays), recipes, len(models), whole)
 
 
 for call in range(4):  # the first fills the caches, the second is recorded, the rest replay
@@ -92,7 +94,11 @@ same(torch.randn(3, 3, 10, 6), "weights")
 """
 
 
-def test_replayed_calls_compute_what_the_forward_computes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("whole", [True, False], ids=["model", "regions"])
+def test_replayed_calls_compute_what_the_forward_computes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, whole: bool
+) -> None:
+    monkeypatch.setenv("KERNELWRIGHT_MODEL_REPLAY", "1" if whole else "0")
     _, _, refused, stitched = first_programs_stitched(SOURCE)
     assert not refused, refused
     assert "_REPLAY = frozenset({0, 1, 2})" in stitched  # two convolution regions and the mean
@@ -105,10 +111,18 @@ def test_replayed_calls_compute_what_the_forward_computes(tmp_path: Path) -> Non
         ),
         timeout=240,
     )
-    recipes = {line.split()[0]: (int(line.split()[1]), int(line.split()[2])) for line in lines}
-    # three replayable regions; a recipe each per key from a key's second call on
-    assert recipes["train0"] == (3, 0) and recipes["train1"] == (3, 3) and recipes["train3"] == (3, 3)
-    assert recipes["eval1"] == (3, 6) and recipes["size2"] == (3, 9) and "weights" in recipes, recipes
+    recipes = {line.split()[0]: tuple(int(n) for n in line.split()[1:]) for line in lines}
+    assert "weights" in recipes, recipes
+    if whole:
+        # three replayable regions, and the whole forward's replay (ModelReplay): a recipe of the whole call
+        # per key from a key's second call on, the regions' own replays standing aside while it records
+        assert recipes["train0"] == (3, 0, 1, 0) and recipes["train1"] == (3, 0, 1, 1), recipes
+        assert recipes["train3"] == (3, 0, 1, 1) and recipes["eval1"] == (3, 0, 1, 2), recipes
+        assert recipes["size2"] == (3, 0, 1, 3), recipes
+    else:  # region by region: a recipe per region and key from a key's second call on
+        assert recipes["train0"] == (3, 0, 0, 0) and recipes["train1"] == (3, 3, 0, 0), recipes
+        assert recipes["train3"] == (3, 3, 0, 0) and recipes["eval1"] == (3, 6, 0, 0), recipes
+        assert recipes["size2"] == (3, 9, 0, 0), recipes
 
 
 class _Computes(nn.Module):
@@ -317,3 +331,41 @@ def test_a_submodule_replaced_between_calls_is_read_again() -> None:
     for _ in range(3):
         x = torch.randn(4)
         torch.testing.assert_close(replay(x), x * 3.0)
+
+
+class _Chain(nn.Module):
+    """Four launches in a chain, each into a buffer of its own, the third reading the first's buffer again;
+    a relu between the second and the third (a tensor a torch call makes)."""
+
+    def __init__(self, namespace: dict[str, Any]) -> None:
+        super().__init__()
+        self.m0 = _Holder(2.0)
+        self.namespace = namespace
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        launch, w = self.namespace["_kw_launch"], self.m0.weight
+        a, b, c, d = (torch.empty_like(x) for _ in range(4))
+        launch(None, (1,), x, w, a)
+        launch(None, (1,), a, w, b)
+        r = torch.relu(b)
+        launch(None, (1,), r, w, c)
+        launch(None, (1,), c + a, w, d)
+        return d
+
+
+def test_a_replay_allocates_each_buffer_at_its_first_use_and_lets_it_go_after_its_last() -> None:
+    """A whole model's replay (ModelReplay) would otherwise hold every intermediate of the forward at once."""
+    namespace: dict[str, Any] = {"_kw_launch": _launch}
+    replay = LaunchReplay(_Chain(namespace), namespace)
+    with torch.no_grad():
+        for call in range(4):
+            x = torch.randn(4)
+            torch.testing.assert_close(replay(x), ((torch.relu(x * 4) * 2) + x * 2) * 2, msg=f"call {call}")
+    (recipe,) = replay.seen.values()
+    assert isinstance(recipe, tuple)
+    steps, allocs, frees = recipe[1], recipe[5], recipe[6]
+    assert [s[0] for s in steps] == ["launch", "launch", "torch", "launch", "torch", "launch"]
+    # buffers 0-3 (a b c d) each allocated before the step that first writes it; the relu's output (made 0)
+    # let go after the launch that reads it, c + a (made 1) after its launch, a after c + a; d is the output
+    assert allocs == [(0,), (1,), (), (2,), (), (3,)], allocs
+    assert frees == [(), (), ((0, 1),), ((2, 0),), ((0, 0), (0, 2)), ((2, 1),)], frees
