@@ -1053,7 +1053,7 @@ class ModelReplay(LaunchReplay):
 def _replay(recipe: Any, inputs: tuple[Any, ...]) -> Any:
     sizes, steps, outs, container, n_made, allocs_at, frees_at = recipe
     buffers: list[Any] = [None] * len(sizes)
-    bases: tuple[list[Any], tuple[Any, ...], list[Any]] = (buffers, inputs, [None] * n_made)
+    bases: tuple[list[Any], list[Any], list[Any]] = (buffers, list(inputs), [None] * n_made)
 
     def tensor(s: Any) -> Any:
         if s[0] == "same":

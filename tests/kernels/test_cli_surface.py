@@ -203,10 +203,11 @@ def test_flags_are_checked_before_anything_is_made(tmp_path, capsys, monkeypatch
     runs, mem = tmp_path / "runs", tmp_path / "memory"
     expected = "kernelwright optimize: device cuda: no GPU is visible here; use cpu (or auto)"
     folder = [str(RELU.parent), "--out", str(tmp_path / "out")]
-    done = kw("optimize", *folder, "--device", "cuda", "--memory", str(mem), KERNELWRIGHT_RUNS=str(runs))
-    assert done.returncode == 2 and done.stdout == "", done.stderr
-    assert one_line(done.stderr) == expected  # once, not once per task
     monkeypatch.setenv("KERNELWRIGHT_RUNS", str(runs))
+    code = cli_main(["optimize", *folder, "--device", "cuda", "--memory", str(mem)])
+    done = capsys.readouterr()
+    assert code == 2 and done.out == "", done.err
+    assert one_line(done.err) == expected  # once, not once per task
     assert cli_main(["optimize", str(RELU), "--device", "cuda", "--memory", str(mem)]) == 2
     assert one_line(capsys.readouterr().err) == expected
     assert cli_main(["optimize", str(RELU), "--model", "m", "--base-url", "foo", "--memory", str(mem)]) == 2
@@ -218,9 +219,10 @@ def test_flags_are_checked_before_anything_is_made(tmp_path, capsys, monkeypatch
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing made: no runs root, memory or --out
 
 
-def test_an_out_folder_holding_another_run_is_refused(tmp_path):
+def test_an_out_folder_holding_another_run_is_refused(tmp_path, capsys):
     """One folder, one run: --out naming a folder that holds a run (one a Studio run left, one an earlier
-    optimize left) is refused in one line, and nothing in it changes."""
+    optimize left) is refused in one line, and nothing in it changes. Through the command's entry point in
+    this process (the refusal comes before any judge or model is started)."""
     studio = tmp_path / "studio_run"
     studio.mkdir()
     (studio / ".run-id").write_text("1f0c2a7e-0000-7000-8000-000000000001\n")
@@ -234,9 +236,10 @@ def test_an_out_folder_holding_another_run_is_refused(tmp_path):
         (studio, "already holds run 1f0c2a7e-0000-7000-8000-000000000001: give another folder"),
         (earlier, f"already holds run abc123: continue it with kernelwright optimize --resume {earlier}"),
     ):
-        done = kw("optimize", str(RELU), "--device", "cpu", "--memory", "off", "--out", str(folder))
-        assert done.returncode == 2, done.stderr
-        assert expected in one_line(done.stderr)
+        code = cli_main(["optimize", str(RELU), "--device", "cpu", "--memory", "off", "--out", str(folder)])
+        err = capsys.readouterr().err
+        assert code == 2, err
+        assert expected in one_line(err)
     assert {p: p.read_bytes() for d in (studio, earlier) for p in d.iterdir()} == before
 
 

@@ -78,7 +78,7 @@ CASES: dict[str, tuple[str, str, str | dict]] = {
             self.scale = nn.Parameter(torch.randn(8, 1, 1))
             """,
             "return F.hardtanh(self.conv(x), -0.5, 0.5) * self.scale",
-            "[torch.randn(2, 4, 7, 8)]",
+            "[torch.randn(1, 4, 7, 8)]",  # one sample: the other depthwise cases read the batch offset
         ),
         "direct_depthwise",
         "nchw",
@@ -778,11 +778,9 @@ def test_the_direct_design_is_offered_for_short_reductions_only_and_compiles_for
         assert all(k.spill_store_bytes == 0 for k in res.kernels), [k.model_dump() for k in res.kernels]
 
 
-BUNDLED = [
-    p
-    for p in sorted(bundled_suite_dir("level2").glob("*.py"))
-    if "conv" in p.name and analyze_conv_task(p.read_text()).plan is not None
-]
+# Analysed in the test, not here: every process that collects this module (each pytest-xdist worker) would
+# spend a second on the analyses for a test that only `-m slow` runs.
+BUNDLED = [p for p in sorted(bundled_suite_dir("level2").glob("*.py")) if "conv" in p.name]
 
 
 @pytest.mark.slow
@@ -790,7 +788,8 @@ BUNDLED = [
 def test_bundled_conv_tasks_every_design(pool, path: Path):
     source = path.read_text()
     plan = analyze_conv_task(source).plan
-    assert plan is not None
+    if plan is None:
+        pytest.skip(f"{path.name}: not a task the convolution writer takes")
     task = load_task_source(source, path.stem)
     jobs = []
     labels = []

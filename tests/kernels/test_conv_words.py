@@ -42,7 +42,10 @@ def get_init_inputs():
     return []
 """
 
-# name: (task fields, config changes over the writer's default, WORDS expected on the conv stage's launch)
+# name: (task fields, config changes over the writer's default, WORDS expected on the conv stage's launch).
+# Under the interpreter a run costs about its planes (samples x channels): the cases whose point is a tile's
+# columns or rows take one sample; the batch offset, which the word and element loads share, is read by the
+# first case (two samples) and by the fp16 ones.
 CASES = {
     # 3x3, padding 1 (odd: each output pair reads words j-1, j, j+1), interior tiles unmasked and edge tiles masked
     "bf16_3x3_interior": (
@@ -60,30 +63,30 @@ CASES = {
     ),
     # even padding (2): every output pair reads whole words, halves in the other order
     "bf16_5x5_even_padding": (
-        dict(c=2, k=5, extra=", padding=2", shape="2, 2, 6, 20", dtype="bfloat16"),
+        dict(c=2, k=5, extra=", padding=2", shape="1, 2, 6, 20", dtype="bfloat16"),
         {"BLOCK_W": 8, "BLOCK_M": 16, "INTERIOR": True},
         True,
     ),
     # fp32: two columns to a 64-bit word; 3x3, padding 1, interior and edge tiles
     "fp32_3x3_interior": (
-        dict(c=3, k=3, extra=", padding=1", shape="2, 3, 9, 24", dtype="float32"),
+        dict(c=3, k=3, extra=", padding=1", shape="1, 3, 9, 24", dtype="float32"),
         {"BLOCK_W": 8, "BLOCK_M": 32, "INTERIOR": True},
         True,
     ),
     # an odd width: a word would straddle two rows; element loads
     "bf16_odd_width": (
-        dict(c=3, k=3, extra=", padding=1", shape="2, 3, 9, 21", dtype="bfloat16"),
+        dict(c=3, k=3, extra=", padding=1", shape="1, 3, 9, 21", dtype="bfloat16"),
         {"BLOCK_W": 8, "BLOCK_M": 32},
         False,
     ),
     # stride 2 along the width: the output pair's taps are not one word apart; element loads
     "bf16_width_stride2": (
-        dict(c=3, k=3, extra=", padding=1, stride=(1, 2)", shape="2, 3, 9, 24", dtype="bfloat16"),
+        dict(c=3, k=3, extra=", padding=1, stride=(1, 2)", shape="1, 3, 9, 24", dtype="bfloat16"),
         {"BLOCK_W": 8, "BLOCK_M": 32},
         False,
     ),
-    # a 3-D plane's rows flatten depth and height; a 1-D one is a single row (the 3-D case has two channels:
-    # under the interpreter each plane costs ~1 s)
+    # a 3-D plane's rows flatten depth and height; a 1-D one is a single row (the 3-D case has two channels
+    # and one sample: under the interpreter each plane costs ~1 s)
     "bf16_3d": (
         dict(
             conv="Conv3d",
@@ -91,7 +94,7 @@ CASES = {
             c=2,
             k=3,
             extra=", padding=1",
-            shape="2, 2, 4, 5, 24",
+            shape="1, 2, 4, 5, 24",
             dtype="bfloat16",
         ),  # fmt: skip
         {"BLOCK_W": 8, "BLOCK_M": 32, "INTERIOR": True},
