@@ -18,7 +18,8 @@ import torch
 from torch import nn
 
 from kernelwright.providers.offline.emit.emit import HELPERS
-from kernelwright.tasks.region_runtime import LaunchReplay
+from kernelwright.tasks import region_runtime
+from kernelwright.tasks.region_runtime import LaunchReplay, ModelReplay, RegionPlan
 from kernelwright.tasks.region_stitch import replayable
 from tests.fakes.writer import first_programs_stitched, run_interpreted
 
@@ -369,3 +370,31 @@ def test_a_replay_allocates_each_buffer_at_its_first_use_and_lets_it_go_after_it
     # let go after the launch that reads it, c + a (made 1) after its launch, a after c + a; d is the output
     assert allocs == [(0,), (1,), (), (2,), (), (3,)], allocs
     assert frees == [(), (), ((0, 1),), ((2, 0),), ((0, 0), (0, 2)), ((2, 1),)], frees
+
+
+def _plan(running: list[int], replayable: set[int], writes: dict[str, str]) -> Any:
+    """A RegionPlan with only what `_model_replay` reads: regions whose kernels run, the replayable ones,
+    the attributes the forward assigns."""
+    plan = RegionPlan.__new__(RegionPlan)
+    plan.regions = [{"nodes": []} for _ in range(3)]
+    plan.matches = [True] * 3
+    plan.kernels = {i: nn.Identity() for i in running}
+    plan.replay = (frozenset(replayable), {})
+    plan.writes = writes
+    return plan
+
+
+def test_the_whole_forward_is_replayed_only_where_every_kernel_region_is_and_nothing_is_assigned(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert isinstance(_plan([0, 2], {0, 2}, {})._model_replay(), ModelReplay)
+    assert isinstance(_plan([0], {0, 1}, {})._model_replay(), ModelReplay)  # region 1 runs in torch
+    # a kernel whose launches the recording would not see; a forward that assigns `self.hidden`; no kernel
+    assert _plan([0, 2], {0}, {})._model_replay() is None
+    assert _plan([0, 2], {0, 2}, {"hidden": "tanh"})._model_replay() is None
+    assert _plan([], {0, 2}, {})._model_replay() is None
+    monkeypatch.setattr(region_runtime, "MODEL_REPLAY", False)  # KERNELWRIGHT_MODEL_REPLAY=0
+    assert _plan([0, 2], {0, 2}, {})._model_replay() is None
+    monkeypatch.setattr(region_runtime, "MODEL_REPLAY", True)
+    monkeypatch.setattr(region_runtime, "REPLAY", False)  # KERNELWRIGHT_REPLAY=0
+    assert _plan([0, 2], {0, 2}, {})._model_replay() is None
