@@ -1030,12 +1030,27 @@ class ModelReplay(LaunchReplay):
     binding of the model's tensors to each kernel, the plan's steps. While the model's call is recorded
     the regions' own replays stand aside (their launches are seen only when made through `_kw_launch`).
     For a plan whose every kernel region is replayable and whose forward assigns no attribute (see
-    RegionPlan.model_replay); where the recording refuses, the model runs region by region as before.
-    KERNELWRIGHT_MODEL_REPLAY=0: region by region only."""
+    RegionPlan._model_replay); where the recording refuses, the model runs region by region as before.
+    KERNELWRIGHT_MODEL_REPLAY=0: region by region only. The key also holds each tensor the forward reads
+    from a plain attribute (`self.h0 = torch.zeros(...)`, not a buffer), which a user may replace between
+    calls: region by region such a tensor is bound to the kernel's tables before the region's key."""
 
     def __init__(self, plan: RegionPlan, namespace: dict[str, Any]) -> None:
         super().__init__(None, namespace)
         self.plan = plan
+        self.plain: list[Any] | None = None
+        """Getters of the plain tensor attributes the forward reads (found at the first call)."""
+
+    def key(self, inputs: tuple[Any, ...], owner: Any = None) -> Any:
+        if self.plain is None:
+            paths = {str(n.target) for n in self.plan.graph.nodes if n.op == "get_attr"}
+            paths.update(p for r in self.plan.regions for p in r.get("bindings", {}).values())
+            self.plain = [_path_getter(p) for p in sorted(paths) if _plain_attribute(owner, p)]
+        parts = [super().key(inputs, owner)]
+        for get in self.plain:
+            t = get(owner)
+            parts += [id(t), t.data_ptr(), t._version] if isinstance(t, torch.Tensor) else [id(t)]
+        return tuple(parts)
 
     def forward(self, owner: Any, inputs: tuple[Any, ...]) -> Any:
         compiled = self.plan._compiled

@@ -398,3 +398,67 @@ def test_the_whole_forward_is_replayed_only_where_every_kernel_region_is_and_not
     monkeypatch.setattr(region_runtime, "MODEL_REPLAY", True)
     monkeypatch.setattr(region_runtime, "REPLAY", False)  # KERNELWRIGHT_REPLAY=0
     assert _plan([0, 2], {0, 2}, {})._model_replay() is None
+
+
+PLAIN = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.lin = nn.Linear(c, c)
+        self.offset = torch.zeros(c)  # a plain attribute, not a buffer
+
+    def forward(self, x):
+        return torch.relu(self.lin(x) + self.offset)
+
+
+def get_inputs():
+    return [torch.randn(4, 8)]
+
+
+def get_init_inputs():
+    return [8]
+"""
+
+PLAIN_CHECKS = """
+import sys
+import torch
+sys.path.insert(0, {root!r})
+from tests.fakes.writer import import_program
+from pathlib import Path
+
+task = import_program(Path({task!r}).read_text(), Path({task!r}))
+candidate = import_program(Path({stitched!r}).read_text(), Path({stitched!r}))
+torch.manual_seed(0)
+ref, new = task.Model(8), candidate.ModelNew(8)
+new.load_state_dict(ref.state_dict())
+for call in range(8):
+    if call == 4:  # the user replaces the plain tensor between calls
+        ref.offset = new.offset = torch.full((8,), 5.0)
+    x = torch.randn(4, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(new(x), ref(x), msg=f"call {{call}}")
+models = [p.model_replay for p in new.__dict__["_kw_plans"].values() if p.model_replay]
+print(sum(isinstance(s, tuple) for r in models for s in r.seen.values()))
+"""
+
+
+def test_a_plain_tensor_attribute_replaced_between_calls_is_read_again(tmp_path: Path) -> None:
+    """The whole forward's replay keys on the tensors the forward reads from plain attributes too."""
+    _, _, refused, stitched = first_programs_stitched(PLAIN)
+    assert not refused, refused
+    (tmp_path / "plain_task.py").write_text(PLAIN)
+    (tmp_path / "stitched_plain.py").write_text(stitched)
+    root = str(Path(__file__).resolve().parents[2])
+    lines = run_interpreted(
+        PLAIN_CHECKS.format(
+            root=root, task=str(tmp_path / "plain_task.py"), stitched=str(tmp_path / "stitched_plain.py")
+        ),
+        timeout=240,
+    )
+    # a recipe before the offset changed and one after (the first call after the change binds the new tensor
+    # to the kernel, which the key walks too: its key settles a call later)
+    assert lines == ["2"], lines
