@@ -935,6 +935,10 @@ class LaunchReplay:
     replayed for that key. Only for programs that launch every kernel through `_kw_launch`
     (tasks/region_stitch.py `replayable`)."""
 
+    refuse_hooks = False
+    """Whether a forward hook on a module under the owner (not the owner's own) makes the call run its
+    forward (ModelReplay: the modules kept in torch are called inside the replayed forward)."""
+
     def __init__(self, kernel: nn.Module | None, namespace: dict[str, Any]) -> None:
         self.kernel = kernel
         self.namespace = namespace
@@ -952,13 +956,16 @@ class LaunchReplay:
                 parts.append(("value", x))
         # the modules as bound now: the model's own, which a user may have replaced since the last call
         # (walked through their tables: Module.modules() names every one, which cost more than the rest)
-        stack: list[Any] = [self.kernel if owner is None else owner]
+        root = self.kernel if owner is None else owner
+        stack: list[Any] = [root]
         walked: set[int] = set()
         while stack:
             m = stack.pop()
             if m is None or id(m) in walked:
                 continue
             walked.add(id(m))
+            if self.refuse_hooks and m is not root and (m._forward_hooks or m._forward_pre_hooks):
+                raise _NoReplay  # a hook's Python would not run again: the forward itself
             parts += [id(m), m.training]
             for table in (m._parameters, m._buffers):
                 for t in table.values():
@@ -1033,7 +1040,11 @@ class ModelReplay(LaunchReplay):
     RegionPlan._model_replay); where the recording refuses, the model runs region by region as before.
     KERNELWRIGHT_MODEL_REPLAY=0: region by region only. The key also holds each tensor the forward reads
     from a plain attribute (`self.h0 = torch.zeros(...)`, not a buffer), which a user may replace between
-    calls: region by region such a tensor is bound to the kernel's tables before the region's key."""
+    calls: region by region such a tensor is bound to the kernel's tables before the region's key. A
+    forward hook or pre-hook on any module under the model (a user's, capturing activations; global ones
+    too) makes the call run region by region: a replay would not call it."""
+
+    refuse_hooks = True
 
     def __init__(self, plan: RegionPlan, namespace: dict[str, Any]) -> None:
         super().__init__(None, namespace)
@@ -1042,6 +1053,8 @@ class ModelReplay(LaunchReplay):
         """Getters of the plain tensor attributes the forward reads (found at the first call)."""
 
     def key(self, inputs: tuple[Any, ...], owner: Any = None) -> Any:
+        if nn.modules.module._global_forward_hooks or nn.modules.module._global_forward_pre_hooks:
+            raise _NoReplay
         if self.plain is None:
             paths = {str(n.target) for n in self.plan.graph.nodes if n.op == "get_attr"}
             paths.update(p for r in self.plan.regions for p in r.get("bindings", {}).values())

@@ -462,3 +462,54 @@ def test_a_plain_tensor_attribute_replaced_between_calls_is_read_again(tmp_path:
     # a recipe before the offset changed and one after (the first call after the change binds the new tensor
     # to the kernel, which the key walks too: its key settles a call later)
     assert lines == ["2"], lines
+
+
+class _Activation(nn.Module):
+    """A launch, then a submodule kept in torch (a ReLU a user may hook), then a launch."""
+
+    def __init__(self, namespace: dict[str, Any]) -> None:
+        super().__init__()
+        self.m0 = _Holder(2.0)
+        self.act = nn.ReLU()
+        self.namespace = namespace
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y, out = torch.empty_like(x), torch.empty_like(x)
+        self.namespace["_kw_launch"](None, (1,), x, self.m0.weight, y)
+        self.namespace["_kw_launch"](None, (1,), self.act(y), self.m0.weight, out)
+        return out
+
+
+class _Forward:
+    """What ModelReplay reads of a plan, its forward the module's own."""
+
+    def __init__(self) -> None:
+        self._compiled = lambda owner, inputs: owner(*inputs)
+        self.graph = torch.fx.Graph()
+        self.regions: list[Any] = []
+
+
+@pytest.mark.parametrize("where", ["module", "global"])
+def test_a_forward_hook_under_the_model_is_called_on_every_call(where: str) -> None:
+    """A hook's Python (a user's, collecting activations) would not run in a replay of the whole forward."""
+    namespace: dict[str, Any] = {"_kw_launch": _launch}
+    model = _Activation(namespace)
+    replay = ModelReplay(_Forward(), namespace)  # type: ignore[arg-type]
+    seen: list[torch.Tensor] = []
+    for _ in range(3):  # filled, recorded, replayed
+        replay.call(model, (torch.randn(4),))
+    assert isinstance(next(iter(replay.seen.values())), tuple)
+    hook = (
+        model.act.register_forward_hook
+        if where == "module"
+        else nn.modules.module.register_module_forward_hook
+    )(lambda module, args, out: seen.append(out))
+    try:
+        for call in range(4):
+            x = torch.randn(4)
+            torch.testing.assert_close(replay.call(model, (x,)), torch.relu(x * 2.0) * 2.0)
+            assert len(seen) >= call + 1, (where, call)
+    finally:
+        hook.remove()
+    replay.call(model, (torch.randn(4),))  # no hook: replayed again
+    assert sum(isinstance(s, tuple) for s in replay.seen.values()) == 1
