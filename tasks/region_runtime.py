@@ -695,6 +695,8 @@ _READS = frozenset(
 _PLAIN = (int, float, bool, str, type(None), torch.dtype)
 _RECORDING = threading.Lock()
 _MODEL_RECORDING = threading.local()
+_AUTOCAST_ON = getattr(torch._C, "_is_any_autocast_enabled", lambda: True)
+"""Whether autocast is on for any device (a torch without the query: always, so nothing is replayed)."""
 """`.on` while this thread records a whole model's call (ModelReplay)."""
 MODEL_REPLAY = os.environ.get("KERNELWRIGHT_MODEL_REPLAY", "1") != "0"
 """KERNELWRIGHT_MODEL_REPLAY=0: a stitched model's forward is replayed region by region only (ModelReplay)."""
@@ -932,8 +934,8 @@ class LaunchReplay:
     is not computed again. A forward that launches nothing, reads a Python value from a tensor (`item`),
     makes a tensor whose size depends on data (`nonzero`), passes an argument that is not a tensor or a
     plain value (a TMA descriptor holds a buffer's address), or gives two inputs one storage is never
-    replayed for that key. Only for programs that launch every kernel through `_kw_launch`
-    (tasks/region_stitch.py `replayable`)."""
+    replayed for that key; nor is a call under autocast. Only for programs that launch every kernel
+    through `_kw_launch` (tasks/region_stitch.py `replayable`)."""
 
     refuse_hooks = False
     """Whether a forward hook on a module under the owner (not the owner's own) makes the call run its
@@ -948,6 +950,8 @@ class LaunchReplay:
     def key(self, inputs: tuple[Any, ...], owner: Any = None) -> Any:
         """The call's key: its inputs' geometry, grad mode, and every module under `owner` (the kernel)
         with its mode and its tensors' addresses and versions."""
+        if _AUTOCAST_ON():  # a recorded torch call would make another dtype under autocast: the forward
+            raise _NoReplay
         parts: list[Any] = [torch.is_grad_enabled()]
         for x in inputs:
             if isinstance(x, torch.Tensor):

@@ -513,3 +513,38 @@ def test_a_forward_hook_under_the_model_is_called_on_every_call(where: str) -> N
         hook.remove()
     replay.call(model, (torch.randn(4),))  # no hook: replayed again
     assert sum(isinstance(s, tuple) for s in replay.seen.values()) == 1
+
+
+class _Products(nn.Module):
+    """A launch, a product kept in torch (autocast makes it bf16), a buffer shaped and typed like the product,
+    a launch into it."""
+
+    def __init__(self, namespace: dict[str, Any]) -> None:
+        super().__init__()
+        self.m0 = _Holder(2.0)
+        self.namespace = namespace
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.empty_like(x)
+        self.namespace["_kw_launch"](None, (1,), x, self.m0.weight, y)
+        z = torch.mm(y.view(2, 2), y.view(2, 2)).view(-1)
+        out = torch.empty_like(z)
+        self.namespace["_kw_launch"](None, (1,), z, self.m0.weight.to(z.dtype), out)
+        return out
+
+
+def test_a_call_under_autocast_runs_its_forward() -> None:
+    """A recipe's torch calls would compute in another dtype under autocast than the buffers it allocates."""
+    namespace: dict[str, Any] = {"_kw_launch": _launch}
+    model = _Products(namespace)
+    replay = LaunchReplay(model, namespace)
+    with torch.no_grad():
+        for _ in range(3):  # filled, recorded, replayed
+            replay(torch.randn(4))
+        assert isinstance(next(iter(replay.seen.values())), tuple)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            for _ in range(3):
+                x = torch.randn(4)
+                got, want = replay(x), model(x)
+                assert got.dtype == want.dtype == torch.bfloat16
+                torch.testing.assert_close(got, want)
