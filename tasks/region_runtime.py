@@ -946,6 +946,10 @@ class LaunchReplay:
         self.namespace = namespace
         self.seen: dict[Any, Any] = {}
         """key -> calls so far (an int), the recipe (a tuple), or False (never replayed)."""
+        self.new_keys = 0
+        """Calls in a row whose key was new; past 64 (`off`) the forward runs without a key: a model trained
+        between calls, or one whose buffers a torch operation updates (a version each call)."""
+        self.off = False
 
     def key(self, inputs: tuple[Any, ...], owner: Any = None) -> Any:
         """The call's key: its inputs' geometry, grad mode, and every module under `owner` (the kernel)
@@ -985,8 +989,8 @@ class LaunchReplay:
         return owner(*inputs)
 
     def call(self, owner: Any, inputs: tuple[Any, ...]) -> Any:
-        if getattr(_MODEL_RECORDING, "on", False):  # a whole model's call is recorded: its launches are
-            return self.forward(owner, inputs)  # seen only where this forward makes them
+        if self.off or getattr(_MODEL_RECORDING, "on", False):  # (a whole model's call is recorded: its
+            return self.forward(owner, inputs)  # launches are seen only where this forward makes them)
         try:
             key = self.key(inputs, owner)
             state = self.seen.get(key)
@@ -995,10 +999,16 @@ class LaunchReplay:
         if isinstance(state, tuple):
             return _replay(state, inputs)
         if state is None:  # a first call: it fills the caches
-            if len(self.seen) >= 64:  # keys that keep changing (weights trained between calls): start over
+            self.new_keys += 1
+            if self.new_keys > 64:  # keys that never repeat (weights trained between calls): stop keying
+                self.off = True
                 self.seen.clear()
-            self.seen[key] = 1
+            elif len(self.seen) >= 64:
+                self.seen.clear()
+            else:
+                self.seen[key] = 1
             return self.forward(owner, inputs)
+        self.new_keys = 0
         if state is False:
             return self.forward(owner, inputs)
         with _RECORDING:

@@ -192,6 +192,21 @@ def test_a_replay_keeps_at_most_eight_recipes_while_the_weights_keep_changing() 
         assert 1 <= sum(isinstance(v, tuple) for v in replay.seen.values()) <= 8
 
 
+def test_keys_that_never_repeat_stop_being_computed() -> None:
+    """Weights trained between calls make every key new: past 64 such calls in a row the forward runs
+    without one (and stays right)."""
+    namespace: dict[str, Any] = {"_kw_launch": _launch}
+    kernel = _Scaled(namespace)
+    replay = LaunchReplay(kernel, namespace)
+    for step in range(70):
+        x = torch.randn(4)
+        torch.testing.assert_close(replay(x), x * kernel.m0.weight.detach(), msg=f"step {step}")
+        with torch.no_grad():
+            kernel.m0.weight.add_(1.0)
+        assert replay.off == (step >= 64), step
+    assert replay.seen == {}
+
+
 class _Mixed(nn.Module):
     """Launches and torch between them (a region whose program keeps a concatenation and a pooling in
     torch, as DenseNet's do): a launch, a concatenation of its output with an input, a transpose made
