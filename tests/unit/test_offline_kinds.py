@@ -138,3 +138,42 @@ def test_whole_row_kernels_preload_their_weights_in_fp32_only():
 
     assert root("level2", "05_rmsnorm_silu_gate.py").get("PRELOAD") == 1
     assert "PRELOAD" not in root("level2_bf16", "05_rmsnorm_silu_gate.py")
+
+
+_BMM = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, a, b):
+        return torch.matmul(a, b{t})
+
+
+def get_inputs():
+    return [torch.randn(2048, {m}, 100), torch.randn(2048, {b})]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_product_whose_b_copy_outweighs_it_stays_on_ieee_dots():
+    """NetVLAD's 2048 products of 32 x 100 by 100 x 512: tf32x3 reads B K-major, and the copy that makes it so
+    (with its padded twin) took 1.01 ms on an H100 beside the product's 0.41. A K-major B (W.T-like) or a taller
+    A (more FLOPs per byte of B) keeps tf32x3 and ALIGN."""
+
+    def root(m: int, b: str, t: str = "") -> dict:
+        source = _BMM.format(m=m, b=b, t=t)
+        sched = schedule(analyze_cached(source, f"bmm_{m}_{t}").graph)
+        k = next(k for k in sched.triton_kernels() if k.family == "matmul")
+        info = kernel_info(sched, k)
+        return default_config(default_design(info), info)
+
+    netvlad = root(32, "100, 512")
+    assert netvlad["PREC"] == "ieee" and netvlad["KMAJOR"] == 0 and "ALIGN" not in netvlad, netvlad
+    kmajor = root(32, "512, 100", ".transpose(1, 2)")
+    assert kmajor["PREC"] == "tf32x3" and kmajor.get("ALIGN") == 1, kmajor
+    taller = root(256, "100, 512")
+    assert taller["PREC"] == "tf32x3" and taller.get("ALIGN") == 1, taller

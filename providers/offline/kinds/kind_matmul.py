@@ -36,6 +36,15 @@ from kernelwright.providers.offline.kinds.row_plan import next_pow2
 BIG_MATMUL = 1 << 30
 """M*N*K (times the batch) from which a strict fp32 product starts on tensor cores (PREC=tf32x3 tiled,
 bf16x6 split-K)."""
+COPY_OUTWEIGHS = 32
+"""An fp32 product whose B is not K-contiguous stays on IEEE dots, however large, where it does fewer than this
+many FLOPs per byte of B. Tensor-core precisions read B K-major: the copy that makes it so and, where its rows
+are not 16-aligned, a padded copy (ALIGN) read and write B up to twice, at 3.35 TB/s on an H100 (4.8 on an
+H200), which takes longer than the whole product on CUDA cores at half their 67 TFLOP/s below about 40 FLOPs
+per byte of B on an H100 (28 on an H200). NetVLAD's 2048 products of 32 x 100 by 100 x 512 (16 FLOPs per byte
+of its 419 MB B) as tf32x3 on an H100: the product 0.41 ms, B's two copies 1.01 ms (benchmarks/RESULTS.md,
+thirty-fifth session; the IEEE program not measured on a GPU yet). A product with a small B (ViT attention's
+scores by V: 16 MB of V for 275 GFLOP) or a K-major one (nn.Linear's W.T) keeps its tensor-core precision."""
 STRICT_PRECS = ("ieee", "tf32x3", "bf16x6")
 """fp32 dots that hold strict fp32 tolerance (PREC=bf16x3 and tf32 do not: offered only with TF32 allowed)."""
 KMAJOR_PRECS = ("tf32", "tf32x3")
@@ -61,6 +70,8 @@ class MatmulInfo(KernelInfo):
     """M, N and K times the element size are multiples of 16 bytes at the traced sizes."""
     batch_broadcast: bool = False
     """B varies along batch dims that A does not share (a broadcast batch): no TMA twin."""
+    b_bytes: int = 0
+    """B's size (once, where the batch shares it)."""
     plain_product: bool = False
     """One product with nothing fused after it, stored in its operands' dtype (a bmm, a bare GEMM)."""
 
@@ -116,6 +127,9 @@ def facts(sched: Schedule, k: Kernel, info: MatmulInfo) -> None:
     b_batch = [g.hint(d) for d in b.shape[:-2]]
     # TMA's batched twin reads A and B along the same batch dims (bmm); a broadcast batch keeps pointers
     info.batch_broadcast = any(d != 1 for d in b_batch) and a_batch != b_batch
+    info.b_bytes = info.itemsize * info.K * info.N
+    for d in b_batch:
+        info.b_bytes *= d
 
 
 def _kmajor_view(b: Any) -> bool:
@@ -129,6 +143,12 @@ def _kmajor_view(b: Any) -> bool:
 
 def cost(info: MatmulInfo) -> float:
     return 2.0 * info.M * info.N * info.K * info.NB * (2 if info.dual else 1) / 50.0
+
+
+def _copy_outweighs(info: MatmulInfo) -> bool:
+    """Whether a K-major copy of B would take longer than the product on CUDA cores (COPY_OUTWEIGHS)."""
+    flops = 2 * info.M * info.N * info.K * info.NB
+    return not info.b_kmajor and info.b_bytes > 0 and flops < COPY_OUTWEIGHS * info.b_bytes
 
 
 def default_design(info: MatmulInfo, by_mode: dict[str, Design]) -> Design:
@@ -220,7 +240,7 @@ _WS_COOPERATIVE = {"WS": 3, "WS_COOP": 1}
 def default_config(design: Design, info: MatmulInfo, tf32: bool = False) -> dict[str, Any]:
     cfg: dict[str, Any] = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 8,
                            "num_stages": 3}  # fmt: skip
-    big = info.M * info.N * info.K * info.NB >= BIG_MATMUL
+    big = info.M * info.N * info.K * info.NB >= BIG_MATMUL and not (info.fp32_dot and _copy_outweighs(info))
     if big:
         # Aligned copies of operands with unaligned rows. On an H200 at 8205 x 2949 x 5921: bf16 2.70 ->
         # 0.65 ms (the copies let the TMA twin run), fp32 IEEE dots 15.3 -> 8.4 ms. Set at aligned traced
