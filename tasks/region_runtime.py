@@ -695,9 +695,9 @@ _READS = frozenset(
 _PLAIN = (int, float, bool, str, type(None), torch.dtype)
 _RECORDING = threading.Lock()
 _MODEL_RECORDING = threading.local()
+"""`.on` while this thread records a whole model's call (ModelReplay)."""
 _AUTOCAST_ON = getattr(torch._C, "_is_any_autocast_enabled", lambda: True)
 """Whether autocast is on for any device (a torch without the query: always, so nothing is replayed)."""
-"""`.on` while this thread records a whole model's call (ModelReplay)."""
 MODEL_REPLAY = os.environ.get("KERNELWRIGHT_MODEL_REPLAY", "1") != "0"
 """KERNELWRIGHT_MODEL_REPLAY=0: a stitched model's forward is replayed region by region only (ModelReplay)."""
 
