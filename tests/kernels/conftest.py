@@ -9,8 +9,9 @@ candidate runs in a process of its own that dies with it. While the shared pool 
 (SECRET_ENV) stands in this process's environment, so each judge it starts, and each restart, is started
 from an environment holding one: test_hostile.py checks that no candidate can read it. A judge test that
 counts restarts compares with the count when its module began (restarts_at_start), since another
-module may already have cost the shared judge a restart. Tests that kill a judge, confine differently or
-start a pool in a given environment make a pool of their own.
+module may already have cost the shared judge a restart (test_sandbox.py's slow reference does, on
+purpose: the judge is replaced, and the next module's first evaluation waits for the new one). Tests that
+kill a pool's process, confine differently or start a pool in a given environment make a pool of their own.
 
 Whole graph runs get their pool from nodes.resources (keyed by device and workers): the graph modules
 close only their memories and chat models, so the next module reuses the pool, closed once at the end.

@@ -291,7 +291,7 @@ def test_layer_norm_that_ignores_its_parameters_fails(pool):
     assert (res.correct, res.error_kind) == (False, "mismatch"), res.error
 
 
-def test_judge_and_candidates_die_with_their_parent(tmp_path):
+def test_judge_and_candidates_die_with_their_parent(tmp_path, relu_task):
     """A pool whose process dies mid-evaluation (a candidate spinning) leaves no process behind."""
     import subprocess
     import sys
@@ -308,8 +308,9 @@ def test_judge_and_candidates_die_with_their_parent(tmp_path):
         "import glob, os, sys, threading, time\n"
         f"sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})\n"
         "from kernelwright.hardware import WorkerPool\n"
-        "from kernelwright.tasks import load_task\n"
-        f"task = load_task({str(CANDIDATES / 'task_relu.py')!r})\n"
+        "from kernelwright.tasks import Task\n"
+        # the task as loaded here: loading it there would start a loader process too (~2 s of CPU)
+        f"task = Task.model_validate_json({relu_task.model_dump_json()!r})\n"
         "pool = WorkerPool(device='cpu', workers=1)\n"
         f"threading.Thread(target=pool.evaluate, args=(task, {spin!r}), daemon=True).start()\n"
         "deadline = time.monotonic() + 120\n"

@@ -3,8 +3,10 @@
 Each candidate in candidates/ is a known failure (or success) and must come back with the right stage
 and error kind; the pool must survive a hang and an abort (they cost only the candidate's process) and
 a slow reference (it costs the judge) and still serve a correct candidate after. The session's shared
-pool (tests/kernels/conftest.py) judges every case but the slow reference, which kills its judge and so
-gets a pool of its own. Run with -s to see the warm per-candidate overhead.
+pool (tests/kernels/conftest.py) judges every case, the slow reference too: it costs the shared judge one
+restart, which the tests count from where the slow reference began, and the restarted judge then serves
+the modules after this one (a pool of its own would start one more judge, ~4 s on two cores). Run with -s
+to see the warm per-candidate overhead.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelwright.hardware import EvalConfig, EvalResult, WorkerPool
+from kernelwright.hardware import EvalConfig, EvalResult
 from kernelwright.hardware.judge.server import PARAMETERS_NOTE
 from kernelwright.tasks import load_task
 
@@ -24,13 +26,6 @@ CANDIDATES = Path(__file__).parent / "candidates"
 def source(name: str) -> str:
     path = CANDIDATES / name
     return path.read_text() if path.exists() else (CANDIDATES / f"{name}.txt").read_text()
-
-
-@pytest.fixture(scope="module")
-def own_pool():
-    """A pool for the test that kills its judge: the shared one is not restarted under other modules."""
-    with WorkerPool(device="cpu", workers=1) as p:
-        yield p
 
 
 @pytest.fixture(scope="module")
@@ -134,20 +129,30 @@ def test_abort_crashes_the_candidate_process(pool, relu_task):
     assert pool.evaluate(relu_task, source("relu_ok.py")).correct
 
 
-def test_slow_reference_is_a_harness_error(own_pool):
+@pytest.fixture(scope="module")
+def slow_reference(pool) -> tuple[EvalResult, int]:
+    """The slow reference's result, and how many times the shared pool's judge was restarted for it."""
     # load_task runs the forward to analyse the task, so this task is built by hand
     from kernelwright.tasks import Task
 
     task = Task(name="task_slow_reference", source=source("task_slow_reference.py"), has_small_inputs=True)
-    res = own_pool.evaluate(task, source("relu_ok.py"), EvalConfig(reference_timeout_s=2))
+    restarts = pool.restarts
+    res = pool.evaluate(task, source("relu_ok.py"), EvalConfig(reference_timeout_s=2))
+    return res, pool.restarts - restarts
+
+
+def test_slow_reference_is_a_harness_error(slow_reference):
+    res, _ = slow_reference
     assert (res.stage, res.error_kind) == ("compile", "harness_error"), res.error
     assert "reference" in res.error and "2 s limit" in res.error
 
 
-def test_pool_keeps_serving(own_pool, relu_task):
+def test_pool_keeps_serving(pool, slow_reference, relu_task):
     # the slow reference cost its judge, which was started again
-    assert own_pool.restarts == 1
-    results = own_pool.evaluate_many([(relu_task, source("relu_ok.py"))] * 2)
+    assert slow_reference[1] == 1
+    restarts = pool.restarts
+    results = pool.evaluate_many([(relu_task, source("relu_ok.py"))] * 2)
+    assert pool.restarts == restarts
     assert all(r.correct for r in results), [r.error for r in results]
 
 
