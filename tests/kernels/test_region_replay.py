@@ -95,23 +95,25 @@ same(torch.randn(3, 3, 10, 6), "weights")
 """
 
 
+def _stitched_and_checked(tmp_path: Path, source: str, checks: str) -> tuple[str, list[str]]:
+    """The writer's first programs for `source` stitched, and the stdout lines of `checks` (formatted with the
+    repository root, the task's file and the stitched file) run under Triton's interpreter."""
+    _, _, refused, stitched = first_programs_stitched(source)
+    assert not refused, refused
+    (tmp_path / "task.py").write_text(source)
+    (tmp_path / "stitched.py").write_text(stitched)
+    root = str(Path(__file__).resolve().parents[2])
+    program = checks.format(root=root, task=str(tmp_path / "task.py"), stitched=str(tmp_path / "stitched.py"))
+    return stitched, run_interpreted(program, timeout=240)
+
+
 @pytest.mark.parametrize("whole", [True, False], ids=["model", "regions"])
 def test_replayed_calls_compute_what_the_forward_computes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, whole: bool
 ) -> None:
     monkeypatch.setenv("KERNELWRIGHT_MODEL_REPLAY", "1" if whole else "0")
-    _, _, refused, stitched = first_programs_stitched(SOURCE)
-    assert not refused, refused
+    stitched, lines = _stitched_and_checked(tmp_path, SOURCE, CHECKS)
     assert "_REPLAY = frozenset({0, 1, 2})" in stitched  # two convolution regions and the mean
-    (tmp_path / "replay_task.py").write_text(SOURCE)
-    (tmp_path / "stitched_replay.py").write_text(stitched)
-    root = str(Path(__file__).resolve().parents[2])
-    lines = run_interpreted(
-        CHECKS.format(
-            root=root, task=str(tmp_path / "replay_task.py"), stitched=str(tmp_path / "stitched_replay.py")
-        ),
-        timeout=240,
-    )
     recipes = {line.split()[0]: tuple(int(n) for n in line.split()[1:]) for line in lines}
     assert "weights" in recipes, recipes
     if whole:
@@ -463,17 +465,7 @@ print(sum(isinstance(s, tuple) for r in models for s in r.seen.values()))
 
 def test_a_plain_tensor_attribute_replaced_between_calls_is_read_again(tmp_path: Path) -> None:
     """The whole forward's replay keys on the tensors the forward reads from plain attributes too."""
-    _, _, refused, stitched = first_programs_stitched(PLAIN)
-    assert not refused, refused
-    (tmp_path / "plain_task.py").write_text(PLAIN)
-    (tmp_path / "stitched_plain.py").write_text(stitched)
-    root = str(Path(__file__).resolve().parents[2])
-    lines = run_interpreted(
-        PLAIN_CHECKS.format(
-            root=root, task=str(tmp_path / "plain_task.py"), stitched=str(tmp_path / "stitched_plain.py")
-        ),
-        timeout=240,
-    )
+    _, lines = _stitched_and_checked(tmp_path, PLAIN, PLAIN_CHECKS)
     # a recipe before the offset changed and one after (the first call after the change binds the new tensor
     # to the kernel, which the key walks too: its key settles a call later)
     assert lines == ["2"], lines
