@@ -996,19 +996,19 @@ class LaunchReplay:
             state = self.seen.get(key)
         except Exception:  # an input that is not hashable, a fake tensor (no address): the forward itself
             return self.forward(owner, inputs)
-        if isinstance(state, tuple):
-            return _replay(state, inputs)
         if state is None:  # a first call: it fills the caches
             self.new_keys += 1
             if self.new_keys > 64:  # keys that never repeat (weights trained between calls): stop keying
                 self.off = True
                 self.seen.clear()
-            elif len(self.seen) >= 64:
+                return self.forward(owner, inputs)
+            if len(self.seen) >= 64:  # keys that keep changing: start over
                 self.seen.clear()
-            else:
-                self.seen[key] = 1
+            self.seen[key] = 1
             return self.forward(owner, inputs)
         self.new_keys = 0
+        if isinstance(state, tuple):
+            return _replay(state, inputs)
         if state is False:
             return self.forward(owner, inputs)
         with _RECORDING:
@@ -1122,7 +1122,7 @@ def _replay(recipe: Any, inputs: tuple[Any, ...]) -> Any:
             result = func(*[value(a) for a in args], **{k: value(v) for k, v in kwargs.items()})
             for pos, index in made:
                 bases[2][index] = result if pos is None else result[pos]
-            result = None
+            result = None  # (held only where `bases` holds it: `frees` lets it go)
         else:
             _, original, kernel, grid, args, slots, meta, direct = step
             if slots:
@@ -1135,7 +1135,7 @@ def _replay(recipe: Any, inputs: tuple[Any, ...]) -> Any:
                 direct[1](direct[2], args)
             else:
                 original(kernel, grid, *args, **meta)
-            args = None
+            args = None  # (its views would keep freed buffers alive)
         for kind, i in frees:
             bases[kind][i] = None
     return tensor(outs[0]) if container is None else container(tensor(s) for s in outs)

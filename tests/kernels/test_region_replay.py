@@ -555,3 +555,17 @@ def test_a_call_under_autocast_runs_its_forward() -> None:
                 got, want = replay(x), model(x)
                 assert got.dtype == want.dtype == torch.bfloat16
                 torch.testing.assert_close(got, want)
+
+
+def test_replayed_calls_between_new_keys_keep_keying_on() -> None:
+    """Only new keys in a row turn keying off: a key that replays between them resets the count."""
+    namespace: dict[str, Any] = {"_kw_launch": _launch}
+    kernel = _Scaled(namespace)
+    replay = LaunchReplay(kernel, namespace)
+    steady, buffer = torch.randn(4), torch.randn(80)
+    for step in range(70):
+        x = buffer[step : step + 4]  # an offset never seen: a new key
+        torch.testing.assert_close(replay(x), x * 2.0)
+        torch.testing.assert_close(replay(steady), steady * 2.0)  # recorded, then replayed
+    assert not replay.off
+    assert any(isinstance(s, tuple) for s in replay.seen.values())
