@@ -201,10 +201,8 @@ def replay_counts(model: Any) -> tuple[int, int]:
     """(regions whose launches a stitched model replays now, regions that may be replayed): its plans'
     LaunchReplay objects (tasks/region_runtime.py), read after its warm-up calls. Where the whole forward is
     replayed (a plan's ModelReplay holds a recipe), every replayable region counts as replayed."""
-    plans = model.__dict__.get("_kw_plans", {}).values()
-    replays = [r for plan in plans for r in plan.replays.values()]
-    whole = any(isinstance(s, tuple) for plan in plans if getattr(plan, "model_replay", None)
-                for s in plan.model_replay.seen.values())  # fmt: skip
+    replays = [r for plan in model.__dict__.get("_kw_plans", {}).values() for r in plan.replays.values()]
+    whole = model_replayed(model)
     return sum(whole or any(isinstance(s, tuple) for s in r.seen.values()) for r in replays), len(replays)
 
 

@@ -52,6 +52,11 @@ from kernel_times import kernel_profile  # noqa: E402
 from kernelwright.tasks.module import exec_task_module, task_init_inputs, task_inputs  # noqa: E402
 
 
+def _first_output(out: Any) -> Any:
+    """A forward's output, or the first of its outputs."""
+    return out if isinstance(out, torch.Tensor) else out[0]
+
+
 def _host_ms(fn: Any, device: str, calls: int) -> float:
     """The median Python time of one call, the device not synchronized between calls."""
     if device == "cuda":
@@ -132,7 +137,7 @@ def profile_model(
     rows = []
     with torch.no_grad():
         first = [m.train(mode == "train")(*inputs) for m in (ref, new)]
-    err = max_err_over_rms(*[o if isinstance(o, torch.Tensor) else o[0] for o in (first[1], first[0])])
+    err = max_err_over_rms(_first_output(first[1]), _first_output(first[0]))
     for side, model in (("reference", ref), ("stitched", new)):
         call = warmed_forward(model, inputs, mode == "train")
         row: dict[str, Any] = {"model": task_path.stem, "side": side, "mode": mode, "device": device,
@@ -146,10 +151,7 @@ def profile_model(
             # a call after the warm-up (replayed where it replays) against the reference's first
             with torch.no_grad():
                 again = model(*inputs)
-            row["err_replayed"] = max_err_over_rms(
-                again if isinstance(again, torch.Tensor) else again[0],
-                first[0] if isinstance(first[0], torch.Tensor) else first[0][0],
-            )
+            row["err_replayed"] = max_err_over_rms(_first_output(again), _first_output(first[0]))
         if device == "cuda":
             row["kernel_ms"], row["launches"], row["top"] = _kernels(call)
             row["gpu"] = torch.cuda.get_device_name()

@@ -24,6 +24,7 @@ stores. A large product whose traced sizes leave rows unaligned starts with ALIG
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,7 +44,7 @@ are not 16-aligned, a padded copy (ALIGN) read and write B up to twice, at 3.35 
 H200), which takes longer than the whole product on CUDA cores at half their 67 TFLOP/s below about 40 FLOPs
 per byte of B on an H100 (28 on an H200). NetVLAD's 2048 products of 32 x 100 by 100 x 512 (16 FLOPs per byte
 of its 419 MB B) as tf32x3 on an H100: the product 0.41 ms, B's two copies 1.01 ms (benchmarks/RESULTS.md,
-thirty-fifth session; the IEEE program not measured on a GPU yet). A product with a small B (ViT attention's
+thirty-fifth session; the IEEE program not measured on a GPU yet). A product with a small B (31_VisionAttention's
 scores by V: 16 MB of V for 275 GFLOP) or a K-major one (nn.Linear's W.T) keeps its tensor-core precision."""
 STRICT_PRECS = ("ieee", "tf32x3", "bf16x6")
 """fp32 dots that hold strict fp32 tolerance (PREC=bf16x3 and tf32 do not: offered only with TF32 allowed)."""
@@ -127,9 +128,7 @@ def facts(sched: Schedule, k: Kernel, info: MatmulInfo) -> None:
     b_batch = [g.hint(d) for d in b.shape[:-2]]
     # TMA's batched twin reads A and B along the same batch dims (bmm); a broadcast batch keeps pointers
     info.batch_broadcast = any(d != 1 for d in b_batch) and a_batch != b_batch
-    info.b_bytes = info.itemsize * info.K * info.N
-    for d in b_batch:
-        info.b_bytes *= d
+    info.b_bytes = info.itemsize * info.K * info.N * math.prod(b_batch)
 
 
 def _kmajor_view(b: Any) -> bool:
