@@ -725,9 +725,12 @@ OFFSET_BATCH_NORM = _one_layer("nn.BatchNorm2d", 3, "torch.randn(2, 3, 9, 11) * 
 @pytest.mark.parametrize(
     "source,design,cfg",
     [
-        (OFFSET_LAYER_NORM, "welford", {"BLOCK_R": 128, "BLOCK_M": 2}),
+        # these two are the default suite's in the accuracy test below (against float64, stricter)
+        pytest.param(OFFSET_LAYER_NORM, "welford", {"BLOCK_R": 128, "BLOCK_M": 2}, marks=pytest.mark.slow),
         pytest.param(OFFSET_LAYER_NORM, "welford", {"BLOCK_R": 512, "BLOCK_M": 1}, marks=pytest.mark.slow),
-        (OFFSET_MIDDLE_VARIANCE, "online", {"BLOCK_R": 32, "BLOCK_I": 16}),
+        pytest.param(
+            OFFSET_MIDDLE_VARIANCE, "online", {"BLOCK_R": 32, "BLOCK_I": 16}, marks=pytest.mark.slow
+        ),
         # batch norm's statistics over batch and plane (the row's first index is the batch's) in 32-wide
         # chunks: the chunk loop's variable was named like that index, which replaced it inside the loop, and
         # every chunk's Welford step weighed 1 (level3/27's RegNet and 10/15/16/26 on a GPU, where the
@@ -758,6 +761,66 @@ def test_lane_wise_welford_is_exact_on_data_far_from_zero_with_ragged_chunks(poo
     code = program_variant(task.source, task.name, design, cfg).code
     assert code is not None and "_kw_welford_combine" in code
     _check(pool, [(f"{design} {cfg}", task, code)])
+
+
+# A Welford program and its torch reference against float64 on a few seeded inputs; prints each's worst
+# error. argv: the task's source, the design, its config (a Python literal).
+WELFORD_ACCURACY = """
+import ast, os, sys, textwrap
+from pathlib import Path
+os.environ["TRITON_INTERPRET"] = "1"
+import torch
+from kernelwright.providers.offline.choice.variants import program_variant
+from kernelwright.tasks import load_task_source
+from tests.fakes.writer import import_program
+
+source, design, cfg, path = sys.argv[1], sys.argv[2], ast.literal_eval(sys.argv[3]), Path(sys.argv[4])
+task = load_task_source(textwrap.dedent(source), "offset_" + design)
+code = program_variant(task.source, task.name, design, cfg).code
+assert "_kw_welford_combine" in code
+module = import_program(code, path)
+ns = {}
+exec(textwrap.dedent(source), ns)
+ref, new = ns["Model"](*ns["get_init_inputs"]()), module.ModelNew(*ns["get_init_inputs"]())
+err = torch_err = 0.0
+for seed in range(3):
+    torch.manual_seed(seed)
+    inputs = ns["get_inputs"]()
+    with torch.no_grad():
+        exact = ref.double()(*[x.double() for x in inputs])
+        err = max(err, (new(*inputs).double() - exact).abs().max().item())
+        torch_err = max(torch_err, (ref.float()(*inputs).double() - exact).abs().max().item())
+print(err, torch_err)
+"""
+
+
+@pytest.mark.parametrize(
+    "source,design,cfg,factor",
+    [
+        (OFFSET_LAYER_NORM, "welford", {"BLOCK_R": 128, "BLOCK_M": 2}, 1.5),  # 3.5x torch's before
+        # variances near 1: torch's error is 1-2 ulp (60x before)
+        (OFFSET_MIDDLE_VARIANCE, "online", {"BLOCK_R": 32, "BLOCK_I": 16}, 3.0),
+    ],
+)
+def test_welford_on_data_far_from_zero_is_as_accurate_as_torch(tmp_path, source, design, cfg, factor):
+    """Rows near 300: each lane's running mean is kept about a pivot (its first value), so neither the
+    per-chunk updates nor the merge of 128 lanes round by ulp(300) (which made a layer norm's error three
+    times torch's, and failed the judge's allowance on one seed in a thousand)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=str(root))
+    args = [source, design, repr(cfg), str(tmp_path / "program.py")]
+    out = subprocess.run(
+        [sys.executable, "-c", WELFORD_ACCURACY, *args],
+        capture_output=True, text=True, env=env, cwd=root, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    err, torch_err = (float(v) for v in out.stdout.split())
+    assert err <= factor * torch_err, (err, torch_err)
 
 
 def test_split_norms_read_their_input_twice_unless_told_to_pass_per_level(pool):

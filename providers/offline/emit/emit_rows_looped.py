@@ -181,11 +181,14 @@ def stat_pass(gen: RowKernelGen, c: Code, group: list[Value], merged_into: dict)
 # Welford per lane of a tile, for a mean and the variance around it in one pass: accumulators wn (count),
 # wm (mean) and wv (sum of squared deviations) per lane, no cross-thread reduction inside the loop, then one
 # Chan combine across the lanes. The looped design (online) and the split design's partials both use them.
+# Each lane works about a pivot wp, its first value: on data far from zero (rows near 300) a running mean
+# kept as is rounds by ulp(300) at every update and every merge of the lanes' tree, several times the
+# reference's error; about the pivot the means stay near zero and the pivot comes back once, at the end.
 
 
 def welford_init(c: Code, st: Value, tile: str) -> None:
-    """Zero mean `st`'s per-lane accumulators (wn, wm, wv) over `tile`."""
-    for acc in ("wn", "wm", "wv"):
+    """Zero mean `st`'s per-lane accumulators (wp, wn, wm, wv) over `tile`."""
+    for acc in ("wp", "wn", "wm", "wv"):
         c(f"{acc}{st.id} = tl.zeros({tile}, dtype=tl.float32)")
 
 
@@ -193,16 +196,20 @@ def welford_step(gen: RowKernelGen, c: Code, st: Value, chunk: str) -> None:
     """Fold this chunk (number `chunk` of the walk, from 0) into mean `st`'s per-lane accumulators."""
     x = as_float(gen.emit(c, st.args[0], "full", gen.full_memo))
     # A lane in bounds in this chunk was in bounds in every earlier chunk of the walk (chunks walk the row
-    # upward), so its count is the chunk's number: one reciprocal per chunk, not a division per element.
+    # upward), so its count is the chunk's number: one reciprocal per chunk, not a division per element;
+    # and its pivot is its value in chunk 0.
+    c(f"wp{st.id} = tl.where(fmask & ({chunk} == 0), {x}, wp{st.id})")
+    c(f"wx = {x} - wp{st.id}")
     c(f"inv_n = 1.0 / ({chunk} + 1)")
-    c(f"wd = tl.where(fmask, {x} - wm{st.id}, 0.0)")
+    c(f"wd = tl.where(fmask, wx - wm{st.id}, 0.0)")
     c(f"wm{st.id} = wm{st.id} + wd * inv_n")
-    c(f"wv{st.id} = wv{st.id} + wd * tl.where(fmask, {x} - wm{st.id}, 0.0)")
+    c(f"wv{st.id} = wv{st.id} + wd * tl.where(fmask, wx - wm{st.id}, 0.0)")
     c(f"wn{st.id} = wn{st.id} + fmask.to(tl.float32)")
 
 
 def welford_lanes(gen: RowKernelGen, c: Code, st: Value, ax: int) -> None:
     """Merge mean `st`'s lanes along `ax` (Chan): wm, wv and wn become the walk's mean, sum of squared
     deviations and count."""
-    w = f"wm{st.id}, wv{st.id}, wn{st.id}"
+    w = f"wp{st.id}, wm{st.id}, wv{st.id}, wn{st.id}"
     c(f"{w} = tl.reduce(({w}), {ax}, {gen.ctx.use('_kw_welford_combine')}, keep_dims=True)")
+    c(f"wm{st.id} = wp{st.id} + wm{st.id}")

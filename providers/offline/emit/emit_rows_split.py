@@ -205,9 +205,13 @@ def combine_welford(gen: RowKernelGen, c: Code, st: Value, merged: list[Value]) 
     c(f"qv{st.id} = tl.load({pm}, mask=pmask, other=0.0)")
     c(f"qn{st.id} = tl.load({pn}, mask=pmask, other=0.0)")
     combine = gen.ctx.use("_kw_welford_combine")
+    # each partial's mean is its own pivot (about which its mean is 0)
+    c(f"qz{st.id} = tl.zeros_like(qm{st.id})")
     c(
-        f"s{st.id}, mv{st.id}, n{st.id} = tl.reduce((qm{st.id}, qv{st.id}, qn{st.id}), 1, {combine}, keep_dims=True)"
+        f"s{st.id}, mz{st.id}, mv{st.id}, n{st.id} = "
+        f"tl.reduce((qm{st.id}, qz{st.id}, qv{st.id}, qn{st.id}), 1, {combine}, keep_dims=True)"
     )
+    c(f"s{st.id} = s{st.id} + mz{st.id}")
     gen.stat_names[st.id] = Operand(f"s{st.id}", "f")
     c(f"tl.store(sb{st.id} + rk, s{st.id}, mask=kmask)")
     for d in merged:

@@ -117,10 +117,14 @@ def _kw_gelu(x):
 # program text: _kw_welford_combine
 
 @triton.jit
-def _kw_welford_combine(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
-    # Chan et al.: merge two (mean, sum of squared deviations, count) summaries.
+def _kw_welford_combine(pivot_a, mean_a, m2_a, n_a, pivot_b, mean_b, m2_b, n_b):
+    # Chan et al.: merge two (pivot, mean about the pivot, sum of squared deviations, count) summaries;
+    # the merged one keeps a's pivot unless a is empty.
     n = n_a + n_b
     frac = tl.where(n == 0.0, 0.0, n_b / tl.where(n == 0.0, 1.0, n))
-    delta = mean_b - mean_a
-    return mean_a + delta * frac, m2_a + m2_b + delta * delta * n_a * frac, n
+    delta = (pivot_b - pivot_a) + (mean_b - mean_a)
+    a_empty = n_a == 0.0
+    pivot = tl.where(a_empty, pivot_b, pivot_a)
+    mean = tl.where(a_empty, mean_b, mean_a + delta * frac)
+    return pivot, mean, m2_a + m2_b + delta * delta * n_a * frac, n
 # end of program text: _kw_welford_combine
