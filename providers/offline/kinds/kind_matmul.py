@@ -6,7 +6,8 @@ in 64-wide K steps), split_k from PREC=bf16x6 (each fp32 tile split into three b
 six bf16 MMAs per K step summed in a fresh tile and added to the fp32 accumulator; as accurate as cuBLAS's
 fp32 GEMM, and no K-major copy: on an H200, benchmarks/probes/fp32_gemm_paths.py, 0.94 ms at 256 x 524288 x 256
 where cuBLAS takes 1.30, 3xTF32 1.83 and IEEE dots 1.56). Each is one small step from the other. Small
-products use IEEE dots. With TF32 allowed, PREC=tf32 (one TF32 MMA) with K-major operands, and PREC=bf16x3
+products use IEEE dots, but for a K-contiguous B (nn.Linear's W.T: no copy to make): tf32x3 tiles, 64 x 64 where
+128 x 128 would leave SMs idle (SMALL_KMAJOR_TILE). With TF32 allowed, PREC=tf32 (one TF32 MMA) with K-major operands, and PREC=bf16x3
 in the space. Two products sharing A whose results meet in one
 pointwise chain can be one dual kernel (designs "dual" and "dual_persistent"); the policy decides per
 program whether to fuse them (`policy.fuse_allowed`: the root starts unfused). The code comes from
@@ -46,6 +47,16 @@ per byte of B on an H100 (28 on an H200). NetVLAD's 2048 products of 32 x 100 by
 of its 419 MB B) as tf32x3 on an H100: the product 0.41 ms, B's two copies 1.01 ms (benchmarks/RESULTS.md,
 thirty-fifth session; the IEEE program not measured on a GPU yet). A product with a small B (31_VisionAttention's
 scores by V: 16 MB of V for 275 GFLOP) or a K-major one (nn.Linear's W.T) keeps its tensor-core precision."""
+SMALL_KMAJOR_TILE = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "num_warps": 4}
+"""The tile of an fp32 product below BIG_MATMUL with a K-contiguous B (tf32x3: no copy of B) where 128 x 128 tiles
+would leave SMs idle. GPU time on an H100 against cuBLAS's fp32 GEMM (benchmarks/probes/underfilled_gemms.py,
+nn.Linear at level 3's sizes, RESULTS.md thirty-sixth session), IEEE 128 x 128 (the earlier default) -> IEEE
+64 x 64 -> tf32x3 128 x 128 -> tf32x3 64 x 64, 4 warps: 28_VisionTransformer's 394 x 512 -> 1536 0.30x -> 0.40x
+-> 1.00x -> 1.47x, 394 x 512 -> 512 0.18x -> 0.42x -> 0.61x -> 1.16x, 394 x 512 -> 2048 0.35x -> 0.45x -> 1.11x ->
+1.62x, 394 x 2048 -> 512 (split-K IEEE before) 0.73x -> 0.37x -> 0.58x -> 1.21x; 34_VanillaRNNHidden's 8 x 1280 ->
+256 (split-K before) 0.39x -> 0.23x -> 0.46x -> 0.57x, 8 x 256 -> 128 0.28x -> 0.44x -> 0.68x -> 0.79x; 10 x 9216
+-> 4096 0.16x -> 0.30x -> 0.65x -> 0.81x. IEEE dots on CUDA cores stayed at a third of cuBLAS at every tile
+tried; a split K (more launches: one to reduce) was faster only for the 8-row products."""
 STRICT_PRECS = ("ieee", "tf32x3", "bf16x6")
 """fp32 dots that hold strict fp32 tolerance (PREC=bf16x3 and tf32 do not: offered only with TF32 allowed)."""
 KMAJOR_PRECS = ("tf32", "tf32x3")
@@ -150,11 +161,19 @@ def _copy_outweighs(info: MatmulInfo) -> bool:
     return not info.b_kmajor and info.b_bytes > 0 and flops < COPY_OUTWEIGHS * info.b_bytes
 
 
+def _small_kmajor_fp32(info: MatmulInfo) -> bool:
+    """An fp32 product below BIG_MATMUL whose B is K-contiguous as given (nn.Linear's W.T): it starts from
+    tf32x3 tiles, which need no copy of it (SMALL_KMAJOR_TILE)."""
+    small = info.M * info.N * info.K * info.NB < BIG_MATMUL
+    return info.fp32_dot and info.b_kmajor and small and not info.dual
+
+
 def default_design(info: MatmulInfo, by_mode: dict[str, Design]) -> Design:
     if (
         "split_k" in by_mode
         and info.M * info.N * info.NB <= 128 * 128 * 16
         and info.K >= 4 * max(info.M, info.N)
+        and not _small_kmajor_fp32(info)
     ):
         return by_mode["split_k"]
     if "persistent" in by_mode and not info.fp32_dot and _half_tiles(info) >= 2 * info.sm_count:
@@ -174,6 +193,11 @@ def _half_block_n(info: MatmulInfo) -> int:
     bmm tasks with N = 384, ms, 256 -> 128-wide default): 0.062 -> 0.046, 0.096 -> 0.055 (128-wide tiles
     reach two per SM: persistent), 0.055 -> 0.053, 0.059 -> 0.058."""
     return 128 if -(-info.N // 256) * 256 > 1.25 * info.N else 256
+
+
+def _tiles(info: MatmulInfo, bm: int, bn: int) -> int:
+    """Output tiles of bm x bn over the batch."""
+    return -(-info.M // bm) * -(-info.N // bn) * info.NB
 
 
 def _half_tiles(info: MatmulInfo) -> int:
@@ -278,6 +302,8 @@ def default_config(design: Design, info: MatmulInfo, tf32: bool = False) -> dict
         # level2/01 and level2/12 ended on (1.72-1.88x torch.compile, 15-20% ahead of bf16x6 there).
         # A dual kernel's two accumulators leave no registers for bf16 parts (SwiGLU: 12.6 against 7.7 ms).
         prec = "bf16x6" if design.mode == "split_k" and not info.dual else "tf32x3"
+    elif design.mode != "split_k" and _small_kmajor_fp32(info):
+        prec = "tf32x3"
     else:
         prec = "ieee"
     cfg["PREC"] = prec
@@ -292,6 +318,8 @@ def default_config(design: Design, info: MatmulInfo, tf32: bool = False) -> dict
             # published/24 (8205 x 2949 x 5921): 4.16 ms on an H200 with 32-wide steps; with 64-wide ones
             # the program spills 788 B per thread compiled for sm_90 (compile_for_target), at 32 none
             cfg["BLOCK_K"] = 32
+    if prec == "tf32x3" and not big:
+        cfg.update(SMALL_KMAJOR_TILE if _tiles(info, 128, 128) < info.sm_count else {"BLOCK_K": 32})
     if info.dual:
         # Two accumulators: a smaller tile keeps them (and tf32x3's split operands) in registers. On an
         # H200 (SwiGLU, strict) 64x64x32 with 4 warps and 4 stages ran 7.45 ms, 128x64x32 with 8 warps 7.71.
