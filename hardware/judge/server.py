@@ -64,8 +64,10 @@ what a candidate returns goes in judge_verification (per trial) or judge_session
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
+import threading
 import time
 from multiprocessing.connection import Connection
 from typing import Any
@@ -155,7 +157,13 @@ class Judge:
         self.references = ReferenceCache(self.device)
         self.target, self.target_profile = self._detect_target()
         self.forkserver = forkserver
+        # A task's first job runs its forward on the meta device (its inputs' footprint: judge/inputs.py),
+        # whose Python meta kernels import torch._dynamo (~1.2 s) on first use: imported here, beside the
+        # wait for the fork server's own start-up, it costs the first job nothing.
+        warm = threading.Thread(target=importlib.import_module, args=("torch._dynamo",), daemon=True)
+        warm.start()
         self.forkserver.start()  # pay for the imports now, not in the first job
+        warm.join()
         self.ipc = IpcState(usable=device == "cuda")
         """Lend device buffers to candidate processes through CUDA IPC (until it fails before it ever worked)."""
 
