@@ -65,6 +65,9 @@ class ModelResult(BaseModel):
     correct: bool | None = None
     """The stitched model's verdict from the judge (None: not judged, no region has a kernel)."""
     speedup: float | None = None
+    slower_than_eager: bool | None = None
+    """The stitched model is correct and timed slower than the reference: the answer is the reference
+    (None: not timed)."""
     verdict: str = ""
     judge_s: float | None = None
     """Seconds the judge took over the stitched model (None: not judged)."""
@@ -273,10 +276,25 @@ def _judge(result: ModelResult, rd: Path, ctx: Context) -> None:
     precision: Any = ctx.precision
     config = EvalConfig(device="cpu" if ctx.check_usable() == "cpu" else "cuda", precision=precision)
     verdict = evaluate(task, (rd / "stitched.py").read_text(encoding="utf-8"), config)
+    take_verdict(result, verdict)
+    (rd / "stitched_eval.json").write_text(verdict.model_dump_json(indent=2), encoding="utf-8")
+
+
+def take_verdict(result: ModelResult, verdict: Any) -> None:
+    """The judge's verdict on the stitched model (an EvalResult) into `result`: correct or not, its speedup
+    where timed, and one line that says plainly when it is slower than the reference, whose answer is then the
+    reference model (as a task's verdict says of a best kernel slower than eager)."""
     result.correct = bool(verdict.correct)
     result.speedup = verdict.speedup_vs_eager if verdict.timing_meaningful else None
-    result.verdict = verdict.summary() if verdict.correct else (verdict.error or verdict.summary())[:400]
-    (rd / "stitched_eval.json").write_text(verdict.model_dump_json(indent=2), encoding="utf-8")
+    if not verdict.correct:
+        result.verdict = (verdict.error or verdict.summary())[:400]
+        return
+    result.verdict = verdict.summary()
+    if result.speedup is not None:
+        result.slower_than_eager = result.speedup < 1.0
+        if result.slower_than_eager:
+            slower = f"SLOWER than eager PyTorch ({result.speedup:.2f}x)"
+            result.verdict += f"; the stitched model is {slower}: keep the reference model"
 
 
 def write_report(result: ModelResult, rd: Path) -> None:

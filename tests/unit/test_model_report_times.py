@@ -69,3 +69,39 @@ def test_shares_come_from_the_judges_times(tmp_path: Path) -> None:
         and "whole model (judge) eager 1 ms, stitched 0.8 ms" in text
     )
     assert "Finished: 4/5 regions run a kernel. Stitched model: correct" in text
+
+
+def test_a_stitched_model_slower_than_eager_says_keep_the_reference() -> None:
+    """The judge's verdict on a whole model, as it reads on a GPU: correct and timed slower than eager (level 3's
+    LSTMs were, their recurrence kept in torch) says plainly that the reference model is the answer; faster, it
+    does not; untimed (the CPU), it makes no claim either way; wrong, the judge's error is the verdict."""
+    from kernelwright.graphs.model import take_verdict
+
+    def verdict(**fields: object) -> ModelResult:
+        result = ModelResult(model="m", run_dir="r", regions=3, signatures=2, regions_with_kernel=2,
+                             evaluations=4, split_s=0.1)  # fmt: skip
+        take_verdict(result, EvalResult(**fields))  # type: ignore[arg-type]
+        return result
+
+    timed = {
+        "correct": True,
+        "stage": "done",
+        "runtime_ms": 61.8,
+        "eager_ms": 37.6,
+        "timing_meaningful": True,
+    }
+    slow = verdict(**timed, speedup_vs_eager=0.61)
+    assert slow.correct and slow.slower_than_eager is True and slow.speedup == 0.61
+    assert "SLOWER than eager PyTorch (0.61x): keep the reference model" in slow.verdict
+    fast = verdict(**{**timed, "runtime_ms": 20.0}, speedup_vs_eager=1.88)
+    assert (
+        fast.slower_than_eager is False and "SLOWER" not in fast.verdict and "1.88x vs eager" in fast.verdict
+    )
+    untimed = verdict(correct=True, stage="done")
+    assert untimed.speedup is None and untimed.slower_than_eager is None and "SLOWER" not in untimed.verdict
+    wrong = verdict(correct=False, stage="correctness", error_kind="mismatch", error="3 of 9 elements differ")
+    assert (
+        wrong.correct is False
+        and wrong.slower_than_eager is None
+        and wrong.verdict == "3 of 9 elements differ"
+    )
