@@ -100,6 +100,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--compare", type=Path, help="an earlier manifest.json: list the programs that differ")
     args = ap.parse_args(argv)
+    # The writer imported is the one the import system finds, which an editable install pins to its own
+    # checkout: run from another tree (a git worktree of an older commit), this tool would write the
+    # installed checkout's programs and a "before" grid would equal the "after" one. Say which, and refuse
+    # a mismatch with the tree these tests are in.
+    writer_root = Path(write_program.__code__.co_filename).resolve().parents[2]
+    here = Path(__file__).resolve().parents[2]
+    print(f"writer: {writer_root}")
+    if writer_root != here:
+        print(f"the writer imported is {writer_root}'s, not this tree's ({here}): its programs would not be this "
+              "tree's; run from that checkout, or install this one (pip install -e .)", file=sys.stderr)  # fmt: skip
+        return 2
     (args.out / "programs").mkdir(parents=True, exist_ok=True)
     manifest: dict[str, str] = {}
     shadowed: list[str] = []
