@@ -103,6 +103,41 @@ def test_kmajor_tf32x3_designs_verify_on_ab_bmm_transposed_and_linear(pool):
     _check(pool, jobs)
 
 
+SMALL_LINEAR = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(72, 150)
+
+    def forward(self, x):
+        return torch.tanh(self.fc(x))
+
+
+def get_inputs():
+    return [torch.randn(37, 72)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_small_linear_verifies_on_tf32x3_tiles_that_fill_the_sms(pool):
+    """The writer's root for a small nn.Linear (kind_matmul.SMALL_KMAJOR_TILE): tf32x3 dots on W.T as it is (no
+    copy), 64 x 64 tiles over 37 odd rows, verified at the task's size and the judge's second shape."""
+    task = load_task_source(textwrap.dedent(SMALL_LINEAR), "small_linear")
+    code = write_program(_prompt(task.source)).code
+    meta = parse_meta(code)
+    assert meta.design == "grouped" and meta.config["PREC"] == "tf32x3", meta
+    tile = tuple(meta.config[k] for k in ("BLOCK_M", "BLOCK_N", "num_warps"))
+    assert tile == ("64", "64", "4"), meta
+    _check(pool, [("small linear", task, code)])
+
+
 def test_bf16_split_dots_verify_at_strict_fp32_and_bf16x3_where_tf32_is_allowed(pool):
     """Three designs, three layouts (A @ B, A.T @ B, bmm), K not a multiple of BLOCK_K (ragged last step)."""
     jobs = []
