@@ -10,6 +10,8 @@ the model's sizes; each variant is the offline writer's program for it as one de
 time: the forward captured in a CUDA graph, replays timed with CUDA events, L2 flushed before each (outside the
 events), the median of --reps; eager (cuBLAS) the same way. Each variant's output is checked against the
 task's Model (largest error over the reference's RMS). One JSON file: DIR/underfilled_gemms.json.
+"written" is the writer's root as this checkout writes it: IEEE dots in 128 x 128 tiles (or split-K) when the
+first results were taken (RESULTS.md, thirty-sixth session), tf32x3 in 64 x 64 tiles since (SMALL_KMAJOR_TILE).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ CASES = [
     ("rnn_h2o", 8, 256, 128, ""),
     ("fc_m10", 10, 9216, 4096, "torch.relu"),
 ]
+SMALL_X3 = {"PREC": "tf32x3", "KMAJOR": 1, "BLOCK_K": 32, "num_warps": 4}
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "written": ("", {}),
     "grouped 64x64 w4": ("grouped", {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4}),
@@ -67,6 +70,9 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
         "grouped",
         {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "PREC": "tf32x3", "KMAJOR": 1, "BLOCK_K": 32},
     ),
+    "grouped 32x64 w4 tf32x3": ("grouped", {**SMALL_X3, "BLOCK_M": 32, "BLOCK_N": 64}),
+    "grouped 64x32 w4 tf32x3": ("grouped", {**SMALL_X3, "BLOCK_M": 64, "BLOCK_N": 32}),
+    "split_k 16x32 s8 tf32x3": ("split_k", {**SMALL_X3, "BLOCK_M": 16, "BLOCK_N": 32, "SPLIT_K": 8}),
     "split_k default": ("split_k", {}),
     "split_k 64x64 s4": ("split_k", {"BLOCK_M": 64, "BLOCK_N": 64, "SPLIT_K": 4}),
     "split_k 32x64 s8": ("split_k", {"BLOCK_M": 32, "BLOCK_N": 64, "SPLIT_K": 8}),
