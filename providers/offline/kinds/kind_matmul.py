@@ -6,9 +6,9 @@ in 64-wide K steps), split_k from PREC=bf16x6 (each fp32 tile split into three b
 six bf16 MMAs per K step summed in a fresh tile and added to the fp32 accumulator; as accurate as cuBLAS's
 fp32 GEMM, and no K-major copy: on an H200, benchmarks/probes/fp32_gemm_paths.py, 0.94 ms at 256 x 524288 x 256
 where cuBLAS takes 1.30, 3xTF32 1.83 and IEEE dots 1.56). Each is one small step from the other. Small
-products use IEEE dots, but for a K-contiguous B (nn.Linear's W.T: no copy to make): tf32x3 tiles, 64 x 64 where
-128 x 128 would leave SMs idle (SMALL_KMAJOR_TILE). With TF32 allowed, PREC=tf32 (one TF32 MMA) with K-major operands, and PREC=bf16x3
-in the space. Two products sharing A whose results meet in one
+products use IEEE dots, but where B is K-contiguous as given (nn.Linear's W.T: no copy to make): tf32x3 tiles,
+64 x 64 where 128 x 128 would leave SMs idle (SMALL_KMAJOR_TILE). With TF32 allowed, PREC=tf32 (one TF32 MMA)
+with K-major operands, and PREC=bf16x3 in the space. Two products sharing A whose results meet in one
 pointwise chain can be one dual kernel (designs "dual" and "dual_persistent"); the policy decides per
 program whether to fuse them (`policy.fuse_allowed`: the root starts unfused). The code comes from
 `MatmulGen` (emit_matmul.py).
@@ -202,7 +202,7 @@ def _tiles(info: MatmulInfo, bm: int, bn: int) -> int:
 
 def _half_tiles(info: MatmulInfo) -> int:
     """Output tiles of a half-precision product at its default 128-row tile, over the batch."""
-    return -(-info.M // 128) * -(-info.N // _half_block_n(info)) * info.NB
+    return _tiles(info, 128, _half_block_n(info))
 
 
 def last_resort(design: Design, info: MatmulInfo) -> bool:
@@ -318,7 +318,7 @@ def default_config(design: Design, info: MatmulInfo, tf32: bool = False) -> dict
             # published/24 (8205 x 2949 x 5921): 4.16 ms on an H200 with 32-wide steps; with 64-wide ones
             # the program spills 788 B per thread compiled for sm_90 (compile_for_target), at 32 none
             cfg["BLOCK_K"] = 32
-    if prec == "tf32x3" and not big:
+    if prec == "tf32x3" and not big:  # a small product with a K-contiguous B (what the probe measured)
         cfg.update(SMALL_KMAJOR_TILE if _tiles(info, 128, 128) < info.sm_count else {"BLOCK_K": 32})
     if info.dual:
         # Two accumulators: a smaller tile keeps them (and tf32x3's split operands) in registers. On an
