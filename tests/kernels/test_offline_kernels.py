@@ -15,7 +15,7 @@ import pytest
 from kernelwright.hardware import EvalConfig, WorkerPool
 from kernelwright.providers.offline import parse_meta, write_program
 from kernelwright.tasks import bundled_suite_dir, load_task, load_task_source
-from tests.fakes.writer import check_programs
+from tests.fakes.writer import check_programs, run_interpreted
 from tests.fakes.writer import writer_prompt as _prompt
 
 CFG = EvalConfig(device="cpu", time=False, timeout=240, trials=3)
@@ -764,19 +764,19 @@ def test_lane_wise_welford_is_exact_on_data_far_from_zero_with_ragged_chunks(poo
 
 
 # Welford programs and their torch references against float64 on a few seeded inputs; prints each case's
-# worst errors (program, torch) on a line. argv: a folder for the programs, then a Python literal: a list of
-# (task source, design, config).
+# worst errors (program, torch) on a line. Run after a line that sets ROOT (the repository), FOLDER (for the
+# programs) and CASES (a list of (task source, design, config)).
 WELFORD_ACCURACY = """
-import ast, os, sys, textwrap
+import sys, textwrap
 from pathlib import Path
-os.environ["TRITON_INTERPRET"] = "1"
+sys.path.insert(0, ROOT)
 import torch
 from kernelwright.providers.offline.choice.variants import program_variant
 from kernelwright.tasks import load_task_source
 from tests.fakes.writer import import_program
 
-folder = Path(sys.argv[1])
-for i, (source, design, cfg) in enumerate(ast.literal_eval(sys.argv[2])):
+folder = Path(FOLDER)
+for i, (source, design, cfg) in enumerate(CASES):
     task = load_task_source(textwrap.dedent(source), "offset_" + design)
     code = program_variant(task.source, task.name, design, cfg).code
     assert "_kw_welford_combine" in code
@@ -800,9 +800,6 @@ def test_welford_on_data_far_from_zero_is_as_accurate_as_torch(tmp_path):
     """Rows near 300: each lane's running mean is kept about a pivot (its first value), so neither the
     per-chunk updates nor the merge of 128 lanes round by ulp(300) (which made a layer norm's error three
     times torch's, and failed the judge's allowance on one seed in a thousand)."""
-    import os
-    import subprocess
-    import sys
     from pathlib import Path
 
     cases = [  # (source, design, config, the program's error at most this times torch's)
@@ -810,16 +807,11 @@ def test_welford_on_data_far_from_zero_is_as_accurate_as_torch(tmp_path):
         # variances near 1: torch's error is 1-2 ulp (60x before)
         (OFFSET_MIDDLE_VARIANCE, "online", {"BLOCK_R": 32, "BLOCK_I": 16}, 3.0),
     ]
-    root = Path(__file__).resolve().parents[2]
-    env = dict(os.environ, PYTHONPATH=str(root))
-    args = [str(tmp_path), repr([c[:3] for c in cases])]
-    out = subprocess.run(
-        [sys.executable, "-c", WELFORD_ACCURACY, *args],
-        capture_output=True, text=True, env=env, cwd=root, timeout=300,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr[-2000:]
-    errors = [tuple(float(v) for v in line.split()) for line in out.stdout.splitlines()]
-    assert len(errors) == len(cases), out.stdout
+    root = str(Path(__file__).resolve().parents[2])
+    given = f"ROOT, FOLDER, CASES = {root!r}, {str(tmp_path)!r}, {[c[:3] for c in cases]!r}\n"
+    lines = run_interpreted(given + WELFORD_ACCURACY, timeout=300)
+    errors = [tuple(float(v) for v in line.split()) for line in lines]
+    assert len(errors) == len(cases), lines
     for (_, design, _, factor), (err, torch_err) in zip(cases, errors, strict=True):
         assert err <= factor * torch_err, (design, err, torch_err)
 
@@ -848,8 +840,6 @@ def test_split_norms_read_their_input_twice_unless_told_to_pass_per_level(pool):
 
 # _kw_gelu run by the interpreter over a dense grid, against float64 and against torch's own fp32 GELU.
 GELU_ACCURACY = """
-import math, os, sys
-os.environ["TRITON_INTERPRET"] = "1"
 import torch, triton
 import triton.language as tl
 from kernelwright.providers.offline.emit.emit import HELPERS
@@ -875,16 +865,6 @@ print(err.max().item(), torch_err.max().item(), (err / x.double().abs().clamp_mi
 def test_the_polynomial_gelu_is_as_accurate_as_torchs_fp32_gelu():
     """GELU is x * Phi(x) with Phi from a fitted polynomial and one exp2 (half the instructions of the
     erf formula). Its error must stay at fp32 rounding level everywhere, the saturated tails included."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[2]
-    env = dict(os.environ, PYTHONPATH=str(root))
-    out = subprocess.run(
-        [sys.executable, "-c", GELU_ACCURACY], capture_output=True, text=True, env=env, cwd=root, timeout=300
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    err, torch_err, relative = (float(v) for v in out.stdout.split())
+    (line,) = run_interpreted(GELU_ACCURACY, timeout=300)
+    err, torch_err, relative = (float(v) for v in line.split())
     assert err <= 1.5 * torch_err and relative < 3e-7, (err, torch_err, relative)
