@@ -103,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     # The writer imported is the one the import system finds, which an editable install pins to its own
     # checkout: run from another tree (a git worktree of an older commit), this tool would write the
     # installed checkout's programs and a "before" grid would equal the "after" one. Say which, and refuse
-    # a mismatch with the tree these tests are in.
+    # a mismatch with the tree these tests are in. (kernelwright.IMPORT_ROOT would not tell: there the top
+    # package comes from the current folder while its subpackages come through the editable finder.)
     writer_root = Path(write_program.__code__.co_filename).resolve().parents[2]
     here = Path(__file__).resolve().parents[2]
     print(f"writer: {writer_root}")
