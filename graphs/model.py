@@ -24,12 +24,15 @@ import types
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
 from kernelwright.nodes.model_report import write_model_report, written_on_crash
 from kernelwright.nodes.run_context import Context
+
+if TYPE_CHECKING:
+    from kernelwright.hardware.result import EvalResult
 
 
 class RegionRow(BaseModel):
@@ -280,8 +283,8 @@ def _judge(result: ModelResult, rd: Path, ctx: Context) -> None:
     (rd / "stitched_eval.json").write_text(verdict.model_dump_json(indent=2), encoding="utf-8")
 
 
-def take_verdict(result: ModelResult, verdict: Any) -> None:
-    """The judge's verdict on the stitched model (an EvalResult) into `result`: correct or not, its speedup
+def take_verdict(result: ModelResult, verdict: EvalResult) -> None:
+    """The judge's verdict on the stitched model into `result`: correct or not, its speedup
     where timed, and one line that says plainly when it is slower than the reference, whose answer is then the
     reference model (as a task's verdict says of a best kernel slower than eager)."""
     result.correct = bool(verdict.correct)
