@@ -11,6 +11,10 @@ the candidate processes' environment as the judge builds it, and again with TEAR
 (`--teardown` both|off|on), and writes the judged medians with their p20-p80:
 
     python benchmarks/judge_host_bias.py --task level2_bf16/20 --out bias.json
+    python benchmarks/judge_host_bias.py --task KB/level3/35_LSTM.py --program STITCHED/35_LSTM_stitched.py \
+        --teardown off --timeout 100 --out bias.json
+
+(--program: that program instead of the writer's root, e.g. a stitched level-3 model.)
 
 Compare with `python benchmarks/host_vs_gpu.py --tasks level2_bf16/20 [--after-profiler]`, which times the
 same program in a plain process (with one profiler session first, under --after-profiler).
@@ -42,6 +46,8 @@ def main() -> int:
     ap.add_argument("--task", default="level2_bf16/20")
     ap.add_argument("--rounds", type=int, default=2, help="evaluations per setting (one judge each)")
     ap.add_argument("--teardown", choices=("both", "off", "on"), default="both")
+    ap.add_argument("--program", help="judge this program file (default: the writer's root for the task)")
+    ap.add_argument("--timeout", type=float, default=None, help="the judge's stage timeout, s (EvalConfig.timeout)")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
@@ -51,7 +57,8 @@ def main() -> int:
 
     path = task_path(args.task)
     task = load_task(path)
-    code = root_program(task, get_target("nvidia-h200")).code
+    code = Path(args.program).read_text() if args.program else root_program(task, get_target("nvidia-h200")).code
+    cfg = EvalConfig(device=args.device, **({"timeout": args.timeout} if args.timeout else {}))
     settings = {"both": [False, True], "off": [False], "on": [True]}[args.teardown]
     out: dict[str, Any] = {"env": environment(args.device), "task": args.task, "design": code.splitlines()[0]}
     rows = []
@@ -59,7 +66,7 @@ def main() -> int:
         _with_teardown(teardown)
         with WorkerPool(device=args.device, workers=1) as pool:  # a fresh judge: its processes get the env
             for r in range(args.rounds):
-                res = pool.evaluate(task, code, EvalConfig(device=args.device))
+                res = pool.evaluate(task, code, cfg)
                 row = {"teardown_cupti": teardown, "round": r, "correct": res.correct, "error": res.error,
                        "runtime_ms": res.runtime_ms, "p20_ms": res.runtime_p20_ms, "p80_ms": res.runtime_p80_ms,
                        "eager_ms": res.eager_ms, "compile_ms": res.compile_ms, "note": res.timing_note}  # fmt: skip

@@ -10,7 +10,7 @@ case this writes the offline writer's first program at the task's own (traced) s
 runs it on the task resized to the unseen size, and times it as written and with one launch line replaced
 (text substitutions on the program). Each variant's output is checked against the task's Model (largest error
 over the reference's RMS). Eager is timed on the same inputs. One JSON file: DIR/unseen_variants.json.
---tasks runs only the cases of those tasks (e.g. level1/25).
+--tasks runs only the cases of those tasks (e.g. level1/25); --last N only the last N cases.
 """
 
 from __future__ import annotations
@@ -41,8 +41,21 @@ WIDE_ROW_FALLBACKS = {
     "single up to 8192, fallback BLOCK_R 4096": [REGISTERS_8192, FALLBACK_4096],
     "single up to 8192, fallback BLOCK_R 4096 with 16 warps": FALLBACK_4096_16,
 }
+# 2026-12-06 (thirty-seventh session): the same fallback given two_pass's eviction hints (EVICT: the statistics passes keep the row in L2,
+# the writing pass streams it) and its row length compiled in (STATIC), and the registers limit where a padded row
+# loses to it (rows of 10240 and 12288 pad to 16384; 16384 is the whole register row with no padding)
+HINTED = {"RMAX": 8192, "BLOCK_R": 4096, "EVICT": 1}
+SIXTEEN_WARPS = [FALLBACK_4096_16[2]]
+WIDE_ROW_HINTS = {
+    "single up to 8192, fallback BLOCK_R 4096, hints": {"design": "row_registers", "config": HINTED},
+    "... and 16 warps": {"design": "row_registers", "config": HINTED, "subs": SIXTEEN_WARPS},
+    "... and STATIC": {"design": "row_registers", "config": {**HINTED, "STATIC": 1}},
+    "... and 16 warps and STATIC": {"design": "row_registers", "config": {**HINTED, "STATIC": 1},
+                                    "subs": SIXTEEN_WARPS},
+}  # fmt: skip
 Variant = list[tuple[str, str]] | dict[str, Any]
-"""Text substitutions on the written program, or {"design": D, "config": {...}}: the program written as design D."""
+"""Text substitutions on the written program, or {"design": D, "config": {...}, "subs": [...]}: the program
+written as design D (with those substitutions on it)."""
 CASES: list[tuple[str, dict[str, int], dict[str, Variant]]] = [
     (
         "level1/10",
@@ -121,6 +134,19 @@ CASES: list[tuple[str, dict[str, int], dict[str, Variant]]] = [
             **WIDE_ROW_FALLBACKS,
         },
     ),
+    # 2026-12-06 (thirty-seventh session): the wide-row fallback with two_pass's hints, at three row lengths past 8192
+    *[
+        (spec, sizes, {"as written": [], "two_pass design": {"design": "two_pass"}, **WIDE_ROW_HINTS})
+        for spec, sizes in [
+            ("level1/11", {"batch_size": 10240, "dim": 10240}),
+            ("level1/11", {"batch_size": 8192, "dim": 12288}),
+            ("level1/11", {"batch_size": 4096, "dim": 16384}),
+            ("level2/04", {"batch_size": 20480, "dim": 10240}),
+            ("level2/04", {"batch_size": 8192, "dim": 16384}),
+            ("level1/12", {"batch_size": 10240, "dim": 10240}),
+            ("level1/09", {"batch_size": 5120, "dim": 20480}),
+        ]
+    ],
 ]
 
 
@@ -154,7 +180,7 @@ def run_case(spec: str, sizes: dict[str, int], variants: dict[str, Variant], out
             except Exception as exc:
                 entry["variants"][label] = {"error": f"{type(exc).__name__}: {exc}"[:400]}
                 continue
-            subs = []
+            subs = subs.get("subs", [])
         for old, new in subs:
             if old not in code:
                 entry["variants"][label] = {"error": f"text not in the program: {old!r}"}
@@ -183,12 +209,12 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--tasks", nargs="*", help="only these tasks' cases (default: every case)")
+    parser.add_argument("--last", type=int, default=0, help="only the last N cases (of those --tasks selects)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     results = {"environment": environment("cuda"), "cases": []}
-    for spec, sizes, variants in CASES:
-        if args.tasks and spec not in args.tasks:
-            continue
+    cases = [case for case in CASES if not args.tasks or case[0] in args.tasks]
+    for spec, sizes, variants in cases[-args.last:] if args.last else cases:
         entry = run_case(spec, sizes, variants, args.out, args.reps)
         results["cases"].append(entry)
         print(json.dumps(entry), flush=True)
