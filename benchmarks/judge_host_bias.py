@@ -47,7 +47,9 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2, help="evaluations per setting (one judge each)")
     ap.add_argument("--teardown", choices=("both", "off", "on"), default="both")
     ap.add_argument("--program", help="judge this program file (default: the writer's root for the task)")
-    ap.add_argument("--timeout", type=float, default=None, help="the judge's stage timeout, s (EvalConfig.timeout)")
+    ap.add_argument(
+        "--timeout", type=float, default=None, help="the judge's stage timeout, s (EvalConfig.timeout)"
+    )
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
@@ -57,7 +59,9 @@ def main() -> int:
 
     path = task_path(args.task)
     task = load_task(path)
-    code = Path(args.program).read_text() if args.program else root_program(task, get_target("nvidia-h200")).code
+    code = (
+        Path(args.program).read_text() if args.program else root_program(task, get_target("nvidia-h200")).code
+    )
     cfg = EvalConfig(device=args.device, **({"timeout": args.timeout} if args.timeout else {}))
     settings = {"both": [False, True], "off": [False], "on": [True]}[args.teardown]
     out: dict[str, Any] = {"env": environment(args.device), "task": args.task, "design": code.splitlines()[0]}
