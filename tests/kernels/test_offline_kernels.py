@@ -765,21 +765,17 @@ def test_lane_wise_welford_is_exact_on_data_far_from_zero_with_ragged_chunks(poo
 
 # Welford programs and their torch references against float64 on a few seeded inputs; prints each case's
 # worst errors (program, torch) on a line. Run after a line that sets ROOT (the repository), FOLDER (for the
-# programs) and CASES (a list of (task source, design, config)).
+# programs) and CASES (a list of (task source, program)). The test writes the programs: loading a task there
+# would start a task loader of its own (~2 s of CPU), and the programs are the same in either process.
 WELFORD_ACCURACY = """
 import sys, textwrap
 from pathlib import Path
 sys.path.insert(0, ROOT)
 import torch
-from kernelwright.providers.offline.choice.variants import program_variant
-from kernelwright.tasks import load_task_source
 from tests.fakes.writer import import_program
 
 folder = Path(FOLDER)
-for i, (source, design, cfg) in enumerate(CASES):
-    task = load_task_source(textwrap.dedent(source), "offset_" + design)
-    code = program_variant(task.source, task.name, design, cfg).code
-    assert "_kw_welford_combine" in code
+for i, (source, code) in enumerate(CASES):
     module = import_program(code, folder / f"program{i}.py")
     ns = {}
     exec(textwrap.dedent(source), ns)
@@ -807,8 +803,16 @@ def test_welford_on_data_far_from_zero_is_as_accurate_as_torch(tmp_path):
         # variances near 1: torch's error is 1-2 ulp (60x before)
         (OFFSET_MIDDLE_VARIANCE, "online", {"BLOCK_R": 32, "BLOCK_I": 16}, 3.0),
     ]
+    from kernelwright.providers.offline.choice.variants import program_variant
+
+    programs = []
+    for source, design, cfg, _ in cases:
+        task = _task(source, "offset_" + design)
+        code = program_variant(task.source, task.name, design, cfg).code
+        assert code is not None and "_kw_welford_combine" in code
+        programs.append((source, code))
     root = str(Path(__file__).resolve().parents[2])
-    given = f"ROOT, FOLDER, CASES = {root!r}, {str(tmp_path)!r}, {[c[:3] for c in cases]!r}\n"
+    given = f"ROOT, FOLDER, CASES = {root!r}, {str(tmp_path)!r}, {programs!r}\n"
     lines = run_interpreted(given + WELFORD_ACCURACY, timeout=300)
     errors = [tuple(float(v) for v in line.split()) for line in lines]
     assert len(errors) == len(cases), lines
