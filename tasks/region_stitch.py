@@ -66,12 +66,14 @@ def _top_level_names(tree: ast.Module) -> set[str]:
     return names
 
 
-def prefixed_kernel(code: str, prefix: str, sharing: KernelSharing | None = None) -> tuple[str, str]:
+def prefixed_kernel(
+    code: str, prefix: str, sharing: KernelSharing | None = None, tree: ast.Module | None = None
+) -> tuple[str, str]:
     """The kernel file's code with its own top-level names prefixed, and its ModelNew's new name. With
     `sharing`, a Triton kernel an earlier file given to it defined alike is not defined again: its uses
-    name the earlier one."""
+    name the earlier one. `tree`: the code already parsed (it is changed here)."""
     try:
-        tree = _without_future(parse_python(code))
+        tree = _without_future(tree if tree is not None else parse_python(code))
     except SyntaxError as exc:
         raise StitchError(f"a region kernel does not parse: {exc}") from exc
     names = {n: f"{prefix}{n}" for n in _top_level_names(tree) if not n.startswith("__")}
@@ -98,14 +100,14 @@ _LAUNCHERS = ("_kw_launch", "_kw_direct", "_kw_no_hook")
 """The launcher's functions: `_kw_launch`, and the direct launch it makes of a kernel it compiled before."""
 
 
-def replayable(code: str) -> bool:
+def replayable(code: str | ast.Module) -> bool:
     """Whether a kernel file launches every kernel through its `_kw_launch` (as the offline writer's
     programs do): `kernel[grid](...)`, `.run(...)` and `.warmup(...)` appear only inside it (and the
     `_kw_direct` it calls, called nowhere else). Only such a region's launches are recorded and replayed
     (region_runtime.LaunchReplay): a launch made any other way would not be seen, and a replay would leave
-    it out."""
+    it out. `code` may be given parsed."""
     try:
-        tree = parse_python(code)
+        tree = code if isinstance(code, ast.Module) else parse_python(code)
     except SyntaxError:
         return False
     if not any(isinstance(n, ast.FunctionDef) and n.name == "_kw_launch" for n in tree.body):
@@ -308,10 +310,14 @@ def stitched_source(
     for _index, (signature, code) in sorted(kernels.items()):
         if signature in class_of:
             continue
-        body, cls = prefixed_kernel(code, f"_r{signature[:10]}_", sharing)
-        class_of[signature] = cls
-        if replayable(code):
+        try:  # parsed once (a long program takes ~10 ms); replayable reads it before the renaming
+            tree = parse_python(code)
+        except SyntaxError as exc:
+            raise StitchError(f"a region kernel does not parse: {exc}") from exc
+        if replayable(tree):
             replays.add(signature)
+        body, cls = prefixed_kernel(code, f"_r{signature[:10]}_", sharing, tree)
+        class_of[signature] = cls
         parts += [f"# ---- kernel of region signature {signature} ----", body]
     parts += ["# ---- region runtime (tasks/region_runtime.py) ----", _runtime_source()]
     table = ", ".join(f"{i}: {class_of[sig]}" for i, (sig, _) in sorted(kernels.items()))
