@@ -872,3 +872,47 @@ def test_the_polynomial_gelu_is_as_accurate_as_torchs_fp32_gelu():
     (line,) = run_interpreted(GELU_ACCURACY, timeout=300)
     err, torch_err, relative = (float(v) for v in line.split())
     assert err <= 1.5 * torch_err and relative < 3e-7, (err, torch_err, relative)
+
+
+WIDE_LAYER_NORM = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+
+    def forward(self, x):
+        return self.norm(x)
+
+def get_inputs():
+    return [torch.randn(3, {dim}) * 2 + 7]
+def get_init_inputs():
+    return [{dim}]
+def get_small_inputs():
+    return [torch.randn(2, 37) * 2 + 7]
+def get_small_init_inputs():
+    return [37]
+"""
+
+
+def test_a_wide_norm_row_mostly_padding_takes_the_hinted_fallback_and_a_fuller_one_stays_in_registers(pool):
+    """A norm's row in registers is padded to a power of two; past 8192, a row under three quarters of it
+    (9000 of 16384) runs the looped fallback in 4096-wide chunks with 16 warps and eviction hints, and one of
+    12300 stays one load. Both written at their own size and verified (the judge's second shape is small)."""
+    from kernelwright.providers.offline.kinds.row_plan import RowConfig, registers_rows_launch
+
+    jobs = []
+    for dim, single in ((9000, False), (12300, True)):
+        task = _task(WIDE_LAYER_NORM.replace("{dim}", str(dim)), f"wide_layer_norm_{dim}")
+        answer = write_program(_prompt(task.source))
+        assert answer.code is not None and answer.meta is not None, answer.explanation
+        assert answer.meta.design == "row_registers", answer.meta
+        cfg = RowConfig(**{k: v for k, v in answer.meta.config.items() if k != "num_warps" or v != "auto"})
+        assert registers_rows_launch(cfg, 3, dim)[0] is single
+        assert registers_rows_launch(cfg, 3, dim)[3] == 16
+        assert "single = npow <= 16384 and (npow <= 8192 or 4 * NR >= 3 * npow)" in answer.code
+        assert "if single else 16" in answer.code and 'eviction_policy="evict_last"' in answer.code
+        jobs.append((f"layer norm over rows of {dim}", task, answer.code))
+    _check(pool, jobs)

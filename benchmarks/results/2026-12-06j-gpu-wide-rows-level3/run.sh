@@ -39,7 +39,7 @@ for stage in ${STAGES}; do
   bias)
     for m in ${BIAS_MODELS}; do
       [ $(left) -lt 120 ] && { echo "stopped before $m: the call's time"; break; }
-      PYTHONPATH=.:$PYTHONPATH timeout $(( $(left) - 20 )) python3 benchmarks/judge_host_bias.py --task .l3/kb/level3/$m.py \
+      PYTHONPATH=.:$PYTHONPATH timeout $(( $(left) - 20 )) python3 benchmarks/judge_host_bias.py --task .l3/kb/$m.py \
         --program .l3/stitched/${m}_stitched.py --teardown both --rounds 1 --timeout 90 --out $OUT/bias_$m.json >> $OUT/bias.log 2>&1
       echo "$m exit $?"; grep '^{' $OUT/bias.log | tail -2 | cut -c1-300
     done ;;

@@ -115,7 +115,8 @@ def launch_plain(gen: RowKernelGen, c: Code, args: list[str]) -> None:
     c("npow = _np2(max(NR, 1))")
     if gen.layout == "rows":
         if cfg.mode == "registers":
-            c(f"single = npow <= {cfg.RMAX}")
+            full = f" and (npow <= {cfg.RFULL} or 4 * NR >= 3 * npow)" if cfg.RFULL else ""  # mostly padding
+            c(f"single = npow <= {cfg.RMAX}{full}")
             c(f"BLOCK_R = npow if single else {cfg.BLOCK_R}")
             c(f"BLOCK_M = min(max(1, {cfg.TILE} // BLOCK_R), _np2(max(NK, 1))) if single else 1")
         else:
@@ -150,6 +151,8 @@ def launch_plain(gen: RowKernelGen, c: Code, args: list[str]) -> None:
         meta += ", SINGLE=single"
     if cfg.num_warps:
         c(f"num_warps = {cfg.num_warps}")
+    elif cfg.mode == "registers" and gen.layout == "rows" and cfg.FALLBACK_WARPS:
+        c(f"num_warps = ({auto_warps_expr(tile)}) if single else {cfg.FALLBACK_WARPS}")
     else:
         c(f"num_warps = {auto_warps_expr(tile)}")
     c(f"_kw_launch({gen.kname}, grid,")

@@ -191,6 +191,16 @@ def default_config(design: Design, info: RowsInfo, tf32: bool = False) -> dict[s
             # In bf16 the same task went the other way (design_sweep, twenty-fourth session: 0.104 ms
             # without, 0.119 with; torch.compile 0.107): half-precision rows keep the default load order.
             cfg["PRELOAD"] = 1
+        if info.family == "norm":
+            # A row past 8192 that is mostly padding in registers (under three quarters of its power of two) takes
+            # the looped fallback, run as the two_pass design runs its loops: 4096-wide chunks, 16 warps, the row
+            # kept in L2 for its second and third reads (EVICT). On an H100 (the first program at its traced size
+            # run at wider rows; ms): layer norm at 10240 x 10240 0.367 in registers padded to 16384 -> 0.336
+            # (two_pass 0.313), layer norm + GELU at 20480 x 10240 0.761 -> 0.627 (0.591), RMS norm at 10240^2
+            # 0.348 -> 0.325 (0.313). Rows of 12288 and 16384 stay in registers: 0.333 and 0.216 there, 0.343 and
+            # 0.281 this way. The fallback with its sizes compiled in (STATIC) ran 0.311-0.313 at 10240: not
+            # taken, since STATIC compiles the single load once per row length too (not measured at traced sizes).
+            cfg.update({"RFULL": 8192, "BLOCK_R": 4096, "EVICT": 1, "FALLBACK_WARPS": 16})
         if info.family == "softmax" and "PRELOAD" not in cfg:
             # Rows past RMAX take the looped fallback (three passes over the row). On an H200 at 5120 x
             # 20480 (softmax searched at 4096 x 16384, judged at an unseen size): 0.478 ms looped, 0.340

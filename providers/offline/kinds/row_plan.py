@@ -37,6 +37,11 @@ class RowConfig:
     STATIC: int = 0  # 1: row length, sizes and strides are compile-time constants (one compile per shape)
     MERGE: int = 1  # split: a variance in its mean's pass (Welford partials, Chan); 0: a pass per level
     WRITE_CHUNKS: int = 0  # split: chunks per program of the write pass; 0: the statistics passes' grid
+    # registers over rows, rows too long for one load (the looped fallback): RFULL k > 0 keeps a row wider than
+    # k in registers only when it fills at least three quarters of its power of two (a row mostly padding takes
+    # the fallback); FALLBACK_WARPS w > 0 launches the fallback with w warps (0: the tile rule, as the single load)
+    RFULL: int = 0
+    FALLBACK_WARPS: int = 0
 
     def as_dict(self) -> dict[str, int | str]:
         return dict(self.__dict__)
@@ -64,11 +69,13 @@ def registers_rows_launch(cfg: RowConfig, nk: int, nr: int) -> tuple[bool, int, 
     NK rows of NR elements: the same arithmetic as the code `emit_rows_launch.launch_plain` emits, for callers that
     reason about configs without running them."""
     npow = next_pow2(max(nr, 1))
-    single = npow <= cfg.RMAX
+    single = npow <= cfg.RMAX and (not cfg.RFULL or npow <= cfg.RFULL or 4 * nr >= 3 * npow)
     block_r = npow if single else cfg.BLOCK_R
     block_m = min(max(1, cfg.TILE // block_r), next_pow2(max(nk, 1))) if single else 1
     tile = block_m * block_r
     warps = cfg.num_warps or next((w for bound, w in _AUTO_WARPS if tile < bound), _AUTO_WARPS_MAX)
+    if not single and not cfg.num_warps and cfg.FALLBACK_WARPS:
+        warps = cfg.FALLBACK_WARPS
     return single, block_r, block_m, warps
 
 
