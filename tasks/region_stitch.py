@@ -66,16 +66,20 @@ def _top_level_names(tree: ast.Module) -> set[str]:
     return names
 
 
+def _parsed_kernel(code: str) -> ast.Module:
+    try:
+        return parse_python(code)
+    except SyntaxError as exc:
+        raise StitchError(f"a region kernel does not parse: {exc}") from exc
+
+
 def prefixed_kernel(
     code: str, prefix: str, sharing: KernelSharing | None = None, tree: ast.Module | None = None
 ) -> tuple[str, str]:
     """The kernel file's code with its own top-level names prefixed, and its ModelNew's new name. With
     `sharing`, a Triton kernel an earlier file given to it defined alike is not defined again: its uses
     name the earlier one. `tree`: the code already parsed (it is changed here)."""
-    try:
-        tree = _without_future(tree if tree is not None else parse_python(code))
-    except SyntaxError as exc:
-        raise StitchError(f"a region kernel does not parse: {exc}") from exc
+    tree = _without_future(tree if tree is not None else _parsed_kernel(code))
     names = {n: f"{prefix}{n}" for n in _top_level_names(tree) if not n.startswith("__")}
     if "ModelNew" not in names:
         raise StitchError("a region kernel defines no ModelNew")
@@ -310,10 +314,9 @@ def stitched_source(
     for _index, (signature, code) in sorted(kernels.items()):
         if signature in class_of:
             continue
-        try:  # parsed once (a long program takes ~10 ms); replayable reads it before the renaming
-            tree = parse_python(code)
-        except SyntaxError as exc:
-            raise StitchError(f"a region kernel does not parse: {exc}") from exc
+        tree = _parsed_kernel(
+            code
+        )  # parsed once (~10 ms a long program); replayable reads it before the renaming
         if replayable(tree):
             replays.add(signature)
         body, cls = prefixed_kernel(code, f"_r{signature[:10]}_", sharing, tree)

@@ -909,9 +909,8 @@ def test_a_wide_norm_row_mostly_padding_takes_the_hinted_fallback_and_a_fuller_o
         answer = write_program(_prompt(task.source))
         assert answer.code is not None and answer.meta is not None, answer.explanation
         assert answer.meta.design == "row_registers", answer.meta
-        cfg = RowConfig(**{k: v for k, v in answer.meta.config.items() if k != "num_warps" or v != "auto"})
-        assert registers_rows_launch(cfg, 3, dim)[0] is single
-        assert registers_rows_launch(cfg, 3, dim)[3] == 16
+        launch_single, _, _, warps = registers_rows_launch(RowConfig(**answer.meta.config), 3, dim)
+        assert (launch_single, warps) == (single, 16)
         assert "single = npow <= 16384 and (npow <= 8192 or 4 * NR >= 3 * npow)" in answer.code
         assert "if single else 16" in answer.code and 'eviction_policy="evict_last"' in answer.code
         jobs.append((f"layer norm over rows of {dim}", task, answer.code))
