@@ -314,9 +314,8 @@ def stitched_source(
     for _index, (signature, code) in sorted(kernels.items()):
         if signature in class_of:
             continue
-        tree = _parsed_kernel(
-            code
-        )  # parsed once (~10 ms a long program); replayable reads it before the renaming
+        # parsed once (~10 ms a long program); replayable reads it before the renaming
+        tree = _parsed_kernel(code)
         if replayable(tree):
             replays.add(signature)
         body, cls = prefixed_kernel(code, f"_r{signature[:10]}_", sharing, tree)
