@@ -397,6 +397,16 @@ CASES: dict[str, tuple[str, str, str | dict]] = {
         "implicit_gemm",
         "nhwc",
     ),
+    # a pool of a value reduced over channels stores one channel (it stored C channels' room, one written)
+    "conv2d_channel_mean_avgpool_one_channel": (
+        _task(
+            "self.conv = nn.Conv2d(3, 5, 3)\nself.pool = nn.AvgPool2d(2)",
+            "return self.pool(torch.mean(torch.relu(self.conv(x)), dim=1, keepdim=True))",
+            "[torch.randn(2, 3, 8, 9)]",
+        ),
+        "implicit_gemm",
+        "nhwc",
+    ),
     "conv_transpose2d_batchnorm_tanh_maxpool_groupnorm": (
         _task(
             """
@@ -622,6 +632,7 @@ QUICK = {
     "conv_transpose3d_maxpool_softmax", "depthwise_flat_tiles_batchnorm_recompute",
     "conv2d_instancenorm_scale_sum_fold", "conv3d_groupnorm_relu_mean_nofold", "conv2d_activation_vocabulary",
     "conv2d_direct_stride_pad_dilation_groups_gelu", "depthwise_plane_interior_tiles_stride2_dilated",
+    "conv2d_channel_mean_avgpool_one_channel",
 }  # fmt: skip
 """One case per code path in the default suite: each layout and design, transposed, the direct tiles, a fold
 and a no-fold, half precision, and the persistent tile loop (three cases, their one-program-per-tile twins

@@ -137,7 +137,8 @@ class RegionOps:
             prev.attrs["parts"].append(info)
             return self.b.chain_like(x, x.op, node)
         self.b.regions += 1
-        op = self.b.new_op("pool", [x.op], attrs={"kind": kind, "parts": [info]})
+        # a pool of a value reduced over channels is one channel too (the stage's buffer and store follow it)
+        op = self.b.new_op("pool", [x.op], attrs={"kind": kind, "parts": [info]}, cred=x.cred)
         return self.b.chain_like(x, op, node, region=self.b.regions)
 
     def adaptive(self, node: fx.Node, x: Any, fn: str, output_size: Any) -> Any:
