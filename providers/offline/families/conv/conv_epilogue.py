@@ -169,6 +169,22 @@ class EpilogueWriter:
             return
         if st.sink == "stats_only":
             pass
+        elif self.sp.window_split(st):
+            # window positions split across programs: each combines its pooled tile into the buffer
+            # the launcher filled with -inf (an fp32 buffer: atomic max is exact in any order)
+            if kind == "f":
+                ptrs, mask = (
+                    f"out_ptr + nr64 * son + (c * soc)[None, :] + ({sp})[:, None]",
+                    "row_ok[:, None] & col_ok[None, :]",
+                )
+            else:
+                ptrs, mask = f"out_ptr + nr64 * son + ({sp})[:, None]", "row_ok[:, None] & (pid_n == 0)"
+            k("if WSPLIT:")
+            with k.indent():
+                k(f"tl.atomic_max({ptrs}, {v}, mask={mask})")
+            k("else:")
+            with k.indent():
+                k(f"tl.store({ptrs}, {v}.to(out_ptr.dtype.element_ty), mask={mask})")
         elif kind == "f":
             k(
                 f"tl.store(out_ptr + nr64 * son + (c * soc)[None, :] + ({sp})[:, None], "

@@ -308,6 +308,19 @@ class HostWriter:
                 self._fill_sms(h, tiles, cfull)
             h(f"num_m = {m_tiles}")
             h(f"grid = (num_m * -(-CT{i} // BN), {groups}, {phases})")
+            if self.sp.window_split(st):
+                # where the tiles leave SMs idle, each tile's max-pool window positions are split across
+                # up to WS programs (at least two programs per SM), combined by atomic max into -inf
+                h(f"PW{i} = pk{i}[0] * pk{i}[1] * pk{i}[2]")
+                h(f"WS{i} = 1")
+                h(f"while WS{i} * 2 <= PW{i} and grid[0] * grid[1] * WS{i} < 2 * _num_sms(x5.device):")
+                with h.indent():
+                    h(f"WS{i} *= 2")
+                h(f"WCH{i} = -(-PW{i} // WS{i})")
+                h(f"grid = (grid[0], grid[1], -(-PW{i} // WCH{i}))")
+                h("if grid[2] > 1:")
+                with h.indent():
+                    h(f"b{i}.fill_(float('-inf'))")
         if self.sp.persistent(st):
             # PERSIST programs per SM walk the tiles (at most one program per tile)
             h(f"progs{i} = min(grid[0], {cfg.PERSIST} * _num_sms(x5.device))")
@@ -343,6 +356,8 @@ class HostWriter:
         a += ["N", f"C{i}", f"CT{i}", f"*X{i}", f"*S{i}"]
         if st.pool is not None:
             a += [f"*pk{i}", f"*ps{i}", f"*pp{i}", f"*pd{i}", f"pdiv{i}"]
+            if self.sp.window_split(st):
+                a += [f"WCH{i}"]
         if st.sink != "stats_only":
             a += [f"b{i}", f"*so{i}"]
         if st.sink in ("stats", "stats_only"):
@@ -379,6 +394,8 @@ class HostWriter:
                   "and IW % 2 == 0 and xk.stride(-1) == 1 and all(s % 2 == 0 for s in xk.stride()[:-1]) "
                   "and xk.data_ptr() % (2 * xk.element_size()) == 0")  # fmt: skip
                 extra += f"WORDS=words{i}, "
+        if self.sp.window_split(st):
+            extra += "WSPLIT=grid[2] > 1, "
         if conv and self.sp.w_tma:
             extra += f"W_TMA=wd{i} is not None, "
         if box:

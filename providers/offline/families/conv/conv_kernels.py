@@ -77,6 +77,8 @@ class StageKernelWriter:
                 "PDW",
                 "PDIV",
             ]
+            if self.sp.window_split(st):
+                args += ["WCH"]
         if st.sink != "stats_only":
             args += ["out_ptr", "son", "soc", "sod", "soh", "sow"]
         if st.sink in ("stats", "stats_only"):
@@ -103,6 +105,8 @@ class StageKernelWriter:
         ]
         if self.sp.pool_phase(st):
             args += ["POOL_PHASE: tl.constexpr"]
+        if self.sp.window_split(st):
+            args += ["WSPLIT: tl.constexpr"]
         if conv and self.sp.w_tma:
             args += ["W_TMA: tl.constexpr"]
         if self._box:
@@ -321,7 +325,12 @@ class StageKernelWriter:
             k(f"pooled = tl.zeros({shape}, dtype=tl.float32)")
             if not include:
                 k("pcnt = tl.zeros((BLOCK_M, 1), dtype=tl.float32)")
-        k("for wi in range(0, PKD * PKH * PKW):")
+        if self.sp.window_split(st):
+            # this program's share of the window positions (grid axis 2; all of them when WSPLIT is off)
+            k("w0 = tl.program_id(2) * WCH")
+            k("for wi in range(w0, tl.minimum(w0 + WCH, PKD * PKH * PKW)):")
+        else:
+            k("for wi in range(0, PKD * PKH * PKW):")
         with k.indent():
             k("wkw = wi % PKW")
             k("wkh = (wi // PKW) % PKH")

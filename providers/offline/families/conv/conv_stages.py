@@ -269,6 +269,30 @@ class StagedPlan:
             and self.spec.transposed
         )
 
+    def window_split(self, st: Stage) -> bool:
+        """Whether the stage's max-pool windows may be split across programs (grid axis 2, WCH window
+        positions each, the pooled tile combined with atomic max into a buffer filled with -inf): a GEMM
+        design's convolution stage whose stored value is the max pool itself, in fp32. A fused pool walks
+        its window positions one after another, each a whole convolution tile, so where the pooled rows
+        are few the programs are few and long: level2/21 (conv3d, softmax over channels, two 2x2x2 pools,
+        64 positions) at 11 x 11 x 13 x 49 x 49 made 84 programs of 64 x 27 tap steps, 0.24x eager on an
+        H200. The launcher splits only where the tiles leave SMs idle (max is exact in any order)."""
+        return (
+            st.source == "conv"
+            and self.gemm
+            and self.design in ("implicit_gemm", "implicit_gemm_flatk")
+            and st.pool is not None
+            and st.pool.attrs["kind"] == "max"
+            and not st.post
+            and st.value == st.pool.id
+            and st.sink == "store"
+            and self.spec.dtype == "float32"
+            and not self.pool_phase(st)
+            and not self.persistent(st)
+            and not self.per_sample(st)
+            and not self.box(st)
+        )
+
     def const_args(self, st: Stage) -> list[tuple[str, str]]:
         out = []
         for op in st.ops:
