@@ -165,6 +165,32 @@ CASES: list[tuple[str, dict[str, int], dict[str, Variant]]] = [
             ("level1/20", {"batch_size": 32768, "num_classes": 8192}),
         ]
     ],
+    # 2026-12-06 (thirty-eighth session, H200): conv3d + softmax over channels + two pools ran 0.24x eager at this
+    # size (1.17 ms; the traced size 1.18x): 2,662 pooled rows, each program looping 64 window positions x 27 taps
+    (
+        "level2/21",
+        {"batch_size": 11, "in_channels": 11, "out_channels": 23, "depth": 13, "height": 49},
+        {
+            "as written": [],
+            "SM fill down to BLOCK_M 16": [("while BM > 32 and", "while BM > 16 and")],
+        },
+    ),
+    # ... and a convolution whose channel sum is fused (a whole-channel tile): at 160 output channels (traced 128)
+    # the tile is 64 x 256 with 16-wide K steps (242 registers, one program per SM): 0.56x eager, the same
+    # convolution without the sum (level2/09, 128 x 128 tiles) 1.11x
+    (
+        "level2/10",
+        {"batch_size": 80, "in_channels": 80, "out_channels": 160, "height": 160},
+        {
+            "as written": [],
+            "BLOCK_M 32": [("while BM * BN > 16384 and", "while BM * BN > 8192 and")],
+            "BLOCK_M 32, 4 warps": [
+                ("while BM * BN > 16384 and", "while BM * BN > 8192 and"),
+                ("num_warps=8, num_stages=3", "num_warps=4, num_stages=3"),
+            ],
+            "2 stages": [("num_warps=8, num_stages=3", "num_warps=8, num_stages=2")],
+        },
+    ),
 ]
 
 
