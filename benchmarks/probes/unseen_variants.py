@@ -166,15 +166,24 @@ CASES: list[tuple[str, dict[str, int], dict[str, Variant]]] = [
         ]
     ],
     # 2026-12-06 (thirty-eighth session, H200): conv3d + softmax over channels + two pools ran 0.24x eager at this
-    # size (1.17 ms; the traced size 1.18x): 2,662 pooled rows, each program looping 64 window positions x 27 taps
-    (
-        "level2/21",
-        {"batch_size": 11, "in_channels": 11, "out_channels": 23, "depth": 13, "height": 49},
-        {
-            "as written": [],
-            "SM fill down to BLOCK_M 16": [("while BM > 32 and", "while BM > 16 and")],
-        },
-    ),
+    # size (1.17 ms; the traced size 1.18x): 2,662 pooled rows, each program looping 64 window positions x 27 taps.
+    # As written now (db43c01) the window positions are split across programs where the tiles are few; the
+    # variants: not split (as before), and the SM fill down to 16-row tiles
+    *[
+        (
+            "level2/21",
+            sizes,
+            {
+                "as written": [],
+                "windows not split": [("while WS0 * 2 <= PW0", "while False and WS0 * 2 <= PW0")],
+                "SM fill down to BLOCK_M 16": [("while BM > 32 and", "while BM > 16 and")],
+            },
+        )
+        for sizes in [
+            {"batch_size": 11, "in_channels": 11, "out_channels": 23, "depth": 13, "height": 49},
+            {"batch_size": 16, "in_channels": 16, "out_channels": 32, "depth": 18, "height": 66},
+        ]
+    ],
     # ... and a convolution whose channel sum is fused (a whole-channel tile): at 160 output channels (traced 128)
     # the tile is 64 x 256 with 16-wide K steps (242 registers, one program per SM): 0.56x eager, the same
     # convolution without the sum (level2/09, 128 x 128 tiles) 1.11x
