@@ -243,7 +243,16 @@ class HostWriter:
         elif conv:
             h(f"BM, BN, BK = {cfg.BLOCK_M}, {cfg.BLOCK_N}, {cfg.BLOCK_K}")
             lo = 16 if self.sp.gemm else 1
-            if cfull:
+            chunks = self.sp.channel_chunks(st) is not None
+            if cfull and chunks:
+                # every channel in chunks no wider than the traced whole-channel tile (conv_stages.channel_chunks)
+                traced_chunk = self._traced_tile(True, lo)
+                assert traced_chunk is not None
+                h(f"BN = max({lo}, min(_kw_npow2(CT{i}), {traced_chunk[1]}))")
+                h(f"while BM * BN > 16384 and BM > {lo}:")
+                with h.indent():
+                    h("BM //= 2")
+            elif cfull:
                 h(f"BN = max({lo}, _kw_npow2(CT{i}))")
                 h(f"while BM * BN > 16384 and BM > {lo}:")
                 with h.indent():
@@ -303,11 +312,13 @@ class HostWriter:
                 m_tiles = f"N * -(-GP{i} // BM)" if per_sample else f"-(-(N * GP{i}) // BM)"
             groups = "groups" if conv and self.sp.gemm else "1"
             phases = "stride3[0] * stride3[1] * stride3[2]" if conv and self.sp.phase else "1"
+            # a tile that walks every channel in chunks is one tile across them (conv_stages.channel_chunks)
+            n_tiles = "1" if self.sp.channel_chunks(st) is not None else f"-(-CT{i} // BN)"
             if conv and not box and self.design in ("implicit_gemm", "implicit_gemm_flatk"):
-                tiles = f"{m_tiles} * -(-CT{i} // BN) * {groups}" + (f" * {phases}" if phases != "1" else "")
+                tiles = f"{m_tiles} * {n_tiles} * {groups}" + (f" * {phases}" if phases != "1" else "")
                 self._fill_sms(h, tiles, cfull)
             h(f"num_m = {m_tiles}")
-            h(f"grid = (num_m * -(-CT{i} // BN), {groups}, {phases})")
+            h(f"grid = (num_m * {n_tiles}, {groups}, {phases})")
             if self.sp.window_split(st):
                 # where the tiles leave SMs idle, each tile's max-pool window positions are split across
                 # up to WS programs (at least two programs per SM), combined by atomic max into -inf

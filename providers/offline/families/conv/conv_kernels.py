@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from kernelwright.providers.offline.emit.emit import Code
 from kernelwright.providers.offline.families.conv.conv_epilogue import EpilogueWriter
+from kernelwright.providers.offline.families.conv.conv_ir import Op
 from kernelwright.providers.offline.families.conv.conv_mainloop import Coords, MainLoopWriter
 from kernelwright.providers.offline.families.conv.conv_plane import plane_body
 from kernelwright.providers.offline.families.conv.conv_stages import Stage, StagedPlan
@@ -126,6 +127,9 @@ class StageKernelWriter:
             return k.text()
         with k.indent():
             self._grid(k, gemm=gemm, phase=phase, per_sample=per_sample)
+            if self.sp.channel_chunks(st) is not None:
+                k("num_n = 1  # one tile walks every channel, BLOCK_N at a time")
+                k("width = GROUP_M")
             if self.sp.persistent(st):
                 # the tiles in one loop that Triton flattens with each tile's K loop: the next tile's first
                 # loads are issued while this tile's epilogue runs
@@ -141,7 +145,10 @@ class StageKernelWriter:
         """One output tile: its indices, its source (convolution or buffer), its ops and its store."""
         self._tile_index(k, gemm=gemm, phase=phase, per_sample=per_sample)
         kinds: dict[int, str] = {}
-        if st.pool is None:
+        red = self.sp.channel_chunks(st)
+        if red is not None:
+            self._channel_chunks(k, st, red, kinds, gemm=gemm)
+        elif st.pool is None:
             coords = Coords("sd_", "sh_", "sw_", "row_ok", None if phase else "p")
             self._source(k, st, coords, kinds, phase=phase)
             self.epilogue.ops(k, st, st.pre, coords, kinds)
@@ -149,6 +156,35 @@ class StageKernelWriter:
             self._pool(k, st, kinds, phase=phase)
             self.epilogue.ops(k, st, st.post, Coords("sd_", "sh_", "sw_", "row_ok", "p"), kinds)
         self.epilogue.sink(k, st, kinds, per_sample=per_sample, phase=phase)
+
+    def _channel_chunks(self, k: Code, st: Stage, red: Op, kinds: dict[int, str], *, gemm: bool) -> None:
+        """The stage's convolution and ops up to its channel reduction, BLOCK_N channels at a time, each
+        chunk's reduction combined into `red`; then the ops after it (conv_stages.channel_chunks)."""
+        coords = Coords("sd_", "sh_", "sw_", "row_ok", "p")
+        at = st.pre.index(red)
+        hoisted = [op for op in st.pre if op.kind == "const" or self.sp.scalar_operand(op)]
+        chunked = [op for op in st.pre[: at + 1] if op not in hoisted]
+        after = [op for op in st.pre[at + 1 :] if op not in hoisted]
+        self.epilogue.ops(k, st, hoisted, coords, kinds)
+        fn = red.attrs["fn"]
+        init = {"sum": "0.0", "mean": "0.0", "max": "float('-inf')", "min": "float('inf')"}[fn]
+        combine = {
+            "sum": "red + {}",
+            "mean": "red + {}",
+            "max": "tl.maximum(red, {})",
+            "min": "tl.minimum(red, {})",
+        }
+        k(f"red = tl.full((BLOCK_M, 1), {init}, tl.float32)")
+        k("for nc in range(0, CT, BLOCK_N):")
+        with k.indent():
+            k("j = nc + tl.arange(0, BLOCK_N)")
+            k("col_ok = j < CT")
+            k("c = pid_g * OC_G + j" if gemm else "c = j")
+            self._source(k, st, coords, kinds, phase=False)
+            self.epilogue.ops(k, st, chunked, coords, kinds)
+            k("red = " + combine[fn].format(f"v{red.id}"))
+        k(f"v{red.id} = red")
+        self.epilogue.ops(k, st, after, coords, kinds)
 
     def _fold_kernel(self, st: Stage) -> str:
         """One program per sample: each channel's mean of the normalised value over all positions from
