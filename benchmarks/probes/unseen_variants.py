@@ -53,6 +53,8 @@ WIDE_ROW_HINTS = {
     "... and 16 warps and STATIC": {"design": "row_registers", "config": {**HINTED, "STATIC": 1},
                                     "subs": SIXTEEN_WARPS},
 }  # fmt: skip
+# level2/10's channel sum in one tile as wide as the channels' power of two (before 01ea730's chunks)
+WHOLE_CHANNELS = ("BN = max(16, min(_kw_npow2(CT0), 128))", "BN = max(16, _kw_npow2(CT0))")
 Variant = list[tuple[str, str]] | dict[str, Any]
 """Text substitutions on the written program, or {"design": D, "config": {...}, "subs": [...]}: the program
 written as design D (with those substitutions on it)."""
@@ -184,20 +186,25 @@ CASES: list[tuple[str, dict[str, int], dict[str, Variant]]] = [
             {"batch_size": 16, "in_channels": 16, "out_channels": 32, "depth": 18, "height": 66},
         ]
     ],
-    # ... and a convolution whose channel sum is fused (a whole-channel tile): at 160 output channels (traced 128)
-    # the tile is 64 x 256 with 16-wide K steps (242 registers, one program per SM): 0.56x eager, the same
-    # convolution without the sum (level2/09, 128 x 128 tiles) 1.11x
+    # ... and a convolution whose channel sum is fused: at 160 output channels (traced 128) the whole-channel tile
+    # was 64 x 256 with 16-wide K steps (242 registers, one program per SM): 0.56x eager, the same convolution
+    # without the sum (level2/09, 128 x 128 tiles) 1.11x. As written now (01ea730) the tile walks the channels in
+    # 128-wide chunks; the variants: one whole-channel tile as before, and that tile's rows, warps and stages
     (
         "level2/10",
         {"batch_size": 80, "in_channels": 80, "out_channels": 160, "height": 160},
         {
             "as written": [],
-            "BLOCK_M 32": [("while BM * BN > 16384 and", "while BM * BN > 8192 and")],
-            "BLOCK_M 32, 4 warps": [
+            "one whole-channel tile": [WHOLE_CHANNELS],
+            "one whole-channel tile, BLOCK_M 32": [
+                WHOLE_CHANNELS,
+                ("while BM * BN > 16384 and", "while BM * BN > 8192 and"),
+            ],
+            "one whole-channel tile, BLOCK_M 32, 4 warps": [
+                WHOLE_CHANNELS,
                 ("while BM * BN > 16384 and", "while BM * BN > 8192 and"),
                 ("num_warps=8, num_stages=3", "num_warps=4, num_stages=3"),
             ],
-            "2 stages": [("num_warps=8, num_stages=3", "num_warps=8, num_stages=2")],
         },
     ),
 ]
