@@ -320,18 +320,7 @@ class HostWriter:
             h(f"num_m = {m_tiles}")
             h(f"grid = (num_m * {n_tiles}, {groups}, {phases})")
             if self.sp.window_split(st):
-                # where the tiles leave SMs idle, each tile's max-pool window positions are split across
-                # up to WS programs (at least two programs per SM), combined by atomic max into -inf
-                h(f"PW{i} = pk{i}[0] * pk{i}[1] * pk{i}[2]")
-                h(f"WS{i} = 1")
-                h(f"while WS{i} * 2 <= PW{i} and grid[0] * grid[1] * WS{i} < 2 * _num_sms(x5.device):")
-                with h.indent():
-                    h(f"WS{i} *= 2")
-                h(f"WCH{i} = -(-PW{i} // WS{i})")
-                h(f"grid = (grid[0], grid[1], -(-PW{i} // WCH{i}))")
-                h("if grid[2] > 1:")
-                with h.indent():
-                    h(f"b{i}.fill_(float('-inf'))")
+                host_window_split(h, i)
         if self.sp.persistent(st):
             # PERSIST programs per SM walk the tiles (at most one program per tile)
             h(f"progs{i} = min(grid[0], {cfg.PERSIST} * _num_sms(x5.device))")
@@ -416,6 +405,22 @@ class HostWriter:
             f"num_warps={warps}, num_stages={stages},"
         )
         _wrapped_call(h, "_kw_launch", [f"_kw_stage{i}", "grid", *a], meta)
+
+
+def host_window_split(h: Code, i: int) -> None:
+    """Stage i's max-pool window positions split over grid axis 2 where its tiles leave SMs idle
+    (conv_stages.window_split): up to WS programs a tile (a power of two, until there are two programs per
+    SM), WCH positions each, combined by atomic max into the stage's buffer filled with -inf."""
+    h(f"PW{i} = pk{i}[0] * pk{i}[1] * pk{i}[2]")
+    h(f"WS{i} = 1")
+    h(f"while WS{i} * 2 <= PW{i} and grid[0] * grid[1] * WS{i} < 2 * _num_sms(x5.device):")
+    with h.indent():
+        h(f"WS{i} *= 2")
+    h(f"WCH{i} = -(-PW{i} // WS{i})")
+    h(f"grid = (grid[0], grid[1], -(-PW{i} // WCH{i}))")
+    h("if grid[2] > 1:")
+    with h.indent():
+        h(f"b{i}.fill_(float('-inf'))")
 
 
 def _npow2(v: int) -> int:
