@@ -6,14 +6,13 @@ import ast
 import importlib.util
 import json
 import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from kernelwright.providers.protocol import render_section
+from tests.fakes.warm_python import run_python
 
 
 def writer_prompt(source: str, kind: str = "large_step", **sections: str) -> str:
@@ -51,13 +50,11 @@ def first_programs_stitched(source: str) -> tuple[Any, dict[int, tuple[str, str]
 
 
 def run_interpreted(program: str, timeout: float) -> list[str]:
-    """Run `program` (Python source) in a fresh interpreter under Triton's interpreter (TRITON_INTERPRET=1), so
+    """Run `program` (Python source) in a process of its own under Triton's interpreter (TRITON_INTERPRET=1), so
     its kernels run on the CPU and nothing it imports or patches reaches the test process; its stdout lines.
-    Fails the test with the end of its stderr if it exits non-zero."""
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    out = subprocess.run(
-        [sys.executable, "-c", program], capture_output=True, text=True, env=env, timeout=timeout
-    )
+    Fails the test with the end of its stderr if it exits non-zero. The process is a fork of a parent that has
+    imported only torch and Triton (tests.fakes.warm_python), or a cold `python -c` where it must be."""
+    out = run_python(["-c", program], env=dict(os.environ, TRITON_INTERPRET="1"), timeout=timeout)
     assert out.returncode == 0, out.stderr[-3000:]
     return out.stdout.splitlines()
 
@@ -155,7 +152,7 @@ def run_beside_model(
     keywords: tuple[str, ...] = ("W_TMA", "X_TMA"),
 ) -> dict[str, list]:
     """Each program (name -> (task source, program)) run on the task's inputs under the interpreter, in one
-    subprocess; its output checked against the task's Model (fp16 tolerance). name -> the launches of the
+    process (tests.fakes.warm_python); its output checked against the task's Model (fp16 tolerance). name -> the launches of the
     kernels whose names match the regex `kernels`, in order: [kernel name, then its `keywords` or None]."""
     jobs = {}
     for name, (source, code) in programs.items():
@@ -166,8 +163,10 @@ def run_beside_model(
         json.dumps({"jobs": jobs, "kernels": kernels, "keywords": list(keywords)})
     )
     (root / "beside_model.py").write_text(_BESIDE_MODEL)
-    proc = subprocess.run([sys.executable, "beside_model.py", "jobs.json"], cwd=root, capture_output=True,
-                          text=True, timeout=240)  # fmt: skip
+    # (the script sets TRITON_INTERPRET itself before it imports torch; set here too, it runs in a fork of the
+    # warm parent, which imported torch and Triton with it)
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    proc = run_python(["beside_model.py", "jobs.json"], env=env, timeout=240, cwd=root)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     for name, r in out.items():
