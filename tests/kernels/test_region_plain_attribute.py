@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelwright.hardware import EvalConfig, evaluate
+from kernelwright.hardware import EvalConfig, WorkerPool
 from kernelwright.tasks import load_task
 from kernelwright.tasks.region_runtime import _plain_attribute
 from tests.fakes.writer import first_programs_stitched, import_program
@@ -65,11 +65,11 @@ def test_a_plain_tensor_attribute_is_told_from_parameters_and_buffers() -> None:
     assert not _plain_attribute(model, "missing.path")
 
 
-def test_the_stitched_model_with_a_plain_attribute_is_correct(tmp_path: Path) -> None:
+def test_the_stitched_model_with_a_plain_attribute_is_correct(pool: WorkerPool, tmp_path: Path) -> None:
     stitched = _stitched()
     path = tmp_path / "task.py"
     path.write_text(SOURCE)
-    verdict = evaluate(load_task(path), stitched, EvalConfig(device="cpu"))
+    verdict = pool.evaluate(load_task(path), stitched, EvalConfig(device="cpu"))  # the session's judge
     assert verdict.correct, verdict.error
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelwright.hardware import EvalConfig, evaluate
+from kernelwright.hardware import EvalConfig, WorkerPool
 from kernelwright.tasks import load_task
 from kernelwright.tasks.region_stitch import KernelSharing, prefixed_kernel
 from tests.fakes.writer import first_programs_stitched
@@ -96,7 +96,7 @@ def _interpreted(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRITON_INTERPRET", "1")
 
 
-def test_a_stitched_model_whose_regions_share_kernels_is_correct(tmp_path: Path) -> None:
+def test_a_stitched_model_whose_regions_share_kernels_is_correct(pool: WorkerPool, tmp_path: Path) -> None:
     split, kernels, refused, stitched = first_programs_stitched(SOURCE)
     assert not refused, refused
     programs = {sig: code for sig, code in kernels.values()}
@@ -105,5 +105,5 @@ def test_a_stitched_model_whose_regions_share_kernels_is_correct(tmp_path: Path)
     assert stitched.count("@triton.jit") < written
     path = tmp_path / "task.py"
     path.write_text(SOURCE)
-    verdict = evaluate(load_task(path), stitched, EvalConfig(device="cpu"))
+    verdict = pool.evaluate(load_task(path), stitched, EvalConfig(device="cpu"))  # the session's judge
     assert verdict.correct, verdict.error
