@@ -55,6 +55,25 @@ WIDE_ROW_HINTS = {
 }  # fmt: skip
 # level2/10's channel sum in one tile as wide as the channels' power of two (before 01ea730's chunks)
 WHOLE_CHANNELS = ("BN = max(16, min(_kw_npow2(CT0), 128))", "BN = max(16, _kw_npow2(CT0))")
+# an implicit GEMM's first conv stage with its channel and K blocks as before _kw_fit_block
+FIT_N, FIT_K = "BN = _kw_fit_block(CT0, BN, 16, 16)", "BK = _kw_fit_block(CIN_P, BK, 16, 8)"
+FIT_N_OFF = (FIT_N, "BN = max(16, min(BN, _kw_npow2(CT0)))")
+FIT_K_OFF = (FIT_K, "BK = max(16, min(BK, _kw_npow2(CIN_P)))")
+
+
+def PLANE_TILE(px: int) -> list[tuple[str, str]]:  # noqa: N802 (a constant's maker)
+    """Plane tiles of `px` pixels (BLOCK_M) in level2/24's two stages instead of 4096."""
+    return [("min(128, 4096, _kw_npow2", f"min(128, {px}, _kw_npow2"), ("min(4096 // BW", f"min({px} // BW")]
+
+
+def PLANE_BOX(px: int) -> list[tuple[str, str]]:  # noqa: N802
+    """level2/24's plane tile width: the widest of least padding for `px`-pixel tiles (_kw_box_w)."""
+    return [
+        (f"    BW = min(128, {px}, _kw_npow2(S{i}[2]))\n", f"    BW = _kw_box_w(R{i}, S{i}[2], {px})\n")
+        for i in (0, 1)
+    ]
+
+
 Variant = list[tuple[str, str]] | dict[str, Any]
 """Text substitutions on the written program, or {"design": D, "config": {...}, "subs": [...]}: the program
 written as design D (with those substitutions on it)."""
@@ -207,6 +226,81 @@ CASES: list[tuple[str, dict[str, int], dict[str, Variant]]] = [
             ],
         },
     ),
+    # 2026-12-07 (thirty-ninth session): implicit-GEMM convolutions at unseen channel counts took the traced
+    # size's channel and K blocks, clamped only to the sizes' powers of two: level2/26 (searched at 32 -> 64
+    # channels, 64 x 64 x 32 tiles) ran 22.1 ms at 40 -> 80 (0.57x its searched speedup), where the 80 output
+    # channels took two 64-wide tiles and each tap's 40 channels two 32-wide K steps: 2.6x the MMA work the sizes
+    # need. As written now both blocks are fitted (_kw_fit_block); the variants: the blocks as before, each fit
+    # alone, the least padding (no per-block cost), and a wider pixel tile with the narrower channel tile.
+    # level2/26 at its searched size is the control (the fit keeps 64 x 32 there).
+    *[
+        (
+            spec,
+            sizes,
+            {
+                "as written (blocks fitted)": [],
+                "blocks as before": [FIT_N_OFF, FIT_K_OFF],
+                "channel block fitted only": [FIT_K_OFF],
+                "K block fitted only": [FIT_N_OFF],
+                "least padding": [
+                    (FIT_N, FIT_N.replace(", 16)", ", 0)")),
+                    (FIT_K, FIT_K.replace(", 8)", ", 0)")),
+                ],
+                **(
+                    {"fitted, BLOCK_M 128": [("BM, BN, BK = 64, 64, 32", "BM, BN, BK = 128, 64, 32")]}
+                    if spec == "level2/26"
+                    else {}
+                ),
+            },
+        )
+        for spec, sizes in [
+            (
+                "level2/26",
+                {
+                    "batch_size": 20,
+                    "in_channels": 40,
+                    "out_channels": 80,
+                    "depth": 20,
+                    "height": 80,
+                    "width": 80,
+                },
+            ),
+            ("level2/09", {"batch_size": 80, "in_channels": 80, "out_channels": 160, "height": 160}),
+            ("level2/09", {"batch_size": 47, "in_channels": 47, "out_channels": 95, "height": 95}),
+            (
+                "level2/26",
+                {
+                    "batch_size": 16,
+                    "in_channels": 32,
+                    "out_channels": 64,
+                    "depth": 16,
+                    "height": 64,
+                    "width": 64,
+                },
+            ),
+        ]
+    ],
+    # ... and a depthwise conv's plane tiles (level2/24, searched at 112 x 112: 0.41x its searched speedup at
+    # 83 x 83 and 140 x 140): 32 rows of 128 columns pad 83 columns to 128 and 140 to 256. The variants: tiles
+    # of fewer pixels, and the widest tile shape of least padding (_kw_box_w, as X_TMA boxes are chosen)
+    *[
+        (
+            "level2/24",
+            sizes,
+            {
+                "as written": [],
+                "2048-pixel tiles": PLANE_TILE(2048),
+                "1024-pixel tiles": PLANE_TILE(1024),
+                "least padding, 4096": PLANE_BOX(4096),
+                "least padding, 2048": PLANE_TILE(2048) + PLANE_BOX(2048),
+                "least padding, 1024": PLANE_TILE(1024) + PLANE_BOX(1024),
+            },
+        )
+        for sizes in [
+            {"batch_size": 23, "channels": 95, "height": 83},
+            {"batch_size": 40, "channels": 160, "height": 140},
+        ]
+    ],
 ]
 
 

@@ -11,6 +11,26 @@ import triton.language as tl
 from kernelwright.providers.offline.runtime.batchnorm import _kw_bn_eval_kernel
 from kernelwright.providers.offline.runtime.launch import _kw_launch
 
+
+def _kw_fit_block(n: int, cap: int, lo: int, over: int) -> int:
+    # The power-of-two block, from cap (at most n's power of two) down to lo, that covers n with the least
+    # work: each block costs its width, padding included, plus `over` (the reload of the other operand and the
+    # loop step every block pays); the wider block on a tie. A multiple of cap keeps cap; 80 output channels
+    # under a 64-wide cap take 32 (3 blocks, 96 wide, not 2 blocks, 128 wide) with over=16.
+    n = int(n)
+    b = max(lo, min(cap, 1 << max(0, (n - 1).bit_length())))
+    best, best_cost = b, None
+    while b >= lo:
+        cost = -(-n // b) * (b + over)
+        if best_cost is None or cost < best_cost:
+            best, best_cost = b, cost
+        b //= 2
+    return best
+
+
+# the writer's name for it (programs carry it as _kw_fit_block, pasted with inspect.getsource)
+fit_block = _kw_fit_block
+
 # the program texts of this module, each between its marker lines (runtime.program_text)
 PROGRAM_TEXTS = ("conv_host", "nhwc_copy")
 

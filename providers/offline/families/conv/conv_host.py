@@ -6,6 +6,12 @@ from __future__ import annotations
 
 from kernelwright.providers.offline.emit.emit import Code
 from kernelwright.providers.offline.families.conv.conv_stages import Stage, StagedPlan
+from kernelwright.providers.offline.runtime.conv import fit_block
+
+# _kw_fit_block's cost of one block beyond its width, in channels: an output-channel tile gathers the input's
+# patches again; a K step (one tap's channel block) pays its loop step and address arithmetic
+FIT_OVER_N = 16
+FIT_OVER_K = 8
 
 
 class HostWriter:
@@ -133,22 +139,6 @@ class HostWriter:
             pack = f"lambda t: _kw_padc({view}, CIN_P)" if self.padded_k else f"lambda t: {view}.contiguous()"
         h(f"wp = _kw_cached(self, '{self.design}:{self.cfg.LAYOUT}:{s.weight}', w, {pack})")
 
-    def _traced_tile(self, cfull: bool, lo: int) -> tuple[int, int, int] | None:
-        """(BM, BN, BK) of the implicit GEMM's conv stage at the task's traced size, as the launcher computes
-        them before any per-sample clamp; None where that size is not known."""
-        full = self.plan.full_spec
-        if full is None or full.groups < 1:
-            return None
-        ct, cin = full.out_channels // full.groups, -(-full.in_per_group // 16) * 16
-        bm, bk = self.cfg.BLOCK_M, max(16, min(self.cfg.BLOCK_K, _npow2(cin)))
-        if cfull:
-            bn = max(lo, _npow2(ct))
-            while bm * bn > 16384 and bm > lo:
-                bm //= 2
-        else:
-            bn = max(lo, min(self.cfg.BLOCK_N, _npow2(ct)))
-        return bm, bn, bk
-
     def _fill_sms(self, h: Code, tiles: str, cfull: bool) -> None:
         """Smaller tiles where the call's tiles leave SMs idle: BM halved down to 32, then BN (not a
         whole-channel tile) down to 64, while there are fewer tiles than SMs; BN last, since every channel
@@ -246,7 +236,7 @@ class HostWriter:
             chunks = self.sp.channel_chunks(st) is not None
             if cfull and chunks:
                 # every channel in chunks no wider than the traced whole-channel tile (conv_stages.channel_chunks)
-                traced_chunk = self._traced_tile(True, lo)
+                traced_chunk = traced_tile(self.sp, self.padded_k, True, lo)
                 assert traced_chunk is not None
                 h(f"BN = max({lo}, min(_kw_npow2(CT{i}), {traced_chunk[1]}))")
                 h(f"while BM * BN > 16384 and BM > {lo}:")
@@ -257,11 +247,16 @@ class HostWriter:
                 h(f"while BM * BN > 16384 and BM > {lo}:")
                 with h.indent():
                     h("BM //= 2")
+            elif self.sp.gemm:
+                # channel and K blocks that pad the call's sizes least (_kw_fit_block): level2/26 searched at 32
+                # input and 64 output channels ran its 64 x 64 x 32 tiles at 40 and 80 (2 K steps of 32 per
+                # tap for 40 channels, 2 column tiles for 80): 2.6x the MMA work the sizes need
+                h(f"BN = _kw_fit_block(CT{i}, BN, {lo}, {FIT_OVER_N})")
             else:
                 h(f"BN = max({lo}, min(BN, _kw_npow2(CT{i})))")
             if self.design == "implicit_gemm":
-                h(f"BK = max(16, min(BK, _kw_npow2({self.cin_k})))")
-                traced = self._traced_tile(cfull, lo)
+                h(f"BK = _kw_fit_block({self.cin_k}, BK, 16, {FIT_OVER_K})")
+                traced = traced_tile(self.sp, self.padded_k, cfull, lo)
                 if traced is not None:
                     # never a larger tile than at the traced size, where the program was chosen (compiled for
                     # sm_90, level2/10 spilled 136 B per thread at 160 output channels, a 64 x 256 whole-channel
@@ -421,6 +416,27 @@ def host_window_split(h: Code, i: int) -> None:
     h("if grid[2] > 1:")
     with h.indent():
         h(f"b{i}.fill_(float('-inf'))")
+
+
+def traced_tile(sp: StagedPlan, padded_k: bool, cfull: bool, lo: int) -> tuple[int, int, int] | None:
+    """(BM, BN, BK) of the implicit GEMM's conv stage at the task's traced size, as the launcher computes them
+    before any per-sample clamp; None where that size is not known. `padded_k`: K walks input channels padded
+    to 16 (HostWriter.padded_k)."""
+    full, cfg = sp.plan.full_spec, sp.cfg
+    if full is None or full.groups < 1:
+        return None
+    ct = full.out_channels // full.groups
+    cin = -(-full.in_per_group // 16) * 16 if padded_k else full.in_per_group
+    bm, bk = cfg.BLOCK_M, fit_block(cin, cfg.BLOCK_K, 16, FIT_OVER_K)
+    if cfull:
+        bn = max(lo, _npow2(ct))
+        while bm * bn > 16384 and bm > lo:
+            bm //= 2
+    elif sp.gemm:
+        bn = fit_block(ct, cfg.BLOCK_N, lo, FIT_OVER_N)
+    else:
+        bn = max(lo, min(cfg.BLOCK_N, _npow2(ct)))
+    return bm, bn, bk
 
 
 def _npow2(v: int) -> int:

@@ -10,7 +10,10 @@ names here are what conv_codegen pastes. The math helpers the pointwise ops call
 
 from __future__ import annotations
 
+import inspect
+
 from kernelwright.providers.offline.runtime import program_text
+from kernelwright.providers.offline.runtime.conv import fit_block
 
 BN_EVAL_KERNEL = program_text("batchnorm", "bn_eval")
 NORM_STATS_KERNEL = program_text("batchnorm", "norm_stats")
@@ -20,4 +23,5 @@ NORM_STATS_KERNEL = program_text("batchnorm", "norm_stats")
 # kernel after it took; a [C, P] -> [P, C] tile copy reads and writes whole lines.
 NHWC_COPY = program_text("conv", "nhwc_copy")
 
-HOST_HELPERS = program_text("conv", "conv_host")
+# the launcher's helpers, and the channel and K block fit it shares with the writer (conv_host.traced_tile)
+HOST_HELPERS = program_text("conv", "conv_host") + "\n\n" + inspect.getsource(fit_block)
