@@ -55,6 +55,9 @@ WIDE_ROW_HINTS = {
 }  # fmt: skip
 # level2/10's channel sum in one tile as wide as the channels' power of two (before 01ea730's chunks)
 WHOLE_CHANNELS = ("BN = max(16, min(_kw_npow2(CT0), 128))", "BN = max(16, _kw_npow2(CT0))")
+WINDOWS_OFF = ("while WS0 * 2 <= PW0", "while False and WS0 * 2 <= PW0")
+PERSIST_21 = {"design": "implicit_gemm", "config": {"BLOCK_M": 128, "BLOCK_N": 32, "BLOCK_K": 32, "num_warps": 4,
+                                                   "num_stages": 3, "PERSIST": 2}}  # fmt: skip
 # an implicit GEMM's first conv stage with its channel and K blocks as before _kw_fit_block
 FIT_N, FIT_K = "BN = _kw_fit_block(CT0, BN, 16, 16)", "BK = _kw_fit_block(CIN_P, BK, 16, 8)"
 FIT_N_OFF = (FIT_N, "BN = max(16, min(BN, _kw_npow2(CT0)))")
@@ -196,8 +199,12 @@ CASES: list[tuple[str, dict[str, int], dict[str, Variant]]] = [
             sizes,
             {
                 "as written": [],
-                "windows not split": [("while WS0 * 2 <= PW0", "while False and WS0 * 2 <= PW0")],
+                "windows not split": [WINDOWS_OFF],
                 "SM fill down to BLOCK_M 16": [("while BM > 32 and", "while BM > 16 and")],
+                # the search's best at the searched size (2026-12-07, H100: 0.22x eager at the small size
+                # unsplit, before persistent stages split their windows)
+                "persistent (PERSIST=2)": PERSIST_21,
+                "persistent, windows not split": {**PERSIST_21, "subs": [WINDOWS_OFF]},
             },
         )
         for sizes in [
@@ -299,6 +306,7 @@ CASES: list[tuple[str, dict[str, int], dict[str, Variant]]] = [
         for sizes in [
             {"batch_size": 23, "channels": 95, "height": 83},
             {"batch_size": 40, "channels": 160, "height": 140},
+            {"batch_size": 32, "channels": 128, "height": 112},  # the searched size
         ]
     ],
 ]

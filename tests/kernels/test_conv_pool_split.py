@@ -6,7 +6,8 @@ conv3d + softmax over channels + two 2x2x2 pools made 84 programs of 64 x 27 tap
 H200. The program asks the device's SM count at run time, so the test runs the written program in a process of
 its own under the interpreter with `_num_sms` answering 132 and every launch recorded: a small call splits its
 windows and matches the reference (and the same program storing instead of combining does not), a call with
-hundreds of tiles keeps one program per tile."""
+hundreds of tiles keeps one program per tile; the same for a persistent program (PERSIST=2), whose programs walk
+their tiles each with its share of the positions."""
 
 from __future__ import annotations
 
@@ -93,13 +94,23 @@ print(json.dumps({{"small": small, "large": launched[-1], "err": err, "wrong_err
 """
 
 
-@pytest.mark.parametrize("source", [SOFTMAX_POOLS, CHANNEL_MIN_POOLS], ids=["softmax", "channel_min"])
-def test_a_max_pool_over_few_tiles_splits_its_windows_and_a_large_call_does_not(source: str) -> None:
+@pytest.mark.parametrize(
+    "source, persist",
+    [(SOFTMAX_POOLS, 0), (CHANNEL_MIN_POOLS, 0), (SOFTMAX_POOLS, 2)],
+    ids=["softmax", "channel_min", "softmax_persistent"],
+)
+def test_a_max_pool_over_few_tiles_splits_its_windows_and_a_large_call_does_not(
+    source: str, persist: int
+) -> None:
     analysis = analyze_conv_task(source)
     assert analysis.plan is not None, analysis.reason
-    cfg = default_conv_config("implicit_gemm", analysis.plan, "strict")
+    cfg = default_conv_config("implicit_gemm", analysis.plan, "strict").model_copy(
+        update={"PERSIST": persist}
+    )
     program = emit_conv_program(analysis.plan, source, design="implicit_gemm", config=cfg)
     assert "tl.atomic_max(" in program and "WSPLIT=grid[2] > 1" in program
+    # a persistent program walks its tiles in a loop, each with its share of the window positions
+    assert ("for pid in tl.range(tl.program_id(0)" in program) == bool(persist)
     lines = run_interpreted(textwrap.dedent(CHECK.format(program=program, source=source)), timeout=240)
     out = json.loads(lines[-1])
     # 2 x 2 x 2 pooled pixels: one tile, its 16 window positions split 16 ways (1 x 16 < 2 x 132)
