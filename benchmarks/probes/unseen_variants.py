@@ -64,17 +64,15 @@ FIT_N_OFF = (FIT_N, "BN = max(16, min(BN, _kw_npow2(CT0)))")
 FIT_K_OFF = (FIT_K, "BK = max(16, min(BK, _kw_npow2(CIN_P)))")
 
 
-def PLANE_TILE(px: int) -> list[tuple[str, str]]:  # noqa: N802 (a constant's maker)
-    """Plane tiles of `px` pixels (BLOCK_M) in level2/24's two stages instead of 4096."""
-    return [("min(128, 4096, _kw_npow2", f"min(128, {px}, _kw_npow2"), ("min(4096 // BW", f"min({px} // BW")]
-
-
-def PLANE_BOX(px: int) -> list[tuple[str, str]]:  # noqa: N802
-    """level2/24's plane tile width: the widest of least padding for `px`-pixel tiles (_kw_box_w)."""
-    return [
-        (f"    BW = min(128, {px}, _kw_npow2(S{i}[2]))\n", f"    BW = _kw_box_w(R{i}, S{i}[2], {px})\n")
-        for i in (0, 1)
-    ]
+def PLANE(px: int, fitted: bool) -> list[tuple[str, str]]:  # noqa: N802 (a constant's maker)
+    """level2/24's two plane-tile stages at `px`-pixel tiles (written at 2048), their width fitted to the plane
+    (_kw_plane_w, as written) or as before it (the narrowest power of two covering a row, at most 128)."""
+    subs = []
+    for i in (0, 1):
+        written = f"BW = _kw_plane_w(R{i}, S{i}[2], 2048, min(128, 2048))"
+        before = f"BW = min(128, {px}, _kw_npow2(S{i}[2]))"
+        subs.append((written, f"BW = _kw_plane_w(R{i}, S{i}[2], {px}, min(128, {px}))" if fitted else before))
+    return subs + [("min(2048 // BW", f"min({px} // BW")]
 
 
 Variant = list[tuple[str, str]] | dict[str, Any]
@@ -288,19 +286,18 @@ CASES: list[tuple[str, dict[str, int], dict[str, Variant]]] = [
         ]
     ],
     # ... and a depthwise conv's plane tiles (level2/24, searched at 112 x 112: 0.41x its searched speedup at
-    # 83 x 83 and 140 x 140): 32 rows of 128 columns pad 83 columns to 128 and 140 to 256. The variants: tiles
-    # of fewer pixels, and the widest tile shape of least padding (_kw_box_w, as X_TMA boxes are chosen)
+    # 83 x 83 and 140 x 140): the first call of 2026-12-07 timed 4096-pixel tiles of 32 x 128 (the default then)
+    # against smaller tiles and fitted widths; written now at 2048 pixels, width fitted. The variants: the old
+    # default, 2048 with the old width, 1024 fitted
     *[
         (
             "level2/24",
             sizes,
             {
-                "as written": [],
-                "2048-pixel tiles": PLANE_TILE(2048),
-                "1024-pixel tiles": PLANE_TILE(1024),
-                "least padding, 4096": PLANE_BOX(4096),
-                "least padding, 2048": PLANE_TILE(2048) + PLANE_BOX(2048),
-                "least padding, 1024": PLANE_TILE(1024) + PLANE_BOX(1024),
+                "as written (2048, width fitted)": [],
+                "2048, width as before": PLANE(2048, False),
+                "4096, width as before (the default before)": PLANE(4096, False),
+                "1024, width fitted": PLANE(1024, True),
             },
         )
         for sizes in [

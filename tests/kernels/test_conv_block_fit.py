@@ -4,7 +4,10 @@ at 32 -> 64 channels with 64 x 64 x 32 tiles, ran at 40 -> 80 with two 64-wide c
 32-wide K steps per tap (64 for 40 channels padded to 48), 2.6x the MMA work the sizes need, and 0.57x its
 searched speedup. Here a conv + bias + ReLU written at 32 -> 64 channels with that config runs under the
 interpreter at its traced size (the tiles it was chosen with) and at 40 -> 80 (32-wide channel tiles, 16-wide
-K steps), each launch recorded and the output checked against the task's Model."""
+K steps), each launch recorded and the output checked against the task's Model.
+
+A depthwise convolution's plane tiles likewise take the width that pads the plane least (_kw_plane_w): level2/24,
+searched at 112 x 112, ran its 128-column tiles on 140-wide planes (each row padded to 256)."""
 
 from __future__ import annotations
 
@@ -16,7 +19,8 @@ from kernelwright.providers.offline.families.conv.conv import (
     default_conv_config,
     emit_conv_program,
 )
-from kernelwright.providers.offline.runtime.conv import fit_block
+from kernelwright.providers.offline.runtime.conv import _kw_plane_w, fit_block
+from kernelwright.tasks import bundled_suite_dir
 from tests.fakes.writer import run_interpreted
 
 TASK = """
@@ -100,9 +104,27 @@ def test_an_implicit_gemm_conv_fits_its_channel_and_k_blocks_to_the_call() -> No
         update={"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "LAYOUT": "nhwc"}
     )
     program = emit_conv_program(analysis.plan, TASK, design="implicit_gemm", config=cfg)
-    assert "BN = _kw_fit_block(CT0, BN, 16, 16)" in program and "BK = _kw_fit_block(CIN_P, BK, 16, 8)" in program
-    out = json.loads(run_interpreted(textwrap.dedent(CHECK.format(program=program, source=TASK)), timeout=240)[-1])
+    assert (
+        "BN = _kw_fit_block(CT0, BN, 16, 16)" in program and "BK = _kw_fit_block(CIN_P, BK, 16, 8)" in program
+    )
+    out = json.loads(
+        run_interpreted(textwrap.dedent(CHECK.format(program=program, source=TASK)), timeout=240)[-1]
+    )
     traced, unseen = out["32->64"], out["40->80"]
     assert (traced["BLOCK_N"], traced["BLOCK_K"]) == (64, 32), out
     assert (unseen["BLOCK_N"], unseen["BLOCK_K"]) == (32, 16), out
     assert traced["err"] < 1e-4 and unseen["err"] < 1e-4, out
+
+
+def test_a_plane_tile_takes_the_width_that_pads_the_plane_least() -> None:
+    # (rows, columns) -> width at 2048-pixel tiles of at most 128 columns
+    widths = {(83, 83): 128, (112, 112): 128, (140, 140): 64, (160, 160): 64, (512, 512): 128, (56, 56): 64,
+              (7, 7): 8, (14, 14): 16}  # fmt: skip
+    assert {hw: _kw_plane_w(*hw, 2048, 128) for hw in widths} == widths
+    assert _kw_plane_w(140, 140, 2048, 32) == 32  # never wider than the config's BLOCK_W
+    # the default depthwise program (a batch norm follows: 2048-pixel tiles of up to 128 columns) asks for it
+    source = (bundled_suite_dir("level2") / "24_conv2d_depthwise_batchnorm_relu6.py").read_text()
+    plan = analyze_conv_task(source).plan
+    assert plan is not None
+    program = emit_conv_program(plan, source, design="direct_depthwise")
+    assert "BW = _kw_plane_w(R0, S0[2], 2048, min(128, 2048))" in program

@@ -196,7 +196,7 @@ def test_neighbours_change_one_knob():
 
 
 def test_direct_plane_tiles_are_the_default_and_flat_tiles_stay_in_the_space():
-    """direct_depthwise defaults to 2-D plane tiles (nchw, BLOCK_W > 0, one channel; 4096 pixels over 4 warps
+    """direct_depthwise defaults to 2-D plane tiles (nchw, BLOCK_W > 0, one channel; 2048 pixels over 4 warps
     where a norm follows, 2048 x 64 with unmasked interior tiles where nothing does); the flat tiles
     (BLOCK_W=0) of both layouts remain, both ways of RECOMPUTE (storing the convolution's output
     first); neighbours move BLOCK_W."""
@@ -215,11 +215,11 @@ def test_direct_plane_tiles_are_the_default_and_flat_tiles_stay_in_the_space():
     assert {n.BLOCK_W for n in neighbours} >= {0, 64, 128, 256}
     assert all(n.GROUP_M == first.GROUP_M for n in neighbours if n.BLOCK_W)  # plane tiles never read it
     assert all(n.BLOCK_W == 0 for n in neighbours if n.LAYOUT == "nhwc")
-    assert (first.BLOCK_M, first.num_warps) == (4096, 4) and not first.INTERIOR
+    assert (first.BLOCK_M, first.num_warps) == (2048, 4) and not first.INTERIOR
     assert any(n.INTERIOR and n.BLOCK_W == first.BLOCK_W for n in neighbours)  # unmasked interior tiles
-    assert any(n.BLOCK_M == 2048 and n.BLOCK_W == 128 for n in neighbours)
+    assert any(n.BLOCK_M == 4096 and n.BLOCK_W == 128 for n in neighbours)
     # every other plane tile in the space loads its interior tiles without masks
-    assert all(c.INTERIOR == (c.BLOCK_W > 0) for c in configs if c.BLOCK_M != 4096 or c.BLOCK_W != 128
+    assert all(c.INTERIOR == (c.BLOCK_W > 0) for c in configs if c.BLOCK_M != 2048 or c.BLOCK_W != 128
                or c.num_warps != 4)  # fmt: skip
     # with no normalisation after it, a depthwise convolution starts from 2048 x 64 interior-unmasked tiles
     plain = (bundled_suite_dir("published") / "32_conv_depthwise_2d_16x64x512x512.py").read_text()

@@ -76,6 +76,22 @@ def _kw_box_w(h, w, bm):
     return best_w
 
 
+def _kw_plane_w(h, w, bm, cap):
+    # A plane tile's width: from the narrowest power of two that covers a row (at most cap) down to a quarter
+    # of it (not below 32 columns, for whole-line loads), the one whose tiles, bm // width rows each (at most
+    # h's power of two), cover the h x w plane with the fewest padded pixels; the widest of those. 140-wide
+    # planes take 64 columns at bm=2048 (128 padded each row to 256); 83-, 112- and 512-wide keep 128.
+    top = min(cap, _kw_npow2(w))
+    best_area, best_w, bw = None, top, top
+    while bw >= min(top, max(32, top // 4)):
+        bh = max(1, min(bm // bw, _kw_npow2(h)))
+        area = -(-h // bh) * bh * (-(-w // bw) * bw)
+        if best_area is None or area < best_area:
+            best_area, best_w = area, bw
+        bw //= 2
+    return best_w
+
+
 def _kw_as5d(t, nd):
     # (N, C, *spatial) -> (N, C, D, H, W) as a view
     for _ in range(3 - nd):

@@ -160,13 +160,16 @@ _DIRECT_TILES = [(256, 4, 16, 4, 1), (512, 2, 16, 4, 1), (128, 8, 16, 4, 1), (10
 # round, 1.42 ms at 1024 x 128 against 1.85. Where a norm follows, 4096 x 128 over 4 warps (its small step
 # from 2048) then won twice: level2/24 fp32 0.368 ms against 0.379 (bench, 2026-12-02), level2_bf16/24 0.313
 # against 0.343 (design_sweep, 2026-12-02; 2048 over 8 warps 0.380, 512 0.393, NHWC flat tiles 0.40-0.57).
-# So 4096 over 4 warps first where a norm follows, 1024 first otherwise.
+# So 4096 over 4 warps first where a norm follows, 1024 first otherwise. Then judged at sizes its search never
+# saw (2026-12-07, H100, benchmarks/probes/unseen_variants.py, 20 repetitions, ~8% run-to-run): level2/24 at
+# 23 x 95 x 83^2 0.281 ms at 4096 against 0.250 at 2048, at 40 x 160 x 140^2 1.657 against 1.304 (1.148 with
+# the plane's width fitted, _kw_box_w), at its own 32 x 128 x 112^2 0.419 against 0.381. So 2048 first.
 # Unmasked interior tiles (INTERIOR, 2026-12-02, H200, design_sweep): published/32's 512-wide planes 1.421 ->
 # 1.026 ms at 1024 x 128, 1.510 -> 0.959 at 1024 x 64, 1.802 -> 0.934 at 2048 x 64 (the best), 1.850 ->
 # 1.342 at 2048 x 128; level2/24's 112-wide planes have no interior tile at 128 columns and paid the branch
 # (0.370 -> 0.380 ms at 4096 x 128), 1024 x 32 with interior tiles 0.364. So every plane tile carries
 # INTERIOR except the first where a norm follows, and a plain depthwise convolution starts at 2048 x 64.
-_DIRECT_PLANE_TILES = [(4096, 128, 4), (2048, 128, 4), (1024, 128, 4), (4096, 128, 8), (2048, 128, 8),
+_DIRECT_PLANE_TILES = [(2048, 128, 4), (4096, 128, 4), (1024, 128, 4), (4096, 128, 8), (2048, 128, 8),
                        (2048, 64, 4), (1024, 32, 4)]  # fmt: skip
 # direct (dense, short reduction): BLOCK_M pixels x BLOCK_N output channels of fp32 accumulators, one
 # outer product per (input channel, tap). Compiled for sm_90 at published/36 (3 -> 64 channels, 3x3x3):
