@@ -49,6 +49,22 @@ def first_programs_stitched(source: str) -> tuple[Any, dict[int, tuple[str, str]
     return split, kernels, refused, stitched_source(source, split.leaves, plans, kernels, spec=split.spec)
 
 
+LOAD_AS_MODULE = """
+import json, types
+import torch
+
+def load(text, name):
+    module = types.ModuleType(name)
+    module.__dict__["__file__"] = name + ".py"
+    exec(compile(text, name + ".py", "exec"), module.__dict__)
+    module._num_sms = lambda device: 132
+    return module
+"""
+"""The head of a script for run_interpreted: `load(text, name)` executes a program's or task's source as a module
+whose `_num_sms` answers 132 (an H100's SMs; a program asks the device at run time). No braces: a script that
+`.format`s its own text appends it after this."""
+
+
 def run_interpreted(program: str, timeout: float) -> list[str]:
     """Run `program` (Python source) in a process of its own under Triton's interpreter (TRITON_INTERPRET=1), so
     its kernels run on the CPU and nothing it imports or patches reaches the test process; its stdout lines.

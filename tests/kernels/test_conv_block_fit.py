@@ -21,7 +21,7 @@ from kernelwright.providers.offline.families.conv.conv import (
 )
 from kernelwright.providers.offline.runtime.conv import _kw_plane_w, fit_block
 from kernelwright.tasks import bundled_suite_dir
-from tests.fakes.writer import run_interpreted
+from tests.fakes.writer import LOAD_AS_MODULE, run_interpreted
 
 TASK = """
 import torch
@@ -52,16 +52,6 @@ def get_init_inputs():
 """
 
 CHECK = """
-import json, types
-import torch
-
-def load(text, name):
-    module = types.ModuleType(name)
-    module.__dict__["__file__"] = name + ".py"
-    exec(compile(text, name + ".py", "exec"), module.__dict__)
-    module._num_sms = lambda device: 132
-    return module
-
 program = load({program!r}, "candidate")
 task = load({source!r}, "task")
 launched = []
@@ -108,7 +98,9 @@ def test_an_implicit_gemm_conv_fits_its_channel_and_k_blocks_to_the_call() -> No
         "BN = _kw_fit_block(CT0, BN, 16, 16)" in program and "BK = _kw_fit_block(CIN_P, BK, 16, 8)" in program
     )
     out = json.loads(
-        run_interpreted(textwrap.dedent(CHECK.format(program=program, source=TASK)), timeout=240)[-1]
+        run_interpreted(
+            textwrap.dedent(LOAD_AS_MODULE + CHECK.format(program=program, source=TASK)), timeout=240
+        )[-1]
     )
     traced, unseen = out["32->64"], out["40->80"]
     assert (traced["BLOCK_N"], traced["BLOCK_K"]) == (64, 32), out

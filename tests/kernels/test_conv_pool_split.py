@@ -21,7 +21,7 @@ from kernelwright.providers.offline.families.conv.conv import (
     default_conv_config,
     emit_conv_program,
 )
-from tests.fakes.writer import run_interpreted
+from tests.fakes.writer import LOAD_AS_MODULE, run_interpreted
 
 SOFTMAX_POOLS = """
 import torch
@@ -53,16 +53,6 @@ CHANNEL_MIN_POOLS = SOFTMAX_POOLS.replace(
 )
 
 CHECK = """
-import json, types
-import torch
-
-def load(text, name):
-    module = types.ModuleType(name)
-    module.__dict__["__file__"] = name + ".py"
-    exec(compile(text, name + ".py", "exec"), module.__dict__)
-    module._num_sms = lambda device: 132
-    return module
-
 program = load({program!r}, "candidate")
 launched = []
 real_launch = program._kw_launch
@@ -111,7 +101,9 @@ def test_a_max_pool_over_few_tiles_splits_its_windows_and_a_large_call_does_not(
     assert "tl.atomic_max(" in program and "WSPLIT=grid[2] > 1" in program
     # a persistent program walks its tiles in a loop, each with its share of the window positions
     assert ("for pid in tl.range(tl.program_id(0)" in program) == bool(persist)
-    lines = run_interpreted(textwrap.dedent(CHECK.format(program=program, source=source)), timeout=240)
+    lines = run_interpreted(
+        textwrap.dedent(LOAD_AS_MODULE + CHECK.format(program=program, source=source)), timeout=240
+    )
     out = json.loads(lines[-1])
     # 2 x 2 x 2 pooled pixels: one tile, its 16 window positions split 16 ways (1 x 16 < 2 x 132)
     assert out["small"]["WSPLIT"] and out["small"]["grid"][2] == 16, out
