@@ -69,9 +69,9 @@ def PLANE(px: int, fitted: bool) -> list[tuple[str, str]]:  # noqa: N802 (a cons
     (_kw_plane_w, as written) or as before it (the narrowest power of two covering a row, at most 128)."""
     subs = []
     for i in (0, 1):
-        written = f"BW = _kw_plane_w(R{i}, S{i}[2], 2048, min(128, 2048))"
+        written = f"BW = _kw_plane_w(R{i}, S{i}[2], 2048, 128)"
         before = f"BW = min(128, {px}, _kw_npow2(S{i}[2]))"
-        subs.append((written, f"BW = _kw_plane_w(R{i}, S{i}[2], {px}, min(128, {px}))" if fitted else before))
+        subs.append((written, f"BW = _kw_plane_w(R{i}, S{i}[2], {px}, {min(128, px)})" if fitted else before))
     return subs + [("min(2048 // BW", f"min({px} // BW")]
 
 

@@ -223,11 +223,13 @@ class HostWriter:
         if plane:
             # rows (depth x height) of up to BLOCK_W columns; a 1-D plane's tile is one long row
             h(f"R{i} = S{i}[0] * S{i}[1]")
-            # the width that pads the plane least (level2/24 at 140 x 140: 128 columns padded each row to 256)
-            h(f"BW = _kw_plane_w(R{i}, S{i}[2], {cfg.BLOCK_M}, min({cfg.BLOCK_W}, {cfg.BLOCK_M}))")
             h(f"if R{i} == 1:")
             with h.indent():
                 h(f"BW = min({cfg.BLOCK_M}, _kw_npow2(S{i}[2]))")
+            h("else:")
+            with h.indent():
+                # the width that pads the plane least (level2/24 at 140 x 140: 128 columns padded rows to 256)
+                h(f"BW = _kw_plane_w(R{i}, S{i}[2], {cfg.BLOCK_M}, {min(cfg.BLOCK_W, cfg.BLOCK_M)})")
             h(f"BH = max(1, min({cfg.BLOCK_M} // BW, _kw_npow2(R{i})))")
             h("BM, BN, BK = BH * BW, 1, 16")
             warps, stages = cfg.num_warps, 1
