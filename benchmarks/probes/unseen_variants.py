@@ -306,6 +306,17 @@ CASES: list[tuple[str, dict[str, int], dict[str, Variant]]] = [
             {"batch_size": 32, "channels": 128, "height": 112},  # the searched size
         ]
     ],
+    # the new default's known risk: the bf16 task ran 0.313 ms on 4096-pixel tiles against 0.343 on 2048 at its
+    # searched size (H200, 2026-12-02)
+    (
+        "level2_bf16/24",
+        {"batch_size": 32, "channels": 128, "height": 112},
+        {
+            "as written (2048, width fitted)": [],
+            "4096, width as before (the default before)": PLANE(4096, False),
+            "4096, width fitted": PLANE(4096, True),
+        },
+    ),
 ]
 
 
