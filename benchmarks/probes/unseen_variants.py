@@ -56,6 +56,8 @@ WIDE_ROW_HINTS = {
 # level2/10's channel sum in one tile as wide as the channels' power of two (before 01ea730's chunks)
 WHOLE_CHANNELS = ("BN = max(16, min(_kw_npow2(CT0), 128))", "BN = max(16, _kw_npow2(CT0))")
 WINDOWS_OFF = ("while WS0 * 2 <= PW0", "while False and WS0 * 2 <= PW0")
+# the split as before (2026-12-07 second call): wherever the tiles were fewer than two programs per SM
+SPLIT_NEAR_WAVE = ("2 * grid[0] * grid[1] <= SMS0 and ", "")
 PERSIST_21 = {"design": "implicit_gemm", "config": {"BLOCK_M": 128, "BLOCK_N": 32, "BLOCK_K": 32, "num_warps": 4,
                                                    "num_stages": 3, "PERSIST": 2}}  # fmt: skip
 # an implicit GEMM's first conv stage with its channel and K blocks as before _kw_fit_block
@@ -198,6 +200,7 @@ CASES: list[tuple[str, dict[str, int], dict[str, Variant]]] = [
             {
                 "as written": [],
                 "windows not split": [WINDOWS_OFF],
+                "split up to a wave too (before)": [SPLIT_NEAR_WAVE],
                 "SM fill down to BLOCK_M 16": [("while BM > 32 and", "while BM > 16 and")],
                 # the search's best at the searched size (2026-12-07, H100: 0.22x eager at the small size
                 # unsplit, before persistent stages split their windows)

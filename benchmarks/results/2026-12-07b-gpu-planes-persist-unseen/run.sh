@@ -2,6 +2,7 @@
 # One device call of the fortieth session: the stages named in STAGES run in order until END_S seconds.
 #   gemms     benchmarks/probes/underfilled_gemms.py (CASES: only those), at most GEMMS_S seconds
 #   sweep     model_profile.py on MODELS, one at a time (40 s each at most, MODEL_S): eager against stitched
+#             (CPROFILE=N: the stitched side's Python under cProfile over N calls too)
 #   sweep_old the same on OLD_MODELS as stitched before the session's writer changes (.l3c/l3.tgz's stitched_old/)
 #   variants  benchmarks/probes/unseen_variants.py on VTASKS (issue 48's wide-row fallbacks; VLAST: the last N cases),
 #             at most VARIANTS_S seconds
@@ -31,7 +32,7 @@ for stage in ${STAGES}; do
     [ $stage = sweep_old ] && { dir=stitched_old; models=${OLD_MODELS}; }
     for m in $models; do
       [ $(left) -lt 50 ] && { echo "stopped before $m: the call's time"; break; }
-      timeout ${MODEL_S:-40} python3 benchmarks/probes/model_profile.py .l3/kb .l3/$dir $m --out $OUT/$stage.jsonl \
+      timeout ${MODEL_S:-40} python3 benchmarks/probes/model_profile.py .l3/kb .l3/$dir $m --out $OUT/$stage.jsonl ${CPROFILE:+--cprofile $CPROFILE} \
         >> $OUT/$stage.log 2>&1 || echo "$m: exit $?" >> $OUT/$stage.log
     done
     grep -v -i warn $OUT/$stage.log | grep -v "^ *_warn" | grep -v TransformerEncoder | cut -c1-200 ;;
