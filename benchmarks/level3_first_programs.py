@@ -12,7 +12,9 @@ Two steps, so that the CPU work (split, write, stitch) is done where no GPU is n
 
 `write` leaves DIR/<stem>_stitched.py (none for a model where no region has a kernel, e.g. one nn.LSTM: its
 reference stands, and `judge` says so) and a line per model in DIR/written.jsonl (regions, signatures, regions
-with a kernel, the writer's refusals, seconds). `judge` appends a row per model to OUT/rows.jsonl (verdict,
+with a kernel, the writer's refusals, seconds: split, programs, stitch and in all). A model's signatures are
+written in --region-jobs forked processes (default: the cores left per model, cores / --jobs); the stitched
+file is the same for any number. `judge` appends a row per model to OUT/rows.jsonl (verdict,
 stage and first error line, times and speedups, the judge's phases, wall) and rewrites OUT/table.md after each
 model. With --jobs > 1 several models are judged at once: use it with --no-time (correctness only); timings
 want the GPU to themselves. The stitched files embed the KernelBench source: keep DIR out of the repository.
@@ -40,11 +42,25 @@ def _emit(**row: object) -> None:
     print("ROW " + json.dumps(row, default=str), flush=True)
 
 
-def _write_one(path: str, stitched_dir: str) -> None:
-    """Child: split at the published sizes, write a first program per signature, stitch, save."""
-    sys.path.insert(0, str(ROOT))
+def _first_program(source: str) -> tuple[str, str]:
+    """The offline writer's first program for one region's source: (code, the first line of its refusal)."""
     from kernelwright.providers.offline import write_program
     from kernelwright.providers.protocol import render_section
+
+    request = render_section("request", "Write a faster kernel.", kind="large_step")
+    answer = write_program(request + "\n\n" + render_section("task", source, name="region"))
+    why = str(answer.explanation).splitlines()[0][:120] if answer.explanation else ""
+    return answer.code or "", "" if answer.code else why
+
+
+def _write_one(path: str, stitched_dir: str, region_jobs: int = 1) -> None:
+    """Child: split at the published sizes, write a first program per signature, stitch, save.
+
+    With region_jobs > 1 the signatures are written in that many forked processes: each one's program depends
+    on its region's source alone (the writer's analysis traces each signature once, in whichever process
+    writes it), so the stitched file is the same as when one process writes them all."""
+    sys.path.insert(0, str(ROOT))
+    from kernelwright.providers.offline import write_program  # noqa: F401 - imported once, before any fork
     from kernelwright.tasks.region_stitch import stitched_source
     from kernelwright.tasks.regions import analysis_model, split_model
 
@@ -55,17 +71,25 @@ def _write_one(path: str, stitched_dir: str) -> None:
     exec(compile(source, path, "exec"), task.__dict__)
     model, inputs = analysis_model(task)
     split = split_model(model, inputs, measure=False)
+    t_split = time.time()
+    todo = [(signature, regions) for signature, regions in split.unique().items() if regions[0].source]
+    sources = [regions[0].source for _, regions in todo]
+    jobs = max(1, min(region_jobs, len(sources) // 8))  # a few signatures are not worth a process's start
+    if jobs > 1:
+        import multiprocessing
+
+        with multiprocessing.get_context("fork").Pool(jobs) as pool:
+            written = pool.map(_first_program, sources, chunksize=1)
+    else:
+        written = [_first_program(s) for s in sources]
+    t_programs = time.time()
     kernels: dict[int, tuple[str, str]] = {}
     refused: list[str] = []
-    for signature, regions in split.unique().items():
-        if not regions[0].source:
-            continue
-        request = render_section("request", "Write a faster kernel.", kind="large_step")
-        answer = write_program(request + "\n\n" + render_section("task", regions[0].source, name="region"))
-        if answer.code:
-            kernels.update({r.index: (signature, answer.code) for r in regions})
+    for (signature, regions), (code, why) in zip(todo, written, strict=True):
+        if code:
+            kernels.update({r.index: (signature, code) for r in regions})
         else:
-            refused.append(str(answer.explanation).splitlines()[0][:120] if answer.explanation else "")
+            refused.append(why)
     out = Path(stitched_dir, f"{stem}_stitched.py")
     if kernels:
         out.write_text(stitched_source(
@@ -74,7 +98,9 @@ def _write_one(path: str, stitched_dir: str) -> None:
     else:  # nothing to swap in (a model that is one recurrence): the reference stands, as optimize-model says
         out.unlink(missing_ok=True)
     _emit(regions=len(split.regions), signatures=len(split.unique()), with_kernel=len(kernels),
-          refused=refused, write_s=round(time.time() - t0, 1))  # fmt: skip
+          refused=refused, region_jobs=jobs, split_s=round(t_split - t0, 1),
+          programs_s=round(t_programs - t_split, 1), stitch_s=round(time.time() - t_programs, 1),
+          write_s=round(time.time() - t0, 1))  # fmt: skip
 
 
 def _judge_one(path: str, stitched: str, device: str, timed: bool, stage_timeout: float) -> None:
@@ -158,10 +184,16 @@ def main() -> None:
         help="the whole step: start no model after it, kill what runs at it",
     )
     ap.add_argument("--stage-timeout", type=float, default=180.0, help="the judge's per-stage limit")
+    ap.add_argument(
+        "--region-jobs",
+        type=int,
+        default=None,
+        help="write: processes per model for its signatures' programs (default: this machine's cores / --jobs)",
+    )
     ap.add_argument("--model-file", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.step == "write-one":
-        _write_one(a.model_file, a.stitched)
+        _write_one(a.model_file, a.stitched, a.region_jobs or 1)
         return
     if a.step == "judge-one":
         stitched = str(Path(a.stitched, f"{Path(a.model_file).stem}_stitched.py"))
@@ -182,12 +214,15 @@ def main() -> None:
         rows_file = Path(a.stitched, "written.jsonl")
     print(f"{a.step}: {len(paths)} models, {a.jobs} at a time", flush=True)
 
+    region_jobs = a.region_jobs or max(1, (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                                            else os.cpu_count() or 1) // max(1, a.jobs))  # fmt: skip
     lock = threading.Lock()
     deadline = time.time() + a.deadline_s if a.deadline_s else float("inf")
 
     def one(path: str) -> dict:
         cmd = [sys.executable, __file__, f"{a.step}-one", "--model-file", path, "--stitched", a.stitched,
-               "--device", a.device, "--stage-timeout", str(a.stage_timeout)] + (["--no-time"] if a.no_time else [])  # fmt: skip
+               "--device", a.device, "--stage-timeout", str(a.stage_timeout), "--region-jobs", str(region_jobs)]  # fmt: skip
+        cmd += ["--no-time"] if a.no_time else []
         left = deadline - time.time()
         if a.step == "judge" and path in standing:
             row = {"outcome": "the reference stands: no region has a kernel", "wall_s": 0.0}
