@@ -42,6 +42,10 @@ def _emit(**row: object) -> None:
     print("ROW " + json.dumps(row, default=str), flush=True)
 
 
+SIGNATURES_PER_PROCESS = 8
+"""A process writes at least this many signatures' programs: a few are not worth a process's start."""
+
+
 def _first_program(source: str) -> tuple[str, str]:
     """The offline writer's first program for one region's source: (code, the first line of its refusal)."""
     from kernelwright.providers.offline import write_program
@@ -74,7 +78,7 @@ def _write_one(path: str, stitched_dir: str, region_jobs: int = 1) -> None:
     t_split = time.time()
     todo = [(signature, regions) for signature, regions in split.unique().items() if regions[0].source]
     sources = [regions[0].source for _, regions in todo]
-    jobs = max(1, min(region_jobs, len(sources) // 8))  # a few signatures are not worth a process's start
+    jobs = max(1, min(region_jobs, len(sources) // SIGNATURES_PER_PROCESS))
     if jobs > 1:
         import multiprocessing
 
