@@ -398,8 +398,8 @@ def install_launch_hooks(recorder: Recorder) -> list[tuple[Any, Any]]:
         original = cls.run
 
         def run(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
-            if kwargs.get("warmup", False):
-                return _original(self, *args, **kwargs)
+            if not recorder.active or recorder.depth or kwargs.get("warmup", False):
+                return _original(self, *args, **kwargs)  # (wrap_launch would run it as is)
             fn = getattr(self, "fn", None)
             name = getattr(fn, "__name__", None) or getattr(self, "__name__", "kernel")
             return recorder.wrap_launch(str(name), args, kwargs, lambda: _original(self, *args, **kwargs))
@@ -418,7 +418,10 @@ def _hook_compiled_kernels(recorder: Recorder) -> tuple[Any, Any] | None:
 
     `CompiledKernel.run` is a property that returns the launcher; it now returns the launcher behind a
     recording wrapper, named as the JIT names the launch. Inside a JIT launch the recorder is already
-    recording that launch (its depth), so nothing is counted twice."""
+    recording that launch (its depth), so nothing is counted twice. While nothing records (the timed calls)
+    the wrapper calls the launcher at once, the state read at each call (a launcher read then and kept is
+    recorded when called in a recorded forward): the recording's further Python calls a launch would be host
+    time that eager, timed in the judge's process, does not pay."""
     try:
         from triton.compiler.compiler import CompiledKernel
     except ImportError:
@@ -430,10 +433,14 @@ def _hook_compiled_kernels(recorder: Recorder) -> tuple[Any, Any] | None:
 
     def recorded_launcher(self: Any) -> Any:
         launch = launcher_of(self)
-        name = str(getattr(self, "name", None) or "kernel")
-        return lambda *args, **kwargs: recorder.wrap_launch(
-            name, args, kwargs, lambda: launch(*args, **kwargs)
-        )
+
+        def recorded(*args: Any, **kwargs: Any) -> Any:
+            if not recorder.active or recorder.depth:
+                return launch(*args, **kwargs)
+            name = str(getattr(self, "name", None) or "kernel")
+            return recorder.wrap_launch(name, args, kwargs, lambda: launch(*args, **kwargs))
+
+        return recorded
 
     hooked = property(recorded_launcher)
     CompiledKernel.run = hooked  # type: ignore[method-assign,assignment]
