@@ -12,7 +12,7 @@ Two steps, so that the CPU work (split, write, stitch) is done where no GPU is n
 
 `write` leaves DIR/<stem>_stitched.py (none for a model where no region has a kernel, e.g. one nn.LSTM: its
 reference stands, and `judge` says so) and a line per model in DIR/written.jsonl (regions, signatures, regions
-with a kernel, the writer's refusals, seconds: split, programs, stitch and in all). A model's signatures are
+with a kernel, the writer's refusals, seconds: split, programs, stitch, in all and of CPU). A model's signatures are
 written in --region-jobs forked processes (default: the cores left per model, cores / --jobs); the stitched
 file is the same for any number. Each model's child is forked from a server that imported torch and the writer
 once, so its wall is its own work (write_s) and no import. `judge` appends a row per model to OUT/rows.jsonl (verdict,
@@ -72,7 +72,7 @@ def _write_one(path: str, stitched_dir: str, region_jobs: int = 1) -> None:
 
     stem = Path(path).stem
     source = Path(path).read_text()
-    t0 = time.time()
+    t0, cpu0 = time.time(), _cpu_s()
     task = types.ModuleType("task")
     exec(compile(source, path, "exec"), task.__dict__)
     model, inputs = analysis_model(task)
@@ -106,7 +106,14 @@ def _write_one(path: str, stitched_dir: str, region_jobs: int = 1) -> None:
     _emit(regions=len(split.regions), signatures=len(split.unique()), with_kernel=len(kernels),
           refused=refused, region_jobs=jobs, split_s=round(t_split - t0, 1),
           programs_s=round(t_programs - t_split, 1), stitch_s=round(time.time() - t_programs, 1),
-          write_s=round(time.time() - t0, 1))  # fmt: skip
+          write_s=round(time.time() - t0, 1), cpu_s=round(_cpu_s() - cpu0, 1))  # fmt: skip
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process and of its children that ended (the forked writers): on a machine others
+    share, what a model's write cost when its wall holds their work too."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 def _judge_one(path: str, stitched: str, device: str, timed: bool, stage_timeout: float) -> None:
