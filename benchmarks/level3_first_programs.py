@@ -158,9 +158,11 @@ def _child(cmd: list[str], limit_s: float) -> tuple[dict, str]:
 
 
 # What every write child imports: loaded once in a fork server, so that a model's child starts with them (each
-# child's own imports took about 4 s of its wall, a third of most models').
-_PRELOAD = ["__main__", "torch._dynamo", "kernelwright.providers.offline", "kernelwright.tasks.regions",
-            "kernelwright.tasks.region_stitch"]  # fmt: skip
+# child's own imports took about 4 s of its wall, a third of most models'). torch._dynamo comes last, as in a
+# child that imports it when it first traces: imported before the writer, it left the writer's analysis 15-30%
+# slower (60 of DenseNet201's regions: 10.5 s against 13.4, three runs each), for a reason not looked into.
+_PRELOAD = ["__main__", "kernelwright.providers.offline", "kernelwright.tasks.regions",
+            "kernelwright.tasks.region_stitch", "torch._dynamo"]  # fmt: skip
 
 
 def _in_own_session(out_path: str, err_path: str, path: str, stitched_dir: str, region_jobs: int) -> None:
