@@ -56,8 +56,8 @@ WIDE_ROW_HINTS = {
 # level2/10's channel sum in one tile as wide as the channels' power of two (before 01ea730's chunks)
 WHOLE_CHANNELS = ("BN = max(16, min(_kw_npow2(CT0), 128))", "BN = max(16, _kw_npow2(CT0))")
 WINDOWS_OFF = ("while WS0 * 2 <= PW0", "while False and WS0 * 2 <= PW0")
-# the split as before (2026-12-07 second call): wherever the tiles were fewer than two programs per SM
-SPLIT_NEAR_WAVE = ("2 * grid[0] * grid[1] <= SMS0 and ", "")
+# the split as before (2026-12-07 third call): wherever the tiles were fewer than two programs per SM
+SPLIT_NEAR_WAVE = ("grid[0] * grid[1] < SMS0 and ", "")
 PERSIST_21 = {"design": "implicit_gemm", "config": {"BLOCK_M": 128, "BLOCK_N": 32, "BLOCK_K": 32, "num_warps": 4,
                                                    "num_stages": 3, "PERSIST": 2}}  # fmt: skip
 # an implicit GEMM's first conv stage with its channel and K blocks as before _kw_fit_block

@@ -406,15 +406,15 @@ class HostWriter:
 
 
 def host_window_split(h: Code, i: int) -> None:
-    """Stage i's max-pool window positions split over grid axis 2 where its tiles leave at least half the SMs
-    idle (conv_stages.window_split): up to WS programs a tile (a power of two, until there are two programs
-    per SM), WCH positions each, combined by atomic max into the stage's buffer filled with -inf. (Measured on
-    level2/21, H100: 21 tiles split 16 ways 0.61 ms against 1.32 unsplit; 128 tiles split 4 ways 1.50 against
-    1.31: near a wave, the -inf fill and the atomics cost more than the idle SMs.)"""
+    """Stage i's max-pool window positions split over grid axis 2 where its tiles are fewer than the SMs
+    (conv_stages.window_split): up to WS programs a tile (a power of two, until there are two programs per
+    SM), WCH positions each, combined by atomic max into the stage's buffer filled with -inf. (level2/21 on an
+    H100: 84 tiles split 4 ways 0.61-0.71 ms against 1.32-1.94 unsplit; 256 tiles, which the rule before split
+    2 ways, 1.51 against 1.31-1.34: past a wave the -inf fill and the atomics cost more than they fill.)"""
     h(f"PW{i} = pk{i}[0] * pk{i}[1] * pk{i}[2]")
     h(f"WS{i} = 1")
     h(f"SMS{i} = _num_sms(x5.device)")
-    h(f"while WS{i} * 2 <= PW{i} and 2 * grid[0] * grid[1] <= SMS{i} and grid[0] * grid[1] * WS{i} < 2 * SMS{i}:")
+    h(f"while WS{i} * 2 <= PW{i} and grid[0] * grid[1] < SMS{i} and grid[0] * grid[1] * WS{i} < 2 * SMS{i}:")
     with h.indent():
         h(f"WS{i} *= 2")
     h(f"WCH{i} = -(-PW{i} // WS{i})")
