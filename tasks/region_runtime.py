@@ -700,6 +700,10 @@ _AUTOCAST_ON = getattr(torch._C, "_is_any_autocast_enabled", lambda: True)
 """Whether autocast is on for any device (a torch without the query: always, so nothing is replayed)."""
 MODEL_REPLAY = os.environ.get("KERNELWRIGHT_MODEL_REPLAY", "1") != "0"
 """KERNELWRIGHT_MODEL_REPLAY=0: a stitched model's forward is replayed region by region only (ModelReplay)."""
+REPLAY_ARENA = os.environ.get("KERNELWRIGHT_REPLAY_ARENA", "1") != "0"
+"""KERNELWRIGHT_REPLAY_ARENA=0: a replay allocates its buffers each call, as the recorded call did (_Arena)."""
+ARENA_MAX_BYTES = 1 << 30
+"""The most one recipe's arena holds between calls; a recipe whose buffers need more allocates them each call."""
 
 
 _DATA_SIZED = frozenset(
@@ -737,6 +741,7 @@ class _Watch(TorchFunctionMode):
         self.steps: list[tuple[Any, ...]] = []
         self.refused: str | None = None
         self.passthrough = False
+        self.grad = torch.is_grad_enabled()
         for i, x in enumerate(inputs):
             if isinstance(x, torch.Tensor):
                 if x.untyped_storage().data_ptr() in self.where:
@@ -843,9 +848,10 @@ class _Watch(TorchFunctionMode):
     def recipe(self, out: Any) -> Any:
         """(the buffers to allocate, the steps, the outputs as slots, the outputs' container: None for one
         tensor, else its type, how many tensors the torch calls make, per step the buffers to allocate
-        before it, per step the buffers and made tensors to let go after it), or None. A buffer is
-        allocated before the first step that reads or writes it and let go after the last (an output
-        never): a whole model's replay holds what the recorded call held, not every intermediate at once."""
+        before it, per step the buffers and made tensors to let go after it, the arena or None), or None.
+        A buffer is allocated before the first step that reads or writes it and let go after the last (an
+        output never): a whole model's replay holds what the recorded call held, not every intermediate at
+        once. Where an arena is planned (_Arena), the buffers that are not outputs are its views instead."""
         if self.refused or not any(step[0] == "launch" for step in self.steps):
             return None
         if not _tensors_only(out):
@@ -874,8 +880,10 @@ class _Watch(TorchFunctionMode):
         for where, i in last.items():
             if where not in kept:
                 frees[i].append(where)
+        # under grad a torch step may keep its inputs for backward: no buffer of the call is kept past it
+        arena = _Arena.planned(self.sizes, first, last, kept) if REPLAY_ARENA and not self.grad else None
         return (self.sizes, steps, slots, container, self.made, [tuple(a) for a in allocs],
-                [tuple(f) for f in frees])  # fmt: skip
+                [tuple(f) for f in frees], arena)  # fmt: skip
 
 
 def _step_slots(step: tuple[Any, ...]) -> list[tuple[int, int]]:
@@ -1092,8 +1100,132 @@ class ModelReplay(LaunchReplay):
             _MODEL_RECORDING.on = False
 
 
+class _Arena:
+    """A recipe's buffers that are not its outputs, laid out once in one block by their lifetimes (two share
+    bytes only where the last step using one comes before the first step using the other; each at a
+    512-byte boundary, as the caching allocator aligns) and kept between calls: a replay then makes none
+    of those allocations and frees, and passes views made once (a stitched MobileNetV1's forward made 149
+    allocations, its largest host cost under cProfile on an H100 host). Its bytes are those of the
+    recorded call's peak, held while the recipe is. One replay at a time uses it, on the stream that first
+    used it: a replay on another thread meanwhile, or on another stream (whose kernels would overlap this
+    one's), allocates as the recorded call did. An output is never in it (the caller keeps it); a call
+    recorded under grad has none (backward may keep what a step read); one needing more than
+    ARENA_MAX_BYTES neither."""
+
+    def __init__(self, places: dict[int, tuple[int, int]], total: int, device: Any) -> None:
+        self.places = places
+        """buffer index -> (byte offset, bytes)"""
+        self.total = total
+        self.device = device
+        self.made: tuple[Any, Any] | None = None
+        """(the steps with the arena's views in place of its buffers, the allocations left), once made"""
+        self.stream: Any = None
+        self.lock = threading.Lock()
+
+    @staticmethod
+    def planned(
+        sizes: list[Any], first: dict[Any, int], last: dict[Any, int], kept: set[Any]
+    ) -> "_Arena | None":  # noqa: UP037 - copied without __future__
+        """The arena of a recipe's buffers (`first` and `last`: the steps that first and last use each
+        slot), or None where fewer than two buffers would be in it, or they need more than ARENA_MAX_BYTES."""
+        spans = []
+        for (kind, index), start in first.items():
+            if kind != 0 or (kind, index) in kept:
+                continue
+            size, stride, dtype, _ = sizes[index]
+            if 0 in size:
+                continue
+            extent = 1 + sum((d - 1) * st for d, st in zip(size, stride, strict=True))
+            spans.append((extent * dtype.itemsize, start, last[(kind, index)], index))
+        devices = {sizes[span[3]][3] for span in spans}
+        if len(spans) < 2 or len(devices) != 1:
+            return None
+        placed: list[tuple[int, int, int, int]] = []  # (offset, end, first step, last step)
+        places = {}
+        for nbytes, start, stop, index in sorted(spans, key=lambda span: (-span[0], span[1])):
+            padded = -(-nbytes // 512) * 512
+            offset = 0
+            for low, high, _, _ in sorted(p for p in placed if p[2] <= stop and start <= p[3]):
+                if offset + padded <= low:
+                    break
+                offset = max(offset, high)
+            placed.append((offset, offset + padded, start, stop))
+            places[index] = (offset, nbytes)
+        total = max(p[1] for p in placed)
+        return _Arena(places, total, devices.pop()) if total <= ARENA_MAX_BYTES else None
+
+    def _stream(self) -> Any:
+        if self.device.type != "cuda":
+            return None
+        return torch._C._cuda_getCurrentRawStream(self.device.index)
+
+    def take(self, recipe: Any) -> tuple[Any, Any] | None:
+        """(steps, allocations) to replay with the arena, or None (then release nothing)."""
+        if not self.lock.acquire(blocking=False):  # another thread replays this recipe now
+            return None
+        stream = self._stream()
+        if self.made is None:
+            self.made = self._make(recipe)
+            self.stream = stream
+        elif stream != self.stream:
+            self.lock.release()
+            return None
+        return self.made
+
+    def _make(self, recipe: Any) -> tuple[Any, Any]:
+        sizes, steps, _, _, _, allocs_at, _, _ = recipe
+        block = torch.empty(self.total, dtype=torch.uint8, device=self.device)
+        views = {}
+        for index, (offset, nbytes) in self.places.items():
+            size, stride, dtype, _ = sizes[index]
+            views[index] = block[offset : offset + nbytes].view(dtype).as_strided(size, stride)
+
+        def slot(s: Any) -> Any:
+            if s[0] != 0 or s[1] not in views:
+                return s
+            view = views[s[1]]
+            return ("same", view if s[5] else view.as_strided(s[2], s[3], s[4] + view.storage_offset()))
+
+        def template(v: Any) -> Any:
+            if isinstance(v, tuple) and v[0] == "slot":
+                return ("slot", slot(v[1]))
+            if isinstance(v, tuple) and v[0] == "seq":
+                return ("seq", v[1], [template(x) for x in v[2]])
+            return v
+
+        made = []
+        for step in steps:
+            if step[0] == "torch":
+                _, func, args, kwargs, out = step
+                made.append(("torch", func, [template(a) for a in args], {k: template(v) for k, v in kwargs.items()},
+                             out))  # fmt: skip
+            else:  # a launch: its arguments in the arena are bound now, once
+                _, original, kernel, grid, args, slots, meta, direct = step
+                args, left = list(args), []
+                for pos, s in slots:
+                    s = slot(s)
+                    if s[0] == "same":
+                        args[pos] = s[1]
+                    else:
+                        left.append((pos, s))
+                made.append(("launch", original, kernel, grid, tuple(args), tuple(left), meta, direct))
+        allocs = [tuple(i for i in step if i not in views) for step in allocs_at]
+        return made, allocs
+
+
 def _replay(recipe: Any, inputs: tuple[Any, ...]) -> Any:
-    sizes, steps, outs, container, n_made, allocs_at, frees_at = recipe
+    sizes, steps, outs, container, n_made, allocs_at, frees_at, arena = recipe
+    held = arena.take(recipe) if arena is not None else None
+    if held is None:
+        return _run_steps(sizes, steps, outs, container, n_made, allocs_at, frees_at, inputs)
+    try:  # the steps with the arena's views in place of its buffers, and the allocations left
+        return _run_steps(sizes, held[0], outs, container, n_made, held[1], frees_at, inputs)
+    finally:
+        arena.lock.release()
+
+
+def _run_steps(sizes: Any, steps: Any, outs: Any, container: Any, n_made: int, allocs_at: Any, frees_at: Any,
+               inputs: tuple[Any, ...]) -> Any:  # fmt: skip
     buffers: list[Any] = [None] * len(sizes)
     bases: tuple[list[Any], list[Any], list[Any]] = (buffers, list(inputs), [None] * n_made)
 

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from kernelwright.providers.offline.emit.emit import HELPERS
 from kernelwright.tasks import region_runtime
@@ -569,3 +570,93 @@ def test_replayed_calls_between_new_keys_keep_keying_on() -> None:
         torch.testing.assert_close(replay(steady), steady * 2.0)  # recorded, then replayed
     assert not replay.off
     assert any(isinstance(s, tuple) for s in replay.seen.values())
+
+
+class _Allocations(TorchFunctionMode):
+    """Counts the torch.empty* calls made under it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if getattr(func, "__name__", "").startswith("empty"):
+            self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _chain_reference(x: torch.Tensor) -> torch.Tensor:
+    return ((torch.relu(x * 4) * 2) + x * 2) * 2
+
+
+def test_a_replay_keeps_its_buffers_in_one_arena_and_allocates_only_its_output() -> None:
+    """The buffers that are not outputs are laid out once in one block kept between calls (b and c share
+    bytes: b's last use comes before c's first; a outlives both), so a replayed call allocates only its
+    output; every call's output stays its own (a later call does not write over an earlier one's)."""
+    namespace: dict[str, Any] = {"_kw_launch": _launch}
+    replay = LaunchReplay(_Chain(namespace), namespace)
+    inputs, outputs, allocations = [], [], []
+    with torch.no_grad():
+        for _ in range(5):
+            inputs.append(torch.randn(4))
+            with _Allocations() as counted:
+                outputs.append(replay(inputs[-1]))
+            allocations.append(counted.count)
+    for call, (x, out) in enumerate(zip(inputs, outputs, strict=True)):
+        torch.testing.assert_close(out, _chain_reference(x), msg=f"call {call}")
+    (recipe,) = replay.seen.values()
+    arena = recipe[7]
+    assert arena.places == {0: (0, 16), 1: (512, 16), 2: (512, 16)} and arena.total == 1024, arena.places
+    # filled (a b c d), recorded (the same), the first replay (the arena's block and d), then d alone
+    assert allocations == [4, 4, 2, 1, 1], allocations
+
+
+def test_a_replay_while_another_holds_the_arena_allocates_its_own_buffers() -> None:
+    """Two threads replaying one recipe at once must not share its buffers: the second allocates them."""
+    namespace: dict[str, Any] = {"_kw_launch": _launch}
+    replay = LaunchReplay(_Chain(namespace), namespace)
+    with torch.no_grad():
+        for _ in range(3):
+            replay(torch.randn(4))
+        (recipe,) = replay.seen.values()
+        with recipe[7].lock:  # (as a replay on another thread holds it)
+            x = torch.randn(4)
+            with _Allocations() as counted:
+                torch.testing.assert_close(replay(x), _chain_reference(x))
+        assert counted.count == 4
+        x = torch.randn(4)
+        with _Allocations() as counted:
+            torch.testing.assert_close(replay(x), _chain_reference(x))
+        assert counted.count == 1
+
+
+def test_a_call_recorded_under_grad_keeps_no_arena() -> None:
+    """Under grad a torch step may keep what it read for backward: a buffer reused by the next call would
+    change it."""
+    namespace: dict[str, Any] = {"_kw_launch": _launch}
+    replay = LaunchReplay(_Chain(namespace), namespace)
+    for _ in range(4):
+        x = torch.randn(4)
+        torch.testing.assert_close(replay(x), _chain_reference(x))
+    (recipe,) = replay.seen.values()
+    assert isinstance(recipe, tuple) and recipe[7] is None
+
+
+def test_arena_buffers_share_bytes_only_where_their_lifetimes_do_not_meet() -> None:
+    generator = torch.Generator().manual_seed(0)
+    n = 300
+    starts = torch.randint(0, 200, (n,), generator=generator).tolist()
+    lengths = torch.randint(0, 30, (n,), generator=generator).tolist()
+    numels = torch.randint(1, 5000, (n,), generator=generator).tolist()
+    sizes = [((k,), (1,), torch.float32, torch.device("cpu")) for k in numels]
+    first = {(0, i): starts[i] for i in range(n)}
+    last = {(0, i): starts[i] + lengths[i] for i in range(n)}
+    arena = region_runtime._Arena.planned(sizes, first, last, kept={(0, 7)})
+    assert arena is not None and 7 not in arena.places and len(arena.places) == n - 1
+    spans = [(off, off + nbytes, first[(0, i)], last[(0, i)]) for i, (off, nbytes) in arena.places.items()]
+    assert all(off % 512 == 0 for off, *_ in spans)
+    assert all(nbytes == numels[i] * 4 for i, (_, nbytes) in arena.places.items())
+    for i, (lo, hi, a, b) in enumerate(spans):
+        for lo2, hi2, c, d in spans[i + 1 :]:
+            assert not (a <= d and c <= b and lo < hi2 and lo2 < hi), "two live buffers share bytes"
+    assert arena.total < sum(-(-k * 4 // 512) * 512 for k in numels)  # lifetimes let bytes be shared

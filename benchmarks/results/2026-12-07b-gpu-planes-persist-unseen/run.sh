@@ -3,6 +3,8 @@
 #   gemms     benchmarks/probes/underfilled_gemms.py (CASES: only those), at most GEMMS_S seconds
 #   sweep     model_profile.py on MODELS, one at a time (40 s each at most, MODEL_S): eager against stitched
 #             (CPROFILE=N: the stitched side's Python under cProfile over N calls too)
+#   arena     model_profile.py on ARENA_MODELS, each ARENA_REPS (2) times with the replay's arena on and off in turn
+#             (KERNELWRIGHT_REPLAY_ARENA=1 / 0: separate processes, alternated), arena_on.jsonl / arena_off.jsonl
 #   sweep_old the same on OLD_MODELS as stitched before the session's writer changes (.l3c/l3.tgz's stitched_old/)
 #   variants  benchmarks/probes/unseen_variants.py on VTASKS (issue 48's wide-row fallbacks; VLAST: the last N cases),
 #             at most VARIANTS_S seconds
@@ -36,6 +38,17 @@ for stage in ${STAGES}; do
         >> $OUT/$stage.log 2>&1 || echo "$m: exit $?" >> $OUT/$stage.log
     done
     grep -v -i warn $OUT/$stage.log | grep -v "^ *_warn" | grep -v TransformerEncoder | cut -c1-200 ;;
+  arena)
+    for m in ${ARENA_MODELS}; do
+      for rep in $(seq ${ARENA_REPS:-2}); do
+        for on in 1 0; do
+          [ $(left) -lt 40 ] && { echo "stopped before $m: the call's time"; break 3; }
+          KERNELWRIGHT_REPLAY_ARENA=$on timeout ${MODEL_S:-40} python3 benchmarks/probes/model_profile.py .l3/kb .l3/stitched $m \
+            --out $OUT/arena_$([ $on = 1 ] && echo on || echo off).jsonl >> $OUT/arena.log 2>&1 || echo "$m arena=$on: exit $?" >> $OUT/arena.log
+        done
+      done
+    done
+    grep -v -i warn $OUT/arena.log | grep -v "^ *_warn" | grep -v TransformerEncoder | cut -c1-200 ;;
   sub)
     timeout ${MODEL_S:-40} python3 benchmarks/probes/model_profile.py .l3/kb .l3/stitched ${SUB_MODEL} --sub "${SUB}" \
       --out $OUT/sub.jsonl > $OUT/sub.log 2>&1 || echo "exit $?" >> $OUT/sub.log
