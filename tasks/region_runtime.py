@@ -1193,7 +1193,7 @@ class _Arena:
                 return ("seq", v[1], [template(x) for x in v[2]])
             return v
 
-        made = []
+        made: list[Any] = []
         for step in steps:
             if step[0] == "torch":
                 _, func, args, kwargs, out = step
