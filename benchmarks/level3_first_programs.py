@@ -147,6 +147,12 @@ def _child(cmd: list[str], limit_s: float) -> tuple[dict, str]:
         os.killpg(proc.pid, signal.SIGKILL)
         stdout, stderr = proc.communicate()
         outcome = f"killed at the {limit_s:.0f} s limit"
+    return _child_row(outcome, t0, stdout, stderr), outcome
+
+
+def _child_row(outcome: str, t0: float, stdout: str, stderr: str) -> dict:
+    """A child's row: its outcome and wall, what it printed as `ROW {json}`, and where it did not finish, the
+    last line of its stderr."""
     row: dict = {"outcome": outcome, "wall_s": round(time.time() - t0, 1)}
     for line in stdout.splitlines():
         if line.startswith("ROW "):
@@ -154,7 +160,7 @@ def _child(cmd: list[str], limit_s: float) -> tuple[dict, str]:
     if outcome != "finished":
         tail = [ln for ln in stderr.strip().splitlines() if ln.strip()]
         row.setdefault("error", (tail[-1] if tail else outcome)[:300])
-    return row, outcome
+    return row
 
 
 # What every write child imports: loaded once in a fork server, so that a model's child starts with them (each
@@ -194,14 +200,7 @@ def _forked_child(
         else:
             outcome = "finished" if proc.exitcode == 0 else f"exit {proc.exitcode}"
         stdout, stderr = (Path(f).read_text() if Path(f).exists() else "" for f in (out, err))
-    row: dict = {"outcome": outcome, "wall_s": round(time.time() - t0, 1)}
-    for line in stdout.splitlines():
-        if line.startswith("ROW "):
-            row.update(json.loads(line[4:]))
-    if outcome != "finished":
-        tail = [ln for ln in stderr.strip().splitlines() if ln.strip()]
-        row.setdefault("error", (tail[-1] if tail else outcome)[:300])
-    return row, outcome
+    return _child_row(outcome, t0, stdout, stderr), outcome
 
 
 def _models(kb: str, numbers: list[str]) -> list[str]:
