@@ -660,3 +660,29 @@ def test_arena_buffers_share_bytes_only_where_their_lifetimes_do_not_meet() -> N
         for lo2, hi2, c, d in spans[i + 1 :]:
             assert not (a <= d and c <= b and lo < hi2 and lo2 < hi), "two live buffers share bytes"
     assert arena.total < sum(-(-k * 4 // 512) * 512 for k in numels)  # lifetimes let bytes be shared
+
+
+class _ViewedChain(_Chain):
+    """The chain's last buffer returned as a view of part of it, and its first buffer as a reshaped view."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
+        launch, w = self.namespace["_kw_launch"], self.m0.weight
+        a, d = torch.empty_like(x), torch.empty_like(x)
+        launch(None, (1,), x, w, a)
+        launch(None, (1,), a, w, d)
+        return d[1:], a.view(2, -1)
+
+
+def test_a_view_of_a_buffer_that_is_returned_keeps_that_buffer_out_of_the_arena() -> None:
+    namespace: dict[str, Any] = {"_kw_launch": _launch}
+    replay = LaunchReplay(_ViewedChain(namespace), namespace)
+    calls = []
+    with torch.no_grad():
+        for _ in range(5):
+            x = torch.randn(4)
+            calls.append((x, replay(x)))
+    for call, (x, (tail, first)) in enumerate(calls):
+        torch.testing.assert_close(tail, (x * 4)[1:], msg=f"call {call}")
+        torch.testing.assert_close(first, (x * 2).view(2, -1), msg=f"call {call}")
+    (recipe,) = replay.seen.values()
+    assert recipe[7] is None  # both buffers are returned (as views): nothing is left for an arena
