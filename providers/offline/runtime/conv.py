@@ -63,17 +63,22 @@ def _kw_npow2(v):
     return 1 << max(0, (int(v) - 1).bit_length())
 
 
+def _kw_least_padded_w(h, w, bm, widths, rows_cap):
+    # Of `widths` (widest first), the tile width whose tiles, bm // width rows each (at most rows_cap), cover an
+    # h x w plane with the fewest padded pixels; the widest of those.
+    best_area, best_w = None, widths[0]
+    for bw in widths:
+        bh = max(1, min(bm // bw, rows_cap))
+        area = -(-h // bh) * bh * (-(-w // bw) * bw)
+        if best_area is None or area < best_area:
+            best_area, best_w = area, bw
+    return best_w
+
+
 def _kw_box_w(h, w, bm):
     # X_TMA tiles: the width (a power of two up to bm) of the boxes of bm pixels that cover an h x w output
     # plane with the fewest padded pixels, the widest of those (96 columns: boxes 32 wide, not 128)
-    best_area, best_w, bw = None, 1, 1
-    while bw <= bm:
-        bh = bm // bw
-        area = -(-h // bh) * bh * (-(-w // bw) * bw)
-        if best_area is None or area <= best_area:
-            best_area, best_w = area, bw
-        bw *= 2
-    return best_w
+    return _kw_least_padded_w(h, w, bm, [1 << k for k in range(int(bm).bit_length() - 1, -1, -1)], bm)
 
 
 def _kw_plane_w(h, w, bm, cap):
@@ -82,14 +87,8 @@ def _kw_plane_w(h, w, bm, cap):
     # h's power of two), cover the h x w plane with the fewest padded pixels; the widest of those. 140-wide
     # planes take 64 columns at bm=2048 (128 padded each row to 256); 83-, 112- and 512-wide keep 128.
     top = min(cap, _kw_npow2(w))
-    best_area, best_w, bw = None, top, top
-    while bw >= min(top, max(32, top // 4)):
-        bh = max(1, min(bm // bw, _kw_npow2(h)))
-        area = -(-h // bh) * bh * (-(-w // bw) * bw)
-        if best_area is None or area < best_area:
-            best_area, best_w = area, bw
-        bw //= 2
-    return best_w
+    lo = min(top, max(32, top // 4))
+    return _kw_least_padded_w(h, w, bm, [top >> k for k in range(top.bit_length()) if top >> k >= lo], _kw_npow2(h))
 
 
 def _kw_as5d(t, nd):

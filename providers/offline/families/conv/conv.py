@@ -163,7 +163,7 @@ _DIRECT_TILES = [(256, 4, 16, 4, 1), (512, 2, 16, 4, 1), (128, 8, 16, 4, 1), (10
 # So 4096 over 4 warps first where a norm follows, 1024 first otherwise. Then judged at sizes its search never
 # saw (2026-12-07, H100, benchmarks/probes/unseen_variants.py, 20 repetitions, ~8% run-to-run): level2/24 at
 # 23 x 95 x 83^2 0.281 ms at 4096 against 0.250 at 2048, at 40 x 160 x 140^2 1.657 against 1.304 (1.148 with
-# the plane's width fitted, _kw_box_w), at its own 32 x 128 x 112^2 0.419 against 0.381. So 2048 first.
+# the plane's width fitted, _kw_plane_w), at its own 32 x 128 x 112^2 0.419 against 0.381. So 2048 first.
 # Unmasked interior tiles (INTERIOR, 2026-12-02, H200, design_sweep): published/32's 512-wide planes 1.421 ->
 # 1.026 ms at 1024 x 128, 1.510 -> 0.959 at 1024 x 64, 1.802 -> 0.934 at 2048 x 64 (the best), 1.850 ->
 # 1.342 at 2048 x 128; level2/24's 112-wide planes have no interior tile at 128 columns and paid the branch
