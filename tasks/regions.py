@@ -125,6 +125,7 @@ class Region:
     library: str = ""
     """The library operation it is built around ("" for a chain of pointwise/reduction/norm ops)."""
     ops: list[str] = field(default_factory=list)
+    """The operators it computes, in order (attribute reads and tuple unpacking left out): the model's table."""
     bindings: dict[str, str] = field(default_factory=dict)
     """The region task's state_dict names -> the model's."""
     signature: str = ""
@@ -196,6 +197,16 @@ def _op_name(node: fx.Node, root: nn.Module) -> str:
     if node.op == "call_method":
         return str(node.target)
     return getattr(node.target, "__name__", str(node.target))
+
+
+_BOOKKEEPING = ("getattr", "getitem")
+"""Attribute reads (`mha.in_proj_weight`) and tuple unpacking: nodes of a region, not operators it computes."""
+
+
+def _shown_ops(names: list[str]) -> list[str]:
+    """A region's operator names as its table shows them: the bookkeeping nodes left out, unless that is all
+    the region holds."""
+    return [n for n in names if n not in _BOOKKEEPING] or names
 
 
 def is_library(node: fx.Node, root: nn.Module) -> bool:
@@ -581,7 +592,7 @@ def split_model(model: nn.Module, inputs: tuple[Any, ...] | list[Any], *, measur
                     inputs_.append(a.name)
         outputs = [n.name for n in group if n.name in written or any(u.name not in inside for u in n.users)]
         lib = next((_op_name(n, model) for n in group if is_library(n, model)), "")
-        region = Region(i, names, inputs_, outputs, lib, [_op_name(n, model) for n in group])
+        region = Region(i, names, inputs_, outputs, lib, _shown_ops([_op_name(n, model) for n in group]))
         if specialized:
             region.sizes = derive_sizes(group, inputs_, values)
         region.fingerprint = region_fingerprint(graph, names, region.sizes)
