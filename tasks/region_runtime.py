@@ -111,6 +111,44 @@ def _sized(value: Any, source: Any, what: str, dims: tuple[Any, ...]) -> Any:
     return value
 
 
+class _Mode:
+    """A traced-through module's `training` while it is traced: true or false as the module's mode, so `if
+    self.training:` takes its branch, but passed to a random operator (a dropout with p > 0) it becomes a
+    read of the module's mode in the graph, so the model's call in either mode draws as its forward would
+    (elsewhere it is the constant it was)."""
+
+    def __init__(self, path: str, value: bool) -> None:
+        self.path, self.value = path, bool(value)
+
+    def __bool__(self) -> bool:
+        return self.value
+
+    def __eq__(self, other: object) -> bool:
+        return self.value == other
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+_DROPOUT_FUNCTIONS = frozenset({"dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
+                                "feature_alpha_dropout", "feature_dropout"})  # fmt: skip
+
+
+def random_call(name: str, args: Any, kwargs: Any) -> bool:
+    """Whether a call of the function or method `name` with these arguments draws random numbers in
+    training mode: a dropout with p > 0, attention with dropout_p > 0."""
+    if name in _DROPOUT_FUNCTIONS:
+        p = kwargs.get("p", args[1] if len(args) > 1 else 0.5)
+    elif name == "multi_head_attention_forward":
+        p = kwargs.get("dropout_p", args[10] if len(args) > 10 else 0.0)
+    else:
+        return False
+    return not isinstance(p, int | float) or p > 0
+
+
 class _ExampleProxy(fx.Proxy):
     """A proxy that answers size, device and dtype questions from the value it had on the example inputs
     (a specialized trace), so python code that reads them (a loop over a sequence length, a slice to a
@@ -163,7 +201,8 @@ class RegionTracer(fx.Tracer):
         if isinstance(a, fx.Node):
             if a.name not in self.values and a.op == "get_attr":
                 self.values[a.name] = self._compute(a)
-            return self.values[a.name]
+            value = self.values[a.name]
+            return value.value if isinstance(value, _Mode) else value
         return a
 
     def known(self, a: Any) -> Any:
@@ -174,6 +213,22 @@ class RegionTracer(fx.Tracer):
         return value
 
     def create_proxy(self, kind: str, target: Any, args: Any, kwargs: Any, *rest: Any, **more: Any) -> Any:
+        modes: list[_Mode] = []
+        fx.node.map_aggregate((args, kwargs), lambda v: modes.append(v) if isinstance(v, _Mode) else v)
+        if modes:  # a module's mode as an argument: read where the call draws random numbers, else constant
+            name = getattr(target, "__name__", str(target))
+            live = kind in ("call_function", "call_method") and random_call(name, args, kwargs)
+
+            def mode(v: Any) -> Any:
+                if not isinstance(v, _Mode):
+                    return v
+                return (
+                    self.create_proxy("get_attr", f"{v.path}.training" if v.path else "training", (), {})
+                    if live
+                    else v.value
+                )
+
+            args, kwargs = fx.node.map_aggregate((args, kwargs), mode)
         if self.example is None:
             return super().create_proxy(kind, target, args, kwargs, *rest, **more)
         if kind == "call_method" and target in _SHAPE_METHODS:
@@ -265,6 +320,10 @@ def trace(
              if not k.startswith("_")}  # fmt: skip
     tracer = RegionTracer(leaves, example, wrap)
     writes: dict[str, str] = {}
+    for path, m in model.named_modules():  # the modules traced through; restored below with the rest
+        kept_whole = any(path == leaf or path.startswith(leaf + ".") for leaf in leaves)
+        if not kept_whole and isinstance(m.__dict__.get("training"), bool):
+            m.__dict__["training"] = _Mode(path, m.training)
     try:
         graph = tracer.trace(model, concrete_args=concrete or None)
     finally:

@@ -24,6 +24,7 @@ from kernelwright.tasks.regions import (
     is_library,
     layout_only,
     module_constructor,
+    random_in_training,
 )
 
 _DEVICE = "<device>"
@@ -88,6 +89,10 @@ def describe_region(
     inits: list[str] = []
     body: list[str] = []
     try:
+        if any(random_in_training(n, model) for n in group):
+            raise SplitError(
+                "it draws random numbers in training mode (a dropout with p > 0): no kernel can match it"
+            )
         for node in group:
             for a in node.all_input_nodes:
                 if a.op == "get_attr" and a.name not in names:

@@ -37,6 +37,7 @@ from kernelwright.tasks.region_runtime import (
     WRAPPED_MODULES,
     fake_inputs,
     fake_run_node,
+    random_call,
     region_fingerprint,
     trace,
 )
@@ -299,6 +300,28 @@ _LAYOUT = frozenset({"view", "reshape", "permute", "transpose", "getitem", "cont
 """Operators that only view, index or lay out their input: a region of these alone has nothing to compute."""
 
 
+_DROPOUT_MODULES = (
+    nn.Dropout,
+    nn.Dropout1d,
+    nn.Dropout2d,
+    nn.Dropout3d,
+    nn.AlphaDropout,
+    nn.FeatureAlphaDropout,
+)
+
+
+def random_in_training(node: fx.Node, root: nn.Module) -> bool:
+    """A dropout with p > 0 (a module, a function, attention's dropout_p): random in training mode, so no
+    kernel can match it. It runs in torch between the regions around it, reading its module's mode as
+    its forward does (tasks/region_runtime.py `_Mode`), and the regions around it keep their kernels."""
+    if node.op == "call_module":
+        mod = root.get_submodule(str(node.target))
+        return isinstance(mod, _DROPOUT_MODULES) and mod.p > 0
+    return node.op in ("call_function", "call_method") and random_call(
+        _op_name(node, root), node.args, node.kwargs
+    )
+
+
 def _pointwise(node: fx.Node, root: nn.Module) -> bool:
     return node.op in ("call_function", "call_method") and not is_library(node, root)
 
@@ -430,8 +453,10 @@ def _cut(graph: fx.Graph, root: nn.Module, values: dict[str, NodeValue]) -> list
         joins = joins and not (groups and any(is_library(n, root) and not values[n.name].tensor
                                               for n in groups[last] if n.name in values))  # fmt: skip
         # an operator that cannot be written as source sits alone (kept in torch), not its neighbours
-        alone = not _writable(node, root) or (
-            node.op == "call_module" and isinstance(root.get_submodule(str(node.target)), nn.RNNBase)
+        alone = (
+            not _writable(node, root)
+            or (node.op == "call_module" and isinstance(root.get_submodule(str(node.target)), nn.RNNBase))
+            or random_in_training(node, root)
         )
         if unit is not None and groups:
             if norm_at == last and not library:

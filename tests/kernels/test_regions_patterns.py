@@ -320,6 +320,54 @@ def test_a_recurrence_and_an_in_place_write_are_kept_in_torch_and_the_rest_split
     assert _calls(stitched) - before == with_kernel >= 1
 
 
+DROPOUT = (
+    HEADER
+    + """
+class Model(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.fc1 = nn.Linear(d, 2 * d)
+        self.drop = nn.Dropout(0.25)
+        self.fc2 = nn.Linear(2 * d, d)
+        self.off = nn.Dropout(0.0)
+
+    def forward(self, x):
+        h = self.drop(torch.relu(self.fc1(x)))
+        h = F.dropout(self.fc2(h), 0.5, self.training)
+        return torch.tanh(self.off(h) * 2)
+
+
+def get_inputs():
+    return [torch.randn(4, 8)]
+
+
+def get_init_inputs():
+    return [8]
+"""
+)
+
+
+def test_a_random_dropout_runs_in_torch_between_regions_that_keep_their_kernels() -> None:
+    task = _module(DROPOUT, "task")
+    split = split_model(task.Model(*task.get_init_inputs()), task.get_inputs())
+    assert [r.ops for r in split.regions] == [["Linear", "relu"], ["Dropout"], ["Linear"], ["dropout"],
+                                              ["Dropout", "mul", "tanh"]]  # fmt: skip
+    assert [bool(r.source) for r in split.regions] == [True, False, True, False, True]  # p = 0 joins
+    assert all("random numbers in training mode" in split.regions[i].why_not for i in (1, 3))
+    stitched, model, new, with_kernel = _stitched(DROPOUT)
+    assert with_kernel == 3
+    x = torch.randn(4, 8)
+    for mode in ("train", "eval"):
+        model.train(mode == "train")
+        new.train(mode == "train")
+        before = _calls(stitched)
+        torch.manual_seed(1)
+        expected = model(x)
+        torch.manual_seed(1)
+        torch.testing.assert_close(new(x), expected, rtol=1e-5, atol=1e-5)  # the same draws, in torch
+        assert _calls(stitched) - before == 3
+
+
 def test_einops_rearrange_is_one_operation_of_the_graph() -> None:
     pytest.importorskip("einops")
     task = _module(EINOPS, "task")
