@@ -304,18 +304,18 @@ def _fake(value: Any) -> Any:
 def trace(
     model: nn.Module,
     leaves: set[str],
-    none_args: Any = (),
+    constant_args: dict[str, Any] | None = None,
     example: list[Any] | None = None,
     wrap: tuple[Any, ...] = (),
 ) -> fx.Graph:
     """The model's forward as an FX graph (its node names are what a region plan refers to).
 
-    `none_args`: forward arguments not given, whose default None is a constant of the graph (so
-    `if h0 is None` takes its branch). `example`: trace specialized on these inputs (see RegionTracer).
+    `constant_args`: forward arguments not given -> their defaults, constants of the graph (so
+    `if h0 is None` takes its branch, and `x * scale` reads the default scale). `example`: trace specialized on these inputs (see RegionTracer).
     `wrap`: modules whose functions are recorded as one node each (einops; the split picks them).
     Attributes the forward assigns (`self.hidden = ...`) are restored after the trace and listed in
     `graph._kw_writes` (attribute path -> node), so the plan assigns them as the forward did."""
-    concrete = {name: None for name in none_args}
+    concrete = dict(constant_args or {})
     saved = {(path, k): v for path, m in model.named_modules() for k, v in vars(m).items()
              if not k.startswith("_")}  # fmt: skip
     tracer = RegionTracer(leaves, example, wrap)
@@ -337,9 +337,19 @@ def trace(
                     m.__dict__[k] = saved[(path, k)]
                 else:
                     del m.__dict__[k]
-    for node in list(graph.nodes):  # a default None checked by fx: no operation of the model's
-        if node.op == "call_function" and getattr(node.target, "__name__", "") == "_assert_is_none":
+    for node in reversed(list(graph.nodes)):  # fx's checks of the constant defaults: not the model's work
+        specialized = node.target is torch._assert and "has been specialized to have value" in str(
+            node.args[1:]
+        )
+        if (
+            specialized
+            or node.op == "call_function"
+            and getattr(node.target, "__name__", "") == "_assert_is_none"
+        ):
+            check = node.args[0] if specialized else None
             graph.erase_node(node)
+            if isinstance(check, fx.Node) and not check.users:
+                graph.erase_node(check)  # the `==` the check read
     graph._kw_writes = writes  # type: ignore[attr-defined]
     graph._kw_values = tracer.values  # type: ignore[attr-defined]
     return graph
@@ -1459,7 +1469,7 @@ def plan_for(
         try:
             # as the split traced it: the same defaults made constants, the same modules recorded whole
             example = list(inputs) if spec.get("specialized") else None
-            graph = trace(model, set(spec["leaves"]), spec.get("none_args", ()), example, wrap)
+            graph = trace(model, set(spec["leaves"]), spec.get("constant_args"), example, wrap)
         finally:
             model.__class__ = cls
             model._modules.update(hidden)

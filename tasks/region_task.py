@@ -89,6 +89,9 @@ def describe_region(
     inits: list[str] = []
     body: list[str] = []
     try:
+        for n in region.inputs:
+            if not values[n].tensor:  # a forward argument that is not a tensor: no example to write for it
+                raise SplitError(f"its input {n} is not a tensor")
         if any(random_in_training(n, model) for n in group):
             raise SplitError(
                 "it draws random numbers in training mode (a dropout with p > 0): no kernel can match it"

@@ -164,7 +164,8 @@ class ModelSplit:
     measured: bool = True
     """Values' `seconds` were measured (a real run); False: shapes from fake tensors, no times."""
 
-    none_args: list[str] = field(default_factory=list)
+    constant_args: dict[str, Any] = field(default_factory=dict)
+    """Forward arguments not given, each a constant of the trace at its default (`constant_arguments`)."""
     wrap: list[str] = field(default_factory=list)
     """Modules (einops) whose functions the graph calls as one node each: the stitched file imports them."""
 
@@ -172,7 +173,7 @@ class ModelSplit:
     def spec(self) -> dict[str, Any]:
         """How the stitched model traces it again (tasks/region_runtime.py plan_for)."""
         return {"leaves": sorted(self.leaves), "inputs": self.inputs, "specialized": self.specialized,
-                "none_args": self.none_args, "wrap": self.wrap}  # fmt: skip
+                "constant_args": self.constant_args, "wrap": self.wrap}  # fmt: skip
 
     def unique(self) -> dict[str, list[Region]]:
         """Signature -> its regions, in first-seen order."""
@@ -529,10 +530,18 @@ def failing_module(model: nn.Module, exc: BaseException) -> str | None:
     return found
 
 
-def none_arguments(model: nn.Module, given: int) -> list[str]:
-    """Forward's arguments after the first `given` whose default is None (constants of the trace)."""
+def constant_arguments(model: nn.Module, given: int) -> dict[str, Any]:
+    """Forward's arguments after the first `given` whose default is a plain value (None, a bool, number or
+    string): constants of the trace at that value (`if mask is None` takes its branch, `x * scale` reads
+    2.0), as the call with only the inputs given computes. Others stay the graph's inputs."""
     params = list(inspect.signature(model.forward).parameters.values())[given:]
-    return [p.name for p in params if p.default is None and p.kind is p.POSITIONAL_OR_KEYWORD]
+    return {
+        p.name: p.default
+        for p in params
+        if p.kind is p.POSITIONAL_OR_KEYWORD
+        and (p.default is None or isinstance(p.default, bool | int | str)
+             or isinstance(p.default, float) and math.isfinite(p.default))
+    }  # fmt: skip
 
 
 def wrapped_modules() -> tuple[Any, ...]:
@@ -552,12 +561,12 @@ def _trace(
     """Trace once (symbolic), or specialized on the inputs' sizes with every submodule fx still cannot
     follow (data-dependent control flow) kept whole, run in torch."""
     leaves = set(leaves)
-    nones, wrap = none_arguments(model, len(inputs)), wrapped_modules()  # before any trace touches it
+    constants, wrap = constant_arguments(model, len(inputs)), wrapped_modules()  # before any trace touches it
     if not specialized:
-        return trace(model, leaves, nones, None, wrap), leaves
+        return trace(model, leaves, constants, None, wrap), leaves
     for _ in range(64):
         try:
-            return trace(model, leaves, nones, inputs, wrap), leaves
+            return trace(model, leaves, constants, inputs, wrap), leaves
         except Exception as exc:
             path = failing_module(model, exc)
             if path is None or path in leaves:
@@ -578,7 +587,7 @@ def split_model(model: nn.Module, inputs: tuple[Any, ...] | list[Any], *, measur
     t0 = time.perf_counter()
     inputs = list(inputs)
     leaves = leaf_modules(model)
-    nones = none_arguments(model, len(inputs))
+    constants = constant_arguments(model, len(inputs))
     specialized = False
     try:
         graph, leaves = _trace(model, leaves, inputs, False)
@@ -589,6 +598,13 @@ def split_model(model: nn.Module, inputs: tuple[Any, ...] | list[Any], *, measur
         except Exception:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise SplitError(f"torch.fx cannot trace {type(model).__name__}: {first}") from exc
+    result = next(n for n in graph.nodes if n.op == "output").args[0]
+    if not isinstance(result, fx.Node | tuple | list):  # checked before any region is searched
+        kind = "dict" if isinstance(result, dict) else type(result).__name__  # fx's immutable_dict
+        raise SplitError(
+            f"{type(model).__name__}.forward returns a {kind}: the judge compares a tensor or a "
+            "tuple/list of tensors (return a tuple, or wrap the model in one that does)"
+        )
     if measure:
         values = _record(model, graph, tuple(inputs))
     else:
@@ -626,7 +642,9 @@ def split_model(model: nn.Module, inputs: tuple[Any, ...] | list[Any], *, measur
     used = {getattr(n.target, "__module__", "") or "" for n in graph.nodes if n.op == "call_function"}
     wrap = [m.__name__ for m in wrapped_modules() if any(u.split(".")[0] == m.__name__ for u in used)]
     seconds = time.perf_counter() - t0
-    return ModelSplit(graph, leaves, regions, values, seconds, len(inputs), specialized, measure, nones, wrap)
+    return ModelSplit(
+        graph, leaves, regions, values, seconds, len(inputs), specialized, measure, constants, wrap
+    )
 
 
 # -- a region as source ------------------------------------------------------------------------------

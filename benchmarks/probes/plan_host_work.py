@@ -57,7 +57,7 @@ def probe(old_runtime: Any, path: str) -> str:
     stem = Path(path).stem
     if split.specialized:
         return f"{stem}: specialized, skipped"
-    graph = new_runtime.trace(model, set(split.leaves), split.none_args)
+    graph = new_runtime.trace(model, set(split.leaves), split.constant_args)
     regions = [r.plan() for r in split.regions]
     for node in graph.nodes:
         if node.op in ("call_function", "call_method"):

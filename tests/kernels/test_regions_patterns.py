@@ -14,7 +14,7 @@ import torch
 from kernelwright.hardware import WorkerPool
 from kernelwright.tasks.region_runtime import fake_inputs, fake_run_node
 from kernelwright.tasks.region_stitch import stitched_source
-from kernelwright.tasks.regions import split_model
+from kernelwright.tasks.regions import SplitError, split_model
 from tests.kernels.tiny_model_src import copy_kernel
 
 
@@ -366,6 +366,50 @@ def test_a_random_dropout_runs_in_torch_between_regions_that_keep_their_kernels(
         torch.manual_seed(1)
         torch.testing.assert_close(new(x), expected, rtol=1e-5, atol=1e-5)  # the same draws, in torch
         assert _calls(stitched) - before == 3
+
+
+DEFAULTS = (
+    HEADER
+    + """
+class Model(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.fc = nn.Linear(d, d)
+
+    def forward(self, x, scale: float = 2.0, shift=None, name="unused"):
+        h = torch.relu(self.fc(x)) * scale
+        return h if shift is None else h + shift
+
+
+def get_inputs():
+    return [torch.randn(3, 8)]
+
+
+def get_init_inputs():
+    return [8]
+"""
+)
+
+
+def test_forward_arguments_left_at_their_defaults_are_constants_of_the_regions() -> None:
+    task = _module(DEFAULTS, "task")
+    split = split_model(task.Model(*task.get_init_inputs()), task.get_inputs())
+    assert split.constant_args == {"scale": 2.0, "shift": None, "name": "unused"}
+    (region,) = split.regions
+    assert region.ops == ["Linear", "relu", "mul"] and region.inputs == ["x"]
+    assert "mul(t1, 2.0)" in region.source  # the default, not an input the task cannot make
+    stitched, model, new, with_kernel = _stitched(DEFAULTS)
+    x = torch.randn(5, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(new(x), model(x), rtol=1e-5, atol=1e-5)
+    assert _calls(stitched) == with_kernel == 1
+
+
+def test_a_forward_that_returns_a_dict_is_refused_before_any_region_is_searched() -> None:
+    source = DEFAULTS.replace("return h if shift is None else h + shift", 'return {"h": h}')
+    task = _module(source, "task")
+    with pytest.raises(SplitError, match=r"Model.forward returns a dict: the judge compares a tensor"):
+        split_model(task.Model(*task.get_init_inputs()), task.get_inputs())
 
 
 def test_einops_rearrange_is_one_operation_of_the_graph() -> None:
