@@ -336,6 +336,10 @@ def optimize_model_file(
     return optimize_model_source(model_task_source(p, class_name), name, context, **kwargs)
 
 
+_CONTEXT_FIELDS = frozenset(f.name for f in dataclasses.fields(Context) if f.init) - {"run_dir"}
+"""optimize_model's keywords that set the run's Context (its run folder is `run_dir`, optimize_model_source's)."""
+
+
 def optimize_model(
     model: Any,
     example_inputs: Sequence[Any],
@@ -344,11 +348,22 @@ def optimize_model(
     **kwargs: Any,
 ) -> ModelResult:
     """Optimize an nn.Module whose class is defined in a file: that file's code, the class as `Model`
-    built from `init_inputs` and `example_inputs` saved beside it, is the model's task."""
+    built from `init_inputs` and `example_inputs` saved beside it, is the model's task. The run's options
+    are `context`'s, or Context's fields given as keywords (`device="cpu", budget=2`); `run_dir`,
+    `on_progress` and `judge` are optimize_model_source's."""
     import inspect
 
     import torch
 
+    options = {k: kwargs.pop(k) for k in list(kwargs) if k in _CONTEXT_FIELDS}
+    unknown = sorted(set(kwargs) - {"run_dir", "on_progress", "judge"})
+    if unknown:
+        raise TypeError(
+            f"optimize_model() got unknown keyword {', '.join(unknown)}; options are Context's fields "
+            f"({', '.join(sorted(_CONTEXT_FIELDS))}), run_dir, on_progress and judge"
+        )
+    if options:
+        context = dataclasses.replace(context or Context(), **options)
     cls = type(model)
     try:
         file_source = inspect.getsource(inspect.getmodule(cls))  # type: ignore[arg-type]

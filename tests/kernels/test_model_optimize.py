@@ -112,3 +112,37 @@ def test_bench_runs_a_level3_folder_region_by_region(
     assert rows[-1]["status"] == "correct" and "regions with a kernel" in rows[-1]["verdict"]
     shown = capsys.readouterr().out  # no live panel here: the model's phases, a line each
     assert "level3/1_small_mlp (cpu): regions 0/" in shown and "the stitched model: judging" in shown
+
+
+def test_optimize_model_in_python_takes_the_runs_options_as_keywords(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`kernelwright.optimize_model(model, example_inputs, device=..., budget=...)` on a module whose class
+    is defined in a file of the user's (imported as the user would); an unknown keyword is a TypeError
+    that lists the options, before anything runs."""
+    import importlib
+
+    import torch
+
+    import kernelwright
+
+    (tmp_path / "users_model.py").write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Gate(nn.Module):\n    def __init__(self, d):\n"
+        "        super().__init__()\n        self.fc = nn.Linear(d, d)\n\n    def forward(self, x):\n"
+        "        return torch.sigmoid(self.fc(x)) * x\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    gate = importlib.import_module("users_model").Gate(8)
+    x = torch.randn(4, 8)
+    with pytest.raises(
+        TypeError, match=r"unknown keyword out; options are Context's fields \(.*budget.*device"
+    ):
+        kernelwright.optimize_model(gate, [x], init_inputs=[8], out=str(tmp_path / "o"))
+    assert not (tmp_path / "o").exists()
+    result = kernelwright.optimize_model(
+        gate, [x], init_inputs=[8], device="cpu", budget=1, memory="fresh", run_dir=str(tmp_path / "run")
+    )
+    assert result.correct and result.regions == result.regions_with_kernel == 1, result.verdict
+    assert (tmp_path / "run" / "example.pt").is_file() and (
+        tmp_path / "run" / "run" / "stitched.py"
+    ).is_file()
