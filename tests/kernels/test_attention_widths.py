@@ -6,7 +6,9 @@ view are numbers in the trace (`3*s0` and `8` at width 24 and 3 heads). The prog
 was right at the traced width only (level3/31_VisionAttention). Now they are read from the module
 (`self.attn.num_heads`, `self.attn.head_dim`), and so is the scale 1/sqrt(head_dim). The program is written
 once, as a search writes it, and judged by the real harness on CPU at the task's own width and at two
-others (`tasks/resize.other_sizes`: widths 48 and 12, with 4 and 6 heads).
+others (`tasks/resize.other_sizes`: widths 48 and 12, with 4 and 6 heads), each at one sample: the batch,
+read from the input, still differs from the task's own (2), and the 90 and 63 pixels still span several
+tiles, while the six and four samples `other_sizes` gives them took 9 s of the interpreter's time, not 2.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import ast
 from kernelwright.hardware import EvalConfig, WorkerPool
 from kernelwright.providers.offline import write_program
 from kernelwright.tasks import load_task_source
-from kernelwright.tasks.resize import other_sizes
+from kernelwright.tasks.resize import other_sizes, with_sizes
 from tests.fakes.writer import writer_prompt
 
 CFG = EvalConfig(device="cpu", time=False, timeout=300, trials=3, second_shape=False)
@@ -79,7 +81,10 @@ def test_the_head_split_reads_the_module() -> None:
 def test_the_attention_program_holds_at_other_widths(pool: WorkerPool) -> None:
     code = _write(VISION_ATTENTION)
     sized = [("own width 24, 3 heads", VISION_ATTENTION)]
-    sized += [(r.description, r.source) for r in other_sizes(VISION_ATTENTION, "t")]
+    sized += [
+        (f"{r.description} (batch_size=1 here)", with_sizes(r.source, {"batch_size": 1}))
+        for r in other_sizes(VISION_ATTENTION, "t")
+    ]
     widths = {src.split("embed_dim = ")[1].split("\n")[0] for _, src in sized}
     assert len(sized) == 3 and len(widths) == 3, [label for label, _ in sized]
     bad = []
