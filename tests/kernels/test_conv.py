@@ -74,11 +74,13 @@ CASES: dict[str, tuple[str, str, str | dict]] = {
     "depthwise_multiplier_scale": (
         _task(
             """
-            self.conv = nn.Conv2d(4, 8, 3, padding=1, groups=4, bias=False)
-            self.scale = nn.Parameter(torch.randn(8, 1, 1))
+            self.conv = nn.Conv2d(2, 4, 3, padding=1, groups=2, bias=False)
+            self.scale = nn.Parameter(torch.randn(4, 1, 1))
             """,
             "return F.hardtanh(self.conv(x), -0.5, 0.5) * self.scale",
-            "[torch.randn(1, 4, 7, 8)]",  # one sample: the other depthwise cases read the batch offset
+            # one sample of two channels, two outputs each (four planes: the interpreter's time goes by planes,
+            # 2.5 s at four channels): the other depthwise cases read the batch offset
+            "[torch.randn(1, 2, 7, 8)]",
         ),
         "direct_depthwise",
         "nchw",
@@ -323,7 +325,9 @@ CASES: dict[str, tuple[str, str, str | dict]] = {
             nn.init.normal_(self.bn.bias)
             """,
             "return F.relu6(self.bn(self.conv(x)))",
-            "[torch.randn(2, 2, 17, 24)]",  # 9 x 24 outputs: 3 x 3 tiles of 4 x 8, the middle one interior
+            # 9 x 24 outputs: 3 x 3 tiles of 4 x 8, the middle one interior; one sample (two planes), as the
+            # interpreter's time goes by planes: the bundled depthwise task below reads the plane tiles' batch
+            "[torch.randn(1, 2, 17, 24)]",
         ),
         "direct_depthwise",
         # the element taps' interior tiles (an even width would take the word taps: test_conv_words.py)
@@ -595,7 +599,8 @@ CASES: dict[str, tuple[str, str, str | dict]] = {
             nn.init.normal_(self.norm.bias)
             """,
             "return torch.relu(self.norm(self.conv(x))).mean(dim=[1, 2, 3, 4])",
-            "[torch.randn(2, 3, 5, 6, 7)]",
+            # 2 x 3 x 4 outputs a sample: two 32-row tiles, the first across the two samples (~2 s, not 3.4)
+            "[torch.randn(2, 3, 4, 5, 6)]",
         ),
         "implicit_gemm",
         "nhwc",
@@ -640,7 +645,7 @@ with the slow tests). Paths other default tests already take are left to the slo
 (test_conv_tma.py), the plane tiles with batch norm in training mode (the bundled depthwise task below), a
 3-D fold (the bundled group-norm-mean task below). The plane tiles' multi-tile store and re-read is the
 slowest kind of case under the interpreter: its input is kept to 3 x 3 tiles with one interior tile (the
-fewest that test_a_wrong_interior_tile_is_caught can catch), ~3 s; at 29 x 40 it took ~14 s."""
+fewest that test_a_wrong_interior_tile_is_caught can catch) and one sample, ~3.5 s; at 29 x 40 it took ~14 s."""
 
 
 class _CaseResults:
