@@ -324,10 +324,25 @@ def trace(
         kept_whole = any(path == leaf or path.startswith(leaf + ".") for leaf in leaves)
         if not kept_whole and isinstance(m.__dict__.get("training"), bool):
             m.__dict__["training"] = _Mode(path, m.training)
+    # a parameter or buffer the forward reassigns (`self.steps += 1` on a buffer: fx's add, then the buffer
+    # set to its proxy) is put back too, and assigned as a write: left a proxy, it grew the graph it was run in
+    tables = {(path, name, k): v for path, m in model.named_modules() for name in ("_parameters", "_buffers")
+              for k, v in getattr(m, name).items()}  # fmt: skip
     try:
         graph = tracer.trace(model, concrete_args=concrete or None)
     finally:
         for path, m in model.named_modules():
+            for name in ("_parameters", "_buffers"):
+                table = getattr(m, name)
+                for k, v in list(table.items()):
+                    if (path, name, k) in tables and tables[(path, name, k)] is v:
+                        continue
+                    if isinstance(v, fx.Proxy):
+                        writes[f"{path}.{k}" if path else k] = v.node.name
+                    if (path, name, k) in tables:
+                        table[k] = tables[(path, name, k)]
+                    else:
+                        del table[k]
             for k, v in list(vars(m).items()):
                 if k.startswith("_") or (path, k) in saved and saved[(path, k)] is v:
                     continue

@@ -303,6 +303,47 @@ def test_an_attribute_the_forward_reassigns_is_state_the_stitched_model_keeps() 
     assert not isinstance(model.hidden, torch.fx.Proxy)  # tracing left the model as it was
 
 
+BUFFER_COUNTER = (
+    HEADER
+    + """
+class Model(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.fc = nn.Linear(d, d)
+        self.register_buffer("steps", torch.zeros((), dtype=torch.long))
+
+    def forward(self, x):
+        self.steps += 1
+        return torch.relu(self.fc(x))
+
+
+def get_inputs():
+    return [torch.randn(3, 8)]
+
+
+def get_init_inputs():
+    return [8]
+"""
+)
+
+
+def test_a_buffer_the_forward_reassigns_is_put_back_and_kept_as_state() -> None:
+    """`self.steps += 1` on a buffer: fx records an add and sets the buffer to its proxy; left there, the split's
+    run of the graph read the proxy and grew the graph it walked, for ever."""
+    task = _module(BUFFER_COUNTER, "task")
+    model = task.Model(*task.get_init_inputs())
+    split = split_model(model, task.get_inputs())
+    assert list(split.graph._kw_writes) == ["steps"]  # type: ignore[attr-defined]
+    assert type(model._buffers["steps"]) is torch.Tensor and int(model.steps) == 0  # as it was
+    stitched, model, new, with_kernel = _stitched(BUFFER_COUNTER)
+    assert with_kernel >= 1
+    with torch.no_grad():
+        for _ in range(3):
+            x = torch.randn(3, 8)
+            torch.testing.assert_close(new(x), model(x), rtol=1e-5, atol=1e-5)
+    assert int(new.steps) == int(model.steps) == 3
+
+
 def test_a_recurrence_and_an_in_place_write_are_kept_in_torch_and_the_rest_split() -> None:
     task = _module(RECURRENCE, "task")
     split = split_model(task.Model(*task.get_init_inputs()), task.get_inputs())
