@@ -511,6 +511,28 @@ def _place_layout(groups: list[list[fx.Node]], closed: list[bool], root: nn.Modu
     return groups
 
 
+def _peel_shared_views(
+    groups: list[list[fx.Node]], root: nn.Module, values: dict[str, NodeValue]
+) -> list[list[fx.Node]]:
+    """The views at a region's start that later regions read too (`flat = x.reshape(-1, D)` read by the
+    router's Linear and by the experts): in the region they would be outputs computed from its inputs
+    alone, which no kernel writes (the judge refuses such an output), so they run in torch before it,
+    with the size reads before them (`x.shape[-1]`), unless the region reads one of those sizes itself."""
+    out = []
+    for group in groups:
+        lead = 0
+        while lead < len(group) - 1 and layout_only(group[lead : lead + 1], root):
+            lead += 1
+        shared = [i for i in range(lead) if any(u not in group for u in group[i].users)]
+        if shared:
+            peeled, rest = group[: shared[-1] + 1], group[shared[-1] + 1 :]
+            reads = {a for n in rest for a in n.all_input_nodes}
+            if all(values.get(n.name, NodeValue(False)).tensor for n in peeled if n in reads):
+                group = rest
+        out.append(group)
+    return out
+
+
 def layout_only(group: list[fx.Node], root: nn.Module) -> bool:
     return all(n.op in ("call_function", "call_method") and _op_name(n, root) in _LAYOUT for n in group)
 
@@ -597,7 +619,12 @@ def split_model(model: nn.Module, inputs: tuple[Any, ...] | list[Any], *, measur
             graph, leaves = _trace(model, leaves, inputs, True)
         except Exception:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise SplitError(f"torch.fx cannot trace {type(model).__name__}: {first}") from exc
+            raise SplitError(
+                f"torch.fx cannot trace {type(model).__name__}: {first}. Where its own forward decides Python"
+                " code or sizes from its tensors' values (`if x.sum() > 0`, a loop over the rows an index"
+                " selects), move that part into a submodule: a submodule that reads its data runs whole, in"
+                " torch, and the rest is split"
+            ) from exc
     result = next(n for n in graph.nodes if n.op == "output").args[0]
     if not isinstance(result, fx.Node | tuple | list):  # checked before any region is searched
         kind = "dict" if isinstance(result, dict) else type(result).__name__  # fx's immutable_dict
@@ -619,6 +646,7 @@ def split_model(model: nn.Module, inputs: tuple[Any, ...] | list[Any], *, measur
             graph, leaves, specialized = special, special_leaves, True
             values = _record(model, graph, tuple(inputs)) if measure else _fake_values(graph)
             groups = _cut(graph, model, values)
+    groups = _peel_shared_views(groups, model, values)
     if specialized:  # views whose sizes their region's inputs do not give run between the regions
         groups = peel_sizes(groups, values, lambda n: layout_only([n], model))
     written = set(getattr(graph, "_kw_writes", {}).values())

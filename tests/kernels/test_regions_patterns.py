@@ -446,6 +446,53 @@ def test_forward_arguments_left_at_their_defaults_are_constants_of_the_regions()
     assert _calls(stitched) == with_kernel == 1
 
 
+def test_a_model_whose_own_forward_reads_its_data_is_refused_with_what_to_move() -> None:
+    source = DEFAULTS.replace("return h if shift is None else h + shift", "return h if h.sum() > 0 else -h")
+    task = _module(source, "task")
+    with pytest.raises(SplitError, match=r"torch.fx cannot trace Model: .*move that part into a submodule"):
+        split_model(task.Model(*task.get_init_inputs()), task.get_inputs())
+
+
+SHARED_VIEW = (
+    HEADER
+    + """
+class Model(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.fc1 = nn.Linear(d, d)
+        self.fc2 = nn.Linear(d, d)
+
+    def forward(self, x):
+        flat = x.reshape(-1, x.shape[-1])
+        h = torch.relu(self.fc1(flat))
+        return self.fc2(h) + flat
+
+
+def get_inputs():
+    return [torch.randn(2, 3, 8)]
+
+
+def get_init_inputs():
+    return [8]
+"""
+)
+
+
+def test_a_view_that_later_regions_read_too_runs_in_torch_before_its_region() -> None:
+    """`flat = x.reshape(-1, D)` read by the first Linear and by the last add: inside the first Linear's
+    region it would be an output computed from the region's input alone, which the judge refuses of any
+    kernel (`torch_fallback`), so that region could never have one."""
+    task = _module(SHARED_VIEW, "task")
+    split = split_model(task.Model(*task.get_init_inputs()), task.get_inputs())
+    assert [r.ops for r in split.regions] == [["Linear", "relu"], ["Linear", "add"]]
+    assert [r.inputs for r in split.regions] == [["reshape"], ["relu", "reshape"]]
+    stitched, model, new, with_kernel = _stitched(SHARED_VIEW)
+    x = torch.randn(4, 5, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(new(x), model(x), rtol=1e-5, atol=1e-5)
+    assert _calls(stitched) == with_kernel == 2
+
+
 def test_a_forward_that_returns_a_dict_is_refused_before_any_region_is_searched() -> None:
     source = DEFAULTS.replace("return h if shift is None else h + shift", 'return {"h": h}')
     task = _module(source, "task")

@@ -145,7 +145,8 @@ def test_netvlad_regions_read_their_sizes_and_run_at_another_batch_and_length() 
     # the feature size (a constant of the model) and the sample count (a size the trace read) are the
     # region's inputs' sizes; no region holds the traced batch * length
     assert any("x0.shape[2]" in s for s in sources.values())
-    assert not any("view(-1, 5, " in s or "15" in s for s in sources.values())
+    forwards = [s[s.index("def forward") : s.index("def get_inputs")] for s in sources.values()]
+    assert not any("view(-1, 5, " in f or "15" in f for f in forwards)
     task = _module(NETVLAD, "task")
     torch.manual_seed(0)
     model = task.Model(*task.get_init_inputs()).eval()
@@ -207,7 +208,9 @@ def test_attention_block_runs_its_norm_kernel_at_other_sizes_and_widths(tmp_path
     norm = next(i for i, s in sources.items() if "nn.LayerNorm" in s)
     attention = next(i for i, s in sources.items() if "multi_head_attention_forward" in s)
     assert "multi_head_attention_forward" not in sources[norm]
-    assert "x0.shape[2] * x0.shape[3]" in sources[attention].replace("(", "").replace(")", "")
+    # the (H*W, B, C) view the attention and the residual add both read runs in torch before them: inside
+    # the attention's region it would be an output no kernel writes (the judge refuses those)
+    assert ".view(" not in sources[attention] and ".permute(" not in sources[attention]
     (tmp_path / "stitched.py").write_text(stitched.__dict__["__kw_text__"])
     (tmp_path / "task.py").write_text(ATTENTION)
     (tmp_path / "runs.py").write_text(_ATTENTION_RUNS)
