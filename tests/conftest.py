@@ -9,6 +9,13 @@ Folders and markers (pyproject.toml describes the markers):
 No test in this process can open a connection to anything but loopback (tests/network_guard.py), and
 no process that runs tests (each pytest-xdist worker too) ends with a module of kernelwright loaded under
 a second name (`nodes.records` beside `kernelwright.nodes.records`): one file, one module.
+
+Whole runs made in a test process (run_optimize, the commands run through their entry point) take their
+judges from nodes.resources, and each run closes them as it ends, as a command does before its process
+exits. Here they stay up for the next run and the next test, and are closed once, when the session ends:
+each judge started costs ~4.5 s of CPU (torch and Triton imported, by its fork server too), and the
+default suite's runs started about twenty. A run's verdicts never depend on its judge being new: every
+candidate runs in a process of its own.
 """
 
 from __future__ import annotations
@@ -36,6 +43,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         marker = FOLDER_MARKERS.get(folder)
         if marker is not None:
             item.add_marker(marker)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def keep_run_pools() -> Iterator[None]:
+    """nodes.resources' pools outlive the runs and the tests that close them (see above)."""
+    from kernelwright.nodes import resources
+
+    close_pools = resources.close_pools
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(resources, "close_pools", lambda: None)
+        yield
+    close_pools()
 
 
 @pytest.fixture(autouse=True, scope="session")
