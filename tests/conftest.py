@@ -45,6 +45,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(marker)
 
 
+SECRET_ENV = ("KW_TEST_SECRET_KEY", "kw-secret-value")  # must never reach a candidate
+
+
+@pytest.fixture(autouse=True, scope="session")
+def judge_secret() -> Iterator[tuple[str, str]]:
+    """A secret in this process's environment for the whole session, so every judge a test process starts
+    (the shared pool's, a pool of a test's own), and each restart, starts from an environment holding one:
+    tests/kernels/test_hostile.py checks that no candidate can read it. Yields its name and value."""
+    name, value = SECRET_ENV
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(name, value)
+        yield SECRET_ENV
+
+
 @pytest.fixture(autouse=True, scope="session")
 def keep_run_pools() -> Iterator[None]:
     """nodes.resources' pools outlive the runs and the tests that close them (see above)."""

@@ -1,25 +1,23 @@
-"""Worker pools shared by the session: starting one (judge processes that import torch and Triton) costs
+"""The worker pool shared by the session: starting one (judge processes that import torch and Triton) costs
 seconds on two cores, more than many of the tests that use it. The shared pool has one judge: the default
 suite runs two test processes on two cores, so a second judge would not run beside the first, and each
-judge started costs about 3.5 s of CPU (its imports and its fork server's).
+judge started costs about 4.5 s of CPU (its imports and its fork server's).
 
 Tests that evaluate programs take `pool`, the judge tests (test_sandbox.py, test_hostile.py,
 test_confinement.py) among them: a candidate's verdict never depends on the judge being new, since every
-candidate runs in a process of its own that dies with it. While the shared pool lives, a secret
-(SECRET_ENV) stands in this process's environment, so each judge it starts, and each restart, is started
-from an environment holding one: test_hostile.py checks that no candidate can read it. A judge test that
-counts restarts compares with the count when its module began (restarts_at_start), since another
-module may already have cost the shared judge a restart (test_sandbox.py's slow reference does, on
-purpose: the judge is replaced, and the next module's first evaluation waits for the new one). Tests that
-kill a pool's process, confine differently or start a pool in a given environment make a pool of their own.
-
-Whole graph runs get their pool from nodes.resources (keyed by device and workers): the graph modules
-close only their memories and chat models, so the next module reuses the pool, closed once at the end.
+candidate runs in a process of its own that dies with it. `pool` is the pool whole runs evaluate on
+(nodes.resources' for the CPU and one worker, which tests/conftest.py keeps up until the session ends), so
+a test process starts one judge for both. A secret stands in the environment of every test process for the
+whole session (tests/conftest.py, judge_secret), so each judge, and each restart, is started from an
+environment holding one: test_hostile.py checks that no candidate can read it. A judge test that counts
+restarts compares with the count when its module began (restarts_at_start), since another module may
+already have cost the shared judge a restart (test_sandbox.py's slow reference does, on purpose: the judge
+is replaced, and the next module's first evaluation waits for the new one). Tests that kill a pool's
+process, confine differently or start a pool in a given environment make a pool of their own.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
@@ -27,24 +25,10 @@ import pytest
 from kernelwright.hardware import WorkerPool
 from kernelwright.nodes import resources
 
-SECRET_ENV = ("KW_TEST_SECRET_KEY", "kw-secret-value")  # must never reach a judge or a candidate
-
 
 @pytest.fixture(scope="session")
-def pool() -> Iterator[WorkerPool]:
-    name, value = SECRET_ENV
-    os.environ[name] = value
-    try:
-        with WorkerPool(device="cpu", workers=1) as p:
-            yield p
-    finally:
-        os.environ.pop(name, None)
-
-
-@pytest.fixture(scope="session")
-def judge_secret() -> tuple[str, str]:
-    """The name and value of the secret in the environment the shared pool's judges start from."""
-    return SECRET_ENV
+def pool() -> WorkerPool:
+    return resources.worker_pool("cpu", 1)
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +39,6 @@ def restarts_at_start(pool: WorkerPool) -> int:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _close_graph_pools() -> Iterator[None]:
+def _close_run_memories() -> Iterator[None]:
     yield
-    resources.close_all()
+    resources.close_all()  # memories and chat models; the pools are closed by tests/conftest.py
