@@ -13,8 +13,7 @@ the output must match torch's, and the weight's cached padded copy must hold zer
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+import os
 import textwrap
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from kernelwright.providers.offline.families.conv.conv import (
     default_conv_config,
     emit_conv_program,
 )
+from tests.fakes.warm_python import run_python
 from tests.fakes.writer import run_interpreted
 
 # traced at 16 input channels per group (aligned); small tiles keep the interpreter quick
@@ -135,8 +135,9 @@ def test_unaligned_channels_pad_k_to_16_and_match_torch(tmp_path: Path) -> None:
         jobs.append([case, str(tmp_path / f"task_{case}.py"), str(tmp_path / f"program_{case}.py"), runs])
     (tmp_path / "jobs.json").write_text(json.dumps(jobs))
     (tmp_path / "runner.py").write_text(RUNNER)
-    proc = subprocess.run(
-        [sys.executable, "runner.py", "jobs.json"], cwd=tmp_path, capture_output=True, text=True, timeout=240
+    # a fork of the parent that has imported torch and Triton (interpreted) once, not a cold `python`
+    proc = run_python(
+        ["runner.py", "jobs.json"], env=dict(os.environ, TRITON_INTERPRET="1"), timeout=240, cwd=tmp_path
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = json.loads(proc.stdout.strip().splitlines()[-1])
