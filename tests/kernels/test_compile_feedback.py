@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelwright.hardware.compile.feedback import compile_for_target
+from kernelwright.hardware.compile.feedback import CompileReport, compile_for_target
 from kernelwright.tasks import bundled_suite_dir
 from kernelwright.tasks.task import Task
 
@@ -198,8 +198,17 @@ def test_compile_error_reports_the_source_line():
     assert f"line {k.error_line}" in r.summary()
 
 
-def test_over_the_limit_kernels_are_flagged():
-    r = compile_for_target(OVER_LIMITS, MATMUL, "h200", shapes="small")
+@pytest.fixture(scope="module")
+def over_limits() -> CompileReport:
+    """OVER_LIMITS compiled for an H200 at the small shapes, its phases forked from the warm servers (as every
+    compile here is unless told otherwise): read by two tests, compiled once (~2.5 s of CPU)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("KERNELWRIGHT_COMPILE_SERVER", "1")
+        return compile_for_target(OVER_LIMITS, MATMUL, "h200", shapes="small")
+
+
+def test_over_the_limit_kernels_are_flagged(over_limits):
+    r = over_limits
     assert not r.ok and r.error_kind == "compile_error", r.summary()
     mm, wide = r.kernels
     assert mm.name == "_mm_kernel" and mm.compiled
@@ -310,14 +319,11 @@ def test_a_plain_bf16_product_compiles_its_gluon_gemm_for_sm90_only(tmp_path, st
         assert _child_env(tmp_path, interpret=True)[CAPTURE_WS_ENV] == has
 
 
-def test_a_warm_server_reports_what_a_cold_process_reports(monkeypatch):
+def test_a_warm_server_reports_what_a_cold_process_reports(monkeypatch, over_limits):
     """Phases forked from a warm server (torch and Triton imported once) give the report cold processes
     give: the same kernels, registers, shared memory, spills and errors."""
-    reports = {}
-    for warm in ("1", "0"):
-        monkeypatch.setenv("KERNELWRIGHT_COMPILE_SERVER", warm)
-        reports[warm] = compile_for_target(OVER_LIMITS, MATMUL, "h200", shapes="small")
-    hot, cold = reports["1"], reports["0"]
+    monkeypatch.setenv("KERNELWRIGHT_COMPILE_SERVER", "0")
+    hot, cold = over_limits, compile_for_target(OVER_LIMITS, MATMUL, "h200", shapes="small")
     assert hot.error_kind == cold.error_kind == "compile_error" and hot.shapes == cold.shapes
 
     def facts(r):
