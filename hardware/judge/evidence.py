@@ -186,6 +186,8 @@ class Recorder:
     known: dict[int, tuple[tuple[int, int], Any]] = field(default_factory=dict)
     """Per storage: its fingerprint when forward started or after the last recorded write to it, and a weak
     reference to the storage (memory freed and given to another storage is that one's, not a change)."""
+    touched: set[int] = field(default_factory=set)
+    """Every storage a recorded op was given or returned in this forward, written or not."""
     unseen: list[list[Any]] = field(default_factory=list)
     """[event index, storage, what found it]: memory that changed with no recorded write to it."""
     secret: FingerprintKey = field(default_factory=FingerprintKey)
@@ -195,7 +197,7 @@ class Recorder:
     def start(self, before: Any = ()) -> None:
         """Start recording; `before`: the tensors that exist before forward (fingerprinted now)."""
         self.events, self.truncated, self.launches = [], False, Counter()
-        self.known, self.unseen = {}, []
+        self.known, self.unseen, self.touched = {}, [], set()
         self.secret = FingerprintKey()
         self.active, self.depth = True, 0
         self.depth += 1  # the fingerprints' own ops are not forward's
@@ -267,6 +269,8 @@ class Recorder:
             return
         schema = func._schema
         reads = [k for t in tensors_in((args, kwargs)) if (k := storage_key(t)) is not None]
+        self.touched.update(reads)
+        self.touched.update(k for t in tensors_in(out) if (k := storage_key(t)) is not None)
         writes: list[int] = []
         written_args = {
             a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write
@@ -307,6 +311,14 @@ class Recorder:
         try:
             if self.sync is not None:
                 self.sync()
+            filled = [
+                k
+                for t, k in zip(tensors, keys, strict=True)
+                if self._last_seen(k, t) is None and k not in self.touched
+            ]
+            for t, k in zip(tensors, keys, strict=True):
+                if k in filled:
+                    _fill_unknown(t)
             before = [fingerprint(t, self.secret) for t in tensors]
             result = run()
             if self.sync is not None:
@@ -322,9 +334,32 @@ class Recorder:
                 self.unseen.append([len(self.events), k, f"read by Triton kernel {name}"])
         for t, k, a in zip(tensors, keys, after, strict=True):
             self._remember(k, t, a)
+        for k in filled:  # written: the rest is a constant the harness made there, as torch.empty's fill is
+            if k in writes:
+                self._add("aten", "fill_", [], [k])
         self.launches[name] += 1
         self._add("triton", name, reads, writes)
         return result
+
+
+def _fill_unknown(t: torch.Tensor) -> None:
+    """Fill the storage of a launch's tensor that the recorder has not seen (not there before forward, and no
+    recorded op or launch has touched it yet) with 0xFF bytes (NaN in every float format) before the launch.
+
+    Which tensors a launch writes is read from their fingerprints before and after it, so a launch that
+    writes what the memory held already would seem to write nothing. Memory the recorder knows cannot hold
+    that (its contents are this forward's), but memory kept between calls out of its sight can: a replay's
+    arena, a cached workspace, where a weight's transform writes the same values at every call. Filled
+    first, that write is seen, and the fill is recorded as the harness's constant (as torch.empty's fill of
+    fresh memory is, under `fill_uninitialized_memory`): what the launch does not write then holds NaN, not
+    what the memory held before, so a candidate cannot pass results kept out of sight through a launch that
+    leaves them be (and the call's output is compared with the reference's). An honest launch reads none of
+    that memory's old contents. Memory a recorded op was given or made in this forward (`torch.tensor` of a
+    list's numbers) is not filled: it was made in forward, out of sight, and what reads it fails as it did."""
+    storage = t.untyped_storage()
+    n = storage.nbytes()
+    if n:
+        torch.empty(0, dtype=torch.uint8, device=t.device).set_(storage, 0, (n,), (1,)).fill_(255)
 
 
 def _launch_tensors(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[torch.Tensor]:

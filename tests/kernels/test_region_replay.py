@@ -686,3 +686,62 @@ def test_a_view_of_a_buffer_that_is_returned_keeps_that_buffer_out_of_the_arena(
         torch.testing.assert_close(first, (x * 2).view(2, -1), msg=f"call {call}")
     (recipe,) = replay.seen.values()
     assert recipe[7] is None  # both buffers are returned (as views): nothing is left for an arena
+
+
+class _FromWeights(nn.Module):
+    """A kernel whose first two launches compute from the weight alone (w * w, then w ** 3, into buffers of the
+    forward's), the third from the input and the second buffer: replayed, those buffers are the arena's, and
+    every call writes the same values there."""
+
+    def __init__(self, namespace: dict[str, Any]) -> None:
+        super().__init__()
+        self.m0 = _Holder(3.0)
+        self.namespace = namespace
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        launch, w = self.namespace["_kw_launch"], self.m0.weight
+        squared, cubed, out = torch.empty_like(w), torch.empty_like(w), torch.empty_like(x)
+        launch(None, (1,), w, w, squared)
+        launch(None, (1,), squared, w, cubed)
+        launch(None, (1,), x, cubed, out)
+        return out
+
+
+def test_a_replayed_call_writing_the_same_values_into_its_arena_passes_the_judges_recorder() -> None:
+    """The judge records one forward of a model that already replays: a launch that writes into the arena
+    what the last call wrote there (a weight's transform) must still count as writing it, or the output
+    would seem to depend on memory no recorded op wrote (level3/30 and 48 on an H100 failed so)."""
+    from torch.utils._python_dispatch import _pop_mode, _push_mode
+
+    from kernelwright.hardware.judge.evidence import Recorder, RecordingMode, analyse, tensors_reachable
+
+    recorder = Recorder()
+
+    def recorded_launch(kernel: Any, grid: Any, x: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> None:
+        recorder.wrap_launch("_k", (x, w, out), {}, lambda: _launch(kernel, grid, x, w, out))
+
+    namespace: dict[str, Any] = {"_kw_launch": recorded_launch}
+    model = _FromWeights(namespace)
+    replay = LaunchReplay(model, namespace)
+    with torch.no_grad():
+        for _ in range(4):  # filled, recorded, replayed twice: the arena holds w * w from the last call
+            replay(torch.randn(4))
+        (recipe,) = replay.seen.values()
+        assert recipe[7] is not None  # the arena
+        x = torch.randn(4)
+        before = [x, *tensors_reachable(model)]
+        recorder.start(before)
+        _push_mode(RecordingMode(recorder))
+        try:
+            out = replay(x)
+            recorder.check([out], "returned by forward")
+        finally:
+            _pop_mode()
+            recorder.stop()
+    torch.testing.assert_close(out, x * 27.0)
+    report = {"events": [list(e) for e in recorder.events], "unseen": recorder.unseen,
+              "outputs": [out.untyped_storage().data_ptr()],
+              "before": [t.untyped_storage().data_ptr() for t in before]}  # fmt: skip
+    assert sum(e[0] == "triton" for e in report["events"]) == 3
+    verdict = analyse(report)
+    assert verdict.ok, (verdict.reason, report)

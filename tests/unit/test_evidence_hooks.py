@@ -43,7 +43,7 @@ def test_a_compiled_kernel_launch_is_recorded_with_what_it_wrote(hooked):
     assert any(cls is CompiledKernel for cls, _ in replaced)  # the guard checks these hooks stay in place
     kernel = _compiled("_kw_stage0")
     x, out = torch.ones(8), torch.zeros(8)
-    recorder.start()
+    recorder.start([x, out])  # there before forward
     kernel.run(1, 1, 1, 0, None, None, None, None, None, x, out, 8)
     recorder.stop()
     assert torch.equal(out, torch.ones(8))  # the launch ran

@@ -219,3 +219,46 @@ def test_a_model_that_keeps_some_of_an_ops_calls_in_torch_is_not_a_fallback():
     fallback = analyse(_report(3), reference)
     assert (fallback.ok, fallback.error_kind) == (False, "torch_fallback"), fallback.reason
     assert "every compute op the reference runs" in fallback.reason
+
+
+def test_a_launch_writing_what_kept_memory_held_already_is_recorded_as_writing_it():
+    """Memory kept between calls out of the recorder's sight (a replay's arena, a cached workspace), into which
+    a launch writes what the last call wrote (a weight's transform): the write counts, so the output that
+    reads it is the kernels' work."""
+    w, rec = torch.randn(8), Recorder()
+    kept = w * 2  # an earlier call's result, in memory nothing reachable holds
+
+    def forward():
+        rec.wrap_launch("_kw_double", (w, kept), {}, lambda: kept.copy_(w * 2))
+        out = torch.empty(8)
+        rec.wrap_launch("_kw_add", (kept, w, out), {}, lambda: out.copy_(kept + w))
+        return out
+
+    report = recorded([w], forward, rec)
+    assert [e[:2] for e in report["events"]] == [
+        ["aten", "fill_"], ["triton", "_kw_double"], ["aten", "empty"], ["triton", "_kw_add"],
+    ], report["events"]  # fmt: skip
+    assert analyse(report).ok
+
+
+def test_what_kept_memory_held_cannot_reach_an_output_through_a_launch_that_leaves_it():
+    """The same memory holding an answer computed out of sight, given to a launch that copies it out and writes
+    it back unchanged: the launch sees only what the recorder filled it with, never the answer."""
+    x, rec = torch.randn(8), Recorder()
+    answer = torch.relu(x)  # computed before the recorded call, held nowhere the recorder looks
+
+    returned = []
+
+    def forward():
+        out = torch.empty(8)
+        rec.wrap_launch("_kw_copy", (answer, out), {}, lambda: (out.copy_(answer), answer.copy_(answer)))
+        returned.append(out)
+        return out
+
+    report = recorded([x], forward, rec)
+    assert torch.isnan(returned[0]).all() and torch.isnan(answer).all()
+    verdict = analyse(report)  # and what it read is still memory no recorded op wrote
+    assert (verdict.ok, verdict.error_kind) == (
+        False,
+        "forbidden",
+    ) and "no recorded op wrote" in verdict.reason
