@@ -134,7 +134,8 @@ class ForwardGuard:
 
     def arg_prints(self, args: Any, key: Any) -> list[tuple[int, int]]:
         """Fingerprints of forward's arguments under `key` (one drawn for this call)."""
-        from kernelwright.hardware.judge.evidence import fingerprint, tensors_in
+        from kernelwright.hardware.judge.evidence import tensors_in
+        from kernelwright.hardware.judge.fingerprint import fingerprint
 
         return [fingerprint(t, key) for t in tensors_in(args)]
 

@@ -55,7 +55,8 @@ from kernelwright.hardware.isolation.channel import (
 )
 from kernelwright.hardware.isolation.confine import Confinement
 from kernelwright.hardware.isolation.memory_cap import cap_memory
-from kernelwright.hardware.judge.evidence import FingerprintKey, Recorder, install_launch_hooks
+from kernelwright.hardware.judge.evidence import Recorder, install_launch_hooks
+from kernelwright.hardware.judge.fingerprint import FingerprintKey
 
 CANDIDATE_MODULE = "candidate"
 

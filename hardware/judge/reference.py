@@ -18,7 +18,7 @@ from typing import Any
 
 from kernelwright.hardware.failures import classify_exception
 from kernelwright.hardware.judge.device import Device
-from kernelwright.hardware.judge.evidence import FingerprintKey, fingerprint
+from kernelwright.hardware.judge.fingerprint import FingerprintKey, fingerprint
 from kernelwright.hardware.judge.inputs import LEAN_BYTES, lean_float64_fits, needed_bytes, perturb_
 from kernelwright.hardware.judge.job import TimeBudget, Unverifiable
 from kernelwright.hardware.judge.records import Reference, Sample, Shape, TaskState

@@ -172,7 +172,7 @@ def test_batch_norm_running_statistics_updated_by_torch_are_recorded_writes():
 
 
 def test_a_fingerprint_is_keyed_and_weighs_every_position():
-    from kernelwright.hardware.judge.evidence import FingerprintKey, fingerprint
+    from kernelwright.hardware.judge.fingerprint import FingerprintKey, fingerprint
 
     x = torch.randn(3, 37)  # 444 bytes: whole words only; a 7-byte tensor below has a tail
     key = FingerprintKey()
