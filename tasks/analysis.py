@@ -203,11 +203,18 @@ def meta_recurrences_by_one_step(counter: FlopCounterMode | None = None) -> Iter
 
 
 def output_tensors(output: Any) -> list[torch.Tensor] | None:
-    """The output as a list of tensors, or None when it is not a tensor or a tuple/list of tensors."""
+    """The output as a list of tensors, or None when it is not a tensor, a tuple/list of tensors or a dict of
+    them with string keys (its values in the order of its sorted keys, as the judge compares them)."""
     if isinstance(output, torch.Tensor):
         return [output]
     if isinstance(output, list | tuple) and output and all(isinstance(t, torch.Tensor) for t in output):
         return list(output)
+    if (
+        type(output) is dict
+        and output
+        and all(type(k) is str and isinstance(v, torch.Tensor) for k, v in output.items())
+    ):
+        return [output[k] for k in sorted(output)]
     return None
 
 
@@ -313,7 +320,8 @@ def _outputs_or_error(module: types.ModuleType, trace: ForwardTrace) -> list[tor
             inner = sorted({type(v).__name__ for v in trace.output}) or ["nothing"]
             got = f"{got} of {', '.join(inner)}"
         raise TaskError(
-            f"{module.__file__}: forward returned {got}; expected a tensor or a tuple/list of tensors"
+            f"{module.__file__}: forward returned {got}; expected a tensor, a tuple/list of tensors or a dict of "
+            "them with string keys"
         )
     return outputs
 

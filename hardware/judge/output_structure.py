@@ -13,15 +13,19 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 
 def flatten_outputs(value: Any) -> list[Any]:
-    """A forward's result as a flat list: tensors and plain values, nested tuples/lists unrolled."""
+    """A forward's result as a flat list: tensors and plain values, nested tuples/lists unrolled, a dict's
+    values in the order of its sorted keys (so a dict with the same keys in another order flattens alike)."""
     if isinstance(value, list | tuple):
         return [leaf for item in value for leaf in flatten_outputs(item)]
+    if isinstance(value, dict):
+        return [leaf for key in sorted(value) for leaf in flatten_outputs(value[key])]
     return [value]
 
 
 def structure_mismatch(out: Any, ref: Any, where: str = "output") -> str | None:
     """Where the nesting of `out` differs from `ref`'s (a tensor is not a one-element list, a tuple not a
-    list), or None when both have the same containers and lengths all the way down."""
+    list, a dict's keys are its keys), or None when both have the same containers and lengths all the way
+    down."""
     if isinstance(ref, list | tuple):
         if type(out) is not type(ref):
             return f"{where}: got {describe(out)}, expected a {type(ref).__name__} of {len(ref)}"
@@ -32,7 +36,17 @@ def structure_mismatch(out: Any, ref: Any, where: str = "output") -> str | None:
             if problem is not None:
                 return problem
         return None
-    if isinstance(out, list | tuple):
+    if isinstance(ref, dict):
+        if not isinstance(out, dict):
+            return f"{where}: got {describe(out)}, expected a dict with keys {sorted(ref)}"
+        if set(out) != set(ref):
+            return f"{where}: got a dict with keys {sorted(out)}, expected {sorted(ref)}"
+        for key in sorted(ref):
+            problem = structure_mismatch(out[key], ref[key], f"{where}[{key!r}]")
+            if problem is not None:
+                return problem
+        return None
+    if isinstance(out, list | tuple | dict):
         return f"{where}: got a {type(out).__name__} of {len(out)}, expected {describe(ref)}"
     return None
 

@@ -310,6 +310,11 @@ def _tensor_descs(structure: Any, depth: int = 0) -> list[dict[str, Any]]:
                     raise ProtocolError("malformed output structure")
                 for x in v[tag]:
                     walk(x, d + 1)
+        if "D" in v:
+            if not isinstance(v["D"], list) or not all(isinstance(i, list) and len(i) == 2 for i in v["D"]):
+                raise ProtocolError("malformed output structure")
+            for _, x in v["D"]:
+                walk(x, d + 1)
 
     walk(structure, depth)
     if [d.get("T") for d in found] != list(range(len(found))):

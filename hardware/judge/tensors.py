@@ -21,6 +21,8 @@ def map_tensors(value: Any, fn: Any) -> Any:
         return fn(value)
     if isinstance(value, list | tuple):
         return type(value)(map_tensors(v, fn) for v in value)
+    if isinstance(value, dict):
+        return {k: map_tensors(v, fn) for k, v in value.items()}
     return value
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import types
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -223,6 +224,28 @@ def _stitched(source: str) -> tuple[types.ModuleType, torch.nn.Module, torch.nn.
     new = stitched.ModelNew(*task.get_init_inputs())
     new.load_state_dict(model.state_dict())
     return stitched, model, new, len(kernels)
+
+
+def _written_stitched(source: str) -> tuple[Any, str, int]:
+    """The split, the model stitched with the offline writer's first program for each region signature, and
+    how many regions run a kernel."""
+    from kernelwright.providers.offline import write_program
+    from kernelwright.providers.protocol import render_section
+
+    task = _module(source, "task")
+    split = split_model(task.Model(*task.get_init_inputs()), task.get_inputs())
+    kernels = {}
+    for signature, regions in split.unique().items():
+        if not regions[0].source:
+            continue
+        request = render_section("request", "Write a faster kernel.", kind="large_step")
+        answer = write_program(request + "\n\n" + render_section("task", regions[0].source, name="region"))
+        if answer.code is not None:
+            kernels.update({r.index: (signature, answer.code) for r in regions})
+    stitched = stitched_source(
+        source, split.leaves, [r.plan() for r in split.regions], kernels, spec=split.spec
+    )
+    return split, stitched, len(kernels)
 
 
 def _stitched_text(source: str) -> str:
@@ -493,10 +516,45 @@ def test_a_view_that_later_regions_read_too_runs_in_torch_before_its_region() ->
     assert _calls(stitched) == with_kernel == 2
 
 
-def test_a_forward_that_returns_a_dict_is_refused_before_any_region_is_searched() -> None:
-    source = DEFAULTS.replace("return h if shift is None else h + shift", 'return {"h": h}')
+def test_a_forward_that_returns_a_dict_is_stitched_and_judged_as_a_dict(
+    tmp_path: Path, pool: WorkerPool
+) -> None:
+    """A dict result (string keys, as a model returning named outputs has): the stitched model returns the
+    same keys, and the judge compares it key by key; a dict the candidate returns with a key missing is
+    a shape mismatch that names the keys."""
+    from kernelwright.hardware import EvalConfig
+    from kernelwright.tasks import load_task
+
+    source = DEFAULTS.replace(
+        "return h if shift is None else h + shift", 'return {"scores": h.sum(dim=1), "hidden": h}'
+    )
+    stitched, model, new, with_kernel = _stitched(source)
+    assert with_kernel >= 1
+    x = torch.randn(3, 8)
+    with torch.no_grad():
+        got, want = new(x), model(x)
+    assert type(got) is dict and list(got) == ["scores", "hidden"]
+    for key in want:
+        torch.testing.assert_close(got[key], want[key], rtol=1e-5, atol=1e-5)
+    (tmp_path / "model.py").write_text(source)
+    task = load_task(tmp_path / "model.py")
+    _, written, with_kernel = _written_stitched(source)
+    assert with_kernel >= 1
+    verdict = pool.evaluate(task, written, EvalConfig(device="cpu"))
+    assert verdict.correct, verdict.error
+    missing = written.replace("return plan.run(self, inputs)",
+                                             'return {"hidden": plan.run(self, inputs)["hidden"]}')  # fmt: skip
+    verdict = pool.evaluate(task, missing, EvalConfig(device="cpu"))
+    assert not verdict.correct and verdict.error_kind == "shape_mismatch", verdict.error
+    assert "got a dict with keys ['hidden'], expected ['hidden', 'scores']" in verdict.error
+
+
+def test_a_forward_that_returns_a_dict_with_keys_other_than_strings_is_refused_before_any_search() -> None:
+    source = DEFAULTS.replace("return h if shift is None else h + shift", "return {0: h}")
     task = _module(source, "task")
-    with pytest.raises(SplitError, match=r"Model.forward returns a dict: the judge compares a tensor"):
+    with pytest.raises(
+        SplitError, match=r"Model.forward returns a dict with keys other than strings: the judge compares"
+    ):
         split_model(task.Model(*task.get_init_inputs()), task.get_inputs())
 
 
@@ -553,26 +611,11 @@ def test_a_specialized_model_stitched_with_the_writers_programs_is_judged_correc
     """The judge (CPU, both modes, its own shapes: the stitched model traces itself again there) on the
     model stitched with the offline writer's first program for each region signature."""
     from kernelwright.hardware import EvalConfig
-    from kernelwright.providers.offline import write_program
-    from kernelwright.providers.protocol import render_section
     from kernelwright.tasks import load_task
 
     source = globals()[name]
-    task = _module(source, "task")
-    split = split_model(task.Model(*task.get_init_inputs()), task.get_inputs())
-    assert split.specialized
-    kernels = {}
-    for signature, regions in split.unique().items():
-        if not regions[0].source:
-            continue
-        request = render_section("request", "Write a faster kernel.", kind="large_step")
-        answer = write_program(request + "\n\n" + render_section("task", regions[0].source, name="region"))
-        if answer.code is not None:
-            kernels.update({r.index: (signature, answer.code) for r in regions})
-    assert len(kernels) >= 3
-    stitched = stitched_source(
-        source, split.leaves, [r.plan() for r in split.regions], kernels, spec=split.spec
-    )
+    split, stitched, with_kernel = _written_stitched(source)
+    assert split.specialized and with_kernel >= 3
     (tmp_path / "model.py").write_text(source)
     verdict = pool.evaluate(load_task(tmp_path / "model.py"), stitched, EvalConfig(device="cpu"))
     assert verdict.correct, verdict.error

@@ -394,11 +394,15 @@ def test_error_full_size_only_bug_is_caught_on_meta() -> None:
 
 @pytest.mark.parametrize(
     ("ret", "got"),
-    [("42", "int"), ("(x, 1.5)", "tuple of Tensor, float"), ("None", "NoneType"), ("[]", "list of nothing")],
-)
+    [("42", "int"), ("(x, 1.5)", "tuple of Tensor, float"), ("None", "NoneType"), ("[]", "list of nothing"),
+     ("{0: x}", "dict"), ('{"y": 1.5}', "dict")],
+)  # fmt: skip
 def test_error_non_tensor_outputs(ret: str, got: str) -> None:
     message = _error(GOOD.replace("return torch.relu(x)", f"return {ret}"))
-    assert message == f"<task bad>: forward returned {got}; expected a tensor or a tuple/list of tensors"
+    assert message == (
+        f"<task bad>: forward returned {got}; expected a tensor, a tuple/list of tensors or a dict of them with "
+        "string keys"
+    )
 
 
 def test_error_get_inputs_raises_and_wrong_type() -> None:
