@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import types
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
@@ -16,6 +15,7 @@ from kernelwright.hardware import WorkerPool
 from kernelwright.tasks.region_runtime import fake_inputs, fake_run_node
 from kernelwright.tasks.region_stitch import stitched_source
 from kernelwright.tasks.regions import SplitError, split_model
+from tests.fakes.writer import first_programs_stitched
 from tests.kernels.tiny_model_src import copy_kernel
 
 
@@ -224,28 +224,6 @@ def _stitched(source: str) -> tuple[types.ModuleType, torch.nn.Module, torch.nn.
     new = stitched.ModelNew(*task.get_init_inputs())
     new.load_state_dict(model.state_dict())
     return stitched, model, new, len(kernels)
-
-
-def _written_stitched(source: str) -> tuple[Any, str, int]:
-    """The split, the model stitched with the offline writer's first program for each region signature, and
-    how many regions run a kernel."""
-    from kernelwright.providers.offline import write_program
-    from kernelwright.providers.protocol import render_section
-
-    task = _module(source, "task")
-    split = split_model(task.Model(*task.get_init_inputs()), task.get_inputs())
-    kernels = {}
-    for signature, regions in split.unique().items():
-        if not regions[0].source:
-            continue
-        request = render_section("request", "Write a faster kernel.", kind="large_step")
-        answer = write_program(request + "\n\n" + render_section("task", regions[0].source, name="region"))
-        if answer.code is not None:
-            kernels.update({r.index: (signature, answer.code) for r in regions})
-    stitched = stitched_source(
-        source, split.leaves, [r.plan() for r in split.regions], kernels, spec=split.spec
-    )
-    return split, stitched, len(kernels)
 
 
 def _stitched_text(source: str) -> str:
@@ -538,8 +516,8 @@ def test_a_forward_that_returns_a_dict_is_stitched_and_judged_as_a_dict(
         torch.testing.assert_close(got[key], want[key], rtol=1e-5, atol=1e-5)
     (tmp_path / "model.py").write_text(source)
     task = load_task(tmp_path / "model.py")
-    _, written, with_kernel = _written_stitched(source)
-    assert with_kernel >= 1
+    _, kernels, _, written = first_programs_stitched(source)
+    assert kernels
     verdict = pool.evaluate(task, written, EvalConfig(device="cpu"))
     assert verdict.correct, verdict.error
     missing = written.replace("return plan.run(self, inputs)",
@@ -614,8 +592,8 @@ def test_a_specialized_model_stitched_with_the_writers_programs_is_judged_correc
     from kernelwright.tasks import load_task
 
     source = globals()[name]
-    split, stitched, with_kernel = _written_stitched(source)
-    assert split.specialized and with_kernel >= 3
+    split, kernels, _, stitched = first_programs_stitched(source)
+    assert split.specialized and len(kernels) >= 3
     (tmp_path / "model.py").write_text(source)
     verdict = pool.evaluate(load_task(tmp_path / "model.py"), stitched, EvalConfig(device="cpu"))
     assert verdict.correct, verdict.error
