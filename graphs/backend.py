@@ -35,7 +35,7 @@ import torch.fx as fx
 import torch.nn.functional as F
 from torch import nn
 
-from kernelwright.tasks.region_runtime import RegionPlan
+from kernelwright.tasks.region_runtime import RegionPlan, new_kernel
 
 _PATH = re.compile(r"\._(?:modules|parameters|buffers)\['([^']+)'\]")
 
@@ -395,7 +395,7 @@ def kernelwright_backend(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> C
         for region in split.regions:
             code = held.get(region.signature) if region.source else None
             if code is not None:
-                kernel = _kernel_class(code, region.signature)()
+                kernel = new_kernel(_kernel_class(code, region.signature), region.init_args)
                 plan.attach(region.index, kernel)
                 last_swaps.append(
                     {

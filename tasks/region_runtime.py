@@ -488,8 +488,22 @@ def kernel_slot(kernel: nn.Module, local: str, value: Any = None) -> tuple[dict[
     return (owner._parameters if name in owner._parameters else owner._buffers), name
 
 
-def build_kernel(kernel_class: Any, bindings: dict[str, str], root: nn.Module) -> nn.Module:
+def new_kernel(kernel_class: Any, init: Any) -> nn.Module:
+    """A region's kernel built with `init` (the region task's `get_init_inputs()`: its modules' sizes), or with
+    nothing for a kernel written for a task file that took nothing (memory may hold one from before)."""
+    try:
+        return kernel_class(*init)
+    except TypeError:
+        if not init:
+            raise
+        return kernel_class()
+
+
+def build_kernel(kernel_class: Any, bindings: dict[str, str], root: nn.Module, init: Any = ()) -> nn.Module:
     """A region's kernel module whose parameters and buffers are the model's own from the start.
+
+    `init`: what the region task's `get_init_inputs()` returns (its modules' sizes). A kernel written for a
+    task file of before (whose `Model()` took nothing; memory may hold one) is built without them.
 
     Built as it is, a kernel makes and initialises its own copy of every weight of its region at the size
     the region was cut at (a whole model's weights again: 3 GB for level3/1_MLP, and what the judge's
@@ -499,7 +513,7 @@ def build_kernel(kernel_class: Any, bindings: dict[str, str], root: nn.Module) -
     model's size. A kernel that keeps any other tensor (one it makes in its constructor) is built as it is
     (its modules and tensors are then bound before each call, RegionPlan.kernel_step)."""
     with torch.device("meta"):
-        kernel = kernel_class()
+        kernel = new_kernel(kernel_class, init)
     for local, path in bindings.items():
         value: Any = root
         for part in path.split("."):  # a constant the trace lifts onto the model is not there yet
@@ -510,7 +524,7 @@ def build_kernel(kernel_class: Any, bindings: dict[str, str], root: nn.Module) -
     for module in kernel.modules():
         held = [*module._parameters.values(), *module._buffers.values(), *vars(module).values()]
         if any(isinstance(t, torch.Tensor) and t.is_meta for t in held):
-            return kernel_class()
+            return new_kernel(kernel_class, init)
     return kernel
 
 

@@ -5,6 +5,7 @@ signature (tasks/regions.py cuts the model and calls `describe_region` for each 
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import math
@@ -58,13 +59,67 @@ def _literal(x: Any, names: dict[str, str]) -> str:
     raise SplitError(f"no source for argument {x!r}")
 
 
-def _input_maker(v: NodeValue) -> str:
-    shape = list(v.shape)
+def _input_maker(v: NodeValue, sizes: dict[int, str]) -> str:
+    shape = _shape_text(v.shape, sizes)
     if v.dtype.startswith("float") or v.dtype.startswith("bfloat"):
         return f"torch.randn({shape}, dtype=torch.{v.dtype})"
     if v.dtype == "bool":
         return f"torch.rand({shape}) > 0.5"
     return f"torch.randint({int(v.low)}, {int(v.high) + 1}, {shape}, dtype=torch.{v.dtype})"
+
+
+def _shape_text(shape: Any, sizes: dict[int, str], *, new: bool = False) -> str:
+    """`[10, size_64, 7, 7]`: a shape with each size `sizes` names written as its name (with `new`, every
+    size of 2 or more, named as it is first met: a parameter's shape is the task's to change too)."""
+    if new:
+        for d in shape:
+            if int(d) >= 2:
+                sizes.setdefault(int(d), f"size_{int(d)}")
+    return "[" + ", ".join(sizes.get(int(d), str(int(d))) for d in shape) + "]"
+
+
+_SIZE_ARGUMENTS: dict[str, tuple[int | str, ...]] = {
+    **{f"Conv{d}": (0, 1) for d in ("1d", "2d", "3d", "Transpose1d", "Transpose2d", "Transpose3d")},
+    **{f"{n}{d}": (0,) for n in ("BatchNorm", "InstanceNorm") for d in ("1d", "2d", "3d")},
+    "Linear": ("in_features", "out_features"),
+    "LayerNorm": (0,),
+    "RMSNorm": (0,),
+    "GroupNorm": (1,),
+    "Embedding": (1,),
+}
+"""Per module class, the constructor arguments that are sizes of the tensors it takes and makes (a position
+or a keyword; a tuple's elements each): a region task passes them through `get_init_inputs`, so a judge can
+build the task at other sizes (the CPU's interpreter, unseen sizes). A convolution's `groups` follows its
+channels only where it equals them (a depthwise one); kernel sizes, strides and group counts stay literals."""
+
+
+def _sized_constructor(ctor: str, sizes: dict[int, str]) -> str:
+    """`ctor` (module_constructor's text) with each size argument (_SIZE_ARGUMENTS) of 2 or more written as
+    a name, `size_<value>`, added to `sizes` (one name per value: equal sizes change together)."""
+    call = ast.parse(ctor, mode="eval").body
+    assert isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+    wanted = _SIZE_ARGUMENTS.get(call.func.attr, ())
+    if not wanted:
+        return ctor
+
+    def named(node: ast.expr) -> ast.expr:
+        if isinstance(node, ast.Constant) and type(node.value) is int and node.value >= 2:
+            return ast.Name(sizes.setdefault(node.value, f"size_{node.value}"), ast.Load())
+        if isinstance(node, ast.Tuple | ast.List):
+            return type(node)([named(e) for e in node.elts], ast.Load())
+        return node
+
+    channels = set()
+    for i, a in enumerate(call.args):
+        if i in wanted:
+            call.args[i] = named(a)
+            channels |= {a.value for a in [a] if isinstance(a, ast.Constant)}
+    for kw in call.keywords:
+        if kw.arg in wanted or (
+            kw.arg == "groups" and isinstance(kw.value, ast.Constant) and kw.value.value in channels
+        ):
+            kw.value = named(kw.value)
+    return ast.unparse(call)
 
 
 def root_module(group: list[fx.Node], model: nn.Module) -> nn.Module | None:
@@ -88,6 +143,7 @@ def describe_region(
     sig: list[Any] = [[(values[n].shape, values[n].dtype) for n in region.inputs]]
     inits: list[str] = []
     body: list[str] = []
+    sizes: dict[int, str] = {}  # the constructors' sizes -> their names (get_init_inputs passes them)
     try:
         for n in region.inputs:
             if not values[n].tensor:  # a forward argument that is not a tensor: no example to write for it
@@ -106,9 +162,10 @@ def describe_region(
                     if not isinstance(t, torch.Tensor):
                         raise SplitError(f"attribute {a.target} is not a tensor")
                     region.bindings[local] = str(a.target)
-                    maker = f"torch.randn({list(t.shape)}, dtype={t.dtype})"
+                    shape = _shape_text(t.shape, sizes, new=True)
+                    maker = f"torch.randn({shape}, dtype={t.dtype})"
                     if not (t.is_floating_point() or t.is_complex()):  # an index or a mask: zeros are valid
-                        maker = f"torch.zeros({list(t.shape)}, dtype={t.dtype})"
+                        maker = f"torch.zeros({shape}, dtype={t.dtype})"
                     if isinstance(t, nn.Parameter):
                         inits.append(f"self.{local} = nn.Parameter({maker})")
                     else:
@@ -129,7 +186,7 @@ def describe_region(
                         raise SplitError(f"nn.{type(mod).__name__} cannot be written back as source")
                     dtypes = {t.dtype for t in mod.state_dict().values() if t.is_floating_point()}
                     cast = f".to({dtypes.pop()})" if len(dtypes) == 1 and torch.float32 not in dtypes else ""
-                    inits.append(f"self.{local} = {ctor}{cast}")
+                    inits.append(f"self.{local} = {_sized_constructor(ctor, sizes)}{cast}")
                     # the module itself, so a kernel reads the model's own (its groups, channels, eps at
                     # the model's size, not the constructor's at the size the region was cut at), and its
                     # tensors, for a kernel that keeps modules of its own (the torch.compile backend's)
@@ -175,7 +232,15 @@ def describe_region(
     init_lines = "\n".join(f"        {line}" for line in inits) or "        pass"
     body_lines = "\n".join(f"        {line}" for line in body)
     params_text = ", ".join(f"x{i}" for i in range(len(region.inputs)))
-    gets = ",\n        ".join(_input_maker(values[n]) for n in region.inputs)
+    # the sizes the constructors take, in the order of first use; known before the inputs are written, so
+    # an input's dimension of the same size is written with the same name
+    init_names = list(sizes.values())
+    region.init_args = list(sizes)
+    gets = ",\n        ".join(_input_maker(values[n], sizes) for n in region.inputs)
+    constants = "".join(f"{name} = {value}\n" for value, name in sizes.items())
+    constants = f"\n{constants}" if constants else ""
+    init_params = "".join(f", {name}" for name in init_names)
+    init_list = ", ".join(init_names)
     imports = "".join(f"import {m}\n" for m in WRAPPED_MODULES if f"{m}." in body_lines)
     region.source = f'''"""Region {region.index}: {" + ".join(region.ops)} (signature {region.signature}).
 
@@ -188,10 +253,10 @@ import operator
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-{imports}
+{imports}{constants}
 
 class Model(nn.Module):
-    def __init__(self):
+    def __init__(self{init_params}):
         super().__init__()
 {init_lines}
 
@@ -207,7 +272,7 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return []
+    return [{init_list}]
 '''
 
 

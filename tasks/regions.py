@@ -139,6 +139,8 @@ class Region:
     sizes: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Node -> {k: expression}: its k-th int argument is written as a size of the region's values
     (tasks/region_sizes.py; a specialized trace's numbers), so the kernel applies at other sizes."""
+    init_args: list[int] = field(default_factory=list)
+    """What the task's `get_init_inputs()` returns: its modules' sizes, which its kernel is built with."""
 
     def plan(self) -> dict[str, Any]:
         return {
@@ -148,6 +150,7 @@ class Region:
             "bindings": self.bindings,
             "fingerprint": self.fingerprint,
             **({"sizes": self.sizes} if self.sizes else {}),
+            **({"init": self.init_args} if self.init_args else {}),
         }
 
 

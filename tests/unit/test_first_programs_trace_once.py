@@ -1,6 +1,7 @@
-"""Writing a whole model's first programs (benchmarks/level3_first_programs.py `write`): the writer traces each
-region signature once (one make_fx trace, in the process that writes it), and the stitched file is the same
-whether one process writes every signature or several forked processes share them."""
+"""Writing a whole model's first programs (benchmarks/level3_first_programs.py `write`): the writer analyses each
+region signature once (two make_fx traces, at its sizes and at others, in the process that writes it), and
+the stitched file is the same whether one process writes every signature or several forked processes share
+them."""
 
 from __future__ import annotations
 
@@ -87,9 +88,9 @@ def test_each_signature_is_traced_once(tmp_path: Path, monkeypatch: pytest.Monke
     row = _write(_bench(), path, tmp_path / "one", 1, capsys)
     assert row["signatures"] == len(split.unique()) and row["with_kernel"] == len(split.regions)
     assert len(analysed) == len(set(analysed)) <= row["signatures"]  # a signature is analysed once
-    assert len(traces) == len(
-        analysed
-    )  # ... and traced once: no second trace of its region (a varied size's)
+    # ... and traced twice: at its sizes, and with its modules' sizes (get_init_inputs) varied, which the
+    # judge also builds it at; no other trace (not one of get_inputs' literal sizes varied)
+    assert len(traces) == 2 * len(analysed)
 
 
 def test_forked_writers_stitch_the_same_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:

@@ -152,3 +152,25 @@ def test_a_kernel_is_built_around_the_models_own_tensors() -> None:
         Region, {**bindings, "m0.weight": "lifted_constant0"}, model
     )  # not on the model yet
     assert not missing.m0.weight.is_meta
+
+
+def test_a_kernel_takes_its_region_tasks_sizes_and_one_written_before_them_still_builds() -> None:
+    """A region task passes its modules' sizes through get_init_inputs; a kernel written for a task file that
+    took none (memory may hold one) is built without them."""
+    from kernelwright.tasks.region_runtime import build_kernel
+
+    class Sized(nn.Module):
+        def __init__(self, size_8: int, size_4: int) -> None:
+            super().__init__()
+            self.m0 = nn.Linear(size_8, size_4)
+
+    class Before(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.m0 = nn.Linear(8, 4)
+
+    model = nn.Sequential(nn.Linear(8, 4))
+    bindings = {"m0.weight": "0.weight", "m0.bias": "0.bias"}
+    for kernel_class in (Sized, Before):
+        kernel = build_kernel(kernel_class, bindings, model, [8, 4])
+        assert kernel.m0.weight is model[0].weight
