@@ -258,7 +258,8 @@ class ModelNew(_Reference):
         # parameters and buffers are bound to the model's before each call
         kernels = {}
         for index, kernel_class in _KERNELS.items():
-            kernels[index] = build_kernel(kernel_class, _REGIONS[index]["bindings"], self, _REGIONS[index].get("init", ()))
+            region = _REGIONS[index]
+            kernels[index] = build_kernel(kernel_class, region["bindings"], self, region.get("init", ()))
             setattr(self, f"_kw_kernels_{index}", kernels[index])
         self.__dict__["_kw_kernels"] = kernels
         self.__dict__["_kw_plans"] = {}

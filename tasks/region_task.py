@@ -74,8 +74,13 @@ def _shape_text(shape: Any, sizes: dict[int, str], *, new: bool = False) -> str:
     if new:
         for d in shape:
             if int(d) >= 2:
-                sizes.setdefault(int(d), f"size_{int(d)}")
+                _size_name(sizes, int(d))
     return "[" + ", ".join(sizes.get(int(d), str(int(d))) for d in shape) + "]"
+
+
+def _size_name(sizes: dict[int, str], value: int) -> str:
+    """The name of a size `value` in a region task, `size_<value>`, noted in `sizes` (one name per value)."""
+    return sizes.setdefault(value, f"size_{value}")
 
 
 _SIZE_ARGUMENTS: dict[str, tuple[int | str, ...]] = {
@@ -104,7 +109,7 @@ def _sized_constructor(ctor: str, sizes: dict[int, str]) -> str:
 
     def named(node: ast.expr) -> ast.expr:
         if isinstance(node, ast.Constant) and type(node.value) is int and node.value >= 2:
-            return ast.Name(sizes.setdefault(node.value, f"size_{node.value}"), ast.Load())
+            return ast.Name(_size_name(sizes, node.value), ast.Load())
         if isinstance(node, ast.Tuple | ast.List):
             return type(node)([named(e) for e in node.elts], ast.Load())
         return node
@@ -112,8 +117,9 @@ def _sized_constructor(ctor: str, sizes: dict[int, str]) -> str:
     channels = set()
     for i, a in enumerate(call.args):
         if i in wanted:
+            if isinstance(a, ast.Constant):
+                channels.add(a.value)
             call.args[i] = named(a)
-            channels |= {a.value for a in [a] if isinstance(a, ast.Constant)}
     for kw in call.keywords:
         if kw.arg in wanted or (
             kw.arg == "groups" and isinstance(kw.value, ast.Constant) and kw.value.value in channels

@@ -629,10 +629,9 @@ def split_model(model: nn.Module, inputs: tuple[Any, ...] | list[Any], *, measur
                 " torch, and the rest is split"
             ) from exc
     result = next(n for n in graph.nodes if n.op == "output").args[0]
-    plain_dict = isinstance(result, dict) and all(type(k) is str for k in result)  # fx's immutable_dict
-    if not (
-        isinstance(result, fx.Node | tuple | list) or plain_dict
-    ):  # checked before any region is searched
+    # checked before any region is searched (a dict result is fx's immutable_dict)
+    plain_dict = isinstance(result, dict) and all(type(k) is str for k in result)
+    if not (isinstance(result, fx.Node | tuple | list) or plain_dict):
         kind = "dict with keys other than strings" if isinstance(result, dict) else type(result).__name__
         raise SplitError(
             f"{type(model).__name__}.forward returns a {kind}: the judge compares a tensor, a tuple/list of "

@@ -245,14 +245,11 @@ class Recorder:
         try:
             if self.sync is not None:
                 self.sync()
-            filled = [
-                k
-                for t, k in zip(tensors, keys, strict=True)
-                if self._last_seen(k, t) is None and k not in self.touched
-            ]
+            filled = []
             for t, k in zip(tensors, keys, strict=True):
-                if k in filled:
+                if self._last_seen(k, t) is None and k not in self.touched:
                     _fill_unknown(t)
+                    filled.append(k)
             before = [fingerprint(t, self.secret) for t in tensors]
             result = run()
             if self.sync is not None:
