@@ -209,12 +209,12 @@ def output_tensors(output: Any) -> list[torch.Tensor] | None:
         return [output]
     if isinstance(output, list | tuple) and output and all(isinstance(t, torch.Tensor) for t in output):
         return list(output)
-    if (
-        type(output) is dict
+    if (  # a dict subclass too (transformers' ModelOutput), read as the judge reads it: dict's own methods
+        isinstance(output, dict)
         and output
-        and all(type(k) is str and isinstance(v, torch.Tensor) for k, v in output.items())
+        and all(type(k) is str and isinstance(v, torch.Tensor) for k, v in dict.items(output))
     ):
-        return [output[k] for k in sorted(output)]
+        return [dict.__getitem__(output, k) for k in sorted(dict.keys(output))]
     return None
 
 

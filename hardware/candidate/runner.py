@@ -402,8 +402,12 @@ def encode_output(torch: Any, v: Any, tensors: list[Any], depth: int) -> Any:
         return {"U": [encode_output(torch, x, tensors, depth + 1) for x in v]}
     if type(v) is list:
         return {"L": [encode_output(torch, x, tensors, depth + 1) for x in v]}
-    if type(v) is dict and all(type(k) is str for k in v):  # in sorted key order, as the judge flattens one
-        return {"D": [[k, encode_output(torch, v[k], tensors, depth + 1)] for k in sorted(v)]}
+    if isinstance(v, dict) and all(type(k) is str for k in dict.keys(v)):
+        # in sorted key order, as the judge flattens one. A dict subclass (transformers' ModelOutput is an
+        # OrderedDict) is read through dict's own methods: what it holds, no code of its class runs here
+        # (a lazy __getitem__ would compute outside the recorded forward)
+        return {"D": [[k, encode_output(torch, dict.__getitem__(v, k), tensors, depth + 1)]
+                      for k in sorted(dict.keys(v))]}  # fmt: skip
     fail("correctness", "shape_mismatch", f"forward returned a {type(v).__name__}, which is neither a "
           "tensor nor a tuple/list or a dict (string keys) of them")  # fmt: skip
 
