@@ -489,15 +489,19 @@ def test_rules_and_cases_in_the_context_change_the_program(pool):
         _prompt(task.source, rules=f"- You cannot use design={default} for rows this long")
     ).code
     assert parse_meta(ruled).design != default
+    # Not two_pass's default config (BLOCK_R=4096, BLOCK_M=1). two_pass, not welford: the judge takes ~1 s on
+    # it under the interpreter, ~5 s on welford at 256 x 4 (the interpreter runs the Welford merge's tl.reduce
+    # slowly); welford's chunked rows are judged by test_lane_wise_welford_is_exact_on_data_far_from_zero_...
+    # and checked against float64 by test_welford_on_data_far_from_zero_is_as_accurate_as_torch.
     case = (
         '<case id="c7" outcome="effective" speedup="1.90" hardware="NVIDIA H200" same_hardware="true">\n'
         "task: another_layer_norm (norm; in 4096x4096; float32)\n"
-        "design: kernelwright: family=norm design=welford config=BLOCK_R=256,BLOCK_M=4,num_warps=4\n</case>"
-    )  # not welford's default config (BLOCK_R=4096, BLOCK_M=1); under the interpreter ~3x cheaper than 512 x 2
+        "design: kernelwright: family=norm design=two_pass config=BLOCK_R=256,BLOCK_M=4,num_warps=4\n</case>"
+    )
     learned = write_program(_prompt(task.source, experience=case)).code
     meta = parse_meta(learned)
-    assert meta.design == "welford" and meta.config["BLOCK_R"] == "256" and meta.config["BLOCK_M"] == "4"
-    own = parse_meta(program_variant(task.source, task.name, "welford").code).config  # without the case
+    assert meta.design == "two_pass" and meta.config["BLOCK_R"] == "256" and meta.config["BLOCK_M"] == "4"
+    own = parse_meta(program_variant(task.source, task.name, "two_pass").code).config  # without the case
     assert (own["BLOCK_R"], own["BLOCK_M"]) != ("256", "4"), own
     _check(pool, [("rule", task, ruled), ("case", task, learned)])
 
