@@ -16,6 +16,7 @@ import pytest
 
 from kernelwright.graphs.context import Context
 from kernelwright.graphs.model import ModelProgress, optimize_model_source
+from kernelwright.hardware import WorkerPool
 from kernelwright.memory import Case
 from kernelwright.nodes import resources
 from kernelwright.tasks.regions import split_model
@@ -77,6 +78,20 @@ def _row(page: str, ops: str) -> str:
     return _text(row.split(">", 1)[1].split("</tr>")[0])
 
 
+@pytest.fixture
+def judged_on_the_shared_pool(pool: WorkerPool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """optimize-model judges its stitched model with hardware.evaluate, a pool of its own (a judge started and
+    stopped: ~4.5 s of CPU); here the session's pool judges it, as it judges the regions' candidates. A
+    verdict never depends on its judge being new (every candidate runs in a process of its own); the one-shot
+    pool is kept by test_model_optimize.py's run through kernelwright.optimize_model."""
+    import kernelwright.hardware as hardware
+
+    monkeypatch.setattr(
+        hardware, "evaluate", lambda task, source, config=None: pool.evaluate(task, source, config)
+    )
+
+
+@pytest.mark.usefixtures("judged_on_the_shared_pool")
 def test_report_html_has_the_region_table_and_is_rewritten_as_regions_finish(tmp_path: Path) -> None:
     run = tmp_path / "run"
     seen: list[tuple[int, str]] = []
