@@ -471,11 +471,9 @@ def test_large_and_small_steps_give_different_valid_programs(pool):
         assert len({first, small, large}) == 3
         assert ms.design == m0.design and ms.config != m0.config
         assert ml.design != m0.design
-        jobs += [
-            (f"{name} first", task, first),
-            (f"{name} small", task, small),
-            (f"{name} large", task, large),
-        ]
+        # (each first program, the writer's root for the task, is judged at its own size and two others by
+        # tests/kernels/test_sizes.py::test_a_sample_of_bundled_programs_holds_at_other_sizes)
+        jobs += [(f"{name} small", task, small), (f"{name} large", task, large)]
     _check(pool, jobs)
 
 
