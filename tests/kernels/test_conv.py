@@ -762,13 +762,17 @@ def test_bundled_groupnorm_mean_task_folds_and_verifies_with_default_config(pool
 @pytest.mark.parametrize("recompute", [True, False])
 def test_bundled_depthwise_batchnorm_task_verifies_with_default_direct_tiles(pool, recompute):
     """Task 24 (depthwise conv, training-mode BatchNorm, ReLU6) with direct_depthwise's default tile
-    (2-D tiles of one plane), both ways of the normalisation's second pass."""
+    (2-D tiles of one plane), both ways of the normalisation's second pass, at the task's size and the judge's
+    second shape. The RECOMPUTE=False program is the offline writer's first for the task: test_offline_kernels.py's
+    family test leaves its judging to this one."""
     path = bundled_suite_dir("level2") / "24_conv2d_depthwise_batchnorm_relu6.py"
     source = path.read_text()
     text = _program(source, "direct_depthwise", RECOMPUTE=recompute)
     assert "tl.static_range(KH)" in text and f"RECOMPUTE={recompute}" in text.splitlines()[0]
     assert "BLOCK_H=BH, BLOCK_W=BW" in text  # the 2-D plane tiles are the default
-    res = pool.evaluate(load_task_source(source, path.stem), text, CONFIG)
+    res = pool.evaluate(
+        load_task_source(source, path.stem), text, CONFIG.model_copy(update={"second_shape": True})
+    )
     assert res.correct, f"{res.stage} {res.error_kind}: {res.error}"
     assert res.kernel_launches == 3 if recompute else res.kernel_launches >= 3
 

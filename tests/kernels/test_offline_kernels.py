@@ -45,8 +45,10 @@ FAMILY_TASKS = [
     ("level1", "23_sum_all.py"),  # global reduction
     ("level1", "17_matmul_transposed_a.py"),  # matmul through strides
     ("level2", "06_bmm_scale_residual.py"),  # batched matmul with a fused epilogue
-    ("level2", "24_conv2d_depthwise_batchnorm_relu6.py"),  # conv kept, batch-norm statistics over (N, H, W)
 ]
+# The convolution family: level2/24's first program (a depthwise convolution with training-mode batch norm) is
+# direct_depthwise at its default tiles, which tests/kernels/test_conv.py judges (at the task's second shape too).
+CONV_FAMILY_TASK = ("level2", "24_conv2d_depthwise_batchnorm_relu6.py")
 
 
 def test_each_family_verifies_at_odd_shapes(pool):
@@ -57,6 +59,18 @@ def test_each_family_verifies_at_odd_shapes(pool):
         assert answer.code is not None, f"{name}: {answer.explanation}"
         jobs.append((f"{name} [{answer.meta.design}]", task, answer.code))
     _check(pool, jobs)
+    from kernelwright.providers.offline.families.conv.conv import (
+        analyze_conv_task,
+        default_conv_config,
+        emit_conv_program,
+    )
+
+    source = _bundled(*CONV_FAMILY_TASK).source
+    plan = analyze_conv_task(source).plan
+    assert plan is not None
+    config = default_conv_config("direct_depthwise", plan, "strict").model_copy(update={"RECOMPUTE": False})
+    judged = emit_conv_program(plan, source, design="direct_depthwise", config=config)
+    assert write_program(_prompt(source)).code == judged  # test_conv.py's [False] program
 
 
 # ---- tasks the writer has never seen ---------------------------------------------------------------
