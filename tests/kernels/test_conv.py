@@ -777,25 +777,42 @@ def test_bundled_depthwise_batchnorm_task_verifies_with_default_direct_tiles(poo
     assert res.kernel_launches == 3 if recompute else res.kernel_launches >= 3
 
 
-def test_the_direct_design_is_offered_for_short_reductions_only_and_compiles_for_sm90():
-    """published/36 (3 -> 64 channels, 3x3x3: 81 channels x taps) gets `direct` first; level2/09
-    (16 input channels x 25 taps) does not. Compiled for an H100/H200 without a GPU: its first tiles do not
-    spill (loads hoisted out of a fully unrolled loop once took 255 registers and spilled)."""
+def _direct_compiles_for_sm90_without_spills(first: int, last: int) -> None:
+    """published/36's direct configs [first, last) compiled for an H200 without a GPU: no kernel spills."""
     from kernelwright.hardware.compile.feedback import compile_for_target
 
     short = (bundled_suite_dir("published") / "36_conv3d_16x3x64x64x64.py").read_text()
     plan = analyze_conv_task(short).plan
-    assert plan is not None and conv_designs(plan) == ["direct", "implicit_gemm_flatk", "implicit_gemm"]
-    assert (conv_configs("direct", plan)[0].BLOCK_M, conv_configs("direct", plan)[0].BLOCK_N) == (128, 64)
-    long = analyze_conv_task((bundled_suite_dir("level2") / "09_conv2d_bias_relu.py").read_text()).plan
-    assert long is not None and "direct" not in conv_designs(long)
+    assert plan is not None
     task = load_task_source(short, "36_conv3d_16x3x64x64x64")
-    for cfg in conv_configs("direct", plan, "strict")[:3]:
+    for cfg in conv_configs("direct", plan, "strict")[first:last]:
         text = emit_conv_program(plan, short, design="direct", config=cfg)
         assert "for ck in range(CIN_G * KD):" in text and "tl.dot" not in text
         res = compile_for_target(text, task, "nvidia-h200")
         assert res.ok, res.error
         assert all(k.spill_store_bytes == 0 for k in res.kernels), [k.model_dump() for k in res.kernels]
+
+
+def test_the_direct_design_is_offered_for_short_reductions_only_and_compiles_for_sm90():
+    """published/36 (3 -> 64 channels, 3x3x3: 81 channels x taps) gets `direct` first; level2/09
+    (16 input channels x 25 taps) does not. Compiled for an H100/H200 without a GPU: its first tile does not
+    spill (loads hoisted out of a fully unrolled loop once took 255 registers and spilled). The first tile
+    (128 x 64 outputs over 4 warps) holds the most registers per thread of the first three; the next two,
+    ~2 s of compiling each, are the slow test's."""
+    short = (bundled_suite_dir("published") / "36_conv3d_16x3x64x64x64.py").read_text()
+    plan = analyze_conv_task(short).plan
+    assert plan is not None and conv_designs(plan) == ["direct", "implicit_gemm_flatk", "implicit_gemm"]
+    first = conv_configs("direct", plan)[0]
+    assert (first.BLOCK_M, first.BLOCK_N, first.num_warps) == (128, 64, 4)
+    assert all(c.BLOCK_M * c.BLOCK_N / c.num_warps <= 128 * 64 / 4 for c in conv_configs("direct", plan)[:3])
+    long = analyze_conv_task((bundled_suite_dir("level2") / "09_conv2d_bias_relu.py").read_text()).plan
+    assert long is not None and "direct" not in conv_designs(long)
+    _direct_compiles_for_sm90_without_spills(0, 1)
+
+
+@pytest.mark.slow
+def test_the_direct_designs_next_tiles_compile_for_sm90_without_spills():
+    _direct_compiles_for_sm90_without_spills(1, 3)
 
 
 # Analysed in the test, not here: every process that collects this module (each pytest-xdist worker) would
