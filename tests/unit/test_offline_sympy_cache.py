@@ -6,23 +6,23 @@ Both only save time; these tests check that they are in effect and give sympy's 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import sympy
 
 from kernelwright.providers.offline.frontend.ir import _simplified, simplified
+from tests.fakes.warm_python import run_python
 
 ROOT = Path(__file__).resolve().parents[2]
 _PROBE = "import kernelwright.providers.offline; from sympy.core.cache import SYMPY_CACHE_SIZE; print(SYMPY_CACHE_SIZE)"
 
 
 def _cache_size_in_child(**extra: str) -> str:
-    env = {k: v for k, v in os.environ.items() if k != "SYMPY_CACHE_SIZE"} | extra
-    done = subprocess.run(
-        [sys.executable, "-c", _PROBE], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
-    )
+    """The probe in a process of its own that has imported neither sympy nor the writer: a fork of the warm
+    parent (tests.fakes.warm_python: torch and Triton imported, TRITON_INTERPRET=1 in its environment; torch
+    imports no sympy), not a cold Python that spends 2-3 s of CPU importing torch first."""
+    env = {k: v for k, v in os.environ.items() if k != "SYMPY_CACHE_SIZE"} | {"TRITON_INTERPRET": "1"} | extra
+    done = run_python(["-c", _PROBE], env=env, timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout.strip()
 
