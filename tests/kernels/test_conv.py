@@ -12,8 +12,10 @@ convolution tasks under every design and layout.
 
 from __future__ import annotations
 
+import functools
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -620,8 +622,27 @@ for _name in (
     CASES[_name + "_persistent"] = (_source, _design, {"LAYOUT": _layout, "PERSIST": 1})
 
 
+@functools.cache
+def _analysis(source: str) -> Any:
+    """analyze_conv_task(source), once per source in this process: the tests below analyse and emit the cases'
+    programs several times over (~50 ms an analysis); emitting leaves the plan as it was."""
+    return analyze_conv_task(source)
+
+
 def _program(source: str, design: str, config: ConvConfig | None = None, **overrides: object) -> str:
-    analysis = analyze_conv_task(source)
+    if config is None:
+        return _default_program(source, design, tuple(sorted(overrides.items())))
+    return _emit(source, design, config, overrides)
+
+
+@functools.cache
+def _default_program(source: str, design: str, overrides: tuple[tuple[str, object], ...]) -> str:
+    """The program at the design's default config with `overrides`, emitted once per process (its text)."""
+    return _emit(source, design, None, dict(overrides))
+
+
+def _emit(source: str, design: str, config: ConvConfig | None, overrides: dict[str, object]) -> str:
+    analysis = _analysis(source)
     assert analysis.plan is not None, analysis.reason
     assert design in conv_designs(analysis.plan)
     cfg = config or default_conv_config(design, analysis.plan, "strict")
@@ -725,7 +746,7 @@ def test_fold_cases_fold_and_nofold_cases_do_not():
     """The fold cases above run the statistics-only first stage and the fold kernel; the others not."""
     for name, (source, design, change) in CASES.items():
         change = change if isinstance(change, dict) else {"LAYOUT": change}
-        plan = analyze_conv_task(source).plan
+        plan = _analysis(source).plan
         assert plan is not None, name
         text = _program(source, design, **change, **SMALL)
         folded = "(folded)" in text and "-> stats_only" in text
