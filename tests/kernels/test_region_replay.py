@@ -8,6 +8,7 @@ is never replayed, and a program that launches a kernel other than through `_kw_
 
 from __future__ import annotations
 
+import functools
 import gc
 import weakref
 from pathlib import Path
@@ -96,10 +97,18 @@ same(torch.randn(3, 3, 10, 6), "weights")
 """
 
 
+@functools.cache
+def _first_programs_stitched(source: str) -> tuple[tuple[str, ...], str]:
+    """The writer's refusals and the stitched file for `source`, written once per process (~2 s of CPU): both
+    replay modes run the same file, whose runtime reads KERNELWRIGHT_MODEL_REPLAY as it is imported."""
+    _, _, refused, stitched = first_programs_stitched(source)
+    return tuple(refused), stitched
+
+
 def _stitched_and_checked(tmp_path: Path, source: str, checks: str) -> tuple[str, list[str]]:
     """The writer's first programs for `source` stitched, and the stdout lines of `checks` (formatted with the
     repository root, the task's file and the stitched file) run under Triton's interpreter."""
-    _, _, refused, stitched = first_programs_stitched(source)
+    refused, stitched = _first_programs_stitched(source)
     assert not refused, refused
     (tmp_path / "task.py").write_text(source)
     (tmp_path / "stitched.py").write_text(stitched)
