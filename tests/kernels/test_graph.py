@@ -343,7 +343,8 @@ def test_a_gpu_target_on_cpu_compiles_each_verified_kernel_for_the_gpu(tmp_path)
 
 
 def test_small_steps_are_shown_the_programs_already_written_in_the_run(tmp_path):
-    model = ScriptedChatModel(script=[fenced(relu_kernel(f"d{i}", 64 << (i % 5))) for i in range(10)])
+    # (blocks of 1024 and up: at 64 the interpreter runs ~100 programs of the task's small input per call)
+    model = ScriptedChatModel(script=[fenced(relu_kernel(f"d{i}", 1024 << (i % 5))) for i in range(10)])
     state = run_graph(make_ctx(tmp_path, model, budget=10))
     jobs = state["jobs"]
     attempts = {a.node_id: a for a in state["attempts"]}
