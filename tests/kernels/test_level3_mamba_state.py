@@ -146,11 +146,15 @@ def test_a_scan_read_through_its_own_last_column_is_judged_correct(pool: WorkerP
     check_programs(pool, [("decay", load_task_source(CUMSUM_DECAY_REGION, "decay"), answer.code)], cfg)
 
 
+@pytest.mark.slow
 def test_the_final_state_model_stitched_with_the_writers_programs_is_judged_correct(
     tmp_path: Path, pool: WorkerPool
 ) -> None:
     """The whole model split, each region signature given the writer's first program, judged by the CPU
-    judge at its own shapes (level3/49's path through benchmarks' sizes_probe.py)."""
+    judge at its own shapes (level3/49's path through benchmarks' sizes_probe.py). Slow (~5 s, ~4 of them the
+    writer on its seven regions): the states region's program, the one the pruning got wrong, is judged in the
+    default run by test_the_states_region_is_judged_correct, and stitched models of the writer's first
+    programs by the CPU judge by tests/kernels/test_regions_patterns.py."""
     from kernelwright.tasks import load_task
 
     split, kernels, _, stitched = first_programs_stitched(FINAL_STATE_MODEL)
