@@ -7,8 +7,9 @@
 2. Builds the model (benchmarks/models/decoder_block.py by default: RMSNorm, rotary attention, SwiGLU) with
    one seed and runs it three ways on the same inputs: eager, `torch.compile` (Inductor) and
    `torch.compile(backend="kernelwright")` reading that memory (KERNELWRIGHT_MEMORY). Records which
-   regions the backend swapped, where the rest ran (Inductor or eager), and each output's largest error
-   over the eager output's RMS.
+   regions the backend swapped, where the rest ran (Inductor or eager), what its timed choice kept on a GPU
+   (memory's kernels or Inductor on the whole graph; KERNELWRIGHT_BACKEND_CHOICE=swap keeps the kernels
+   untimed) and each output's largest error over the eager output's RMS.
 3. On a GPU, times the three with CUDA events (median of --reps calls after warm-up) and the speedups of
    the backend over eager and over torch.compile. On the CPU nothing is timed: the Triton interpreter says
    nothing about GPU speed (the run checks that the path works and is correct).
@@ -72,10 +73,24 @@ def run_three_ways(model_file: Path, device: str, reps: int) -> dict[str, Any]:
         ours_out = ours(*inputs)
         compile_s["kernelwright"] = round(time.perf_counter() - t0, 1)
         runs["kernelwright"] = lambda: ours(*inputs)
+        choices = list(backend.last_choices)
+        if (
+            device == "cuda"
+        ):  # the swap without the timed choice, as before it (KERNELWRIGHT_BACKEND_CHOICE=swap)
+            os.environ[backend.CHOICE_ENV] = "swap"  # read when the graph is compiled, on the first call
+
+            def untimed(gm: Any, example: Any) -> Any:  # a backend of its own: Dynamo caches per backend
+                return backend.kernelwright_backend(gm, example)
+
+            swapped = torch.compile(model, backend=untimed)
+            swapped(*inputs)
+            del os.environ[backend.CHOICE_ENV]
+            runs["kernelwright, swapped untimed"] = lambda: swapped(*inputs)
         result: dict[str, Any] = {
             "compile_s": compile_s,
             "swaps": list(backend.last_swaps),
             "residuals": list(backend.last_residuals),
+            "choices": choices,
             "backend_error": list(backend.last_error),
             "err_over_rms": {
                 "torch.compile": max_err_over_rms(inductor_out, eager_out),

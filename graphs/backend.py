@@ -14,6 +14,13 @@ The rest of the graph goes to Inductor: each stretch of it between two swapped r
 `compile_fx` on its first call (with that call's tensors), and when no region is recognised the graph goes
 to Inductor whole. Where Inductor is unavailable (no C++ compiler for the CPU, no Triton for a GPU) or
 cannot compile a stretch, that stretch runs eagerly, and a warning says so once per reason.
+On a GPU the swap is checked against Inductor on the whole graph: the first call with each kind of input
+runs both (a few warm calls each, then alternating timed ones) and keeps the faster, so compiling with this
+backend is not slower than `torch.compile` where memory's kernels lose to Inductor's fusion (`last_choices`
+says what each call's inputs kept and the times). A graph that updates the model's state or its inputs (a
+batch norm in training) is not timed: its swapped kernels are kept. `KERNELWRIGHT_BACKEND_CHOICE` sets it:
+`auto` (the default: timed on a GPU, swapped on the CPU, where the kernels run under Triton's interpreter),
+`time` (timed on any device) or `swap` (memory's kernels, never timed).
 Importing this module registers the backend name (pyproject.toml's `torch_dynamo_backends` entry point makes
 `backend="kernelwright"` work without the import).
 """
@@ -22,9 +29,12 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 import re
+import statistics
 import sys
 import tempfile
+import time
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -46,6 +56,12 @@ last_swaps: list[dict[str, Any]] = []
 last_residuals: list[dict[str, str]] = []
 """How the most recent compilation's torch parts ran: per part, "inductor" or "eager" and why (a stretch
 between swapped regions is compiled on its first call)."""
+last_choices: list[dict[str, Any]] = []
+"""What the most recent compilation's graph kept, per kind of input it was called with: memory's kernels or
+Inductor on the whole graph, with both medians in ms (or why nothing was timed)."""
+
+CHOICE_ENV = "KERNELWRIGHT_BACKEND_CHOICE"
+CHOICES = ("auto", "time", "swap")
 
 
 def _state_path(node: fx.Node) -> str | None:
@@ -274,6 +290,16 @@ MAX_COMPILED = 8
 """Inductor compilations kept per stretch of the graph (one per kind of input it was called with)."""
 
 
+def input_kind(args: Sequence[Any]) -> tuple[Any, ...]:
+    """What a compiled graph specialises on: each tensor's sizes, strides, dtype, device and grad flag."""
+    return tuple(
+        (tuple(a.shape), a.stride(), a.dtype, a.device, a.requires_grad)
+        if isinstance(a, torch.Tensor)
+        else repr(a)
+        for a in args
+    )
+
+
 class _Stretch:
     """Consecutive torch operations of the graph between swapped regions: one graph of their own (the
     model's state read as attributes, as in the model), compiled by Inductor on its first call."""
@@ -304,12 +330,7 @@ class _Stretch:
             return self.gm(*args)
         # Inductor specialises on sizes and strides, and Dynamo may call a graph it made dynamic with any:
         # one compilation per kind of input, up to a bound, then eagerly
-        key = tuple(
-            (tuple(a.shape), a.stride(), a.dtype, a.device, a.requires_grad)
-            if isinstance(a, torch.Tensor)
-            else repr(a)
-            for a in args
-        )
+        key = input_kind(args)
         fn = self.compiled.get(key)
         if fn is None:
             if len(self.compiled) >= MAX_COMPILED:
@@ -373,6 +394,7 @@ def kernelwright_backend(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> C
     last_swaps.clear()
     last_error.clear()
     last_residuals.clear()
+    last_choices.clear()
     ctx = Context()
     try:
         shell, real = module_form(gm, example_inputs)
@@ -416,7 +438,108 @@ def kernelwright_backend(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> C
     def run(*args: Any) -> Any:
         return stitched(tuple(args[i] for i in real))
 
-    return run
+    if backend_choice(device) == "swap":
+        return run
+    whole = inductor(gm, list(example_inputs), "the whole graph (timed against memory's kernels)")
+    return Faster(run, whole)
+
+
+def backend_choice(device: str) -> str:
+    """`time` or `swap` for a graph on `device`, from $KERNELWRIGHT_BACKEND_CHOICE (module docstring)."""
+    choice = os.environ.get(CHOICE_ENV, "").strip().lower() or "auto"
+    if choice not in CHOICES:
+        raise ValueError(f"{CHOICE_ENV}={choice!r}: expected one of {', '.join(CHOICES)}")
+    if choice == "auto":
+        return "swap" if device == "cpu" else "time"
+    return choice
+
+
+TIMING_S = 0.5
+"""About how long the timed calls of one kind of input take (at least 3 and at most 20 calls each side)."""
+
+
+def median_ms(runs: dict[str, Callable[[], Any]], device: torch.device) -> dict[str, float]:
+    """Each run's median time in ms: two warm calls each, then timed calls alternating between the runs
+    (CUDA events on a GPU, the wall clock elsewhere)."""
+    cuda = device.type == "cuda"
+
+    def once(fn: Callable[[], Any]) -> float:
+        if cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            return float(start.elapsed_time(end))
+        t0 = time.perf_counter()
+        fn()
+        return (time.perf_counter() - t0) * 1e3
+
+    for fn in runs.values():
+        fn()
+    warm = {name: once(fn) for name, fn in runs.items()}
+    reps = max(3, min(20, int(TIMING_S * 1e3 / max(sum(warm.values()), 1e-3))))
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(reps):
+        for name, fn in runs.items():
+            times[name].append(once(fn))
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def _versions(tensors: list[torch.Tensor]) -> list[int]:
+    """Each tensor's count of in-place changes (an inference tensor keeps none: 0)."""
+    return [0 if t.is_inference() else t._version for t in tensors]
+
+
+class Faster:
+    """The graph with memory's kernels or the graph compiled whole by Inductor, whichever ran faster on the
+    first call with this kind of input. The first call itself runs memory's kernels; if it changed any
+    tensor it was given (the model's buffers, an input), the graph has effects that timing calls would
+    repeat, so nothing is timed and memory's kernels are kept. Timing calls leave the random number
+    generators as the first call left them."""
+
+    def __init__(self, kernels: Callable[..., Any], whole: Callable[..., Any]) -> None:
+        self.kernels, self.whole = kernels, whole
+        self.kept: dict[tuple[Any, ...], Callable[..., Any]] = {}
+
+    def __call__(self, *args: Any) -> Any:
+        key = input_kind(args)
+        fn = self.kept.get(key)
+        if fn is not None:
+            return fn(*args)
+        if len(self.kept) >= MAX_COMPILED:
+            return self.kernels(*args)
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        versions = _versions(tensors)
+        out = self.kernels(*args)
+        shapes = " ".join(
+            "x".join(map(str, t.shape)) or "scalar" for t in tensors if not isinstance(t, nn.Parameter)
+        )
+        if _versions(tensors) != versions:
+            self.kept[key] = self.kernels
+            why = "the graph updates tensors it is given (e.g. a batch norm in training): not timed"
+            last_choices.append({"inputs": shapes, "kept": "memory's kernels", "why": why})
+            return out
+        device = next((t.device for t in tensors), torch.device("cpu"))
+        cpu_rng = torch.get_rng_state()
+        cuda_rng = (
+            torch.cuda.get_rng_state_all()
+            if torch.cuda.is_available() and torch.cuda.is_initialized()
+            else None
+        )
+        try:
+            ms = median_ms(
+                {"memory's kernels": lambda: self.kernels(*args), "inductor": lambda: self.whole(*args)},
+                device,
+            )
+        finally:
+            torch.set_rng_state(cpu_rng)
+            if cuda_rng is not None:
+                torch.cuda.set_rng_state_all(cuda_rng)
+        kept = min(ms, key=lambda name: ms[name])
+        self.kept[key] = self.kernels if kept == "memory's kernels" else self.whole
+        last_choices.append({"inputs": shapes, "kept": kept, "ms": {k: round(v, 4) for k, v in ms.items()}})
+        return out
 
 
 def register() -> None:

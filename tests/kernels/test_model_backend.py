@@ -5,6 +5,7 @@ eval-mode model's batch norms are recognised and their kernels get the model's s
 
 from __future__ import annotations
 
+import time
 import types
 from pathlib import Path
 
@@ -227,3 +228,106 @@ def test_a_bf16_kernel_from_memory_computes_as_on_a_gpu_under_the_interpreter(
     assert backend.last_error == [] and [s["region"] for s in backend.last_swaps] == [region.index]
     assert backend.last_swaps[0]["kernel"].forward.__globals__["CALLS"][0] == 1
     torch.testing.assert_close(out, expected, rtol=1.6e-2, atol=1e-2)
+
+
+def test_on_a_timed_choice_the_faster_of_the_kernels_and_inductor_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """KERNELWRIGHT_BACKEND_CHOICE=time (the default on a GPU): the first call times memory's kernels against
+    the graph compiled whole and keeps the faster for that kind of input. Here the kernels run under the
+    interpreter, far slower than Inductor's C++: Inductor is kept, and memory's kernel runs no more."""
+    tiny = _tiny()
+    model = _eval_model(tiny)
+    _memory_with_block_kernel(tmp_path, monkeypatch, tiny.Model(*tiny.get_init_inputs()))
+    monkeypatch.setenv(backend.CHOICE_ENV, "time")
+    x = torch.randn(2, 3, 7, 9)
+    with torch.no_grad():
+        compiled = torch.compile(model, backend="kernelwright")
+        out = compiled(x)
+        calls = backend.last_swaps[0]["kernel"].forward.__globals__["CALLS"]
+        after_first = calls[0]
+        out2 = compiled(x)
+        expected = model(x)
+    (choice,) = backend.last_choices
+    assert set(choice["ms"]) == {"memory's kernels", "inductor"}
+    assert choice["kept"] == min(choice["ms"], key=choice["ms"].get) == "inductor", choice
+    assert calls[0] == after_first  # the second call ran Inductor's graph
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(out2, expected, rtol=1e-5, atol=1e-5)
+    torch._dynamo.reset()
+
+
+def test_a_graph_that_updates_the_model_state_is_not_timed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In training a batch norm updates its running statistics: timing calls would update them again, so
+    the first call's kernels are kept untimed and the statistics move once."""
+    tiny = _tiny()
+    torch.manual_seed(0)
+    model = tiny.Model(*tiny.get_init_inputs())
+    ref_model = tiny.Model(*tiny.get_init_inputs())
+    ref_model.load_state_dict(model.state_dict())
+    _memory_with_block_kernel(tmp_path, monkeypatch, model)
+    monkeypatch.setenv(backend.CHOICE_ENV, "time")
+    x = torch.randn(2, 3, 7, 9)
+    out = torch.compile(model, backend="kernelwright")(x)
+    (choice,) = backend.last_choices
+    assert choice["kept"] == "memory's kernels" and "not timed" in choice["why"], choice
+    torch.testing.assert_close(out, ref_model(x), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(model.blocks[0].bn.running_mean, ref_model.blocks[0].bn.running_mean)
+    torch.testing.assert_close(model.bn.running_var, ref_model.bn.running_var)
+    assert int(model.bn.num_batches_tracked) == 1
+    torch._dynamo.reset()
+
+
+def test_faster_keeps_the_faster_run_per_kind_of_input_and_leaves_the_generators_as_one_call_does() -> None:
+    ran: list[str] = []
+
+    def slow(x: torch.Tensor) -> torch.Tensor:
+        ran.append("slow")
+        time.sleep(0.004)
+        return x + torch.rand(1)
+
+    def fast(x: torch.Tensor) -> torch.Tensor:
+        ran.append("fast")
+        return x + torch.rand(1)
+
+    for kernels, whole, kept in ((slow, fast, "inductor"), (fast, slow, "memory's kernels")):
+        backend.last_choices.clear()
+        chooser = backend.Faster(kernels, whole)
+        torch.manual_seed(3)
+        first = chooser(torch.zeros(2))
+        state = torch.get_rng_state()
+        torch.manual_seed(3)
+        assert torch.equal(first, kernels(torch.zeros(2)))  # the first call is the kernels' own
+        assert torch.equal(torch.get_rng_state(), state)  # the timing calls drew nothing
+        assert [c["kept"] for c in backend.last_choices] == [kept]
+        ran.clear()
+        chooser(torch.zeros(2))
+        assert ran == ["fast"]
+        chooser(torch.zeros(3))  # another kind of input: timed again
+        assert len(backend.last_choices) == 2
+
+
+def test_faster_does_not_time_a_run_that_changes_its_inputs() -> None:
+    calls = [0]
+
+    def add_in_place(x: torch.Tensor) -> torch.Tensor:
+        calls[0] += 1
+        return x.add_(1)
+
+    backend.last_choices.clear()
+    x = torch.zeros(3)
+    backend.Faster(add_in_place, lambda x: x + 1)(x)
+    assert calls == [1] and torch.equal(x, torch.ones(3))
+    assert backend.last_choices[0]["kept"] == "memory's kernels"
+
+
+def test_backend_choice_reads_its_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(backend.CHOICE_ENV, raising=False)
+    assert backend.backend_choice("cpu") == "swap" and backend.backend_choice("cuda") == "time"
+    monkeypatch.setenv(backend.CHOICE_ENV, "swap")
+    assert backend.backend_choice("cuda") == "swap"
+    monkeypatch.setenv(backend.CHOICE_ENV, "fastest")
+    with pytest.raises(ValueError, match="expected one of auto, time, swap"):
+        backend.backend_choice("cuda")
