@@ -241,9 +241,10 @@ def compile_baseline(
         task.baseline[key] = (float(ms), float(ratio)) if ms and ratio else None
         return task.baseline[key]
     import torch._dynamo
-    import torch._inductor.config as inductor_config
 
-    inductor_config.compile_threads = 1  # no compile subprocesses inside a judge that may be killed
+    # Inductor compiles its kernels in its own worker processes (its default: one per core, up to 32), as it
+    # does for a user: a whole model's baseline is hundreds of kernels. The workers share the judge's process
+    # group, which its pool kills whole, and each exits when its parent is gone.
     args = inputs if ref.lean else clone(inputs)  # a large task's inputs are not used after this
     value: tuple[float, float] | None
     try:
