@@ -441,7 +441,7 @@ def kernelwright_backend(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> C
     if backend_choice(device) == "swap":
         return run
     whole = inductor(gm, list(example_inputs), "the whole graph (timed against memory's kernels)")
-    return Faster(run, whole)
+    return Faster(run, whole, shown=real)
 
 
 def backend_choice(device: str) -> str:
@@ -498,8 +498,12 @@ class Faster:
     repeat, so nothing is timed and memory's kernels are kept. Timing calls leave the random number
     generators as the first call left them."""
 
-    def __init__(self, kernels: Callable[..., Any], whole: Callable[..., Any]) -> None:
+    def __init__(
+        self, kernels: Callable[..., Any], whole: Callable[..., Any], shown: Sequence[int] | None = None
+    ) -> None:
         self.kernels, self.whole = kernels, whole
+        self.shown = shown
+        """Positions of the model's own inputs among the graph's (the rest: its state), for `last_choices`."""
         self.kept: dict[tuple[Any, ...], Callable[..., Any]] = {}
 
     def __call__(self, *args: Any) -> Any:
@@ -512,8 +516,9 @@ class Faster:
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         versions = _versions(tensors)
         out = self.kernels(*args)
+        shown = [args[i] for i in self.shown] if self.shown is not None else args
         shapes = " ".join(
-            "x".join(map(str, t.shape)) or "scalar" for t in tensors if not isinstance(t, nn.Parameter)
+            "x".join(map(str, t.shape)) or "scalar" for t in shown if isinstance(t, torch.Tensor)
         )
         if _versions(tensors) != versions:
             self.kept[key] = self.kernels
