@@ -8,7 +8,10 @@ regions with the same signatures as `optimize-model` did on the module. In eval 
 over a batch norm's step counter (nothing reads it): the module gets one of its own, so an eval-mode batch
 norm is put back too, and the region's kernel gets the model's running statistics, weight and bias bound
 before each call (its eval path folds them as it was judged to). Each region whose signature memory holds a
-correct kernel for on this target runs that kernel (built in this process: the user asked to run it).
+correct kernel for on this target runs that kernel (built in this process: the user asked to run it); a
+program that launches only through its `_kw_launch` (the offline writer's) has its calls recorded once per
+kind of call and replayed after (tasks/region_runtime.py LaunchReplay, as in a stitched model), so the
+host does not compute its sizes, grids and launches again on every call.
 
 The rest of the graph goes to Inductor: each stretch of it between two swapped regions is compiled by
 `compile_fx` on its first call (with that call's tensors), and when no region is recognised the graph goes
@@ -52,7 +55,8 @@ _PATH = re.compile(r"\._(?:modules|parameters|buffers)\['([^']+)'\]")
 last_error: list[str] = []
 """Why the most recent compilation recognised nothing, when it failed to read the graph."""
 last_swaps: list[dict[str, Any]] = []
-"""What the most recent compilation swapped in: one entry per region (index, signature, operators)."""
+"""What the most recent compilation swapped in: one entry per region (index, signature, operators, the
+kernel, and its LaunchReplay where its program launches only through `_kw_launch`, else None)."""
 last_residuals: list[dict[str, str]] = []
 """How the most recent compilation's torch parts ran: per part, "inductor" or "eager" and why (a stretch
 between swapped regions is compiled on its first call)."""
@@ -389,6 +393,7 @@ def kernelwright_backend(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> C
     from kernelwright.nodes import resources
     from kernelwright.nodes.run_context import Context
     from kernelwright.tasks.region_runtime import trace
+    from kernelwright.tasks.region_stitch import replayable
     from kernelwright.tasks.regions import SplitError, split_model
 
     last_swaps.clear()
@@ -417,8 +422,11 @@ def kernelwright_backend(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> C
         for region in split.regions:
             code = held.get(region.signature) if region.source else None
             if code is not None:
-                kernel = new_kernel(_kernel_class(code, region.signature), region.init_args)
+                kernel_class = _kernel_class(code, region.signature)
+                kernel = new_kernel(kernel_class, region.init_args)
                 plan.attach(region.index, kernel)
+                if replayable(code):  # its launches recorded once per kind of call, then replayed
+                    plan.replay_kernel(region.index, sys.modules[kernel_class.__module__].__dict__)
                 last_swaps.append(
                     {
                         "region": region.index,
@@ -434,6 +442,8 @@ def kernelwright_backend(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> C
     if plan is None or not plan.kernels:
         return inductor(gm, list(example_inputs), "the whole graph (no region recognised)")
     stitched = StitchedGraph(shell, plan)
+    for swap in last_swaps:
+        swap["replay"] = plan.replays.get(swap["region"])
 
     def run(*args: Any) -> Any:
         return stitched(tuple(args[i] for i in real))

@@ -540,6 +540,9 @@ class RegionPlan:
         # (the indices of the regions whose launches may be replayed, the namespace their launchers are in):
         # see LaunchReplay
         self.replay = replay
+        self.replay_namespaces: dict[int, dict[str, Any]] = {}
+        """Region -> the namespace of its kernel's launchers, where a kernel has a module of its own (the
+        torch.compile backend's kernels: `replay_kernel`)."""
         self.replays: dict[int, LaunchReplay] = {}
         self.nodes = {n.name: n for n in graph.nodes}
         self.regions = regions
@@ -629,6 +632,12 @@ class RegionPlan:
         self._compiled = None
         self.model_replay = None
 
+    def replay_kernel(self, index: int, namespace: dict[str, Any]) -> None:
+        """Region `index`'s kernel calls replayed (LaunchReplay) through the launchers in `namespace`, the
+        module its program was loaded as: for a program that launches only through `_kw_launch`
+        (tasks/region_stitch.py `replayable`)."""
+        self.replay_namespaces[index] = namespace
+
     def kernel_step(self, index: int) -> Any:
         """A function `(root, env) -> None` that runs region `index`'s kernel: the model's modules,
         parameters and buffers bound to it, its mode matched to the model's, its outputs put in `env`."""
@@ -653,8 +662,11 @@ class RegionPlan:
         # bindings those are is found on the first call, from the model itself.
         split: list[tuple[list[Any], list[Any]]] = []
         call: Any = kernel
-        if self.replay is not None and index in self.replay[0] and REPLAY:
-            call = self.replays[index] = LaunchReplay(kernel, self.replay[1])
+        namespace = self.replay_namespaces.get(index)
+        if namespace is None and self.replay is not None and index in self.replay[0]:
+            namespace = self.replay[1]
+        if namespace is not None and REPLAY:
+            call = self.replays[index] = LaunchReplay(kernel, namespace)
 
         def step(root: Any, env: dict[str, Any]) -> None:
             if not split:

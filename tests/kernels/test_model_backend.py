@@ -331,3 +331,58 @@ def test_backend_choice_reads_its_variable(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv(backend.CHOICE_ENV, "fastest")
     with pytest.raises(ValueError, match="expected one of auto, time, swap"):
         backend.backend_choice("cuda")
+
+
+REPLAYED = """
+import json, sys, types
+sys.path.insert(0, ROOT)
+import torch
+import kernelwright.graphs.backend as backend
+from tests.kernels.tiny_model_src import TINY_MODEL
+
+tiny = types.ModuleType("tiny")
+exec(compile(TINY_MODEL, "<tiny>", "exec"), tiny.__dict__)
+model = tiny.Model(*tiny.get_init_inputs()).eval()
+compiled = torch.compile(model, backend="kernelwright")
+errors = []
+with torch.no_grad():
+    for seed in range(3):  # run, recorded, replayed
+        torch.manual_seed(seed)
+        x = torch.randn(2, 3, 7, 9)
+        errors.append((compiled(x) - model(x)).abs().max().item())
+print(json.dumps({
+    "errors": errors,
+    "swapped": [s["region"] for s in backend.last_swaps],
+    "recorded": [s["replay"] is not None and any(isinstance(v, tuple) for v in s["replay"].seen.values())
+                 for s in backend.last_swaps],
+}))
+"""
+
+
+def test_a_writer_program_from_memory_is_replayed_after_its_first_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The offline writer's programs launch through `_kw_launch`: the backend records a region's launches
+    once per kind of call and replays them (as a stitched model does), and the answers stay the model's.
+    In a process of its own under the interpreter (Triton's reductions are made when Triton is imported)."""
+    import json
+
+    from kernelwright.providers.offline import write_program
+    from tests.fakes.writer import run_interpreted, writer_prompt
+
+    tiny = _tiny()
+    split = split_model(tiny.Model(*tiny.get_init_inputs()), [torch.randn(2, 3, 7, 9)])
+    block = split.regions[1]
+    code = write_program(writer_prompt(block.source)).code
+    assert code is not None and "def _kw_launch(" in code
+    memory = resources.open_shared_memory(tmp_path / "memory")
+    memory.cases.add(Case(task_name=f"region_{block.signature}", signature=TaskSignature(), code=code,
+                          correct=True, hardware="cpu-interpreter"))  # fmt: skip
+    monkeypatch.setenv("KERNELWRIGHT_MEMORY", str(tmp_path / "memory"))
+    root = str(Path(__file__).resolve().parents[2])
+    (line,) = run_interpreted(f"ROOT = {root!r}\n" + REPLAYED, timeout=300)[-1:]
+    seen = json.loads(line)
+    assert seen["swapped"] == [1, 2]
+    # each region's one kind of call: recorded (a recipe) after its first calls, replayed since
+    assert seen["recorded"] == [True, True], seen
+    assert max(seen["errors"]) < 1e-4, seen
