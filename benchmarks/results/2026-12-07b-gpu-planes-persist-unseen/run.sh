@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call of the fortieth session: the stages named in STAGES run in order until END_S seconds.
+# One device call of the fortieth session (the decoder stage added in the forty-fourth): the stages named in STAGES run in order until END_S seconds.
 #   gemms     benchmarks/probes/underfilled_gemms.py (CASES: only those), at most GEMMS_S seconds
 #   sweep     model_profile.py on MODELS, one at a time (40 s each at most, MODEL_S): eager against stitched
 #             (CPROFILE=N: the stitched side's Python under cProfile over N calls too)
@@ -11,6 +11,8 @@
 #   bias      benchmarks/judge_host_bias.py on each of BIAS_MODELS' stitched program (the judge's time, 2 rounds)
 #   sub       model_profile.py on SUB_MODEL with --sub "$SUB" (a text change on its stitched file)
 #   bench     kernelwright bench TASKS --budget BUDGET (2) --memory fresh, --unseen 2 by default, until the call's end
+#   decoder   benchmarks/decoder_backend.py --budget DEC_BUDGET (1): optimize-model on the bf16 decoder block, then
+#             eager, torch.compile, the kernelwright backend (timed choice) and the backend swapped untimed
 #   time      the judge with its timing (L2 flush, eager and torch.compile baselines) on TMODELS, one at a time
 # The models are .l3c/l3.tgz's (kb/ and stitched/; the results README names the commit they were stitched at).
 set -u
@@ -68,6 +70,10 @@ for stage in ${STAGES}; do
     timeout -s TERM -k 20 $(( $(left) - 15 )) python3 -m kernelwright bench ${TASKS} --budget ${BUDGET:-2} --memory fresh \
       --out /tmp/bench > $OUT/bench.log 2>&1; echo "bench exit $?"
     cp /tmp/bench/suite.json /tmp/bench/suite.md $OUT/ 2>/dev/null; grep -v -i warn $OUT/bench.log | tail -8 ;;
+  decoder)
+    timeout -s TERM -k 20 $(( $(left) - 15 )) python3 benchmarks/decoder_backend.py --out /tmp/dec --budget ${DEC_BUDGET:-1} \
+      --device cuda > $OUT/decoder.log 2>&1; echo "decoder exit $?"
+    cp /tmp/dec/decoder_backend.json $OUT/ 2>/dev/null; grep -v -i warn $OUT/decoder.log | tail -6 | cut -c1-400 ;;
   time)
     python3 benchmarks/level3_first_programs.py judge ${TMODELS} --kb .l3/kb --stitched .l3/stitched --out $OUT/timed -j 1 \
       --limit-s ${LIMIT:-110} --stage-timeout $(( ${LIMIT:-110} - 20 )) --deadline-s $(( $(left) - 15 )) > $OUT/timed.log 2>&1
