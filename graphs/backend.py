@@ -451,7 +451,21 @@ def kernelwright_backend(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> C
     if backend_choice(device) == "swap":
         return run
     whole = inductor(gm, list(example_inputs), "the whole graph (timed against memory's kernels)")
-    return Faster(run, whole, shown=real)
+    return Faster(run, whole, shown=real, static=static_sizes(gm))
+
+
+def static_sizes(gm: fx.GraphModule) -> bool:
+    """Whether Dynamo traced `gm` with static sizes (no symbolic size among its inputs; False where it did
+    not say)."""
+    for node in gm.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        value = node.meta.get("example_value")
+        if value is None or isinstance(value, torch.SymInt):
+            return False
+        if isinstance(value, torch.Tensor) and any(isinstance(d, torch.SymInt) for d in value.shape):
+            return False
+    return True
 
 
 def backend_choice(device: str) -> str:
@@ -506,21 +520,40 @@ class Faster:
     first call with this kind of input. The first call itself runs memory's kernels; if it changed any
     tensor it was given (the model's buffers, an input), the graph has effects that timing calls would
     repeat, so nothing is timed and memory's kernels are kept. Timing calls leave the random number
-    generators as the first call left them."""
+    generators as the first call left them. A graph of static sizes (Dynamo's guards admit one kind of
+    input) runs what was kept with nothing looked up per call (an H100 ran a decoder block with Inductor
+    kept behind the per-call lookup in 0.660 ms, torch.compile alone in 0.570)."""
 
     def __init__(
-        self, kernels: Callable[..., Any], whole: Callable[..., Any], shown: Sequence[int] | None = None
+        self,
+        kernels: Callable[..., Any],
+        whole: Callable[..., Any],
+        shown: Sequence[int] | None = None,
+        static: bool = False,
     ) -> None:
         self.kernels, self.whole = kernels, whole
         self.shown = shown
-        """Positions of the model's own inputs among the graph's (the rest: its state), for `last_choices`."""
+        """Positions of the model's own inputs among the graph's (the rest: its state): the key and
+        `last_choices` read these (Dynamo's guards keep the state's kinds)."""
+        self.static = static
+        self.only: Callable[..., Any] | None = None
+        """What a static graph kept."""
         self.kept: dict[tuple[Any, ...], Callable[..., Any]] = {}
 
     def __call__(self, *args: Any) -> Any:
-        key = input_kind(args)
+        if self.only is not None:
+            return self.only(*args)
+        key = input_kind([args[i] for i in self.shown] if self.shown is not None else args)
         fn = self.kept.get(key)
         if fn is not None:
             return fn(*args)
+        out = self._choose(key, args)
+        if self.static:
+            self.only = self.kept.get(key)
+        return out
+
+    def _choose(self, key: tuple[Any, ...], args: tuple[Any, ...]) -> Any:
+        """The first call with this kind of input: memory's kernels' answer, after timing both sides."""
         if len(self.kept) >= MAX_COMPILED:
             return self.kernels(*args)
         tensors = [a for a in args if isinstance(a, torch.Tensor)]

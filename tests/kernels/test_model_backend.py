@@ -389,3 +389,39 @@ def test_a_writer_program_from_memory_is_replayed_after_its_first_calls(
     # each region's one kind of call: recorded (a recipe) after its first calls, replayed since
     assert seen["recorded"] == [True, True], seen
     assert max(seen["errors"]) < 1e-4, seen
+
+
+def test_a_static_graph_runs_what_was_kept_without_a_lookup_and_a_dynamic_one_keeps_one_per_kind() -> None:
+    seen: list[bool] = []
+
+    def capture(gm: torch.fx.GraphModule, example: list[torch.Tensor]) -> object:
+        seen.append(backend.static_sizes(gm))
+        return gm.forward
+
+    torch._dynamo.reset()
+    double = torch.compile(lambda x: x * 2, backend=capture)
+    double(torch.randn(2, 3))
+    double(torch.randn(4, 3))  # a second size: Dynamo traces again with a symbolic one
+    assert seen == [True, False]
+    torch._dynamo.reset()
+
+    ran: list[str] = []
+
+    def kernels(x: torch.Tensor) -> torch.Tensor:
+        ran.append("kernels")
+        time.sleep(0.002)
+        return x + 1
+
+    def whole(x: torch.Tensor) -> torch.Tensor:
+        ran.append("whole")
+        return x + 1
+
+    static = backend.Faster(kernels, whole, static=True)
+    static(torch.zeros(2))
+    assert static.only is whole
+    ran.clear()
+    static(torch.zeros(2))
+    assert ran == ["whole"]
+    dynamic = backend.Faster(kernels, whole)
+    dynamic(torch.zeros(2))
+    assert dynamic.only is None and len(dynamic.kept) == 1
