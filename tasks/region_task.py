@@ -15,6 +15,7 @@ import torch
 import torch.fx as fx
 from torch import nn
 
+from kernelwright.tasks.pyast import parse_python
 from kernelwright.tasks.region_runtime import WRAPPED_MODULES, SizeExpr, fetch
 from kernelwright.tasks.region_sizes import size_text, with_sizes
 from kernelwright.tasks.regions import (
@@ -101,7 +102,7 @@ channels only where it equals them (a depthwise one); kernel sizes, strides and 
 def _sized_constructor(ctor: str, sizes: dict[int, str]) -> str:
     """`ctor` (module_constructor's text) with each size argument (_SIZE_ARGUMENTS) of 2 or more written as
     a name, `size_<value>`, added to `sizes` (one name per value: equal sizes change together)."""
-    call = ast.parse(ctor, mode="eval").body
+    call = parse_python(ctor, mode="eval").body
     assert isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
     wanted = _SIZE_ARGUMENTS.get(call.func.attr, ())
     if not wanted:

@@ -30,6 +30,7 @@ import torch.fx as fx
 import torch.nn.functional as F
 from torch import nn
 
+from kernelwright.tasks.pyast import parse_python
 from kernelwright.tasks.region_analysis import analysis_model as analysis_model  # where callers find it
 from kernelwright.tasks.region_runtime import (
     LIBRARY_MODULES,
@@ -86,7 +87,7 @@ def _constructor_text(cls: type, extra_repr: str) -> tuple[str, dict[str, tuple[
     if built is None:
         return None
     try:
-        call = ast.parse(f"f({extra_repr})", mode="eval").body
+        call = parse_python(f"f({extra_repr})", mode="eval").body
     except SyntaxError:
         call = None
     if isinstance(call, ast.Call):

@@ -26,6 +26,7 @@ from kernelwright.providers.offline.emit.kernel_gen import KernelGen
 from kernelwright.providers.offline.frontend.analysis import AnalyzedTask
 from kernelwright.providers.offline.frontend.ir import SymScalar, Value
 from kernelwright.providers.protocol import KernelHeader
+from kernelwright.tasks.pyast import parse_python
 
 KernelConfig = RowConfig | MatmulConfig | PointwiseConfig
 
@@ -54,7 +55,7 @@ def check_forward_names(source: str) -> None:
     that is neither a module-level name of the program nor a builtin."""
     import builtins
 
-    tree = ast.parse(source)
+    tree = parse_python(source)
     known = set(dir(builtins))
     forward = None
     for node in tree.body:
