@@ -74,9 +74,8 @@ def run_three_ways(model_file: Path, device: str, reps: int) -> dict[str, Any]:
         compile_s["kernelwright"] = round(time.perf_counter() - t0, 1)
         runs["kernelwright"] = lambda: ours(*inputs)
         choices = list(backend.last_choices)
-        if (
-            device == "cuda"
-        ):  # the swap without the timed choice, as before it (KERNELWRIGHT_BACKEND_CHOICE=swap)
+        # the swap without the timed choice, as before it (KERNELWRIGHT_BACKEND_CHOICE=swap)
+        if device == "cuda":
             os.environ[backend.CHOICE_ENV] = "swap"  # read when the graph is compiled, on the first call
 
             def untimed(gm: Any, example: Any) -> Any:  # a backend of its own: Dynamo caches per backend

@@ -543,23 +543,24 @@ class Faster:
     def __call__(self, *args: Any) -> Any:
         if self.only is not None:
             return self.only(*args)
-        key = input_kind([args[i] for i in self.shown] if self.shown is not None else args)
+        shown = [args[i] for i in self.shown] if self.shown is not None else args
+        key = input_kind(shown)
         fn = self.kept.get(key)
         if fn is not None:
             return fn(*args)
-        out = self._choose(key, args)
+        out = self._choose(key, args, shown)
         if self.static:
             self.only = self.kept.get(key)
         return out
 
-    def _choose(self, key: tuple[Any, ...], args: tuple[Any, ...]) -> Any:
-        """The first call with this kind of input: memory's kernels' answer, after timing both sides."""
+    def _choose(self, key: tuple[Any, ...], args: tuple[Any, ...], shown: Sequence[Any]) -> Any:
+        """The first call with this kind of input (`shown`: the model's own inputs among `args`): memory's
+        kernels' answer, after timing both sides."""
         if len(self.kept) >= MAX_COMPILED:
             return self.kernels(*args)
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         versions = _versions(tensors)
         out = self.kernels(*args)
-        shown = [args[i] for i in self.shown] if self.shown is not None else args
         shapes = " ".join(
             "x".join(map(str, t.shape)) or "scalar" for t in shown if isinstance(t, torch.Tensor)
         )

@@ -540,9 +540,11 @@ class RegionPlan:
         # (the indices of the regions whose launches may be replayed, the namespace their launchers are in):
         # see LaunchReplay
         self.replay = replay
-        self.replay_namespaces: dict[int, dict[str, Any]] = {}
-        """Region -> the namespace of its kernel's launchers, where a kernel has a module of its own (the
-        torch.compile backend's kernels: `replay_kernel`)."""
+        self.replay_namespaces: dict[int, dict[str, Any]] = (
+            dict.fromkeys(replay[0], replay[1]) if replay else {}
+        )
+        """Region -> the namespace its kernel's launchers are in, for each region whose launches may be
+        replayed: `replay`'s, or a module of the kernel's own (the torch.compile backend's: `replay_kernel`)."""
         self.replays: dict[int, LaunchReplay] = {}
         self.nodes = {n.name: n for n in graph.nodes}
         self.regions = regions
@@ -663,8 +665,6 @@ class RegionPlan:
         split: list[tuple[list[Any], list[Any]]] = []
         call: Any = kernel
         namespace = self.replay_namespaces.get(index)
-        if namespace is None and self.replay is not None and index in self.replay[0]:
-            namespace = self.replay[1]
         if namespace is not None and REPLAY:
             call = self.replays[index] = LaunchReplay(kernel, namespace)
 
