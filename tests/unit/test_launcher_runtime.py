@@ -132,6 +132,29 @@ def test_align_leaves_aligned_and_vector_inputs_alone(align):
     assert align(t) is not t  # 32-byte rows, but 8 elements apart: copied
 
 
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: torch.randn(7, 5),  # a row-major B at an odd K (7): one padded copy
+        lambda: torch.randn(3, 9, 4, dtype=torch.float16),  # batched, half precision
+        lambda: torch.randn(9, 4).expand(3, 9, 4),  # one B broadcast over a batch
+    ],
+)
+def test_kmajor_copies_b_once_into_k_contiguous_aligned_columns(align, make):
+    """B read K-major in one copy whose columns start 16 elements apart, so _kw_align copies nothing after."""
+    from kernelwright.providers.offline.emit.emit import HELPERS
+
+    namespace: dict = {"torch": torch}
+    exec(HELPERS["_kw_kmajor"], namespace)
+    b = make()
+    out = namespace["_kw_kmajor"](b)
+    assert out.shape == b.shape and torch.equal(out, b)
+    assert out.stride(-2) == 1 and out.stride(-1) % 16 == 0 and out.data_ptr() % 16 == 0
+    assert align(out) is out
+    k_major = torch.randn(5, 7).mT
+    assert namespace["_kw_kmajor"](k_major) is k_major
+
+
 def test_columns_wrap_past_n_only_where_the_storage_holds_them(align):
     from kernelwright.providers.offline.emit.emit import HELPERS
 

@@ -31,9 +31,9 @@ def launcher_source(
             # that is not K-contiguous (a row-major B) costs far less than the slow MMA path.
             c("if a.stride(-1) != 1 and a.shape[-1] > 1:")
             c("    a = a.mT.contiguous().mT")
+            gen.ctx.use("_kw_kmajor")  # B's copy padded too: at an odd K an aligning copy would follow
             for p in bs:
-                c(f"if {p}.stride(-2) != 1 and {p}.shape[-2] > 1:")
-                c(f"    {p} = {p}.mT.contiguous().mT")
+                c(f"{p} = _kw_kmajor({p})")
         if cfg.ALIGN:
             # unaligned rows (an odd K or N) keep every tile load scalar: one aligned copy instead
             gen.ctx.use("_kw_align")
