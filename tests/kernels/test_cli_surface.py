@@ -150,6 +150,7 @@ def _memory_with_rules(path: Path, n: int) -> int:
     return n
 
 
+@pytest.mark.slow  # an optimize run in a mount namespace, ~8 s
 def test_read_only_memory_can_be_read_but_not_run_into(tmp_path):
     mem = tmp_path / "mem"
     _memory_with_rules(mem, 2)

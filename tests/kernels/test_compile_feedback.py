@@ -319,6 +319,7 @@ def test_a_plain_bf16_product_compiles_its_gluon_gemm_for_sm90_only(tmp_path, st
         assert _child_env(tmp_path, interpret=True)[CAPTURE_WS_ENV] == has
 
 
+@pytest.mark.slow  # two real sm_90 compiles, ~5 s
 def test_a_warm_server_reports_what_a_cold_process_reports(monkeypatch, over_limits):
     """Phases forked from a warm server (torch and Triton imported once) give the report cold processes
     give: the same kernels, registers, shared memory, spills and errors."""

@@ -86,7 +86,7 @@ print(json.dumps({{"small": small, "large": launched[-1], "err": err, "wrong_err
 
 @pytest.mark.parametrize(
     "source, persist",
-    [(SOFTMAX_POOLS, 0), (CHANNEL_MIN_POOLS, 0), (SOFTMAX_POOLS, 2)],
+    [(SOFTMAX_POOLS, 0), (CHANNEL_MIN_POOLS, 0), pytest.param(SOFTMAX_POOLS, 2, marks=pytest.mark.slow)],
     ids=["softmax", "channel_min", "softmax_persistent"],
 )
 def test_a_max_pool_over_few_tiles_splits_its_windows_and_a_large_call_does_not(

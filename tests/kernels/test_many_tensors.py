@@ -80,6 +80,7 @@ class ModelNew(_Layers):
 )
 
 
+@pytest.mark.slow  # ~5 s
 def test_model_with_300_state_tensors_is_judged(pool: WorkerPool):
     task = load_task_source(TASK, "task_many_tensors")
     t0 = time.perf_counter()

@@ -10,6 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 RELU = ROOT / "tasks" / "level1" / "01_relu.py"
 
@@ -31,6 +33,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # a whole optimize run in a fresh process, ~14 s; the import-name rules are unit-tested in tests/unit/test_one_import_name.py
 def test_a_project_with_its_own_tasks_and_memory_packages_runs_kernelwright(tmp_path):
     project = tmp_path / "project"
     for name in ("tasks", "memory"):

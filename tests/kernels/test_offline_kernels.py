@@ -557,6 +557,7 @@ CUDNN_BIAS_TASKS = [
 ]
 
 
+@pytest.mark.slow  # ~4.5 s under the interpreter
 def test_a_kept_convolution_leaves_its_bias_to_the_triton_kernel(pool, monkeypatch):
     """The generic writer keeps a convolution as a torch call without its bias (PyTorch would add it in
     a separate pass over the output) and adds the bias in the Triton kernel that follows."""
@@ -808,6 +809,7 @@ for i, (source, code) in enumerate(CASES):
 """
 
 
+@pytest.mark.slow  # ~7 s; the lane-wise Welford's exactness far from zero stays in the default suite (the test above)
 def test_welford_on_data_far_from_zero_is_as_accurate_as_torch(tmp_path):
     """Rows near 300: each lane's running mean is kept about a pivot (its first value), so neither the
     per-chunk updates nor the merge of 128 lanes round by ulp(300) (which made a layer norm's error three

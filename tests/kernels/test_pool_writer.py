@@ -97,6 +97,7 @@ def _check(pool: WorkerPool, jobs: list[tuple[str, object, str]]) -> None:
     check_programs(pool, jobs, CFG)
 
 
+@pytest.mark.slow  # ~13 s under the interpreter; pooling at other sizes stays in tests/kernels/test_sizes.py
 def test_published_and_unseen_pooling_tasks_verify_in_both_designs(pool):
     jobs = []
     for name in PUBLISHED:

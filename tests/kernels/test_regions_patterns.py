@@ -494,6 +494,7 @@ def test_a_view_that_later_regions_read_too_runs_in_torch_before_its_region() ->
     assert _calls(stitched) == with_kernel == 2
 
 
+@pytest.mark.slow  # ~7 s; a dict-returning candidate stays judged in tests/kernels/test_dict_subclass_outputs.py
 def test_a_forward_that_returns_a_dict_is_stitched_and_judged_as_a_dict(
     tmp_path: Path, pool: WorkerPool
 ) -> None:

@@ -19,6 +19,8 @@ import tarfile
 import tomllib
 from pathlib import Path
 
+import pytest
+
 import kernelwright
 from kernelwright import SUBPACKAGES
 from tests.conftest import bare_modules
@@ -123,6 +125,7 @@ def test_old_checkpoints_and_memory_still_load(tmp_path: Path) -> None:
     assert stats.cases == 1 and stats.exposures == 1
 
 
+@pytest.mark.slow  # builds and installs a wheel, ~6 s; CI installs the package itself
 def test_a_wheel_installs_and_finds_a_new_subpackage(tmp_path: Path) -> None:
     from tests.unit.test_packaging import _copy_of_the_project
 

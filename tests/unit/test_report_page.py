@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from kernelwright.hardware.result import EvalResult
 from kernelwright.nodes.records import (
     Attempt,
@@ -83,6 +85,7 @@ def _span(rows: list[bytes], colour: str) -> int:
     return max(xs) - min(xs) if xs else 0
 
 
+@pytest.mark.slow  # headless Chromium, ~4 s; tests/unit/test_bench.py renders the bench's page in the default suite
 def test_the_run_report_reads_well_at_a_laptop_width(tmp_path: Path) -> None:
     browser.chromium()  # skips, saying why, without a browser
     page = _page(tmp_path)
