@@ -122,8 +122,8 @@ def run_case(case: str, out: Path, reps: int, cprofile: int = 0) -> dict[str, An
                 entry["at"][label] = {
                     "input_shapes": [list(t.shape) for t in inputs if isinstance(t, torch.Tensor)],
                     "err_over_rms": err,
-                    "eager": _timings(lambda: ref(*inputs), reps),
-                    "program": _timings(lambda: new(*inputs), reps, cprofile),
+                    "eager": _timings(lambda m=ref, x=inputs: m(*x), reps),
+                    "program": _timings(lambda m=new, x=inputs: m(*x), reps, cprofile),
                 }
         except Exception as exc:
             entry["at"][label] = {"error": f"{type(exc).__name__}: {exc}"[:400]}
@@ -136,7 +136,9 @@ def main() -> int:
     parser.add_argument("cases", nargs="+", help="TASK_FILE:NAME=V,NAME=V")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--reps", type=int, default=30)
-    parser.add_argument("--cprofile", type=int, default=0, help="the program's Python under cProfile over N calls")
+    parser.add_argument(
+        "--cprofile", type=int, default=0, help="the program's Python under cProfile over N calls"
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {"environment": environment("cuda"), "cases": []}
