@@ -162,15 +162,16 @@ def _copy_outweighs(info: MatmulInfo) -> bool:
 
 
 ALIGN_MIN = 1 << 24
-"""M*N*K (times the batch) from which a product below BIG_MATMUL starts with ALIGN=1 too. Its traced sizes are
-mostly aligned, but the judge's second shape and `bench --unseen` run it at odd ones: on an H100 (2026-12-07,
-benchmarks/results/2026-12-07f-...), gen/14's Linear searched at 2048 x 512 -> 768 (0.8 G, tf32x3 64 x 64
+"""M*N*K (times the batch) from which a product starts with ALIGN=1 (only from BIG_MATMUL before). Its traced
+sizes are mostly aligned, but the judge's second shape and `bench --unseen` run it at odd ones: on an H100
+(2026-12-07, benchmarks/results/2026-12-07f-...), gen/14's Linear searched at 2048 x 512 -> 768 (0.8 G, tf32x3 64 x 64
 tiles, no ALIGN) ran its product in 30 us there and in 77 us at 1535 x 383 -> 575, every tile load scalar;
 an aligned copy of its 2.4 MB input takes a few microseconds. Below this size a copy is most of the product."""
 
 
 def _align_pays(info: MatmulInfo) -> bool:
-    """Whether a product below BIG_MATMUL starts with aligned operand copies (ALIGN_MIN)."""
+    """Whether a product starts with aligned operand copies: at least ALIGN_MIN multiply-adds, except an fp32
+    product kept on IEEE dots because a K-major copy of its B would outweigh it (the exclusion `big` makes)."""
     large = info.M * info.N * info.K * info.NB >= ALIGN_MIN
     return large and not (info.fp32_dot and _copy_outweighs(info))
 
@@ -278,7 +279,7 @@ def default_config(design: Design, info: MatmulInfo, tf32: bool = False) -> dict
     cfg: dict[str, Any] = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 8,
                            "num_stages": 3}  # fmt: skip
     big = info.M * info.N * info.K * info.NB >= BIG_MATMUL and not (info.fp32_dot and _copy_outweighs(info))
-    if big or _align_pays(info):
+    if _align_pays(info):  # every `big` product too (BIG_MATMUL > ALIGN_MIN, the same exclusion)
         # Aligned copies of operands with unaligned rows. On an H200 at 8205 x 2949 x 5921: bf16 2.70 ->
         # 0.65 ms (the copies let the TMA twin run), fp32 IEEE dots 15.3 -> 8.4 ms. Set at aligned traced
         # sizes too: the program is run at other sizes (the judge's second shape, `bench --unseen`), and
