@@ -96,13 +96,21 @@ def test_group_strides_is_remembered_per_layout_and_still_copies_each_call(rt):
     assert torch.equal(second, (other).contiguous()) and second.data_ptr() != first.data_ptr()
 
 
-@pytest.fixture(scope="module")
-def align() -> object:
-    from kernelwright.providers.offline.emit.emit import HELPERS
+def _helpers(*names: str) -> dict:
+    """A namespace holding the named launch helpers' program texts and those they call (HELPER_DEPS), as a
+    program holds them."""
+    from kernelwright.providers.offline.emit.emit import HELPER_DEPS, HELPERS
 
     namespace: dict = {"torch": torch}
-    exec(HELPERS["_kw_align"], namespace)
-    return namespace["_kw_align"]
+    for name in names:
+        for text in [*HELPER_DEPS.get(name, []), name]:
+            exec(HELPERS[text], namespace)
+    return namespace
+
+
+@pytest.fixture(scope="module")
+def align() -> object:
+    return _helpers("_kw_align")["_kw_align"]
 
 
 @pytest.mark.parametrize(
@@ -142,10 +150,7 @@ def test_align_leaves_aligned_and_vector_inputs_alone(align):
 )
 def test_kmajor_copies_b_once_into_k_contiguous_aligned_columns(align, make):
     """B read K-major in one copy whose columns start 16 elements apart, so _kw_align copies nothing after."""
-    from kernelwright.providers.offline.emit.emit import HELPERS
-
-    namespace: dict = {"torch": torch}
-    exec(HELPERS["_kw_kmajor"], namespace)
+    namespace = _helpers("_kw_kmajor")
     b = make()
     out = namespace["_kw_kmajor"](b)
     assert out.shape == b.shape and torch.equal(out, b)
@@ -153,6 +158,39 @@ def test_kmajor_copies_b_once_into_k_contiguous_aligned_columns(align, make):
     assert align(out) is out
     k_major = torch.randn(5, 7).mT
     assert namespace["_kw_kmajor"](k_major) is k_major
+
+
+@pytest.mark.parametrize(
+    ("helper", "shape", "view"),
+    [
+        ("_kw_align", (6, 13), lambda w: w.T),  # a Linear's weight.T at an odd K (13): columns 13 apart
+        ("_kw_kmajor", (13, 6), lambda w: w),  # `x @ self.w`, w row-major: B copied K-major
+        ("_kw_kmajor", (2, 13, 6), lambda w: w[1]),  # a view of one slice of a parameter
+    ],
+)
+def test_a_parameters_layout_copy_is_kept_until_the_parameter_changes(helper, shape, view):
+    """A parameter's layout copy is made once, not on every call: given again while the parameter is the
+    same object, storage and version, made again after an in-place update or when the module holds another
+    parameter. A plain tensor (an activation) is copied on every call."""
+    copy = _helpers(helper)[helper]
+    m = torch.nn.Module()
+    m.w = torch.nn.Parameter(torch.randn(shape))
+    first = copy(view(m.w))
+    assert first.data_ptr() != view(m.w).data_ptr() and torch.equal(first, view(m.w))
+    assert not first.requires_grad  # made without autograd: launched kernels have none
+    assert copy(view(m.w)).data_ptr() == first.data_ptr()  # the kept copy (or a view of it: _kw_align's .mT)
+    with torch.no_grad():
+        m.w.mul_(2.0)  # an optimizer's step: a new version
+    second = copy(view(m.w))
+    assert second.data_ptr() != first.data_ptr() and torch.equal(second, view(m.w))
+    m.w = torch.nn.Parameter(torch.randn(shape))  # another parameter (perhaps at a freed address)
+    third = copy(view(m.w))
+    assert third.data_ptr() != second.data_ptr() and torch.equal(third, view(m.w))
+    m.load_state_dict({"w": torch.randn(shape)})
+    assert torch.equal(copy(view(m.w)), view(m.w))
+    plain = view(torch.randn(shape))
+    once, again = copy(plain), copy(plain)
+    assert once.data_ptr() != again.data_ptr() and torch.equal(once, again)
 
 
 def test_columns_wrap_past_n_only_where_the_storage_holds_them(align):

@@ -125,11 +125,19 @@ HELPERS: dict[str, str] = {
     **{name: program_text("jit_math", name) for name in (*_MATH, "_kw_gelu", "_kw_welford_combine")},
     **{
         name: program_text("launch", name)
-        for name in ("_kw_tma", "_kw_tma_box", "_kw_launch", "_kw_wrap", "_kw_align", "_kw_kmajor")
+        for name in (
+            "_kw_tma",
+            "_kw_tma_box",
+            "_kw_launch",
+            "_kw_wrap",
+            "_kw_kept",
+            "_kw_align",
+            "_kw_kmajor",
+        )
     },
     "_kw_ws_gemm": program_text("ws_gemm", "_kw_ws_gemm"),
 }
-HELPER_DEPS = {"_kw_softplus": ["_kw_log1p"]}
+HELPER_DEPS = {"_kw_softplus": ["_kw_log1p"], "_kw_align": ["_kw_kept"], "_kw_kmajor": ["_kw_kept"]}
 
 
 @dataclass

@@ -1,5 +1,6 @@
 """Host helpers of the launchers: _kw_launch (the cached launch every program uses), the TMA descriptors
-(_kw_tma, _kw_tma_box) and the padded layouts (_kw_wrap, _kw_align) matmul programs read through."""
+(_kw_tma, _kw_tma_box) and the padded layouts (_kw_wrap, _kw_align, _kw_kmajor) matmul programs read through,
+copies of parameters kept while they are unchanged (_kw_kept)."""
 
 # ruff: noqa: E402, B905, F841
 # mypy: disable-error-code="var-annotated"
@@ -7,7 +8,7 @@
 import torch
 
 # the program texts of this module, each between its marker lines (runtime.program_text)
-PROGRAM_TEXTS = ("_kw_launch", "_kw_tma", "_kw_tma_box", "_kw_wrap", "_kw_align", "_kw_kmajor")
+PROGRAM_TEXTS = ("_kw_launch", "_kw_tma", "_kw_tma_box", "_kw_wrap", "_kw_kept", "_kw_align", "_kw_kmajor")
 
 # fmt: off
 # program text: _kw_launch
@@ -171,6 +172,40 @@ def _kw_wrap(n, t):
     last = t.storage_offset() + sum((s - 1) * st for s, st in zip(t.shape[:-1], t.stride()[:-1])) + up - 1
     return up if last < t.untyped_storage().nbytes() // t.element_size() else n
 # end of program text: _kw_wrap
+# program text: _kw_kept
+
+import os
+import weakref
+
+_KW_KEPT = {}
+# KERNELWRIGHT_KEEP_COPIES=0: every layout copy made on every call
+_KW_KEEP = os.environ.get("KERNELWRIGHT_KEEP_COPIES", "1") != "0"
+
+
+def _kw_kept(t, make):
+    """make(t), a layout copy of t; where t is a parameter or a view of one (a Linear's weight.T), the copy is
+    kept and given again while that parameter is the same object with the same storage and version (an
+    in-place update, an optimizer's step or load_state_dict, makes it again), so a weight whose rows are
+    not aligned is copied once, not on every call. A change made through `.data` bypasses the version
+    counter and is not seen; the copy is made without autograd (kernels launched from Python have none).
+    """
+    base = t if t._base is None else t._base
+    if not _KW_KEEP or not isinstance(base, torch.nn.Parameter) or t.device.type not in ("cuda", "cpu"):
+        return make(t)
+    key = (id(base), t.shape, t.stride(), t.storage_offset(), t.dtype, make)
+    state = (base.data_ptr(), base._version)
+    hit = _KW_KEPT.get(key)
+    if hit is not None:
+        ref, made_from, out = hit
+        if ref() is base and made_from == state:
+            return out
+    with torch.no_grad():
+        out = make(t)
+    if len(_KW_KEPT) >= 256:  # parameters that keep changing: start over
+        _KW_KEPT.clear()
+    _KW_KEPT[key] = (weakref.ref(base), state, out)
+    return out
+# end of program text: _kw_kept
 # program text: _kw_align
 
 def _kw_align(t):
@@ -193,6 +228,10 @@ def _kw_align(t):
         return t
     if t.stride(-2) % 16 == 0 and t.data_ptr() % 16 == 0:
         return t
+    return _kw_kept(t, _kw_aligned_copy)
+
+
+def _kw_aligned_copy(t):
     cols = -(-t.shape[-1] // 16) * 16
     buf = torch.empty(*t.shape[:-1], cols, dtype=t.dtype, device=t.device)
     out = buf[..., : t.shape[-1]]
@@ -208,6 +247,10 @@ def _kw_kmajor(b):
     gen/08's bmm at 11 x 191 x 767 by 767 x 191 spent 25 us of its 71 us on three operand copies."""
     if b.stride(-2) == 1 or b.shape[-2] <= 1:
         return b
+    return _kw_kept(b, _kw_kmajor_copy)
+
+
+def _kw_kmajor_copy(b):
     k = b.shape[-2]
     rows = -(-k // 16) * 16
     buf = torch.empty(*b.shape[:-2], b.shape[-1], rows, dtype=b.dtype, device=b.device)
