@@ -76,6 +76,14 @@ TL_DTYPE = {
 }  # fmt: skip
 
 
+def sizes_product(groups: list[list[int]]) -> str:
+    """A launcher's expression for the product of `shape`'s sizes at the dims of `groups` (known when the
+    program is written): `shape[0] * shape[2]`, or `1` for none. Written out, not a `_prod` over a
+    generator: a launcher's arithmetic is paid on every call."""
+    parts = [f"shape[{d}]" for dims in groups for d in dims]
+    return " * ".join(parts) if parts else "1"
+
+
 def cat_of(dtype: torch.dtype) -> str:
     """'f' (computed as fp32), 'i' (integer) or 'b' (int1)."""
     if dtype == torch.bool:

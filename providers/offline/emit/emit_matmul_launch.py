@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import sympy
 
-from kernelwright.providers.offline.emit.emit import Code
+from kernelwright.providers.offline.emit.emit import Code, sizes_product
 from kernelwright.providers.offline.frontend.ir import SymScalar, Value
 
 if TYPE_CHECKING:
@@ -45,9 +45,9 @@ def launcher_source(
         groups = [dims for _, dims in gen.groups]
         c(f"groups = {groups!r}")
         for gi, dims in enumerate(groups):
-            c(f"G{gi} = _prod(shape[d] for d in {dims!r})")
-        c(f"M = _prod(shape[d] for g in {[groups[gi] for gi in gen.mg]!r} for d in g)")
-        c(f"NB = _prod(shape[d] for g in {[groups[gi] for gi in gen.bg]!r} for d in g)")
+            c(f"G{gi} = {sizes_product([dims])}")
+        c(f"M = {sizes_product([groups[gi] for gi in gen.mg])}")
+        c(f"NB = {sizes_product([groups[gi] for gi in gen.bg])}")
         r = gen.rank
         a_groups = [groups[gi] for gi in gen.a_groups] + [[r - 1]]
         b_groups = [groups[gi] for gi in gen.b_groups] + [[r - 2], [r - 1]]

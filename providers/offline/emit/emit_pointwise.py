@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import sympy
 
 from kernelwright.providers.offline.choice.schedule import Kernel, Schedule
-from kernelwright.providers.offline.emit.emit import Code, ExprContext, Operand
+from kernelwright.providers.offline.emit.emit import Code, ExprContext, Operand, sizes_product
 from kernelwright.providers.offline.emit.kernel_gen import KernelGen
 from kernelwright.providers.offline.frontend.ir import SymScalar, Value, broadcast_shapes, simplified
 
@@ -140,7 +140,7 @@ class PointwiseGen(KernelGen):
             groups = [dims for _, dims in self.groups]
             c(f"groups = {groups!r}")
             for gi, dims in enumerate(groups):
-                c(f"G{gi} = _prod(shape[d] for d in {dims!r})")
+                c(f"G{gi} = {sizes_product([dims])}")
             c("N = _prod(shape)")
             stride_args = []
             for ld in self.loads.values():

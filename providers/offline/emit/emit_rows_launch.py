@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import sympy
 
-from kernelwright.providers.offline.emit.emit import Code
+from kernelwright.providers.offline.emit.emit import Code, sizes_product
 from kernelwright.providers.offline.emit.emit_rows_split import partial_buffers, split_sizes, with_merged
 from kernelwright.providers.offline.frontend.ir import SymScalar, Value, broadcast_shapes, is_one, simplified
 from kernelwright.providers.offline.kinds.kernel_plan import RowPlanError
@@ -52,14 +52,11 @@ def launcher_source(
         groups = [dims for _, dims in gen.groups]
         c(f"groups = {groups!r}")
         for gi, dims in enumerate(groups):
-            c(f"G{gi} = _prod(shape[d] for d in {dims!r})")
-        kept = [groups[gi] for gi in gen.kept]
-        red = [groups[gi] for gi in gen.red]
-        c(f"NK = _prod(shape[d] for g in {kept!r} for d in g)")
-        c(f"NR = _prod(shape[d] for g in {red!r} for d in g)")
+            c(f"G{gi} = {sizes_product([dims])}")
+        c(f"NK = {sizes_product([groups[gi] for gi in gen.kept])}")
+        c(f"NR = {sizes_product([groups[gi] for gi in gen.red])}")
         if gen.layout == "cols":
-            inner = [groups[gi] for gi in gen.inner]
-            c(f"NI = _prod(shape[d] for g in {inner!r} for d in g)")
+            c(f"NI = {sizes_product([groups[gi] for gi in gen.inner])}")
         args = list(tnames[: len(gen.loads)])
         for ld in gen.loads.values():
             c(f"{ld.name}, st = _group_strides({ld.name}, shape, groups)")
