@@ -358,9 +358,9 @@ def _run_meta(module: types.ModuleType, *, has_small: bool) -> _Run:
     read: int | None = None
     try:
         with torch.device("meta"):
-            inputs = task_inputs(module, small=False, seed=0, device="meta")
+            inputs = task_inputs(module, small=False, seed=None, device="meta")
             read = _unique_bytes(_tensors(inputs))  # a lower bound already, should the model fail here
-            model = task_model(module, small=False, seed=0, device="meta")
+            model = task_model(module, small=False, seed=None, device="meta")
             read = read_bytes(model, inputs)
             try:
                 trace = trace_forward(model, inputs)

@@ -93,18 +93,21 @@ def task_inputs(
     module: types.ModuleType,
     *,
     small: bool,
-    seed: int,
+    seed: int | None,
     device: torch.device | str = "cpu",
     on_device: bool = False,
 ) -> list[Any]:
-    """Forward inputs for one run: torch's RNG seeded with `seed`, tensors moved to `device`.
+    """Forward inputs for one run: torch's RNG seeded with `seed`, tensors moved to `device`. `seed=None`
+    leaves the RNG as it is: for the meta device, whose tensors hold no numbers (a seeding costs about a
+    millisecond, and a writer's size checks run hundreds of meta forwards).
 
     `small=True` uses `get_small_inputs()` when the task defines it, else `get_inputs()`. Inputs are made
     on the default device and then moved, so the same seed gives the same numbers on CPU and GPU; with
     `on_device` they are made on `device` itself (seeded as well, but other numbers than on CPU): for
     large inputs, whose generation on CPU takes seconds.
     """
-    torch.manual_seed(seed)
+    if seed is not None:
+        torch.manual_seed(seed)
     fn_name = "get_small_inputs" if small and has_small_inputs(module) else "get_inputs"
     if on_device:
         with torch.device(device):
@@ -128,7 +131,7 @@ def task_model(
     module: types.ModuleType,
     *,
     small: bool = False,
-    seed: int = 0,
+    seed: int | None = 0,
     device: torch.device | str = "cpu",
     cls: type[torch.nn.Module] | None = None,
 ) -> torch.nn.Module:
@@ -143,7 +146,8 @@ def task_model(
     model_cls = cls if cls is not None else getattr(module, "Model", None)
     if not isinstance(model_cls, type):
         raise TaskError(f"{module.__file__}: no Model class")
-    torch.manual_seed(seed)
+    if seed is not None:  # None: the meta device's, as task_inputs
+        torch.manual_seed(seed)
     if cls is None:
         report_phase(f"building {model_cls.__name__}")
     if cls is not None:

@@ -223,8 +223,8 @@ def _meta_forward(module: types.ModuleType, small: bool) -> tuple[list[Any], lis
     module's sizes (nothing allocated), or None when the task cannot run there."""
     try:
         with torch.device("meta"):
-            inputs = task_inputs(module, small=small, seed=0, device="meta")
-            model = task_model(module, small=small, seed=0, device="meta")
+            inputs = task_inputs(module, small=small, seed=None, device="meta")  # no numbers: no seeding
+            model = task_model(module, small=small, seed=None, device="meta")
             with torch.no_grad(), meta_recurrences_by_one_step():
                 out = model(*inputs)
     except Exception:
@@ -421,7 +421,7 @@ def first_input_shapes(module: types.ModuleType, *, small: bool) -> list[list[in
     device so nothing is allocated; None when that fails."""
     try:
         with torch.device("meta"):
-            inputs: list[Any] = task_inputs(module, small=small, seed=0, device="meta")
+            inputs: list[Any] = task_inputs(module, small=small, seed=None, device="meta")
     except Exception:
         return None
     return [list(t.shape) for t in inputs if isinstance(t, torch.Tensor)]

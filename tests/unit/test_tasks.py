@@ -221,6 +221,21 @@ def test_task_inputs_seeded_small_and_moved() -> None:
     assert [list(t.shape) for t in full] == [[8192, 2048], [2048, 8192]] and full[0].is_meta
 
 
+def test_meta_runs_unseeded_leave_the_rng_alone() -> None:
+    """seed=None (the meta device's size checks, hundreds per model) neither seeds nor draws from torch's RNG
+    outside the task's own calls: the same shapes, and the generator where it was."""
+    module = exec_task_module((bundled_suite_dir("level2") / "01_linear_bias_relu.py").read_text(), "lin")
+    torch.manual_seed(11)
+    expected = torch.rand(3)
+    torch.manual_seed(11)
+    with torch.device("meta"):
+        inputs = task_inputs(module, small=False, seed=None, device="meta")
+        model = task_model(module, small=False, seed=None, device="meta")
+    assert [list(t.shape) for t in inputs] == [[8192, 4096]] and model.linear.weight.is_meta
+    # meta tensors draw nothing: the generator is where the seed left it
+    assert torch.equal(torch.rand(3), expected)
+
+
 def test_small_init_inputs_pair_with_small_inputs() -> None:
     module = exec_task_module((bundled_suite_dir("level2") / "01_linear_bias_relu.py").read_text(), "lin")
     assert task_init_inputs(module) == [4096, 4096]

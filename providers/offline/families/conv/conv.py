@@ -438,8 +438,8 @@ def _full_spec(module: Any) -> ConvSpec | None:
 
     try:
         with torch.random.fork_rng(devices=[]), torch.device("meta"):
-            inputs = task_inputs(module, small=False, seed=0, device="meta")
-            model = task_model(module, small=False, seed=0, device="meta")
+            inputs = task_inputs(module, small=False, seed=None, device="meta")
+            model = task_model(module, small=False, seed=None, device="meta")
             plan = analyze_conv_model(model, inputs)
     except Exception:
         return None
