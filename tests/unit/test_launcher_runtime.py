@@ -172,7 +172,8 @@ def test_a_parameters_layout_copy_is_kept_until_the_parameter_changes(helper, sh
     """A parameter's layout copy is made once, not on every call: given again while the parameter is the
     same object, storage and version, made again after an in-place update or when the module holds another
     parameter. A plain tensor (an activation) is copied on every call."""
-    copy = _helpers(helper)[helper]
+    namespace = _helpers(helper)
+    copy = namespace[helper]
     m = torch.nn.Module()
     m.w = torch.nn.Parameter(torch.randn(shape))
     first = copy(view(m.w))
@@ -191,6 +192,10 @@ def test_a_parameters_layout_copy_is_kept_until_the_parameter_changes(helper, sh
     plain = view(torch.randn(shape))
     once, again = copy(plain), copy(plain)
     assert once.data_ptr() != again.data_ptr() and torch.equal(once, again)
+    kept = namespace["_KW_KEPT"]
+    assert len(kept) == 1  # the replaced parameter's copies went with it
+    del m, third
+    assert not kept  # and the last one with its module
 
 
 def test_columns_wrap_past_n_only_where_the_storage_holds_them(align):
