@@ -198,6 +198,15 @@ def test_a_parameters_layout_copy_is_kept_until_the_parameter_changes(helper, sh
     assert not kept  # and the last one with its module
 
 
+def test_a_parameter_made_under_inference_mode_is_copied_each_call():
+    """An inference tensor keeps no version counter (reading it raises): its copy is not kept."""
+    copy = _helpers("_kw_kmajor")["_kw_kmajor"]
+    with torch.inference_mode():
+        w = torch.nn.Parameter(torch.randn(13, 6))
+        once, again = copy(w), copy(w)
+    assert once.data_ptr() != again.data_ptr() and torch.equal(once, w) and once.stride(-2) == 1
+
+
 def test_columns_wrap_past_n_only_where_the_storage_holds_them(align):
     from kernelwright.providers.offline.emit.emit import HELPERS
 

@@ -192,8 +192,11 @@ def _kw_kept(t, make):
     base = t if t._base is None else t._base
     if not _KW_KEEP or not isinstance(base, torch.nn.Parameter) or t.device.type not in ("cuda", "cpu"):
         return make(t)
+    try:
+        state = (base.data_ptr(), base._version)
+    except RuntimeError:  # an inference tensor (made under inference_mode) counts no versions: not kept
+        return make(t)
     key = (id(base), t.shape, t.stride(), t.storage_offset(), t.dtype, make)
-    state = (base.data_ptr(), base._version)
     hit = _KW_KEPT.get(key)
     if hit is not None:
         ref, made_from, out = hit
