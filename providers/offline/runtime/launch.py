@@ -206,8 +206,11 @@ def _kw_kept(t, make):
         out = make(t)
     if len(_KW_KEPT) >= 256:  # parameters that keep changing: start over
         _KW_KEPT.clear()
-    # the copy goes when its parameter does (a model deleted, a parameter replaced)
-    _KW_KEPT[key] = (weakref.ref(base, lambda _, key=key: _KW_KEPT.pop(key, None)), state, out)
+
+    def forget(_, key=key):  # the copy goes when its parameter does (a model deleted, a parameter replaced)
+        _KW_KEPT.pop(key, None)
+
+    _KW_KEPT[key] = (weakref.ref(base, forget), state, out)
     return out
 # end of program text: _kw_kept
 # program text: _kw_align
