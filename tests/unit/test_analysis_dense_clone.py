@@ -63,3 +63,35 @@ def test_same_graph_shapes_and_strides(
     # The contiguous conv output is copied directly; a transposed input still goes through torch's path.
     assert len(calls) == torch_copies
     assert decomposition_table[_CLONE] is counted  # the shortcut is gone after the trace
+
+
+def _window_views(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    # a Swin window partition's views of a contiguous tensor, one with an inferred -1, then a view of a
+    # transposed (not contiguous) tensor, which must take torch's path
+    b, c, h, ww = x.shape
+    y = (x + 1).view(b, c, h, 1, ww).view(b * c, h, ww).view(-1, ww)
+    t = x.transpose(2, 3).view(b, c, ww, h, 1)
+    return y.sum() + t.sum()
+
+
+def test_a_view_of_a_contiguous_tensor_has_torch_s_shape_and_strides(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torch._subclasses import fake_impls
+
+    from kernelwright.providers.offline.frontend.dense_clone import contiguous_views
+
+    view = torch.ops.aten.view.default
+    calls = []
+    original = fake_impls.op_implementations_dict[view]
+
+    def counted(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setitem(fake_impls.op_implementations_dict, view, counted)
+    without = _trace(_window_views, shortcut=False)
+    with contiguous_views():
+        with_it = _trace(_window_views, shortcut=False)
+    assert with_it == without
+    # four views through torch's path without the shortcut; with it, only the transposed tensor's
+    assert len(calls) == 4 + 1
+    assert fake_impls.op_implementations_dict[view] is counted  # the shortcut is gone after the trace

@@ -40,7 +40,7 @@ from kernelwright.providers.offline.frontend.call_arguments import (
     module_calls,
 )
 from kernelwright.providers.offline.frontend.cat_width import Widths, one_symbol_widths, restore_sums
-from kernelwright.providers.offline.frontend.dense_clone import contiguous_clones
+from kernelwright.providers.offline.frontend.dense_clone import contiguous_layouts
 from kernelwright.providers.offline.frontend.ir import Graph
 from kernelwright.providers.offline.frontend.lowering import Lowerer, LoweringError, OtherTrace
 from kernelwright.providers.offline.frontend.size_equalities import plain_size_equalities
@@ -202,7 +202,7 @@ def _trace(
         dynamo_config.patch(fake_tensor_cache_enabled=False),
         _tensor_meta_without_memory_format(),
         one_symbol_widths() if one_width else contextlib.nullcontext(Widths()) as widths,
-        contiguous_clones(),
+        contiguous_layouts(),
         plain_batch_norms(),
         plain_size_equalities(),
     ):

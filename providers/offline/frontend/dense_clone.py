@@ -1,4 +1,4 @@
-"""A copy of a contiguous tensor, traced without torch's layout search.
+"""A copy or a view of a contiguous tensor, traced without torch's layout search.
 
 `aten.clone` (a Dropout at p=0 or in eval mode is one, `x.contiguous()` another) asks, in a symbolic
 trace, whether its input is non-overlapping and dense and in which order its strides run: a dozen
@@ -45,3 +45,58 @@ def contiguous_clones() -> Iterator[None]:
         yield
     finally:
         decomposition_table[op] = original
+
+
+@contextlib.contextmanager
+def contiguous_views() -> Iterator[None]:
+    """While active, fake tensors' `aten.view` (and `_unsafe_view`) of a contiguous input is that input's
+    storage read with the contiguous strides of the new shape, after the checks torch's path makes of the
+    sizes (an inferred -1, the input not empty, the element counts equal), without its dim-by-dim search
+    for a split of the strides (`_reshape_view_helper_core_alg`: about a third of a Swin region's trace,
+    each step a sympy query). Every other view goes through torch's path. Callers hold MODEL_LOCK (the
+    fake implementations are process-wide)."""
+    import operator
+    from functools import reduce
+
+    from torch._prims_common import extract_shape_from_varargs, infer_size, make_contiguous_strides_for
+    from torch._subclasses import fake_impls
+
+    ops = [torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default]
+    originals = {op: fake_impls.op_implementations_dict[op] for op in ops}
+
+    def view(fake_mode: Any, func: Any, a: Any, *shape: Any, allow_copy: bool = False) -> Any:
+        original = originals[func]
+        plain = (
+            isinstance(a, torch.Tensor)
+            and a.layout == torch.strided
+            and a.ndim > 0
+            and not torch.fx.experimental._config.backed_size_oblivious
+            and not fake_impls._view_has_unbacked_input(a, shape)
+        )
+        if plain:
+            contiguous = torch.empty(a.shape, dtype=a.dtype, device=a.device).stride()
+            plain = all(_expr(s) == _expr(t) for s, t in zip(a.stride(), contiguous, strict=True))
+        if not plain:
+            return original(fake_mode, func, a, *shape, allow_copy=allow_copy)
+        dims = infer_size(extract_shape_from_varargs(shape, validate=False), a.numel())
+        if a.numel() == 0 or len(dims) == 0:  # torch's path asks the first too, as a guard
+            return original(fake_mode, func, a, *shape, allow_copy=allow_copy)
+        torch._check(
+            a.numel() == reduce(operator.mul, dims, 1),
+            lambda: f"Could not reshape a tensor with shape {a.shape} as a tensor with shape {dims}!",
+        )
+        return a.as_strided(dims, make_contiguous_strides_for(dims), a.storage_offset())
+
+    for op in ops:
+        fake_impls.op_implementations_dict[op] = view
+    try:
+        yield
+    finally:
+        fake_impls.op_implementations_dict.update(originals)
+
+
+@contextlib.contextmanager
+def contiguous_layouts() -> Iterator[None]:
+    """contiguous_clones and contiguous_views together (the writer's traces take both)."""
+    with contiguous_clones(), contiguous_views():
+        yield
