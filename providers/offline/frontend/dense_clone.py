@@ -23,6 +23,13 @@ def _expr(x: Any) -> Any:
     return x.node.expr if isinstance(x, torch.SymInt) else sympy.Integer(x)
 
 
+def _contiguous_twin(a: torch.Tensor) -> torch.Tensor | None:
+    """A contiguous tensor of a's shape where a's strides are, expression for expression, that tensor's,
+    else None (no size is compared: the ShapeEnv learns nothing)."""
+    out = torch.empty(a.shape, dtype=a.dtype, device=a.device)
+    return out if all(_expr(s) == _expr(t) for s, t in zip(a.stride(), out.stride(), strict=True)) else None
+
+
 @contextlib.contextmanager
 def contiguous_clones() -> Iterator[None]:
     """While active, fake tensors' `aten.clone` of a contiguous input is a contiguous tensor made
@@ -35,8 +42,8 @@ def contiguous_clones() -> Iterator[None]:
     def clone(a: Any, *, memory_format: Any = None) -> Any:
         formats = (None, torch.preserve_format, torch.contiguous_format)
         if memory_format in formats and isinstance(a, torch.Tensor) and a.layout == torch.strided:
-            out = torch.empty(a.shape, dtype=a.dtype, device=a.device)
-            if all(_expr(s) == _expr(t) for s, t in zip(a.stride(), out.stride(), strict=True)):
+            out = _contiguous_twin(a)
+            if out is not None:
                 return out
         return original(a, memory_format=memory_format)
 
@@ -72,10 +79,8 @@ def contiguous_views() -> Iterator[None]:
             and a.ndim > 0
             and not torch.fx.experimental._config.backed_size_oblivious
             and not fake_impls._view_has_unbacked_input(a, shape)
+            and _contiguous_twin(a) is not None
         )
-        if plain:
-            contiguous = torch.empty(a.shape, dtype=a.dtype, device=a.device).stride()
-            plain = all(_expr(s) == _expr(t) for s, t in zip(a.stride(), contiguous, strict=True))
         if not plain:
             return original(fake_mode, func, a, *shape, allow_copy=allow_copy)
         dims = infer_size(extract_shape_from_varargs(shape, validate=False), a.numel())
