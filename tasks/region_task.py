@@ -19,6 +19,7 @@ from kernelwright.tasks.pyast import parse_python
 from kernelwright.tasks.region_runtime import WRAPPED_MODULES, SizeExpr, fetch
 from kernelwright.tasks.region_sizes import size_text, with_sizes
 from kernelwright.tasks.regions import (
+    WIDE_CAT,
     NodeValue,
     Region,
     SplitError,
@@ -27,6 +28,7 @@ from kernelwright.tasks.regions import (
     layout_only,
     module_constructor,
     random_in_training,
+    wide_concatenation,
 )
 
 _DEVICE = "<device>"
@@ -218,6 +220,11 @@ def describe_region(
             # the writer has no recurrence: asked, it traces every time step and then refuses (75 s for a
             # 6-layer LSTM over 512 steps); the library's recurrence runs, the regions around it are tasks
             raise SplitError("a recurrence: the library's kernel is kept")
+        if len(group) == 1 and wide_concatenation(group[0]):
+            raise SplitError(
+                f"a concatenation of more than {WIDE_CAT} tensors: a copy torch makes at memory speed, kept in"
+                " torch (the operators that read it are a region of their own)"
+            )
         if not region.outputs:
             raise SplitError("no value of it is used outside it (an in-place write or an unused value)")
         if layout_only(group, model):

@@ -305,6 +305,25 @@ _LAYOUT = frozenset({"view", "reshape", "permute", "transpose", "getitem", "cont
 """Operators that only view, index or lay out their input: a region of these alone has nothing to compute."""
 
 
+WIDE_CAT = 8
+"""A concatenation of more tensors than this stands alone, kept in torch (`wide_concatenation`)."""
+
+
+def wide_concatenation(node: fx.Node) -> bool:
+    """A torch.cat of more than WIDE_CAT tensors (a DenseNet layer's input: every earlier layer's output).
+    In a region with the operators that read it, the writer keeps it in torch all the same (a copy torch
+    makes at memory speed), and its many inputs are what its analysis spends on: each one's sizes are
+    symbols of the region's trace (DenseNet201's 98 concatenations, of up to 49 tensors, took most of its
+    first program's time). Alone, its readers are a region of one input."""
+    if node.op == "call_function" and node.target in (torch.cat, torch.concat, torch.concatenate):
+        parts = node.args[0] if node.args else node.kwargs.get("tensors")
+    elif node.op == "call_method" and node.target in ("cat", "concat"):  # not a Tensor method today
+        parts = node.args[0] if node.args else None
+    else:
+        return False
+    return isinstance(parts, list | tuple) and len(parts) > WIDE_CAT
+
+
 _DROPOUT_MODULES = (
     nn.Dropout,
     nn.Dropout1d,
@@ -462,6 +481,7 @@ def _cut(graph: fx.Graph, root: nn.Module, values: dict[str, NodeValue]) -> list
             not _writable(node, root)
             or (node.op == "call_module" and isinstance(root.get_submodule(str(node.target)), nn.RNNBase))
             or random_in_training(node, root)
+            or wide_concatenation(node)
         )
         if unit is not None and groups:
             if norm_at == last and not library:

@@ -598,3 +598,58 @@ def test_a_specialized_model_stitched_with_the_writers_programs_is_judged_correc
     (tmp_path / "model.py").write_text(source)
     verdict = pool.evaluate(load_task(tmp_path / "model.py"), stitched, EvalConfig(device="cpu"))
     assert verdict.correct, verdict.error
+
+
+DENSE_BLOCK = (
+    HEADER
+    + """
+class Model(nn.Module):
+    def __init__(self, c0, growth, layers):
+        super().__init__()
+        self.layers = nn.ModuleList(
+            nn.Sequential(nn.BatchNorm2d(c0 + i * growth), nn.ReLU(), nn.Conv2d(c0 + i * growth, growth, 1))
+            for i in range(layers)
+        )
+
+    def forward(self, x):
+        features = [x]
+        for layer in self.layers:
+            features.append(layer(torch.cat(features, 1)))
+        return torch.cat(features, 1)
+
+
+def get_inputs():
+    return [torch.randn(2, 3, 4, 4)]
+
+
+def get_init_inputs():
+    return [3, 2, 10]
+"""
+)
+
+
+def test_a_wide_concatenation_stands_alone_in_torch_and_its_readers_are_a_region_of_one_input() -> None:
+    from kernelwright.tasks.regions import WIDE_CAT
+
+    task = _module(DENSE_BLOCK, "task")
+    split = split_model(task.Model(*task.get_init_inputs()), task.get_inputs())
+    cats = [r for r in split.regions if r.ops[0] == "cat"]
+    # the layers' inputs are concatenations of 1 .. 10 tensors, and the block's output one of 11
+    widths = [len(r.inputs) for r in cats]
+    assert [w for w in widths if w > WIDE_CAT] == [9, 10, 11]
+    for r in cats:
+        alone = len(r.inputs) > WIDE_CAT
+        assert (r.ops == ["cat"]) == alone, (r.ops, len(r.inputs))
+        assert bool(r.source) != alone
+        if alone:
+            assert f"concatenation of more than {WIDE_CAT} tensors" in r.why_not
+    readers = [r for r in split.regions if r.ops[0] == "BatchNorm2d"]
+    # the concatenations of 9 and 10 tensors: the one of 11 is the block's output
+    assert len(readers) == 2 and all(len(r.inputs) == 1 and r.source for r in readers)
+    stitched, model, new, with_kernel = _stitched(DENSE_BLOCK)
+    assert with_kernel == 10  # every layer: 8 with their concatenation, 2 without
+    x = torch.randn(2, 3, 4, 4)
+    for mode in (True, False):
+        model.train(mode)
+        new.train(mode)
+        torch.testing.assert_close(new(x), model(x), rtol=1e-5, atol=1e-5)
