@@ -3,6 +3,7 @@ graph, shapes and strides as torch's path, which still copies anything not conti
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import pytest
@@ -95,3 +96,36 @@ def test_a_view_of_a_contiguous_tensor_has_torch_s_shape_and_strides(monkeypatch
     # four views through torch's path without the shortcut; with it, only the transposed tensor's
     assert len(calls) == 4 + 1
     assert fake_impls.op_implementations_dict[view] is counted  # the shortcut is gone after the trace
+
+
+def _window_merge_residual(x0: torch.Tensor, x1: torch.Tensor) -> torch.Tensor:
+    # SwinV2's window merge as its region reads it: windows back to a square image (one size for both sides, a
+    # -1 for the channels), then viewed as the residual's shape
+    b, nh, nw, wh, ww, c = x0.shape
+    y = x0.permute(0, 1, 3, 2, 4, 5).contiguous().view(b, nw * wh, nw * wh, -1)
+    return x1 + y.view(x1.shape[0], x1.shape[1], x1.shape[2])
+
+
+@pytest.mark.parametrize("shortcut", [False, True])
+def test_a_view_to_another_input_s_sizes_makes_them_the_same_sizes(shortcut: bool) -> None:
+    """A view's sizes equal group by group (torch's walk records that), not only its element counts: the
+    residual x1 and the viewed windows then have one shape, so a kernel reading both sees one (the element
+    counts' equality alone was solved for x1's last size, a floor division of x0's: SwinV2's residual add no
+    longer fused into its LayerNorm). The channels' -1 is the channel size, no division."""
+    from kernelwright.providers.offline.frontend.dense_clone import contiguous_views
+
+    with torch.device("meta"):
+        inputs = (torch.randn(2, 2, 2, 3, 3, 5), torch.randn(2, 36, 5))
+    with torch.no_grad(), fx_config.patch(use_duck_shape=False):  # type: ignore[attr-defined]
+        with contiguous_views() if shortcut else contextlib.nullcontext():
+            gm = make_fx(_window_merge_residual, tracing_mode="symbolic", pre_dispatch=True)(*inputs)
+    x1 = next(n for n in gm.graph.nodes if n.op == "placeholder" and n.name.startswith("x1"))
+    add = next(n for n in gm.graph.nodes if n.target is torch.ops.aten.add.Tensor)
+    merged = add.args[1].args[0]  # the first view, the windows merged
+    env = add.meta["val"].shape[0].node.shape_env
+    simplify = env.simplify
+    assert [simplify(d.node.expr) for d in x1.meta["val"].shape] == [
+        simplify(d.node.expr) for d in add.meta["val"].shape
+    ]
+    channels = merged.meta["val"].shape[-1]
+    assert "//" not in str(channels) and "floor" not in str(simplify(channels.node.expr)).lower()
