@@ -60,10 +60,11 @@ def contiguous_clones() -> Iterator[None]:
 def contiguous_views() -> Iterator[None]:
     """While active, fake tensors' `aten.view` (and `_unsafe_view`) of a contiguous input is that input's
     storage read with the contiguous strides of the new shape, after the checks torch's path makes of the
-    sizes (an inferred -1, the input not empty, the element counts equal), without its dim-by-dim search
-    for a split of the strides (`_reshape_view_helper_core_alg`: about a third of a Swin region's trace,
-    each step a sympy query). Every other view goes through torch's path. Callers hold MODEL_LOCK (the
-    fake implementations are process-wide)."""
+    sizes (an inferred -1, the input not empty, the element counts equal: group by group where the sizes
+    group, `_grouped_sizes`), without its dim-by-dim search for a split of the strides
+    (`_reshape_view_helper_core_alg`: about a third of a Swin region's trace, each step a sympy query). Every
+    other view goes through torch's path. Callers hold MODEL_LOCK (the fake implementations are
+    process-wide)."""
     from functools import reduce
 
     from torch._prims_common import extract_shape_from_varargs, infer_size, make_contiguous_strides_for
