@@ -315,12 +315,9 @@ def wide_concatenation(node: fx.Node) -> bool:
     makes at memory speed), and its many inputs are what its analysis spends on: each one's sizes are
     symbols of the region's trace (DenseNet201's 98 concatenations, of up to 49 tensors, took most of its
     first program's time). Alone, its readers are a region of one input."""
-    if node.op == "call_function" and node.target in (torch.cat, torch.concat, torch.concatenate):
-        parts = node.args[0] if node.args else node.kwargs.get("tensors")
-    elif node.op == "call_method" and node.target in ("cat", "concat"):  # not a Tensor method today
-        parts = node.args[0] if node.args else None
-    else:
+    if node.op != "call_function" or node.target not in (torch.cat, torch.concat, torch.concatenate):
         return False
+    parts = node.args[0] if node.args else node.kwargs.get("tensors")
     return isinstance(parts, list | tuple) and len(parts) > WIDE_CAT
 
 
