@@ -65,8 +65,6 @@ def contiguous_views() -> Iterator[None]:
     (`_reshape_view_helper_core_alg`: about a third of a Swin region's trace, each step a sympy query). Every
     other view goes through torch's path. Callers hold MODEL_LOCK (the fake implementations are
     process-wide)."""
-    from functools import reduce
-
     from torch._prims_common import extract_shape_from_varargs, infer_size, make_contiguous_strides_for
     from torch._subclasses import fake_impls
 
@@ -92,7 +90,7 @@ def contiguous_views() -> Iterator[None]:
             return original(fake_mode, func, a, *shape, allow_copy=allow_copy)
         if grouped is None:
             torch._check(
-                a.numel() == reduce(operator.mul, dims, 1),
+                a.numel() == functools.reduce(operator.mul, dims, 1),
                 lambda: f"Could not reshape a tensor with shape {a.shape} as a tensor with shape {dims}!",
             )
         else:  # group by group: together they say the element counts are equal
